@@ -1,0 +1,191 @@
+//! What the operator and its providers share: provider-neutral requests,
+//! outcomes and the provider traits. Providers never see CRD types or
+//! ConfigMaps; the operator never sees provider-specific strategy formats.
+
+mod identifier;
+
+pub use identifier::{DEFAULT_IDENTIFIER_LENGTH, cloud_identifier, shorten};
+
+use std::collections::BTreeMap;
+
+/// The kinds of backing service a provider can be asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ResourceKind {
+    Postgres,
+    Redis,
+    BlobStorage,
+    Smtp,
+}
+
+impl ResourceKind {
+    /// The key used for this kind in the configuration ConfigMaps
+    /// (`cloud-resource-config` and `cloud-resources-<provider>-strategies`).
+    pub fn config_key(self) -> &'static str {
+        match self {
+            ResourceKind::Postgres => "postgres",
+            ResourceKind::Redis => "redis",
+            ResourceKind::BlobStorage => "blobstorage",
+            ResourceKind::Smtp => "smtpcredentials",
+        }
+    }
+}
+
+/// The Kubernetes object a request is for, so providers can set owner
+/// references on what they create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// Spec knobs a provider may honour.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    pub apply_immediately: bool,
+    pub maintenance_window: bool,
+    /// Node type / size override (Redis).
+    pub size: Option<String>,
+    pub snapshot_frequency: Option<String>,
+    pub snapshot_retention: Option<String>,
+}
+
+/// One request to create or converge a backing service.
+#[derive(Clone, Debug)]
+pub struct ResourceRequest {
+    pub kind: ResourceKind,
+    pub namespace: String,
+    pub name: String,
+    pub owner: Owner,
+    /// Cloud identifier (`<clusterID>-<namespace>-<name>`, shortened).
+    pub identifier: String,
+    /// The tier's strategy JSON, exactly as configured; parsed by the provider.
+    pub strategy: serde_json::Value,
+    /// Tags/labels for everything created.
+    pub tags: BTreeMap<String, String>,
+    pub options: Options,
+}
+
+/// One request to snapshot a backing service.
+#[derive(Clone, Debug)]
+pub struct SnapshotRequest {
+    /// Kind of the resource snapshotted (Postgres or Redis).
+    pub kind: ResourceKind,
+    pub namespace: String,
+    pub name: String,
+    pub owner: Owner,
+    /// Identifier of the resource to snapshot.
+    pub resource_identifier: String,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// Connection details a provider hands back; written verbatim as the data
+/// of the output Secret. Values are secrets: never log them.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ConnectionDetails(pub BTreeMap<String, String>);
+
+impl std::fmt::Debug for ConnectionDetails {
+    // Only the keys: the values are credentials.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+/// The result of one provider call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome<T> {
+    /// Usable; `T` is what the operator publishes.
+    Ready(T),
+    /// Still converging; the reason is shown in `status.message`.
+    InProgress(String),
+    /// Cannot proceed without a change from a person; the reason says what.
+    Failed(String),
+}
+
+/// What a provider reports about a resource it reconciled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Provisioned {
+    pub outcome: Outcome<ConnectionDetails>,
+    /// Concrete provider, e.g. `aws-rds`, `openshift-postgres-template`.
+    pub provider: String,
+    /// Engine version, when known.
+    pub version: Option<String>,
+}
+
+/// What a provider reports about a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshotted {
+    /// Ready carries the snapshot's cloud identifier.
+    pub outcome: Outcome<String>,
+}
+
+/// Progress of a deletion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Deletion {
+    Done,
+    InProgress(String),
+}
+
+/// A provider call that failed for a reason other than the resource's state
+/// (network, API errors, a malformed strategy).
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The tier's strategy does not parse; the message names the field.
+    #[error("invalid strategy: {0}")]
+    InvalidStrategy(String),
+    /// A call to the cluster or cloud API failed; worth retrying.
+    #[error("{0}")]
+    Api(String),
+}
+
+impl ProviderError {
+    /// Short stable label for metrics and Events.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ProviderError::InvalidStrategy(_) => "invalid_strategy",
+            ProviderError::Api(_) => "provider_api",
+        }
+    }
+
+    /// Whether retrying without a change can help.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ProviderError::Api(_))
+    }
+}
+
+/// A provider of backing services (`aws`, `openshift`).
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    /// The name used in `cloud-resource-config` (e.g. `openshift`).
+    fn name(&self) -> &'static str;
+
+    /// Creates or converges the resource. Idempotent.
+    async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError>;
+
+    /// Deletes everything the resource owns. Idempotent, and tolerant of
+    /// parts that are already gone.
+    async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError>;
+
+    /// Creates (or observes) a snapshot.
+    async fn snapshot(&self, req: &SnapshotRequest) -> Result<Snapshotted, ProviderError>;
+
+    /// Deletes a snapshot.
+    async fn delete_snapshot(&self, req: &SnapshotRequest) -> Result<Deletion, ProviderError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_details_debug_shows_keys_only() {
+        let details = ConnectionDetails(BTreeMap::from([
+            ("password".to_string(), "s3cr3t-value".to_string()),
+            ("username".to_string(), "app".to_string()),
+        ]));
+        let shown = format!("{details:?}");
+        assert!(shown.contains("password") && shown.contains("username"));
+        assert!(!shown.contains("s3cr3t-value"), "{shown}");
+    }
+}

@@ -1,0 +1,187 @@
+//! Spec and status types shared by several kinds.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A duration such as `1d`, `12h30m` or `0` (the Go operator's format).
+pub type Duration = String;
+
+/// The spec of Postgres, Redis, BlobStorage and SMTPCredentialSet
+/// (`ResourceTypeSpec` in the Go operator).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceTypeSpec {
+    /// Deployment type, a key of the `cloud-resource-config` ConfigMap
+    /// (built in: `aws`, `managed`, `openshift`, `workshop`).
+    #[schemars(length(min = 1))]
+    pub r#type: String,
+    /// Tier, a key in the provider's strategies ConfigMap (e.g. `development`, `production`).
+    #[schemars(length(min = 1))]
+    pub tier: String,
+    /// Where the connection Secret is written.
+    pub secret_ref: SecretRef,
+    /// Apply disruptive modifications at once rather than in the maintenance window.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub apply_immediately: bool,
+    /// Allow disruptive modifications now (the caller is in its maintenance window).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub maintenance_window: bool,
+    /// Skip provider create/update calls (phase `paused`), e.g. during maintenance.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub skip_create: bool,
+    /// Redis node type (e.g. `cache.t3.micro`); overrides the tier's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// How often to take snapshots, e.g. `1d`, `12h30m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(0|([0-9]+d)?([0-9]+h)?([0-9]+m)?)$"))]
+    pub snapshot_frequency: Option<Duration>,
+    /// How long to keep snapshots, e.g. `7d`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(0|([0-9]+d)?([0-9]+h)?([0-9]+m)?)$"))]
+    pub snapshot_retention: Option<Duration>,
+}
+
+/// A reference to the output Secret.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct SecretRef {
+    /// Secret name (a DNS subdomain).
+    #[schemars(length(min = 1, max = 253))]
+    #[schemars(regex(
+        pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+    ))]
+    pub name: String,
+    /// Secret namespace; empty means the CR's own namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
+    #[schemars(regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"))]
+    pub namespace: Option<String>,
+}
+
+/// Lifecycle phase, with the Go operator's exact strings.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+pub enum Phase {
+    #[serde(rename = "in progress")]
+    InProgress,
+    #[serde(rename = "deletion in progress")]
+    DeleteInProgress,
+    #[serde(rename = "complete")]
+    Complete,
+    #[serde(rename = "paused")]
+    Paused,
+    #[serde(rename = "failed")]
+    Failed,
+}
+
+impl Phase {
+    /// Every phase, in the order above.
+    pub const ALL: [Phase; 5] = [
+        Phase::InProgress,
+        Phase::DeleteInProgress,
+        Phase::Complete,
+        Phase::Paused,
+        Phase::Failed,
+    ];
+
+    /// The exact string stored in `status.phase`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::InProgress => "in progress",
+            Phase::DeleteInProgress => "deletion in progress",
+            Phase::Complete => "complete",
+            Phase::Paused => "paused",
+            Phase::Failed => "failed",
+        }
+    }
+}
+
+// In the schema a phase is a plain string, as in the Go operator's CRDs, so
+// a status written by another operator version is never rejected.
+impl JsonSchema for Phase {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Phase".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "One of: in progress, deletion in progress, complete, paused, failed."
+        })
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
+/// Status of Postgres, Redis, BlobStorage and SMTPCredentialSet.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceTypeStatus {
+    /// Provider name chosen for this CR (`aws`, `openshift`); sticky once set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+    /// Concrete provider, e.g. `aws-rds`, `openshift-postgres-template`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Engine version of the provisioned resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The Secret that holds the connection details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Standard conditions; `Ready` is always present once reconciled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// The spec of PostgresSnapshot and RedisSnapshot.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.resourceName == oldSelf.resourceName",
+    "message": "resourceName cannot change; create a new snapshot for another resource"
+}]))]
+pub struct SnapshotSpec {
+    /// Name of the Postgres/Redis CR, in the same namespace, to snapshot.
+    #[schemars(length(min = 1, max = 253))]
+    pub resource_name: String,
+    /// Keep the cloud snapshot when this CR is deleted.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub skip_delete: bool,
+}
+
+/// Status of PostgresSnapshot and RedisSnapshot.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotStatus {
+    /// Cloud identifier of the snapshot.
+    #[serde(
+        default,
+        rename = "snapshotID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub snapshot_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}

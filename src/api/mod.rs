@@ -1,0 +1,162 @@
+//! The six custom resources of `integreatly.org/v1alpha1`.
+//!
+//! Field names, required fields and phase strings match the Go operator's
+//! CRDs exactly, so CRs written for it are accepted unchanged. What we add
+//! (`conditions`, `observedGeneration`, printer columns, validation) is
+//! additive: clients of the Go operator ignore it.
+
+mod common;
+mod resources;
+mod snapshots;
+
+pub use common::{
+    Duration, Phase, ResourceTypeSpec, ResourceTypeStatus, SecretRef, SnapshotSpec, SnapshotStatus,
+};
+pub use resources::{
+    BlobStorage, BlobStorageSpec, Postgres, PostgresSpec, Redis, RedisSpec, SMTPCredentialSet,
+    SMTPCredentialSetSpec,
+};
+pub use snapshots::{PostgresSnapshot, PostgresSnapshotSpec, RedisSnapshot, RedisSnapshotSpec};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+/// API group of every kind.
+pub const GROUP: &str = "integreatly.org";
+/// API version of every kind.
+pub const VERSION: &str = "v1alpha1";
+
+/// Every CRD this operator serves, in a stable order.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        Postgres::crd(),
+        Redis::crd(),
+        BlobStorage::crd(),
+        SMTPCredentialSet::crd(),
+        PostgresSnapshot::crd(),
+        RedisSnapshot::crd(),
+    ]
+}
+
+/// File name of a CRD under `crds/` (the kubebuilder convention the Go
+/// operator uses: `<group>_<plural>.yaml`).
+pub fn crd_file_name(crd: &CustomResourceDefinition) -> String {
+    format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural)
+}
+
+/// A CRD as YAML, as written to `crds/` and printed by `crd`.
+pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, yaml_serde::Error> {
+    yaml_serde::to_string(crd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `crds/` is what users install; it must be what the Rust types say.
+    #[test]
+    fn checked_in_crds_match_the_rust_types() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+        for crd in crds() {
+            let path = dir.join(crd_file_name(&crd));
+            let want = crd_yaml(&crd).unwrap_or_else(|e| panic!("{e}"));
+            let have = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                have == want,
+                "{} is missing or stale: run `make crds` and commit the result",
+                path.display()
+            );
+        }
+        let files = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(files, 6, "crds/ should hold exactly the six CRDs");
+    }
+
+    #[test]
+    fn kinds_and_plurals_match_the_go_operator() {
+        let names: Vec<_> = crds()
+            .iter()
+            .map(|c| {
+                assert_eq!(c.spec.group, GROUP);
+                assert_eq!(c.spec.scope, "Namespaced");
+                let v = &c.spec.versions[0];
+                assert_eq!(v.name, VERSION);
+                assert!(
+                    v.subresources
+                        .as_ref()
+                        .and_then(|s| s.status.as_ref())
+                        .is_some()
+                );
+                (c.spec.names.kind.clone(), c.spec.names.plural.clone())
+            })
+            .collect();
+        let want = [
+            ("Postgres", "postgres"),
+            ("Redis", "redis"),
+            ("BlobStorage", "blobstorages"),
+            ("SMTPCredentialSet", "smtpcredentialsets"),
+            ("PostgresSnapshot", "postgressnapshots"),
+            ("RedisSnapshot", "redissnapshots"),
+        ];
+        let want: Vec<_> = want
+            .iter()
+            .map(|(k, p)| (k.to_string(), p.to_string()))
+            .collect();
+        assert_eq!(names, want);
+    }
+
+    #[test]
+    fn phases_serialise_to_the_go_operator_strings() {
+        let strings: Vec<_> = Phase::ALL
+            .iter()
+            .map(|p| serde_json::to_value(p).unwrap_or_default())
+            .collect();
+        assert_eq!(
+            strings,
+            [
+                "in progress",
+                "deletion in progress",
+                "complete",
+                "paused",
+                "failed"
+            ]
+        );
+        for p in Phase::ALL {
+            assert_eq!(serde_json::to_value(p).unwrap_or_default(), p.as_str());
+        }
+    }
+
+    #[test]
+    fn a_go_operator_postgres_cr_deserialises() {
+        let cr: Postgres = serde_json::from_value(serde_json::json!({
+            "apiVersion": "integreatly.org/v1alpha1",
+            "kind": "Postgres",
+            "metadata": {"name": "db", "namespace": "app"},
+            "spec": {
+                "type": "managed", "tier": "production",
+                "secretRef": {"name": "db-sec", "namespace": "app"},
+                "maintenanceWindow": true, "applyImmediately": false, "skipCreate": false,
+                "snapshotFrequency": "1d", "snapshotRetention": "7d"
+            },
+            "status": {"phase": "complete", "strategy": "aws", "provider": "aws-rds",
+                       "message": "creation successful", "version": "16.4",
+                       "secretRef": {"name": "db-sec", "namespace": "app"}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cr.spec.resource.r#type, "managed");
+        assert!(cr.spec.resource.maintenance_window);
+        assert_eq!(cr.spec.resource.snapshot_retention.as_deref(), Some("7d"));
+        assert_eq!(cr.status.and_then(|s| s.phase), Some(Phase::Complete));
+    }
+
+    #[test]
+    fn printer_columns_are_type_tier_provider_phase_age() {
+        let crd = Postgres::crd();
+        let cols: Vec<_> = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(cols, ["Type", "Tier", "Provider", "Phase", "Age"]);
+    }
+}

@@ -1,0 +1,5 @@
+//! cloud-resource-operator: provisions application backing services
+//! (Postgres, Redis, blob storage, SMTP credentials, snapshots) described by
+//! `integreatly.org/v1alpha1` custom resources, on AWS or in-cluster.
+
+pub mod api;
