@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what `make test` and `make run` need and a fresh machine may lack:
+# Debian packages (openssl, curl, flock/setsid, python3 venv). Go and Rust
+# come with the machine; Kubernetes tools and moto are built/installed into
+# a cache by testenv.sh.
+set -euo pipefail
+missing=()
+command -v openssl >/dev/null || missing+=(openssl)
+command -v curl >/dev/null || missing+=(curl)
+command -v flock >/dev/null || missing+=(util-linux)
+command -v setsid >/dev/null || missing+=(util-linux)
+command -v python3 >/dev/null || missing+=(python3)
+python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+command -v go >/dev/null || { echo "install-deps: Go is required to build the test binaries (https://go.dev/doc/install)" >&2; exit 1; }
+command -v cargo >/dev/null || { echo "install-deps: cargo (rustup) is required" >&2; exit 1; }

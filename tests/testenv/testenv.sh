@@ -1,0 +1,341 @@
+#!/usr/bin/env bash
+# The local test environment: a real control plane (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler) plus kwok fake nodes, and a moto
+# server as the AWS API emulator, all on 127.0.0.1.
+#
+#   testenv.sh build   build/install every tool into the cache (idempotent)
+#   testenv.sh up      build if needed, start everything, write env.sh
+#   testenv.sh down    stop exactly the processes `up` started
+#   testenv.sh status  exit 0 when the environment is up and healthy
+#
+# Binaries are built from published Go modules and cached by version in
+# $CRO_TESTENV_CACHE (default ~/.cache/cro-testenv), outside the repository,
+# so a second machine-local run reuses them. Runtime state lives in
+# target/testenv/ of the repository.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+# shellcheck source=versions.env
+. "$here/versions.env"
+
+cache=${CRO_TESTENV_CACHE:-$HOME/.cache/cro-testenv}
+state=${CRO_TESTENV_STATE:-$repo/target/testenv}
+k8s_bin=$cache/kubernetes-$K8S_VERSION/bin
+etcd_bin=$cache/etcd-$ETCD_VERSION/bin
+kwok_bin=$cache/kwok-$KWOK_VERSION/bin
+moto_venv=$cache/moto-$MOTO_VERSION
+aws_region=${AWS_REGION_TESTENV:-eu-west-1}
+admin_token_file=$state/admin.token
+
+log() { printf 'testenv: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------- build ----
+
+# go_build NAME OUTDIR GO_MOD_BODY LDFLAGS PKG...
+# Builds PKGs inside a throw-away wrapper module and moves the binaries into
+# OUTDIR only when all of them built, so a broken build never looks cached.
+go_build() {
+  local name=$1 out=$2 gomod=$3 ldflags=$4; shift 4
+  local work; work=$(mktemp -d "$cache/.build-$name.XXXXXX")
+  printf '%s\n' "$gomod" >"$work/go.mod"
+  {
+    echo '//go:build tools'
+    echo 'package tools'
+    echo 'import ('
+    local p; for p in "$@"; do echo "	_ \"$p\""; done
+    echo ')'
+  } >"$work/tools.go"
+  log "building $name ($*) — first time only, this takes a while"
+  (
+    cd "$work"
+    export GOFLAGS=-mod=mod CGO_ENABLED=0
+    go mod tidy >"$work/tidy.log" 2>&1 || { cat "$work/tidy.log" >&2; exit 1; }
+    mkdir -p "$work/bin"
+    go build -trimpath -ldflags "-s -w $ldflags" -o "$work/bin/" "$@"
+  ) || die "building $name failed (work dir kept: $work)"
+  mkdir -p "$(dirname "$out")"
+  rm -rf "$out.tmp" && mv "$work/bin" "$out.tmp" && rm -rf "$out" && mv "$out.tmp" "$out"
+  rm -rf "$work"
+}
+
+build_kubernetes() {
+  [ -x "$k8s_bin/kube-apiserver" ] && [ -x "$k8s_bin/kube-controller-manager" ] &&
+    [ -x "$k8s_bin/kube-scheduler" ] && [ -x "$k8s_bin/kubectl" ] && return 0
+  command -v go >/dev/null || die "go is required to build the test binaries"
+  # k8s.io/kubernetes points its staging modules at ./staging; a dependent
+  # module must map each one to its published v0.X.Y instead.
+  local staging=v0${K8S_VERSION#v1}
+  local modfile
+  modfile=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  [ -f "$modfile" ] || die "could not download k8s.io/kubernetes@$K8S_VERSION from the Go module proxy"
+  local replaces
+  replaces=$(sed -n "s#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\t\1 => \1 $staging#p" "$modfile")
+  [ -n "$replaces" ] || die "no staging replace lines found in $modfile"
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local vpkg ldflags=""
+  for vpkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $vpkg.gitVersion=$K8S_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor"
+    ldflags+=" -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  go_build kubernetes "$k8s_bin" "module cro.local/testenv/kubernetes
+
+go 1.25.0
+
+require k8s.io/kubernetes $K8S_VERSION
+
+replace (
+$replaces
+)" "$ldflags" \
+    k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubectl
+}
+
+build_etcd() {
+  [ -x "$etcd_bin/etcd" ] && return 0
+  go_build etcd "$etcd_bin" "module cro.local/testenv/etcd
+
+go 1.24
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION" "" go.etcd.io/etcd/server/v3
+  # Go names a /v3 module's binary after the element before the suffix.
+  mv "$etcd_bin/server" "$etcd_bin/etcd"
+}
+
+build_kwok() {
+  [ -x "$kwok_bin/kwok" ] && return 0
+  go_build kwok "$kwok_bin" "module cro.local/testenv/kwok
+
+go 1.24.0
+
+require sigs.k8s.io/kwok $KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok
+}
+
+build_moto() {
+  # A venv cannot be moved, so it is built in place and marked complete last.
+  [ -f "$moto_venv/.complete" ] && return 0
+  log "installing moto $MOTO_VERSION from PyPI"
+  rm -rf "$moto_venv"
+  python3 -m venv "$moto_venv"
+  "$moto_venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION" ||
+    die "pip install moto[server]==$MOTO_VERSION failed"
+  touch "$moto_venv/.complete"
+}
+
+cmd_build() {
+  mkdir -p "$cache"
+  # One build at a time per cache (a second caller waits, then finds it done).
+  exec 9>"$cache/.lock"
+  flock 9
+  build_etcd
+  build_kwok
+  build_kubernetes
+  build_moto
+  flock -u 9
+}
+
+# ---------------------------------------------------------------- up -------
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start NAME BINARY ARGS...: a detached process whose pid is recorded.
+start() {
+  local name=$1; shift
+  setsid "$@" >"$state/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$state/pids/$name.pid"
+}
+
+# wait_for DESCRIPTION SECONDS COMMAND...
+wait_for() {
+  local what=$1 secs=$2; shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      log "timed out after ${secs}s waiting for $what; last log lines:"
+      tail -n 30 "$state"/logs/*.log >&2 || true
+      cmd_down
+      exit 1
+    fi
+    sleep 0.2
+  done
+}
+
+kctl() { "$k8s_bin/kubectl" --kubeconfig "$state/kubeconfig" "$@"; }
+
+make_certs() {
+  local d=$state/pki
+  mkdir -p "$d"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=cro-testenv-ca" \
+    -keyout "$d/ca.key" -out "$d/ca.crt" \
+    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
+    -keyout "$d/apiserver.key" -out "$d/apiserver.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$d/ext.cnf"
+  openssl x509 -req -in "$d/apiserver.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$d/ext.cnf" -out "$d/apiserver.crt" 2>/dev/null
+  openssl genrsa -out "$d/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
+}
+
+write_kubeconfig() {
+  local port=$1 token=$2
+  cat >"$state/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: cro-testenv
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority-data: $(base64 -w0 <"$state/pki/ca.crt")
+users:
+- name: admin
+  user:
+    token: $token
+contexts:
+- name: cro-testenv
+  context: {cluster: cro-testenv, user: admin}
+current-context: cro-testenv
+EOF
+  chmod 600 "$state/kubeconfig"
+}
+
+write_env() {
+  local moto_port=$1
+  cat >"$state/env.sh" <<EOF
+# Generated by tests/testenv/testenv.sh up; source it to use the environment.
+export KUBECONFIG='$state/kubeconfig'
+export PATH='$k8s_bin':"\$PATH"
+export AWS_ENDPOINT_URL='http://127.0.0.1:$moto_port'
+export AWS_REGION='$aws_region'
+export AWS_DEFAULT_REGION='$aws_region'
+export AWS_ACCESS_KEY_ID='testing'
+export AWS_SECRET_ACCESS_KEY='testing'
+export CRO_TESTENV_KWOK_NODE='kwok-node-0'
+EOF
+}
+
+pid_alive() { [ -f "$state/pids/$1.pid" ] && kill -0 "$(cat "$state/pids/$1.pid")" 2>/dev/null; }
+
+cmd_status() {
+  local p
+  for p in etcd kube-apiserver kube-controller-manager kube-scheduler kwok moto; do
+    pid_alive "$p" || return 1
+  done
+  [ -f "$state/env.sh" ] && kctl get --raw /readyz >/dev/null 2>&1
+}
+
+cmd_up() {
+  if cmd_status; then
+    log "already up; source $state/env.sh"
+    return 0
+  fi
+  # Anything half-started before is stopped, then we start clean.
+  [ -d "$state/pids" ] && cmd_down
+  cmd_build
+  rm -rf "$state"
+  mkdir -p "$state/logs" "$state/pids"
+  make_certs
+
+  local etcd_port etcd_peer api_port moto_port token
+  etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port); moto_port=$(free_port)
+  token=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+  echo "$token" >"$admin_token_file"
+  printf '%s,cro-testenv-admin,cro-testenv-admin,"system:masters"\n' "$token" >"$state/pki/tokens.csv"
+
+  start etcd "$etcd_bin/etcd" --name testenv --data-dir "$state/etcd" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+    --initial-cluster "testenv=http://127.0.0.1:$etcd_peer" --unsafe-no-fsync --log-level warn
+  start moto "$moto_venv/bin/moto_server" -H 127.0.0.1 -p "$moto_port"
+
+  start kube-apiserver "$k8s_bin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --tls-cert-file "$state/pki/apiserver.crt" --tls-private-key-file "$state/pki/apiserver.key" \
+    --client-ca-file "$state/pki/ca.crt" \
+    --token-auth-file "$state/pki/tokens.csv" --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc \
+    --service-account-key-file "$state/pki/sa.pub" \
+    --service-account-signing-key-file "$state/pki/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
+    --allow-privileged --profiling=false
+  write_kubeconfig "$api_port" "$token"
+  wait_for "etcd" 30 curl -sf "http://127.0.0.1:$etcd_port/health"
+  wait_for "kube-apiserver /readyz" 60 kctl get --raw /readyz
+
+  start kube-controller-manager "$k8s_bin/kube-controller-manager" \
+    --kubeconfig "$state/kubeconfig" --leader-elect=false \
+    --bind-address 127.0.0.1 --secure-port 0 \
+    --service-account-private-key-file "$state/pki/sa.key" \
+    --root-ca-file "$state/pki/ca.crt" --use-service-account-credentials=false \
+    --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route'
+  start kube-scheduler "$k8s_bin/kube-scheduler" \
+    --kubeconfig "$state/kubeconfig" --leader-elect=false --secure-port 0
+  start kwok "$kwok_bin/kwok" --kubeconfig "$state/kubeconfig" \
+    --manage-all-nodes=false --manage-nodes-with-label-selector type=kwok \
+    --server-address ""
+
+  # One fake node that kwok keeps Ready and whose pods kwok marks Running.
+  kctl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-0
+  labels: {type: kwok, kubernetes.io/hostname: kwok-node-0, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
+  annotations: {kwok.x-k8s.io/node: fake}
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "250"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "250"}
+EOF
+  # No dynamic provisioner runs here, so PVCs bind to a pool of static
+  # volumes through a default StorageClass, as on a cluster with local PVs.
+  {
+    printf '%s\n' 'apiVersion: storage.k8s.io/v1' 'kind: StorageClass' \
+      'metadata: {name: standard, annotations: {storageclass.kubernetes.io/is-default-class: "true"}}' \
+      'provisioner: kubernetes.io/no-provisioner' 'volumeBindingMode: Immediate'
+    local i
+    for i in $(seq -w 1 "${CRO_TESTENV_VOLUMES:-150}"); do
+      printf -- '---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: testenv-pv-%s}\n' "$i"
+      printf 'spec: {capacity: {storage: 100Gi}, accessModes: [ReadWriteOnce, ReadWriteMany], storageClassName: standard, persistentVolumeReclaimPolicy: Retain, hostPath: {path: /tmp/cro-testenv-pv-%s}}\n' "$i"
+    done
+  } | kctl apply -f - >/dev/null
+  wait_for "moto server" 60 curl -sf "http://127.0.0.1:$moto_port/moto-api/"
+  wait_for "the default ServiceAccount (kube-controller-manager)" 60 kctl -n default get serviceaccount default
+  wait_for "kwok-node-0 Ready (kwok)" 60 \
+    sh -c "'$k8s_bin/kubectl' --kubeconfig '$state/kubeconfig' get node kwok-node-0 -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+  write_env "$moto_port"
+  log "up; source $state/env.sh"
+}
+
+# Stops only processes whose pid file we wrote and whose command line is
+# still the binary we started (a reused pid is left alone).
+cmd_down() {
+  [ -d "$state/pids" ] || { log "nothing to stop"; return 0; }
+  local f pid name order=(kwok kube-scheduler kube-controller-manager kube-apiserver moto etcd)
+  for name in "${order[@]}"; do
+    f=$state/pids/$name.pid
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$cache"; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$f"
+  done
+  rm -f "$state/env.sh"
+  log "down"
+}
+
+case ${1:-} in
+  build) cmd_build ;;
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *) echo "usage: $0 build|up|down|status" >&2; exit 2 ;;
+esac
