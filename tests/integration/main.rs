@@ -1,0 +1,7 @@
+//! Integration tests against the local test environment (`make test` starts
+//! it): a real kube-apiserver with kwok nodes, and the moto AWS emulator.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod foundation;

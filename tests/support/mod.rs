@@ -1,0 +1,203 @@
+//! Support for tests against the local test environment (real
+//! kube-apiserver, kwok nodes, moto): a client, a fresh namespace per test,
+//! waiting on conditions with a deadline, and AWS clients for the emulator.
+//!
+//! The environment comes from the variables `target/testenv/env.sh` exports
+//! (`make test` sources it); when they are unset, that file is read directly,
+//! so `cargo test` works after `make testenv-up`.
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::{collections::BTreeMap, fmt::Debug, future::Future, path::PathBuf, time::Duration};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{
+    Api, Client, Config, Resource, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+    runtime::wait::{Condition, await_condition, conditions},
+};
+use serde::de::DeserializeOwned;
+
+/// How long a test waits for something that should happen within seconds.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The test environment's settings.
+#[derive(Clone, Debug)]
+pub struct TestEnv {
+    pub kubeconfig: PathBuf,
+    pub aws_endpoint_url: String,
+    pub aws_region: String,
+}
+
+impl TestEnv {
+    /// Reads the environment; panics with the command to run when it is absent.
+    pub fn load() -> TestEnv {
+        let file = repo_root().join("target/testenv/env.sh");
+        let from_file = std::fs::read_to_string(&file)
+            .map(|text| parse_env_sh(&text))
+            .unwrap_or_default();
+        let get = |key: &str| {
+            std::env::var(key)
+                .ok()
+                .or_else(|| from_file.get(key).cloned())
+                .unwrap_or_else(|| {
+                    panic!("{key} is not set and {} has no value for it: run `make testenv-up` first (or `make test`)", file.display())
+                })
+        };
+        TestEnv {
+            kubeconfig: PathBuf::from(get("KUBECONFIG")),
+            aws_endpoint_url: get("AWS_ENDPOINT_URL"),
+            aws_region: get("AWS_REGION"),
+        }
+    }
+
+    /// A client for the test cluster, as the cluster admin.
+    pub async fn client(&self) -> Client {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", self.kubeconfig.display()));
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("loading {}: {e}", self.kubeconfig.display()));
+        Client::try_from(config).unwrap_or_else(|e| panic!("building a kube client: {e}"))
+    }
+
+    /// AWS SDK settings pointed at the emulator (static test credentials
+    /// come from the environment the SDK reads, set by env.sh, or the
+    /// emulator's defaults).
+    pub async fn aws_config(&self) -> aws_config::SdkConfig {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(self.aws_region.clone()))
+            .endpoint_url(self.aws_endpoint_url.clone())
+            .credentials_provider(aws_sdk_s3::config::Credentials::new(
+                "testing",
+                "testing",
+                None,
+                None,
+                "cro-testenv",
+            ))
+            .load()
+            .await
+    }
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Parses the `export KEY='value'` lines of env.sh.
+fn parse_env_sh(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("export "))
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
+        .collect()
+}
+
+/// Runs `test` with a fresh namespace, deleting the namespace afterwards
+/// whether the test passed or panicked.
+pub async fn with_namespace<F, Fut>(prefix: &str, test: F)
+where
+    F: FnOnce(Client, String) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let client = TestEnv::load().client().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut ns = Namespace::default();
+    ns.metadata.generate_name = Some(format!("{prefix}-"));
+    ns.metadata.labels = Some(BTreeMap::from([(
+        "cro.integreatly.org/test".to_string(),
+        "true".to_string(),
+    )]));
+    let ns = namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap_or_else(|e| panic!("creating a test namespace: {e}"));
+    let name = ns.name_any();
+    let result = tokio::spawn(test(client, name.clone())).await;
+    if let Err(e) = namespaces.delete(&name, &DeleteParams::default()).await {
+        eprintln!("warning: deleting test namespace {name}: {e}");
+    }
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+/// Waits until `condition` holds for the named object, or panics after
+/// `timeout` showing the object as last seen.
+pub async fn wait_for<K, C>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    condition: C,
+) -> K
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    C: Condition<K>,
+{
+    match tokio::time::timeout(timeout, await_condition(api.clone(), name, condition)).await {
+        Ok(Ok(Some(obj))) => obj,
+        Ok(Ok(None)) => panic!("{name} was deleted while waiting for {what}"),
+        Ok(Err(e)) => panic!("watching {name} while waiting for {what}: {e}"),
+        Err(_) => {
+            let last = api.get_opt(name).await;
+            panic!("timed out after {timeout:?} waiting for {name}: {what}; last seen: {last:#?}")
+        }
+    }
+}
+
+/// Waits until the named object is gone.
+pub async fn wait_deleted<K>(api: &Api<K>, name: &str, timeout: Duration)
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let uid = match api.get_opt(name).await {
+        Ok(Some(obj)) => obj.meta().uid.clone().unwrap_or_default(),
+        Ok(None) => return,
+        Err(e) => panic!("reading {name}: {e}"),
+    };
+    if tokio::time::timeout(
+        timeout,
+        await_condition(api.clone(), name, conditions::is_deleted(&uid)),
+    )
+    .await
+    .is_err()
+    {
+        panic!("timed out after {timeout:?} waiting for {name} to be deleted");
+    }
+}
+
+/// Server-side applies `obj` with the test field manager.
+pub async fn apply<K>(api: &Api<K>, obj: &K) -> Result<K, kube::Error>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + serde::Serialize,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    api.patch(
+        &name,
+        &PatchParams::apply("cro-tests").force(),
+        &Patch::Apply(obj),
+    )
+    .await
+}
+
+/// Installs (server-side applies) every CRD and waits until each is
+/// Established. Idempotent, so every test may call it.
+pub async fn ensure_crds(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in cloud_resource_operator::api::crds() {
+        let name = crd.name_any();
+        apply(&api, &crd)
+            .await
+            .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+        wait_for(
+            &api,
+            &name,
+            "CRD Established",
+            DEFAULT_TIMEOUT,
+            conditions::is_crd_established(),
+        )
+        .await;
+    }
+}
