@@ -1,0 +1,85 @@
+//! Applying desired objects without needless writes: an object is read
+//! first and server-side applied only when it lacks part of the desired
+//! state (deleted, or edited by hand).
+
+use std::fmt::Debug;
+
+use cro_provider_api::ProviderError;
+use kube::{
+    Api, Resource,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::Value;
+
+use crate::merge::is_subset;
+
+pub const FIELD_MANAGER: &str = "cloud-resource-operator";
+
+/// Where an object stands after `ensure`.
+pub enum Applied<K> {
+    /// Exists as desired.
+    Current(K),
+    /// Still being deleted (e.g. a PVC whose pod is going); recreated once gone.
+    Terminating,
+}
+
+fn api_error(verb: &str, desired: &Value, e: kube::Error) -> ProviderError {
+    ProviderError::Api(format!(
+        "{verb} {} {}/{}: {e}",
+        desired["kind"].as_str().unwrap_or("object"),
+        desired["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default(),
+        desired["metadata"]["name"].as_str().unwrap_or_default(),
+    ))
+}
+
+pub async fn ensure<K>(api: &Api<K>, desired: &Value) -> Result<Applied<K>, ProviderError>
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+{
+    let name = desired["metadata"]["name"].as_str().unwrap_or_default();
+    let live = api
+        .get_opt(name)
+        .await
+        .map_err(|e| api_error("reading", desired, e))?;
+    if let Some(live) = live {
+        if live.meta().deletion_timestamp.is_some() {
+            return Ok(Applied::Terminating);
+        }
+        let as_json = serde_json::to_value(&live).unwrap_or(Value::Null);
+        if is_subset(desired, &as_json) {
+            return Ok(Applied::Current(live));
+        }
+    }
+    let applied = api
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(desired),
+        )
+        .await
+        .map_err(|e| api_error("applying", desired, e))?;
+    Ok(Applied::Current(applied))
+}
+
+/// Deletes the named object if present; true when it is gone.
+pub async fn delete<K>(api: &Api<K>, name: &str) -> Result<bool, ProviderError>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
+{
+    let context =
+        |e: kube::Error| ProviderError::Api(format!("deleting {} {name}: {e}", K::kind(&())));
+    let Some(live) = api.get_opt(name).await.map_err(context)? else {
+        return Ok(true);
+    };
+    if live.meta().deletion_timestamp.is_none() {
+        match api.delete(name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(true),
+            Err(e) => return Err(context(e)),
+        }
+    }
+    Ok(api.get_opt(name).await.map_err(context)?.is_none())
+}

@@ -1,0 +1,91 @@
+//! The generated credentials Secret of an in-cluster Postgres: the password
+//! is generated once and kept; it is never logged or put in an error.
+
+use std::collections::BTreeMap;
+
+use cro_provider_api::{ProviderError, ResourceRequest};
+use k8s_openapi::{ByteString, api::core::v1::Secret};
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
+use rand::{Rng, distr::Alphanumeric};
+use serde_json::json;
+
+use crate::{
+    apply::FIELD_MANAGER,
+    merge::is_subset,
+    workload::{credentials_secret_name, metadata},
+};
+
+pub struct Credentials {
+    pub username: String,
+    pub password: String,
+    pub database: String,
+}
+
+fn generate_password() -> String {
+    rand::rng()
+        .sample_iter(&Alphanumeric)
+        .take(32)
+        .map(char::from)
+        .collect()
+}
+
+pub async fn ensure(
+    api: &Api<Secret>,
+    req: &ResourceRequest,
+    overrides: &BTreeMap<String, String>,
+) -> Result<Credentials, ProviderError> {
+    let name = credentials_secret_name(&req.name);
+    let err = |verb: &str, e: kube::Error| {
+        ProviderError::Api(format!("{verb} Secret {}/{name}: {e}", req.namespace))
+    };
+    let live = api.get_opt(&name).await.map_err(|e| err("reading", e))?;
+    let existing: BTreeMap<String, String> = live
+        .as_ref()
+        .and_then(|s| s.data.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(k, v)| String::from_utf8(v.0).ok().map(|v| (k, v)))
+        .collect();
+    // Existing values win: the database was initialised with them.
+    let pick = |key: &str, default: &dyn Fn() -> String| {
+        existing
+            .get(key)
+            .filter(|v| !v.is_empty())
+            .or_else(|| overrides.get(key))
+            .cloned()
+            .unwrap_or_else(default)
+    };
+    let creds = Credentials {
+        username: pick("username", &|| "app".into()),
+        password: pick("password", &generate_password),
+        database: pick("database", &|| "app".into()),
+    };
+    let data: BTreeMap<String, ByteString> = [
+        ("username", &creds.username),
+        ("password", &creds.password),
+        ("database", &creds.database),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), ByteString(v.clone().into_bytes())))
+    .collect();
+    let desired = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": metadata(req, &name, "postgres"),
+        "type": "Opaque",
+        "data": data,
+    });
+    let current = live.map(|s| serde_json::to_value(s).unwrap_or_default());
+    if !current.is_some_and(|c| is_subset(&desired, &c)) {
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&desired),
+        )
+        .await
+        .map_err(|e| err("writing", e))?;
+    }
+    Ok(creds)
+}

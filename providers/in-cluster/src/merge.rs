@@ -1,0 +1,109 @@
+//! JSON merging for partial tier overrides, and the subset test that lets a
+//! steady-state reconcile skip writes. Pure functions.
+
+use serde_json::Value;
+
+/// Merges `patch` onto `base`: objects recursively; arrays whose elements
+/// are all objects with a `name` merge element-wise by name (new names are
+/// appended), so an override can change one container's image; other
+/// arrays and scalars are replaced; `null` removes a key.
+pub fn merge(base: &mut Value, patch: &Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    b.remove(k);
+                } else if let Some(existing) = b.get_mut(k) {
+                    merge(existing, v);
+                } else {
+                    b.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        (Value::Array(b), Value::Array(p)) if named(b) && named(p) => {
+            for item in p {
+                let name = &item["name"];
+                match b.iter_mut().find(|e| &e["name"] == name) {
+                    Some(existing) => merge(existing, item),
+                    None => b.push(item.clone()),
+                }
+            }
+        }
+        (b, p) => *b = p.clone(),
+    }
+}
+
+fn named(items: &[Value]) -> bool {
+    !items.is_empty()
+        && items
+            .iter()
+            .all(|i| i.get("name").is_some_and(Value::is_string))
+}
+
+/// Whether `live` already holds everything in `desired` (fields the server
+/// or others added are ignored; arrays must match element for element).
+pub fn is_subset(desired: &Value, live: &Value) -> bool {
+    match (desired, live) {
+        (Value::Object(d), Value::Object(l)) => d
+            .iter()
+            .all(|(k, v)| l.get(k).is_some_and(|lv| is_subset(v, lv))),
+        (Value::Array(d), Value::Array(l)) => {
+            d.len() == l.len() && d.iter().zip(l).all(|(dv, lv)| is_subset(dv, lv))
+        }
+        (d, l) => d == l,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn override_changes_one_container_by_name() {
+        let mut base = json!({"containers": [
+            {"name": "postgres", "image": "postgres:17", "ports": [{"containerPort": 5432}]},
+            {"name": "sidecar", "image": "s:1"}
+        ]});
+        merge(
+            &mut base,
+            &json!({"containers": [{"name": "postgres", "image": "postgres:16"}]}),
+        );
+        assert_eq!(base["containers"][0]["image"], "postgres:16");
+        assert_eq!(base["containers"][0]["ports"][0]["containerPort"], 5432);
+        assert_eq!(base["containers"][1]["image"], "s:1");
+    }
+
+    #[test]
+    fn new_names_append_and_null_removes() {
+        let mut base = json!({"env": [{"name": "A", "value": "1"}], "keep": 1, "drop": 2});
+        merge(
+            &mut base,
+            &json!({"env": [{"name": "B", "value": "2"}], "drop": null}),
+        );
+        assert_eq!(
+            base,
+            json!({"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}], "keep": 1})
+        );
+    }
+
+    #[test]
+    fn unnamed_arrays_and_scalars_replace() {
+        let mut base = json!({"args": ["a", "b"], "replicas": 1});
+        merge(&mut base, &json!({"args": ["c"], "replicas": 2}));
+        assert_eq!(base, json!({"args": ["c"], "replicas": 2}));
+    }
+
+    #[test]
+    fn subset_ignores_server_defaults_but_not_changes() {
+        let desired = json!({"spec": {"ports": [{"port": 5432}], "selector": {"app": "db"}}});
+        let live = json!({"spec": {"ports": [{"port": 5432, "protocol": "TCP"}], "selector": {"app": "db"}, "clusterIP": "10.0.0.1"}});
+        assert!(is_subset(&desired, &live));
+        let changed = json!({"spec": {"ports": [{"port": 5433, "protocol": "TCP"}], "selector": {"app": "db"}}});
+        assert!(!is_subset(&desired, &changed));
+        let extra_port =
+            json!({"spec": {"ports": [{"port": 5432}, {"port": 1}], "selector": {"app": "db"}}});
+        assert!(!is_subset(&desired, &extra_port));
+        assert!(!is_subset(&desired, &json!({})));
+    }
+}

@@ -1,0 +1,142 @@
+//! The in-cluster tier strategy: partial overrides of the objects the
+//! provider creates. `{"strategy": {...}}`; the Go operator's
+//! `{"createStrategy": {...}}` layout is accepted too.
+
+use std::collections::BTreeMap;
+
+use cro_provider_api::ProviderError;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::merge::merge;
+
+/// Keys an in-cluster strategy may hold.
+pub const KEYS: [&str; 5] = [
+    "deploymentSpec",
+    "serviceSpec",
+    "pvcSpec",
+    "secretData",
+    "configMapData",
+];
+
+#[derive(Debug, Default, PartialEq)]
+pub struct Overrides {
+    pub deployment_spec: Option<Value>,
+    pub service_spec: Option<Value>,
+    pub pvc_spec: Option<Value>,
+    pub secret_data: BTreeMap<String, String>,
+    pub config_map_data: BTreeMap<String, String>,
+}
+
+pub fn parse(tier: &Value) -> Result<Overrides, ProviderError> {
+    let invalid = |m: String| ProviderError::InvalidStrategy(m);
+    let (key, strategy) = match (tier.get("strategy"), tier.get("createStrategy")) {
+        (Some(s), _) => ("strategy", s),
+        (None, Some(s)) => ("createStrategy", s),
+        (None, None) => return Ok(Overrides::default()),
+    };
+    let Some(fields) = strategy.as_object() else {
+        return Err(invalid(format!(
+            "{key} must be an object with keys {}",
+            KEYS.join(", ")
+        )));
+    };
+    if let Some(unknown) = fields.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(invalid(format!(
+            "{key}.{unknown} is not a known key; use one of {}",
+            KEYS.join(", ")
+        )));
+    }
+    let data = |name: &str| -> Result<BTreeMap<String, String>, ProviderError> {
+        match fields.get(name) {
+            None | Some(Value::Null) => Ok(BTreeMap::new()),
+            Some(v) => typed(v.clone(), &format!("{key}.{name}")),
+        }
+    };
+    let spec = |name: &str| fields.get(name).filter(|v| !v.is_null()).cloned();
+    Ok(Overrides {
+        deployment_spec: spec("deploymentSpec"),
+        service_spec: spec("serviceSpec"),
+        pvc_spec: spec("pvcSpec"),
+        secret_data: data("secretData")?,
+        config_map_data: data("configMapData")?,
+    })
+}
+
+/// Deserialises `value` as `T`, naming the exact field path on error.
+pub fn typed<T: DeserializeOwned>(value: Value, at: &str) -> Result<T, ProviderError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            at.to_string()
+        } else {
+            format!("{at}.{path}")
+        };
+        ProviderError::InvalidStrategy(format!("{field}: {}", e.inner()))
+    })
+}
+
+/// `base` with the override merged in, checked against the typed spec `T`.
+pub fn overridden<T: DeserializeOwned>(
+    mut base: Value,
+    patch: Option<&Value>,
+    at: &str,
+) -> Result<Value, ProviderError> {
+    if let Some(p) = patch {
+        merge(&mut base, p);
+    }
+    typed::<T>(base.clone(), at)?;
+    Ok(base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::DeploymentSpec;
+    use serde_json::json;
+
+    #[test]
+    fn empty_and_missing_strategies_mean_defaults() {
+        assert_eq!(parse(&json!({})).ok(), Some(Overrides::default()));
+        assert_eq!(
+            parse(&json!({"strategy": {}})).ok(),
+            Some(Overrides::default())
+        );
+    }
+
+    #[test]
+    fn go_operator_layout_is_accepted() {
+        let o = parse(&json!({"createStrategy": {"secretData": {"username": "app"}}}))
+            .unwrap_or_default();
+        assert_eq!(
+            o.secret_data.get("username").map(String::as_str),
+            Some("app")
+        );
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = parse(&json!({"strategy": {"deploymentSpecs": {}}}))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("strategy.deploymentSpecs") && err.contains("deploymentSpec"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn wrong_type_names_the_field_path() {
+        let base = json!({"replicas": 1, "selector": {}, "template": {}});
+        let err = overridden::<DeploymentSpec>(
+            base,
+            Some(&json!({"replicas": "abc"})),
+            "strategy.deploymentSpec",
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(err.contains("strategy.deploymentSpec.replicas"), "{err}");
+    }
+}
