@@ -1,8 +1,14 @@
-use std::path::PathBuf;
+use std::{collections::BTreeMap, io::IsTerminal, path::PathBuf, sync::Arc};
 
-use anyhow::Context as _;
-use clap::{Parser, Subcommand};
-use cloud_resource_operator::api;
+use anyhow::{Context as _, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use cloud_resource_operator::{
+    api, cluster_id, controllers,
+    reconcile::{Context, Settings},
+};
+use cro_provider_api::Provider;
+use tracing::info;
+use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 #[derive(Parser)]
 #[command(name = "cloud-resource-operator", version, about)]
@@ -13,6 +19,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the operator.
+    Run(RunArgs),
     /// Print every CustomResourceDefinition as multi-document YAML, or
     /// write one file per CRD into a directory.
     Crd {
@@ -22,11 +30,115 @@ enum Command {
     },
 }
 
+#[derive(Args)]
+struct RunArgs {
+    /// Namespace holding the strategies ConfigMaps and the fallback
+    /// cloud-resource-config. Defaults to the pod's own namespace.
+    #[arg(long, env = "OPERATOR_NAMESPACE")]
+    operator_namespace: Option<String>,
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    watch_namespace: Option<String>,
+    /// Cluster ID prefixing cloud identifiers; discovered when unset
+    /// (OpenShift infrastructure name, else the kube-system namespace UID).
+    #[arg(long, env = "CLUSTER_ID")]
+    cluster_id: Option<String>,
+    /// Prefix of the tag keys put on cloud resources.
+    #[arg(long, env = "TAG_KEY_PREFIX", default_value = "integreatly.org/")]
+    tag_key_prefix: String,
+    /// Extra tags for every cloud resource, as key=value (repeatable, or
+    /// comma-separated in the environment variable).
+    #[arg(long = "extra-tag", env = "EXTRA_TAGS", value_delimiter = ',', value_parser = parse_tag)]
+    extra_tags: Vec<(String, String)>,
+    /// Allow spec.secretRef.namespace to name another namespace. Off by
+    /// default: anyone who can create a CR could overwrite Secrets there.
+    #[arg(long, env = "ALLOW_CROSS_NAMESPACE_SECRETS")]
+    allow_cross_namespace_secrets: bool,
+    /// Cluster DNS domain for in-cluster service hosts; when unset, hosts
+    /// are `<name>.<namespace>.svc`.
+    #[arg(long, env = "CLUSTER_DOMAIN")]
+    cluster_domain: Option<String>,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn parse_tag(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not key=value")),
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Crd { output_dir } => print_crds(output_dir),
+        Command::Run(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?
+            .block_on(run(args)),
     }
 }
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let registry = tracing_subscriber::registry().with(filter);
+    match format {
+        LogFormat::Text => registry
+            .with(fmt::layer().with_ansi(std::io::stderr().is_terminal()))
+            .init(),
+        LogFormat::Json => registry.with(fmt::layer().json()).init(),
+    }
+}
+
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format);
+    let operator_namespace = match args.operator_namespace {
+        Some(ns) => ns,
+        None => match std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE) {
+            Ok(ns) => ns.trim().to_string(),
+            Err(_) => bail!(
+                "--operator-namespace (OPERATOR_NAMESPACE) is required when not running in a pod"
+            ),
+        },
+    };
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
+    let cluster_id = cluster_id::discover(&client, args.cluster_id.as_deref())
+        .await
+        .context("discovering the cluster ID; set --cluster-id (CLUSTER_ID) to skip discovery")?;
+    let settings = Settings {
+        operator_namespace,
+        watch_namespace: args.watch_namespace.filter(|ns| !ns.is_empty()),
+        cluster_id,
+        tag_key_prefix: args.tag_key_prefix,
+        extra_tags: args.extra_tags.into_iter().collect::<BTreeMap<_, _>>(),
+        allow_cross_namespace_secrets: args.allow_cross_namespace_secrets,
+    };
+    info!(
+        operator_namespace = %settings.operator_namespace,
+        cluster_id = %settings.cluster_id,
+        "starting cloud-resource-operator"
+    );
+    let providers: Vec<Arc<dyn Provider>> = vec![Arc::new(
+        cro_provider_in_cluster::InClusterProvider::new(client.clone(), args.cluster_domain),
+    )];
+    let ctx = Arc::new(Context::new(client, settings, providers));
+    controllers::run(ctx).await;
+    info!("stopped");
+    Ok(())
+}
+
 fn print_crds(output_dir: Option<PathBuf>) -> anyhow::Result<()> {
     for crd in api::crds() {
         let yaml = api::crd_yaml(&crd)

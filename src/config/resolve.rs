@@ -1,0 +1,356 @@
+//! Pure resolution rules over ConfigMap data; every error names the
+//! ConfigMap, the key and what to change.
+
+use std::collections::BTreeMap;
+
+use cro_provider_api::ResourceKind;
+use serde_json::Value;
+
+use super::{TYPES_CONFIG_MAP, strategies_config_map};
+
+/// Providers this operator knows.
+pub const KNOWN_PROVIDERS: [&str; 2] = ["aws", "openshift"];
+
+/// Deployment types that work without any `cloud-resource-config`.
+pub const BUILTIN_TYPES: [(&str, &str); 4] = [
+    ("aws", "aws"),
+    ("managed", "aws"),
+    ("openshift", "openshift"),
+    ("workshop", "openshift"),
+];
+
+/// Tiers that exist when a provider has no strategies ConfigMap.
+const DEFAULT_TIERS: [&str; 2] = ["development", "production"];
+
+/// ConfigMap data together with where it came from (for messages).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Located {
+    pub namespace: String,
+    pub name: String,
+    pub data: BTreeMap<String, String>,
+}
+
+impl Located {
+    fn at(&self) -> String {
+        format!("ConfigMap {}/{}", self.namespace, self.name)
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error(
+        "{at} has no key {key:?} for deployment type {key:?}; add it (known types: {known}) or change spec.type"
+    )]
+    UnknownType {
+        at: String,
+        key: String,
+        known: String,
+    },
+    #[error(
+        "deployment type {0:?} is unknown and no {TYPES_CONFIG_MAP} ConfigMap exists in the resource's or the operator's namespace; create one with key {0:?} or use one of: aws, managed, openshift, workshop"
+    )]
+    UnknownBuiltinType(String),
+    #[error(
+        "{at} key {key:?} is not valid JSON ({error}); expected e.g. {{\"postgres\": \"aws\", \"redis\": \"aws\"}}"
+    )]
+    MalformedTypes {
+        at: String,
+        key: String,
+        error: String,
+    },
+    #[error(
+        "{at} key {key:?} has no entry for {resource:?}; add \"{resource}\": \"aws\" or \"openshift\""
+    )]
+    MissingResourceType {
+        at: String,
+        key: String,
+        resource: String,
+    },
+    #[error(
+        "{at} key {key:?} maps {resource:?} to unknown provider {provider:?}; use one of: aws, openshift"
+    )]
+    UnknownProvider {
+        at: String,
+        key: String,
+        resource: String,
+        provider: String,
+    },
+    #[error("{at} has no key {resource:?}; add a {resource:?} key mapping tiers to strategies")]
+    MissingStrategiesKey { at: String, resource: String },
+    #[error("{at} key {resource:?} is not valid JSON ({error}); expected {{\"<tier>\": {{...}}}}")]
+    MalformedStrategies {
+        at: String,
+        resource: String,
+        error: String,
+    },
+    #[error(
+        "{at} key {resource:?} has no tier {tier:?} (tiers: {known}); add it or change spec.tier"
+    )]
+    UnknownTier {
+        at: String,
+        resource: String,
+        tier: String,
+        known: String,
+    },
+    #[error(
+        "no {name} ConfigMap in namespace {namespace} and tier {tier:?} is not a default tier (development, production); create the ConfigMap or change spec.tier"
+    )]
+    UnknownDefaultTier {
+        namespace: String,
+        name: String,
+        tier: String,
+    },
+    #[error("reading ConfigMap {namespace}/{name}: {error}")]
+    Read {
+        namespace: String,
+        name: String,
+        error: String,
+    },
+}
+
+impl ConfigError {
+    /// Short stable label for metrics and Events.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ConfigError::Read { .. } => "config_read",
+            _ => "config_invalid",
+        }
+    }
+
+    /// Reading can be retried; everything else needs a ConfigMap change.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ConfigError::Read { .. })
+    }
+}
+
+/// The provider for `deployment_type` and `kind`, from the first
+/// `cloud-resource-config` found (`types`), else the built-in defaults.
+pub fn resolve_provider(
+    types: Option<&Located>,
+    deployment_type: &str,
+    kind: ResourceKind,
+) -> Result<String, ConfigError> {
+    let Some(cm) = types else {
+        return BUILTIN_TYPES
+            .iter()
+            .find(|(t, _)| *t == deployment_type)
+            .map(|(_, p)| p.to_string())
+            .ok_or_else(|| ConfigError::UnknownBuiltinType(deployment_type.to_string()));
+    };
+    let raw = cm
+        .data
+        .get(deployment_type)
+        .ok_or_else(|| ConfigError::UnknownType {
+            at: cm.at(),
+            key: deployment_type.to_string(),
+            known: join_keys(cm.data.keys()),
+        })?;
+    let mapping: BTreeMap<String, String> =
+        serde_json::from_str(raw).map_err(|e| ConfigError::MalformedTypes {
+            at: cm.at(),
+            key: deployment_type.to_string(),
+            error: e.to_string(),
+        })?;
+    let resource = kind.config_key();
+    let provider = mapping
+        .get(resource)
+        .ok_or_else(|| ConfigError::MissingResourceType {
+            at: cm.at(),
+            key: deployment_type.to_string(),
+            resource: resource.to_string(),
+        })?;
+    if !KNOWN_PROVIDERS.contains(&provider.as_str()) {
+        return Err(ConfigError::UnknownProvider {
+            at: cm.at(),
+            key: deployment_type.to_string(),
+            resource: resource.to_string(),
+            provider: provider.clone(),
+        });
+    }
+    Ok(provider.clone())
+}
+
+/// The strategy JSON of `tier` for `kind` from the provider's strategies
+/// ConfigMap; without one, the default tiers with empty strategies.
+pub fn resolve_tier(
+    strategies: Option<&Located>,
+    operator_namespace: &str,
+    provider: &str,
+    kind: ResourceKind,
+    tier: &str,
+) -> Result<Value, ConfigError> {
+    let resource = kind.config_key();
+    let Some(cm) = strategies else {
+        return if DEFAULT_TIERS.contains(&tier) {
+            Ok(Value::Object(Default::default()))
+        } else {
+            Err(ConfigError::UnknownDefaultTier {
+                namespace: operator_namespace.to_string(),
+                name: strategies_config_map(provider),
+                tier: tier.to_string(),
+            })
+        };
+    };
+    let raw = cm
+        .data
+        .get(resource)
+        .ok_or_else(|| ConfigError::MissingStrategiesKey {
+            at: cm.at(),
+            resource: resource.to_string(),
+        })?;
+    let tiers: BTreeMap<String, Value> =
+        serde_json::from_str(raw).map_err(|e| ConfigError::MalformedStrategies {
+            at: cm.at(),
+            resource: resource.to_string(),
+            error: e.to_string(),
+        })?;
+    tiers
+        .get(tier)
+        .cloned()
+        .ok_or_else(|| ConfigError::UnknownTier {
+            at: cm.at(),
+            resource: resource.to_string(),
+            tier: tier.to_string(),
+            known: join_keys(tiers.keys()),
+        })
+}
+
+fn join_keys<'a>(keys: impl Iterator<Item = &'a String>) -> String {
+    let keys: Vec<_> = keys.map(String::as_str).collect();
+    if keys.is_empty() {
+        "none".to_string()
+    } else {
+        keys.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cm(name: &str, data: &[(&str, &str)]) -> Located {
+        Located {
+            namespace: "ops".into(),
+            name: name.into(),
+            data: data
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn builtin_types_without_configmap() {
+        let p = |t| resolve_provider(None, t, ResourceKind::Redis);
+        assert_eq!(p("managed").as_deref(), Ok("aws"));
+        assert_eq!(p("workshop").as_deref(), Ok("openshift"));
+        let err = p("nope").unwrap_err().to_string();
+        assert!(
+            err.contains("\"nope\"") && err.contains("cloud-resource-config"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn configmap_type_maps_each_resource() {
+        let types = cm(
+            "cloud-resource-config",
+            &[("custom", r#"{"postgres": "openshift", "redis": "aws"}"#)],
+        );
+        assert_eq!(
+            resolve_provider(Some(&types), "custom", ResourceKind::Postgres).as_deref(),
+            Ok("openshift")
+        );
+        let err = resolve_provider(Some(&types), "custom", ResourceKind::BlobStorage)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("ConfigMap ops/cloud-resource-config") && err.contains("\"blobstorage\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn malformed_types_json_names_configmap_key_and_error() {
+        let types = cm("cloud-resource-config", &[("custom", "{not json")]);
+        let err = resolve_provider(Some(&types), "custom", ResourceKind::Postgres)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ops/cloud-resource-config"), "{err}");
+        assert!(
+            err.contains("\"custom\"") && err.contains("not valid JSON"),
+            "{err}"
+        );
+        assert!(err.contains("line 1"), "serde's position is kept: {err}");
+    }
+
+    #[test]
+    fn unknown_provider_is_refused() {
+        let types = cm("cloud-resource-config", &[("x", r#"{"postgres": "gcp"}"#)]);
+        let err = resolve_provider(Some(&types), "x", ResourceKind::Postgres).unwrap_err();
+        assert!(matches!(err, ConfigError::UnknownProvider { .. }), "{err}");
+    }
+
+    #[test]
+    fn missing_strategies_configmap_means_default_tiers() {
+        let t = |tier| resolve_tier(None, "ops", "openshift", ResourceKind::Postgres, tier);
+        assert_eq!(t("development"), Ok(json!({})));
+        assert_eq!(t("production"), Ok(json!({})));
+        let err = t("gold").unwrap_err().to_string();
+        assert!(
+            err.contains("cloud-resources-openshift-strategies") && err.contains("\"gold\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tier_strategy_is_returned_verbatim() {
+        let s = cm(
+            "cloud-resources-aws-strategies",
+            &[(
+                "postgres",
+                r#"{"development": {"region": "eu-west-1", "createStrategy": {"AllocatedStorage": 20}}}"#,
+            )],
+        );
+        let v = resolve_tier(
+            Some(&s),
+            "ops",
+            "aws",
+            ResourceKind::Postgres,
+            "development",
+        );
+        assert_eq!(
+            v,
+            Ok(json!({"region": "eu-west-1", "createStrategy": {"AllocatedStorage": 20}}))
+        );
+        let err = resolve_tier(Some(&s), "ops", "aws", ResourceKind::Postgres, "production")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("no tier \"production\"") && err.contains("development"),
+            "{err}"
+        );
+        let err = resolve_tier(Some(&s), "ops", "aws", ResourceKind::Redis, "development")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("has no key \"redis\""), "{err}");
+    }
+
+    #[test]
+    fn malformed_strategies_json_names_configmap_and_key() {
+        let s = cm(
+            "cloud-resources-aws-strategies",
+            &[("redis", r#"{"development": }"#)],
+        );
+        let err = resolve_tier(Some(&s), "ops", "aws", ResourceKind::Redis, "development")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("ops/cloud-resources-aws-strategies")
+                && err.contains("\"redis\"")
+                && err.contains("not valid JSON"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,319 @@
+//! Postgres, Redis, BlobStorage and SMTPCredentialSet: resolve the
+//! provider and tier, ask the provider, publish the connection Secret.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use cro_provider_api::{
+    Deletion, Options, Outcome, Owner, Provider, ResourceKind, ResourceRequest, cloud_identifier,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
+use kube::{Resource, ResourceExt};
+use serde_json::Value;
+use tracing::warn;
+
+use crate::{
+    api::{
+        BlobStorage, Phase, Postgres, Redis, ResourceTypeSpec, ResourceTypeStatus,
+        SMTPCredentialSet, SecretRef,
+    },
+    config,
+    reconcile::{
+        Context, Error, IN_PROGRESS_REQUEUE, Managed, Report,
+        output_secret::{self, Target, Written},
+    },
+};
+
+/// Label whose value becomes the `product-name` tag (as in the Go operator).
+pub const PRODUCT_NAME_LABEL: &str = "productName";
+
+/// A kind with a `ResourceTypeSpec` and `ResourceTypeStatus`.
+pub trait ResourceCr: Managed {
+    const KIND: ResourceKind;
+    fn spec(&self) -> &ResourceTypeSpec;
+    fn status(&self) -> Option<&ResourceTypeStatus>;
+}
+
+macro_rules! resource_kind {
+    ($ty:ty, $kind:expr) => {
+        impl ResourceCr for $ty {
+            const KIND: ResourceKind = $kind;
+            fn spec(&self) -> &ResourceTypeSpec {
+                &self.spec.resource
+            }
+            fn status(&self) -> Option<&ResourceTypeStatus> {
+                self.status.as_ref()
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl Managed for $ty {
+            fn report(&self) -> Option<Report> {
+                report_of(ResourceCr::status(self))
+            }
+            fn conditions(&self) -> &[Condition] {
+                ResourceCr::status(self).map_or(&[], |s| s.conditions.as_slice())
+            }
+            fn status_json(&self, report: &Report, conditions: Vec<Condition>) -> Value {
+                status_json(report, conditions, self.meta().generation)
+            }
+            fn skip_create(&self) -> bool {
+                ResourceCr::spec(self).skip_create
+            }
+            async fn converge(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+                converge(self, ctx).await
+            }
+            async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
+                cleanup(self, ctx).await
+            }
+        }
+    };
+}
+
+resource_kind!(Postgres, ResourceKind::Postgres);
+resource_kind!(Redis, ResourceKind::Redis);
+resource_kind!(BlobStorage, ResourceKind::BlobStorage);
+resource_kind!(SMTPCredentialSet, ResourceKind::Smtp);
+
+fn report_of(status: Option<&ResourceTypeStatus>) -> Option<Report> {
+    let s = status?;
+    Some(Report {
+        phase: s.phase?,
+        message: s.message.clone().unwrap_or_default(),
+        strategy: s.strategy.clone(),
+        provider: s.provider.clone(),
+        version: s.version.clone(),
+        secret_ref: s.secret_ref.clone(),
+        snapshot_id: None,
+    })
+}
+
+fn status_json(report: &Report, conditions: Vec<Condition>, generation: Option<i64>) -> Value {
+    let status = ResourceTypeStatus {
+        strategy: report.strategy.clone(),
+        provider: report.provider.clone(),
+        version: report.version.clone(),
+        secret_ref: report.secret_ref.clone(),
+        phase: Some(report.phase),
+        message: Some(report.message.clone()),
+        conditions,
+        observed_generation: generation,
+    };
+    serde_json::to_value(status).unwrap_or(Value::Null)
+}
+
+/// The neutral description of `cr` handed to providers.
+pub fn owner<K: Resource<DynamicType = ()>>(cr: &K) -> Owner {
+    Owner {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+        name: cr.meta().name.clone().unwrap_or_default(),
+        uid: cr.meta().uid.clone().unwrap_or_default(),
+    }
+}
+
+/// Tags for cloud resources (DESIGN §4).
+pub fn tags<K: Resource>(ctx: &Context, cr: &K, deployment_type: &str) -> BTreeMap<String, String> {
+    let p = &ctx.settings.tag_key_prefix;
+    let mut tags = ctx.settings.extra_tags.clone();
+    tags.insert(format!("{p}clusterID"), ctx.settings.cluster_id.clone());
+    tags.insert(format!("{p}resource-type"), deployment_type.to_string());
+    tags.insert(
+        format!("{p}resource-name"),
+        cr.meta().name.clone().unwrap_or_default(),
+    );
+    if let Some(product) = cr
+        .meta()
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(PRODUCT_NAME_LABEL))
+    {
+        tags.insert(format!("{p}product-name"), product.clone());
+    }
+    tags
+}
+
+fn secret_namespace<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<String, Error> {
+    let ns = cr.namespace().unwrap_or_default();
+    let wanted = cr
+        .spec()
+        .secret_ref
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| ns.clone());
+    if wanted != ns && !ctx.settings.allow_cross_namespace_secrets {
+        return Err(Error::Invalid(format!(
+            "spec.secretRef.namespace {wanted:?} is not this {}'s namespace {ns:?}, and writing Secrets into other namespaces is disabled; remove spec.secretRef.namespace, or start the operator with --allow-cross-namespace-secrets",
+            K::kind(&())
+        )));
+    }
+    Ok(wanted)
+}
+
+/// The provider name: sticky once recorded in `status.strategy`.
+async fn provider_name<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<String, Error> {
+    if let Some(s) = cr
+        .status()
+        .and_then(|s| s.strategy.clone())
+        .filter(|s| !s.is_empty())
+    {
+        return Ok(s);
+    }
+    let ns = cr.namespace().unwrap_or_default();
+    Ok(config::provider_for(&ctx.config, &ns, &cr.spec().r#type, K::KIND).await?)
+}
+
+pub fn provider<'a>(ctx: &'a Context, name: &str) -> Result<&'a dyn Provider, Error> {
+    ctx.providers.get(name).map(|p| p.as_ref()).ok_or_else(|| {
+        Error::Invalid(format!(
+            "provider {name:?} is not available in this operator (available: {}); map the deployment type to one of those in cloud-resource-config",
+            ctx.providers.keys().copied().collect::<Vec<_>>().join(", ")
+        ))
+    })
+}
+
+fn request<K: ResourceCr>(cr: &K, ctx: &Context, strategy: Value) -> ResourceRequest {
+    let ns = cr.namespace().unwrap_or_default();
+    let name = cr.name_any();
+    let spec = cr.spec();
+    ResourceRequest {
+        kind: K::KIND,
+        identifier: cloud_identifier(&ctx.settings.cluster_id, &ns, &name),
+        namespace: ns,
+        name,
+        owner: owner(cr),
+        strategy,
+        tags: tags(ctx, cr, &spec.r#type),
+        options: Options {
+            apply_immediately: spec.apply_immediately,
+            maintenance_window: spec.maintenance_window,
+            size: spec.size.clone(),
+            snapshot_frequency: spec.snapshot_frequency.clone(),
+            snapshot_retention: spec.snapshot_retention.clone(),
+        },
+    }
+}
+
+async fn converge<K: ResourceCr>(
+    cr: &K,
+    ctx: &Context,
+) -> Result<(Report, Option<Duration>), Error> {
+    let secret_ns = secret_namespace(cr, ctx)?;
+    let provider_name = provider_name(cr, ctx).await?;
+    let strategy =
+        config::tier_strategy(&ctx.config, &provider_name, K::KIND, &cr.spec().tier).await?;
+    let provisioned = provider(ctx, &provider_name)?
+        .reconcile(&request(cr, ctx, strategy))
+        .await?;
+
+    let previous = report_of(cr.status());
+    let mut report = Report {
+        strategy: Some(provider_name),
+        provider: Some(provisioned.provider),
+        version: provisioned
+            .version
+            .or_else(|| previous.as_ref().and_then(|p| p.version.clone())),
+        secret_ref: previous.and_then(|p| p.secret_ref),
+        ..Report::new(Phase::InProgress, "")
+    };
+    match provisioned.outcome {
+        Outcome::InProgress(reason) => {
+            report.message = reason;
+            Ok((report, Some(IN_PROGRESS_REQUEUE)))
+        }
+        Outcome::Failed(reason) => {
+            report.phase = Phase::Failed;
+            report.message = reason;
+            Ok((report, None))
+        }
+        Outcome::Ready(details) => {
+            let secret_name = cr.spec().secret_ref.name.clone();
+            let same_ns = cr.namespace().as_deref() == Some(secret_ns.as_str());
+            let target = Target {
+                namespace: &secret_ns,
+                name: &secret_name,
+                owner_uid: cr.meta().uid.as_deref().unwrap_or_default(),
+                owner_ref: if same_ns {
+                    cr.controller_owner_ref(&()).map(not_controller)
+                } else {
+                    None
+                },
+                owner_desc: format!(
+                    "{} {}/{}",
+                    K::kind(&()),
+                    cr.namespace().unwrap_or_default(),
+                    cr.name_any()
+                ),
+            };
+            match output_secret::write(&ctx.client, &target, &details).await? {
+                Written::Conflict(message) => {
+                    report.phase = Phase::Failed;
+                    report.message = message;
+                }
+                Written::Ok { placeholders } => {
+                    report.phase = Phase::Complete;
+                    report.secret_ref = Some(SecretRef {
+                        name: secret_name.clone(),
+                        namespace: Some(secret_ns.clone()),
+                    });
+                    report.message = if placeholders.is_empty() {
+                        "successfully reconciled".into()
+                    } else {
+                        format!(
+                            "Secret {secret_ns}/{secret_name} holds placeholders for {}: this provider does not provision the service; fill the values in (they are kept)",
+                            placeholders.join(", ")
+                        )
+                    };
+                }
+            }
+            Ok((report, None))
+        }
+    }
+}
+
+/// The output Secret is owned by the CR for garbage collection, but is not
+/// its controller object (the provider's children are).
+fn not_controller(mut o: OwnerReference) -> OwnerReference {
+    o.controller = None;
+    o
+}
+
+async fn cleanup<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
+    // Nothing was ever provisioned when no provider was recorded.
+    let Some(provider_name) = cr
+        .status()
+        .and_then(|s| s.strategy.clone())
+        .filter(|s| !s.is_empty())
+    else {
+        return delete_secret(cr, ctx).await;
+    };
+    let strategy =
+        match config::tier_strategy(&ctx.config, &provider_name, K::KIND, &cr.spec().tier).await {
+            Ok(s) => s,
+            Err(e) => {
+                // Delete with the provider's safe defaults rather than never.
+                warn!(error = %e, "tier strategy unavailable during deletion; using defaults");
+                Value::Object(Default::default())
+            }
+        };
+    match provider(ctx, &provider_name)?
+        .delete(&request(cr, ctx, strategy))
+        .await?
+    {
+        Deletion::Done => delete_secret(cr, ctx).await,
+        other => Ok(other),
+    }
+}
+
+async fn delete_secret<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
+    let ns = cr
+        .spec()
+        .secret_ref
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| cr.namespace().unwrap_or_default());
+    let uid = cr.meta().uid.clone().unwrap_or_default();
+    output_secret::delete(&ctx.client, &ns, &cr.spec().secret_ref.name, &uid).await?;
+    Ok(Deletion::Done)
+}

@@ -1,0 +1,182 @@
+//! PostgresSnapshot and RedisSnapshot: the parent CR decides the provider;
+//! the provider takes (and on deletion removes) the snapshot.
+
+use std::time::Duration;
+
+use cro_provider_api::{Deletion, Outcome, SnapshotRequest, cloud_identifier};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::Value;
+
+use super::resource::{ResourceCr, owner, provider, tags};
+use crate::{
+    api::{Phase, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SnapshotSpec, SnapshotStatus},
+    config,
+    reconcile::{Context, Error, IN_PROGRESS_REQUEUE, Managed, Report},
+};
+
+/// Annotation holding a resource's cloud identifier once created.
+pub const RESOURCE_IDENTIFIER_ANNOTATION: &str = "resourceIdentifier";
+
+pub trait SnapshotCr: Managed {
+    type Parent: ResourceCr;
+    fn spec(&self) -> &SnapshotSpec;
+    fn status(&self) -> Option<&SnapshotStatus>;
+}
+
+macro_rules! snapshot_kind {
+    ($ty:ty, $parent:ty) => {
+        impl SnapshotCr for $ty {
+            type Parent = $parent;
+            fn spec(&self) -> &SnapshotSpec {
+                &self.spec.snapshot
+            }
+            fn status(&self) -> Option<&SnapshotStatus> {
+                self.status.as_ref()
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl Managed for $ty {
+            fn report(&self) -> Option<Report> {
+                report_of(SnapshotCr::status(self))
+            }
+            fn conditions(&self) -> &[Condition] {
+                SnapshotCr::status(self).map_or(&[], |s| s.conditions.as_slice())
+            }
+            fn status_json(&self, report: &Report, conditions: Vec<Condition>) -> Value {
+                status_json(report, conditions, self.meta().generation)
+            }
+            async fn converge(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+                converge(self, ctx).await
+            }
+            async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
+                cleanup(self, ctx).await
+            }
+        }
+    };
+}
+
+snapshot_kind!(PostgresSnapshot, Postgres);
+snapshot_kind!(RedisSnapshot, Redis);
+
+fn report_of(status: Option<&SnapshotStatus>) -> Option<Report> {
+    let s = status?;
+    Some(Report {
+        strategy: s.strategy.clone(),
+        snapshot_id: s.snapshot_id.clone(),
+        ..Report::new(s.phase?, s.message.clone().unwrap_or_default())
+    })
+}
+
+fn status_json(report: &Report, conditions: Vec<Condition>, generation: Option<i64>) -> Value {
+    let status = SnapshotStatus {
+        snapshot_id: report.snapshot_id.clone(),
+        strategy: report.strategy.clone(),
+        phase: Some(report.phase),
+        message: Some(report.message.clone()),
+        conditions,
+        observed_generation: generation,
+    };
+    serde_json::to_value(status).unwrap_or(Value::Null)
+}
+
+async fn parent<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Option<K::Parent>, Error> {
+    let ns = snap.namespace().unwrap_or_default();
+    let api: Api<K::Parent> = Api::namespaced(ctx.client.clone(), &ns);
+    let name = &snap.spec().resource_name;
+    api.get_opt(name).await.map_err(Error::kube(format!(
+        "reading {} {ns}/{name}",
+        K::Parent::kind(&())
+    )))
+}
+
+/// The request for `snap`; `parent` is `None` only when deleting a
+/// snapshot whose parent is already gone (the snapshot is found by its own
+/// identifier then).
+fn request<K: SnapshotCr>(snap: &K, parent: Option<&K::Parent>, ctx: &Context) -> SnapshotRequest {
+    let ns = snap.namespace().unwrap_or_default();
+    let parent_name = &snap.spec().resource_name;
+    let resource_identifier = parent
+        .and_then(|p| p.annotations().get(RESOURCE_IDENTIFIER_ANNOTATION).cloned())
+        .unwrap_or_else(|| cloud_identifier(&ctx.settings.cluster_id, &ns, parent_name));
+    let deployment_type = parent.map(|p| p.spec().r#type.clone()).unwrap_or_default();
+    SnapshotRequest {
+        kind: <K::Parent as ResourceCr>::KIND,
+        namespace: ns,
+        name: snap.name_any(),
+        owner: owner(snap),
+        resource_identifier,
+        tags: tags(ctx, snap, &deployment_type),
+    }
+}
+
+async fn converge<K: SnapshotCr>(
+    snap: &K,
+    ctx: &Context,
+) -> Result<(Report, Option<Duration>), Error> {
+    let ns = snap.namespace().unwrap_or_default();
+    let parent_kind = K::Parent::kind(&());
+    let Some(parent) = parent(snap, ctx).await? else {
+        return Err(Error::Invalid(format!(
+            "{parent_kind} {:?} does not exist in namespace {ns:?}; set spec.resourceName to an existing {parent_kind}",
+            snap.spec().resource_name
+        )));
+    };
+    let provider_name = match parent
+        .status()
+        .and_then(|s| s.strategy.clone())
+        .filter(|s| !s.is_empty())
+    {
+        Some(s) => s,
+        None => {
+            config::provider_for(
+                &ctx.config,
+                &ns,
+                &parent.spec().r#type,
+                <K::Parent as ResourceCr>::KIND,
+            )
+            .await?
+        }
+    };
+    let snapshotted = provider(ctx, &provider_name)?
+        .snapshot(&request(snap, Some(&parent), ctx))
+        .await?;
+    let mut report = Report {
+        strategy: Some(provider_name),
+        snapshot_id: snap.status().and_then(|s| s.snapshot_id.clone()),
+        ..Report::new(Phase::InProgress, "")
+    };
+    let requeue = match snapshotted.outcome {
+        Outcome::Ready(id) => {
+            report.phase = Phase::Complete;
+            report.message = format!("snapshot {id} created");
+            report.snapshot_id = Some(id);
+            None
+        }
+        Outcome::InProgress(reason) => {
+            report.message = reason;
+            Some(IN_PROGRESS_REQUEUE)
+        }
+        Outcome::Failed(reason) => {
+            report.phase = Phase::Failed;
+            report.message = reason;
+            None
+        }
+    };
+    Ok((report, requeue))
+}
+
+async fn cleanup<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Deletion, Error> {
+    let taken = snap.status().and_then(|s| s.snapshot_id.as_ref()).is_some();
+    if snap.spec().skip_delete || !taken {
+        return Ok(Deletion::Done);
+    }
+    let Some(provider_name) = snap.status().and_then(|s| s.strategy.clone()) else {
+        return Ok(Deletion::Done);
+    };
+    let parent = parent(snap, ctx).await?;
+    Ok(provider(ctx, &provider_name)?
+        .delete_snapshot(&request(snap, parent.as_ref(), ctx))
+        .await?)
+}

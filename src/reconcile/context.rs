@@ -1,0 +1,74 @@
+//! What every reconcile gets: the client, operator settings, configuration
+//! reader, providers, the event recorder and per-object retry state.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use cro_provider_api::Provider;
+use kube::{
+    Client,
+    runtime::events::{Recorder, Reporter},
+};
+
+use crate::config::ConfigReader;
+
+/// Operator-wide settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub operator_namespace: String,
+    /// Only this namespace is watched; `None` watches all namespaces.
+    pub watch_namespace: Option<String>,
+    pub cluster_id: String,
+    /// Prefix of tag keys, e.g. `integreatly.org/`.
+    pub tag_key_prefix: String,
+    /// Operator-configured tags added to every cloud resource.
+    pub extra_tags: BTreeMap<String, String>,
+    /// Let `secretRef.namespace` name another namespace.
+    pub allow_cross_namespace_secrets: bool,
+}
+
+/// Shared by all reconciles of all controllers.
+pub struct Context {
+    pub client: Client,
+    pub settings: Settings,
+    pub config: ConfigReader,
+    pub providers: BTreeMap<&'static str, Arc<dyn Provider>>,
+    pub recorder: Recorder,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(client: Client, settings: Settings, providers: Vec<Arc<dyn Provider>>) -> Self {
+        let reporter = Reporter {
+            controller: "cloud-resource-operator".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Context {
+            config: ConfigReader::new(client.clone(), settings.operator_namespace.clone()),
+            recorder: Recorder::new(client.clone(), reporter),
+            providers: providers.into_iter().map(|p| (p.name(), p)).collect(),
+            client,
+            settings,
+            failures: Mutex::default(),
+        }
+    }
+
+    /// Records one more consecutive failure of `key` and returns how long
+    /// to wait before retrying: 5s doubling to at most 5 minutes.
+    pub fn backoff(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = failures.entry(key.to_string()).or_insert(0);
+        *n = n.saturating_add(1);
+        let secs = 5u64.saturating_mul(1 << (*n - 1).min(6));
+        Duration::from_secs(secs.min(300))
+    }
+
+    /// Forgets the failures of `key` after a successful reconcile.
+    pub fn succeeded(&self, key: &str) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures.remove(key);
+    }
+}

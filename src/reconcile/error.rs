@@ -1,0 +1,51 @@
+//! Reconcile errors. Each variant has a short stable label (metrics,
+//! Events) and says whether a retry without a change can help.
+
+use cro_provider_api::ProviderError;
+
+use crate::config::ConfigError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{action}: {source}")]
+    Kube {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The CR itself asks for something impossible; the message says what
+    /// to change.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    pub fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+        let action = action.into();
+        move |source| Error::Kube { action, source }
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::Kube { .. } => "kube_api",
+            Error::Config(e) => e.label(),
+            Error::Provider(e) => e.label(),
+            Error::Invalid(_) => "invalid_spec",
+        }
+    }
+
+    /// Transient errors are retried with backoff; the others wait for a
+    /// change to the CR or its configuration.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Kube { .. } => true,
+            Error::Config(e) => e.is_transient(),
+            Error::Provider(e) => e.is_transient(),
+            Error::Invalid(_) => false,
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The one reconcile skeleton every controller uses. It owns each
+//! cross-cutting rule once: finalizer, deletion, `skipCreate`, phases,
+//! the `Ready` condition, `observedGeneration`, Events, status writes only
+//! on change, and retry policy. Kinds plug in through [`Managed`].
+
+mod context;
+mod error;
+pub mod finalizer;
+pub mod output_secret;
+pub mod status;
+
+use std::{fmt::Debug, sync::Arc, time::Duration};
+
+pub use context::{Context, Settings};
+pub use error::Error;
+pub use status::Report;
+
+use cro_provider_api::Deletion;
+use k8s_openapi::{NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::Condition};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::{
+        controller::Action,
+        events::{Event, EventType},
+    },
+};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::{Value, json};
+use tracing::{info, warn};
+
+use crate::api::Phase;
+
+/// The message the Go operator shows for `skipCreate`.
+pub const SKIP_CREATE_MESSAGE: &str = "skipping create or update for maintenance";
+
+/// How often a resource that is still converging is looked at again when
+/// no event arrives first.
+pub const IN_PROGRESS_REQUEUE: Duration = Duration::from_secs(30);
+
+/// What the skeleton needs from a kind.
+#[async_trait::async_trait]
+pub trait Managed:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The status as it stands (for keeping fields a reconcile does not set).
+    fn report(&self) -> Option<Report>;
+    /// Current conditions.
+    fn conditions(&self) -> &[Condition];
+    /// The status object to write for `report`.
+    fn status_json(&self, report: &Report, conditions: Vec<Condition>) -> Value;
+    /// `spec.skipCreate`.
+    fn skip_create(&self) -> bool {
+        false
+    }
+    /// Creates or converges; `Ok` carries the status to report and when to
+    /// look again.
+    async fn converge(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error>;
+    /// Removes what the CR owns outside Kubernetes' garbage collection.
+    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error>;
+}
+
+fn key<K: Managed>(obj: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        K::kind(&()),
+        obj.namespace().unwrap_or_default(),
+        obj.name_any()
+    )
+}
+
+/// The reconcile entry point for every kind.
+pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let key = key(obj.as_ref());
+    let result = reconcile_inner(obj.as_ref(), &ctx).await;
+    match result {
+        Ok(action) => {
+            ctx.succeeded(&key);
+            Ok(action)
+        }
+        Err(e) if e.is_transient() => {
+            // Show it where a person looks, then retry with backoff.
+            warn!(object = %key, error = %e, label = e.label(), "reconcile failed; retrying");
+            publish(
+                &ctx,
+                obj.as_ref(),
+                EventType::Warning,
+                "ReconcileError",
+                &e.to_string(),
+            )
+            .await;
+            let mut report = obj
+                .report()
+                .unwrap_or_else(|| Report::new(Phase::InProgress, ""));
+            report.message = format!("retrying after error: {e}");
+            if let Err(status_err) = write_status(&ctx, obj.as_ref(), report).await {
+                warn!(object = %key, error = %status_err, "could not record the error in status");
+            }
+            Err(e)
+        }
+        Err(e) => {
+            // Needs a change to the CR or its configuration: report and wait.
+            let mut report = obj
+                .report()
+                .unwrap_or_else(|| Report::new(Phase::Failed, ""));
+            report.phase = Phase::Failed;
+            report.message = e.to_string();
+            write_status(&ctx, obj.as_ref(), report).await?;
+            Ok(Action::await_change())
+        }
+    }
+}
+
+/// Retry policy for transient errors (the others never reach here).
+pub fn error_policy<K: Managed>(obj: Arc<K>, _err: &Error, ctx: Arc<Context>) -> Action {
+    Action::requeue(ctx.backoff(&key(obj.as_ref())))
+}
+
+async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, Error> {
+    let ns = obj.namespace().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+
+    if obj.meta().deletion_timestamp.is_some() {
+        if !finalizer::has_ours(obj) {
+            return Ok(Action::await_change());
+        }
+        return match obj.cleanup(ctx).await? {
+            Deletion::Done => {
+                finalizer::remove(&api, obj).await?;
+                info!(object = %key(obj), "deleted");
+                Ok(Action::await_change())
+            }
+            Deletion::InProgress(reason) => {
+                let mut report = obj
+                    .report()
+                    .unwrap_or_else(|| Report::new(Phase::DeleteInProgress, ""));
+                report.phase = Phase::DeleteInProgress;
+                report.message = reason;
+                write_status(ctx, obj, report).await?;
+                Ok(Action::requeue(IN_PROGRESS_REQUEUE))
+            }
+        };
+    }
+
+    finalizer::ensure(&api, obj).await?;
+
+    if obj.skip_create() {
+        let mut report = obj
+            .report()
+            .unwrap_or_else(|| Report::new(Phase::Paused, ""));
+        report.phase = Phase::Paused;
+        report.message = SKIP_CREATE_MESSAGE.into();
+        write_status(ctx, obj, report).await?;
+        return Ok(Action::await_change());
+    }
+
+    let (report, requeue) = obj.converge(ctx).await?;
+    write_status(ctx, obj, report).await?;
+    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Writes the status for `report` unless it is already exactly that, and
+/// publishes an Event when the phase or a failure message changes.
+async fn write_status<K: Managed>(ctx: &Context, obj: &K, report: Report) -> Result<(), Error> {
+    let previous = obj.report();
+    let ready = status::ready_condition(&report, obj.meta().generation, obj.conditions());
+    let conditions = status::with_ready(obj.conditions(), ready);
+    let desired = obj.status_json(&report, conditions);
+    let current = serde_json::to_value(obj)
+        .ok()
+        .and_then(|v| v.get("status").cloned())
+        .unwrap_or(Value::Null);
+    if desired == current {
+        return Ok(());
+    }
+    let name = obj.name_any();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": desired,
+    });
+    api.patch_status(
+        &name,
+        &PatchParams::apply("cloud-resource-operator").force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(Error::kube(format!(
+        "writing status of {} {name}",
+        K::kind(&())
+    )))?;
+
+    let changed = previous.as_ref().is_none_or(|p| {
+        p.phase != report.phase || (report.phase == Phase::Failed && p.message != report.message)
+    });
+    if changed {
+        let kind = if report.phase == Phase::Failed {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        publish(
+            ctx,
+            obj,
+            kind,
+            status::ready_reason(report.phase),
+            &report.message,
+        )
+        .await;
+    }
+    Ok(())
+}
+
+async fn publish<K: Managed>(ctx: &Context, obj: &K, type_: EventType, reason: &str, note: &str) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(truncate(note, 1000)),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
+        warn!(object = %key(obj), error = %e, "could not publish event");
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

@@ -1,0 +1,185 @@
+//! The output Secret: written only when this CR created it (marked by the
+//! owner-uid label), never over a Secret somebody else made.
+
+use std::collections::BTreeMap;
+
+use cro_provider_api::ConnectionDetails;
+use k8s_openapi::{
+    ByteString,
+    api::core::v1::Secret,
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, Patch, PatchParams},
+};
+
+use super::Error;
+
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "cloud-resource-operator";
+/// Marks a Secret as written for the CR with this uid.
+pub const OWNER_UID_LABEL: &str = "cro.integreatly.org/owner-uid";
+
+/// Where the Secret goes and who it is for.
+pub struct Target<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub owner_uid: &'a str,
+    /// Set when the Secret is in the owner's namespace (owner references
+    /// cannot cross namespaces).
+    pub owner_ref: Option<OwnerReference>,
+    /// For messages, e.g. `Postgres app/db`.
+    pub owner_desc: String,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Data is as the provider said; `placeholders` lists keys still empty.
+    Ok { placeholders: Vec<String> },
+    /// A Secret of that name exists and is not ours: left untouched.
+    Conflict(String),
+}
+
+fn is_ours(secret: &Secret, owner_uid: &str) -> bool {
+    secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(OWNER_UID_LABEL))
+        .is_some_and(|uid| uid == owner_uid)
+}
+
+/// The data to write: the provider's details, except that an empty value
+/// never replaces a value a person filled in (placeholder Secrets).
+pub fn merged_data(
+    details: &ConnectionDetails,
+    existing: Option<&BTreeMap<String, ByteString>>,
+) -> BTreeMap<String, ByteString> {
+    details
+        .0
+        .iter()
+        .map(|(k, v)| {
+            let kept = existing
+                .and_then(|e| e.get(k))
+                .filter(|old| v.is_empty() && !old.0.is_empty());
+            let value = kept
+                .cloned()
+                .unwrap_or_else(|| ByteString(v.clone().into_bytes()));
+            (k.clone(), value)
+        })
+        .collect()
+}
+
+pub async fn write(
+    client: &Client,
+    target: &Target<'_>,
+    details: &ConnectionDetails,
+) -> Result<Written, Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), target.namespace);
+    let existing = api.get_opt(target.name).await.map_err(Error::kube(format!(
+        "reading Secret {}/{}",
+        target.namespace, target.name
+    )))?;
+    if let Some(secret) = &existing
+        && !is_ours(secret, target.owner_uid)
+    {
+        return Ok(Written::Conflict(format!(
+            "Secret {}/{} already exists and was not created for {}; it is left untouched: delete it or set spec.secretRef.name to a new name",
+            target.namespace, target.name, target.owner_desc
+        )));
+    }
+    let data = merged_data(details, existing.as_ref().and_then(|s| s.data.as_ref()));
+    let placeholders = data
+        .iter()
+        .filter(|(_, v)| v.0.is_empty())
+        .map(|(k, _)| k.clone())
+        .collect();
+    let labels = BTreeMap::from([
+        (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
+        (OWNER_UID_LABEL.to_string(), target.owner_uid.to_string()),
+    ]);
+    let up_to_date = existing.as_ref().is_some_and(|s| {
+        s.data.as_ref() == Some(&data)
+            && labels
+                .iter()
+                .all(|(k, v)| s.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
+            && target.owner_ref.as_ref().is_none_or(|want| {
+                s.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == want.uid)
+            })
+    });
+    if !up_to_date {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(target.name.to_string()),
+                namespace: Some(target.namespace.to_string()),
+                labels: Some(labels),
+                owner_references: target.owner_ref.clone().map(|o| vec![o]),
+                ..Default::default()
+            },
+            data: Some(data),
+            type_: Some("Opaque".into()),
+            ..Default::default()
+        };
+        api.patch(
+            target.name,
+            &PatchParams::apply("cloud-resource-operator").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .map_err(Error::kube(format!(
+            "writing Secret {}/{}",
+            target.namespace, target.name
+        )))?;
+    }
+    Ok(Written::Ok { placeholders })
+}
+
+/// Deletes the Secret if (and only if) it was written for `owner_uid`.
+pub async fn delete(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    owner_uid: &str,
+) -> Result<(), Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let action = || format!("deleting Secret {namespace}/{name}");
+    match api.get_opt(name).await.map_err(Error::kube(action()))? {
+        Some(secret) if is_ours(&secret, owner_uid) => {
+            match api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                Err(e) => Err(Error::kube(action())(e)),
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filled_in_values_survive_placeholders() {
+        let details = ConnectionDetails(BTreeMap::from([
+            ("bucketName".to_string(), String::new()),
+            ("bucketRegion".to_string(), String::new()),
+        ]));
+        let existing = BTreeMap::from([("bucketName".to_string(), ByteString(b"filled".to_vec()))]);
+        let data = merged_data(&details, Some(&existing));
+        assert_eq!(data["bucketName"].0, b"filled");
+        assert!(data["bucketRegion"].0.is_empty());
+    }
+
+    #[test]
+    fn provider_values_replace_old_ones() {
+        let details = ConnectionDetails(BTreeMap::from([("host".to_string(), "new".to_string())]));
+        let existing = BTreeMap::from([("host".to_string(), ByteString(b"old".to_vec()))]);
+        assert_eq!(merged_data(&details, Some(&existing))["host"].0, b"new");
+    }
+}
