@@ -6,7 +6,7 @@ ENV_SH := target/testenv/env.sh
 BIN := target/debug/cloud-resource-operator
 OPERATOR_NAMESPACE ?= cloud-resource-operator
 
-.PHONY: help deps build crds testenv-up testenv-down test lint run
+.PHONY: help deps build crds testenv-up testenv-down test bench lint run
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -34,6 +34,10 @@ test: deps ## run the whole test suite (unit, integration, end-to-end)
 	set +e; ( set -a; . $(ENV_SH); set +a; cargo test --workspace --all-targets ); status=$$?; set -e; \
 	[ $$was_up = 1 ] || $(TESTENV) down; \
 	exit $$status
+
+bench: deps ## rerunnable benchmarks (BENCH_N=10): ready latency after the workload is Available
+	@$(TESTENV) up
+	@set -a; . $(ENV_SH); set +a; cargo test --test integration -- --ignored --nocapture bench:: 2>&1 | grep -E 'latency|test result|panicked'
 
 lint: ## rustfmt and clippy, warnings are errors
 	cargo fmt --all -- --check

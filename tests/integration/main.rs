@@ -4,4 +4,6 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod bench;
 mod foundation;
+mod in_cluster;

@@ -201,3 +201,103 @@ pub async fn ensure_crds(client: &Client) {
         .await;
     }
 }
+
+/// The operator binary, running against the test environment and watching
+/// one namespace (which is also its operator namespace, so a test's
+/// configuration ConfigMaps are its own).
+pub struct Operator {
+    child: tokio::process::Child,
+    pub log: PathBuf,
+}
+
+impl Operator {
+    pub async fn start(namespace: &str) -> Operator {
+        let env = TestEnv::load();
+        let logs = repo_root().join("target/testenv/logs");
+        std::fs::create_dir_all(&logs)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", logs.display()));
+        let log = logs.join(format!("operator-{namespace}.log"));
+        let file = std::fs::File::create(&log)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
+        let stderr = file.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_cloud-resource-operator"))
+            .args([
+                "run",
+                "--operator-namespace",
+                namespace,
+                "--watch-namespace",
+                namespace,
+            ])
+            .args(["--cluster-id", "testcluster"])
+            .env("KUBECONFIG", &env.kubeconfig)
+            .env("AWS_ENDPOINT_URL", &env.aws_endpoint_url)
+            .env("AWS_REGION", &env.aws_region)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("RUST_LOG", "info,cloud_resource_operator=debug")
+            .stdout(file)
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting the operator binary: {e}"));
+        Operator { child, log }
+    }
+
+    /// Everything the operator logged so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// How many reconciles of `name` finished so far (from the debug log).
+    pub fn reconciles_of(&self, name: &str) -> usize {
+        self.logs()
+            .lines()
+            .filter(|l| l.contains("reconciled") && l.contains(&format!("/{name}.")))
+            .count()
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+}
+
+/// Runs `test` with a fresh namespace and an operator watching it. The
+/// namespace is deleted while the operator still runs (so finalizers are
+/// honoured), then the operator stops.
+pub async fn with_operator<F, Fut>(prefix: &str, test: F)
+where
+    F: FnOnce(Client, String, std::sync::Arc<Operator>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let client = TestEnv::load().client().await;
+    ensure_crds(&client).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut ns = Namespace::default();
+    ns.metadata.generate_name = Some(format!("{prefix}-"));
+    let ns = namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap_or_else(|e| panic!("creating a test namespace: {e}"));
+    let name = ns.name_any();
+    let operator = std::sync::Arc::new(Operator::start(&name).await);
+    let result = tokio::spawn(test(client, name.clone(), operator.clone())).await;
+    if let Err(e) = namespaces.delete(&name, &DeleteParams::default()).await {
+        eprintln!("warning: deleting test namespace {name}: {e}");
+    }
+    let deleted = tokio::time::timeout(DEFAULT_TIMEOUT, async {
+        while matches!(namespaces.get_opt(&name).await, Ok(Some(_))) {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+    .await;
+    if deleted.is_err() {
+        eprintln!("warning: namespace {name} still terminating after {DEFAULT_TIMEOUT:?}");
+    }
+    if let Ok(op) = std::sync::Arc::try_unwrap(operator) {
+        op.stop().await;
+    }
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}

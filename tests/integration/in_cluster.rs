@@ -1,0 +1,843 @@
+//! The controllers with the in-cluster provider, end to end: the operator
+//! binary against the real control plane (pods made Ready by kwok).
+
+use std::{collections::BTreeSet, time::Duration};
+
+use cloud_resource_operator::api::{
+    BlobStorage, Phase, Postgres, Redis, ResourceTypeStatus, SMTPCredentialSet,
+};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Event, PersistentVolumeClaim, Secret, Service},
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::support::{DEFAULT_TIMEOUT, wait_deleted, wait_for, with_operator};
+
+const PG_KEYS: [&str; 5] = ["database", "host", "password", "port", "username"];
+
+fn cr<K: DeserializeOwned>(kind: &str, name: &str, spec: Value) -> K {
+    serde_json::from_value(json!({
+        "apiVersion": "integreatly.org/v1alpha1", "kind": kind,
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .unwrap_or_else(|e| panic!("{kind} {name}: {e}"))
+}
+
+fn spec(type_: &str, tier: &str, secret: &str) -> Value {
+    json!({"type": type_, "tier": tier, "secretRef": {"name": secret}})
+}
+
+async fn create<K>(client: &Client, ns: &str, obj: &K) -> K
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + DeserializeOwned,
+{
+    Api::<K>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating {}: {e}", obj.name_any()))
+}
+
+trait HasStatus {
+    fn rstatus(&self) -> Option<&ResourceTypeStatus>;
+}
+macro_rules! has_status {
+    ($($t:ty),*) => {$(impl HasStatus for $t { fn rstatus(&self) -> Option<&ResourceTypeStatus> { self.status.as_ref() } })*};
+}
+has_status!(Postgres, Redis, BlobStorage, SMTPCredentialSet);
+
+/// Waits for `phase`, returning the object.
+async fn wait_phase<K>(api: &Api<K>, name: &str, phase: Phase) -> K
+where
+    K: HasStatus + Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    wait_for(
+        api,
+        name,
+        &format!("phase {}", phase.as_str()),
+        DEFAULT_TIMEOUT,
+        move |o: Option<&K>| o.and_then(|o| o.rstatus()).and_then(|s| s.phase) == Some(phase),
+    )
+    .await
+}
+
+fn message<K: HasStatus>(o: &K) -> String {
+    o.rstatus()
+        .and_then(|s| s.message.clone())
+        .unwrap_or_default()
+}
+
+async fn secret_keys(client: &Client, ns: &str, name: &str) -> (BTreeSet<String>, Secret) {
+    let s = Api::<Secret>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("output Secret {name}: {e}"));
+    (s.data.clone().unwrap_or_default().into_keys().collect(), s)
+}
+
+fn value(secret: &Secret, key: &str) -> String {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        .unwrap_or_default()
+}
+
+fn owned_by<K: Resource>(obj: &K, owner_uid: &str) -> bool {
+    obj.meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.uid == owner_uid)
+}
+
+async fn strategies(client: &Client, ns: &str, data: Value) {
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cloud-resources-openshift-strategies"},
+        "data": data
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .patch(
+            "cloud-resources-openshift-strategies",
+            &PatchParams::apply("cro-tests").force(),
+            &Patch::Apply(&cm),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying strategies: {e}"));
+}
+
+async fn warning_events_for(client: &Client, ns: &str, name: &str) -> Vec<String> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.name.as_deref() == Some(name) && e.type_.as_deref() == Some("Warning")
+        })
+        .map(|e| e.message.unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test]
+async fn every_kind_completes_with_exact_secret_keys_and_owned_workloads() {
+    with_operator("complete", |client, ns, _op| async move {
+        create(
+            &client,
+            &ns,
+            &cr::<Postgres>("Postgres", "db", spec("workshop", "development", "db-sec")),
+        )
+        .await;
+        create(
+            &client,
+            &ns,
+            &cr::<Redis>(
+                "Redis",
+                "cache",
+                spec("workshop", "development", "cache-sec"),
+            ),
+        )
+        .await;
+        create(
+            &client,
+            &ns,
+            &cr::<BlobStorage>(
+                "BlobStorage",
+                "blob",
+                spec("workshop", "development", "blob-sec"),
+            ),
+        )
+        .await;
+        create(
+            &client,
+            &ns,
+            &cr::<SMTPCredentialSet>(
+                "SMTPCredentialSet",
+                "smtp",
+                spec("workshop", "development", "smtp-sec"),
+            ),
+        )
+        .await;
+
+        let pg = wait_phase(
+            &Api::<Postgres>::namespaced(client.clone(), &ns),
+            "db",
+            Phase::Complete,
+        )
+        .await;
+        let (keys, secret) = secret_keys(&client, &ns, "db-sec").await;
+        assert_eq!(keys, PG_KEYS.iter().map(|s| s.to_string()).collect());
+        assert_eq!(value(&secret, "host"), format!("db.{ns}.svc"));
+        assert_eq!(value(&secret, "port"), "5432");
+        assert_eq!(value(&secret, "password").len(), 32);
+        let status = pg.status.clone().unwrap_or_default();
+        assert_eq!(status.strategy.as_deref(), Some("openshift"));
+        assert_eq!(
+            status.provider.as_deref(),
+            Some("openshift-postgres-template")
+        );
+        assert_eq!(status.secret_ref.map(|s| s.name), Some("db-sec".into()));
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+        assert_eq!(
+            ready.map(|c| (c.status.as_str(), c.reason.as_str())),
+            Some(("True", "Complete"))
+        );
+        assert_eq!(status.observed_generation, pg.metadata.generation);
+
+        let redis = wait_phase(
+            &Api::<Redis>::namespaced(client.clone(), &ns),
+            "cache",
+            Phase::Complete,
+        )
+        .await;
+        let (keys, secret) = secret_keys(&client, &ns, "cache-sec").await;
+        assert_eq!(
+            keys,
+            ["port", "uri"].iter().map(|s| s.to_string()).collect()
+        );
+        assert_eq!(value(&secret, "uri"), format!("cache.{ns}.svc"));
+        assert_eq!(value(&secret, "port"), "6379");
+
+        let blob = wait_phase(
+            &Api::<BlobStorage>::namespaced(client.clone(), &ns),
+            "blob",
+            Phase::Complete,
+        )
+        .await;
+        let (keys, _) = secret_keys(&client, &ns, "blob-sec").await;
+        let want: BTreeSet<String> = [
+            "bucketName",
+            "bucketRegion",
+            "credentialKeyID",
+            "credentialSecretKey",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(keys, want);
+        assert!(
+            message(&blob).contains("placeholders"),
+            "{}",
+            message(&blob)
+        );
+
+        wait_phase(
+            &Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns),
+            "smtp",
+            Phase::Complete,
+        )
+        .await;
+        let (keys, _) = secret_keys(&client, &ns, "smtp-sec").await;
+        let want: BTreeSet<String> = ["host", "password", "port", "tls", "username"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(keys, want);
+
+        for (name, uid) in [
+            ("db", pg.uid().unwrap_or_default()),
+            ("cache", redis.uid().unwrap_or_default()),
+        ] {
+            let d = Api::<Deployment>::namespaced(client.clone(), &ns)
+                .get(name)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let s = Api::<Service>::namespaced(client.clone(), &ns)
+                .get(name)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let p = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns)
+                .get(name)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                owned_by(&d, &uid) && owned_by(&s, &uid) && owned_by(&p, &uid),
+                "{name}: owner references missing"
+            );
+            let spec = d.spec.unwrap_or_default();
+            assert_eq!(spec.replicas, Some(1));
+            assert_eq!(
+                spec.strategy.and_then(|s| s.type_).as_deref(),
+                Some("Recreate")
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_person_filled_placeholder_survives() {
+    with_operator("placeholder", |client, ns, _op| async move {
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        create(
+            &client,
+            &ns,
+            &cr::<BlobStorage>(
+                "BlobStorage",
+                "blob",
+                spec("workshop", "development", "blob-sec"),
+            ),
+        )
+        .await;
+        wait_phase(&blobs, "blob", Phase::Complete).await;
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        secrets
+            .patch(
+                "blob-sec",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"stringData": {"bucketName": "filled-by-hand"}})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Force a reconcile with a spec change and wait until it is observed.
+        blobs
+            .patch(
+                "blob",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"tier": "production"}})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        wait_for(
+            &blobs,
+            "blob",
+            "observedGeneration 2",
+            DEFAULT_TIMEOUT,
+            |o: Option<&BlobStorage>| {
+                o.and_then(|o| o.status.as_ref())
+                    .and_then(|s| s.observed_generation)
+                    == Some(2)
+            },
+        )
+        .await;
+        let secret = secrets
+            .get("blob-sec")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(value(&secret, "bucketName"), "filled-by-hand");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn owned_objects_deleted_or_edited_by_hand_are_restored() {
+    with_operator("restore", |client, ns, _op| async move {
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        create(&client, &ns, &cr::<Postgres>("Postgres", "db", spec("workshop", "development", "db-sec"))).await;
+        wait_phase(&pgs, "db", Phase::Complete).await;
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let services = Api::<Service>::namespaced(client.clone(), &ns);
+        let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+
+        let svc_uid = services.get("db").await.unwrap_or_else(|e| panic!("{e}")).uid();
+        services.delete("db", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_for(&services, "db", "Service recreated", DEFAULT_TIMEOUT, move |s: Option<&Service>| {
+            s.is_some_and(|s| s.uid() != svc_uid)
+        })
+        .await;
+
+        // An in-use PVC only goes once its pod does, as on any cluster.
+        let pvc_uid = pvcs.get("db").await.unwrap_or_else(|e| panic!("{e}")).uid();
+        let dep_uid = deployments.get("db").await.unwrap_or_else(|e| panic!("{e}")).uid();
+        pvcs.delete("db", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        deployments.delete("db", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_for(&pvcs, "db", "PVC recreated", DEFAULT_TIMEOUT, move |p: Option<&PersistentVolumeClaim>| {
+            p.is_some_and(|p| p.uid() != pvc_uid && p.meta().deletion_timestamp.is_none())
+        })
+        .await;
+        wait_for(&deployments, "db", "Deployment recreated", DEFAULT_TIMEOUT, move |d: Option<&Deployment>| {
+            d.is_some_and(|d| d.uid() != dep_uid)
+        })
+        .await;
+        wait_phase(&pgs, "db", Phase::Complete).await;
+
+        deployments
+            .patch("db", &PatchParams::default(), &Patch::Json::<()>(serde_json::from_value(json!([
+                {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "example.com/hacked:1"}
+            ])).unwrap_or_else(|e| panic!("{e}"))))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        wait_for(&deployments, "db", "image reverted", DEFAULT_TIMEOUT, |d: Option<&Deployment>| {
+            d.and_then(|d| d.spec.as_ref())
+                .and_then(|s| s.template.spec.as_ref())
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.as_deref())
+                .is_some_and(|i| i != "example.com/hacked:1")
+        })
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn deleting_each_cr_removes_everything_it_created() {
+    with_operator("delete", |client, ns, _op| async move {
+        create(
+            &client,
+            &ns,
+            &cr::<Postgres>("Postgres", "db", spec("workshop", "development", "db-sec")),
+        )
+        .await;
+        create(
+            &client,
+            &ns,
+            &cr::<Redis>(
+                "Redis",
+                "cache",
+                spec("workshop", "development", "cache-sec"),
+            ),
+        )
+        .await;
+        create(
+            &client,
+            &ns,
+            &cr::<BlobStorage>(
+                "BlobStorage",
+                "blob",
+                spec("workshop", "development", "blob-sec"),
+            ),
+        )
+        .await;
+        create(
+            &client,
+            &ns,
+            &cr::<SMTPCredentialSet>(
+                "SMTPCredentialSet",
+                "smtp",
+                spec("workshop", "development", "smtp-sec"),
+            ),
+        )
+        .await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let redis = Api::<Redis>::namespaced(client.clone(), &ns);
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let smtps = Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns);
+        wait_phase(&pgs, "db", Phase::Complete).await;
+        wait_phase(&redis, "cache", Phase::Complete).await;
+        wait_phase(&blobs, "blob", Phase::Complete).await;
+        wait_phase(&smtps, "smtp", Phase::Complete).await;
+
+        let dp = DeleteParams::default();
+        pgs.delete("db", &dp)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        redis
+            .delete("cache", &dp)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        blobs
+            .delete("blob", &dp)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        smtps
+            .delete("smtp", &dp)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
+        wait_deleted(&redis, "cache", DEFAULT_TIMEOUT).await;
+        wait_deleted(&blobs, "blob", DEFAULT_TIMEOUT).await;
+        wait_deleted(&smtps, "smtp", DEFAULT_TIMEOUT).await;
+
+        // Nothing the operator created is left in the namespace.
+        let managed =
+            ListParams::default().labels("app.kubernetes.io/managed-by=cloud-resource-operator");
+        let left = |kind: &str, names: Vec<String>| {
+            assert!(names.is_empty(), "{kind} left behind: {names:?}")
+        };
+        let names = |v: Vec<String>| v;
+        left(
+            "Secret",
+            names(
+                Api::<Secret>::namespaced(client.clone(), &ns)
+                    .list(&managed)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .items
+                    .iter()
+                    .map(|o| o.name_any())
+                    .collect(),
+            ),
+        );
+        left(
+            "Deployment",
+            Api::<Deployment>::namespaced(client.clone(), &ns)
+                .list(&managed)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .items
+                .iter()
+                .map(|o| o.name_any())
+                .collect(),
+        );
+        left(
+            "Service",
+            Api::<Service>::namespaced(client.clone(), &ns)
+                .list(&managed)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .items
+                .iter()
+                .map(|o| o.name_any())
+                .collect(),
+        );
+        left(
+            "PVC",
+            Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns)
+                .list(&managed)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .items
+                .iter()
+                .map(|o| o.name_any())
+                .collect(),
+        );
+        left(
+            "ConfigMap",
+            Api::<ConfigMap>::namespaced(client.clone(), &ns)
+                .list(&managed)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .items
+                .iter()
+                .map(|o| o.name_any())
+                .collect(),
+        );
+        for s in ["db-sec", "cache-sec", "blob-sec", "smtp-sec"] {
+            assert!(
+                Api::<Secret>::namespaced(client.clone(), &ns)
+                    .get_opt(s)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .is_none(),
+                "{s} left"
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn skip_create_pauses_without_creating_anything() {
+    with_operator("paused", |client, ns, _op| async move {
+        let mut s = spec("workshop", "development", "db-sec");
+        s["skipCreate"] = json!(true);
+        create(&client, &ns, &cr::<Postgres>("Postgres", "db", s)).await;
+        let pg = wait_phase(
+            &Api::<Postgres>::namespaced(client.clone(), &ns),
+            "db",
+            Phase::Paused,
+        )
+        .await;
+        assert_eq!(message(&pg), "skipping create or update for maintenance");
+        assert!(
+            Api::<Deployment>::namespaced(client.clone(), &ns)
+                .get_opt("db")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .is_none()
+        );
+        assert!(
+            Api::<Secret>::namespaced(client.clone(), &ns)
+                .get_opt("db-sec")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .is_none()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn configuration_mistakes_fail_clearly_and_heal_when_fixed() {
+    with_operator("config", |client, ns, _op| async move {
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let redis = Api::<Redis>::namespaced(client.clone(), &ns);
+        strategies(&client, &ns, json!({
+            "postgres": r#"{"development": {"strategy": {}}}"#,
+            "blobstorage": "{not json",
+        }))
+        .await;
+
+        create(&client, &ns, &cr::<Postgres>("Postgres", "bad-type", spec("nope", "development", "s1"))).await;
+        create(&client, &ns, &cr::<Postgres>("Postgres", "bad-tier", spec("workshop", "gold", "s2"))).await;
+        create(&client, &ns, &cr::<Redis>("Redis", "no-key", spec("workshop", "development", "s3"))).await;
+        create(&client, &ns, &cr::<BlobStorage>("BlobStorage", "bad-json", spec("workshop", "development", "s4"))).await;
+        create(&client, &ns, &cr::<Postgres>("Postgres", "healthy", spec("workshop", "development", "s5"))).await;
+
+        let m = message(&wait_phase(&pgs, "bad-type", Phase::Failed).await);
+        assert!(m.contains("\"nope\"") && m.contains("cloud-resource-config"), "{m}");
+        let m = message(&wait_phase(&pgs, "bad-tier", Phase::Failed).await);
+        assert!(m.contains(&format!("{ns}/cloud-resources-openshift-strategies")) && m.contains("\"gold\""), "{m}");
+        let m = message(&wait_phase(&redis, "no-key", Phase::Failed).await);
+        assert!(m.contains("cloud-resources-openshift-strategies") && m.contains("\"redis\""), "{m}");
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let m = message(&wait_phase(&blobs, "bad-json", Phase::Failed).await);
+        assert!(m.contains("\"blobstorage\"") && m.contains("not valid JSON"), "{m}");
+        // Other CRs keep working.
+        wait_phase(&pgs, "healthy", Phase::Complete).await;
+        assert!(!warning_events_for(&client, &ns, "bad-tier").await.is_empty(), "no Warning Event for bad-tier");
+
+        // A malformed cloud-resource-config names itself too.
+        let types: ConfigMap = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cloud-resource-config"},
+            "data": {"nope": "{broken"}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &types).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_for(&pgs, "bad-type", "malformed cloud-resource-config reported", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.is_some_and(|o| message(o).contains("cloud-resource-config") && message(o).contains("not valid JSON"))
+        })
+        .await;
+
+        // Fixing the ConfigMaps heals every CR, without a restart.
+        Api::<ConfigMap>::namespaced(client.clone(), &ns)
+            .patch("cloud-resource-config", &PatchParams::default(), &Patch::Merge(json!({"data": {
+                "nope": r#"{"postgres": "openshift", "redis": "openshift", "blobstorage": "openshift", "smtpcredentials": "openshift"}"#,
+                "workshop": r#"{"postgres": "openshift", "redis": "openshift", "blobstorage": "openshift", "smtpcredentials": "openshift"}"#
+            }})))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        strategies(&client, &ns, json!({
+            "postgres": r#"{"development": {"strategy": {}}, "gold": {"strategy": {}}}"#,
+            "redis": r#"{"development": {"strategy": {}}}"#,
+            "blobstorage": r#"{"development": {"strategy": {}}}"#,
+        }))
+        .await;
+        wait_phase(&pgs, "bad-type", Phase::Complete).await;
+        wait_phase(&pgs, "bad-tier", Phase::Complete).await;
+        wait_phase(&redis, "no-key", Phase::Complete).await;
+        wait_phase(&blobs, "bad-json", Phase::Complete).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn editing_a_tier_rolls_out_to_its_crs() {
+    with_operator("rollout", |client, ns, _op| async move {
+        strategies(&client, &ns, json!({"postgres": r#"{"development": {"strategy": {}}}"#})).await;
+        create(&client, &ns, &cr::<Postgres>("Postgres", "db", spec("workshop", "development", "db-sec"))).await;
+        wait_phase(&Api::<Postgres>::namespaced(client.clone(), &ns), "db", Phase::Complete).await;
+        strategies(&client, &ns, json!({"postgres": r#"{"development": {"strategy": {"deploymentSpec": {"template": {"spec": {"containers": [{"name": "postgres", "image": "docker.io/library/postgres:16"}]}}}}}}"#})).await;
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let d = wait_for(&deployments, "db", "image from the edited tier", DEFAULT_TIMEOUT, |d: Option<&Deployment>| {
+            d.and_then(|d| d.spec.as_ref())
+                .and_then(|s| s.template.spec.as_ref())
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.as_deref())
+                == Some("docker.io/library/postgres:16")
+        })
+        .await;
+        // Only the image changed: the probes of the default are still there.
+        let container = d.spec.and_then(|s| s.template.spec).map(|s| s.containers[0].clone()).unwrap_or_default();
+        assert!(container.readiness_probe.is_some(), "override replaced more than the image");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_foreign_secret_is_never_touched() {
+    with_operator("foreign", |client, ns, _op| async move {
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let foreign: Secret = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "taken"},
+            "stringData": {"password": "someone-elses"}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let before = secrets
+            .create(&PostParams::default(), &foreign)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        create(
+            &client,
+            &ns,
+            &cr::<Postgres>("Postgres", "db", spec("workshop", "development", "taken")),
+        )
+        .await;
+        let pg = wait_phase(
+            &Api::<Postgres>::namespaced(client.clone(), &ns),
+            "db",
+            Phase::Failed,
+        )
+        .await;
+        assert!(
+            message(&pg).contains("already exists and was not created"),
+            "{}",
+            message(&pg)
+        );
+        let after = secrets.get("taken").await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            after.resource_version(),
+            before.resource_version(),
+            "the foreign Secret was written"
+        );
+        assert_eq!(after.data, before.data);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_cross_namespace_secret_ref_is_refused_by_default() {
+    with_operator("crossns", |client, ns, _op| async move {
+        let mut s = spec("workshop", "development", "elsewhere");
+        s["secretRef"]["namespace"] = json!("kube-system");
+        create(&client, &ns, &cr::<Postgres>("Postgres", "db", s)).await;
+        let pg = wait_phase(
+            &Api::<Postgres>::namespaced(client.clone(), &ns),
+            "db",
+            Phase::Failed,
+        )
+        .await;
+        assert!(
+            message(&pg).contains("--allow-cross-namespace-secrets"),
+            "{}",
+            message(&pg)
+        );
+        assert!(
+            Api::<Secret>::namespaced(client.clone(), "kube-system")
+                .get_opt("elsewhere")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .is_none()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_legacy_finalizer_is_migrated_and_others_kept() {
+    with_operator("finalizer", |client, ns, _op| async move {
+        let mut pg = cr::<Postgres>("Postgres", "db", {
+            let mut s = spec("workshop", "development", "db-sec");
+            s["skipCreate"] = json!(true);
+            s
+        });
+        pg.metadata.finalizers = Some(vec![
+            "example.com/keep".into(),
+            "finalizers.cloud-resources-operator.integreatly.org".into(),
+        ]);
+        create(&client, &ns, &pg).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let got = wait_for(
+            &pgs,
+            "db",
+            "finalizer migrated",
+            DEFAULT_TIMEOUT,
+            |o: Option<&Postgres>| {
+                o.is_some_and(|o| {
+                    o.finalizers()
+                        .iter()
+                        .any(|f| f == "cloud-resources-operator.integreatly.org/finalizers")
+                })
+            },
+        )
+        .await;
+        assert_eq!(
+            got.finalizers(),
+            [
+                "example.com/keep",
+                "cloud-resources-operator.integreatly.org/finalizers"
+            ]
+        );
+        pgs.patch(
+            "db",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([
+                    {"op": "test", "path": "/metadata/finalizers/0", "value": "example.com/keep"},
+                    {"op": "remove", "path": "/metadata/finalizers/0"}
+                ]))
+                .unwrap_or_else(|e| panic!("{e}")),
+            ),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_reconcile_with_nothing_to_change_writes_nothing() {
+    with_operator("steady", |client, ns, op| async move {
+        strategies(
+            &client,
+            &ns,
+            json!({"postgres": r#"{"development": {"strategy": {}}}"#}),
+        )
+        .await;
+        create(
+            &client,
+            &ns,
+            &cr::<Postgres>("Postgres", "db", spec("workshop", "development", "db-sec")),
+        )
+        .await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        wait_phase(&pgs, "db", Phase::Complete).await;
+        // Let the burst of creation events settle into one complete state.
+        let versions = || async {
+            let rv = |o: Option<String>| o.unwrap_or_default();
+            (
+                rv(pgs.get("db").await.ok().and_then(|o| o.resource_version())),
+                rv(Api::<Secret>::namespaced(client.clone(), &ns)
+                    .get("db-sec")
+                    .await
+                    .ok()
+                    .and_then(|o| o.resource_version())),
+                // The Deployment's status is the controller-manager's to
+                // write; its generation counts spec writes.
+                Api::<Deployment>::namespaced(client.clone(), &ns)
+                    .get("db")
+                    .await
+                    .ok()
+                    .and_then(|o| o.metadata.generation)
+                    .unwrap_or_default()
+                    .to_string(),
+                rv(Api::<Service>::namespaced(client.clone(), &ns)
+                    .get("db")
+                    .await
+                    .ok()
+                    .and_then(|o| o.resource_version())),
+                rv(Api::<Secret>::namespaced(client.clone(), &ns)
+                    .get("db-credentials")
+                    .await
+                    .ok()
+                    .and_then(|o| o.resource_version())),
+            )
+        };
+        let before = versions().await;
+        let reconciles = op.reconciles_of("db");
+        // An unrelated key in the strategies ConfigMap re-reconciles the CR.
+        strategies(
+            &client,
+            &ns,
+            json!({"postgres": r#"{"development": {"strategy": {}}}"#, "redis": "{}"}),
+        )
+        .await;
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        while op.reconciles_of("db") <= reconciles {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the ConfigMap edit did not trigger a reconcile"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            versions().await,
+            before,
+            "a no-op reconcile wrote to the API server"
+        );
+    })
+    .await;
+}
