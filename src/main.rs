@@ -58,6 +58,10 @@ struct RunArgs {
     /// are `<name>.<namespace>.svc`.
     #[arg(long, env = "CLUSTER_DOMAIN")]
     cluster_domain: Option<String>,
+    /// Default AWS region when a tier names none (the AWS SDK's standard
+    /// chain also reads AWS_REGION and profiles).
+    #[arg(long, env = "AWS_REGION")]
+    aws_region: Option<String>,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -130,9 +134,17 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         cluster_id = %settings.cluster_id,
         "starting cloud-resource-operator"
     );
-    let providers: Vec<Arc<dyn Provider>> = vec![Arc::new(
-        cro_provider_in_cluster::InClusterProvider::new(client.clone(), args.cluster_domain),
-    )];
+    let aws = cro_provider_aws::AwsSettings {
+        region: args.aws_region,
+        endpoint_url: None,
+    };
+    let providers: Vec<Arc<dyn Provider>> = vec![
+        Arc::new(cro_provider_in_cluster::InClusterProvider::new(
+            client.clone(),
+            args.cluster_domain,
+        )),
+        Arc::new(cro_provider_aws::AwsProvider::new(client.clone(), aws)),
+    ];
     let ctx = Arc::new(Context::new(client, settings, providers));
     controllers::run(ctx).await;
     info!("stopped");

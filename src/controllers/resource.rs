@@ -26,6 +26,19 @@ use crate::{
 /// Label whose value becomes the `product-name` tag (as in the Go operator).
 pub const PRODUCT_NAME_LABEL: &str = "productName";
 
+/// Annotation holding a resource's cloud identifier once created (the Go
+/// operator's name, so resources it created are found again).
+pub const RESOURCE_IDENTIFIER_ANNOTATION: &str = "resourceIdentifier";
+
+fn recorded_identifier<K: Resource>(cr: &K) -> Option<String> {
+    cr.meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RESOURCE_IDENTIFIER_ANNOTATION))
+        .filter(|id| !id.is_empty())
+        .cloned()
+}
+
 /// A kind with a `ResourceTypeSpec` and `ResourceTypeStatus`.
 pub trait ResourceCr: Managed {
     const KIND: ResourceKind;
@@ -176,12 +189,17 @@ fn request<K: ResourceCr>(cr: &K, ctx: &Context, strategy: Value) -> ResourceReq
     let ns = cr.namespace().unwrap_or_default();
     let name = cr.name_any();
     let spec = cr.spec();
+    let recorded = recorded_identifier(cr);
     ResourceRequest {
         kind: K::KIND,
-        identifier: cloud_identifier(&ctx.settings.cluster_id, &ns, &name),
+        identifier: recorded
+            .clone()
+            .unwrap_or_else(|| cloud_identifier(&ctx.settings.cluster_id, &ns, &name)),
+        recorded_identifier: recorded,
         namespace: ns,
         name,
         owner: owner(cr),
+        tier: spec.tier.clone(),
         strategy,
         tags: tags(ctx, cr, &spec.r#type),
         options: Options {
@@ -204,7 +222,13 @@ async fn converge<K: ResourceCr>(
         config::tier_strategy(&ctx.config, &provider_name, K::KIND, &cr.spec().tier).await?;
     let provisioned = provider(ctx, &provider_name)?
         .reconcile(&request(cr, ctx, strategy))
-        .await?;
+        .await
+        .map_err(|e| in_tier(e, &provider_name, K::KIND, &cr.spec().tier))?;
+    if let Some(id) = &provisioned.identifier
+        && recorded_identifier(cr).as_ref() != Some(id)
+    {
+        record_identifier(cr, ctx, id).await?;
+    }
 
     let previous = report_of(cr.status());
     let mut report = Report {
@@ -266,9 +290,46 @@ async fn converge<K: ResourceCr>(
                     };
                 }
             }
-            Ok((report, None))
+            Ok((report, provisioned.recheck_after))
         }
     }
+}
+
+/// A strategy the provider cannot use is reported with where it lives.
+fn in_tier(
+    e: cro_provider_api::ProviderError,
+    provider: &str,
+    kind: ResourceKind,
+    tier: &str,
+) -> Error {
+    match e {
+        cro_provider_api::ProviderError::InvalidStrategy(msg) => Error::Invalid(format!(
+            "ConfigMap {} key {:?} tier {tier:?}: {msg}",
+            config::strategies_config_map(provider),
+            kind.config_key()
+        )),
+        other => other.into(),
+    }
+}
+
+/// Records the cloud identifier on the CR, so a resource that later
+/// vanishes is reported instead of silently re-created.
+async fn record_identifier<K: ResourceCr>(cr: &K, ctx: &Context, id: &str) -> Result<(), Error> {
+    let api: kube::Api<K> =
+        kube::Api::namespaced(ctx.client.clone(), &cr.namespace().unwrap_or_default());
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {RESOURCE_IDENTIFIER_ANNOTATION: id}}});
+    api.patch(
+        &cr.name_any(),
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .map_err(Error::kube(format!(
+        "recording {RESOURCE_IDENTIFIER_ANNOTATION} on {}",
+        cr.name_any()
+    )))?;
+    Ok(())
 }
 
 /// The output Secret is owned by the CR for garbage collection, but is not

@@ -8,15 +8,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
-use super::resource::{ResourceCr, owner, provider, tags};
+use super::resource::{RESOURCE_IDENTIFIER_ANNOTATION, ResourceCr, owner, provider, tags};
 use crate::{
     api::{Phase, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SnapshotSpec, SnapshotStatus},
     config,
     reconcile::{Context, Error, IN_PROGRESS_REQUEUE, Managed, Report},
 };
-
-/// Annotation holding a resource's cloud identifier once created.
-pub const RESOURCE_IDENTIFIER_ANNOTATION: &str = "resourceIdentifier";
 
 pub trait SnapshotCr: Managed {
     type Parent: ResourceCr;

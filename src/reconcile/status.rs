@@ -102,7 +102,11 @@ mod tests {
         let c = ready_condition(&r, Some(2), std::slice::from_ref(&old));
         assert_eq!(c.last_transition_time, old.last_transition_time);
         assert_eq!((c.reason.as_str(), c.message.as_str()), ("Failed", "boom"));
-        let done = ready_condition(&Report::new(Phase::Complete, "ok"), Some(2), std::slice::from_ref(&old));
+        let done = ready_condition(
+            &Report::new(Phase::Complete, "ok"),
+            Some(2),
+            std::slice::from_ref(&old),
+        );
         assert_eq!(done.status, "True");
         assert_ne!(done.last_transition_time, old.last_transition_time);
     }

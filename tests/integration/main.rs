@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod aws;
 mod bench;
 mod foundation;
 mod in_cluster;

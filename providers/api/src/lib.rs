@@ -60,7 +60,14 @@ pub struct ResourceRequest {
     pub owner: Owner,
     /// Cloud identifier (`<clusterID>-<namespace>-<name>`, shortened).
     pub identifier: String,
-    /// The tier's strategy JSON, exactly as configured; parsed by the provider.
+    /// The identifier recorded on the CR (annotation `resourceIdentifier`)
+    /// once the resource was created: if it is set and the resource is gone,
+    /// the provider reports that rather than silently creating a new one.
+    pub recorded_identifier: Option<String>,
+    /// The tier's name (e.g. `production`, where providers default to
+    /// multi-AZ) and its strategy JSON, exactly as configured; parsed by
+    /// the provider.
+    pub tier: String,
     pub strategy: serde_json::Value,
     /// Tags/labels for everything created.
     pub tags: BTreeMap<String, String>,
@@ -111,6 +118,11 @@ pub struct Provisioned {
     pub provider: String,
     /// Engine version, when known.
     pub version: Option<String>,
+    /// The cloud identifier, once the resource exists (recorded on the CR).
+    pub identifier: Option<String>,
+    /// When to look again although nothing changed (cloud resources send
+    /// no events); `None` leaves it to watch events.
+    pub recheck_after: Option<std::time::Duration>,
 }
 
 /// What a provider reports about a snapshot.

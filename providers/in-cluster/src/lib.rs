@@ -136,6 +136,9 @@ fn provisioned(
         outcome,
         provider: provider.into(),
         version,
+        // Watch events on the workload drive every change.
+        identifier: None,
+        recheck_after: None,
     }
 }
 

@@ -243,6 +243,8 @@ mod tests {
                 uid: "u1".into(),
             },
             identifier: "id".into(),
+            recorded_identifier: None,
+            tier: "development".into(),
             strategy: json!({}),
             tags: Default::default(),
             options: Options::default(),
