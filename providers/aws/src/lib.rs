@@ -7,6 +7,7 @@ mod credentials;
 mod errors;
 mod rds;
 mod sdk;
+pub mod smtp_password;
 mod strategy;
 mod versions;
 
