@@ -15,10 +15,14 @@ use serde_json::{Value, json};
 use crate::support::{DEFAULT_TIMEOUT, TestEnv, wait_deleted, wait_for, with_operator};
 
 async fn aws_strategies(client: &Client, ns: &str, postgres_tiers: Value) {
+    aws_strategies_for(client, ns, "postgres", postgres_tiers).await;
+}
+
+async fn aws_strategies_for(client: &Client, ns: &str, key: &str, tiers: Value) {
     let cm: ConfigMap = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "cloud-resources-aws-strategies"},
-        "data": {"postgres": postgres_tiers.to_string()}
+        "data": {key: tiers.to_string()}
     }))
     .unwrap_or_else(|e| panic!("{e}"));
     Api::<ConfigMap>::namespaced(client.clone(), ns)
@@ -265,6 +269,73 @@ async fn a_vanished_instance_is_reported_not_recreated() {
             instance(&rds, &id).await.is_none(),
             "the instance was silently re-created"
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn blob_storage_on_s3_with_a_bucket_scoped_user() {
+    use cloud_resource_operator::api::BlobStorage;
+    with_operator("s3", |client, ns, _op| async move {
+        aws_strategies_for(&client, &ns, "blobstorage", json!({
+            "development": {"deleteStrategy": {"forceBucketDeletion": false}},
+            "production": {"deleteStrategy": {"forceBucketDeletion": true}}
+        }))
+        .await;
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        for (name, tier) in [("keep", "development"), ("force", "production")] {
+            let b: BlobStorage = serde_json::from_value(json!({
+                "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage",
+                "metadata": {"name": name, "labels": {"productName": "orders"}},
+                "spec": {"type": "managed", "tier": tier, "secretRef": {"name": format!("{name}-sec")}}
+            }))
+            .unwrap_or_else(|e| panic!("{e}"));
+            blobs.create(&PostParams::default(), &b).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        let env = TestEnv::load();
+        let config = env.aws_config().await;
+        let s3 = cro_provider_aws::s3_client(&config);
+        let iam = aws_sdk_iam::Client::new(&config);
+        for name in ["keep", "force"] {
+            wait_for(&blobs, name, "phase complete", DEFAULT_TIMEOUT, |o: Option<&BlobStorage>| {
+                o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete)
+            })
+            .await;
+            let bucket = cloud_identifier("testcluster", &ns, name);
+            let secret = Api::<Secret>::namespaced(client.clone(), &ns).get(&format!("{name}-sec")).await.unwrap_or_else(|e| panic!("{e}"));
+            let data: BTreeMap<String, String> = secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned())).collect();
+            assert_eq!(data.keys().cloned().collect::<Vec<_>>(), ["bucketName", "bucketRegion", "credentialKeyID", "credentialSecretKey"]);
+            assert_eq!(data["bucketName"], bucket);
+            assert_eq!(data["bucketRegion"], env.aws_region);
+            assert!(!data["credentialSecretKey"].is_empty());
+
+            let block = s3.get_public_access_block().bucket(&bucket).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            let block = block.public_access_block_configuration().cloned().unwrap_or_else(|| panic!("no public access block"));
+            assert_eq!((block.block_public_acls(), block.ignore_public_acls(), block.block_public_policy(), block.restrict_public_buckets()), (Some(true), Some(true), Some(true), Some(true)));
+            s3.get_bucket_encryption().bucket(&bucket).send().await.unwrap_or_else(|e| panic!("no default encryption: {e:?}"));
+            let tags: BTreeMap<String, String> = s3.get_bucket_tagging().bucket(&bucket).send().await.unwrap_or_else(|e| panic!("{e:?}"))
+                .tag_set().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect();
+            for (k, v) in want_tags(name) {
+                assert_eq!(tags.get(&k), Some(&v), "tag {k} on bucket {bucket}");
+            }
+            let keys = iam.list_access_keys().user_name(&bucket).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            let ids: Vec<_> = keys.access_key_metadata().iter().filter_map(|k| k.access_key_id()).collect();
+            assert_eq!(ids, [data["credentialKeyID"].as_str()], "exactly the published key exists");
+            iam.get_user_policy().user_name(&bucket).policy_name("cro-bucket-access").send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            s3.put_object().bucket(&bucket).key("data.txt").body(aws_sdk_s3::primitives::ByteStream::from_static(b"x")).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        }
+
+        for name in ["keep", "force"] {
+            blobs.delete(name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&blobs, name, DEFAULT_TIMEOUT).await;
+            let bucket = cloud_identifier("testcluster", &ns, name);
+            let user = iam.get_user().user_name(&bucket).send().await;
+            assert!(user.is_err(), "IAM user {bucket} left behind");
+        }
+        let kept = cloud_identifier("testcluster", &ns, "keep");
+        s3.head_bucket().bucket(&kept).send().await.unwrap_or_else(|e| panic!("the non-empty bucket was deleted: {e:?}"));
+        let forced = cloud_identifier("testcluster", &ns, "force");
+        assert!(s3.head_bucket().bucket(&forced).send().await.is_err(), "forceBucketDeletion did not delete {forced}");
     })
     .await;
 }

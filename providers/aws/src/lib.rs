@@ -1,11 +1,13 @@
-//! The `aws` provider: Postgres as RDS (this release), with ElastiCache,
-//! S3, SES SMTP credentials and snapshots to follow. Every AWS call is
+//! The `aws` provider: Postgres as RDS and BlobStorage as S3 (this
+//! release), with ElastiCache, SES SMTP credentials and snapshots to follow. Every AWS call is
 //! counted; errors name the operation, the resource and AWS's reason.
 
 pub mod calls;
 mod credentials;
 mod errors;
+mod iam_user;
 mod rds;
+mod s3;
 mod sdk;
 pub mod smtp_password;
 mod strategy;
@@ -94,6 +96,18 @@ impl Provider for AwsProvider {
                 let config = self.config(tier.region.as_deref()).await?;
                 rds::reconcile(self, &aws_sdk_rds::Client::new(&config), req, &tier).await
             }
+            ResourceKind::BlobStorage => {
+                let config = self.config(tier.region.as_deref()).await?;
+                let region = config.region().map(|r| r.to_string()).unwrap_or_default();
+                s3::reconcile(
+                    self,
+                    &s3_client(&config),
+                    &aws_sdk_iam::Client::new(&config),
+                    req,
+                    &region,
+                )
+                .await
+            }
             other => Ok(Self::unsupported(other)),
         }
     }
@@ -104,6 +118,17 @@ impl Provider for AwsProvider {
             ResourceKind::Postgres => {
                 let config = self.config(tier.region.as_deref()).await?;
                 rds::delete(self, &aws_sdk_rds::Client::new(&config), req, &tier).await
+            }
+            ResourceKind::BlobStorage => {
+                let config = self.config(tier.region.as_deref()).await?;
+                s3::delete(
+                    self,
+                    &s3_client(&config),
+                    &aws_sdk_iam::Client::new(&config),
+                    req,
+                    &tier,
+                )
+                .await
             }
             _ => Ok(Deletion::Done),
         }

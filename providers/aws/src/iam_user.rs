@@ -1,0 +1,319 @@
+//! An IAM user with one inline policy and one access key, for workloads
+//! that need AWS credentials (blob storage). The secret key is returned
+//! only at creation, so the caller stores it at once; deletion removes
+//! keys, policies and the user, tolerating parts already gone.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_iam::{Client, types::Tag};
+use cro_provider_api::ProviderError;
+use serde_json::{Value, json};
+
+use crate::{
+    AwsProvider,
+    errors::{api_error, counted},
+};
+
+pub struct AccessKey {
+    pub id: String,
+    pub secret: String,
+}
+
+impl std::fmt::Debug for AccessKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessKey")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Read/write/list on one bucket and its objects, nothing else.
+pub fn bucket_policy(bucket: &str) -> Value {
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation", "s3:ListBucketMultipartUploads"],
+             "Resource": [format!("arn:aws:s3:::{bucket}")]},
+            {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+             "Resource": [format!("arn:aws:s3:::{bucket}/*")]}
+        ]
+    })
+}
+
+/// IAM returns policy documents URL-encoded.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn same_policy(document: &str, want: &Value) -> bool {
+    [document.to_string(), percent_decode(document)]
+        .iter()
+        .any(|d| serde_json::from_str::<Value>(d).is_ok_and(|v| &v == want))
+}
+
+/// The user exists, tagged, with exactly `policy` as its inline policy.
+pub async fn ensure_user(
+    p: &AwsProvider,
+    iam: &Client,
+    user: &str,
+    tags: &BTreeMap<String, String>,
+    policy_name: &str,
+    policy: &Value,
+) -> Result<(), ProviderError> {
+    let iam_tags = || {
+        tags.iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let iam_tags = iam_tags().map_err(|e| ProviderError::Api(format!("building IAM tags: {e}")))?;
+    match counted(
+        &p.calls,
+        "iam",
+        "GetUser",
+        iam.get_user().user_name(user).send().await,
+    ) {
+        Ok(_) => {
+            let have = counted(
+                &p.calls,
+                "iam",
+                "ListUserTags",
+                iam.list_user_tags().user_name(user).send().await,
+            )
+            .map_err(|e| api_error("iam:ListUserTags", user, e))?;
+            let have: BTreeMap<&str, &str> =
+                have.tags().iter().map(|t| (t.key(), t.value())).collect();
+            if tags
+                .iter()
+                .any(|(k, v)| have.get(k.as_str()) != Some(&v.as_str()))
+            {
+                counted(
+                    &p.calls,
+                    "iam",
+                    "TagUser",
+                    iam.tag_user()
+                        .user_name(user)
+                        .set_tags(Some(iam_tags))
+                        .send()
+                        .await,
+                )
+                .map_err(|e| api_error("iam:TagUser", user, e))?;
+            }
+        }
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_no_such_entity_exception()) =>
+        {
+            counted(
+                &p.calls,
+                "iam",
+                "CreateUser",
+                iam.create_user()
+                    .user_name(user)
+                    .set_tags(Some(iam_tags))
+                    .send()
+                    .await,
+            )
+            .map_err(|e| api_error("iam:CreateUser", user, e))?;
+        }
+        Err(e) => return Err(api_error("iam:GetUser", user, e)),
+    }
+    let current = counted(
+        &p.calls,
+        "iam",
+        "GetUserPolicy",
+        iam.get_user_policy()
+            .user_name(user)
+            .policy_name(policy_name)
+            .send()
+            .await,
+    );
+    let up_to_date = match current {
+        Ok(out) => same_policy(out.policy_document(), policy),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_no_such_entity_exception()) =>
+        {
+            false
+        }
+        Err(e) => return Err(api_error("iam:GetUserPolicy", user, e)),
+    };
+    if !up_to_date {
+        counted(
+            &p.calls,
+            "iam",
+            "PutUserPolicy",
+            iam.put_user_policy()
+                .user_name(user)
+                .policy_name(policy_name)
+                .policy_document(policy.to_string())
+                .send()
+                .await,
+        )
+        .map_err(|e| api_error("iam:PutUserPolicy", user, e))?;
+    }
+    Ok(())
+}
+
+pub async fn access_key_ids(
+    p: &AwsProvider,
+    iam: &Client,
+    user: &str,
+) -> Result<Vec<String>, ProviderError> {
+    let out = counted(
+        &p.calls,
+        "iam",
+        "ListAccessKeys",
+        iam.list_access_keys().user_name(user).send().await,
+    )
+    .map_err(|e| api_error("iam:ListAccessKeys", user, e))?;
+    Ok(out
+        .access_key_metadata()
+        .iter()
+        .filter_map(|k| k.access_key_id().map(str::to_string))
+        .collect())
+}
+
+pub async fn create_access_key(
+    p: &AwsProvider,
+    iam: &Client,
+    user: &str,
+) -> Result<AccessKey, ProviderError> {
+    let out = counted(
+        &p.calls,
+        "iam",
+        "CreateAccessKey",
+        iam.create_access_key().user_name(user).send().await,
+    )
+    .map_err(|e| api_error("iam:CreateAccessKey", user, e))?;
+    let key = out.access_key().ok_or_else(|| {
+        ProviderError::Api(format!("iam:CreateAccessKey {user}: no key returned"))
+    })?;
+    Ok(AccessKey {
+        id: key.access_key_id().to_string(),
+        secret: key.secret_access_key().to_string(),
+    })
+}
+
+fn gone<E: aws_sdk_iam::error::ProvideErrorMetadata, R>(
+    e: &aws_sdk_iam::error::SdkError<E, R>,
+) -> bool {
+    aws_sdk_iam::error::ProvideErrorMetadata::code(e) == Some("NoSuchEntity")
+}
+
+/// Deletes keys, inline policies and the user; anything already gone is fine.
+pub async fn delete_user(p: &AwsProvider, iam: &Client, user: &str) -> Result<(), ProviderError> {
+    let keys: Vec<String> = match counted(
+        &p.calls,
+        "iam",
+        "ListAccessKeys",
+        iam.list_access_keys().user_name(user).send().await,
+    ) {
+        Ok(out) => out
+            .access_key_metadata()
+            .iter()
+            .filter_map(|k| k.access_key_id().map(str::to_string))
+            .collect(),
+        Err(e) if gone(&e) => return Ok(()),
+        Err(e) => return Err(api_error("iam:ListAccessKeys", user, e)),
+    };
+    for key in keys {
+        if let Err(e) = counted(
+            &p.calls,
+            "iam",
+            "DeleteAccessKey",
+            iam.delete_access_key()
+                .user_name(user)
+                .access_key_id(&key)
+                .send()
+                .await,
+        ) && !gone(&e)
+        {
+            return Err(api_error("iam:DeleteAccessKey", user, e));
+        }
+    }
+    let policies = counted(
+        &p.calls,
+        "iam",
+        "ListUserPolicies",
+        iam.list_user_policies().user_name(user).send().await,
+    )
+    .map_err(|e| api_error("iam:ListUserPolicies", user, e))?;
+    for policy in policies.policy_names() {
+        if let Err(e) = counted(
+            &p.calls,
+            "iam",
+            "DeleteUserPolicy",
+            iam.delete_user_policy()
+                .user_name(user)
+                .policy_name(policy)
+                .send()
+                .await,
+        ) && !gone(&e)
+        {
+            return Err(api_error("iam:DeleteUserPolicy", user, e));
+        }
+    }
+    match counted(
+        &p.calls,
+        "iam",
+        "DeleteUser",
+        iam.delete_user().user_name(user).send().await,
+    ) {
+        Err(e) if !gone(&e) => Err(api_error("iam:DeleteUser", user, e)),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_is_scoped_to_one_bucket() {
+        let p = bucket_policy("b1").to_string();
+        assert!(p.contains("arn:aws:s3:::b1\"") && p.contains("arn:aws:s3:::b1/*"));
+        assert!(!p.contains("s3:*") && !p.contains("\"*\""));
+    }
+
+    #[test]
+    fn url_encoded_documents_compare_equal() {
+        let want = bucket_policy("b1");
+        let encoded: String = want
+            .to_string()
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
+        assert!(same_policy(&encoded, &want));
+        assert!(same_policy(&want.to_string(), &want));
+        assert!(!same_policy(&bucket_policy("b2").to_string(), &want));
+    }
+}

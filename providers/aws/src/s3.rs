@@ -1,0 +1,337 @@
+//! BlobStorage as an S3 bucket (public access blocked, default encryption,
+//! tagged) plus an IAM user limited to that bucket, whose access key is
+//! kept in `<name>-aws-s3-credentials` from the moment it is created. On
+//! delete the user and keys always go; a non-empty bucket stays unless
+//! deleteStrategy.forceBucketDeletion is true.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_s3::{
+    Client,
+    types::{
+        BucketLocationConstraint, CreateBucketConfiguration, Delete, ObjectIdentifier,
+        PublicAccessBlockConfiguration, ServerSideEncryption, ServerSideEncryptionByDefault,
+        ServerSideEncryptionConfiguration, ServerSideEncryptionRule, Tag, Tagging,
+    },
+};
+use cro_provider_api::{
+    ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned, ResourceRequest,
+};
+use tracing::warn;
+
+use crate::{
+    AwsProvider, RECHECK, credentials,
+    errors::{api_error, counted},
+    iam_user,
+    strategy::{Fields, Tier},
+};
+
+pub const PROVIDER: &str = "aws-s3";
+const POLICY_NAME: &str = "cro-bucket-access";
+pub const DELETE_FIELDS: [&str; 1] = ["forceBucketDeletion"];
+
+pub fn credentials_secret(name: &str) -> String {
+    format!("{name}-aws-s3-credentials")
+}
+
+fn build_error(e: impl std::fmt::Display) -> ProviderError {
+    ProviderError::Api(format!("building an S3 request: {e}"))
+}
+
+async fn exists(p: &AwsProvider, s3: &Client, bucket: &str) -> Result<bool, ProviderError> {
+    match counted(
+        &p.calls,
+        "s3",
+        "HeadBucket",
+        s3.head_bucket().bucket(bucket).send().await,
+    ) {
+        Ok(_) => Ok(true),
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
+        Err(e) => Err(api_error("s3:HeadBucket", bucket, e)),
+    }
+}
+
+fn tag_set(req: &ResourceRequest) -> Result<Vec<Tag>, ProviderError> {
+    req.tags
+        .iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build().map_err(build_error))
+        .collect()
+}
+
+async fn create(
+    p: &AwsProvider,
+    s3: &Client,
+    req: &ResourceRequest,
+    region: &str,
+) -> Result<(), ProviderError> {
+    let bucket = req.identifier.as_str();
+    let mut create = s3.create_bucket().bucket(bucket);
+    // us-east-1 is the one region that must not be named.
+    if region != "us-east-1" {
+        create = create.create_bucket_configuration(
+            CreateBucketConfiguration::builder()
+                .location_constraint(BucketLocationConstraint::from(region))
+                .build(),
+        );
+    }
+    counted(&p.calls, "s3", "CreateBucket", create.send().await)
+        .map_err(|e| api_error("s3:CreateBucket", bucket, e))?;
+    let block = PublicAccessBlockConfiguration::builder()
+        .block_public_acls(true)
+        .ignore_public_acls(true)
+        .block_public_policy(true)
+        .restrict_public_buckets(true)
+        .build();
+    counted(
+        &p.calls,
+        "s3",
+        "PutPublicAccessBlock",
+        s3.put_public_access_block()
+            .bucket(bucket)
+            .public_access_block_configuration(block)
+            .send()
+            .await,
+    )
+    .map_err(|e| api_error("s3:PutPublicAccessBlock", bucket, e))?;
+    let by_default = ServerSideEncryptionByDefault::builder()
+        .sse_algorithm(ServerSideEncryption::Aes256)
+        .build()
+        .map_err(build_error)?;
+    let encryption = ServerSideEncryptionConfiguration::builder()
+        .rules(
+            ServerSideEncryptionRule::builder()
+                .apply_server_side_encryption_by_default(by_default)
+                .build(),
+        )
+        .build()
+        .map_err(build_error)?;
+    counted(
+        &p.calls,
+        "s3",
+        "PutBucketEncryption",
+        s3.put_bucket_encryption()
+            .bucket(bucket)
+            .server_side_encryption_configuration(encryption)
+            .send()
+            .await,
+    )
+    .map_err(|e| api_error("s3:PutBucketEncryption", bucket, e))?;
+    put_tags(p, s3, req).await
+}
+
+async fn put_tags(
+    p: &AwsProvider,
+    s3: &Client,
+    req: &ResourceRequest,
+) -> Result<(), ProviderError> {
+    let bucket = req.identifier.as_str();
+    let tagging = Tagging::builder()
+        .set_tag_set(Some(tag_set(req)?))
+        .build()
+        .map_err(build_error)?;
+    counted(
+        &p.calls,
+        "s3",
+        "PutBucketTagging",
+        s3.put_bucket_tagging()
+            .bucket(bucket)
+            .tagging(tagging)
+            .send()
+            .await,
+    )
+    .map_err(|e| api_error("s3:PutBucketTagging", bucket, e))?;
+    Ok(())
+}
+
+async fn ensure_tags(
+    p: &AwsProvider,
+    s3: &Client,
+    req: &ResourceRequest,
+) -> Result<(), ProviderError> {
+    let bucket = req.identifier.as_str();
+    let have: BTreeMap<String, String> = match counted(
+        &p.calls,
+        "s3",
+        "GetBucketTagging",
+        s3.get_bucket_tagging().bucket(bucket).send().await,
+    ) {
+        Ok(out) => out
+            .tag_set()
+            .iter()
+            .map(|t| (t.key().to_string(), t.value().to_string()))
+            .collect(),
+        Err(e) if aws_sdk_s3::error::ProvideErrorMetadata::code(&e) == Some("NoSuchTagSet") => {
+            BTreeMap::new()
+        }
+        Err(e) => return Err(api_error("s3:GetBucketTagging", bucket, e)),
+    };
+    // PutBucketTagging replaces the set: keep tags others added.
+    if req.tags.iter().any(|(k, v)| have.get(k) != Some(v)) {
+        let mut merged = have;
+        merged.extend(req.tags.clone());
+        put_tags(
+            p,
+            s3,
+            &ResourceRequest {
+                tags: merged,
+                ..req.clone()
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+pub async fn reconcile(
+    p: &AwsProvider,
+    s3: &Client,
+    iam: &aws_sdk_iam::Client,
+    req: &ResourceRequest,
+    region: &str,
+) -> Result<Provisioned, ProviderError> {
+    let bucket = req.identifier.as_str();
+    let provisioned = |outcome| Provisioned {
+        outcome,
+        provider: PROVIDER.into(),
+        version: None,
+        identifier: Some(bucket.to_string()),
+        recheck_after: Some(RECHECK),
+    };
+    if exists(p, s3, bucket).await? {
+        ensure_tags(p, s3, req).await?;
+    } else if let Some(recorded) = &req.recorded_identifier {
+        return Ok(provisioned(Outcome::Failed(format!(
+            "S3 bucket {recorded} was created for this resource but no longer exists (deleted outside the operator?); it is not re-created automatically: delete the resourceIdentifier annotation to create a new, empty one"
+        ))));
+    } else {
+        create(p, s3, req, region).await?;
+    }
+
+    iam_user::ensure_user(
+        p,
+        iam,
+        bucket,
+        &req.tags,
+        POLICY_NAME,
+        &iam_user::bucket_policy(bucket),
+    )
+    .await?;
+    let secret_name = credentials_secret(&req.name);
+    let stored = credentials::read(&p.kube, req, &secret_name)
+        .await?
+        .unwrap_or_default();
+    let live_keys = iam_user::access_key_ids(p, iam, bucket).await?;
+    let (key_id, secret) = match (stored.get("accessKeyID"), stored.get("secretAccessKey")) {
+        (Some(id), Some(secret)) if live_keys.contains(id) => (id.clone(), secret.clone()),
+        _ => {
+            let key = iam_user::create_access_key(p, iam, bucket).await?;
+            // Stored before anything else can fail: the secret is shown once.
+            let data = BTreeMap::from([
+                ("accessKeyID".to_string(), key.id.clone()),
+                ("secretAccessKey".to_string(), key.secret.clone()),
+            ]);
+            credentials::write(&p.kube, req, &secret_name, &data).await?;
+            (key.id, key.secret)
+        }
+    };
+    Ok(provisioned(Outcome::Ready(ConnectionDetails(
+        BTreeMap::from([
+            ("bucketName".into(), bucket.to_string()),
+            ("bucketRegion".into(), region.to_string()),
+            ("credentialKeyID".into(), key_id),
+            ("credentialSecretKey".into(), secret),
+        ]),
+    ))))
+}
+
+pub async fn delete(
+    p: &AwsProvider,
+    s3: &Client,
+    iam: &aws_sdk_iam::Client,
+    req: &ResourceRequest,
+    tier: &Tier,
+) -> Result<Deletion, ProviderError> {
+    let f = Fields::new(
+        "deleteStrategy",
+        "the blob storage delete strategy",
+        &tier.delete,
+        &DELETE_FIELDS,
+    )?;
+    let force = f.bool("forceBucketDeletion")?.unwrap_or(false);
+    let bucket = req.identifier.as_str();
+    iam_user::delete_user(p, iam, bucket).await?;
+    if exists(p, s3, bucket).await? {
+        let objects = list(p, s3, bucket).await?;
+        if objects.is_empty() || force {
+            for chunk in objects.chunks(1000) {
+                let ids = chunk
+                    .iter()
+                    .map(|k| {
+                        ObjectIdentifier::builder()
+                            .key(k)
+                            .build()
+                            .map_err(build_error)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let delete = Delete::builder()
+                    .set_objects(Some(ids))
+                    .quiet(true)
+                    .build()
+                    .map_err(build_error)?;
+                counted(
+                    &p.calls,
+                    "s3",
+                    "DeleteObjects",
+                    s3.delete_objects()
+                        .bucket(bucket)
+                        .delete(delete)
+                        .send()
+                        .await,
+                )
+                .map_err(|e| api_error("s3:DeleteObjects", bucket, e))?;
+            }
+            counted(
+                &p.calls,
+                "s3",
+                "DeleteBucket",
+                s3.delete_bucket().bucket(bucket).send().await,
+            )
+            .map_err(|e| api_error("s3:DeleteBucket", bucket, e))?;
+        } else {
+            warn!(
+                bucket,
+                objects = objects.len(),
+                "keeping non-empty bucket (deleteStrategy.forceBucketDeletion is not true)"
+            );
+        }
+    }
+    credentials::delete(&p.kube, req, &credentials_secret(&req.name)).await?;
+    Ok(Deletion::Done)
+}
+
+async fn list(p: &AwsProvider, s3: &Client, bucket: &str) -> Result<Vec<String>, ProviderError> {
+    let mut keys = Vec::new();
+    let mut token = None;
+    loop {
+        let out = counted(
+            &p.calls,
+            "s3",
+            "ListObjectsV2",
+            s3.list_objects_v2()
+                .bucket(bucket)
+                .set_continuation_token(token)
+                .send()
+                .await,
+        )
+        .map_err(|e| api_error("s3:ListObjectsV2", bucket, e))?;
+        keys.extend(
+            out.contents()
+                .iter()
+                .filter_map(|o| o.key().map(str::to_string)),
+        );
+        token = out.next_continuation_token().map(str::to_string);
+        if token.is_none() {
+            return Ok(keys);
+        }
+    }
+}
