@@ -339,3 +339,101 @@ async fn blob_storage_on_s3_with_a_bucket_scoped_user() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn smtp_credentials_through_iam_and_ses() {
+    use cloud_resource_operator::api::SMTPCredentialSet;
+    with_operator("ses", |client, ns, _op| async move {
+        let smtps = Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns);
+        let cr: SMTPCredentialSet = serde_json::from_value(json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "SMTPCredentialSet",
+            "metadata": {"name": "mail", "labels": {"productName": "orders"}},
+            "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "mail-sec"}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        smtps
+            .create(&PostParams::default(), &cr)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        wait_for(
+            &smtps,
+            "mail",
+            "phase complete",
+            DEFAULT_TIMEOUT,
+            |o: Option<&SMTPCredentialSet>| {
+                o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete)
+            },
+        )
+        .await;
+        let env = TestEnv::load();
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let read = |s: Secret| -> BTreeMap<String, String> {
+            s.data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                .collect()
+        };
+        let out = read(
+            secrets
+                .get("mail-sec")
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        assert_eq!(
+            out.keys().cloned().collect::<Vec<_>>(),
+            ["host", "password", "port", "tls", "username"]
+        );
+        assert_eq!(
+            out["host"],
+            format!("email-smtp.{}.amazonaws.com", env.aws_region)
+        );
+        assert_eq!((out["port"].as_str(), out["tls"].as_str()), ("587", "true"));
+        let key = read(
+            secrets
+                .get("mail-aws-ses-credentials")
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        assert_eq!(out["username"], key["accessKeyID"]);
+        assert_eq!(
+            out["password"],
+            cro_provider_aws::smtp_password::smtp_password(
+                &key["secretAccessKey"],
+                &env.aws_region
+            )
+        );
+
+        let iam = aws_sdk_iam::Client::new(&env.aws_config().await);
+        let user = cloud_identifier("testcluster", &ns, "mail");
+        let policy = iam
+            .get_user_policy()
+            .user_name(&user)
+            .policy_name("cro-ses-send")
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(
+            policy.policy_document().contains("SendRawEmail")
+                && !policy.policy_document().contains("s3:")
+        );
+
+        smtps
+            .delete("mail", &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&smtps, "mail", DEFAULT_TIMEOUT).await;
+        assert!(
+            iam.get_user().user_name(&user).send().await.is_err(),
+            "IAM user {user} left behind"
+        );
+        assert!(
+            secrets
+                .get_opt("mail-aws-ses-credentials")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .is_none()
+        );
+    })
+    .await;
+}

@@ -9,8 +9,10 @@ use aws_sdk_iam::{Client, types::Tag};
 use cro_provider_api::ProviderError;
 use serde_json::{Value, json};
 
+use cro_provider_api::ResourceRequest;
+
 use crate::{
-    AwsProvider,
+    AwsProvider, credentials,
     errors::{api_error, counted},
 };
 
@@ -25,6 +27,14 @@ impl std::fmt::Debug for AccessKey {
             .field("id", &self.id)
             .finish_non_exhaustive()
     }
+}
+
+/// Sending mail through SES, nothing else.
+pub fn ses_send_policy() -> Value {
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": ["ses:SendRawEmail", "ses:SendEmail"], "Resource": "*"}]
+    })
 }
 
 /// Read/write/list on one bucket and its objects, nothing else.
@@ -175,6 +185,52 @@ pub async fn ensure_user(
         .map_err(|e| api_error("iam:PutUserPolicy", user, e))?;
     }
     Ok(())
+}
+
+/// The user's access key as stored in the Secret `secret_name`; a new key
+/// is created (and stored at once, before anything else can fail) when the
+/// stored one is missing or no longer exists. Keys not stored are removed,
+/// so no credential leaks.
+pub async fn ensure_access_key(
+    p: &AwsProvider,
+    iam: &Client,
+    req: &ResourceRequest,
+    user: &str,
+    secret_name: &str,
+) -> Result<AccessKey, ProviderError> {
+    let stored = credentials::read(&p.kube, req, secret_name)
+        .await?
+        .unwrap_or_default();
+    let live = access_key_ids(p, iam, user).await?;
+    let key = match (stored.get("accessKeyID"), stored.get("secretAccessKey")) {
+        (Some(id), Some(secret)) if live.contains(id) => AccessKey {
+            id: id.clone(),
+            secret: secret.clone(),
+        },
+        _ => {
+            let key = create_access_key(p, iam, user).await?;
+            let data = BTreeMap::from([
+                ("accessKeyID".to_string(), key.id.clone()),
+                ("secretAccessKey".to_string(), key.secret.clone()),
+            ]);
+            credentials::write(&p.kube, req, secret_name, &data).await?;
+            key
+        }
+    };
+    for stale in live.iter().filter(|id| **id != key.id) {
+        counted(
+            &p.calls,
+            "iam",
+            "DeleteAccessKey",
+            iam.delete_access_key()
+                .user_name(user)
+                .access_key_id(stale)
+                .send()
+                .await,
+        )
+        .map_err(|e| api_error("iam:DeleteAccessKey", user, e))?;
+    }
+    Ok(key)
 }
 
 pub async fn access_key_ids(

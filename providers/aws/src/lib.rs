@@ -1,5 +1,5 @@
-//! The `aws` provider: Postgres as RDS and BlobStorage as S3 (this
-//! release), with ElastiCache, SES SMTP credentials and snapshots to follow. Every AWS call is
+//! The `aws` provider: Postgres as RDS, BlobStorage as S3, SMTP
+//! credentials through IAM + SES; ElastiCache and snapshots follow. Every AWS call is
 //! counted; errors name the operation, the resource and AWS's reason.
 
 pub mod calls;
@@ -9,6 +9,7 @@ mod iam_user;
 mod rds;
 mod s3;
 mod sdk;
+mod smtp;
 pub mod smtp_password;
 mod strategy;
 mod versions;
@@ -108,6 +109,11 @@ impl Provider for AwsProvider {
                 )
                 .await
             }
+            ResourceKind::Smtp => {
+                let config = self.config(tier.region.as_deref()).await?;
+                let region = config.region().map(|r| r.to_string()).unwrap_or_default();
+                smtp::reconcile(self, &aws_sdk_iam::Client::new(&config), req, &region).await
+            }
             other => Ok(Self::unsupported(other)),
         }
     }
@@ -129,6 +135,10 @@ impl Provider for AwsProvider {
                     &tier,
                 )
                 .await
+            }
+            ResourceKind::Smtp => {
+                let config = self.config(tier.region.as_deref()).await?;
+                smtp::delete(self, &aws_sdk_iam::Client::new(&config), req).await
             }
             _ => Ok(Deletion::Done),
         }

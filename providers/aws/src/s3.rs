@@ -216,30 +216,14 @@ pub async fn reconcile(
         &iam_user::bucket_policy(bucket),
     )
     .await?;
-    let secret_name = credentials_secret(&req.name);
-    let stored = credentials::read(&p.kube, req, &secret_name)
-        .await?
-        .unwrap_or_default();
-    let live_keys = iam_user::access_key_ids(p, iam, bucket).await?;
-    let (key_id, secret) = match (stored.get("accessKeyID"), stored.get("secretAccessKey")) {
-        (Some(id), Some(secret)) if live_keys.contains(id) => (id.clone(), secret.clone()),
-        _ => {
-            let key = iam_user::create_access_key(p, iam, bucket).await?;
-            // Stored before anything else can fail: the secret is shown once.
-            let data = BTreeMap::from([
-                ("accessKeyID".to_string(), key.id.clone()),
-                ("secretAccessKey".to_string(), key.secret.clone()),
-            ]);
-            credentials::write(&p.kube, req, &secret_name, &data).await?;
-            (key.id, key.secret)
-        }
-    };
+    let key =
+        iam_user::ensure_access_key(p, iam, req, bucket, &credentials_secret(&req.name)).await?;
     Ok(provisioned(Outcome::Ready(ConnectionDetails(
         BTreeMap::from([
             ("bucketName".into(), bucket.to_string()),
             ("bucketRegion".into(), region.to_string()),
-            ("credentialKeyID".into(), key_id),
-            ("credentialSecretKey".into(), secret),
+            ("credentialKeyID".into(), key.id),
+            ("credentialSecretKey".into(), key.secret),
         ]),
     ))))
 }
