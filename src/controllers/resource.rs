@@ -18,7 +18,7 @@ use crate::{
     },
     config,
     reconcile::{
-        Context, Error, IN_PROGRESS_REQUEUE, Managed, Report,
+        Context, Error, Managed, Report, in_progress_requeue,
         output_secret::{self, Target, Written},
     },
 };
@@ -243,7 +243,7 @@ async fn converge<K: ResourceCr>(
     match provisioned.outcome {
         Outcome::InProgress(reason) => {
             report.message = reason;
-            Ok((report, Some(IN_PROGRESS_REQUEUE)))
+            Ok((report, Some(in_progress_requeue(Managed::conditions(cr)))))
         }
         Outcome::Failed(reason) => {
             report.phase = Phase::Failed;

@@ -12,7 +12,7 @@ use super::resource::{RESOURCE_IDENTIFIER_ANNOTATION, ResourceCr, owner, provide
 use crate::{
     api::{Phase, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SnapshotSpec, SnapshotStatus},
     config,
-    reconcile::{Context, Error, IN_PROGRESS_REQUEUE, Managed, Report},
+    reconcile::{Context, Error, Managed, Report, in_progress_requeue},
 };
 
 pub trait SnapshotCr: Managed {
@@ -153,7 +153,7 @@ async fn converge<K: SnapshotCr>(
         }
         Outcome::InProgress(reason) => {
             report.message = reason;
-            Some(IN_PROGRESS_REQUEUE)
+            Some(in_progress_requeue(Managed::conditions(snap)))
         }
         Outcome::Failed(reason) => {
             report.phase = Phase::Failed;

@@ -34,9 +34,25 @@ use crate::api::Phase;
 /// The message the Go operator shows for `skipCreate`.
 pub const SKIP_CREATE_MESSAGE: &str = "skipping create or update for maintenance";
 
-/// How often a resource that is still converging is looked at again when
-/// no event arrives first.
-pub const IN_PROGRESS_REQUEUE: Duration = Duration::from_secs(30);
+/// How soon a resource that is still converging is looked at again when no
+/// event arrives first: a quarter of the time it has been in progress,
+/// between 5 seconds and 2 minutes, so a quick creation is seen quickly and
+/// a long one (RDS takes many minutes) costs few cloud API calls.
+pub fn in_progress_requeue(conditions: &[Condition]) -> Duration {
+    let since = conditions
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "False")
+        .map(|c| c.last_transition_time.0);
+    let elapsed = since
+        .and_then(|t| {
+            k8s_openapi::jiff::Timestamp::now()
+                .duration_since(t)
+                .try_into()
+                .ok()
+        })
+        .unwrap_or(Duration::ZERO);
+    (elapsed / 4).clamp(Duration::from_secs(5), Duration::from_secs(120))
+}
 
 /// What the skeleton needs from a kind.
 #[async_trait::async_trait]
@@ -144,7 +160,7 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
                 report.phase = Phase::DeleteInProgress;
                 report.message = reason;
                 write_status(ctx, obj, report).await?;
-                Ok(Action::requeue(IN_PROGRESS_REQUEUE))
+                Ok(Action::requeue(in_progress_requeue(obj.conditions())))
             }
         };
     }
@@ -241,4 +257,41 @@ fn truncate(s: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+
+    fn ready_false_since(secs_ago: i64) -> Vec<Condition> {
+        vec![Condition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            reason: "InProgress".into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: Time(
+                Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(secs_ago),
+            ),
+        }]
+    }
+
+    #[test]
+    fn in_progress_polling_backs_off_with_elapsed_time() {
+        assert_eq!(in_progress_requeue(&[]), Duration::from_secs(5));
+        assert_eq!(
+            in_progress_requeue(&ready_false_since(8)),
+            Duration::from_secs(5)
+        );
+        let mid = in_progress_requeue(&ready_false_since(200));
+        assert!(
+            mid >= Duration::from_secs(49) && mid <= Duration::from_secs(51),
+            "{mid:?}"
+        );
+        assert_eq!(
+            in_progress_requeue(&ready_false_since(3600)),
+            Duration::from_secs(120)
+        );
+    }
 }

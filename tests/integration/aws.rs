@@ -131,6 +131,10 @@ async fn postgres_on_rds_from_create_to_final_snapshot() {
         aws_strategies(&client, &ns, json!({"development": {"createStrategy": {"dbinstanceclass": "db.t3.micro", "AllocatedStorage": 30}}})).await;
         create_postgres(&client, &ns, "orders-db", json!({})).await;
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        wait_for(&pgs, "orders-db", "in progress while creating", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.is_some_and(|o| message(o).contains("is creating"))
+        })
+        .await;
         let pg = wait_phase(&pgs, "orders-db", Phase::Complete).await;
 
         let id = cloud_identifier("testcluster", &ns, "orders-db");
@@ -434,6 +438,56 @@ async fn smtp_credentials_through_iam_and_ses() {
                 .unwrap_or_else(|e| panic!("{e}"))
                 .is_none()
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn redis_on_elasticache_through_creating_and_deleting() {
+    use cloud_resource_operator::api::Redis;
+    with_operator("elasticache", |client, ns, _op| async move {
+        let redis = Api::<Redis>::namespaced(client.clone(), &ns);
+        let cr: Redis = serde_json::from_value(json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "Redis",
+            "metadata": {"name": "cache", "labels": {"productName": "orders"}},
+            "spec": {"type": "managed", "tier": "development", "size": "cache.m5.large", "secretRef": {"name": "cache-sec"}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        redis.create(&PostParams::default(), &cr).await.unwrap_or_else(|e| panic!("{e}"));
+        let phase = |want: Phase, text: &'static str| {
+            move |o: Option<&Redis>| {
+                o.and_then(|o| o.status.as_ref()).is_some_and(|s| s.phase == Some(want) && s.message.as_deref().unwrap_or_default().contains(text))
+            }
+        };
+        // The emulator keeps the group `creating` for a few seconds.
+        wait_for(&redis, "cache", "in progress while creating", DEFAULT_TIMEOUT, phase(Phase::InProgress, "creating")).await;
+        wait_for(&redis, "cache", "complete", DEFAULT_TIMEOUT, phase(Phase::Complete, "")).await;
+
+        let id = cloud_identifier("testcluster", &ns, "cache");
+        let ec = aws_sdk_elasticache::Client::new(&TestEnv::load().aws_config().await);
+        let group = ec.describe_replication_groups().replication_group_id(&id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let group = group.replication_groups().first().cloned().unwrap_or_else(|| panic!("no group {id}"));
+        assert_eq!(group.cache_node_type(), Some("cache.m5.large"), "spec.size is the node type");
+        assert_eq!(group.at_rest_encryption_enabled(), Some(true));
+        let address = group.node_groups().first().and_then(|g| g.primary_endpoint()).and_then(|e| e.address()).unwrap_or_default().to_string();
+        let secret = Api::<Secret>::namespaced(client.clone(), &ns).get("cache-sec").await.unwrap_or_else(|e| panic!("{e}"));
+        let data: BTreeMap<String, String> = secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned())).collect();
+        assert_eq!(data.keys().cloned().collect::<Vec<_>>(), ["port", "uri"]);
+        assert_eq!(data["uri"], address);
+        let tags: BTreeMap<String, String> = ec.list_tags_for_resource().resource_name(group.arn().unwrap_or_default()).send().await.unwrap_or_else(|e| panic!("{e:?}"))
+            .tag_list().iter().map(|t| (t.key().unwrap_or_default().to_string(), t.value().unwrap_or_default().to_string())).collect();
+        for (k, v) in want_tags("cache") {
+            assert_eq!(tags.get(&k), Some(&v), "tag {k} on {id}");
+        }
+
+        redis.delete("cache", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_for(&redis, "cache", "deletion in progress", DEFAULT_TIMEOUT, phase(Phase::DeleteInProgress, "")).await;
+        wait_deleted(&redis, "cache", DEFAULT_TIMEOUT).await;
+        assert!(ec.describe_replication_groups().replication_group_id(&id).send().await.is_err(), "group {id} still exists");
+        let snap = ec.describe_snapshots().snapshot_name(format!("{id}-final")).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let arn = snap.snapshots().first().and_then(|s| s.arn()).unwrap_or_else(|| panic!("no final snapshot")).to_string();
+        let tags = ec.list_tags_for_resource().resource_name(arn).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(tags.tag_list().iter().any(|t| t.key() == Some("integreatly.org/clusterID")), "final snapshot untagged");
     })
     .await;
 }

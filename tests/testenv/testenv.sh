@@ -251,7 +251,8 @@ cmd_up() {
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
     --initial-cluster "testenv=http://127.0.0.1:$etcd_peer" --unsafe-no-fsync --log-level warn
-  start moto "$moto_venv/bin/moto_server" -H 127.0.0.1 -p "$moto_port"
+  # moto with realistic creating/modifying/deleting transitions.
+  start moto "$moto_venv/bin/python" "$here/moto_server.py" -H 127.0.0.1 -p "$moto_port"
 
   start kube-apiserver "$k8s_bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \

@@ -1,9 +1,10 @@
-//! The `aws` provider: Postgres as RDS, BlobStorage as S3, SMTP
-//! credentials through IAM + SES; ElastiCache and snapshots follow. Every AWS call is
+//! The `aws` provider: Postgres as RDS, Redis as ElastiCache, BlobStorage
+//! as S3, SMTP credentials through IAM + SES; snapshots follow. Every AWS call is
 //! counted; errors name the operation, the resource and AWS's reason.
 
 pub mod calls;
 mod credentials;
+mod elasticache;
 mod errors;
 mod iam_user;
 mod rds;
@@ -69,19 +70,6 @@ impl AwsProvider {
         configs.insert(key, config.clone());
         Ok(config)
     }
-
-    fn unsupported(kind: ResourceKind) -> Provisioned {
-        Provisioned {
-            outcome: Outcome::Failed(format!(
-                "the aws provider does not provision {} in this release; map it to openshift in cloud-resource-config for now",
-                kind.config_key()
-            )),
-            provider: NAME.into(),
-            version: None,
-            identifier: None,
-            recheck_after: None,
-        }
-    }
 }
 
 #[async_trait::async_trait]
@@ -109,12 +97,16 @@ impl Provider for AwsProvider {
                 )
                 .await
             }
+            ResourceKind::Redis => {
+                let config = self.config(tier.region.as_deref()).await?;
+                elasticache::reconcile(self, &aws_sdk_elasticache::Client::new(&config), req, &tier)
+                    .await
+            }
             ResourceKind::Smtp => {
                 let config = self.config(tier.region.as_deref()).await?;
                 let region = config.region().map(|r| r.to_string()).unwrap_or_default();
                 smtp::reconcile(self, &aws_sdk_iam::Client::new(&config), req, &region).await
             }
-            other => Ok(Self::unsupported(other)),
         }
     }
 
@@ -136,11 +128,15 @@ impl Provider for AwsProvider {
                 )
                 .await
             }
+            ResourceKind::Redis => {
+                let config = self.config(tier.region.as_deref()).await?;
+                elasticache::delete(self, &aws_sdk_elasticache::Client::new(&config), req, &tier)
+                    .await
+            }
             ResourceKind::Smtp => {
                 let config = self.config(tier.region.as_deref()).await?;
                 smtp::delete(self, &aws_sdk_iam::Client::new(&config), req).await
             }
-            _ => Ok(Deletion::Done),
         }
     }
 

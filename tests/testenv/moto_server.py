@@ -1,0 +1,112 @@
+"""moto's server with realistic lifecycle transitions.
+
+Stock moto creates RDS instances and ElastiCache replication groups
+already `available`, never finishes deleting a replication group, and
+ignores a final snapshot requested on delete. Real AWS takes minutes in
+`creating`, `modifying` and `deleting`; the operator's in-progress paths
+must be exercised. This launcher wraps the backends so that:
+
+- a new RDS instance is `creating`, and a modified one `modifying`, for
+  CRO_MOTO_TRANSITION_SECONDS (default 3) before `available`;
+- a new replication group is `creating` for that long, and a deleted one
+  `deleting` for that long and then gone;
+- DeleteReplicationGroup with FinalSnapshotIdentifier takes that snapshot.
+
+Everything else is moto's own server (same flags: -H HOST -p PORT).
+"""
+
+import sys
+import time
+import os
+
+from moto.elasticache.models import ElastiCacheBackend
+from moto.elasticache.responses import ElastiCacheResponse
+from moto.rds.models import RDSBackend
+from moto.server import main
+
+DELAY = float(os.environ.get("CRO_MOTO_TRANSITION_SECONDS", "3"))
+
+
+def _settle(obj, status_attr="status"):
+    """Moves a transitional status on once its deadline has passed."""
+    until = getattr(obj, "_cro_until", None)
+    if until is not None and time.time() >= until:
+        setattr(obj, status_attr, obj._cro_then)
+        obj._cro_until = None
+
+
+def _transition(obj, now, then, status_attr="status"):
+    setattr(obj, status_attr, now)
+    obj._cro_then = then
+    obj._cro_until = time.time() + DELAY
+
+
+# --- RDS -------------------------------------------------------------------
+_rds_create = RDSBackend.create_db_instance
+_rds_describe = RDSBackend.describe_db_instances
+_rds_modify = RDSBackend.modify_db_instance
+
+
+def rds_create(self, *args, **kwargs):
+    db = _rds_create(self, *args, **kwargs)
+    _transition(db, "creating", "available")
+    return db
+
+
+def rds_describe(self, *args, **kwargs):
+    for db in self.databases.values():
+        _settle(db)
+    return _rds_describe(self, *args, **kwargs)
+
+
+def rds_modify(self, *args, **kwargs):
+    db = _rds_modify(self, *args, **kwargs)
+    _transition(db, "modifying", "available")
+    return db
+
+
+RDSBackend.create_db_instance = rds_create
+RDSBackend.describe_db_instances = rds_describe
+RDSBackend.modify_db_instance = rds_modify
+
+# --- ElastiCache -------------------------------------------------------------
+_ec_create = ElastiCacheBackend.create_replication_group
+_ec_describe = ElastiCacheBackend.describe_replication_groups
+_ec_delete_response = ElastiCacheResponse.delete_replication_group
+
+
+def ec_create(self, *args, **kwargs):
+    group = _ec_create(self, *args, **kwargs)
+    _transition(group, "creating", "available")
+    return group
+
+
+def ec_describe(self, *args, **kwargs):
+    for group_id, group in list(self.replication_groups.items()):
+        if group.status == "deleting" and time.time() >= group._cro_until:
+            del self.replication_groups[group_id]
+        else:
+            _settle(group)
+    return _ec_describe(self, *args, **kwargs)
+
+
+def ec_delete_response(self):
+    group_id = self._get_param("ReplicationGroupId")
+    final = self._get_param("FinalSnapshotIdentifier")
+    if final and group_id in self.elasticache_backend.replication_groups:
+        group = self.elasticache_backend.replication_groups[group_id]
+        tags = self.elasticache_backend.tagging_service.list_tags_for_resource(group.arn).get("Tags", [])
+        self.elasticache_backend.create_snapshot(final, group_id, None, None, tags)
+    result = _ec_delete_response(self)
+    group = self.elasticache_backend.replication_groups.get(group_id)
+    if group is not None:
+        _transition(group, "deleting", "deleting")
+    return result
+
+
+ElastiCacheBackend.create_replication_group = ec_create
+ElastiCacheBackend.describe_replication_groups = ec_describe
+ElastiCacheResponse.delete_replication_group = ec_delete_response
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
