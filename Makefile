@@ -35,9 +35,9 @@ test: deps ## run the whole test suite (unit, integration, end-to-end)
 	[ $$was_up = 1 ] || $(TESTENV) down; \
 	exit $$status
 
-bench: deps ## rerunnable benchmarks (BENCH_N=10): ready latency after the workload is Available
+bench: deps ## rerunnable benchmarks: ready latency after the workload is Available (BENCH_N=10); AWS calls at rest
 	@$(TESTENV) up
-	@set -a; . $(ENV_SH); set +a; cargo test --test integration -- --ignored --nocapture bench:: 2>&1 | grep -E 'latency|test result|panicked'
+	@set -a; . $(ENV_SH); set +a; cargo test --test integration -- --ignored --nocapture bench:: 2>&1 | grep -E 'latency|aws calls|test result|panicked'
 
 lint: ## rustfmt and clippy, warnings are errors
 	cargo fmt --all -- --check

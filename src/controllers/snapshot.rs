@@ -91,7 +91,12 @@ async fn parent<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Option<K::Pare
 /// The request for `snap`; `parent` is `None` only when deleting a
 /// snapshot whose parent is already gone (the snapshot is found by its own
 /// identifier then).
-fn request<K: SnapshotCr>(snap: &K, parent: Option<&K::Parent>, ctx: &Context) -> SnapshotRequest {
+fn request<K: SnapshotCr>(
+    snap: &K,
+    parent: Option<&K::Parent>,
+    strategy: Value,
+    ctx: &Context,
+) -> SnapshotRequest {
     let ns = snap.namespace().unwrap_or_default();
     let parent_name = &snap.spec().resource_name;
     let resource_identifier = parent
@@ -104,6 +109,12 @@ fn request<K: SnapshotCr>(snap: &K, parent: Option<&K::Parent>, ctx: &Context) -
         name: snap.name_any(),
         owner: owner(snap),
         resource_identifier,
+        identifier: cloud_identifier(
+            &ctx.settings.cluster_id,
+            &snap.namespace().unwrap_or_default(),
+            &snap.name_any(),
+        ),
+        strategy,
         tags: tags(ctx, snap, &deployment_type),
     }
 }
@@ -136,8 +147,11 @@ async fn converge<K: SnapshotCr>(
             .await?
         }
     };
+    let kind = <K::Parent as ResourceCr>::KIND;
+    let strategy =
+        config::tier_strategy(&ctx.config, &provider_name, kind, &parent.spec().tier).await?;
     let snapshotted = provider(ctx, &provider_name)?
-        .snapshot(&request(snap, Some(&parent), ctx))
+        .snapshot(&request(snap, Some(&parent), strategy, ctx))
         .await?;
     let mut report = Report {
         strategy: Some(provider_name),
@@ -173,7 +187,19 @@ async fn cleanup<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Deletion, Err
         return Ok(Deletion::Done);
     };
     let parent = parent(snap, ctx).await?;
+    // Without the parent or its tier, the default region is the best guess.
+    let strategy = match &parent {
+        Some(p) => config::tier_strategy(
+            &ctx.config,
+            &provider_name,
+            <K::Parent as ResourceCr>::KIND,
+            &p.spec().tier,
+        )
+        .await
+        .unwrap_or_default(),
+        None => Value::Null,
+    };
     Ok(provider(ctx, &provider_name)?
-        .delete_snapshot(&request(snap, parent.as_ref(), ctx))
+        .delete_snapshot(&request(snap, parent.as_ref(), strategy, ctx))
         .await?)
 }

@@ -491,3 +491,67 @@ async fn redis_on_elasticache_through_creating_and_deleting() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn snapshots_are_tagged_deleted_with_their_cr_and_kept_with_skip_delete() {
+    use cloud_resource_operator::api::{PostgresSnapshot, Redis, RedisSnapshot};
+    with_operator("snapshots", |client, ns, _op| async move {
+        create_postgres(&client, &ns, "db", json!({})).await;
+        let cache: Redis = serde_json::from_value(json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "cache"},
+            "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "cache-sec"}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        Api::<Redis>::namespaced(client.clone(), &ns).create(&PostParams::default(), &cache).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_phase(&Api::<Postgres>::namespaced(client.clone(), &ns), "db", Phase::Complete).await;
+
+        let pg_snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), &ns);
+        let redis_snaps = Api::<RedisSnapshot>::namespaced(client.clone(), &ns);
+        for (name, skip) in [("snap", false), ("keep", true)] {
+            let s: PostgresSnapshot = serde_json::from_value(json!({
+                "apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot", "metadata": {"name": name},
+                "spec": {"resourceName": "db", "skipDelete": skip}
+            }))
+            .unwrap_or_else(|e| panic!("{e}"));
+            pg_snaps.create(&PostParams::default(), &s).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        let rs: RedisSnapshot = serde_json::from_value(json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "RedisSnapshot", "metadata": {"name": "rsnap"},
+            "spec": {"resourceName": "cache"}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        redis_snaps.create(&PostParams::default(), &rs).await.unwrap_or_else(|e| panic!("{e}"));
+
+        let complete = |o: Option<&PostgresSnapshot>| o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete);
+        let snap = wait_for(&pg_snaps, "snap", "snapshot complete", DEFAULT_TIMEOUT, complete).await;
+        wait_for(&pg_snaps, "keep", "snapshot complete", DEFAULT_TIMEOUT, complete).await;
+        let snap_id = cloud_identifier("testcluster", &ns, "snap");
+        assert_eq!(snap.status.and_then(|s| s.snapshot_id).as_deref(), Some(snap_id.as_str()));
+        wait_for(&redis_snaps, "rsnap", "redis snapshot complete", DEFAULT_TIMEOUT, |o: Option<&RedisSnapshot>| {
+            o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete)
+        })
+        .await;
+
+        let rds = rds().await;
+        let found = rds.describe_db_snapshots().db_snapshot_identifier(&snap_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let arn = found.db_snapshots().first().and_then(|s| s.db_snapshot_arn()).unwrap_or_default().to_string();
+        assert_eq!(tags(&rds, &arn).await.get("integreatly.org/clusterID").map(String::as_str), Some("testcluster"));
+        let ec = aws_sdk_elasticache::Client::new(&TestEnv::load().aws_config().await);
+        let rsnap_id = cloud_identifier("testcluster", &ns, "rsnap");
+        let found = ec.describe_snapshots().snapshot_name(&rsnap_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(found.snapshots().len(), 1, "no ElastiCache snapshot {rsnap_id}");
+
+        for name in ["snap", "keep"] {
+            pg_snaps.delete(name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&pg_snaps, name, DEFAULT_TIMEOUT).await;
+        }
+        redis_snaps.delete("rsnap", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&redis_snaps, "rsnap", DEFAULT_TIMEOUT).await;
+        assert!(rds.describe_db_snapshots().db_snapshot_identifier(&snap_id).send().await.is_err(), "snapshot {snap_id} not deleted");
+        let kept = cloud_identifier("testcluster", &ns, "keep");
+        rds.describe_db_snapshots().db_snapshot_identifier(&kept).send().await.unwrap_or_else(|e| panic!("skipDelete snapshot {kept} was deleted: {e:?}"));
+        let left = ec.describe_snapshots().snapshot_name(&rsnap_id).send().await.map(|o| o.snapshots().len()).unwrap_or(0);
+        assert_eq!(left, 0, "ElastiCache snapshot {rsnap_id} not deleted");
+    })
+    .await;
+}

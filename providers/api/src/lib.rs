@@ -84,6 +84,11 @@ pub struct SnapshotRequest {
     pub owner: Owner,
     /// Identifier of the resource to snapshot.
     pub resource_identifier: String,
+    /// Identifier of the snapshot itself (`<clusterID>-<namespace>-<name>`
+    /// of the snapshot CR, shortened).
+    pub identifier: String,
+    /// The parent resource's tier strategy (where its region is).
+    pub strategy: serde_json::Value,
     pub tags: BTreeMap<String, String>,
 }
 

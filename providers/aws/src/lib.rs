@@ -1,5 +1,5 @@
 //! The `aws` provider: Postgres as RDS, Redis as ElastiCache, BlobStorage
-//! as S3, SMTP credentials through IAM + SES; snapshots follow. Every AWS call is
+//! as S3, SMTP credentials through IAM + SES, and manual snapshots. Every AWS call is
 //! counted; errors name the operation, the resource and AWS's reason.
 
 pub mod calls;
@@ -12,6 +12,7 @@ mod s3;
 mod sdk;
 mod smtp;
 pub mod smtp_password;
+mod snapshots;
 mod strategy;
 mod versions;
 
@@ -19,8 +20,8 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use aws_config::SdkConfig;
 use cro_provider_api::{
-    Deletion, Outcome, Provider, ProviderError, Provisioned, ResourceKind, ResourceRequest,
-    SnapshotRequest, Snapshotted,
+    Deletion, Provider, ProviderError, Provisioned, ResourceKind, ResourceRequest, SnapshotRequest,
+    Snapshotted,
 };
 use tokio::sync::Mutex;
 
@@ -140,13 +141,27 @@ impl Provider for AwsProvider {
         }
     }
 
-    async fn snapshot(&self, _req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
-        Ok(Snapshotted {
-            outcome: Outcome::Failed("aws snapshots are not available in this release yet".into()),
-        })
+    async fn snapshot(&self, req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
+        // Snapshots live where their resource does: its tier's region.
+        let tier = strategy::parse(&req.strategy)?;
+        let config = self.config(tier.region.as_deref()).await?;
+        match req.kind {
+            ResourceKind::Redis => {
+                snapshots::elasticache(self, &aws_sdk_elasticache::Client::new(&config), req).await
+            }
+            _ => snapshots::rds(self, &aws_sdk_rds::Client::new(&config), req).await,
+        }
     }
 
-    async fn delete_snapshot(&self, _req: &SnapshotRequest) -> Result<Deletion, ProviderError> {
-        Ok(Deletion::Done)
+    async fn delete_snapshot(&self, req: &SnapshotRequest) -> Result<Deletion, ProviderError> {
+        let tier = strategy::parse(&req.strategy).unwrap_or_default();
+        let config = self.config(tier.region.as_deref()).await?;
+        match req.kind {
+            ResourceKind::Redis => {
+                snapshots::delete_elasticache(self, &aws_sdk_elasticache::Client::new(&config), req)
+                    .await
+            }
+            _ => snapshots::delete_rds(self, &aws_sdk_rds::Client::new(&config), req).await,
+        }
     }
 }

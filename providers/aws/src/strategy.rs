@@ -14,6 +14,9 @@ pub struct Tier {
 }
 
 pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
+    if tier.is_null() {
+        return Ok(Tier::default());
+    }
     let Some(obj) = tier.as_object() else {
         return Err(invalid(
             "the tier must be an object with region, createStrategy, deleteStrategy".into(),
