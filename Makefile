@@ -31,7 +31,7 @@ testenv-down: ## stop exactly what testenv-up started
 test: deps ## run the whole test suite (unit, integration, end-to-end)
 	@was_up=0; $(TESTENV) status && was_up=1 || true; \
 	$(TESTENV) up; \
-	set +e; ( set -a; . $(ENV_SH); set +a; cargo test --workspace --all-targets ); status=$$?; set -e; \
+	set +e; ( set -a; . $(ENV_SH); set +a; cargo test --workspace --all-targets --no-fail-fast ); status=$$?; set -e; \
 	[ $$was_up = 1 ] || $(TESTENV) down; \
 	exit $$status
 

@@ -97,6 +97,7 @@ fn report_of(status: Option<&ResourceTypeStatus>) -> Option<Report> {
         version: s.version.clone(),
         secret_ref: s.secret_ref.clone(),
         snapshot_id: None,
+        conditions: Vec::new(),
     })
 }
 
@@ -238,6 +239,7 @@ async fn converge<K: ResourceCr>(
             .version
             .or_else(|| previous.as_ref().and_then(|p| p.version.clone())),
         secret_ref: previous.and_then(|p| p.secret_ref),
+        conditions: provisioned.conditions,
         ..Report::new(Phase::InProgress, "")
     };
     match provisioned.outcome {

@@ -187,7 +187,12 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
 async fn write_status<K: Managed>(ctx: &Context, obj: &K, report: Report) -> Result<(), Error> {
     let previous = obj.report();
     let ready = status::ready_condition(&report, obj.meta().generation, obj.conditions());
-    let conditions = status::with_ready(obj.conditions(), ready);
+    let conditions = status::merged(
+        obj.conditions(),
+        ready,
+        &report.conditions,
+        obj.meta().generation,
+    );
     let desired = obj.status_json(&report, conditions);
     let current = serde_json::to_value(obj)
         .ok()

@@ -18,6 +18,8 @@ pub struct Report {
     pub version: Option<String>,
     pub secret_ref: Option<SecretRef>,
     pub snapshot_id: Option<String>,
+    /// Conditions a provider reports besides Ready.
+    pub conditions: Vec<cro_provider_api::Condition>,
 }
 
 impl Report {
@@ -30,6 +32,7 @@ impl Report {
             version: None,
             secret_ref: None,
             snapshot_id: None,
+            conditions: Vec::new(),
         }
     }
 }
@@ -73,14 +76,37 @@ pub fn ready_condition(
     }
 }
 
-/// Conditions with Ready replaced (others, e.g. set by another writer, kept).
-pub fn with_ready(previous: &[Condition], ready: Condition) -> Vec<Condition> {
-    let mut out: Vec<Condition> = previous
+/// Conditions with Ready and the provider's conditions replaced (others,
+/// e.g. set by another writer, kept). A condition keeps its
+/// `lastTransitionTime` while its status stays the same.
+pub fn merged(
+    previous: &[Condition],
+    ready: Condition,
+    extra: &[cro_provider_api::Condition],
+    generation: Option<i64>,
+) -> Vec<Condition> {
+    let extra: Vec<Condition> = extra
         .iter()
-        .filter(|c| c.type_ != "Ready")
-        .cloned()
+        .map(|c| {
+            let status = if c.status { "True" } else { "False" };
+            let last_transition_time = match previous.iter().find(|p| p.type_ == c.type_) {
+                Some(p) if p.status == status => p.last_transition_time.clone(),
+                _ => Time(Timestamp::now()),
+            };
+            Condition {
+                type_: c.type_.clone(),
+                status: status.into(),
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+                observed_generation: generation,
+                last_transition_time,
+            }
+        })
         .collect();
-    out.insert(0, ready);
+    let replaced = |t: &str| t == "Ready" || extra.iter().any(|e| e.type_ == t);
+    let mut out = vec![ready];
+    out.extend(extra.iter().cloned());
+    out.extend(previous.iter().filter(|c| !replaced(&c.type_)).cloned());
     out
 }
 

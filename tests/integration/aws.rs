@@ -225,6 +225,16 @@ async fn out_of_band_changes_wait_for_the_maintenance_window_and_versions_only_g
         .await;
         assert_eq!(instance(&rds, &id).await.and_then(|d| d.db_instance_class().map(str::to_string)).as_deref(), Some("db.t3.micro"));
 
+        // A tag removed out of band is put back at the next look.
+        let arn = instance(&rds, &id).await.and_then(|d| d.db_instance_arn().map(str::to_string)).unwrap_or_default();
+        rds.remove_tags_from_resource().resource_name(&arn).tag_keys("integreatly.org/clusterID").send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        poke(&pgs, "db", 3).await;
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        while !tags(&rds, &arn).await.contains_key("integreatly.org/clusterID") {
+            assert!(tokio::time::Instant::now() < deadline, "removed tag was not restored");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+
         // A lower engine version in the tier is never applied.
         aws_strategies(&client, &ns, json!({"development": {"createStrategy": {"DBInstanceClass": "db.t3.micro", "EngineVersion": "15.8"}}})).await;
         poke(&pgs, "db", 2).await;
@@ -348,6 +358,7 @@ async fn blob_storage_on_s3_with_a_bucket_scoped_user() {
 async fn smtp_credentials_through_iam_and_ses() {
     use cloud_resource_operator::api::SMTPCredentialSet;
     with_operator("ses", |client, ns, _op| async move {
+        aws_strategies_for(&client, &ns, "smtpcredentials", json!({"development": {"createStrategy": {"EmailIdentity": format!("noreply@{ns}.example.com")}}})).await;
         let smtps = Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns);
         let cr: SMTPCredentialSet = serde_json::from_value(json!({
             "apiVersion": "integreatly.org/v1alpha1", "kind": "SMTPCredentialSet",
@@ -407,6 +418,19 @@ async fn smtp_credentials_through_iam_and_ses() {
                 &env.aws_region
             )
         );
+
+        // The tier names a sending identity that does not exist yet.
+        let identity = |o: Option<&SMTPCredentialSet>| {
+            o.and_then(|o| o.status.as_ref())
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "SendingIdentityVerified"))
+                .map(|c| (c.status.clone(), c.reason.clone()))
+        };
+        wait_for(&smtps, "mail", "identity NotFound", DEFAULT_TIMEOUT, move |o: Option<&SMTPCredentialSet>| identity(o) == Some(("False".into(), "NotFound".into()))).await;
+        let ses = aws_sdk_sesv2::Client::new(&env.aws_config().await);
+        ses.create_email_identity().email_identity(format!("noreply@{ns}.example.com")).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        smtps.patch("mail", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"test/poke": "1"}}}))).await.unwrap_or_else(|e| panic!("{e}"));
+        // A new identity awaits verification (the emulator cannot verify one).
+        wait_for(&smtps, "mail", "identity NotVerified", DEFAULT_TIMEOUT, move |o: Option<&SMTPCredentialSet>| identity(o) == Some(("False".into(), "NotVerified".into()))).await;
 
         let iam = aws_sdk_iam::Client::new(&env.aws_config().await);
         let user = cloud_identifier("testcluster", &ns, "mail");

@@ -115,6 +115,18 @@ pub enum Outcome<T> {
     Failed(String),
 }
 
+/// A condition a provider reports besides `Ready` (e.g. whether an SES
+/// sending identity is verified), shown in the CR's status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Condition {
+    /// CamelCase condition type, e.g. `SendingIdentityVerified`.
+    pub type_: String,
+    pub status: bool,
+    /// CamelCase reason.
+    pub reason: String,
+    pub message: String,
+}
+
 /// What a provider reports about a resource it reconciled.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Provisioned {
@@ -128,6 +140,8 @@ pub struct Provisioned {
     /// When to look again although nothing changed (cloud resources send
     /// no events); `None` leaves it to watch events.
     pub recheck_after: Option<std::time::Duration>,
+    /// Conditions besides `Ready`.
+    pub conditions: Vec<Condition>,
 }
 
 /// What a provider reports about a snapshot.

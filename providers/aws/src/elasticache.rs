@@ -99,6 +99,7 @@ pub async fn reconcile(
         version: version.clone(),
         identifier: Some(id.to_string()),
         recheck_after: Some(RECHECK),
+        conditions: Vec::new(),
     };
     let Some(group) = describe(p, ec, id).await? else {
         if let Some(recorded) = &req.recorded_identifier {

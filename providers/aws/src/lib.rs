@@ -106,7 +106,7 @@ impl Provider for AwsProvider {
             ResourceKind::Smtp => {
                 let config = self.config(tier.region.as_deref()).await?;
                 let region = config.region().map(|r| r.to_string()).unwrap_or_default();
-                smtp::reconcile(self, &aws_sdk_iam::Client::new(&config), req, &region).await
+                smtp::reconcile(self, &config, req, &tier, &region).await
             }
         }
     }

@@ -138,6 +138,7 @@ pub async fn reconcile(
         version,
         identifier: identifier.map(str::to_string),
         recheck_after: Some(RECHECK),
+        conditions: Vec::new(),
     };
     let creds = credentials::ensure(
         &p.kube,

@@ -196,6 +196,7 @@ pub async fn reconcile(
         version: None,
         identifier: Some(bucket.to_string()),
         recheck_after: Some(RECHECK),
+        conditions: Vec::new(),
     };
     if exists(p, s3, bucket).await? {
         ensure_tags(p, s3, req).await?;

@@ -6,10 +6,73 @@
 use std::collections::BTreeMap;
 
 use cro_provider_api::{
-    ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned, ResourceRequest,
+    Condition, ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned, ResourceRequest,
 };
 
-use crate::{AwsProvider, RECHECK, credentials, iam_user, smtp_password::smtp_password};
+use crate::{
+    AwsProvider, RECHECK, credentials,
+    errors::{api_error, counted},
+    iam_user,
+    smtp_password::smtp_password,
+    strategy::{Fields, Tier},
+};
+
+/// createStrategy fields: the SES identity (address or domain) mail is
+/// sent from, whose verification state is reported (not created: verifying
+/// a domain needs DNS records a person adds).
+pub const CREATE_FIELDS: [&str; 1] = ["EmailIdentity"];
+
+async fn identity_condition(
+    p: &AwsProvider,
+    ses: &aws_sdk_sesv2::Client,
+    identity: &str,
+) -> Result<Condition, ProviderError> {
+    let found = counted(
+        &p.calls,
+        "sesv2",
+        "GetEmailIdentity",
+        ses.get_email_identity()
+            .email_identity(identity)
+            .send()
+            .await,
+    );
+    let (status, reason, message) = match found {
+        Ok(out) if out.verified_for_sending_status() => (
+            true,
+            "Verified",
+            format!("SES identity {identity} is verified for sending"),
+        ),
+        Ok(out) => (
+            false,
+            "NotVerified",
+            format!(
+                "SES identity {identity} is not verified for sending (status {}); complete its verification in SES",
+                out.verification_status()
+                    .map(|s| s.as_str())
+                    .unwrap_or("unknown")
+            ),
+        ),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_not_found_exception()) =>
+        {
+            (
+                false,
+                "NotFound",
+                format!(
+                    "SES identity {identity} does not exist in this region; create and verify it in SES"
+                ),
+            )
+        }
+        Err(e) => return Err(api_error("sesv2:GetEmailIdentity", identity, e)),
+    };
+    Ok(Condition {
+        type_: "SendingIdentityVerified".into(),
+        status,
+        reason: reason.into(),
+        message,
+    })
+}
 
 pub const PROVIDER: &str = "aws-ses";
 const POLICY_NAME: &str = "cro-ses-send";
@@ -24,11 +87,24 @@ pub fn smtp_host(region: &str) -> String {
 
 pub async fn reconcile(
     p: &AwsProvider,
-    iam: &aws_sdk_iam::Client,
+    config: &aws_config::SdkConfig,
     req: &ResourceRequest,
+    tier: &Tier,
     region: &str,
 ) -> Result<Provisioned, ProviderError> {
+    let f = Fields::new(
+        "createStrategy",
+        "the SMTP credentials strategy",
+        &tier.create,
+        &CREATE_FIELDS,
+    )?;
+    let iam = &aws_sdk_iam::Client::new(config);
     let user = req.identifier.as_str();
+    let mut conditions = Vec::new();
+    if let Some(identity) = f.string("EmailIdentity")? {
+        conditions
+            .push(identity_condition(p, &aws_sdk_sesv2::Client::new(config), &identity).await?);
+    }
     iam_user::ensure_user(
         p,
         iam,
@@ -52,6 +128,7 @@ pub async fn reconcile(
         version: None,
         identifier: Some(user.to_string()),
         recheck_after: Some(RECHECK),
+        conditions,
     })
 }
 

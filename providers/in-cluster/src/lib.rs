@@ -139,6 +139,7 @@ fn provisioned(
         // Watch events on the workload drive every change.
         identifier: None,
         recheck_after: None,
+        conditions: Vec::new(),
     }
 }
 

@@ -284,17 +284,13 @@ mod tests {
 
     #[test]
     fn invalid_override_names_the_field() {
-        let o =
-            parse(&json!({"strategy": {"pvcSpec": {"resources": {"requests": {"storage": 5}}}}}))
-                .unwrap_or_else(|e| panic!("{e}"));
+        let o = parse(&json!({"strategy": {"pvcSpec": {"accessModes": "ReadWriteOnce"}}}))
+            .unwrap_or_else(|e| panic!("{e}"));
         let err = postgres(&req(), &o)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(
-            err.contains("strategy.pvcSpec.resources.requests.storage"),
-            "{err}"
-        );
+        assert!(err.contains("strategy.pvcSpec.accessModes"), "{err}");
     }
 
     #[test]
