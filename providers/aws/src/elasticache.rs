@@ -206,10 +206,8 @@ async fn ensure_tags(
         .iter()
         .filter_map(|t| Some((t.key()?, t.value().unwrap_or_default())))
         .collect();
-    let missing: Vec<Tag> = req
-        .tags
-        .iter()
-        .filter(|(k, v)| have.get(k.as_str()) != Some(&v.as_str()))
+    let missing: Vec<Tag> = crate::tags::differing(&req.tags, &have)
+        .into_iter()
         .map(|(k, v)| Tag::builder().key(k).value(v).build())
         .collect();
     if !missing.is_empty() {

@@ -115,10 +115,7 @@ pub async fn ensure_user(
             .map_err(|e| api_error("iam:ListUserTags", user, e))?;
             let have: BTreeMap<&str, &str> =
                 have.tags().iter().map(|t| (t.key(), t.value())).collect();
-            if tags
-                .iter()
-                .any(|(k, v)| have.get(k.as_str()) != Some(&v.as_str()))
-            {
+            if !crate::tags::differing(tags, &have).is_empty() {
                 counted(
                     &p.calls,
                     "iam",

@@ -14,6 +14,7 @@ mod smtp;
 pub mod smtp_password;
 mod snapshots;
 mod strategy;
+mod tags;
 mod versions;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
