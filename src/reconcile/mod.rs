@@ -27,9 +27,12 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::api::Phase;
+
+/// What the API server says when a namespace being deleted refuses objects.
+const NAMESPACE_TERMINATING: &str = "because it is being terminated";
 
 /// The message the Go operator shows for `skipCreate`.
 pub const SKIP_CREATE_MESSAGE: &str = "skipping create or update for maintenance";
@@ -100,6 +103,12 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
         Ok(action) => {
             ctx.succeeded(&key);
             Ok(action)
+        }
+        // The namespace is being deleted and refuses new objects: the CR's
+        // own deletion follows, and is what to wait for.
+        Err(e) if e.to_string().contains(NAMESPACE_TERMINATING) => {
+            debug!(object = %key, "namespace is terminating; waiting for the deletion");
+            Ok(Action::await_change())
         }
         Err(e) if e.is_transient() => {
             // Show it where a person looks, then retry with backoff.
@@ -248,8 +257,13 @@ async fn publish<K: Managed>(ctx: &Context, obj: &K, type_: EventType, reason: &
         action: "Reconcile".into(),
         secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
-        warn!(object = %key(obj), error = %e, "could not publish event");
+    match ctx.recorder.publish(&event, &obj.object_ref(&())).await {
+        Ok(()) => {}
+        // A namespace being deleted takes no new Events; nothing is lost.
+        Err(e) if e.to_string().contains(NAMESPACE_TERMINATING) => {
+            debug!(object = %key(obj), "namespace terminating; event not published")
+        }
+        Err(e) => warn!(object = %key(obj), error = %e, "could not publish event"),
     }
 }
 
