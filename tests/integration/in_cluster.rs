@@ -382,6 +382,27 @@ async fn owned_objects_deleted_or_edited_by_hand_are_restored() {
     .await;
 }
 
+/// Fails when any object of kind `K` labelled as the operator's is left.
+async fn assert_none_managed<K>(client: &Client, ns: &str)
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + DeserializeOwned,
+{
+    let managed =
+        ListParams::default().labels("app.kubernetes.io/managed-by=cloud-resource-operator");
+    let left: Vec<String> = Api::<K>::namespaced(client.clone(), ns)
+        .list(&managed)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .items
+        .iter()
+        .map(|o| o.name_any())
+        .collect();
+    assert!(left.is_empty(), "{} left behind: {left:?}", K::kind(&()));
+}
+
 #[tokio::test]
 async fn deleting_each_cr_removes_everything_it_created() {
     with_operator("delete", |client, ns, _op| async move {
@@ -452,69 +473,11 @@ async fn deleting_each_cr_removes_everything_it_created() {
         wait_deleted(&smtps, "smtp", DEFAULT_TIMEOUT).await;
 
         // Nothing the operator created is left in the namespace.
-        let managed =
-            ListParams::default().labels("app.kubernetes.io/managed-by=cloud-resource-operator");
-        let left = |kind: &str, names: Vec<String>| {
-            assert!(names.is_empty(), "{kind} left behind: {names:?}")
-        };
-        let names = |v: Vec<String>| v;
-        left(
-            "Secret",
-            names(
-                Api::<Secret>::namespaced(client.clone(), &ns)
-                    .list(&managed)
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}"))
-                    .items
-                    .iter()
-                    .map(|o| o.name_any())
-                    .collect(),
-            ),
-        );
-        left(
-            "Deployment",
-            Api::<Deployment>::namespaced(client.clone(), &ns)
-                .list(&managed)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"))
-                .items
-                .iter()
-                .map(|o| o.name_any())
-                .collect(),
-        );
-        left(
-            "Service",
-            Api::<Service>::namespaced(client.clone(), &ns)
-                .list(&managed)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"))
-                .items
-                .iter()
-                .map(|o| o.name_any())
-                .collect(),
-        );
-        left(
-            "PVC",
-            Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns)
-                .list(&managed)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"))
-                .items
-                .iter()
-                .map(|o| o.name_any())
-                .collect(),
-        );
-        left(
-            "ConfigMap",
-            Api::<ConfigMap>::namespaced(client.clone(), &ns)
-                .list(&managed)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"))
-                .items
-                .iter()
-                .map(|o| o.name_any())
-                .collect(),
-        );
+        assert_none_managed::<Secret>(&client, &ns).await;
+        assert_none_managed::<Deployment>(&client, &ns).await;
+        assert_none_managed::<Service>(&client, &ns).await;
+        assert_none_managed::<PersistentVolumeClaim>(&client, &ns).await;
+        assert_none_managed::<ConfigMap>(&client, &ns).await;
         for s in ["db-sec", "cache-sec", "blob-sec", "smtp-sec"] {
             assert!(
                 Api::<Secret>::namespaced(client.clone(), &ns)
