@@ -6,4 +6,5 @@ pub mod api;
 pub mod cluster_id;
 pub mod config;
 pub mod controllers;
+pub mod metrics;
 pub mod reconcile;

@@ -4,6 +4,7 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cloud_resource_operator::{
     api, cluster_id, controllers,
+    metrics::{self, Metrics},
     reconcile::{Context, Settings},
 };
 use cro_provider_api::Provider;
@@ -62,6 +63,9 @@ struct RunArgs {
     /// chain also reads AWS_REGION and profiles).
     #[arg(long, env = "AWS_REGION")]
     aws_region: Option<String>,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
+    metrics_address: std::net::SocketAddr,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -138,15 +142,24 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         region: args.aws_region,
         endpoint_url: None,
     };
+    let aws_provider = Arc::new(cro_provider_aws::AwsProvider::new(client.clone(), aws));
+    let metrics = Arc::new(Metrics::new(Some(aws_provider.calls.clone())));
     let providers: Vec<Arc<dyn Provider>> = vec![
         Arc::new(cro_provider_in_cluster::InClusterProvider::new(
             client.clone(),
             args.cluster_domain,
         )),
-        Arc::new(cro_provider_aws::AwsProvider::new(client.clone(), aws)),
+        aws_provider,
     ];
-    let ctx = Arc::new(Context::new(client, settings, providers));
-    controllers::run(ctx).await;
+    let ctx = Arc::new(Context::new(client, settings, providers, metrics.clone()));
+    let listener = tokio::net::TcpListener::bind(args.metrics_address)
+        .await
+        .with_context(|| format!("listening on --metrics-address {}", args.metrics_address))?;
+    info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
+    tokio::select! {
+        () = controllers::run(ctx) => {}
+        served = metrics::serve(listener, metrics) => served.context("serving metrics")?,
+    }
     info!("stopped");
     Ok(())
 }

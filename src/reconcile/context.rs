@@ -13,7 +13,7 @@ use kube::{
     runtime::events::{Recorder, Reporter},
 };
 
-use crate::config::ConfigReader;
+use crate::{config::ConfigReader, metrics::Metrics};
 
 /// Operator-wide settings.
 #[derive(Clone, Debug)]
@@ -37,11 +37,17 @@ pub struct Context {
     pub config: ConfigReader,
     pub providers: BTreeMap<&'static str, Arc<dyn Provider>>,
     pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl Context {
-    pub fn new(client: Client, settings: Settings, providers: Vec<Arc<dyn Provider>>) -> Self {
+    pub fn new(
+        client: Client,
+        settings: Settings,
+        providers: Vec<Arc<dyn Provider>>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let reporter = Reporter {
             controller: "cloud-resource-operator".into(),
             instance: std::env::var("POD_NAME").ok(),
@@ -52,6 +58,7 @@ impl Context {
             providers: providers.into_iter().map(|p| (p.name(), p)).collect(),
             client,
             settings,
+            metrics,
             failures: Mutex::default(),
         }
     }

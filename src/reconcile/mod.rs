@@ -98,7 +98,11 @@ fn key<K: Managed>(obj: &K) -> String {
 /// The reconcile entry point for every kind.
 pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = key(obj.as_ref());
+    let started = std::time::Instant::now();
     let result = reconcile_inner(obj.as_ref(), &ctx).await;
+    let kind = K::kind(&());
+    let error = result.as_ref().err().map(Error::label);
+    ctx.metrics.reconciled(&kind, started.elapsed(), error);
     match result {
         Ok(action) => {
             ctx.succeeded(&key);
@@ -159,6 +163,7 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         return match obj.cleanup(ctx).await? {
             Deletion::Done => {
                 finalizer::remove(&api, obj).await?;
+                ctx.metrics.phase(&K::kind(&()), &ns, &obj.name_any(), None);
                 info!(object = %key(obj), "deleted");
                 Ok(Action::await_change())
             }
@@ -203,6 +208,12 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, report: Report) -> Res
         obj.meta().generation,
     );
     let desired = obj.status_json(&report, conditions);
+    ctx.metrics.phase(
+        &K::kind(&()),
+        &obj.namespace().unwrap_or_default(),
+        &obj.name_any(),
+        Some(report.phase),
+    );
     let current = serde_json::to_value(obj)
         .ok()
         .and_then(|v| v.get("status").cloned())

@@ -8,3 +8,4 @@ mod aws;
 mod bench;
 mod foundation;
 mod in_cluster;
+mod observability;

@@ -228,7 +228,12 @@ impl Operator {
                 "--watch-namespace",
                 namespace,
             ])
-            .args(["--cluster-id", "testcluster"])
+            .args([
+                "--cluster-id",
+                "testcluster",
+                "--metrics-address",
+                "127.0.0.1:0",
+            ])
             .env("KUBECONFIG", &env.kubeconfig)
             .env("AWS_ENDPOINT_URL", &env.aws_endpoint_url)
             .env("AWS_REGION", &env.aws_region)
@@ -246,6 +251,54 @@ impl Operator {
     /// Everything the operator logged so far.
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The address the operator serves /metrics on (it picks a free port
+    /// and logs it).
+    pub async fn metrics_address(&self) -> String {
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        loop {
+            if let Some(addr) = self
+                .logs()
+                .lines()
+                .find(|l| l.contains("serving /metrics"))
+                .and_then(|l| l.split("address=").nth(1))
+                .and_then(|rest| rest.split_whitespace().next())
+            {
+                return addr.to_string();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the operator did not log its metrics address"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// GET `path` from the operator's metrics server; the body.
+    pub async fn http_get(&self, path: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = self.metrics_address().await;
+        let mut stream = tokio::net::TcpStream::connect(&addr)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to {addr}: {e}"));
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200"),
+            "{path}: {response}"
+        );
+        response
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_string())
+            .unwrap_or_default()
     }
 
     /// How many reconciles of `name` finished so far (from the debug log).

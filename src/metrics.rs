@@ -1,0 +1,197 @@
+//! Prometheus metrics: reconciles, their errors (by the error's stable
+//! label) and durations per kind; the Go operator's per-kind phase gauges
+//! (`cro_postgres_status_phase`, ...); AWS API calls by service, operation
+//! and outcome. Served on `/metrics` with `/healthz` and `/readyz`.
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{Router, http::header, response::IntoResponse, routing::get};
+use cro_provider_aws::Calls;
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{
+        counter::Counter,
+        family::Family,
+        gauge::Gauge,
+        histogram::{Histogram, exponential_buckets},
+    },
+    registry::Registry,
+};
+
+use crate::api::Phase;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    kind: String,
+    error: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    namespace: String,
+    name: String,
+    phase: String,
+}
+
+fn duration_histogram() -> Histogram {
+    // 5 ms .. ~20 s
+    Histogram::new(exponential_buckets(0.005, 2.0, 12))
+}
+
+/// Kinds with a phase gauge, and the Go operator's gauge names.
+const PHASE_GAUGES: [(&str, &str); 6] = [
+    ("Postgres", "cro_postgres_status_phase"),
+    ("Redis", "cro_redis_status_phase"),
+    ("BlobStorage", "cro_blobstorage_status_phase"),
+    ("SMTPCredentialSet", "cro_smtpcredentialset_status_phase"),
+    ("PostgresSnapshot", "cro_postgres_snapshot_status_phase"),
+    ("RedisSnapshot", "cro_redis_snapshot_status_phase"),
+];
+
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<KindLabels, Counter>,
+    failures: Family<ErrorLabels, Counter>,
+    duration: Family<KindLabels, Histogram, fn() -> Histogram>,
+    phases: Vec<(&'static str, Family<PhaseLabels, Gauge>)>,
+    aws_calls: Option<Arc<Calls>>,
+}
+
+impl Metrics {
+    pub fn new(aws_calls: Option<Arc<Calls>>) -> Self {
+        let mut registry = Registry::default();
+        let reconciles = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "cro_reconciles",
+            "Reconciles run, by kind",
+            reconciles.clone(),
+        );
+        let failures = Family::<ErrorLabels, Counter>::default();
+        registry.register(
+            "cro_reconcile_errors",
+            "Reconciles that failed, by kind and error label",
+            failures.clone(),
+        );
+        let duration = Family::<KindLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            duration_histogram,
+        );
+        registry.register(
+            "cro_reconcile_duration_seconds",
+            "Reconcile duration, by kind",
+            duration.clone(),
+        );
+        let phases = PHASE_GAUGES
+            .iter()
+            .map(|(kind, name)| {
+                let family = Family::<PhaseLabels, Gauge>::default();
+                registry.register(
+                    *name,
+                    format!("1 for the current status phase of each {kind}"),
+                    family.clone(),
+                );
+                (*kind, family)
+            })
+            .collect();
+        Metrics {
+            registry,
+            reconciles,
+            failures,
+            duration,
+            phases,
+            aws_calls,
+        }
+    }
+
+    pub fn reconciled(&self, kind: &str, took: Duration, error: Option<&str>) {
+        let labels = KindLabels { kind: kind.into() };
+        self.reconciles.get_or_create(&labels).inc();
+        self.duration
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        if let Some(error) = error {
+            self.failures
+                .get_or_create(&ErrorLabels {
+                    kind: kind.into(),
+                    error: error.into(),
+                })
+                .inc();
+        }
+    }
+
+    /// Sets the phase gauge of one object: 1 for its phase, 0 for the others;
+    /// `None` removes its series (the object is gone).
+    pub fn phase(&self, kind: &str, namespace: &str, name: &str, phase: Option<Phase>) {
+        let Some((_, family)) = self.phases.iter().find(|(k, _)| *k == kind) else {
+            return;
+        };
+        for p in Phase::ALL {
+            let labels = PhaseLabels {
+                namespace: namespace.into(),
+                name: name.into(),
+                phase: p.as_str().into(),
+            };
+            match phase {
+                Some(current) => {
+                    family.get_or_create(&labels).set(i64::from(p == current));
+                }
+                None => {
+                    family.remove(&labels);
+                }
+            }
+        }
+    }
+
+    /// The OpenMetrics text of every family.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            return String::new();
+        }
+        if let Some(calls) = &self.aws_calls {
+            let mut aws = String::from(
+                "# HELP cro_aws_api_calls AWS API calls, by service, operation and outcome.\n# TYPE cro_aws_api_calls counter\n",
+            );
+            for ((service, operation, outcome), n) in calls.snapshot() {
+                aws.push_str(&format!(
+                    "cro_aws_api_calls_total{{service=\"{service}\",operation=\"{operation}\",outcome=\"{}\"}} {n}\n",
+                    outcome.as_str()
+                ));
+            }
+            // Before the OpenMetrics terminator.
+            out = out.replace("# EOF\n", &format!("{aws}# EOF\n"));
+        }
+        out
+    }
+}
+
+/// `/metrics`, `/healthz`, `/readyz` until the process ends.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        metrics.render(),
+                    )
+                        .into_response()
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }));
+    axum::serve(listener, app).await
+}
