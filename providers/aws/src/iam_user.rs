@@ -199,35 +199,50 @@ pub async fn ensure_access_key(
         .await?
         .unwrap_or_default();
     let live = access_key_ids(p, iam, user).await?;
-    let key = match (stored.get("accessKeyID"), stored.get("secretAccessKey")) {
-        (Some(id), Some(secret)) if live.contains(id) => AccessKey {
+    if let (Some(id), Some(secret)) = (stored.get("accessKeyID"), stored.get("secretAccessKey"))
+        && live.contains(id)
+    {
+        let key = AccessKey {
             id: id.clone(),
             secret: secret.clone(),
-        },
-        _ => {
-            let key = create_access_key(p, iam, user).await?;
-            let data = BTreeMap::from([
-                ("accessKeyID".to_string(), key.id.clone()),
-                ("secretAccessKey".to_string(), key.secret.clone()),
-            ]);
-            credentials::write(&p.kube, req, secret_name, &data).await?;
-            key
-        }
-    };
-    for stale in live.iter().filter(|id| **id != key.id) {
-        counted(
+        };
+        delete_access_keys(p, iam, user, live.iter().filter(|k| **k != key.id)).await?;
+        return Ok(key);
+    }
+    // Keys whose secret was never stored are unusable; remove them first,
+    // as IAM allows only two keys per user.
+    delete_access_keys(p, iam, user, live.iter()).await?;
+    let key = create_access_key(p, iam, user).await?;
+    let data = BTreeMap::from([
+        ("accessKeyID".to_string(), key.id.clone()),
+        ("secretAccessKey".to_string(), key.secret.clone()),
+    ]);
+    credentials::write(&p.kube, req, secret_name, &data).await?;
+    Ok(key)
+}
+
+async fn delete_access_keys<'a>(
+    p: &AwsProvider,
+    iam: &Client,
+    user: &str,
+    keys: impl Iterator<Item = &'a String>,
+) -> Result<(), ProviderError> {
+    for key in keys {
+        if let Err(e) = counted(
             &p.calls,
             "iam",
             "DeleteAccessKey",
             iam.delete_access_key()
                 .user_name(user)
-                .access_key_id(stale)
+                .access_key_id(key)
                 .send()
                 .await,
-        )
-        .map_err(|e| api_error("iam:DeleteAccessKey", user, e))?;
+        ) && !gone(&e)
+        {
+            return Err(api_error("iam:DeleteAccessKey", user, e));
+        }
     }
-    Ok(key)
+    Ok(())
 }
 
 pub async fn access_key_ids(
@@ -292,19 +307,35 @@ pub async fn delete_user(p: &AwsProvider, iam: &Client, user: &str) -> Result<()
         Err(e) if gone(&e) => return Ok(()),
         Err(e) => return Err(api_error("iam:ListAccessKeys", user, e)),
     };
-    for key in keys {
+    delete_access_keys(p, iam, user, keys.iter()).await?;
+    // A managed policy attached by hand would make DeleteUser fail.
+    let attached = counted(
+        &p.calls,
+        "iam",
+        "ListAttachedUserPolicies",
+        iam.list_attached_user_policies()
+            .user_name(user)
+            .send()
+            .await,
+    )
+    .map_err(|e| api_error("iam:ListAttachedUserPolicies", user, e))?;
+    for arn in attached
+        .attached_policies()
+        .iter()
+        .filter_map(|a| a.policy_arn())
+    {
         if let Err(e) = counted(
             &p.calls,
             "iam",
-            "DeleteAccessKey",
-            iam.delete_access_key()
+            "DetachUserPolicy",
+            iam.detach_user_policy()
                 .user_name(user)
-                .access_key_id(&key)
+                .policy_arn(arn)
                 .send()
                 .await,
         ) && !gone(&e)
         {
-            return Err(api_error("iam:DeleteAccessKey", user, e));
+            return Err(api_error("iam:DetachUserPolicy", user, e));
         }
     }
     let policies = counted(
