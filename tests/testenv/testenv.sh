@@ -24,6 +24,7 @@ state=${CRO_TESTENV_STATE:-$repo/target/testenv}
 k8s_bin=$cache/kubernetes-$K8S_VERSION/bin
 etcd_bin=$cache/etcd-$ETCD_VERSION/bin
 kwok_bin=$cache/kwok-$KWOK_VERSION/bin
+helm_bin=$cache/helm-$HELM_VERSION/bin
 moto_venv=$cache/moto-$MOTO_VERSION
 aws_region=${AWS_REGION_TESTENV:-eu-west-1}
 admin_token_file=$state/admin.token
@@ -114,6 +115,17 @@ go 1.24.0
 require sigs.k8s.io/kwok $KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok
 }
 
+# helm only renders deploy/helm in the tests (`helm template`).
+build_helm() {
+  [ -x "$helm_bin/helm" ] && return 0
+  local minor=${HELM_VERSION#v3.}; minor=${minor%%.*}
+  go_build helm "$helm_bin" "module cro.local/testenv/helm
+
+go 1.25.0
+
+require helm.sh/helm/v3 $HELM_VERSION" "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" helm.sh/helm/v3/cmd/helm
+}
+
 build_moto() {
   # A venv cannot be moved, so it is built in place and marked complete last.
   [ -f "$moto_venv/.complete" ] && return 0
@@ -133,6 +145,7 @@ cmd_build() {
   build_etcd
   build_kwok
   build_kubernetes
+  build_helm
   build_moto
   flock -u 9
 }
@@ -216,6 +229,7 @@ export AWS_DEFAULT_REGION='$aws_region'
 export AWS_ACCESS_KEY_ID='testing'
 export AWS_SECRET_ACCESS_KEY='testing'
 export CRO_TESTENV_KWOK_NODE='kwok-node-0'
+export CRO_TESTENV_HELM='$helm_bin/helm'
 EOF
 }
 
@@ -254,6 +268,17 @@ cmd_up() {
   # moto with realistic creating/modifying/deleting transitions.
   start moto "$moto_venv/bin/python" "$here/moto_server.py" -H 127.0.0.1 -p "$moto_port"
 
+  # Requests made with ServiceAccount credentials are audited: the RBAC
+  # test reads which verbs the operator used under deploy/'s ServiceAccount.
+  cat >"$state/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts"]
+- level: None
+EOF
   start kube-apiserver "$k8s_bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
@@ -264,7 +289,9 @@ cmd_up() {
     --service-account-key-file "$state/pki/sa.pub" \
     --service-account-signing-key-file "$state/pki/sa.key" \
     --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
-    --allow-privileged --profiling=false
+    --allow-privileged --profiling=false \
+    --audit-policy-file "$state/audit-policy.yaml" --audit-log-path "$state/logs/audit.log" \
+    --audit-log-format json --audit-log-maxsize 200
   write_kubeconfig "$api_port" "$token"
   wait_for "etcd" 30 curl -sf "http://127.0.0.1:$etcd_port/health"
   wait_for "kube-apiserver /readyz" 60 kctl get --raw /readyz
@@ -279,7 +306,7 @@ cmd_up() {
     --kubeconfig "$state/kubeconfig" --leader-elect=false --secure-port 0
   start kwok "$kwok_bin/kwok" --kubeconfig "$state/kubeconfig" \
     --manage-all-nodes=false --manage-nodes-with-label-selector type=kwok \
-    --server-address ""
+    --node-lease-duration-seconds 40 --server-address ""
 
   # One fake node that kwok keeps Ready and whose pods kwok marks Running.
   kctl apply -f - >/dev/null <<EOF
