@@ -17,28 +17,36 @@ use cro_provider_api::{
 use crate::{
     AwsProvider, RECHECK,
     errors::{api_error, counted},
-    strategy::{Fields, Tier},
+    strategy::{FieldType, Fields, Section, Tier},
 };
 
 pub const PROVIDER: &str = "aws-elasticache";
 
-pub const CREATE_FIELDS: [&str; 14] = [
-    "CacheNodeType",
-    "EngineVersion",
-    "NumCacheClusters",
-    "AutomaticFailoverEnabled",
-    "MultiAZEnabled",
-    "AtRestEncryptionEnabled",
-    "TransitEncryptionEnabled",
-    "SnapshotRetentionLimit",
-    "SnapshotWindow",
-    "PreferredMaintenanceWindow",
-    "CacheSubnetGroupName",
-    "SecurityGroupIds",
-    "CacheParameterGroupName",
-    "Port",
-];
-pub const DELETE_FIELDS: [&str; 1] = ["SkipFinalSnapshot"];
+pub const CREATE_STRATEGY: Section = Section {
+    name: "createStrategy",
+    api: "elasticache:CreateReplicationGroup",
+    fields: &[
+        ("CacheNodeType", FieldType::String),
+        ("EngineVersion", FieldType::String),
+        ("NumCacheClusters", FieldType::Int),
+        ("AutomaticFailoverEnabled", FieldType::Bool),
+        ("MultiAZEnabled", FieldType::Bool),
+        ("AtRestEncryptionEnabled", FieldType::Bool),
+        ("TransitEncryptionEnabled", FieldType::Bool),
+        ("SnapshotRetentionLimit", FieldType::Int),
+        ("SnapshotWindow", FieldType::String),
+        ("PreferredMaintenanceWindow", FieldType::String),
+        ("CacheSubnetGroupName", FieldType::String),
+        ("SecurityGroupIds", FieldType::Strings),
+        ("CacheParameterGroupName", FieldType::String),
+        ("Port", FieldType::Int),
+    ],
+};
+pub const DELETE_STRATEGY: Section = Section {
+    name: "deleteStrategy",
+    api: "elasticache:DeleteReplicationGroup",
+    fields: &[("SkipFinalSnapshot", FieldType::Bool)],
+};
 
 pub fn final_snapshot_id(id: &str) -> String {
     format!("{id}-final")
@@ -84,12 +92,7 @@ pub async fn reconcile(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
-    let f = Fields::new(
-        "createStrategy",
-        "elasticache:CreateReplicationGroup",
-        &tier.create,
-        &CREATE_FIELDS,
-    )?;
+    let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
     let id = req.identifier.as_str();
     let node_type = node_type(req, &f)?;
     let version = f.string("EngineVersion")?;
@@ -268,12 +271,7 @@ pub async fn delete(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Deletion, ProviderError> {
-    let f = Fields::new(
-        "deleteStrategy",
-        "elasticache:DeleteReplicationGroup",
-        &tier.delete,
-        &DELETE_FIELDS,
-    )?;
+    let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
     let skip_final = f.bool("SkipFinalSnapshot")?.unwrap_or(false);
     let id = req.identifier.as_str();
     let Some(group) = describe(p, ec, id).await? else {

@@ -24,6 +24,8 @@ use cro_provider_api::{
     Deletion, Provider, ProviderError, Provisioned, ResourceKind, ResourceRequest, SnapshotRequest,
     Snapshotted,
 };
+use serde_json::Value;
+use strategy::Fields;
 use tokio::sync::Mutex;
 
 pub use calls::{CallOutcome, Calls};
@@ -74,6 +76,31 @@ impl AwsProvider {
     }
 }
 
+/// Checks a tier's strategy for `kind` without calling AWS: every section
+/// key and field name and type. Reconcile runs it first, and
+/// `cloud-resource-operator validate` runs it offline.
+pub fn validate_strategy(kind: ResourceKind, strategy: &Value) -> Result<(), ProviderError> {
+    let tier = strategy::parse(strategy)?;
+    let (create, delete) = match kind {
+        ResourceKind::Postgres => (Some(&rds::CREATE_STRATEGY), Some(&rds::DELETE_STRATEGY)),
+        ResourceKind::Redis => (
+            Some(&elasticache::CREATE_STRATEGY),
+            Some(&elasticache::DELETE_STRATEGY),
+        ),
+        // The bucket is created with fixed, safe settings; the Go
+        // operator's createStrategy for it is accepted and ignored.
+        ResourceKind::BlobStorage => (None, Some(&s3::DELETE_STRATEGY)),
+        ResourceKind::Smtp => (Some(&smtp::CREATE_STRATEGY), None),
+    };
+    if let Some(section) = create {
+        Fields::new(section, &tier.create)?;
+    }
+    if let Some(section) = delete {
+        Fields::new(section, &tier.delete)?;
+    }
+    Ok(())
+}
+
 #[async_trait::async_trait]
 impl Provider for AwsProvider {
     fn name(&self) -> &'static str {
@@ -81,6 +108,7 @@ impl Provider for AwsProvider {
     }
 
     async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
+        validate_strategy(req.kind, &req.strategy)?;
         let tier = strategy::parse(&req.strategy)?;
         match req.kind {
             ResourceKind::Postgres => {
@@ -164,5 +192,63 @@ impl Provider for AwsProvider {
             }
             _ => snapshots::delete_rds(self, &aws_sdk_rds::Client::new(&config), req).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn error(kind: ResourceKind, strategy: Value) -> String {
+        validate_strategy(kind, &strategy)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_typo_in_any_section_is_found() {
+        let e = error(
+            ResourceKind::Postgres,
+            json!({"createStrategy": {"DBInstanceClas": "db.t3.micro"}}),
+        );
+        assert!(e.contains("did you mean DBInstanceClass?"), "{e}");
+        let e = error(
+            ResourceKind::Redis,
+            json!({"deleteStrategy": {"SkipFinalSnapshots": true}}),
+        );
+        assert!(e.contains("deleteStrategy.SkipFinalSnapshots"), "{e}");
+    }
+
+    #[test]
+    fn a_wrong_type_is_found_before_any_call() {
+        let e = error(
+            ResourceKind::BlobStorage,
+            json!({"deleteStrategy": {"forceBucketDeletion": "yes"}}),
+        );
+        assert!(
+            e.contains("deleteStrategy.forceBucketDeletion must be true or false"),
+            "{e}"
+        );
+        let e = error(
+            ResourceKind::Postgres,
+            json!({"createStrategy": {"VpcSecurityGroupIds": ["sg-1", 2]}}),
+        );
+        assert!(e.contains("must be a list of strings"), "{e}");
+    }
+
+    #[test]
+    fn valid_tiers_pass() {
+        let ok = |kind, v: Value| validate_strategy(kind, &v).is_ok();
+        assert!(ok(
+            ResourceKind::Postgres,
+            json!({"region": "eu-west-1", "createStrategy": {"dbinstanceclass": "db.t3.micro", "AllocatedStorage": 20}, "deleteStrategy": {"SkipFinalSnapshot": false}})
+        ));
+        assert!(ok(
+            ResourceKind::BlobStorage,
+            json!({"createStrategy": {"ACL": "private"}})
+        ));
+        assert!(ok(ResourceKind::Smtp, json!({})));
     }
 }

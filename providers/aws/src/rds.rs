@@ -17,38 +17,49 @@ use cro_provider_api::{
 use crate::{
     AwsProvider, RECHECK, credentials,
     errors::{api_error, counted},
-    strategy::{Fields, Tier},
+    strategy::{FieldType, Fields, Section, Tier},
     versions::is_upgrade,
 };
 
 pub const PROVIDER: &str = "aws-rds";
 
 /// createStrategy fields the operator maps onto rds:CreateDBInstance.
-pub const CREATE_FIELDS: [&str; 21] = [
-    "DBInstanceClass",
-    "AllocatedStorage",
-    "MaxAllocatedStorage",
-    "EngineVersion",
-    "MultiAZ",
-    "StorageType",
-    "Iops",
-    "StorageEncrypted",
-    "KmsKeyId",
-    "PubliclyAccessible",
-    "DeletionProtection",
-    "BackupRetentionPeriod",
-    "PreferredBackupWindow",
-    "PreferredMaintenanceWindow",
-    "AutoMinorVersionUpgrade",
-    "DBName",
-    "Port",
-    "DBSubnetGroupName",
-    "VpcSecurityGroupIds",
-    "DBParameterGroupName",
-    "CopyTagsToSnapshot",
-];
+pub const CREATE_STRATEGY: Section = Section {
+    name: "createStrategy",
+    api: "rds:CreateDBInstance",
+    fields: &[
+        ("DBInstanceClass", FieldType::String),
+        ("AllocatedStorage", FieldType::Int),
+        ("MaxAllocatedStorage", FieldType::Int),
+        ("EngineVersion", FieldType::String),
+        ("MultiAZ", FieldType::Bool),
+        ("StorageType", FieldType::String),
+        ("Iops", FieldType::Int),
+        ("StorageEncrypted", FieldType::Bool),
+        ("KmsKeyId", FieldType::String),
+        ("PubliclyAccessible", FieldType::Bool),
+        ("DeletionProtection", FieldType::Bool),
+        ("BackupRetentionPeriod", FieldType::Int),
+        ("PreferredBackupWindow", FieldType::String),
+        ("PreferredMaintenanceWindow", FieldType::String),
+        ("AutoMinorVersionUpgrade", FieldType::Bool),
+        ("DBName", FieldType::String),
+        ("Port", FieldType::Int),
+        ("DBSubnetGroupName", FieldType::String),
+        ("VpcSecurityGroupIds", FieldType::Strings),
+        ("DBParameterGroupName", FieldType::String),
+        ("CopyTagsToSnapshot", FieldType::Bool),
+    ],
+};
 /// deleteStrategy fields for rds:DeleteDBInstance.
-pub const DELETE_FIELDS: [&str; 2] = ["SkipFinalSnapshot", "DeleteAutomatedBackups"];
+pub const DELETE_STRATEGY: Section = Section {
+    name: "deleteStrategy",
+    api: "rds:DeleteDBInstance",
+    fields: &[
+        ("SkipFinalSnapshot", FieldType::Bool),
+        ("DeleteAutomatedBackups", FieldType::Bool),
+    ],
+};
 
 pub fn credentials_secret(name: &str) -> String {
     format!("{name}-aws-rds-credentials")
@@ -124,12 +135,7 @@ pub async fn reconcile(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
-    let f = Fields::new(
-        "createStrategy",
-        "rds:CreateDBInstance",
-        &tier.create,
-        &CREATE_FIELDS,
-    )?;
+    let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
     let want = desired(req, &f)?;
     let id = req.identifier.as_str();
     let provisioned = |outcome, version, identifier: Option<&str>| Provisioned {
@@ -404,12 +410,7 @@ pub async fn delete(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Deletion, ProviderError> {
-    let f = Fields::new(
-        "deleteStrategy",
-        "rds:DeleteDBInstance",
-        &tier.delete,
-        &DELETE_FIELDS,
-    )?;
+    let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
     let skip_final = f.bool("SkipFinalSnapshot")?.unwrap_or(false);
     let id = req.identifier.as_str();
     let Some(db) = describe(p, rds, id).await? else {

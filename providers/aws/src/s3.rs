@@ -23,12 +23,16 @@ use crate::{
     AwsProvider, RECHECK, credentials,
     errors::{api_error, counted},
     iam_user,
-    strategy::{Fields, Tier},
+    strategy::{FieldType, Fields, Section, Tier},
 };
 
 pub const PROVIDER: &str = "aws-s3";
 const POLICY_NAME: &str = "cro-bucket-access";
-pub const DELETE_FIELDS: [&str; 1] = ["forceBucketDeletion"];
+pub const DELETE_STRATEGY: Section = Section {
+    name: "deleteStrategy",
+    api: "the blob storage delete strategy",
+    fields: &[("forceBucketDeletion", FieldType::Bool)],
+};
 
 pub fn credentials_secret(name: &str) -> String {
     format!("{name}-aws-s3-credentials")
@@ -236,12 +240,7 @@ pub async fn delete(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Deletion, ProviderError> {
-    let f = Fields::new(
-        "deleteStrategy",
-        "the blob storage delete strategy",
-        &tier.delete,
-        &DELETE_FIELDS,
-    )?;
+    let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
     let force = f.bool("forceBucketDeletion")?.unwrap_or(false);
     let bucket = req.identifier.as_str();
     iam_user::delete_user(p, iam, bucket).await?;

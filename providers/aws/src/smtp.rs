@@ -14,13 +14,17 @@ use crate::{
     errors::{api_error, counted},
     iam_user,
     smtp_password::smtp_password,
-    strategy::{Fields, Tier},
+    strategy::{FieldType, Fields, Section, Tier},
 };
 
 /// createStrategy fields: the SES identity (address or domain) mail is
 /// sent from, whose verification state is reported (not created: verifying
 /// a domain needs DNS records a person adds).
-pub const CREATE_FIELDS: [&str; 1] = ["EmailIdentity"];
+pub const CREATE_STRATEGY: Section = Section {
+    name: "createStrategy",
+    api: "the SMTP credentials strategy",
+    fields: &[("EmailIdentity", FieldType::String)],
+};
 
 async fn identity_condition(
     p: &AwsProvider,
@@ -92,12 +96,7 @@ pub async fn reconcile(
     tier: &Tier,
     region: &str,
 ) -> Result<Provisioned, ProviderError> {
-    let f = Fields::new(
-        "createStrategy",
-        "the SMTP credentials strategy",
-        &tier.create,
-        &CREATE_FIELDS,
-    )?;
+    let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
     let iam = &aws_sdk_iam::Client::new(config);
     let user = req.identifier.as_str();
     let mut conditions = Vec::new();

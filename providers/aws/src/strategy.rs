@@ -59,6 +59,45 @@ fn invalid(m: String) -> ProviderError {
     ProviderError::InvalidStrategy(m)
 }
 
+/// The JSON type an AWS API input field takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldType {
+    String,
+    Int,
+    Bool,
+    Strings,
+}
+
+impl FieldType {
+    fn describe(self) -> &'static str {
+        match self {
+            FieldType::String => "a string",
+            FieldType::Int => "an integer",
+            FieldType::Bool => "true or false",
+            FieldType::Strings => "a list of strings",
+        }
+    }
+
+    fn accepts(self, v: &Value) -> bool {
+        match self {
+            FieldType::String => v.is_string(),
+            FieldType::Int => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
+            FieldType::Bool => v.is_boolean(),
+            FieldType::Strings => v
+                .as_array()
+                .is_some_and(|items| items.iter().all(Value::is_string)),
+        }
+    }
+}
+
+/// One strategy section (`createStrategy` or `deleteStrategy`) of a kind:
+/// the AWS API it feeds and the input fields the operator sets from it.
+pub struct Section {
+    pub name: &'static str,
+    pub api: &'static str,
+    pub fields: &'static [(&'static str, FieldType)],
+}
+
 /// Typed, case-insensitive access to one strategy section.
 pub struct Fields<'a> {
     section: &'static str,
@@ -66,25 +105,38 @@ pub struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    /// Checks every key against the fields of `api` the operator supports.
-    pub fn new(
-        section: &'static str,
-        api: &str,
-        map: &'a Map<String, Value>,
-        known: &[&str],
-    ) -> Result<Self, ProviderError> {
-        for key in map.keys() {
-            if !known.iter().any(|k| k.eq_ignore_ascii_case(key)) {
-                let hint = closest(key, known)
+    /// Checks every key against the section's fields, and every value
+    /// against the field's type, so a bad tier fails before any AWS call.
+    pub fn new(section: &Section, map: &'a Map<String, Value>) -> Result<Self, ProviderError> {
+        let names: Vec<&str> = section.fields.iter().map(|(n, _)| *n).collect();
+        for (key, value) in map {
+            let Some((name, ty)) = section
+                .fields
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(key))
+            else {
+                let hint = closest(key, &names)
                     .map(|k| format!("; did you mean {k}?"))
                     .unwrap_or_default();
                 return Err(invalid(format!(
-                    "{section}.{key} is not a field of {api} that this operator sets{hint} (supported: {})",
-                    known.join(", ")
+                    "{}.{key} is not a field of {} that this operator sets{hint} (supported: {})",
+                    section.name,
+                    section.api,
+                    names.join(", ")
+                )));
+            };
+            if !value.is_null() && !ty.accepts(value) {
+                return Err(invalid(format!(
+                    "{}.{name} must be {}, found {value}",
+                    section.name,
+                    ty.describe()
                 )));
             }
         }
-        Ok(Fields { section, map })
+        Ok(Fields {
+            section: section.name,
+            map,
+        })
     }
 
     fn get(&self, name: &str) -> Option<&'a Value> {
@@ -183,11 +235,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const KNOWN: [&str; 3] = ["DBInstanceClass", "AllocatedStorage", "MultiAZ"];
+    const SECTION: Section = Section {
+        name: "createStrategy",
+        api: "rds:CreateDBInstance",
+        fields: &[
+            ("DBInstanceClass", FieldType::String),
+            ("AllocatedStorage", FieldType::Int),
+            ("MultiAZ", FieldType::Bool),
+        ],
+    };
 
     fn fields(v: Value) -> Result<i32, ProviderError> {
         let map = v.as_object().cloned().unwrap_or_default();
-        let f = Fields::new("createStrategy", "rds:CreateDBInstance", &map, &KNOWN)?;
+        let f = Fields::new(&SECTION, &map)?;
         Ok(f.int("AllocatedStorage")?.unwrap_or_default())
     }
 

@@ -143,6 +143,39 @@ fn provisioned(
     }
 }
 
+/// Checks a tier's strategy for `kind` without a cluster: its keys, and
+/// the objects built with its overrides against the Kubernetes types. The
+/// same checks run on every reconcile; `cloud-resource-operator validate`
+/// runs them offline.
+pub fn validate_strategy(
+    kind: ResourceKind,
+    strategy: &serde_json::Value,
+) -> Result<(), ProviderError> {
+    let overrides = strategy::parse(strategy)?;
+    let probe = ResourceRequest {
+        kind,
+        namespace: "validate".into(),
+        name: "validate".into(),
+        owner: cro_provider_api::Owner {
+            api_version: "integreatly.org/v1alpha1".into(),
+            kind: "Validate".into(),
+            name: "validate".into(),
+            uid: "validate".into(),
+        },
+        identifier: "validate".into(),
+        recorded_identifier: None,
+        tier: String::new(),
+        strategy: strategy.clone(),
+        tags: BTreeMap::new(),
+        options: Default::default(),
+    };
+    match kind {
+        ResourceKind::Postgres => workload::postgres(&probe, &overrides).map(drop),
+        ResourceKind::Redis => workload::redis(&probe, &overrides).map(drop),
+        ResourceKind::BlobStorage | ResourceKind::Smtp => Ok(()),
+    }
+}
+
 #[async_trait::async_trait]
 impl Provider for InClusterProvider {
     fn name(&self) -> &'static str {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use cro_provider_api::ProviderError;
-use serde::de::DeserializeOwned;
+use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use crate::merge::merge;
@@ -64,8 +64,10 @@ pub fn parse(tier: &Value) -> Result<Overrides, ProviderError> {
 }
 
 /// Deserialises `value` as `T`, naming the exact field path on error.
-pub fn typed<T: DeserializeOwned>(value: Value, at: &str) -> Result<T, ProviderError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
+/// Fields `T` does not have are refused too: serde would drop them, and a
+/// misspelt override (`replica`) would silently do nothing.
+pub fn typed<T: DeserializeOwned + Serialize>(value: Value, at: &str) -> Result<T, ProviderError> {
+    let parsed: T = serde_path_to_error::deserialize(value.clone()).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." {
             at.to_string()
@@ -73,11 +75,40 @@ pub fn typed<T: DeserializeOwned>(value: Value, at: &str) -> Result<T, ProviderE
             format!("{at}.{path}")
         };
         ProviderError::InvalidStrategy(format!("{field}: {}", e.inner()))
-    })
+    })?;
+    let kept = serde_json::to_value(&parsed)
+        .map_err(|e| ProviderError::InvalidStrategy(format!("{at}: {e}")))?;
+    if let Some(path) = dropped(&value, &kept) {
+        return Err(ProviderError::InvalidStrategy(format!(
+            "{at}{path} is not a field of this object; check its spelling against the Kubernetes API reference"
+        )));
+    }
+    Ok(parsed)
+}
+
+/// The path of the first non-null field in `given` that `kept` lacks.
+fn dropped(given: &Value, kept: &Value) -> Option<String> {
+    match (given, kept) {
+        (Value::Object(given), Value::Object(kept)) => given.iter().find_map(|(key, value)| {
+            if value.is_null() {
+                return None;
+            }
+            match kept.get(key) {
+                None => Some(format!(".{key}")),
+                Some(k) => dropped(value, k).map(|path| format!(".{key}{path}")),
+            }
+        }),
+        (Value::Array(given), Value::Array(kept)) => given
+            .iter()
+            .zip(kept)
+            .enumerate()
+            .find_map(|(i, (g, k))| dropped(g, k).map(|path| format!("[{i}]{path}"))),
+        _ => None,
+    }
 }
 
 /// `base` with the override merged in, checked against the typed spec `T`.
-pub fn overridden<T: DeserializeOwned>(
+pub fn overridden<T: DeserializeOwned + Serialize>(
     mut base: Value,
     patch: Option<&Value>,
     at: &str,
@@ -138,5 +169,27 @@ mod tests {
         .map(|e| e.to_string())
         .unwrap_or_default();
         assert!(err.contains("strategy.deploymentSpec.replicas"), "{err}");
+    }
+
+    #[test]
+    fn misspelt_fields_are_refused_with_their_path() {
+        let base = json!({"replicas": 1, "selector": {}, "template": {"spec": {"containers": [{"name": "a"}]}}});
+        let err = |patch: Value| {
+            overridden::<DeploymentSpec>(base.clone(), Some(&patch), "strategy.deploymentSpec")
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        let e = err(json!({"replica": 2}));
+        assert!(
+            e.contains("strategy.deploymentSpec.replica is not a field"),
+            "{e}"
+        );
+        let e = err(json!({"template": {"spec": {"containers": [{"name": "a", "imag": "x"}]}}}));
+        assert!(
+            e.contains("strategy.deploymentSpec.template.spec.containers[0].imag"),
+            "{e}"
+        );
+        assert!(err(json!({"replicas": 2, "paused": null})).is_empty());
     }
 }
