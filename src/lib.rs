@@ -8,3 +8,4 @@ pub mod config;
 pub mod controllers;
 pub mod metrics;
 pub mod reconcile;
+pub mod validate;

@@ -6,6 +6,7 @@ use cloud_resource_operator::{
     api, cluster_id, controllers,
     metrics::{self, Metrics},
     reconcile::{Context, Settings},
+    validate,
 };
 use cro_provider_api::Provider;
 use tracing::info;
@@ -29,6 +30,21 @@ enum Command {
         #[arg(long, env = "CRD_OUTPUT_DIR")]
         output_dir: Option<PathBuf>,
     },
+    /// Check ConfigMaps and CRs in YAML files or directories offline, with
+    /// the operator's own validation; exits 1 when anything is wrong.
+    Validate(ValidateArgs),
+}
+
+#[derive(Args)]
+struct ValidateArgs {
+    /// YAML/JSON files or directories (searched recursively); files may
+    /// hold several documents.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// The operator's namespace: its cloud-resource-config is the fallback
+    /// for CRs of other namespaces.
+    #[arg(long, env = "OPERATOR_NAMESPACE")]
+    operator_namespace: Option<String>,
 }
 
 #[derive(Args)]
@@ -87,6 +103,7 @@ fn parse_tag(s: &str) -> Result<(String, String), String> {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Crd { output_dir } => print_crds(output_dir),
+        Command::Validate(args) => validate(args),
         Command::Run(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -161,6 +178,22 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         served = metrics::serve(listener, metrics) => served.context("serving metrics")?,
     }
     info!("stopped");
+    Ok(())
+}
+
+fn validate(args: ValidateArgs) -> anyhow::Result<()> {
+    let (docs, mut findings) = validate::load(&args.paths);
+    let options = validate::Options {
+        operator_namespace: args.operator_namespace,
+    };
+    findings.extend(validate::validate(&docs, &options));
+    for finding in &findings {
+        println!("{finding}");
+    }
+    eprintln!("{}", validate::summary(&docs, &findings));
+    if !findings.is_empty() {
+        std::process::exit(1);
+    }
     Ok(())
 }
 

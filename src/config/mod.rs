@@ -8,7 +8,8 @@ mod resolve;
 mod source;
 
 pub use resolve::{
-    BUILTIN_TYPES, ConfigError, KNOWN_PROVIDERS, Located, resolve_provider, resolve_tier,
+    BUILTIN_TYPES, ConfigError, KNOWN_PROVIDERS, Located, known_provider, resolve_provider,
+    resolve_tier, tier_mapping, type_mapping,
 };
 pub use source::{ConfigReader, provider_for, tier_strategy};
 

@@ -32,7 +32,63 @@ pub struct Located {
 
 impl Located {
     fn at(&self) -> String {
-        format!("ConfigMap {}/{}", self.namespace, self.name)
+        if self.namespace.is_empty() {
+            format!("ConfigMap {}", self.name)
+        } else {
+            format!("ConfigMap {}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// The resource → provider mapping of deployment type `key` in a
+/// `cloud-resource-config`, if the key exists.
+pub fn type_mapping(
+    cm: &Located,
+    key: &str,
+) -> Option<Result<BTreeMap<String, String>, ConfigError>> {
+    let raw = cm.data.get(key)?;
+    Some(
+        serde_json::from_str(raw).map_err(|e| ConfigError::MalformedTypes {
+            at: cm.at(),
+            key: key.to_string(),
+            error: e.to_string(),
+        }),
+    )
+}
+
+/// The tier → strategy mapping of `kind` in a strategies ConfigMap, if the
+/// key exists.
+pub fn tier_mapping(
+    cm: &Located,
+    kind: ResourceKind,
+) -> Option<Result<BTreeMap<String, Value>, ConfigError>> {
+    let resource = kind.config_key();
+    let raw = cm.data.get(resource)?;
+    Some(
+        serde_json::from_str(raw).map_err(|e| ConfigError::MalformedStrategies {
+            at: cm.at(),
+            resource: resource.to_string(),
+            error: e.to_string(),
+        }),
+    )
+}
+
+/// Checks the provider named for `resource` under deployment type `key`.
+pub fn known_provider(
+    cm: &Located,
+    key: &str,
+    resource: &str,
+    provider: &str,
+) -> Result<(), ConfigError> {
+    if KNOWN_PROVIDERS.contains(&provider) {
+        Ok(())
+    } else {
+        Err(ConfigError::UnknownProvider {
+            at: cm.at(),
+            key: key.to_string(),
+            resource: resource.to_string(),
+            provider: provider.to_string(),
+        })
     }
 }
 
@@ -137,20 +193,11 @@ pub fn resolve_provider(
             .map(|(_, p)| p.to_string())
             .ok_or_else(|| ConfigError::UnknownBuiltinType(deployment_type.to_string()));
     };
-    let raw = cm
-        .data
-        .get(deployment_type)
-        .ok_or_else(|| ConfigError::UnknownType {
-            at: cm.at(),
-            key: deployment_type.to_string(),
-            known: join_keys(cm.data.keys()),
-        })?;
-    let mapping: BTreeMap<String, String> =
-        serde_json::from_str(raw).map_err(|e| ConfigError::MalformedTypes {
-            at: cm.at(),
-            key: deployment_type.to_string(),
-            error: e.to_string(),
-        })?;
+    let mapping = type_mapping(cm, deployment_type).ok_or_else(|| ConfigError::UnknownType {
+        at: cm.at(),
+        key: deployment_type.to_string(),
+        known: join_keys(cm.data.keys()),
+    })??;
     let resource = kind.config_key();
     let provider = mapping
         .get(resource)
@@ -159,14 +206,7 @@ pub fn resolve_provider(
             key: deployment_type.to_string(),
             resource: resource.to_string(),
         })?;
-    if !KNOWN_PROVIDERS.contains(&provider.as_str()) {
-        return Err(ConfigError::UnknownProvider {
-            at: cm.at(),
-            key: deployment_type.to_string(),
-            resource: resource.to_string(),
-            provider: provider.clone(),
-        });
-    }
+    known_provider(cm, deployment_type, resource, provider)?;
     Ok(provider.clone())
 }
 
@@ -191,19 +231,10 @@ pub fn resolve_tier(
             })
         };
     };
-    let raw = cm
-        .data
-        .get(resource)
-        .ok_or_else(|| ConfigError::MissingStrategiesKey {
-            at: cm.at(),
-            resource: resource.to_string(),
-        })?;
-    let tiers: BTreeMap<String, Value> =
-        serde_json::from_str(raw).map_err(|e| ConfigError::MalformedStrategies {
-            at: cm.at(),
-            resource: resource.to_string(),
-            error: e.to_string(),
-        })?;
+    let tiers = tier_mapping(cm, kind).ok_or_else(|| ConfigError::MissingStrategiesKey {
+        at: cm.at(),
+        resource: resource.to_string(),
+    })??;
     tiers
         .get(tier)
         .cloned()

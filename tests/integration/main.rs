@@ -9,3 +9,4 @@ mod bench;
 mod foundation;
 mod in_cluster;
 mod observability;
+mod validate;

@@ -18,6 +18,18 @@ pub enum ResourceKind {
 }
 
 impl ResourceKind {
+    pub const ALL: [ResourceKind; 4] = [
+        ResourceKind::Postgres,
+        ResourceKind::Redis,
+        ResourceKind::BlobStorage,
+        ResourceKind::Smtp,
+    ];
+
+    /// The kind whose configuration key is `key`.
+    pub fn from_config_key(key: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.config_key() == key)
+    }
+
     /// The key used for this kind in the configuration ConfigMaps
     /// (`cloud-resource-config` and `cloud-resources-<provider>-strategies`).
     pub fn config_key(self) -> &'static str {
