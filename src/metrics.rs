@@ -32,6 +32,18 @@ struct ErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReadyLabels {
+    kind: String,
+    provider: String,
+    tier: String,
+}
+
+fn ready_histogram() -> Histogram {
+    // 1 s .. ~68 min: in-cluster workloads take seconds, RDS many minutes.
+    Histogram::new(exponential_buckets(1.0, 2.0, 13))
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabels {
     namespace: String,
     name: String,
@@ -59,6 +71,8 @@ pub struct Metrics {
     failures: Family<ErrorLabels, Counter>,
     duration: Family<KindLabels, Histogram, fn() -> Histogram>,
     phases: Vec<(&'static str, Family<PhaseLabels, Gauge>)>,
+    time_to_ready: Family<ReadyLabels, Histogram, fn() -> Histogram>,
+    leader: Gauge,
     aws_calls: Option<Arc<Calls>>,
 }
 
@@ -97,12 +111,29 @@ impl Metrics {
                 (*kind, family)
             })
             .collect();
+        let time_to_ready =
+            Family::<ReadyLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                ready_histogram,
+            );
+        registry.register(
+            "cro_time_to_ready_seconds",
+            "Seconds from a resource's creation to its first complete phase, by kind, provider and tier",
+            time_to_ready.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "cro_leader",
+            "1 while this process holds the leader-election Lease (or runs without leader election)",
+            leader.clone(),
+        );
         Metrics {
             registry,
             reconciles,
             failures,
             duration,
             phases,
+            time_to_ready,
+            leader,
             aws_calls,
         }
     }
@@ -121,6 +152,20 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    pub fn time_to_ready(&self, kind: &str, provider: &str, tier: &str, took: Duration) {
+        self.time_to_ready
+            .get_or_create(&ReadyLabels {
+                kind: kind.into(),
+                provider: provider.into(),
+                tier: tier.into(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
     }
 
     /// Sets the phase gauge of one object: 1 for its phase, 0 for the others;

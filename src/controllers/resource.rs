@@ -72,6 +72,9 @@ macro_rules! resource_kind {
             fn skip_create(&self) -> bool {
                 ResourceCr::spec(self).skip_create
             }
+            fn tier(&self) -> Option<&str> {
+                Some(&ResourceCr::spec(self).tier)
+            }
             async fn converge(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
                 converge(self, ctx).await
             }

@@ -16,7 +16,9 @@ pub use error::Error;
 pub use status::Report;
 
 use cro_provider_api::Deletion;
-use k8s_openapi::{NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::Condition};
+use k8s_openapi::{
+    NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp,
+};
 use kube::{
     Api, Resource, ResourceExt,
     api::{Patch, PatchParams},
@@ -78,6 +80,10 @@ pub trait Managed:
     /// `spec.skipCreate`.
     fn skip_create(&self) -> bool {
         false
+    }
+    /// `spec.tier`, for kinds that have one (a metrics label).
+    fn tier(&self) -> Option<&str> {
+        None
     }
     /// Creates or converges; `Ok` carries the status to report and when to
     /// look again.
@@ -239,6 +245,17 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, report: Report) -> Res
         K::kind(&())
     )))?;
 
+    if became_ready_first_time(obj, previous.as_ref(), &report) {
+        let created = obj.meta().creation_timestamp.as_ref().map(|t| t.0);
+        if let Some(age) = created.and_then(|c| (Timestamp::now() - c).try_into().ok()) {
+            ctx.metrics.time_to_ready(
+                &K::kind(&()),
+                report.strategy.as_deref().unwrap_or_default(),
+                obj.tier().unwrap_or_default(),
+                age,
+            );
+        }
+    }
     let changed = previous.as_ref().is_none_or(|p| {
         p.phase != report.phase || (report.phase == Phase::Failed && p.message != report.message)
     });
@@ -258,6 +275,24 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, report: Report) -> Res
         .await;
     }
     Ok(())
+}
+
+/// The first move to `complete` since creation: from no phase or `in
+/// progress`, never Ready before, spec never changed.
+fn became_ready_first_time<K: Managed>(
+    obj: &K,
+    previous: Option<&Report>,
+    report: &Report,
+) -> bool {
+    let from_start = previous.is_none_or(|p| p.phase == Phase::InProgress);
+    let never_ready = !obj
+        .conditions()
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    report.phase == Phase::Complete
+        && from_start
+        && never_ready
+        && obj.meta().generation.is_none_or(|g| g <= 1)
 }
 
 async fn publish<K: Managed>(ctx: &Context, obj: &K, type_: EventType, reason: &str, note: &str) {
