@@ -6,6 +6,7 @@ pub mod api;
 pub mod cluster_id;
 pub mod config;
 pub mod controllers;
+pub mod leader;
 pub mod metrics;
 pub mod reconcile;
 pub mod validate;

@@ -1,15 +1,15 @@
-use std::{collections::BTreeMap, io::IsTerminal, path::PathBuf, sync::Arc};
+use std::{collections::BTreeMap, io::IsTerminal, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cloud_resource_operator::{
-    api, cluster_id, controllers,
+    api, cluster_id, controllers, leader,
     metrics::{self, Metrics},
     reconcile::{Context, Settings},
     validate,
 };
 use cro_provider_api::Provider;
-use tracing::info;
+use tracing::{info, warn};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 #[derive(Parser)]
@@ -22,7 +22,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the operator.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print every CustomResourceDefinition as multi-document YAML, or
     /// write one file per CRD into a directory.
     Crd {
@@ -53,9 +53,42 @@ struct RunArgs {
     /// cloud-resource-config. Defaults to the pod's own namespace.
     #[arg(long, env = "OPERATOR_NAMESPACE")]
     operator_namespace: Option<String>,
-    /// Watch only this namespace (default: all namespaces).
-    #[arg(long, env = "WATCH_NAMESPACE")]
-    watch_namespace: Option<String>,
+    /// Watch only these namespaces, comma-separated (default: all
+    /// namespaces). The Go operator's WATCH_NAMESPACE works unchanged.
+    #[arg(
+        long = "watch-namespaces",
+        visible_alias = "watch-namespace",
+        env = "WATCH_NAMESPACE",
+        value_delimiter = ','
+    )]
+    watch_namespaces: Vec<String>,
+    /// Reconciles run at once per kind (and per watched namespace).
+    #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    concurrency: u16,
+    /// Elect a leader on a Lease so that only one replica reconciles; turn
+    /// off only when a single replica runs.
+    #[arg(long, env = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_election: bool,
+    /// Namespace of the leader-election Lease (default: the operator namespace).
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
+    leader_election_namespace: Option<String>,
+    /// Name of the leader-election Lease.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_LEASE_NAME",
+        default_value = "cloud-resource-operator"
+    )]
+    leader_election_lease_name: String,
+    /// Seconds a leader's Lease stays valid without renewal: how long a
+    /// replica waits before taking over from a leader that died.
+    #[arg(long, env = "LEADER_ELECTION_LEASE_DURATION", default_value_t = 15)]
+    leader_election_lease_duration: u64,
+    /// Seconds the leader keeps trying to renew before it stops reconciling.
+    #[arg(long, env = "LEADER_ELECTION_RENEW_DEADLINE", default_value_t = 10)]
+    leader_election_renew_deadline: u64,
+    /// Seconds between election attempts and renewals.
+    #[arg(long, env = "LEADER_ELECTION_RETRY_PERIOD", default_value_t = 2)]
+    leader_election_retry_period: u64,
     /// Cluster ID prefixing cloud identifiers; discovered when unset
     /// (OpenShift infrastructure name, else the kube-system namespace UID).
     #[arg(long, env = "CLUSTER_ID")]
@@ -108,7 +141,7 @@ fn main() -> anyhow::Result<()> {
             .enable_all()
             .build()
             .context("starting the async runtime")?
-            .block_on(run(args)),
+            .block_on(run(*args)),
     }
 }
 
@@ -144,7 +177,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("discovering the cluster ID; set --cluster-id (CLUSTER_ID) to skip discovery")?;
     let settings = Settings {
         operator_namespace,
-        watch_namespace: args.watch_namespace.filter(|ns| !ns.is_empty()),
+        watch_namespaces: args
+            .watch_namespaces
+            .into_iter()
+            .map(|ns| ns.trim().to_string())
+            .filter(|ns| !ns.is_empty())
+            .collect(),
+        concurrency: args.concurrency,
         cluster_id,
         tag_key_prefix: args.tag_key_prefix,
         extra_tags: args.extra_tags.into_iter().collect::<BTreeMap<_, _>>(),
@@ -168,17 +207,90 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         )),
         aws_provider,
     ];
+    let elector = args
+        .leader_election
+        .then(|| {
+            let config = leader::Config {
+                namespace: args
+                    .leader_election_namespace
+                    .unwrap_or_else(|| settings.operator_namespace.clone()),
+                name: args.leader_election_lease_name,
+                identity: leader::identity(),
+                lease_duration: Duration::from_secs(args.leader_election_lease_duration),
+                renew_deadline: Duration::from_secs(args.leader_election_renew_deadline),
+                retry_period: Duration::from_secs(args.leader_election_retry_period),
+            };
+            config.check().map_err(anyhow::Error::msg)?;
+            anyhow::Ok(leader::Elector::new(client.clone(), config))
+        })
+        .transpose()?;
     let ctx = Arc::new(Context::new(client, settings, providers, metrics.clone()));
     let listener = tokio::net::TcpListener::bind(args.metrics_address)
         .await
         .with_context(|| format!("listening on --metrics-address {}", args.metrics_address))?;
     info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
+    let shutdown = controllers::shutdown_on(terminated());
     tokio::select! {
-        () = controllers::run(ctx) => {}
+        worked = work(ctx, elector, shutdown) => worked?,
         served = metrics::serve(listener, metrics) => served.context("serving metrics")?,
     }
     info!("stopped");
     Ok(())
+}
+
+/// Reconciles until `shutdown`, as the leader when `elector` is set. On
+/// SIGTERM running reconciles finish and the Lease is released, so the
+/// next leader starts at once; a lost Lease stops every reconcile at once
+/// and fails the process (its pod restarts as a candidate).
+async fn work(
+    ctx: Arc<Context>,
+    elector: Option<leader::Elector>,
+    shutdown: controllers::Shutdown,
+) -> anyhow::Result<()> {
+    let Some(elector) = elector else {
+        controllers::run(ctx, shutdown).await;
+        return Ok(());
+    };
+    info!(identity = %elector.identity(), "waiting to become the leader");
+    tokio::select! {
+        () = elector.acquire() => {}
+        () = shutdown.clone() => return Ok(()),
+    }
+    info!(identity = %elector.identity(), "became the leader; reconciling");
+    ctx.metrics.set_leader(true);
+    tokio::select! {
+        () = controllers::run(ctx.clone(), shutdown) => {}
+        lost = elector.hold() => {
+            ctx.metrics.set_leader(false);
+            bail!("lost leadership ({lost}); stopped reconciling");
+        }
+    }
+    ctx.metrics.set_leader(false);
+    match elector.release().await {
+        Ok(()) => info!("released the Lease"),
+        Err(e) => {
+            warn!(error = %e, "releasing the Lease failed; another replica takes over when it expires")
+        }
+    }
+    Ok(())
+}
+
+/// Resolves on SIGTERM (Kubernetes stopping the pod) or SIGINT.
+async fn terminated() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(e) => {
+            warn!(error = %e, "cannot listen for SIGTERM; stopping on SIGINT only");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    info!("shutting down: finishing running reconciles");
 }
 
 fn validate(args: ValidateArgs) -> anyhow::Result<()> {

@@ -8,14 +8,17 @@ pub mod snapshot;
 
 use std::{fmt::Debug, sync::Arc};
 
-use futures::StreamExt;
+use futures::{
+    FutureExt, StreamExt,
+    future::{BoxFuture, Shared},
+};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
 };
 use kube::{
     Api, Resource, ResourceExt,
-    runtime::{Controller, reflector::ObjectRef, watcher},
+    runtime::{Controller, controller, reflector::ObjectRef, watcher},
 };
 use tracing::{debug, warn};
 
@@ -26,33 +29,67 @@ use crate::{
 };
 use resource::ResourceCr;
 
-/// Runs every controller until shutdown (SIGTERM/SIGINT).
-pub async fn run(ctx: Arc<Context>) {
-    tokio::join!(
-        resource_controller::<Postgres>(ctx.clone(), true),
-        resource_controller::<Redis>(ctx.clone(), true),
-        resource_controller::<BlobStorage>(ctx.clone(), false),
-        resource_controller::<SMTPCredentialSet>(ctx.clone(), false),
-        drive(
-            Controller::new(scoped::<PostgresSnapshot>(&ctx), watcher::Config::default()),
-            ctx.clone()
-        ),
-        drive(
-            Controller::new(scoped::<RedisSnapshot>(&ctx), watcher::Config::default()),
-            ctx.clone()
-        ),
-    );
+/// Resolves when the operator should stop: controllers then take no new
+/// work and return once their running reconciles have finished.
+pub type Shutdown = Shared<BoxFuture<'static, ()>>;
+
+/// A `Shutdown` from any future.
+pub fn shutdown_on(trigger: impl std::future::Future<Output = ()> + Send + 'static) -> Shutdown {
+    trigger.boxed().shared()
 }
 
-/// An Api over the watched namespace, or all namespaces.
-fn scoped<K>(ctx: &Context) -> Api<K>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-{
-    match &ctx.settings.watch_namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
+/// Runs every controller, for each watched namespace (or once for all
+/// namespaces), until `shutdown`.
+pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
+    let scopes: Vec<Option<String>> = if ctx.settings.watch_namespaces.is_empty() {
+        vec![None]
+    } else {
+        ctx.settings
+            .watch_namespaces
+            .iter()
+            .cloned()
+            .map(Some)
+            .collect()
+    };
+    futures::future::join_all(
+        scopes
+            .into_iter()
+            .map(|ns| run_scope(ctx.clone(), Scope(ns), shutdown.clone())),
+    )
+    .await;
+}
+
+/// The namespace a set of controllers watches; `None` is all namespaces.
+#[derive(Clone)]
+struct Scope(Option<String>);
+
+impl Scope {
+    fn api<K>(&self, ctx: &Context) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    {
+        match &self.0 {
+            Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+            None => Api::all(ctx.client.clone()),
+        }
     }
+}
+
+async fn run_scope(ctx: Arc<Context>, scope: Scope, shutdown: Shutdown) {
+    let postgres_snapshots = Controller::new(
+        scope.api::<PostgresSnapshot>(&ctx),
+        watcher::Config::default(),
+    );
+    let redis_snapshots =
+        Controller::new(scope.api::<RedisSnapshot>(&ctx), watcher::Config::default());
+    tokio::join!(
+        resource_controller::<Postgres>(ctx.clone(), &scope, true, shutdown.clone()),
+        resource_controller::<Redis>(ctx.clone(), &scope, true, shutdown.clone()),
+        resource_controller::<BlobStorage>(ctx.clone(), &scope, false, shutdown.clone()),
+        resource_controller::<SMTPCredentialSet>(ctx.clone(), &scope, false, shutdown.clone()),
+        drive(postgres_snapshots, ctx.clone(), shutdown.clone()),
+        drive(redis_snapshots, ctx.clone(), shutdown.clone()),
+    );
 }
 
 /// Only objects this operator created are watched.
@@ -64,25 +101,30 @@ fn owned() -> watcher::Config {
     ))
 }
 
-async fn resource_controller<K: ResourceCr>(ctx: Arc<Context>, workloads: bool) {
+async fn resource_controller<K: ResourceCr>(
+    ctx: Arc<Context>,
+    scope: &Scope,
+    workloads: bool,
+    shutdown: Shutdown,
+) {
     let client = ctx.client.clone();
-    let controller = Controller::new(scoped::<K>(&ctx), watcher::Config::default());
+    let controller = Controller::new(scope.api::<K>(&ctx), watcher::Config::default());
     let by_types = controller.store();
     let by_operator_cm = controller.store();
     let operator_ns = ctx.settings.operator_namespace.clone();
-    let mut controller = controller.owns(scoped::<Secret>(&ctx), owned());
+    let mut controller = controller.owns(scope.api::<Secret>(&ctx), owned());
     if workloads {
         controller = controller
-            .owns(scoped::<Deployment>(&ctx), owned())
-            .owns(scoped::<Service>(&ctx), owned())
-            .owns(scoped::<PersistentVolumeClaim>(&ctx), owned())
-            .owns(scoped::<ConfigMap>(&ctx), owned());
+            .owns(scope.api::<Deployment>(&ctx), owned())
+            .owns(scope.api::<Service>(&ctx), owned())
+            .owns(scope.api::<PersistentVolumeClaim>(&ctx), owned())
+            .owns(scope.api::<ConfigMap>(&ctx), owned());
     }
     let controller = controller
         // cloud-resource-config in a watched namespace concerns the CRs of
         // that namespace.
         .watches(
-            scoped::<ConfigMap>(&ctx),
+            scope.api::<ConfigMap>(&ctx),
             watcher::Config::default().fields(&format!("metadata.name={TYPES_CONFIG_MAP}")),
             move |cm| {
                 let ns = cm.namespace();
@@ -120,15 +162,17 @@ async fn resource_controller<K: ResourceCr>(ctx: Arc<Context>, workloads: bool) 
                     .collect::<Vec<_>>()
             },
         );
-    drive(controller, ctx).await;
+    drive(controller, ctx, shutdown).await;
 }
 
-async fn drive<K>(controller: Controller<K>, ctx: Arc<Context>)
+async fn drive<K>(controller: Controller<K>, ctx: Arc<Context>, shutdown: Shutdown)
 where
     K: Managed + Resource<DynamicType = ()> + Debug,
 {
+    let config = controller::Config::default().concurrency(ctx.settings.concurrency);
     controller
-        .shutdown_on_signal()
+        .with_config(config)
+        .graceful_shutdown_on(shutdown)
         .run(reconcile::<K>, error_policy::<K>, ctx)
         .for_each(|result| async move {
             match result {

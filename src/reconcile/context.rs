@@ -19,8 +19,10 @@ use crate::{config::ConfigReader, metrics::Metrics};
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub operator_namespace: String,
-    /// Only this namespace is watched; `None` watches all namespaces.
-    pub watch_namespace: Option<String>,
+    /// Only these namespaces are watched; empty watches all namespaces.
+    pub watch_namespaces: Vec<String>,
+    /// Reconciles run at once per controller (per kind and namespace).
+    pub concurrency: u16,
     pub cluster_id: String,
     /// Prefix of tag keys, e.g. `integreatly.org/`.
     pub tag_key_prefix: String,

@@ -1,0 +1,239 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, with client-go's
+//! semantics so platform engineers can reason about it the usual way: the
+//! leader renews every retry period; it gives up when it could not renew
+//! for the renew deadline; a candidate takes over once the holder's record
+//! has not changed for the lease duration. Expiry is judged by when this
+//! process saw the record change, never by comparing clocks across nodes.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::{
+    api::coordination::v1::{Lease, LeaseSpec},
+    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
+    jiff::Timestamp,
+};
+use kube::{Api, Client, api::PostParams};
+use tokio::sync::Mutex;
+use tracing::{debug, warn};
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub namespace: String,
+    pub name: String,
+    /// Unique per process.
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl Config {
+    /// The timing rules client-go enforces, as an error naming the flags.
+    pub fn check(&self) -> Result<(), String> {
+        if self.renew_deadline >= self.lease_duration {
+            return Err("--leader-election-renew-deadline must be shorter than --leader-election-lease-duration".into());
+        }
+        if self.retry_period >= self.renew_deadline || self.retry_period.is_zero() {
+            return Err("--leader-election-retry-period must be positive and shorter than --leader-election-renew-deadline".into());
+        }
+        Ok(())
+    }
+}
+
+/// The holder record last seen, and when it was first seen.
+struct Observed {
+    holder: Option<String>,
+    renew_time: Option<MicroTime>,
+    since: Instant,
+}
+
+pub struct Elector {
+    api: Api<Lease>,
+    config: Config,
+    observed: Mutex<Option<Observed>>,
+}
+
+impl Elector {
+    pub fn new(client: Client, config: Config) -> Self {
+        Elector {
+            api: Api::namespaced(client, &config.namespace),
+            config,
+            observed: Mutex::new(None),
+        }
+    }
+
+    pub fn identity(&self) -> &str {
+        &self.config.identity
+    }
+
+    /// Returns once this process holds the lease.
+    pub async fn acquire(&self) {
+        loop {
+            match self.try_acquire_or_renew().await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(e) => {
+                    warn!(error = %e, lease = %self.config.name, "leader election: reading or updating the Lease failed")
+                }
+            }
+            tokio::time::sleep(self.config.retry_period).await;
+        }
+    }
+
+    /// Renews the lease until it is lost, and says why. Lost means another
+    /// process holds it, or renewing failed for the renew deadline.
+    pub async fn hold(&self) -> String {
+        let mut renewed = Instant::now();
+        loop {
+            tokio::time::sleep(self.config.retry_period).await;
+            match self.try_acquire_or_renew().await {
+                Ok(true) => renewed = Instant::now(),
+                Ok(false) => return "another replica holds the Lease".into(),
+                Err(e) => {
+                    warn!(error = %e, "leader election: renewing the Lease failed");
+                    if renewed.elapsed() >= self.config.renew_deadline {
+                        return format!(
+                            "the Lease could not be renewed for {:?}: {e}",
+                            self.config.renew_deadline
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives the lease up, so another replica takes over now instead of
+    /// after the lease duration. A lease held by someone else is left alone.
+    pub async fn release(&self) -> Result<(), kube::Error> {
+        let Some(mut lease) = self.api.get_opt(&self.config.name).await? else {
+            return Ok(());
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(self.identity()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        self.api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await?;
+        Ok(())
+    }
+
+    /// One election round: `true` when this process holds the lease after
+    /// it. Writes are guarded by resourceVersion, so two candidates never
+    /// both win.
+    async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
+        let now = MicroTime(Timestamp::now());
+        let seconds = i32::try_from(self.config.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let Some(mut lease) = self.api.get_opt(&self.config.name).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.config.name.clone()),
+                    namespace: Some(self.config.namespace.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.config.identity.clone()),
+                    lease_duration_seconds: Some(seconds),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return conflict_is_false(self.api.create(&PostParams::default(), &lease).await);
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let mine = holder.as_deref() == Some(self.identity());
+        if !mine && holder.is_some() && !self.expired(spec).await {
+            return Ok(false);
+        }
+        if !mine {
+            debug!(previous = ?holder, lease = %self.config.name, "taking over the Lease");
+            spec.holder_identity = Some(self.config.identity.clone());
+            spec.acquire_time = Some(now.clone());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+        }
+        spec.renew_time = Some(now);
+        spec.lease_duration_seconds = Some(seconds);
+        conflict_is_false(
+            self.api
+                .replace(&self.config.name, &PostParams::default(), &lease)
+                .await,
+        )
+    }
+
+    /// Whether the holder's record has stood still for its lease duration,
+    /// measured on this process's monotonic clock.
+    async fn expired(&self, spec: &LeaseSpec) -> bool {
+        let mut observed = self.observed.lock().await;
+        let changed = observed
+            .as_ref()
+            .is_none_or(|o| o.holder != spec.holder_identity || o.renew_time != spec.renew_time);
+        if changed {
+            *observed = Some(Observed {
+                holder: spec.holder_identity.clone(),
+                renew_time: spec.renew_time.clone(),
+                since: Instant::now(),
+            });
+        }
+        let duration = spec
+            .lease_duration_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(self.config.lease_duration, Duration::from_secs);
+        observed
+            .as_ref()
+            .is_some_and(|o| o.since.elapsed() >= duration)
+    }
+}
+
+/// A 409 means another candidate wrote first: we lost this round.
+fn conflict_is_false(result: Result<Lease, kube::Error>) -> Result<bool, kube::Error> {
+    match result {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// A process identity: the pod name when known, plus a random suffix so a
+/// restarted process never mistakes the old holder for itself.
+pub fn identity() -> String {
+    use rand::distr::{Alphanumeric, SampleString};
+    let base = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "cloud-resource-operator".into());
+    format!(
+        "{base}_{}",
+        Alphanumeric
+            .sample_string(&mut rand::rng(), 8)
+            .to_lowercase()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(lease: u64, renew: u64, retry: u64) -> Config {
+        Config {
+            namespace: "ns".into(),
+            name: "lease".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(lease),
+            renew_deadline: Duration::from_secs(renew),
+            retry_period: Duration::from_secs(retry),
+        }
+    }
+
+    #[test]
+    fn timings_must_nest() {
+        assert!(config(15, 10, 2).check().is_ok());
+        assert!(config(10, 10, 2).check().is_err());
+        assert!(config(15, 10, 10).check().is_err());
+        assert!(config(15, 10, 0).check().is_err());
+    }
+}
