@@ -6,7 +6,7 @@
 pub mod resource;
 pub mod snapshot;
 
-use std::{fmt::Debug, sync::Arc};
+use std::{fmt::Debug, sync::Arc, time::Duration};
 
 use futures::{
     FutureExt, StreamExt,
@@ -165,20 +165,40 @@ async fn resource_controller<K: ResourceCr>(
     drive(controller, ctx, shutdown).await;
 }
 
+/// How long running reconciles may take to finish after shutdown before
+/// they are dropped (below the Deployment's 60 s grace period).
+const DRAIN_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long shutdown waits for a controller's first list. kube's
+/// controller holds its runner until the store is ready, so a graceful
+/// shutdown requested before that would otherwise never finish.
+const STORE_READY_LIMIT: Duration = Duration::from_secs(10);
+
 async fn drive<K>(controller: Controller<K>, ctx: Arc<Context>, shutdown: Shutdown)
 where
     K: Managed + Resource<DynamicType = ()> + Debug,
 {
     let config = controller::Config::default().concurrency(ctx.settings.concurrency);
-    controller
+    let store = controller.store();
+    let graceful = shutdown.clone().then(move |()| async move {
+        let _ = tokio::time::timeout(STORE_READY_LIMIT, store.wait_until_ready()).await;
+    });
+    let running = controller
         .with_config(config)
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(graceful)
         .run(reconcile::<K>, error_policy::<K>, ctx)
         .for_each(|result| async move {
             match result {
                 Ok((obj, _)) => debug!(object = %obj, "reconciled"),
                 Err(e) => warn!(error = %e, "reconcile error"),
             }
-        })
-        .await;
+        });
+    let deadline = shutdown.then(|()| tokio::time::sleep(DRAIN_LIMIT + STORE_READY_LIMIT));
+    tokio::select! {
+        () = running => {}
+        () = deadline => warn!(
+            kind = %K::kind(&()),
+            "reconciles still running {DRAIN_LIMIT:?} after shutdown; stopping them (each resumes from the cluster state on the next start)"
+        ),
+    }
 }
