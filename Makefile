@@ -17,8 +17,10 @@ deps: ## install missing system packages (Debian)
 build: ## build the operator and all tests
 	cargo build --workspace --all-targets
 
-crds: ## regenerate crds/ from the Rust types
+crds: ## regenerate crds/ from the Rust types, and the Helm chart's copies of crds/ and config/
 	cargo run --quiet -- crd --output-dir crds
+	cargo run --quiet -- crd --output-dir deploy/helm/crds
+	cp config/cloud-resource*.yaml deploy/helm/config/
 
 testenv-up: deps ## start the local control plane + kwok + moto (builds and caches binaries first time)
 	@$(TESTENV) up
@@ -47,7 +49,7 @@ lint: ## rustfmt and clippy, warnings are errors
 run: deps build ## run the operator in the foreground (local control plane unless KUBECONFIG is set)
 	@if [ -z "$${KUBECONFIG:-}" ]; then $(TESTENV) up; fi; \
 	if [ -z "$${KUBECONFIG:-}" ]; then set -a; . $(ENV_SH); set +a; fi; \
-	kubectl apply --server-side -f crds/ >/dev/null; \
+	kubectl apply --server-side -k crds/ >/dev/null; \
 	kubectl create namespace $(OPERATOR_NAMESPACE) --dry-run=client -o yaml | kubectl apply -f - >/dev/null; \
 	kubectl -n $(OPERATOR_NAMESPACE) apply -k config/ >/dev/null; \
 	echo "CRDs and configuration installed; try: kubectl apply -f config/samples/"; \

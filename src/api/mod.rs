@@ -53,22 +53,43 @@ pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, yaml_serde::Er
 mod tests {
     use super::*;
 
-    /// `crds/` is what users install; it must be what the Rust types say.
+    /// `crds/` and the Helm chart's copy are what users install; they must
+    /// be what the Rust types say, and crds/kustomization.yaml lists them.
     #[test]
     fn checked_in_crds_match_the_rust_types() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
-        for crd in crds() {
-            let path = dir.join(crd_file_name(&crd));
-            let want = crd_yaml(&crd).unwrap_or_else(|e| panic!("{e}"));
-            let have = std::fs::read_to_string(&path).unwrap_or_default();
-            assert!(
-                have == want,
-                "{} is missing or stale: run `make crds` and commit the result",
-                path.display()
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let kustomization =
+            std::fs::read_to_string(root.join("crds/kustomization.yaml")).unwrap_or_default();
+        for dir in [root.join("crds"), root.join("deploy/helm/crds")] {
+            for crd in crds() {
+                let path = dir.join(crd_file_name(&crd));
+                let want = crd_yaml(&crd).unwrap_or_else(|e| panic!("{e}"));
+                let have = std::fs::read_to_string(&path).unwrap_or_default();
+                assert!(
+                    have == want,
+                    "{} is missing or stale: run `make crds` and commit the result",
+                    path.display()
+                );
+                assert!(
+                    kustomization.contains(&format!("- {}", crd_file_name(&crd))),
+                    "crds/kustomization.yaml does not list {}",
+                    crd_file_name(&crd)
+                );
+            }
+            let files = std::fs::read_dir(&dir)
+                .map(|d| {
+                    d.filter_map(Result::ok)
+                        .filter(|e| e.file_name() != "kustomization.yaml")
+                        .count()
+                })
+                .unwrap_or(0);
+            assert_eq!(
+                files,
+                6,
+                "{} should hold exactly the six CRDs",
+                dir.display()
             );
         }
-        let files = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
-        assert_eq!(files, 6, "crds/ should hold exactly the six CRDs");
     }
 
     #[test]
