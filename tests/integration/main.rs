@@ -6,7 +6,9 @@ mod support;
 
 mod aws;
 mod bench;
+mod deploy;
 mod foundation;
 mod in_cluster;
+mod leader;
 mod observability;
 mod validate;

@@ -33,6 +33,15 @@ async fn metrics_after_a_scenario_and_no_secret_in_the_logs() {
             o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete)
         })
         .await;
+        // A tier nobody defined: counted as an error with its label.
+        let mut bad = pg.clone();
+        bad.metadata.name = Some("bad".into());
+        bad.spec.resource.tier = "gold".into();
+        pgs.create(&PostParams::default(), &bad).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_for(&pgs, "bad", "failed", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Failed)
+        })
+        .await;
 
         assert_eq!(op.http_get("/healthz").await, "ok");
         assert_eq!(op.http_get("/readyz").await, "ok");
@@ -44,6 +53,10 @@ async fn metrics_after_a_scenario_and_no_secret_in_the_logs() {
             format!("cro_postgres_status_phase{{namespace=\"{ns}\",name=\"db\",phase=\"failed\"}} 0"),
             format!("cro_blobstorage_status_phase{{namespace=\"{ns}\",name=\"blob\",phase=\"complete\"}} 1"),
             "cro_aws_api_calls_total{service=\"s3\",operation=\"CreateBucket\",outcome=\"success\"} 1".to_string(),
+            "cro_time_to_ready_seconds_count{kind=\"Postgres\",provider=\"openshift\",tier=\"development\"} 1".to_string(),
+            "cro_time_to_ready_seconds_count{kind=\"BlobStorage\",provider=\"aws\",tier=\"development\"} 1".to_string(),
+            "cro_reconcile_errors_total{kind=\"Postgres\",error=\"config_invalid\"}".to_string(),
+            "cro_leader 1".to_string(),
         ] {
             assert!(metrics.contains(&want), "missing {want} in:\n{metrics}");
         }

@@ -27,6 +27,10 @@ pub struct TestEnv {
     pub kubeconfig: PathBuf,
     pub aws_endpoint_url: String,
     pub aws_region: String,
+    pub kubectl: PathBuf,
+    pub helm: PathBuf,
+    /// The apiserver's audit log (requests of ServiceAccounts).
+    pub audit_log: PathBuf,
 }
 
 impl TestEnv {
@@ -48,6 +52,9 @@ impl TestEnv {
             kubeconfig: PathBuf::from(get("KUBECONFIG")),
             aws_endpoint_url: get("AWS_ENDPOINT_URL"),
             aws_region: get("AWS_REGION"),
+            kubectl: PathBuf::from(get("CRO_TESTENV_KUBECTL")),
+            helm: PathBuf::from(get("CRO_TESTENV_HELM")),
+            audit_log: PathBuf::from(get("CRO_TESTENV_AUDIT_LOG")),
         }
     }
 
@@ -202,9 +209,41 @@ pub async fn ensure_crds(client: &Client) {
     }
 }
 
-/// The operator binary, running against the test environment and watching
-/// one namespace (which is also its operator namespace, so a test's
-/// configuration ConfigMaps are its own).
+/// How to start the operator binary for a test.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// Watched namespace, also the operator namespace (so a test's
+    /// configuration ConfigMaps are its own).
+    pub namespace: String,
+    /// Log file name under target/testenv/logs.
+    pub log_name: String,
+    /// Kubeconfig to run with; the admin's when `None`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--cluster-id`; discovered from the cluster when `None`.
+    pub cluster_id: Option<String>,
+    /// Flags appended last (they win over the defaults above).
+    pub extra_args: Vec<String>,
+}
+
+impl Launch {
+    /// The usual test operator: admin credentials, fixed cluster ID, its
+    /// leader-election Lease in `default` (named after the namespace, so
+    /// the Lease outlives the namespace's deletion while finalizers run).
+    pub fn new(namespace: &str) -> Launch {
+        Launch {
+            namespace: namespace.to_string(),
+            log_name: format!("operator-{namespace}.log"),
+            kubeconfig: None,
+            cluster_id: Some("testcluster".into()),
+            extra_args: vec![
+                "--leader-election-namespace=default".into(),
+                format!("--leader-election-lease-name=cro-{namespace}"),
+            ],
+        }
+    }
+}
+
+/// The operator binary, running against the test environment.
 pub struct Operator {
     child: tokio::process::Child,
     pub log: PathBuf,
@@ -212,29 +251,33 @@ pub struct Operator {
 
 impl Operator {
     pub async fn start(namespace: &str) -> Operator {
+        Operator::launch(Launch::new(namespace)).await
+    }
+
+    pub async fn launch(launch: Launch) -> Operator {
         let env = TestEnv::load();
         let logs = repo_root().join("target/testenv/logs");
         std::fs::create_dir_all(&logs)
             .unwrap_or_else(|e| panic!("creating {}: {e}", logs.display()));
-        let log = logs.join(format!("operator-{namespace}.log"));
+        let log = logs.join(&launch.log_name);
         let file = std::fs::File::create(&log)
             .unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
         let stderr = file.try_clone().unwrap_or_else(|e| panic!("{e}"));
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_cloud-resource-operator"))
-            .args([
-                "run",
-                "--operator-namespace",
-                namespace,
-                "--watch-namespace",
-                namespace,
-            ])
-            .args([
-                "--cluster-id",
-                "testcluster",
-                "--metrics-address",
-                "127.0.0.1:0",
-            ])
-            .env("KUBECONFIG", &env.kubeconfig)
+        let ns = &launch.namespace;
+        let mut command =
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_cloud-resource-operator"));
+        command
+            .args(["run", "--operator-namespace", ns, "--watch-namespaces", ns])
+            .args(["--metrics-address", "127.0.0.1:0"]);
+        if let Some(id) = &launch.cluster_id {
+            command.args(["--cluster-id", id]);
+        }
+        let child = command
+            .args(&launch.extra_args)
+            .env(
+                "KUBECONFIG",
+                launch.kubeconfig.as_ref().unwrap_or(&env.kubeconfig),
+            )
             .env("AWS_ENDPOINT_URL", &env.aws_endpoint_url)
             .env("AWS_REGION", &env.aws_region)
             .env("AWS_ACCESS_KEY_ID", "testing")
@@ -246,6 +289,58 @@ impl Operator {
             .spawn()
             .unwrap_or_else(|e| panic!("starting the operator binary: {e}"));
         Operator { child, log }
+    }
+
+    /// Sends SIGTERM, as Kubernetes does when stopping a pod, and returns
+    /// the exit status once the process is gone (panics after `timeout`).
+    pub async fn terminate(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let pid = self
+            .child
+            .id()
+            .unwrap_or_else(|| panic!("the operator already exited"));
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap_or_else(|e| panic!("running kill: {e}"));
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        self.wait_exit(timeout).await
+    }
+
+    /// SIGKILL: the process dies without any cleanup, like a crashed node.
+    pub async fn kill(&mut self) {
+        self.child
+            .kill()
+            .await
+            .unwrap_or_else(|e| panic!("killing the operator: {e}"));
+    }
+
+    /// Waits for the process to exit by itself (panics after `timeout`).
+    pub async fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        match tokio::time::timeout(timeout, self.child.wait()).await {
+            Ok(status) => status.unwrap_or_else(|e| panic!("waiting for the operator: {e}")),
+            Err(_) => panic!(
+                "the operator did not exit within {timeout:?}; its log:\n{}",
+                self.logs()
+            ),
+        }
+    }
+
+    /// Waits until the log contains `needle` (panics after `timeout`).
+    pub async fn wait_log(&self, needle: &str, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !self.logs().contains(needle) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the operator did not log {needle:?} within {timeout:?}; its log:\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Whether the process still runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Everything the operator logged so far.
@@ -315,6 +410,30 @@ impl Operator {
     }
 }
 
+/// Panics when `log` contains the value of any credential (a key naming a
+/// password, secret or token) of any Secret in `namespace`.
+pub async fn assert_no_secret_in(client: &Client, namespace: &str, log: &str) {
+    use k8s_openapi::api::core::v1::Secret;
+    let secrets = Api::<Secret>::namespaced(client.clone(), namespace)
+        .list(&Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing Secrets in {namespace}: {e}"));
+    for secret in secrets {
+        for (key, value) in secret.data.iter().flatten() {
+            let lower = key.to_lowercase();
+            let credential = ["password", "secret", "token"]
+                .iter()
+                .any(|w| lower.contains(w));
+            let value = String::from_utf8_lossy(&value.0);
+            assert!(
+                !(credential && value.len() >= 8 && log.contains(value.as_ref())),
+                "the value of {namespace}/{}:{key} appears in the operator log",
+                secret.name_any()
+            );
+        }
+    }
+}
+
 /// Runs `test` with a fresh namespace and an operator watching it. The
 /// namespace is deleted while the operator still runs (so finalizers are
 /// honoured), then the operator stops.
@@ -334,7 +453,15 @@ where
         .unwrap_or_else(|e| panic!("creating a test namespace: {e}"));
     let name = ns.name_any();
     let operator = std::sync::Arc::new(Operator::start(&name).await);
-    let result = tokio::spawn(test(client, name.clone(), operator.clone())).await;
+    let result = tokio::spawn(test(client.clone(), name.clone(), operator.clone())).await;
+    // Every test with an operator also proves its log leaks no credential.
+    let result = match result {
+        Ok(()) => {
+            let (log, ns) = (operator.logs(), name.clone());
+            tokio::spawn(async move { assert_no_secret_in(&client, &ns, &log).await }).await
+        }
+        failed => failed,
+    };
     if let Err(e) = namespaces.delete(&name, &DeleteParams::default()).await {
         eprintln!("warning: deleting test namespace {name}: {e}");
     }

@@ -230,6 +230,8 @@ export AWS_ACCESS_KEY_ID='testing'
 export AWS_SECRET_ACCESS_KEY='testing'
 export CRO_TESTENV_KWOK_NODE='kwok-node-0'
 export CRO_TESTENV_HELM='$helm_bin/helm'
+export CRO_TESTENV_KUBECTL='$k8s_bin/kubectl'
+export CRO_TESTENV_AUDIT_LOG='$state/logs/audit.log'
 EOF
 }
 

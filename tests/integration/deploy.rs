@@ -1,0 +1,651 @@
+//! deploy/ as a platform engineer installs it: the kustomization and the
+//! Helm chart both pass the real apiserver's dry run and grant the same
+//! RBAC, and the operator running under exactly that RBAC (a token of
+//! its ServiceAccount) completes the in-cluster scenario. The apiserver's
+//! audit log proves the RBAC least-privilege both ways: no request was
+//! refused, and every verb of every rule was used.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use cloud_resource_operator::api::{
+    BlobStorage, Phase, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SMTPCredentialSet,
+};
+use k8s_openapi::api::{
+    authentication::v1::{TokenRequest, TokenRequestSpec},
+    core::v1::{ConfigMap, Namespace, ServiceAccount},
+    events::v1::Event,
+    rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding},
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, PostParams},
+};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::{Value, json};
+
+use crate::support::{
+    DEFAULT_TIMEOUT, Launch, Operator, TestEnv, apply, assert_no_secret_in, ensure_crds,
+    wait_deleted, wait_for, with_namespace,
+};
+
+const CHART: &str = "deploy/helm";
+const RELEASE_NAMESPACE: &str = "cloud-resource-operator";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs a tool of the test environment; its stdout, or a panic with its stderr.
+fn run(program: &Path, args: &[&str]) -> String {
+    let env = TestEnv::load();
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(repo())
+        .env("KUBECONFIG", &env.kubeconfig)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
+    assert!(
+        out.status.success(),
+        "{} {}: {}\n{}",
+        program.display(),
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn documents(yaml: &str) -> Vec<Value> {
+    use serde::Deserialize;
+    yaml_serde::Deserializer::from_str(yaml)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("rendered YAML: {e}")))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn kustomize(dir: &str) -> Vec<Value> {
+    documents(&run(&TestEnv::load().kubectl, &["kustomize", dir]))
+}
+
+fn helm_template() -> Vec<Value> {
+    let env = TestEnv::load();
+    documents(&run(
+        &env.helm,
+        &[
+            "template",
+            "cro",
+            CHART,
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--include-crds",
+        ],
+    ))
+}
+
+const RBAC_KINDS: [&str; 5] = [
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+];
+
+/// The RBAC objects of a rendering, reduced to what grants anything:
+/// labels and annotations differ between kustomize and Helm on purpose.
+fn rbac(docs: &[Value]) -> BTreeMap<(String, String, String), Value> {
+    docs.iter()
+        .filter(|d| RBAC_KINDS.contains(&d["kind"].as_str().unwrap_or_default()))
+        .map(|d| {
+            let key = (
+                d["kind"].as_str().unwrap_or_default().to_string(),
+                d["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                d["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+            let grants =
+                json!({"rules": d["rules"], "roleRef": d["roleRef"], "subjects": d["subjects"]});
+            (key, grants)
+        })
+        .collect()
+}
+
+async fn ensure_release_namespace(client: &Client) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": RELEASE_NAMESPACE}}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    apply(&Api::<Namespace>::all(client.clone()), &ns)
+        .await
+        .unwrap_or_else(|e| panic!("creating namespace {RELEASE_NAMESPACE}: {e}"));
+}
+
+#[tokio::test]
+async fn kustomize_and_helm_pass_the_apiserver_dry_run_and_grant_the_same_rbac() {
+    let env = TestEnv::load();
+    let client = env.client().await;
+    ensure_crds(&client).await;
+    ensure_release_namespace(&client).await;
+
+    run(
+        &env.kubectl,
+        &["apply", "--dry-run=server", "-k", "deploy/"],
+    );
+    let charted = helm_template();
+    let file = repo().join("target/testenv/helm-rendered.yaml");
+    let rendered: Vec<String> = charted
+        .iter()
+        .map(|d| yaml_serde::to_string(d).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    std::fs::write(&file, rendered.join("---\n")).unwrap_or_else(|e| panic!("{e}"));
+    run(
+        &env.kubectl,
+        &[
+            "apply",
+            "--dry-run=server",
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "-f",
+            &file.to_string_lossy(),
+        ],
+    );
+
+    // The same objects (Helm creates the namespace itself), the same
+    // configuration and CRDs.
+    let kustomized = kustomize("deploy/");
+    let by_name = |docs: &[Value]| -> BTreeMap<(String, String), Value> {
+        docs.iter()
+            .filter(|d| d["kind"] != "Namespace")
+            .map(|d| {
+                let key = (
+                    d["kind"].as_str().unwrap_or_default().to_string(),
+                    d["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+                (key, d.clone())
+            })
+            .collect()
+    };
+    let (ko, ho) = (by_name(&kustomized), by_name(&charted));
+    assert_eq!(
+        ko.keys().collect::<Vec<_>>(),
+        ho.keys().collect::<Vec<_>>(),
+        "kustomize and Helm render different objects"
+    );
+    for ((kind, name), k) in &ko {
+        let field = match kind.as_str() {
+            "ConfigMap" => "data",
+            "CustomResourceDefinition" => "spec",
+            _ => continue,
+        };
+        assert_eq!(
+            k[field],
+            ho[&(kind.clone(), name.clone())][field],
+            "{kind} {name}: {field} differs"
+        );
+    }
+    let (k, h) = (rbac(&kustomized), rbac(&charted));
+    assert_eq!(
+        k.keys().collect::<Vec<_>>(),
+        h.keys().collect::<Vec<_>>(),
+        "kustomize and Helm render different RBAC objects"
+    );
+    for (key, grants) in &k {
+        assert_eq!(
+            grants, &h[key],
+            "{key:?} differs between kustomize and Helm"
+        );
+    }
+    assert!(
+        k.keys().any(|(kind, ..)| kind == "ClusterRole"),
+        "no ClusterRole rendered: {k:#?}"
+    );
+
+    // Both run the same operator the same way.
+    let deployment = |docs: &[Value]| {
+        docs.iter()
+            .find(|d| d["kind"] == "Deployment")
+            .map(|d| d["spec"]["template"]["spec"].clone())
+            .unwrap_or_else(|| panic!("no Deployment rendered"))
+    };
+    let (kd, hd) = (deployment(&kustomized), deployment(&charted));
+    for field in ["serviceAccountName", "securityContext"] {
+        assert_eq!(kd[field], hd[field], "Deployment {field} differs");
+    }
+    let container = |d: &Value| d["containers"][0].clone();
+    for field in [
+        "args",
+        "securityContext",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+    ] {
+        assert_eq!(
+            container(&kd)[field],
+            container(&hd)[field],
+            "container {field} differs"
+        );
+    }
+}
+
+/// deploy/rbac re-targeted at `ns`: namespaced objects move into it,
+/// cluster-scoped ones get a per-test name, bindings follow both.
+fn rbac_for(ns: &str) -> Vec<Value> {
+    let suffix = format!("-{ns}");
+    kustomize("deploy/rbac")
+        .into_iter()
+        .map(|mut doc| {
+            let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+            match kind.as_str() {
+                "ClusterRole" | "ClusterRoleBinding" => {
+                    let name = format!(
+                        "{}{suffix}",
+                        doc["metadata"]["name"].as_str().unwrap_or_default()
+                    );
+                    doc["metadata"]["name"] = json!(name);
+                }
+                _ => doc["metadata"]["namespace"] = json!(ns),
+            }
+            if doc["roleRef"]["kind"] == "ClusterRole" {
+                let name = format!(
+                    "{}{suffix}",
+                    doc["roleRef"]["name"].as_str().unwrap_or_default()
+                );
+                doc["roleRef"]["name"] = json!(name);
+            }
+            if let Some(subjects) = doc["subjects"].as_array_mut() {
+                for s in subjects {
+                    s["namespace"] = json!(ns);
+                }
+            }
+            doc
+        })
+        .collect()
+}
+
+fn typed<K: DeserializeOwned>(doc: &Value) -> K {
+    serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{e}: {doc}"))
+}
+
+async fn apply_doc(client: &Client, doc: &Value) {
+    let ns = doc["metadata"]["namespace"].as_str().unwrap_or_default();
+    async fn put<K>(api: Api<K>, obj: K)
+    where
+        K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Serialize,
+    {
+        let name = obj.name_any();
+        apply(&api, &obj)
+            .await
+            .unwrap_or_else(|e| panic!("applying {name}: {e}"));
+    }
+    match doc["kind"].as_str().unwrap_or_default() {
+        "ServiceAccount" => {
+            put(
+                Api::<ServiceAccount>::namespaced(client.clone(), ns),
+                typed(doc),
+            )
+            .await
+        }
+        "Role" => put(Api::<Role>::namespaced(client.clone(), ns), typed(doc)).await,
+        "RoleBinding" => {
+            put(
+                Api::<RoleBinding>::namespaced(client.clone(), ns),
+                typed(doc),
+            )
+            .await
+        }
+        "ClusterRole" => put(Api::<ClusterRole>::all(client.clone()), typed(doc)).await,
+        "ClusterRoleBinding" => {
+            put(Api::<ClusterRoleBinding>::all(client.clone()), typed(doc)).await
+        }
+        other => panic!("unexpected {other} in deploy/rbac"),
+    }
+}
+
+/// A kubeconfig for the test cluster that authenticates as `sa` in `ns`
+/// with a short-lived token from the TokenRequest API.
+async fn service_account_kubeconfig(client: &Client, ns: &str, sa: &str) -> PathBuf {
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let body = request;
+    let token: TokenRequest = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create_subresource("token", sa, &PostParams::default(), &body)
+        .await
+        .unwrap_or_else(|e| panic!("requesting a token for {ns}/{sa}: {e}"));
+    let token = token
+        .status
+        .map(|s| s.token)
+        .unwrap_or_else(|| panic!("TokenRequest returned no token"));
+    let admin = std::fs::read_to_string(TestEnv::load().kubeconfig)
+        .unwrap_or_else(|e| panic!("reading the admin kubeconfig: {e}"));
+    let mut config: Value = yaml_serde::from_str(&admin).unwrap_or_else(|e| panic!("{e}"));
+    config["users"] = json!([{"name": sa, "user": {"token": token}}]);
+    config["contexts"][0]["context"]["user"] = json!(sa);
+    let path = repo().join(format!("target/testenv/kubeconfig-{ns}-{sa}"));
+    std::fs::write(
+        &path,
+        yaml_serde::to_string(&config).unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    path
+}
+
+/// One request as the apiserver audited it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Audited {
+    group: String,
+    /// `resource` or `resource/subresource`.
+    resource: String,
+    name: String,
+    verb: String,
+    code: i64,
+}
+
+fn audited_requests_of(user: &str) -> Vec<Audited> {
+    let log = TestEnv::load().audit_log;
+    let text = std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("reading the audit log {}: {e}", log.display()));
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
+        .map(|e| {
+            let o = &e["objectRef"];
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            let resource = match o["subresource"].as_str() {
+                Some(sub) => format!("{}/{sub}", s(&o["resource"])),
+                None => s(&o["resource"]),
+            };
+            Audited {
+                group: s(&o["apiGroup"]),
+                resource,
+                name: s(&o["name"]),
+                verb: s(&e["verb"]),
+                code: e["responseStatus"]["code"].as_i64().unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// Whether `request` exercised `verb` on `group`/`resource` as `rule`
+/// allows it. A server-side apply that created its object (201) used
+/// `create` as well as `patch`: the apiserver checks both.
+fn uses(request: &Audited, group: &str, resource: &str, verb: &str, rule: &PolicyRule) -> bool {
+    let verb_matches = request.verb == verb
+        || (verb == "create" && request.verb == "patch" && request.code == 201);
+    let name_matches = rule
+        .resource_names
+        .as_ref()
+        .is_none_or(|names| names.contains(&request.name));
+    request.group == group && request.resource == resource && verb_matches && name_matches
+}
+
+/// Every verb on every resource each rule grants, and which were unused.
+fn unused_grants(rules: &[PolicyRule], requests: &[Audited]) -> Vec<String> {
+    let mut unused = vec![];
+    for rule in rules {
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                for verb in &rule.verbs {
+                    if !requests
+                        .iter()
+                        .any(|r| uses(r, group, resource, verb, rule))
+                    {
+                        unused.push(format!("{verb} {resource}.{group}"));
+                    }
+                }
+            }
+        }
+    }
+    unused
+}
+
+fn cr<K: DeserializeOwned>(kind: &str, name: &str, spec: Value) -> K {
+    serde_json::from_value(json!({
+        "apiVersion": "integreatly.org/v1alpha1", "kind": kind,
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .unwrap_or_else(|e| panic!("{kind} {name}: {e}"))
+}
+
+async fn create<K>(api: &Api<K>, obj: K)
+where
+    K: Resource + Clone + std::fmt::Debug + Serialize + DeserializeOwned,
+{
+    let name = obj.name_any();
+    api.create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+}
+
+/// Waits until the phase of `$name` satisfies `$ok`.
+macro_rules! wait_phase {
+    ($api:expr, $name:expr, $t:ty, $what:expr, $ok:expr) => {
+        wait_for($api, $name, $what, DEFAULT_TIMEOUT, |o: Option<&$t>| {
+            $ok(o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase))
+        })
+        .await
+    };
+}
+
+/// Every kind, in-cluster, from create to delete.
+async fn in_cluster_scenario(client: &Client, ns: &str, operator: &Operator) {
+    let spec = |secret: &str| json!({"type": "workshop", "tier": "development", "secretRef": {"name": secret}});
+    let pgs = Api::<Postgres>::namespaced(client.clone(), ns);
+    let redis = Api::<Redis>::namespaced(client.clone(), ns);
+    let blobs = Api::<BlobStorage>::namespaced(client.clone(), ns);
+    let smtps = Api::<SMTPCredentialSet>::namespaced(client.clone(), ns);
+    let pg_snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), ns);
+    let redis_snaps = Api::<RedisSnapshot>::namespaced(client.clone(), ns);
+    // Tier `broken` makes the apiserver refuse the Deployment again and
+    // again: the repeated Warning becomes an Event series (a patch).
+    let default_tier = json!({"development": {"strategy": {}}}).to_string();
+    let strategies: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "cloud-resources-openshift-strategies", "namespace": ns},
+        "data": {
+            "postgres": json!({"development": {"strategy": {}}, "broken": {"strategy": {"deploymentSpec": {"replicas": -1}}}}).to_string(),
+            "redis": default_tier, "blobstorage": default_tier, "smtpcredentials": default_tier,
+        }
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    apply(
+        &Api::<ConfigMap>::namespaced(client.clone(), ns),
+        &strategies,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying the strategies: {e}"));
+    create(
+        &pgs,
+        cr(
+            "Postgres",
+            "broken",
+            json!({"type": "workshop", "tier": "broken", "secretRef": {"name": "broken-sec"}}),
+        ),
+    )
+    .await;
+    let events = Api::<Event>::namespaced(client.clone(), ns);
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+    loop {
+        let list = events
+            .list(&Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("listing Events: {e}"));
+        let repeated = list.items.iter().any(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("broken")
+                && e.series.as_ref().is_some_and(|s| s.count >= 2)
+        });
+        if repeated {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no repeated Event for Postgres broken: {list:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    create(&pgs, cr("Postgres", "db", spec("db-sec"))).await;
+    create(&redis, cr("Redis", "cache", spec("cache-sec"))).await;
+    create(&blobs, cr("BlobStorage", "blob", spec("blob-sec"))).await;
+    create(&smtps, cr("SMTPCredentialSet", "smtp", spec("smtp-sec"))).await;
+    let complete = |p: Option<Phase>| p == Some(Phase::Complete);
+    wait_phase!(&pgs, "db", Postgres, "complete", complete);
+    wait_phase!(&redis, "cache", Redis, "complete", complete);
+    wait_phase!(&blobs, "blob", BlobStorage, "complete", complete);
+    wait_phase!(&smtps, "smtp", SMTPCredentialSet, "complete", complete);
+
+    // In-cluster resources cannot be snapshotted: the snapshots fail with a
+    // status, which still exercises their controllers' reads and writes.
+    create(
+        &pg_snaps,
+        cr("PostgresSnapshot", "db-snap", json!({"resourceName": "db"})),
+    )
+    .await;
+    create(
+        &redis_snaps,
+        cr(
+            "RedisSnapshot",
+            "cache-snap",
+            json!({"resourceName": "cache"}),
+        ),
+    )
+    .await;
+    let any = |p: Option<Phase>| p.is_some();
+    wait_phase!(&pg_snaps, "db-snap", PostgresSnapshot, "a phase", any);
+    wait_phase!(&redis_snaps, "cache-snap", RedisSnapshot, "a phase", any);
+
+    assert_no_secret_in(client, ns, &operator.logs()).await;
+
+    let dp = DeleteParams::default();
+    let expect = |r: Result<_, kube::Error>| r.unwrap_or_else(|e| panic!("deleting: {e}"));
+    expect(pg_snaps.delete("db-snap", &dp).await.map(|_| ()));
+    expect(redis_snaps.delete("cache-snap", &dp).await.map(|_| ()));
+    expect(pgs.delete("db", &dp).await.map(|_| ()));
+    expect(pgs.delete("broken", &dp).await.map(|_| ()));
+    expect(redis.delete("cache", &dp).await.map(|_| ()));
+    expect(blobs.delete("blob", &dp).await.map(|_| ()));
+    expect(smtps.delete("smtp", &dp).await.map(|_| ()));
+    let t = DEFAULT_TIMEOUT;
+    wait_deleted(&pg_snaps, "db-snap", t).await;
+    wait_deleted(&redis_snaps, "cache-snap", t).await;
+    wait_deleted(&pgs, "db", t).await;
+    wait_deleted(&pgs, "broken", t).await;
+    wait_deleted(&redis, "cache", t).await;
+    wait_deleted(&blobs, "blob", t).await;
+    wait_deleted(&smtps, "smtp", t).await;
+}
+
+#[tokio::test]
+async fn the_operator_needs_every_rule_of_its_rbac_and_nothing_more() {
+    with_namespace("rbac", |client, ns| async move {
+        ensure_crds(&client).await;
+        let docs = rbac_for(&ns);
+        let cluster_scoped: Vec<(String, String)> = docs
+            .iter()
+            .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "ClusterRoleBinding")
+            .map(|d| {
+                (
+                    d["kind"].as_str().unwrap_or_default().to_string(),
+                    d["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect();
+        let result = tokio::spawn(run_as_service_account(client.clone(), ns.clone(), docs)).await;
+        for (kind, name) in cluster_scoped {
+            let deleted = match kind.as_str() {
+                "ClusterRole" => Api::<ClusterRole>::all(client.clone())
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+                _ => Api::<ClusterRoleBinding>::all(client.clone())
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+            };
+            if let Err(e) = deleted {
+                eprintln!("warning: deleting {kind} {name}: {e}");
+            }
+        }
+        if let Err(e) = result {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    })
+    .await;
+}
+
+async fn run_as_service_account(client: Client, ns: String, docs: Vec<Value>) {
+    for doc in &docs {
+        apply_doc(&client, doc).await;
+    }
+    let sa = docs
+        .iter()
+        .find(|d| d["kind"] == "ServiceAccount")
+        .and_then(|d| d["metadata"]["name"].as_str())
+        .unwrap_or_else(|| panic!("deploy/rbac has no ServiceAccount"))
+        .to_string();
+    let kubeconfig = service_account_kubeconfig(&client, &ns, &sa).await;
+    // Discovers the cluster ID and elects a leader in its own namespace,
+    // as the Deployment does.
+    let mut operator = Operator::launch(Launch {
+        kubeconfig: Some(kubeconfig),
+        cluster_id: None,
+        extra_args: vec![],
+        ..Launch::new(&ns)
+    })
+    .await;
+    in_cluster_scenario(&client, &ns, &operator).await;
+    let status = operator.terminate(DEFAULT_TIMEOUT).await;
+    assert!(
+        status.success(),
+        "the operator exited with {status} on SIGTERM:\n{}",
+        operator.logs()
+    );
+
+    // Watches are audited when they end, so wait for those of this run.
+    let user = format!("system:serviceaccount:{ns}:{sa}");
+    let rules: Vec<PolicyRule> = docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
+        .flat_map(|d| typed::<Vec<PolicyRule>>(&d["rules"]))
+        .collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let (requests, unused) = loop {
+        let requests = audited_requests_of(&user);
+        let unused = unused_grants(&rules, &requests);
+        if unused.is_empty() || tokio::time::Instant::now() > deadline {
+            break (requests, unused);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let refused: BTreeSet<_> = requests.iter().filter(|r| r.code == 403).collect();
+    assert!(
+        refused.is_empty(),
+        "deploy/rbac refused requests the operator needs: {refused:#?}\noperator log:\n{}",
+        operator.logs()
+    );
+    let all: BTreeSet<_> = requests
+        .iter()
+        .map(|r| format!("{} {}.{} {}", r.verb, r.resource, r.group, r.code))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "deploy/rbac grants what the operator never used: {unused:#?}\nrequests made: {all:#?}"
+    );
+}

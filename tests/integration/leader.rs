@@ -1,0 +1,227 @@
+//! Two replicas: only the leader reconciles; the standby takes over when
+//! the leader dies (after the lease duration) or stops (at once, since a
+//! stopping leader releases its Lease); a leader that loses its Lease
+//! stops at once.
+
+use std::time::Duration;
+
+use cloud_resource_operator::api::{Phase, Postgres};
+use k8s_openapi::{
+    api::{coordination::v1::Lease, core::v1::Secret},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
+    jiff::Timestamp,
+};
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+
+use crate::support::{
+    DEFAULT_TIMEOUT, Launch, Operator, ensure_crds, wait_deleted, wait_for, with_namespace,
+};
+
+const LEADING: &str = "became the leader";
+const WAITING: &str = "waiting to become the leader";
+
+/// A replica with the given lease duration (renewal deadline and retry
+/// period scaled down from it).
+async fn replica(ns: &str, name: &str, lease_seconds: u64) -> Operator {
+    let mut launch = Launch::new(ns);
+    launch.log_name = format!("operator-{ns}-{name}.log");
+    launch.extra_args.extend([
+        format!("--leader-election-lease-duration={lease_seconds}"),
+        format!("--leader-election-renew-deadline={}", lease_seconds * 3 / 4),
+        "--leader-election-retry-period=1".to_string(),
+    ]);
+    Operator::launch(launch).await
+}
+
+fn postgres(name: &str) -> Postgres {
+    serde_json::from_value(json!({
+        "apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": name},
+        "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}
+    }))
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn wait_complete(api: &Api<Postgres>, name: &str) {
+    wait_for(
+        api,
+        name,
+        "complete",
+        DEFAULT_TIMEOUT,
+        |o: Option<&Postgres>| {
+            o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete)
+        },
+    )
+    .await;
+}
+
+fn lease_api(client: &kube::Client) -> Api<Lease> {
+    Api::namespaced(client.clone(), "default")
+}
+
+async fn holder(client: &kube::Client, ns: &str) -> Option<String> {
+    lease_api(client)
+        .get_opt(&format!("cro-{ns}"))
+        .await
+        .unwrap_or_else(|e| panic!("reading the Lease: {e}"))
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+#[tokio::test]
+async fn the_standby_takes_over_when_the_leader_dies_and_finishes_new_work() {
+    with_namespace("leader-dies", |client, ns| async move {
+        ensure_crds(&client).await;
+        let mut first = replica(&ns, "a", 4).await;
+        first.wait_log(LEADING, DEFAULT_TIMEOUT).await;
+        let mut second = replica(&ns, "b", 4).await;
+        second.wait_log(WAITING, DEFAULT_TIMEOUT).await;
+
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        pgs.create(&PostParams::default(), &postgres("before"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        wait_complete(&pgs, "before").await;
+        assert!(
+            first.reconciles_of("before") > 0,
+            "the leader did not reconcile"
+        );
+        assert_eq!(
+            second.reconciles_of("before"),
+            0,
+            "the standby reconciled:\n{}",
+            second.logs()
+        );
+        assert!(!second.logs().contains(LEADING), "both replicas lead");
+
+        // A crash: no release, the Lease must expire.
+        first.kill().await;
+        pgs.create(&PostParams::default(), &postgres("after"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        second.wait_log(LEADING, DEFAULT_TIMEOUT).await;
+        wait_complete(&pgs, "after").await;
+        assert!(
+            second.reconciles_of("after") > 0,
+            "the new leader did not reconcile"
+        );
+
+        // The new leader also honours the finalizers the old one added.
+        for name in ["before", "after"] {
+            pgs.delete(name, &DeleteParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        wait_deleted(&pgs, "before", DEFAULT_TIMEOUT).await;
+        wait_deleted(&pgs, "after", DEFAULT_TIMEOUT).await;
+        let status = second.terminate(DEFAULT_TIMEOUT).await;
+        assert!(status.success(), "exit status {status}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stopping_leader_releases_the_lease_so_the_standby_leads_at_once() {
+    with_namespace("leader-stops", |client, ns| async move {
+        ensure_crds(&client).await;
+        // A lease far longer than the wait below: only a release can
+        // explain a prompt takeover.
+        let mut first = replica(&ns, "a", 60).await;
+        first.wait_log(LEADING, DEFAULT_TIMEOUT).await;
+        let mut second = replica(&ns, "b", 60).await;
+        second.wait_log(WAITING, DEFAULT_TIMEOUT).await;
+
+        // Stopped mid-work: whatever it left, the next leader finishes.
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let names = ["one", "two", "three"];
+        for name in names {
+            pgs.create(&PostParams::default(), &postgres(name))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        first.wait_log("reconciled", DEFAULT_TIMEOUT).await;
+        let status = first.terminate(DEFAULT_TIMEOUT).await;
+        assert!(
+            status.success(),
+            "SIGTERM: exit status {status}:\n{}",
+            first.logs()
+        );
+        assert!(
+            first.logs().contains("released the Lease"),
+            "{}",
+            first.logs()
+        );
+        second.wait_log(LEADING, Duration::from_secs(20)).await;
+        let now_holding = holder(&client, &ns).await.unwrap_or_default();
+        assert!(
+            second.logs().contains(&now_holding) && !now_holding.is_empty(),
+            "the Lease is held by {now_holding:?}, not the standby"
+        );
+        for name in names {
+            wait_complete(&pgs, name).await;
+            let secret = Api::<Secret>::namespaced(client.clone(), &ns)
+                .get(&format!("{name}-sec"))
+                .await
+                .unwrap_or_else(|e| panic!("{name}-sec: {e}"));
+            assert_eq!(
+                secret.data.map(|d| d.len()),
+                Some(5),
+                "{name}-sec is incomplete"
+            );
+        }
+        for name in names {
+            pgs.delete(name, &DeleteParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        for name in names {
+            wait_deleted(&pgs, name, DEFAULT_TIMEOUT).await;
+        }
+        let status = second.terminate(DEFAULT_TIMEOUT).await;
+        assert!(status.success(), "exit status {status}");
+        assert_eq!(
+            holder(&client, &ns).await,
+            None,
+            "the last leader kept the Lease"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_leader_whose_lease_is_taken_stops_at_once() {
+    with_namespace("leader-lost", |client, ns| async move {
+        ensure_crds(&client).await;
+        let mut leader = replica(&ns, "a", 60).await;
+        leader.wait_log(LEADING, DEFAULT_TIMEOUT).await;
+
+        // Another holder appears (as after a network partition healed).
+        let now = MicroTime(Timestamp::now());
+        lease_api(&client)
+            .patch(
+                &format!("cro-{ns}"),
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"holderIdentity": "someone-else", "renewTime": now}}),
+                ),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("taking the Lease: {e}"));
+        let status = leader.wait_exit(Duration::from_secs(20)).await;
+        assert!(
+            !status.success(),
+            "a leader that lost its Lease exited successfully"
+        );
+        assert!(
+            leader.logs().contains("lost leadership"),
+            "{}",
+            leader.logs()
+        );
+        assert_eq!(holder(&client, &ns).await.as_deref(), Some("someone-else"));
+    })
+    .await;
+}
