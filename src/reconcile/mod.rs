@@ -29,7 +29,7 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use crate::api::Phase;
 
@@ -103,12 +103,28 @@ fn key<K: Managed>(obj: &K) -> String {
 
 /// The reconcile entry point for every kind.
 pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // One span per reconcile: every line it logs carries the object.
+    let span = tracing::info_span!(
+        "reconcile",
+        kind = %K::kind(&()),
+        namespace = %obj.namespace().unwrap_or_default(),
+        name = %obj.name_any()
+    );
+    reconcile_in_span(obj, ctx).instrument(span).await
+}
+
+async fn reconcile_in_span<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = key(obj.as_ref());
     let started = std::time::Instant::now();
     let result = reconcile_inner(obj.as_ref(), &ctx).await;
     let kind = K::kind(&());
     let error = result.as_ref().err().map(Error::label);
     ctx.metrics.reconciled(&kind, started.elapsed(), error);
+    debug!(
+        seconds = started.elapsed().as_secs_f64(),
+        error = error.unwrap_or("none"),
+        "reconcile finished"
+    );
     match result {
         Ok(action) => {
             ctx.succeeded(&key);

@@ -18,7 +18,8 @@ use kube::{
 use serde_json::json;
 
 use crate::support::{
-    DEFAULT_TIMEOUT, Launch, Operator, ensure_crds, wait_deleted, wait_for, with_namespace,
+    DEFAULT_TIMEOUT, Launch, Operator, assert_no_secret_in, ensure_crds, wait_deleted, wait_for,
+    with_namespace,
 };
 
 const LEADING: &str = "became the leader";
@@ -110,6 +111,9 @@ async fn the_standby_takes_over_when_the_leader_dies_and_finishes_new_work() {
             "the new leader did not reconcile"
         );
 
+        for op in [&first, &second] {
+            assert_no_secret_in(&client, &ns, &op.logs()).await;
+        }
         // The new leader also honours the finalizers the old one added.
         for name in ["before", "after"] {
             pgs.delete(name, &DeleteParams::default())

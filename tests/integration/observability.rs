@@ -63,6 +63,8 @@ async fn metrics_after_a_scenario_and_no_secret_in_the_logs() {
 
         // Every credential the operator handled, absent from its log.
         let logs = op.logs();
+        let span = format!("reconcile{{kind=Postgres namespace={ns} name=db}}");
+        assert!(logs.contains(&span), "no line logged in the span {span}:\n{logs}");
         let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
         for (secret, key) in [("db-sec", "password"), ("blob-sec", "credentialSecretKey"), ("blob-aws-s3-credentials", "secretAccessKey")] {
             let s = secrets.get(secret).await.unwrap_or_else(|e| panic!("{e}"));
