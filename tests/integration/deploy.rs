@@ -60,6 +60,11 @@ fn run(program: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A JSON string's text; empty for anything else.
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
 fn documents(yaml: &str) -> Vec<Value> {
     use serde::Deserialize;
     yaml_serde::Deserializer::from_str(yaml)
@@ -102,15 +107,9 @@ fn rbac(docs: &[Value]) -> BTreeMap<(String, String, String), Value> {
         .filter(|d| RBAC_KINDS.contains(&d["kind"].as_str().unwrap_or_default()))
         .map(|d| {
             let key = (
-                d["kind"].as_str().unwrap_or_default().to_string(),
-                d["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-                d["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
+                text(&d["kind"]),
+                text(&d["metadata"]["name"]),
+                text(&d["metadata"]["namespace"]),
             );
             let grants =
                 json!({"rules": d["rules"], "roleRef": d["roleRef"], "subjects": d["subjects"]});
@@ -164,13 +163,7 @@ async fn kustomize_and_helm_pass_the_apiserver_dry_run_and_grant_the_same_rbac()
         docs.iter()
             .filter(|d| d["kind"] != "Namespace")
             .map(|d| {
-                let key = (
-                    d["kind"].as_str().unwrap_or_default().to_string(),
-                    d["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                );
+                let key = (text(&d["kind"]), text(&d["metadata"]["name"]));
                 (key, d.clone())
             })
             .collect()
@@ -244,7 +237,7 @@ fn rbac_for(ns: &str) -> Vec<Value> {
     kustomize("deploy/rbac")
         .into_iter()
         .map(|mut doc| {
-            let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+            let kind = text(&doc["kind"]);
             match kind.as_str() {
                 "ClusterRole" | "ClusterRoleBinding" => {
                     let name = format!(
@@ -358,23 +351,23 @@ struct Audited {
 
 fn audited_requests_of(user: &str) -> Vec<Audited> {
     let log = TestEnv::load().audit_log;
-    let text = std::fs::read_to_string(&log)
+    let content = std::fs::read_to_string(&log)
         .unwrap_or_else(|e| panic!("reading the audit log {}: {e}", log.display()));
-    text.lines()
+    content
+        .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
         .map(|e| {
             let o = &e["objectRef"];
-            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
             let resource = match o["subresource"].as_str() {
-                Some(sub) => format!("{}/{sub}", s(&o["resource"])),
-                None => s(&o["resource"]),
+                Some(sub) => format!("{}/{sub}", text(&o["resource"])),
+                None => text(&o["resource"]),
             };
             Audited {
-                group: s(&o["apiGroup"]),
+                group: text(&o["apiGroup"]),
                 resource,
-                name: s(&o["name"]),
-                verb: s(&e["verb"]),
+                name: text(&o["name"]),
+                verb: text(&e["verb"]),
                 code: e["responseStatus"]["code"].as_i64().unwrap_or_default(),
             }
         })
@@ -557,15 +550,7 @@ async fn the_operator_needs_every_rule_of_its_rbac_and_nothing_more() {
         let cluster_scoped: Vec<(String, String)> = docs
             .iter()
             .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "ClusterRoleBinding")
-            .map(|d| {
-                (
-                    d["kind"].as_str().unwrap_or_default().to_string(),
-                    d["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                )
-            })
+            .map(|d| (text(&d["kind"]), text(&d["metadata"]["name"])))
             .collect();
         let result = tokio::spawn(run_as_service_account(client.clone(), ns.clone(), docs)).await;
         for (kind, name) in cluster_scoped {

@@ -59,6 +59,33 @@ async fn wait_complete(api: &Api<Postgres>, name: &str) {
     .await;
 }
 
+/// A leader, and a standby that saw the Lease taken.
+async fn leader_and_standby(ns: &str, lease_seconds: u64) -> (Operator, Operator) {
+    let first = replica(ns, "a", lease_seconds).await;
+    first.wait_log(LEADING, DEFAULT_TIMEOUT).await;
+    let second = replica(ns, "b", lease_seconds).await;
+    second.wait_log(WAITING, DEFAULT_TIMEOUT).await;
+    (first, second)
+}
+
+async fn create(pgs: &Api<Postgres>, name: &str) {
+    pgs.create(&PostParams::default(), &postgres(name))
+        .await
+        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+}
+
+/// Deletes the CRs and waits until their finalizers are done.
+async fn delete_all(pgs: &Api<Postgres>, names: &[&str]) {
+    for name in names {
+        pgs.delete(name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting {name}: {e}"));
+    }
+    for name in names {
+        wait_deleted(pgs, name, DEFAULT_TIMEOUT).await;
+    }
+}
+
 fn lease_api(client: &kube::Client) -> Api<Lease> {
     Api::namespaced(client.clone(), "default")
 }
@@ -77,15 +104,10 @@ async fn holder(client: &kube::Client, ns: &str) -> Option<String> {
 async fn the_standby_takes_over_when_the_leader_dies_and_finishes_new_work() {
     with_namespace("leader-dies", |client, ns| async move {
         ensure_crds(&client).await;
-        let mut first = replica(&ns, "a", 4).await;
-        first.wait_log(LEADING, DEFAULT_TIMEOUT).await;
-        let mut second = replica(&ns, "b", 4).await;
-        second.wait_log(WAITING, DEFAULT_TIMEOUT).await;
+        let (mut first, mut second) = leader_and_standby(&ns, 4).await;
 
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
-        pgs.create(&PostParams::default(), &postgres("before"))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        create(&pgs, "before").await;
         wait_complete(&pgs, "before").await;
         assert!(
             first.reconciles_of("before") > 0,
@@ -101,9 +123,7 @@ async fn the_standby_takes_over_when_the_leader_dies_and_finishes_new_work() {
 
         // A crash: no release, the Lease must expire.
         first.kill().await;
-        pgs.create(&PostParams::default(), &postgres("after"))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        create(&pgs, "after").await;
         second.wait_log(LEADING, DEFAULT_TIMEOUT).await;
         wait_complete(&pgs, "after").await;
         assert!(
@@ -115,13 +135,7 @@ async fn the_standby_takes_over_when_the_leader_dies_and_finishes_new_work() {
             assert_no_secret_in(&client, &ns, &op.logs()).await;
         }
         // The new leader also honours the finalizers the old one added.
-        for name in ["before", "after"] {
-            pgs.delete(name, &DeleteParams::default())
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
-        }
-        wait_deleted(&pgs, "before", DEFAULT_TIMEOUT).await;
-        wait_deleted(&pgs, "after", DEFAULT_TIMEOUT).await;
+        delete_all(&pgs, &["before", "after"]).await;
         let status = second.terminate(DEFAULT_TIMEOUT).await;
         assert!(status.success(), "exit status {status}");
     })
@@ -134,18 +148,13 @@ async fn a_stopping_leader_releases_the_lease_so_the_standby_leads_at_once() {
         ensure_crds(&client).await;
         // A lease far longer than the wait below: only a release can
         // explain a prompt takeover.
-        let mut first = replica(&ns, "a", 60).await;
-        first.wait_log(LEADING, DEFAULT_TIMEOUT).await;
-        let mut second = replica(&ns, "b", 60).await;
-        second.wait_log(WAITING, DEFAULT_TIMEOUT).await;
+        let (mut first, mut second) = leader_and_standby(&ns, 60).await;
 
         // Stopped mid-work: whatever it left, the next leader finishes.
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
         let names = ["one", "two", "three"];
         for name in names {
-            pgs.create(&PostParams::default(), &postgres(name))
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
+            create(&pgs, name).await;
         }
         first.wait_log("reconciled", DEFAULT_TIMEOUT).await;
         let status = first.terminate(DEFAULT_TIMEOUT).await;
@@ -177,14 +186,7 @@ async fn a_stopping_leader_releases_the_lease_so_the_standby_leads_at_once() {
                 "{name}-sec is incomplete"
             );
         }
-        for name in names {
-            pgs.delete(name, &DeleteParams::default())
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
-        }
-        for name in names {
-            wait_deleted(&pgs, name, DEFAULT_TIMEOUT).await;
-        }
+        delete_all(&pgs, &names).await;
         let status = second.terminate(DEFAULT_TIMEOUT).await;
         assert!(status.success(), "exit status {status}");
         assert_eq!(
