@@ -248,6 +248,7 @@ async fn work(
     shutdown: controllers::Shutdown,
 ) -> anyhow::Result<()> {
     let Some(elector) = elector else {
+        ctx.metrics.set_leader(true);
         controllers::run(ctx, shutdown).await;
         return Ok(());
     };
