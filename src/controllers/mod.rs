@@ -193,12 +193,13 @@ where
                 Err(e) => warn!(error = %e, "reconcile error"),
             }
         });
-    let deadline = shutdown.then(|()| tokio::time::sleep(DRAIN_LIMIT + STORE_READY_LIMIT));
+    let limit = DRAIN_LIMIT + STORE_READY_LIMIT;
+    let deadline = shutdown.then(move |()| tokio::time::sleep(limit));
     tokio::select! {
         () = running => {}
         () = deadline => warn!(
             kind = %K::kind(&()),
-            "reconciles still running {DRAIN_LIMIT:?} after shutdown; stopping them (each resumes from the cluster state on the next start)"
+            "reconciles still running {limit:?} after shutdown; stopping them (each resumes from the cluster state on the next start)"
         ),
     }
 }

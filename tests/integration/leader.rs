@@ -186,6 +186,9 @@ async fn a_stopping_leader_releases_the_lease_so_the_standby_leads_at_once() {
                 "{name}-sec is incomplete"
             );
         }
+        for op in [&first, &second] {
+            assert_no_secret_in(&client, &ns, &op.logs()).await;
+        }
         delete_all(&pgs, &names).await;
         let status = second.terminate(DEFAULT_TIMEOUT).await;
         assert!(status.success(), "exit status {status}");

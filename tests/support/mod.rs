@@ -338,11 +338,6 @@ impl Operator {
         }
     }
 
-    /// Whether the process still runs.
-    pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
     /// Everything the operator logged so far.
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
