@@ -145,8 +145,17 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// kube's client logs the whole response body at `warn` when one does not
+/// deserialize; a body can hold Secrets, so that module logs errors only
+/// unless RUST_LOG names it explicitly.
+const QUIET_KUBE_BODIES: &str = "kube_client::client=error";
+
 fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let explicit = std::env::var("RUST_LOG").is_ok_and(|v| v.contains("kube_client"));
+    if !explicit && let Ok(directive) = QUIET_KUBE_BODIES.parse() {
+        filter = filter.add_directive(directive);
+    }
     let registry = tracing_subscriber::registry().with(filter);
     match format {
         LogFormat::Text => registry
@@ -172,9 +181,18 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
-    let cluster_id = cluster_id::discover(&client, args.cluster_id.as_deref())
+    if let Some(id) = args.cluster_id.as_deref().filter(|id| !id.is_empty()) {
+        cluster_id::check_configured(id).map_err(anyhow::Error::msg)?;
+    }
+    let infrastructure = cluster_id::infrastructure(&client)
         .await
-        .context("discovering the cluster ID; set --cluster-id (CLUSTER_ID) to skip discovery")?;
+        .context("reading the OpenShift Infrastructure object (cluster ID, region and tags)")?;
+    let (cluster_id, cluster_id_source) =
+        cluster_id::discover(&client, args.cluster_id.as_deref(), infrastructure.as_ref())
+            .await
+            .context(
+                "discovering the cluster ID; set --cluster-id (CLUSTER_ID) to skip discovery",
+            )?;
     let settings = Settings {
         operator_namespace,
         watch_namespaces: args
@@ -187,16 +205,24 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         cluster_id,
         tag_key_prefix: args.tag_key_prefix,
         extra_tags: args.extra_tags.into_iter().collect::<BTreeMap<_, _>>(),
+        infrastructure_tags: infrastructure
+            .as_ref()
+            .map(cluster_id::infrastructure_tags)
+            .unwrap_or_default(),
         allow_cross_namespace_secrets: args.allow_cross_namespace_secrets,
     };
     info!(
         operator_namespace = %settings.operator_namespace,
         cluster_id = %settings.cluster_id,
+        cluster_id_source = ?cluster_id_source,
         "starting cloud-resource-operator"
     );
     let aws = cro_provider_aws::AwsSettings {
-        region: args.aws_region,
-        endpoint_url: None,
+        region: args.aws_region.or_else(|| {
+            infrastructure
+                .as_ref()
+                .and_then(cluster_id::infrastructure_region)
+        }),
     };
     let aws_provider = Arc::new(cro_provider_aws::AwsProvider::new(client.clone(), aws));
     let metrics = Arc::new(Metrics::new(Some(aws_provider.calls.clone())));

@@ -4,6 +4,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::lenient;
+
 /// A duration such as `1d`, `12h30m` or `0` (the Go operator's format).
 pub type Duration = String;
 
@@ -118,27 +120,60 @@ impl JsonSchema for Phase {
 #[serde(rename_all = "camelCase")]
 pub struct ResourceTypeStatus {
     /// Provider name chosen for this CR (`aws`, `openshift`); sticky once set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
     pub strategy: Option<String>,
     /// Concrete provider, e.g. `aws-rds`, `openshift-postgres-template`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
     pub provider: Option<String>,
     /// Engine version of the provisioned resource.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
     pub version: Option<String>,
     /// The Secret that holds the connection details.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
+    #[schemars(schema_with = "status_secret_ref")]
     pub secret_ref: Option<SecretRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
     pub phase: Option<Phase>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
     pub message: Option<String>,
     /// Standard conditions; `Ready` is always present once reconciled.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lenient::conditions"
+    )]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
     pub observed_generation: Option<i64>,
 }
 
@@ -166,20 +201,54 @@ pub struct SnapshotStatus {
     #[serde(
         default,
         rename = "snapshotID",
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
     )]
     pub snapshot_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
     pub strategy: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
     pub phase: Option<Phase>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
     pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lenient::conditions"
+    )]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
     pub observed_generation: Option<i64>,
+}
+
+/// `status.secretRef` as the Go operator's schema has it: it writes
+/// `{name: ""}` while a resource is in progress, and API servers before 1.30
+/// (no validation ratcheting) would refuse every later status write on such
+/// an object if the status schema were as strict as the spec's.
+fn status_secret_ref(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "The Secret that holds the connection details.",
+        "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}},
+        "required": ["name"]
+    })
 }
 
 fn is_false(b: &bool) -> bool {

@@ -6,6 +6,7 @@
 //! additive: clients of the Go operator ignore it.
 
 mod common;
+mod lenient;
 mod resources;
 mod snapshots;
 
@@ -25,6 +26,10 @@ use kube::CustomResourceExt;
 pub const GROUP: &str = "integreatly.org";
 /// API version of every kind.
 pub const VERSION: &str = "v1alpha1";
+
+/// Annotation holding a resource's cloud identifier once created (the Go
+/// operator's name, so resources it created are found again).
+pub const RESOURCE_IDENTIFIER_ANNOTATION: &str = "resourceIdentifier";
 
 /// Every CRD this operator serves, in a stable order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
@@ -169,6 +174,60 @@ mod tests {
         assert!(cr.spec.resource.maintenance_window);
         assert_eq!(cr.spec.resource.snapshot_retention.as_deref(), Some("7d"));
         assert_eq!(cr.status.and_then(|s| s.phase), Some(Phase::Complete));
+    }
+
+    #[test]
+    fn any_status_reads_and_odd_fields_read_as_absent() {
+        let redis = |status: serde_json::Value| {
+            serde_json::from_value::<Redis>(serde_json::json!({
+                "apiVersion": "integreatly.org/v1alpha1", "kind": "Redis",
+                "metadata": {"name": "r", "namespace": "app"},
+                "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "s"}},
+                "status": status
+            }))
+            .map(|r| r.status.unwrap_or_default())
+        };
+        let s =
+            redis(serde_json::json!({"phase": "", "strategy": "aws", "secretRef": {"name": ""}}))
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((s.phase, s.strategy.as_deref()), (None, Some("aws")));
+        assert_eq!(s.secret_ref.map(|r| r.name), Some(String::new()));
+        let s = redis(serde_json::json!({"phase": "creating"})).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.phase, None);
+        let s = redis(serde_json::json!({
+            "phase": 3, "version": 5, "secretRef": "x", "observedGeneration": "abc",
+            "conditions": [{"type": "Ready"}, {"type": "Ready", "status": "True", "reason": "Complete", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "message": "kept"
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (s.phase, s.version, s.secret_ref, s.observed_generation),
+            (None, None, None, None)
+        );
+        assert_eq!(s.conditions.len(), 1, "the malformed condition is dropped");
+        assert_eq!(s.message.as_deref(), Some("kept"));
+    }
+
+    #[test]
+    fn a_spec_of_the_wrong_type_is_an_invalid_object_not_a_failed_list() {
+        let list: Vec<kube::core::DeserializeGuard<Redis>> =
+            serde_json::from_value(serde_json::json!([
+                {"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis",
+                 "metadata": {"name": "bad", "namespace": "app"},
+                 "spec": {"type": "workshop", "tier": 5, "secretRef": {"name": "s"}}},
+                {"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis",
+                 "metadata": {"name": "good", "namespace": "app"},
+                 "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "s"}}}
+            ]))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let bad = list[0]
+            .0
+            .as_ref()
+            .err()
+            .map(|e| e.error.clone())
+            .unwrap_or_default();
+        assert!(bad.to_lowercase().contains("invalid type"), "{bad}");
+        assert!(list[1].0.is_ok());
     }
 
     #[test]

@@ -18,6 +18,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Resource, ResourceExt,
+    core::DeserializeGuard,
     runtime::{Controller, controller, reflector::ObjectRef, watcher},
 };
 use tracing::{debug, warn};
@@ -77,11 +78,13 @@ impl Scope {
 
 async fn run_scope(ctx: Arc<Context>, scope: Scope, shutdown: Shutdown) {
     let postgres_snapshots = Controller::new(
-        scope.api::<PostgresSnapshot>(&ctx),
+        scope.api::<DeserializeGuard<PostgresSnapshot>>(&ctx),
         watcher::Config::default(),
     );
-    let redis_snapshots =
-        Controller::new(scope.api::<RedisSnapshot>(&ctx), watcher::Config::default());
+    let redis_snapshots = Controller::new(
+        scope.api::<DeserializeGuard<RedisSnapshot>>(&ctx),
+        watcher::Config::default(),
+    );
     tokio::join!(
         resource_controller::<Postgres>(ctx.clone(), &scope, true, shutdown.clone()),
         resource_controller::<Redis>(ctx.clone(), &scope, true, shutdown.clone()),
@@ -108,7 +111,10 @@ async fn resource_controller<K: ResourceCr>(
     shutdown: Shutdown,
 ) {
     let client = ctx.client.clone();
-    let controller = Controller::new(scope.api::<K>(&ctx), watcher::Config::default());
+    let controller = Controller::new(
+        scope.api::<DeserializeGuard<K>>(&ctx),
+        watcher::Config::default(),
+    );
     let by_types = controller.store();
     let by_operator_cm = controller.store();
     let operator_ns = ctx.settings.operator_namespace.clone();
@@ -151,12 +157,12 @@ async fn resource_controller<K: ResourceCr>(
                 by_operator_cm
                     .state()
                     .into_iter()
-                    .filter(|cr| match &provider {
-                        None => true,
-                        Some(p) => cr
+                    .filter(|cr| match (&provider, &cr.0) {
+                        (Some(p), Ok(cr)) => cr
                             .status()
                             .and_then(|s| s.strategy.as_deref())
                             .is_none_or(|s| s == p),
+                        _ => true,
                     })
                     .map(|cr| ObjectRef::from_obj(cr.as_ref()))
                     .collect::<Vec<_>>()
@@ -174,8 +180,11 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 /// shutdown requested before that would otherwise never finish.
 const STORE_READY_LIMIT: Duration = Duration::from_secs(10);
 
-async fn drive<K>(controller: Controller<K>, ctx: Arc<Context>, shutdown: Shutdown)
-where
+async fn drive<K>(
+    controller: Controller<DeserializeGuard<K>>,
+    ctx: Arc<Context>,
+    shutdown: Shutdown,
+) where
     K: Managed + Resource<DynamicType = ()> + Debug,
 {
     let config = controller::Config::default().concurrency(ctx.settings.concurrency);

@@ -4,7 +4,8 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use cro_provider_api::{
-    Deletion, Options, Outcome, Owner, Provider, ResourceKind, ResourceRequest, cloud_identifier,
+    Deletion, ErrorKind, Options, Outcome, Owner, Provider, ResourceKind, ResourceRequest,
+    cloud_identifier,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::{Resource, ResourceExt};
@@ -13,8 +14,8 @@ use tracing::warn;
 
 use crate::{
     api::{
-        BlobStorage, Phase, Postgres, Redis, ResourceTypeSpec, ResourceTypeStatus,
-        SMTPCredentialSet, SecretRef,
+        BlobStorage, Phase, Postgres, RESOURCE_IDENTIFIER_ANNOTATION, Redis, ResourceTypeSpec,
+        ResourceTypeStatus, SMTPCredentialSet, SecretRef,
     },
     config,
     reconcile::{
@@ -25,10 +26,6 @@ use crate::{
 
 /// Label whose value becomes the `product-name` tag (as in the Go operator).
 pub const PRODUCT_NAME_LABEL: &str = "productName";
-
-/// Annotation holding a resource's cloud identifier once created (the Go
-/// operator's name, so resources it created are found again).
-pub const RESOURCE_IDENTIFIER_ANNOTATION: &str = "resourceIdentifier";
 
 fn recorded_identifier<K: Resource>(cr: &K) -> Option<String> {
     cr.meta()
@@ -146,6 +143,9 @@ pub fn tags<K: Resource>(ctx: &Context, cr: &K, deployment_type: &str) -> BTreeM
     {
         tags.insert(format!("{p}product-name"), product.clone());
     }
+    // The Go operator's MergeTags(infraTags, defaultTags): the
+    // Infrastructure's tags win (pkg/resources/tags.go).
+    tags.extend(ctx.settings.infrastructure_tags.clone());
     tags
 }
 
@@ -227,7 +227,7 @@ async fn converge<K: ResourceCr>(
     let provisioned = provider(ctx, &provider_name)?
         .reconcile(&request(cr, ctx, strategy))
         .await
-        .map_err(|e| in_tier(e, &provider_name, K::KIND, &cr.spec().tier))?;
+        .map_err(|e| with_tier_location(e, &provider_name, K::KIND, &cr.spec().tier))?;
     if let Some(id) = &provisioned.identifier
         && recorded_identifier(cr).as_ref() != Some(id)
     {
@@ -300,20 +300,28 @@ async fn converge<K: ResourceCr>(
     }
 }
 
-/// A strategy the provider cannot use is reported with where it lives.
-fn in_tier(
+/// A tier problem is reported with where the tier lives, so the message
+/// says which ConfigMap, key and tier to change.
+fn with_tier_location(
     e: cro_provider_api::ProviderError,
     provider: &str,
     kind: ResourceKind,
     tier: &str,
 ) -> Error {
-    match e {
-        cro_provider_api::ProviderError::InvalidStrategy(msg) => Error::Invalid(format!(
-            "ConfigMap {} key {:?} tier {tier:?}: {msg}",
-            config::strategies_config_map(provider),
-            kind.config_key()
-        )),
-        other => other.into(),
+    let location = format!(
+        "ConfigMap {} key {:?} tier {tier:?}",
+        config::strategies_config_map(provider),
+        kind.config_key()
+    );
+    match e.kind() {
+        ErrorKind::InvalidStrategy => e.context(location).into(),
+        ErrorKind::Permanent => {
+            let message = format!("{} (the resource's tier: {location})", e.message());
+            cro_provider_api::ProviderError::permanent(message)
+                .with_source(e)
+                .into()
+        }
+        ErrorKind::Transient | ErrorKind::Throttled => e.into(),
     }
 }
 

@@ -8,9 +8,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
-use super::resource::{RESOURCE_IDENTIFIER_ANNOTATION, ResourceCr, owner, provider, tags};
+use super::resource::{ResourceCr, owner, provider, tags};
 use crate::{
-    api::{Phase, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SnapshotSpec, SnapshotStatus},
+    api::{
+        Phase, Postgres, PostgresSnapshot, RESOURCE_IDENTIFIER_ANNOTATION, Redis, RedisSnapshot,
+        SnapshotSpec, SnapshotStatus,
+    },
     config,
     reconcile::{Context, Error, Managed, Report, in_progress_requeue},
 };

@@ -28,6 +28,9 @@ pub struct Settings {
     pub tag_key_prefix: String,
     /// Operator-configured tags added to every cloud resource.
     pub extra_tags: BTreeMap<String, String>,
+    /// The OpenShift Infrastructure's user-defined resource tags; they win
+    /// over the operator's own tags, as in the Go operator.
+    pub infrastructure_tags: BTreeMap<String, String>,
     /// Let `secretRef.namespace` name another namespace.
     pub allow_cross_namespace_secrets: bool,
 }

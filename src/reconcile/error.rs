@@ -21,6 +21,9 @@ pub enum Error {
     /// to change.
     #[error("{0}")]
     Invalid(String),
+    /// A bug in the operator (e.g. a patch it built does not serialise).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -35,17 +38,24 @@ impl Error {
             Error::Config(e) => e.label(),
             Error::Provider(e) => e.label(),
             Error::Invalid(_) => "invalid_spec",
+            Error::Internal(_) => "internal",
         }
     }
 
+    /// AWS (or another API) asked for fewer calls: retried quietly.
+    pub fn is_throttled(&self) -> bool {
+        matches!(self, Error::Provider(e) if e.kind() == cro_provider_api::ErrorKind::Throttled)
+    }
+
     /// Transient errors are retried with backoff; the others wait for a
-    /// change to the CR or its configuration.
+    /// change to the CR or its configuration (or a long delay).
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Kube { .. } => true,
             Error::Config(e) => e.is_transient(),
             Error::Provider(e) => e.is_transient(),
             Error::Invalid(_) => false,
+            Error::Internal(_) => true,
         }
     }
 }

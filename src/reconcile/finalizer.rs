@@ -83,7 +83,7 @@ where
 {
     let name = obj.meta().name.clone().unwrap_or_default();
     let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops))
-        .map_err(|e| Error::Invalid(format!("building finalizer patch: {e}")))?;
+        .map_err(|e| Error::Internal(format!("building finalizer patch: {e}")))?;
     api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
         .await
         .map_err(Error::kube(format!("updating finalizers of {name}")))?;

@@ -6,6 +6,7 @@
 mod context;
 mod error;
 pub mod finalizer;
+mod invalid;
 pub mod output_secret;
 pub mod status;
 
@@ -22,6 +23,7 @@ use k8s_openapi::{
 use kube::{
     Api, Resource, ResourceExt,
     api::{Patch, PatchParams},
+    core::DeserializeGuard,
     runtime::{
         controller::Action,
         events::{Event, EventType},
@@ -35,6 +37,11 @@ use crate::api::Phase;
 
 /// What the API server says when a namespace being deleted refuses objects.
 const NAMESPACE_TERMINATING: &str = "because it is being terminated";
+
+/// When a CR that failed for a reason needing a person is tried again
+/// although neither it nor its configuration changed (someone may have
+/// fixed the cause outside Kubernetes, e.g. raised an AWS quota).
+const FAILED_RETRY: Duration = Duration::from_secs(3600);
 
 /// The message the Go operator shows for `skipCreate`.
 pub const SKIP_CREATE_MESSAGE: &str = "skipping create or update for maintenance";
@@ -92,7 +99,7 @@ pub trait Managed:
     async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error>;
 }
 
-fn key<K: Managed>(obj: &K) -> String {
+fn key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
     format!(
         "{}/{}/{}",
         K::kind(&()),
@@ -101,8 +108,15 @@ fn key<K: Managed>(obj: &K) -> String {
     )
 }
 
-/// The reconcile entry point for every kind.
-pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// The reconcile entry point for every kind. Objects are read through
+/// kube's `DeserializeGuard`, so one object whose spec does not parse is
+/// reported and skipped instead of failing the list of its whole kind
+/// (status is lenient, see `api::lenient`, so only the spec can make an
+/// object invalid).
+pub async fn reconcile<K: Managed>(
+    obj: Arc<DeserializeGuard<K>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     // One span per reconcile: every line it logs carries the object.
     let span = tracing::info_span!(
         "reconcile",
@@ -110,13 +124,20 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
         namespace = %obj.namespace().unwrap_or_default(),
         name = %obj.name_any()
     );
-    reconcile_in_span(obj, ctx).instrument(span).await
+    match &obj.0 {
+        Ok(valid) => reconcile_valid(valid, &ctx).instrument(span).await,
+        Err(invalid) => {
+            invalid::reconcile::<K>(obj.as_ref(), invalid, &ctx)
+                .instrument(span)
+                .await
+        }
+    }
 }
 
-async fn reconcile_in_span<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let key = key(obj.as_ref());
+async fn reconcile_valid<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, Error> {
+    let key = key(obj);
     let started = std::time::Instant::now();
-    let result = reconcile_inner(obj.as_ref(), &ctx).await;
+    let result = reconcile_inner(obj, ctx).await;
     let kind = K::kind(&());
     let error = result.as_ref().err().map(Error::label);
     ctx.metrics.reconciled(&kind, started.elapsed(), error);
@@ -138,20 +159,23 @@ async fn reconcile_in_span<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result
         }
         Err(e) if e.is_transient() => {
             // Show it where a person looks, then retry with backoff.
+            // Throttling is expected under load: no Warning for it.
             warn!(object = %key, error = %e, label = e.label(), "reconcile failed; retrying");
-            publish(
-                &ctx,
-                obj.as_ref(),
-                EventType::Warning,
-                "ReconcileError",
-                &e.to_string(),
-            )
-            .await;
+            if !e.is_throttled() {
+                publish(
+                    ctx,
+                    obj,
+                    EventType::Warning,
+                    "ReconcileError",
+                    &e.to_string(),
+                )
+                .await;
+            }
             let mut report = obj
                 .report()
                 .unwrap_or_else(|| Report::new(Phase::InProgress, ""));
             report.message = format!("retrying after error: {e}");
-            if let Err(status_err) = write_status(&ctx, obj.as_ref(), report).await {
+            if let Err(status_err) = write_status(ctx, obj, report).await {
                 warn!(object = %key, error = %status_err, "could not record the error in status");
             }
             Err(e)
@@ -163,14 +187,18 @@ async fn reconcile_in_span<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result
                 .unwrap_or_else(|| Report::new(Phase::Failed, ""));
             report.phase = Phase::Failed;
             report.message = e.to_string();
-            write_status(&ctx, obj.as_ref(), report).await?;
-            Ok(Action::await_change())
+            write_status(ctx, obj, report).await?;
+            Ok(Action::requeue(FAILED_RETRY))
         }
     }
 }
 
 /// Retry policy for transient errors (the others never reach here).
-pub fn error_policy<K: Managed>(obj: Arc<K>, _err: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy<K: Managed>(
+    obj: Arc<DeserializeGuard<K>>,
+    _err: &Error,
+    ctx: Arc<Context>,
+) -> Action {
     Action::requeue(ctx.backoff(&key(obj.as_ref())))
 }
 
@@ -243,23 +271,7 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, report: Report) -> Res
     if desired == current {
         return Ok(());
     }
-    let name = obj.name_any();
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    let patch = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": desired,
-    });
-    api.patch_status(
-        &name,
-        &PatchParams::apply("cloud-resource-operator").force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(Error::kube(format!(
-        "writing status of {} {name}",
-        K::kind(&())
-    )))?;
+    put_status::<K>(ctx, obj, desired).await?;
 
     if became_ready_first_time(obj, previous.as_ref(), &report) {
         let created = obj.meta().creation_timestamp.as_ref().map(|t| t.0);
@@ -293,6 +305,49 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, report: Report) -> Res
     Ok(())
 }
 
+/// Server-side applies the status. A stored status that does not match the
+/// schema (written under an older one) makes the API server refuse any
+/// apply ("failed to create typed live object"); such a status is replaced
+/// whole, once, and applies work again from then on.
+async fn put_status<K: Managed>(ctx: &Context, obj: &K, desired: Value) -> Result<(), Error> {
+    let name = obj.name_any();
+    let action = || format!("writing status of {} {name}", K::kind(&()));
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": desired,
+    });
+    let applied = api
+        .patch_status(
+            &name,
+            &PatchParams::apply("cloud-resource-operator").force(),
+            &Patch::Apply(&patch),
+        )
+        .await;
+    match applied {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if schema_mismatch(&e.message) => {
+            warn!(error = %e.message, "the stored status does not match the schema; replacing it whole");
+            let replace: json_patch::Patch = serde_json::from_value(json!([
+                {"op": "add", "path": "/status", "value": desired}
+            ]))
+            .map_err(|e| Error::Internal(format!("building a status patch: {e}")))?;
+            api.patch_status(&name, &PatchParams::default(), &Patch::<()>::Json(replace))
+                .await
+                .map_err(Error::kube(action()))?;
+            Ok(())
+        }
+        Err(e) => Err(Error::kube(action())(e)),
+    }
+}
+
+/// How the API server's server-side apply says a stored object does not
+/// match the schema.
+fn schema_mismatch(message: &str) -> bool {
+    message.contains("typed live object") || message.contains("to smd typed")
+}
+
 /// The first move to `complete` since creation: from no phase or `in
 /// progress`, never Ready before, spec never changed.
 fn became_ready_first_time<K: Managed>(
@@ -311,15 +366,30 @@ fn became_ready_first_time<K: Managed>(
         && obj.meta().generation.is_none_or(|g| g <= 1)
 }
 
-async fn publish<K: Managed>(ctx: &Context, obj: &K, type_: EventType, reason: &str, note: &str) {
+/// Publishes an Event about `obj`. Repeats of the same reason and note on
+/// the same object are one Event series (kube's recorder counts them), not
+/// a stream of Events: the reference leaves out the resourceVersion (every
+/// status write changes it), and the action carries a fingerprint of the
+/// note, so a changed message starts a new Event instead of hiding behind
+/// the first one's text.
+pub(crate) async fn publish<K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    obj: &K,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+) {
+    let note = truncate(note, 1000);
     let event = Event {
         type_,
         reason: reason.into(),
-        note: Some(truncate(note, 1000)),
-        action: "Reconcile".into(),
+        action: format!("Reconcile-{:08x}", fingerprint(&note)),
+        note: Some(note),
         secondary: None,
     };
-    match ctx.recorder.publish(&event, &obj.object_ref(&())).await {
+    let mut reference = obj.object_ref(&());
+    reference.resource_version = None;
+    match ctx.recorder.publish(&event, &reference).await {
         Ok(()) => {}
         // A namespace being deleted takes no new Events; nothing is lost.
         Err(e) if e.to_string().contains(NAMESPACE_TERMINATING) => {
@@ -329,7 +399,14 @@ async fn publish<K: Managed>(ctx: &Context, obj: &K, type_: EventType, reason: &
     }
 }
 
-fn truncate(s: &str, max: usize) -> String {
+/// FNV-1a: stable across processes and releases (unlike std's hasher).
+fn fingerprint(s: &str) -> u32 {
+    s.bytes().fold(0x811c_9dc5, |h: u32, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+pub(crate) fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }

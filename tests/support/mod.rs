@@ -31,6 +31,10 @@ pub struct TestEnv {
     pub helm: PathBuf,
     /// The apiserver's audit log (requests of ServiceAccounts).
     pub audit_log: PathBuf,
+    /// Every query-protocol call moto served (JSON lines).
+    pub moto_request_log: PathBuf,
+    /// Faults moto returns instead of calls (a JSON list).
+    pub moto_faults: PathBuf,
 }
 
 impl TestEnv {
@@ -55,6 +59,8 @@ impl TestEnv {
             kubectl: PathBuf::from(get("CRO_TESTENV_KUBECTL")),
             helm: PathBuf::from(get("CRO_TESTENV_HELM")),
             audit_log: PathBuf::from(get("CRO_TESTENV_AUDIT_LOG")),
+            moto_request_log: PathBuf::from(get("CRO_TESTENV_MOTO_REQUEST_LOG")),
+            moto_faults: PathBuf::from(get("CRO_TESTENV_MOTO_FAULTS")),
         }
     }
 
@@ -109,17 +115,7 @@ where
 {
     let client = TestEnv::load().client().await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let mut ns = Namespace::default();
-    ns.metadata.generate_name = Some(format!("{prefix}-"));
-    ns.metadata.labels = Some(BTreeMap::from([(
-        "cro.integreatly.org/test".to_string(),
-        "true".to_string(),
-    )]));
-    let ns = namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap_or_else(|e| panic!("creating a test namespace: {e}"));
-    let name = ns.name_any();
+    let name = create_namespace(&client, prefix).await;
     let result = tokio::spawn(test(client, name.clone())).await;
     if let Err(e) = namespaces.delete(&name, &DeleteParams::default()).await {
         eprintln!("warning: deleting test namespace {name}: {e}");
@@ -440,13 +436,7 @@ where
     let client = TestEnv::load().client().await;
     ensure_crds(&client).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let mut ns = Namespace::default();
-    ns.metadata.generate_name = Some(format!("{prefix}-"));
-    let ns = namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap_or_else(|e| panic!("creating a test namespace: {e}"));
-    let name = ns.name_any();
+    let name = create_namespace(&client, prefix).await;
     let operator = std::sync::Arc::new(Operator::start(&name).await);
     let result = tokio::spawn(test(client.clone(), name.clone(), operator.clone())).await;
     // Every test with an operator also proves its log leaks no credential.
@@ -475,4 +465,131 @@ where
     if let Err(e) = result {
         std::panic::resume_unwind(e.into_panic());
     }
+}
+
+/// The phase and message of any of the six kinds, so one `wait_phase`
+/// serves every test.
+pub trait Phased {
+    fn phase(&self) -> Option<cloud_resource_operator::api::Phase>;
+    fn message(&self) -> String;
+}
+
+macro_rules! phased {
+    ($($t:ty),*) => {$(
+        impl Phased for $t {
+            fn phase(&self) -> Option<cloud_resource_operator::api::Phase> {
+                self.status.as_ref().and_then(|s| s.phase)
+            }
+            fn message(&self) -> String {
+                self.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default()
+            }
+        }
+    )*};
+}
+phased!(
+    cloud_resource_operator::api::Postgres,
+    cloud_resource_operator::api::Redis,
+    cloud_resource_operator::api::BlobStorage,
+    cloud_resource_operator::api::SMTPCredentialSet,
+    cloud_resource_operator::api::PostgresSnapshot,
+    cloud_resource_operator::api::RedisSnapshot
+);
+
+/// Waits until the named object reaches `phase`.
+pub async fn wait_phase<K>(
+    api: &Api<K>,
+    name: &str,
+    phase: cloud_resource_operator::api::Phase,
+) -> K
+where
+    K: Phased + Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    wait_for(
+        api,
+        name,
+        &format!("phase {}", phase.as_str()),
+        DEFAULT_TIMEOUT,
+        move |o: Option<&K>| o.and_then(Phased::phase) == Some(phase),
+    )
+    .await
+}
+
+/// Creates a fresh namespace labelled as a test namespace; its name.
+pub async fn create_namespace(client: &Client, prefix: &str) -> String {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut ns = Namespace::default();
+    ns.metadata.generate_name = Some(format!("{prefix}-"));
+    ns.metadata.labels = Some(BTreeMap::from([(
+        "cro.integreatly.org/test".to_string(),
+        "true".to_string(),
+    )]));
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap_or_else(|e| panic!("creating a test namespace: {e}"))
+        .name_any()
+}
+
+/// Creates any object from JSON in `ns`.
+pub async fn create_json<K>(client: &Client, ns: &str, object: serde_json::Value) -> K
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + serde::Serialize
+        + DeserializeOwned,
+{
+    let obj: K = serde_json::from_value(object).unwrap_or_else(|e| panic!("{e}"));
+    Api::<K>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating {} {}: {e}", K::kind(&()), obj.name_any()))
+}
+
+/// Serialises edits of moto's fault file by the tests of one binary.
+static FAULTS_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Makes moto answer matching calls with an AWS error (see
+/// tests/testenv/moto_server.py): `service`/`action` as AWS names them,
+/// `matching` a text the call's parameters contain (e.g. the test's
+/// namespace-derived identifier), `times` how often (`None`: always).
+pub fn inject_aws_fault(
+    id: &str,
+    service: &str,
+    action: &str,
+    matching: &str,
+    (code, status, message): (&str, u16, &str),
+    times: Option<u32>,
+) {
+    let path = TestEnv::load().moto_faults;
+    let _guard = FAULTS_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut faults: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    faults.retain(|f| f["id"] != id);
+    faults.push(serde_json::json!({
+        "id": id, "service": service, "action": action, "match": matching,
+        "code": code, "status": status, "message": message, "times": times,
+    }));
+    std::fs::write(&path, serde_json::to_string(&faults).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
+
+/// The calls moto served (query-protocol services), oldest first.
+pub fn aws_requests() -> Vec<serde_json::Value> {
+    std::fs::read_to_string(TestEnv::load().moto_request_log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The actions of the calls moto served whose parameters mention `text`.
+pub fn aws_actions_mentioning(text: &str) -> Vec<String> {
+    aws_requests()
+        .into_iter()
+        .filter(|r| r["params"].to_string().contains(text))
+        .map(|r| r["action"].as_str().unwrap_or_default().to_string())
+        .collect()
 }

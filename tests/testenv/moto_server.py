@@ -12,12 +12,26 @@ must be exercised. This launcher wraps the backends so that:
   `deleting` for that long and then gone;
 - DeleteReplicationGroup with FinalSnapshotIdentifier takes that snapshot.
 
+Two test hooks, for query-protocol services (RDS, ElastiCache, IAM, STS):
+
+- every call is appended to CRO_MOTO_REQUEST_LOG (JSON lines: time,
+  service, action, account, parameters), so tests can prove which calls
+  the operator made, and made none of (e.g. no write during a migration);
+- faults listed in the JSON file CRO_MOTO_FAULTS are returned instead of
+  calling moto: `[{"id": "x", "service": "rds", "action": "CreateDBInstance",
+  "match": "<text in the parameters>", "code": "InvalidParameterCombination",
+  "message": "...", "status": 400, "times": 3}]` (`times` absent: always),
+  as AWS renders query-protocol errors.
+
 Everything else is moto's own server (same flags: -H HOST -p PORT).
 """
 
+import json
 import sys
+import threading
 import time
 import os
+from xml.sax.saxutils import escape
 
 from moto.elasticache.models import ElastiCacheBackend
 from moto.elasticache.responses import ElastiCacheResponse
@@ -107,6 +121,65 @@ def ec_delete_response(self):
 ElastiCacheBackend.create_replication_group = ec_create
 ElastiCacheBackend.describe_replication_groups = ec_describe
 ElastiCacheResponse.delete_replication_group = ec_delete_response
+
+# --- request log and fault injection ------------------------------------------
+from moto.core.responses import BaseResponse
+
+_call_action = BaseResponse.call_action
+_lock = threading.Lock()
+_fault_uses = {}
+REQUEST_LOG = os.environ.get("CRO_MOTO_REQUEST_LOG")
+FAULTS = os.environ.get("CRO_MOTO_FAULTS")
+
+
+def _faults():
+    try:
+        with open(FAULTS) as f:
+            return json.load(f)
+    except (TypeError, OSError, ValueError):
+        return []
+
+
+def _fault_for(service, action, params_text):
+    for fault in _faults():
+        if fault.get("service") != service or fault.get("action") != action:
+            continue
+        if fault.get("match", "") not in params_text:
+            continue
+        with _lock:
+            used = _fault_uses.get(fault.get("id"), 0)
+            times = fault.get("times")
+            if times is not None and used >= times:
+                continue
+            _fault_uses[fault.get("id")] = used + 1
+        return fault
+    return None
+
+
+def call_action(self):
+    try:
+        action = self._get_action()
+    except Exception:  # noqa: BLE001 - not a query-protocol call
+        return _call_action(self)
+    params = {k: v for k, v in (self.querystring or {}).items() if k not in ("Action", "Version")}
+    params_text = json.dumps(params, sort_keys=True)
+    if REQUEST_LOG:
+        line = json.dumps({"time": time.time(), "service": self.service_name, "action": action,
+                           "account": getattr(self, "current_account", None), "params": params})
+        with _lock, open(REQUEST_LOG, "a") as log:
+            log.write(line + "\n")
+    fault = _fault_for(self.service_name, action, params_text)
+    if fault is None:
+        return _call_action(self)
+    body = (
+        "<ErrorResponse><Error><Type>Sender</Type>"
+        f"<Code>{escape(fault['code'])}</Code><Message>{escape(fault.get('message', 'injected fault'))}</Message>"
+        "</Error><RequestId>cro-injected-fault</RequestId></ErrorResponse>"
+    )
+    return fault.get("status", 400), {"Content-Type": "text/xml"}, body
+
+
+BaseResponse.call_action = call_action
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -232,6 +232,8 @@ export CRO_TESTENV_KWOK_NODE='kwok-node-0'
 export CRO_TESTENV_HELM='$helm_bin/helm'
 export CRO_TESTENV_KUBECTL='$k8s_bin/kubectl'
 export CRO_TESTENV_AUDIT_LOG='$state/logs/audit.log'
+export CRO_TESTENV_MOTO_REQUEST_LOG='$state/logs/moto-requests.jsonl'
+export CRO_TESTENV_MOTO_FAULTS='$state/moto-faults.json'
 EOF
 }
 
@@ -268,7 +270,9 @@ cmd_up() {
     --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
     --initial-cluster "testenv=http://127.0.0.1:$etcd_peer" --unsafe-no-fsync --log-level warn
   # moto with realistic creating/modifying/deleting transitions.
-  start moto "$moto_venv/bin/python" "$here/moto_server.py" -H 127.0.0.1 -p "$moto_port"
+  # Its request log and fault file are the tests' view into AWS calls.
+  start moto env CRO_MOTO_REQUEST_LOG="$state/logs/moto-requests.jsonl" CRO_MOTO_FAULTS="$state/moto-faults.json" \
+    "$moto_venv/bin/python" "$here/moto_server.py" -H 127.0.0.1 -p "$moto_port"
 
   # Requests made with ServiceAccount credentials are audited: the RBAC
   # test reads which verbs the operator used under deploy/'s ServiceAccount.

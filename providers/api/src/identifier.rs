@@ -1,5 +1,7 @@
 //! Cloud resource identifiers, computed exactly as the Go operator does so
-//! that resources it created are found again.
+//! that resources it created are found again, then made valid for each AWS
+//! service's own rules (which the Go operator did not check: a cluster ID
+//! starting with a digit gave RDS and ElastiCache identifiers AWS refuses).
 
 use data_encoding::BASE32;
 use sha2::{Digest, Sha256};
@@ -33,6 +35,149 @@ pub fn shorten(s: &str, n: usize) -> String {
     };
     let hash = BASE32.encode(&Sha256::digest(stripped.as_bytes()));
     format!("{}-{}", &stripped[..cut], &hash[..HASH_LEN]).to_ascii_lowercase()
+}
+
+/// The identifier rules of each kind of AWS resource the operator names,
+/// from the API references (CreateDBInstance, CreateDBSnapshot,
+/// CreateReplicationGroup, CreateSnapshot, S3 bucket naming rules,
+/// CreateUser).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdentifierRules {
+    /// 1–63 letters, digits, hyphens; a letter first; no `--`, no trailing `-`.
+    RdsInstance,
+    /// As an instance, up to 255 characters (manual and final snapshots).
+    RdsSnapshot,
+    /// As an RDS instance, up to 40 characters.
+    ElastiCacheReplicationGroup,
+    /// Held to the RDS snapshot rules (ElastiCache documents only a 255
+    /// character limit for snapshot names; these rules are always accepted).
+    ElastiCacheSnapshot,
+    /// 3–63 lowercase letters, digits, dots, hyphens; a letter or digit at
+    /// both ends; not an IP address; reserved prefixes and suffixes avoided.
+    S3Bucket,
+    /// 1–64 of `[A-Za-z0-9+=,.@_-]`.
+    IamUser,
+}
+
+impl IdentifierRules {
+    pub const ALL: [IdentifierRules; 6] = [
+        IdentifierRules::RdsInstance,
+        IdentifierRules::RdsSnapshot,
+        IdentifierRules::ElastiCacheReplicationGroup,
+        IdentifierRules::ElastiCacheSnapshot,
+        IdentifierRules::S3Bucket,
+        IdentifierRules::IamUser,
+    ];
+
+    pub fn max_len(self) -> usize {
+        match self {
+            IdentifierRules::RdsInstance | IdentifierRules::S3Bucket => 63,
+            IdentifierRules::RdsSnapshot | IdentifierRules::ElastiCacheSnapshot => 255,
+            IdentifierRules::ElastiCacheReplicationGroup => 40,
+            IdentifierRules::IamUser => 64,
+        }
+    }
+
+    fn min_len(self) -> usize {
+        match self {
+            IdentifierRules::S3Bucket => 3,
+            _ => 1,
+        }
+    }
+
+    fn letter_first(self) -> bool {
+        !matches!(self, IdentifierRules::S3Bucket | IdentifierRules::IamUser)
+    }
+
+    fn allowed(self, c: char) -> bool {
+        match self {
+            IdentifierRules::S3Bucket => {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.'
+            }
+            IdentifierRules::IamUser => c.is_ascii_alphanumeric() || "+=,.@_-".contains(c),
+            _ => c.is_ascii_alphanumeric() || c == '-',
+        }
+    }
+
+    /// Whether AWS accepts `id` as this kind of identifier; the error says
+    /// which rule it breaks.
+    pub fn check(self, id: &str) -> Result<(), String> {
+        let len = id.chars().count();
+        if len < self.min_len() || len > self.max_len() {
+            return Err(format!(
+                "must be {} to {} characters long, not {len}",
+                self.min_len(),
+                self.max_len()
+            ));
+        }
+        if let Some(c) = id.chars().find(|c| !self.allowed(*c)) {
+            return Err(format!("must not contain {c:?}"));
+        }
+        if self.letter_first() && !id.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            return Err("must start with a letter".into());
+        }
+        match self {
+            IdentifierRules::IamUser => Ok(()),
+            IdentifierRules::S3Bucket => check_bucket(id),
+            _ if id.ends_with('-') || id.contains("--") => {
+                Err("must not end with a hyphen or contain two hyphens in a row".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `id` made valid for these rules: unchanged when it already is (so
+    /// identifiers the Go operator used are found again), otherwise the
+    /// same characters with `c` in front where a letter must come first,
+    /// shortened with the Go operator's hash when too long.
+    pub fn conform(self, id: &str) -> String {
+        if self.check(id).is_ok() {
+            return id.to_string();
+        }
+        let mut s: String = id
+            .to_ascii_lowercase()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        while s.contains("--") {
+            s = s.replace("--", "-");
+        }
+        let s = s.trim_matches('-');
+        let mut s = if s.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            s.to_string()
+        } else {
+            format!("c{s}")
+        };
+        if s.len() > self.max_len() {
+            s = shorten(&s, self.max_len());
+        }
+        while s.len() < self.min_len() {
+            s.push('0');
+        }
+        s
+    }
+}
+
+fn check_bucket(id: &str) -> Result<(), String> {
+    let edge_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if !edge_ok(id.chars().next()) || !edge_ok(id.chars().last()) {
+        return Err("must start and end with a letter or digit".into());
+    }
+    if id.contains("..") || id.contains(".-") || id.contains("-.") {
+        return Err("must not have a dot next to a dot or hyphen".into());
+    }
+    if id.split('.').count() == 4 && id.split('.').all(|p| p.parse::<u8>().is_ok()) {
+        return Err("must not look like an IP address".into());
+    }
+    const PREFIXES: [&str; 3] = ["xn--", "sthree-", "amzn-s3-demo-"];
+    const SUFFIXES: [&str; 5] = ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"];
+    if let Some(p) = PREFIXES.iter().find(|p| id.starts_with(*p)) {
+        return Err(format!("must not start with {p:?} (reserved by S3)"));
+    }
+    if let Some(p) = SUFFIXES.iter().find(|p| id.ends_with(*p)) {
+        return Err(format!("must not end with {p:?} (reserved by S3)"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -74,4 +219,55 @@ mod tests {
     }
 
     const EXPECTED_SUFFIX: &str = "r5v4";
+
+    #[test]
+    fn valid_go_identifiers_are_kept_for_every_service() {
+        let id = cloud_identifier(
+            "mycluster-x7k2p",
+            "production-namespace",
+            "example-database",
+        );
+        for rules in IdentifierRules::ALL {
+            assert_eq!(rules.conform(&id), id, "{rules:?}");
+        }
+    }
+
+    #[test]
+    fn a_digit_first_identifier_gets_a_letter_where_aws_needs_one() {
+        // A kube-system UID or infrastructure name starting with a digit.
+        let id = cloud_identifier("61ac4a43-22c4-48e0-b099-0e2c4768ee7a", "demo", "db");
+        assert!(id.starts_with('6'));
+        for rules in IdentifierRules::ALL {
+            let conformed = rules.conform(&id);
+            assert_eq!(rules.check(&conformed), Ok(()), "{rules:?}: {conformed}");
+            if rules.letter_first() {
+                assert!(conformed.starts_with('c'), "{conformed}");
+            } else {
+                // S3 and IAM took the Go operator's name: keep it.
+                assert_eq!(conformed, id);
+            }
+        }
+        let group = IdentifierRules::ElastiCacheReplicationGroup.conform(&id);
+        assert!(group.len() <= 40, "{group}");
+    }
+
+    #[test]
+    fn rules_are_aws_rules() {
+        use IdentifierRules::*;
+        assert!(RdsInstance.check("a").is_ok());
+        assert!(RdsInstance.check("1db").is_err());
+        assert!(RdsInstance.check("db-").is_err());
+        assert!(RdsInstance.check("d--b").is_err());
+        assert!(RdsInstance.check(&"a".repeat(64)).is_err());
+        assert!(ElastiCacheReplicationGroup.check(&"a".repeat(41)).is_err());
+        assert!(RdsSnapshot.check(&"a".repeat(255)).is_ok());
+        assert!(S3Bucket.check("ab").is_err());
+        assert!(S3Bucket.check("1bucket").is_ok());
+        assert!(S3Bucket.check("Bucket").is_err());
+        assert!(S3Bucket.check("192.168.1.1").is_err());
+        assert!(S3Bucket.check("xn--bucket").is_err());
+        assert!(S3Bucket.check("bucket-s3alias").is_err());
+        assert!(IamUser.check("user@example.com").is_ok());
+        assert!(IamUser.check("a/b").is_err());
+    }
 }

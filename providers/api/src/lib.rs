@@ -4,7 +4,7 @@
 
 mod identifier;
 
-pub use identifier::{DEFAULT_IDENTIFIER_LENGTH, cloud_identifier, shorten};
+pub use identifier::{DEFAULT_IDENTIFIER_LENGTH, IdentifierRules, cloud_identifier, shorten};
 
 use std::collections::BTreeMap;
 
@@ -170,30 +170,89 @@ pub enum Deletion {
     InProgress(String),
 }
 
+/// What a failed provider call needs before it can succeed; the reconcile
+/// skeleton decides retries from this, never from message text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The API asked for fewer calls: retried with backoff, never fails a CR.
+    Throttled,
+    /// Network, 5xx, conflicts, a resource mid-change: retrying may help.
+    Transient,
+    /// Needs a person (invalid parameter or combination, access denied,
+    /// quota, unsupported in the region): the message says what to change.
+    /// Tried again when the CR or its configuration changes, or after a
+    /// long delay.
+    Permanent,
+    /// The tier's strategy does not parse; the message names the field.
+    InvalidStrategy,
+}
+
 /// A provider call that failed for a reason other than the resource's state
 /// (network, API errors, a malformed strategy).
 #[derive(Debug, thiserror::Error)]
-pub enum ProviderError {
-    /// The tier's strategy does not parse; the message names the field.
-    #[error("invalid strategy: {0}")]
-    InvalidStrategy(String),
-    /// A call to the cluster or cloud API failed; worth retrying.
-    #[error("{0}")]
-    Api(String),
+#[error("{message}")]
+pub struct ProviderError {
+    kind: ErrorKind,
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl ProviderError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ProviderError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn invalid_strategy(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidStrategy, message)
+    }
+
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Transient, message)
+    }
+
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Permanent, message)
+    }
+
+    /// Keeps the error that caused this one (shown by `{:#}`-style error
+    /// reporters and tracing, never parsed).
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The same error with `context` in front of its message.
+    pub fn context(mut self, context: impl std::fmt::Display) -> Self {
+        self.message = format!("{context}: {}", self.message);
+        self
+    }
+
     /// Short stable label for metrics and Events.
     pub fn label(&self) -> &'static str {
-        match self {
-            ProviderError::InvalidStrategy(_) => "invalid_strategy",
-            ProviderError::Api(_) => "provider_api",
+        match self.kind {
+            ErrorKind::Throttled => "throttled",
+            ErrorKind::Transient => "provider_api",
+            ErrorKind::Permanent => "provider_permanent",
+            ErrorKind::InvalidStrategy => "invalid_strategy",
         }
     }
 
     /// Whether retrying without a change can help.
     pub fn is_transient(&self) -> bool {
-        matches!(self, ProviderError::Api(_))
+        matches!(self.kind, ErrorKind::Throttled | ErrorKind::Transient)
     }
 }
 

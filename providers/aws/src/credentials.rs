@@ -43,10 +43,9 @@ pub async fn read(
     name: &str,
 ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
     let api: Api<Secret> = Api::namespaced(client.clone(), &req.namespace);
-    let secret = api
-        .get_opt(name)
-        .await
-        .map_err(|e| ProviderError::Api(format!("reading Secret {}/{name}: {e}", req.namespace)))?;
+    let secret = api.get_opt(name).await.map_err(|e| {
+        ProviderError::transient(format!("reading Secret {}/{name}: {e}", req.namespace))
+    })?;
     Ok(secret.as_ref().map(decode))
 }
 
@@ -79,7 +78,9 @@ pub async fn write(
         &Patch::Apply(&secret),
     )
     .await
-    .map_err(|e| ProviderError::Api(format!("writing Secret {}/{name}: {e}", req.namespace)))?;
+    .map_err(|e| {
+        ProviderError::transient(format!("writing Secret {}/{name}: {e}", req.namespace))
+    })?;
     Ok(())
 }
 
@@ -113,7 +114,7 @@ pub async fn delete(
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(ProviderError::Api(format!(
+        Err(e) => Err(ProviderError::transient(format!(
             "deleting Secret {}/{name}: {e}",
             req.namespace
         ))),

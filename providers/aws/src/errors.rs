@@ -1,53 +1,280 @@
 //! Turning SDK results into counted calls and errors a person can act on.
+//!
+//! Every AWS error is classified (see [`classify`]): throttling, server
+//! errors and network failures retry with backoff; errors that need a
+//! person stop the CR with a message saying what to change. The codes come
+//! from AWS's documentation ("Common Errors" of each API reference, and the
+//! per-operation error lists of RDS, ElastiCache, S3, IAM and SES).
 
-use std::fmt::Debug;
-
-use aws_sdk_rds::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use cro_provider_api::ProviderError;
+use aws_sdk_rds::{
+    config::http::HttpResponse,
+    error::{DisplayErrorContext, ProvideErrorMetadata, SdkError},
+};
+use cro_provider_api::{ErrorKind, ProviderError};
 
 use crate::calls::{CallOutcome, Calls};
 
-const THROTTLING: [&str; 5] = [
+/// Codes AWS uses to ask for fewer requests.
+const THROTTLING: [&str; 8] = [
     "Throttling",
     "ThrottlingException",
+    "ThrottledException",
     "RequestLimitExceeded",
     "TooManyRequestsException",
+    "RequestThrottled",
+    "RequestThrottledException",
     "SlowDown",
 ];
 
+/// Codes of states that change by themselves (an instance still
+/// modifying, a conflicting operation finishing).
+const PASSING: [&str; 8] = [
+    "InvalidDBInstanceState",
+    "InvalidDBInstanceStateFault",
+    "InvalidDBSnapshotState",
+    "InvalidReplicationGroupState",
+    "InvalidCacheClusterState",
+    "InvalidSnapshotState",
+    "OperationAborted",
+    "ConcurrentModification",
+];
+
+/// What a person must do about an error AWS will keep returning, by code.
+fn advice(code: &str) -> Option<&'static str> {
+    let c = code;
+    let is = |needle: &str| c.contains(needle);
+    Some(
+        if is("AccessDenied")
+            || is("Unauthorized")
+            || c == "AuthFailure"
+            || c == "InvalidClientTokenId"
+            || c == "SignatureDoesNotMatch"
+            || c == "UnrecognizedClientException"
+            || c == "OptInRequired"
+        {
+            "the operator's AWS identity is not allowed to do this: grant it the permissions listed in docs/operations.md (AWS permissions), or fix its credentials"
+        } else if is("Quota") || is("LimitExceeded") {
+            "an AWS quota is reached: raise it in Service Quotas, or delete resources you no longer need"
+        } else if is("InsufficientDBInstanceCapacity") || is("InsufficientCacheClusterCapacity") {
+            "AWS has no capacity for this instance class here: choose another class or availability zone in the tier's createStrategy"
+        } else if is("NotSupported") || is("Unsupported") {
+            "the tier asks for something this region does not offer: change the engine version, instance class or storage type in the tier's createStrategy"
+        } else if c == "KMSKeyNotAccessibleFault" || c == "InvalidKMSKey" {
+            "the tier's KmsKeyId cannot be used: check the key and its policy"
+        } else if is("NotFound") || c == "NoSuchEntity" {
+            "the tier names something that does not exist (a subnet group, security group, parameter group or key): create it or fix the name in the tier's createStrategy"
+        } else if is("InvalidParameter")
+            || c == "ValidationError"
+            || c == "InvalidArgument"
+            || c == "MalformedPolicyDocument"
+            || is("InvalidVPCNetworkState")
+            || c == "InvalidSubnet"
+            || c == "InvalidBucketName"
+        {
+            "AWS refused a value: fix the tier's createStrategy (cloud-resources-aws-strategies)"
+        } else if c == "BucketAlreadyExists" || is("AlreadyExists") && !is("OwnedByYou") {
+            "the name is taken by a resource this operator did not create (bucket names are global): delete or rename that resource, or use another cluster ID"
+        } else {
+            return None;
+        },
+    )
+}
+
+/// The kind of an AWS error, and what to do about it when a person must.
+pub fn classify<E>(e: &SdkError<E, HttpResponse>) -> (ErrorKind, Option<&'static str>)
+where
+    E: ProvideErrorMetadata,
+{
+    match e {
+        SdkError::ServiceError(_) => {}
+        // No answer, or an answer that was not AWS's: the network or an
+        // endpoint in trouble.
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            return (ErrorKind::Transient, None);
+        }
+        // The request could not be built: a value the SDK refuses (e.g. an
+        // empty required field) that only a configuration change fixes.
+        SdkError::ConstructionFailure(_) => {
+            return (
+                ErrorKind::Permanent,
+                Some(
+                    "the request could not be built from the tier: check its createStrategy values",
+                ),
+            );
+        }
+        _ => return (ErrorKind::Transient, None),
+    }
+    let code = e.code().unwrap_or_default();
+    let status = e.raw_response().map(|r| r.status().as_u16()).unwrap_or(0);
+    if THROTTLING.contains(&code) || status == 429 {
+        return (ErrorKind::Throttled, None);
+    }
+    if PASSING.contains(&code) || status >= 500 {
+        return (ErrorKind::Transient, None);
+    }
+    match advice(code) {
+        Some(advice) => (ErrorKind::Permanent, Some(advice)),
+        // A code this operator does not know: retrying with backoff is
+        // the safe default (the message still reaches status and Events).
+        None => (ErrorKind::Transient, None),
+    }
+}
+
 /// Records the call and returns its result; `operation` is the API name,
 /// e.g. `rds:CreateDBInstance`.
-pub fn counted<T, E, R>(
+// The SDK's own result passes through unchanged, large error and all.
+#[allow(clippy::result_large_err)]
+pub fn counted<T, E>(
     calls: &Calls,
     service: &'static str,
     operation: &'static str,
-    result: Result<T, SdkError<E, R>>,
-) -> Result<T, SdkError<E, R>>
+    result: Result<T, SdkError<E, HttpResponse>>,
+) -> Result<T, SdkError<E, HttpResponse>>
 where
     E: ProvideErrorMetadata,
 {
     let outcome = match &result {
         Ok(_) => CallOutcome::Success,
-        Err(e) if e.code().is_some_and(|c| THROTTLING.contains(&c)) => CallOutcome::Throttled,
+        Err(e) if classify(e).0 == ErrorKind::Throttled => CallOutcome::Throttled,
         Err(_) => CallOutcome::Error,
     };
     calls.record(service, operation, outcome);
     result
 }
 
-/// A failed call as a retryable provider error naming the operation and
-/// resource, with AWS's own code and message.
-pub fn api_error<E, R>(operation: &str, resource: &str, e: SdkError<E, R>) -> ProviderError
+/// A failed call as a provider error naming the operation and resource,
+/// with AWS's own code and message, its kind, and for errors that need a
+/// person, what to change.
+pub fn api_error<E>(operation: &str, resource: &str, e: SdkError<E, HttpResponse>) -> ProviderError
 where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: Debug,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
+    let (kind, advice) = classify(&e);
     let detail = match (e.code(), e.message()) {
-        (Some(code), _) if THROTTLING.contains(&code) => {
-            format!("AWS is throttling requests ({code}); retrying with backoff")
+        _ if kind == ErrorKind::Throttled => {
+            format!(
+                "AWS is throttling requests ({}); retrying with backoff",
+                e.code().unwrap_or("HTTP 429")
+            )
         }
         (Some(code), Some(msg)) => format!("{code}: {msg}"),
         _ => DisplayErrorContext(&e).to_string(),
     };
-    ProviderError::Api(format!("{operation} {resource}: {detail}"))
+    let message = match advice {
+        Some(advice) => format!("{operation} {resource}: {detail}; {advice}"),
+        None => format!("{operation} {resource}: {detail}"),
+    };
+    ProviderError::new(kind, message).with_source(e)
+}
+
+/// A role that could not be assumed, naming the role and what to check.
+pub fn assume_role_error(
+    role_arn: &str,
+    e: aws_credential_types::provider::error::CredentialsError,
+) -> ProviderError {
+    use aws_credential_types::provider::error::CredentialsError;
+    use aws_sdk_sts::operation::assume_role::AssumeRoleError;
+    let service = std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<SdkError<AssumeRoleError, HttpResponse>>());
+    let (kind, detail) = match (service, &e) {
+        (Some(sdk), _) => {
+            let (kind, _) = classify(sdk);
+            let detail = match (sdk.code(), sdk.message()) {
+                (Some(code), Some(msg)) => format!("{code}: {msg}"),
+                _ => DisplayErrorContext(sdk).to_string(),
+            };
+            (kind, detail)
+        }
+        (None, CredentialsError::ProviderTimedOut(_)) => {
+            (ErrorKind::Transient, DisplayErrorContext(&e).to_string())
+        }
+        (None, _) => (ErrorKind::Permanent, DisplayErrorContext(&e).to_string()),
+    };
+    let message = format!(
+        "cannot assume the tier's roleArn {role_arn}: {detail}; check that the role exists and that its trust policy lets the operator's AWS identity assume it (with the tier's externalId, if it sets one)"
+    );
+    ProviderError::new(kind, message).with_source(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_rds::error::ErrorMetadata;
+    use aws_sdk_rds::operation::create_db_instance::CreateDBInstanceError;
+    use aws_smithy_types::body::SdkBody;
+
+    fn service_error(code: &str, status: u16) -> SdkError<CreateDBInstanceError, HttpResponse> {
+        let meta = ErrorMetadata::builder().code(code).message("m").build();
+        let response = HttpResponse::new(
+            status.try_into().unwrap_or_else(|e| panic!("{e:?}")),
+            SdkBody::empty(),
+        );
+        SdkError::service_error(CreateDBInstanceError::generic(meta), response)
+    }
+
+    #[test]
+    fn each_kind_of_aws_error_is_classified() {
+        let kind = |code: &str, status| classify(&service_error(code, status)).0;
+        for code in [
+            "Throttling",
+            "ThrottlingException",
+            "RequestLimitExceeded",
+            "SlowDown",
+        ] {
+            assert_eq!(kind(code, 400), ErrorKind::Throttled, "{code}");
+        }
+        assert_eq!(kind("Anything", 429), ErrorKind::Throttled);
+        assert_eq!(kind("InternalFailure", 500), ErrorKind::Transient);
+        assert_eq!(kind("ServiceUnavailable", 503), ErrorKind::Transient);
+        assert_eq!(kind("InvalidDBInstanceState", 400), ErrorKind::Transient);
+        for code in [
+            "InvalidParameterValue",
+            "InvalidParameterCombination",
+            "AccessDenied",
+            "AccessDeniedException",
+            "InstanceQuotaExceeded",
+            "StorageQuotaExceeded",
+            "LimitExceeded",
+            "StorageTypeNotSupported",
+            "DBSubnetGroupNotFoundFault",
+            "KMSKeyNotAccessibleFault",
+            "InsufficientDBInstanceCapacity",
+            "BucketAlreadyExists",
+        ] {
+            assert_eq!(kind(code, 400), ErrorKind::Permanent, "{code}");
+        }
+        assert_eq!(kind("SomethingNew", 400), ErrorKind::Transient);
+    }
+
+    #[test]
+    fn permanent_errors_say_what_to_change() {
+        let e = api_error(
+            "rds:CreateDBInstance",
+            "db1",
+            service_error("AccessDenied", 403),
+        );
+        assert_eq!(e.kind(), ErrorKind::Permanent);
+        assert!(
+            e.to_string()
+                .contains("rds:CreateDBInstance db1: AccessDenied: m")
+                && e.to_string().contains("grant it the permissions"),
+            "{e}"
+        );
+        let e = api_error(
+            "rds:CreateDBInstance",
+            "db1",
+            service_error("InvalidParameterValue", 400),
+        );
+        assert!(
+            e.to_string().contains("fix the tier's createStrategy"),
+            "{e}"
+        );
+        let e = api_error(
+            "rds:CreateDBInstance",
+            "db1",
+            service_error("Throttling", 400),
+        );
+        assert_eq!(e.kind(), ErrorKind::Throttled);
+        assert!(e.to_string().contains("retrying with backoff"), "{e}");
+    }
 }

@@ -98,7 +98,8 @@ pub async fn ensure_user(
             .map(|(k, v)| Tag::builder().key(k).value(v).build())
             .collect::<Result<Vec<_>, _>>()
     };
-    let iam_tags = iam_tags().map_err(|e| ProviderError::Api(format!("building IAM tags: {e}")))?;
+    let iam_tags =
+        iam_tags().map_err(|e| ProviderError::transient(format!("building IAM tags: {e}")))?;
     match counted(
         &p.calls,
         "iam",
@@ -277,7 +278,7 @@ pub async fn create_access_key(
     )
     .map_err(|e| api_error("iam:CreateAccessKey", user, e))?;
     let key = out.access_key().ok_or_else(|| {
-        ProviderError::Api(format!("iam:CreateAccessKey {user}: no key returned"))
+        ProviderError::transient(format!("iam:CreateAccessKey {user}: no key returned"))
     })?;
     Ok(AccessKey {
         id: key.access_key_id().to_string(),

@@ -21,8 +21,8 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use aws_config::SdkConfig;
 use cro_provider_api::{
-    Deletion, Provider, ProviderError, Provisioned, ResourceKind, ResourceRequest, SnapshotRequest,
-    Snapshotted,
+    Deletion, IdentifierRules, Provider, ProviderError, Provisioned, ResourceKind, ResourceRequest,
+    SnapshotRequest, Snapshotted,
 };
 use serde_json::Value;
 use strategy::Fields;
@@ -41,7 +41,15 @@ pub struct AwsProvider {
     kube: kube::Client,
     settings: AwsSettings,
     pub calls: Arc<Calls>,
-    configs: Mutex<HashMap<String, SdkConfig>>,
+    configs: Mutex<HashMap<Account, SdkConfig>>,
+}
+
+/// Where a tier's calls go and as whom.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Account {
+    region: Option<String>,
+    role_arn: Option<String>,
+    external_id: Option<String>,
 }
 
 impl AwsProvider {
@@ -54,24 +62,31 @@ impl AwsProvider {
         }
     }
 
-    /// SDK configuration for the tier's region (or the default chain's).
-    async fn config(&self, region: Option<&str>) -> Result<SdkConfig, ProviderError> {
-        let key = region.unwrap_or_default().to_string();
+    /// SDK configuration for the tier: its region (or the operator's
+    /// default), under its role when it names one. Cached per region and
+    /// role; a role that cannot be assumed is not cached, so fixing its
+    /// trust policy heals the CR at the next reconcile.
+    async fn config(&self, tier: &strategy::Tier) -> Result<SdkConfig, ProviderError> {
+        let account = Account {
+            region: tier.region.clone().or_else(|| self.settings.region.clone()),
+            role_arn: tier.role_arn.clone(),
+            external_id: tier.external_id.clone(),
+        };
         let mut configs = self.configs.lock().await;
-        if let Some(c) = configs.get(&key) {
+        if let Some(c) = configs.get(&account) {
             return Ok(c.clone());
         }
-        let settings = AwsSettings {
-            region: region.map(str::to_string).or(self.settings.region.clone()),
-            ..self.settings.clone()
-        };
-        let config = sdk_config(&settings).await;
-        if config.region().is_none() {
-            return Err(ProviderError::InvalidStrategy(
-                "no AWS region: set \"region\" in the tier of cloud-resources-aws-strategies, or give the operator a default region (--aws-region / AWS_REGION)".into(),
+        let base = sdk_config(account.region.as_deref()).await;
+        if base.region().is_none() {
+            return Err(ProviderError::invalid_strategy(
+                "no AWS region: set \"region\" in the tier of cloud-resources-aws-strategies, or give the operator a default region (--aws-region / AWS_REGION, or the OpenShift Infrastructure's)",
             ));
         }
-        configs.insert(key, config.clone());
+        let config = match &account.role_arn {
+            Some(role) => sdk::assume_role(&base, role, account.external_id.as_deref()).await?,
+            None => base,
+        };
+        configs.insert(account, config.clone());
         Ok(config)
     }
 }
@@ -101,6 +116,39 @@ pub fn validate_strategy(kind: ResourceKind, strategy: &Value) -> Result<(), Pro
     Ok(())
 }
 
+/// The identifier rules of the resource `kind` is provisioned as.
+fn rules(kind: ResourceKind) -> IdentifierRules {
+    match kind {
+        ResourceKind::Postgres => IdentifierRules::RdsInstance,
+        ResourceKind::Redis => IdentifierRules::ElastiCacheReplicationGroup,
+        // The bucket's IAM user has the same name; a valid bucket name is a
+        // valid user name.
+        ResourceKind::BlobStorage => IdentifierRules::S3Bucket,
+        ResourceKind::Smtp => IdentifierRules::IamUser,
+    }
+}
+
+/// The request with identifiers AWS accepts (unchanged when they already
+/// are, as every identifier the Go operator used successfully is).
+fn conformed(req: &ResourceRequest) -> ResourceRequest {
+    ResourceRequest {
+        identifier: rules(req.kind).conform(&req.identifier),
+        ..req.clone()
+    }
+}
+
+fn conformed_snapshot(req: &SnapshotRequest) -> SnapshotRequest {
+    let snapshot_rules = match req.kind {
+        ResourceKind::Redis => IdentifierRules::ElastiCacheSnapshot,
+        _ => IdentifierRules::RdsSnapshot,
+    };
+    SnapshotRequest {
+        identifier: snapshot_rules.conform(&req.identifier),
+        resource_identifier: rules(req.kind).conform(&req.resource_identifier),
+        ..req.clone()
+    }
+}
+
 #[async_trait::async_trait]
 impl Provider for AwsProvider {
     fn name(&self) -> &'static str {
@@ -109,14 +157,15 @@ impl Provider for AwsProvider {
 
     async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
         validate_strategy(req.kind, &req.strategy)?;
+        let req = &conformed(req);
         let tier = strategy::parse(&req.strategy)?;
         match req.kind {
             ResourceKind::Postgres => {
-                let config = self.config(tier.region.as_deref()).await?;
+                let config = self.config(&tier).await?;
                 rds::reconcile(self, &aws_sdk_rds::Client::new(&config), req, &tier).await
             }
             ResourceKind::BlobStorage => {
-                let config = self.config(tier.region.as_deref()).await?;
+                let config = self.config(&tier).await?;
                 let region = config.region().map(|r| r.to_string()).unwrap_or_default();
                 s3::reconcile(
                     self,
@@ -128,12 +177,12 @@ impl Provider for AwsProvider {
                 .await
             }
             ResourceKind::Redis => {
-                let config = self.config(tier.region.as_deref()).await?;
+                let config = self.config(&tier).await?;
                 elasticache::reconcile(self, &aws_sdk_elasticache::Client::new(&config), req, &tier)
                     .await
             }
             ResourceKind::Smtp => {
-                let config = self.config(tier.region.as_deref()).await?;
+                let config = self.config(&tier).await?;
                 let region = config.region().map(|r| r.to_string()).unwrap_or_default();
                 smtp::reconcile(self, &config, req, &tier, &region).await
             }
@@ -141,14 +190,15 @@ impl Provider for AwsProvider {
     }
 
     async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError> {
+        let req = &conformed(req);
         let tier = strategy::parse(&req.strategy)?;
         match req.kind {
             ResourceKind::Postgres => {
-                let config = self.config(tier.region.as_deref()).await?;
+                let config = self.config(&tier).await?;
                 rds::delete(self, &aws_sdk_rds::Client::new(&config), req, &tier).await
             }
             ResourceKind::BlobStorage => {
-                let config = self.config(tier.region.as_deref()).await?;
+                let config = self.config(&tier).await?;
                 s3::delete(
                     self,
                     &s3_client(&config),
@@ -159,21 +209,22 @@ impl Provider for AwsProvider {
                 .await
             }
             ResourceKind::Redis => {
-                let config = self.config(tier.region.as_deref()).await?;
+                let config = self.config(&tier).await?;
                 elasticache::delete(self, &aws_sdk_elasticache::Client::new(&config), req, &tier)
                     .await
             }
             ResourceKind::Smtp => {
-                let config = self.config(tier.region.as_deref()).await?;
+                let config = self.config(&tier).await?;
                 smtp::delete(self, &aws_sdk_iam::Client::new(&config), req).await
             }
         }
     }
 
     async fn snapshot(&self, req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
+        let req = &conformed_snapshot(req);
         // Snapshots live where their resource does: its tier's region.
         let tier = strategy::parse(&req.strategy)?;
-        let config = self.config(tier.region.as_deref()).await?;
+        let config = self.config(&tier).await?;
         match req.kind {
             ResourceKind::Redis => {
                 snapshots::elasticache(self, &aws_sdk_elasticache::Client::new(&config), req).await
@@ -183,8 +234,9 @@ impl Provider for AwsProvider {
     }
 
     async fn delete_snapshot(&self, req: &SnapshotRequest) -> Result<Deletion, ProviderError> {
+        let req = &conformed_snapshot(req);
         let tier = strategy::parse(&req.strategy).unwrap_or_default();
-        let config = self.config(tier.region.as_deref()).await?;
+        let config = self.config(&tier).await?;
         match req.kind {
             ResourceKind::Redis => {
                 snapshots::delete_elasticache(self, &aws_sdk_elasticache::Client::new(&config), req)

@@ -39,7 +39,7 @@ pub fn credentials_secret(name: &str) -> String {
 }
 
 fn build_error(e: impl std::fmt::Display) -> ProviderError {
-    ProviderError::Api(format!("building an S3 request: {e}"))
+    ProviderError::transient(format!("building an S3 request: {e}"))
 }
 
 async fn exists(p: &AwsProvider, s3: &Client, bucket: &str) -> Result<bool, ProviderError> {

@@ -1,29 +1,52 @@
 //! Building AWS SDK clients: the standard credential chain (env, web
-//! identity/IRSA, profile), the region, and an endpoint override
-//! (`AWS_ENDPOINT_URL`) so tests run against a local emulator.
+//! identity/IRSA, profile), the region, an endpoint override
+//! (`AWS_ENDPOINT_URL`, read by the SDK) so tests run against a local
+//! emulator, and per-tier roles assumed through STS.
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::{BehaviorVersion, Region, SdkConfig, sts::AssumeRoleProvider};
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use cro_provider_api::ProviderError;
 
 /// Where and how to reach AWS.
 #[derive(Clone, Debug, Default)]
 pub struct AwsSettings {
-    /// Region for calls; when `None`, the standard chain (`AWS_REGION`,
-    /// profile) decides.
+    /// Region for tiers that name none; when `None`, the standard chain
+    /// (`AWS_REGION`, profile) decides.
     pub region: Option<String>,
-    /// Endpoint override; when `None`, `AWS_ENDPOINT_URL` (if set) applies.
-    pub endpoint_url: Option<String>,
 }
 
-/// The SDK configuration from the standard chain plus `settings`.
-pub async fn sdk_config(settings: &AwsSettings) -> SdkConfig {
+/// The SDK configuration from the standard chain, in `region` when set.
+pub async fn sdk_config(region: Option<&str>) -> SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest());
-    if let Some(region) = &settings.region {
-        loader = loader.region(Region::new(region.clone()));
-    }
-    if let Some(url) = &settings.endpoint_url {
-        loader = loader.endpoint_url(url.clone());
+    if let Some(region) = region {
+        loader = loader.region(Region::new(region.to_string()));
     }
     loader.load().await
+}
+
+/// `base` with the credentials of `role_arn`, assumed with `base`'s own
+/// credentials. The role is assumed once here, so a role that cannot be
+/// assumed fails the CR at once, naming the role; the SDK's identity cache
+/// then refreshes the credentials before they expire.
+pub async fn assume_role(
+    base: &SdkConfig,
+    role_arn: &str,
+    external_id: Option<&str>,
+) -> Result<SdkConfig, ProviderError> {
+    let mut builder = AssumeRoleProvider::builder(role_arn)
+        .session_name("cloud-resource-operator")
+        .configure(base);
+    if let Some(id) = external_id {
+        builder = builder.external_id(id);
+    }
+    let provider = builder.build().await;
+    if let Err(e) = provider.provide_credentials().await {
+        return Err(crate::errors::assume_role_error(role_arn, e));
+    }
+    Ok(base
+        .to_builder()
+        .credentials_provider(SharedCredentialsProvider::new(provider))
+        .build())
 }
 
 /// An S3 client. With an endpoint override, path-style addressing is used:

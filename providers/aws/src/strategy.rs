@@ -9,9 +9,27 @@ use serde_json::{Map, Value};
 #[derive(Debug, Default)]
 pub struct Tier {
     pub region: Option<String>,
+    /// The role the tier's calls run as (another AWS account, typically),
+    /// assumed on top of the operator's own credentials.
+    pub role_arn: Option<String>,
+    pub external_id: Option<String>,
     pub create: Map<String, Value>,
     pub delete: Map<String, Value>,
 }
+
+/// Keys of an aws tier. `_network` is the Go operator's standalone-VPC
+/// setting (its helper writes `"_network": ""` into every tier); this
+/// operator uses the subnet and security groups the createStrategy names,
+/// so it is accepted and ignored, as is `serviceUpdates`.
+const TIER_KEYS: [&str; 7] = [
+    "region",
+    "roleArn",
+    "externalId",
+    "createStrategy",
+    "deleteStrategy",
+    "serviceUpdates",
+    "_network",
+];
 
 pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
     if tier.is_null() {
@@ -22,17 +40,10 @@ pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
             "the tier must be an object with region, createStrategy, deleteStrategy".into(),
         ));
     };
-    if let Some(k) = obj.keys().find(|k| {
-        ![
-            "region",
-            "createStrategy",
-            "deleteStrategy",
-            "serviceUpdates",
-        ]
-        .contains(&k.as_str())
-    }) {
+    if let Some(k) = obj.keys().find(|k| !TIER_KEYS.contains(&k.as_str())) {
         return Err(invalid(format!(
-            "{k} is not a key of an aws tier; use region, createStrategy, deleteStrategy, serviceUpdates"
+            "{k} is not a key of an aws tier; use {}",
+            TIER_KEYS.join(", ")
         )));
     }
     let section = |name: &str| match obj.get(name) {
@@ -42,21 +53,32 @@ pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
             "{name} must be an object of AWS API fields, found {other}"
         ))),
     };
-    let region = match obj.get("region") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(r)) if r.is_empty() => None,
-        Some(Value::String(r)) => Some(r.clone()),
-        Some(other) => return Err(invalid(format!("region must be a string, found {other}"))),
+    // An empty string means unset, as the Go operator's helper writes it.
+    let text = |key: &str| match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(r)) if r.is_empty() => Ok(None),
+        Some(Value::String(r)) => Ok(Some(r.clone())),
+        Some(other) => Err(invalid(format!("{key} must be a string, found {other}"))),
     };
+    let role_arn = text("roleArn")?;
+    if let Some(arn) = &role_arn
+        && !(arn.starts_with("arn:") && arn.contains(":role/"))
+    {
+        return Err(invalid(format!(
+            "roleArn {arn:?} is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)"
+        )));
+    }
     Ok(Tier {
-        region,
+        region: text("region")?,
+        role_arn,
+        external_id: text("externalId")?,
         create: section("createStrategy")?,
         delete: section("deleteStrategy")?,
     })
 }
 
 fn invalid(m: String) -> ProviderError {
-    ProviderError::InvalidStrategy(m)
+    ProviderError::invalid_strategy(m)
 }
 
 /// The JSON type an AWS API input field takes.
@@ -109,7 +131,9 @@ impl<'a> Fields<'a> {
     /// against the field's type, so a bad tier fails before any AWS call.
     pub fn new(section: &Section, map: &'a Map<String, Value>) -> Result<Self, ProviderError> {
         let names: Vec<&str> = section.fields.iter().map(|(n, _)| *n).collect();
-        for (key, value) in map {
+        // `null` means unset, whatever the name: the Go operator's helper
+        // writes every field of the aws-sdk-go input struct, mostly null.
+        for (key, value) in map.iter().filter(|(_, v)| !v.is_null()) {
             let Some((name, ty)) = section
                 .fields
                 .iter()
@@ -125,7 +149,7 @@ impl<'a> Fields<'a> {
                     names.join(", ")
                 )));
             };
-            if !value.is_null() && !ty.accepts(value) {
+            if !ty.accepts(value) {
                 return Err(invalid(format!(
                     "{}.{name} must be {}, found {value}",
                     section.name,

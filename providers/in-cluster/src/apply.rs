@@ -25,7 +25,7 @@ pub enum Applied<K> {
 }
 
 fn api_error(verb: &str, desired: &Value, e: kube::Error) -> ProviderError {
-    ProviderError::Api(format!(
+    ProviderError::transient(format!(
         "{verb} {} {}/{}: {e}",
         desired["kind"].as_str().unwrap_or("object"),
         desired["metadata"]["namespace"]
@@ -70,7 +70,7 @@ where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
 {
     let context =
-        |e: kube::Error| ProviderError::Api(format!("deleting {} {name}: {e}", K::kind(&())));
+        |e: kube::Error| ProviderError::transient(format!("deleting {} {name}: {e}", K::kind(&())));
     let Some(live) = api.get_opt(name).await.map_err(context)? else {
         return Ok(true);
     };

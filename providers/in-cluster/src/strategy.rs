@@ -29,7 +29,7 @@ pub struct Overrides {
 }
 
 pub fn parse(tier: &Value) -> Result<Overrides, ProviderError> {
-    let invalid = |m: String| ProviderError::InvalidStrategy(m);
+    let invalid = |m: String| ProviderError::invalid_strategy(m);
     let (key, strategy) = match (tier.get("strategy"), tier.get("createStrategy")) {
         (Some(s), _) => ("strategy", s),
         (None, Some(s)) => ("createStrategy", s),
@@ -74,12 +74,12 @@ pub fn typed<T: DeserializeOwned + Serialize>(value: Value, at: &str) -> Result<
         } else {
             format!("{at}.{path}")
         };
-        ProviderError::InvalidStrategy(format!("{field}: {}", e.inner()))
+        ProviderError::invalid_strategy(format!("{field}: {}", e.inner()))
     })?;
     let kept = serde_json::to_value(&parsed)
-        .map_err(|e| ProviderError::InvalidStrategy(format!("{at}: {e}")))?;
+        .map_err(|e| ProviderError::invalid_strategy(format!("{at}: {e}")))?;
     if let Some(path) = dropped(&value, &kept) {
-        return Err(ProviderError::InvalidStrategy(format!(
+        return Err(ProviderError::invalid_strategy(format!(
             "{at}{path} is not a field of this object; check its spelling against the Kubernetes API reference"
         )));
     }
