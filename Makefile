@@ -45,12 +45,20 @@ lint: ## rustfmt and clippy, warnings are errors
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-# With KUBECONFIG unset: the local environment. Otherwise: that cluster.
-run: deps build ## run the operator in the foreground (local control plane unless KUBECONFIG is set)
-	@if [ -z "$${KUBECONFIG:-}" ]; then $(TESTENV) up; fi; \
-	if [ -z "$${KUBECONFIG:-}" ]; then set -a; . $(ENV_SH); set +a; fi; \
+# With KUBECONFIG unset: the local environment, with both sample sets
+# (in-cluster and AWS, against the emulator) in namespace $(DEMO_NAMESPACE).
+# Otherwise: that cluster, CRDs and configuration only.
+DEMO_NAMESPACE ?= demo
+run: deps build ## run the operator in the foreground (local control plane and samples unless KUBECONFIG is set)
+	@local=0; if [ -z "$${KUBECONFIG:-}" ]; then local=1; $(TESTENV) up; set -a; . $(ENV_SH); set +a; fi; \
 	kubectl apply --server-side -k crds/ >/dev/null; \
 	kubectl create namespace $(OPERATOR_NAMESPACE) --dry-run=client -o yaml | kubectl apply -f - >/dev/null; \
 	kubectl -n $(OPERATOR_NAMESPACE) apply -k config/ >/dev/null; \
-	echo "CRDs and configuration installed; try: kubectl apply -f config/samples/"; \
+	if [ $$local = 1 ]; then \
+	  kubectl create namespace $(DEMO_NAMESPACE) --dry-run=client -o yaml | kubectl apply -f - >/dev/null; \
+	  kubectl -n $(DEMO_NAMESPACE) apply -f config/samples/ -f config/samples/aws/ >/dev/null; \
+	  echo "CRDs, configuration and samples installed; in another shell: . $(ENV_SH); kubectl -n $(DEMO_NAMESPACE) get postgres,redis,blobstorages,smtpcredentialsets,postgressnapshots,redissnapshots"; \
+	else \
+	  echo "CRDs and configuration installed; try: kubectl apply -f config/samples/"; \
+	fi; \
 	exec $(BIN) run --operator-namespace $(OPERATOR_NAMESPACE)

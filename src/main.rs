@@ -224,15 +224,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
                 .and_then(cluster_id::infrastructure_region)
         }),
     };
-    let aws_provider = Arc::new(cro_provider_aws::AwsProvider::new(client.clone(), aws));
-    let metrics = Arc::new(Metrics::new(Some(aws_provider.calls.clone())));
     let providers: Vec<Arc<dyn Provider>> = vec![
         Arc::new(cro_provider_in_cluster::InClusterProvider::new(
             client.clone(),
             args.cluster_domain,
         )),
-        aws_provider,
+        Arc::new(cro_provider_aws::AwsProvider::new(client.clone(), aws)),
     ];
+    let metrics = Arc::new(Metrics::new(&providers));
     let elector = args
         .leader_election
         .then(|| {

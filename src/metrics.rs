@@ -1,12 +1,12 @@
 //! Prometheus metrics: reconciles, their errors (by the error's stable
 //! label) and durations per kind; the Go operator's per-kind phase gauges
-//! (`cro_postgres_status_phase`, ...); AWS API calls by service, operation
-//! and outcome. Served on `/metrics` with `/healthz` and `/readyz`.
+//! (`cro_postgres_status_phase`, ...); and whatever each provider
+//! registers (the aws provider's API calls by service, operation and
+//! outcome). Served on `/metrics` with `/healthz` and `/readyz`.
 
 use std::{sync::Arc, time::Duration};
 
 use axum::{Router, http::header, response::IntoResponse, routing::get};
-use cro_provider_aws::Calls;
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
     metrics::{
@@ -73,11 +73,11 @@ pub struct Metrics {
     phases: Vec<(&'static str, Family<PhaseLabels, Gauge>)>,
     time_to_ready: Family<ReadyLabels, Histogram, fn() -> Histogram>,
     leader: Gauge,
-    aws_calls: Option<Arc<Calls>>,
 }
 
 impl Metrics {
-    pub fn new(aws_calls: Option<Arc<Calls>>) -> Self {
+    /// The operator's families, plus those `providers` register.
+    pub fn new(providers: &[Arc<dyn cro_provider_api::Provider>]) -> Self {
         let mut registry = Registry::default();
         let reconciles = Family::<KindLabels, Counter>::default();
         registry.register(
@@ -126,6 +126,9 @@ impl Metrics {
             "1 while this process holds the leader-election Lease (or runs without leader election)",
             leader.clone(),
         );
+        for provider in providers {
+            provider.register_metrics(&mut registry);
+        }
         Metrics {
             registry,
             reconciles,
@@ -134,7 +137,6 @@ impl Metrics {
             phases,
             time_to_ready,
             leader,
-            aws_calls,
         }
     }
 
@@ -196,19 +198,6 @@ impl Metrics {
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
             return String::new();
-        }
-        if let Some(calls) = &self.aws_calls {
-            let mut aws = String::from(
-                "# HELP cro_aws_api_calls AWS API calls, by service, operation and outcome.\n# TYPE cro_aws_api_calls counter\n",
-            );
-            for ((service, operation, outcome), n) in calls.snapshot() {
-                aws.push_str(&format!(
-                    "cro_aws_api_calls_total{{service=\"{service}\",operation=\"{operation}\",outcome=\"{}\"}} {n}\n",
-                    outcome.as_str()
-                ));
-            }
-            // Before the OpenMetrics terminator.
-            out = out.replace("# EOF\n", &format!("{aws}# EOF\n"));
         }
         out
     }

@@ -19,8 +19,9 @@ use crate::{
     },
     config,
     reconcile::{
-        Context, Error, Managed, Report, in_progress_requeue,
+        Context, Error, Managed, Report, in_progress_requeue, key,
         output_secret::{self, Target, Written},
+        unless_parked,
     },
 };
 
@@ -224,10 +225,20 @@ async fn converge<K: ResourceCr>(
     let provider_name = provider_name(cr, ctx).await?;
     let strategy =
         config::tier_strategy(&ctx.config, &provider_name, K::KIND, &cr.spec().tier).await?;
-    let provisioned = provider(ctx, &provider_name)?
-        .reconcile(&request(cr, ctx, strategy))
-        .await
-        .map_err(|e| with_tier_location(e, &provider_name, K::KIND, &cr.spec().tier))?;
+    let inputs = (
+        cr.spec(),
+        cr.annotations(),
+        cr.labels(),
+        &strategy,
+        &provider_name,
+    );
+    let provisioned = unless_parked(ctx, &key(cr), &inputs, async {
+        provider(ctx, &provider_name)?
+            .reconcile(&request(cr, ctx, strategy.clone()))
+            .await
+            .map_err(|e| with_tier_location(e, &provider_name, K::KIND, &cr.spec().tier))
+    })
+    .await?;
     if let Some(id) = &provisioned.identifier
         && recorded_identifier(cr).as_ref() != Some(id)
     {

@@ -15,7 +15,7 @@ use crate::{
         SnapshotSpec, SnapshotStatus,
     },
     config,
-    reconcile::{Context, Error, Managed, Report, in_progress_requeue},
+    reconcile::{Context, Error, Managed, Report, in_progress_requeue, key, unless_parked},
 };
 
 pub trait SnapshotCr: Managed {
@@ -153,9 +153,13 @@ async fn converge<K: SnapshotCr>(
     let kind = <K::Parent as ResourceCr>::KIND;
     let strategy =
         config::tier_strategy(&ctx.config, &provider_name, kind, &parent.spec().tier).await?;
-    let snapshotted = provider(ctx, &provider_name)?
-        .snapshot(&request(snap, Some(&parent), strategy, ctx))
-        .await?;
+    let inputs = (snap.spec(), snap.annotations(), &strategy, &provider_name);
+    let snapshotted = unless_parked(ctx, &key(snap), &inputs, async {
+        Ok(provider(ctx, &provider_name)?
+            .snapshot(&request(snap, Some(&parent), strategy.clone(), ctx))
+            .await?)
+    })
+    .await?;
     let mut report = Report {
         strategy: Some(provider_name),
         snapshot_id: snap.status().and_then(|s| s.snapshot_id.clone()),

@@ -4,7 +4,7 @@
 use std::{
     collections::{BTreeMap, HashMap},
     sync::{Arc, Mutex},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use cro_provider_api::Provider;
@@ -43,8 +43,23 @@ pub struct Context {
     pub providers: BTreeMap<&'static str, Arc<dyn Provider>>,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
-    failures: Mutex<HashMap<String, u32>>,
+    /// Consecutive transient failures by object, and when the last was.
+    failures: Mutex<HashMap<String, (u32, Instant)>>,
+    /// Failures that need a person, by object: what they failed with.
+    parked: Mutex<HashMap<String, Parked>>,
 }
+
+/// A failure that needs a person, and the inputs it happened with.
+struct Parked {
+    inputs: u64,
+    label: &'static str,
+    message: String,
+    since: Instant,
+}
+
+/// How long failure records are kept without a new failure: longer than
+/// the longest backoff and than the retry of parked failures.
+const FORGET_AFTER: Duration = Duration::from_secs(2 * 3600);
 
 impl Context {
     pub fn new(
@@ -65,6 +80,7 @@ impl Context {
             settings,
             metrics,
             failures: Mutex::default(),
+            parked: Mutex::default(),
         }
     }
 
@@ -72,15 +88,52 @@ impl Context {
     /// to wait before retrying: 5s doubling to at most 5 minutes.
     pub fn backoff(&self, key: &str) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let n = failures.entry(key.to_string()).or_insert(0);
+        let now = Instant::now();
+        failures.retain(|_, (_, last)| now.duration_since(*last) < FORGET_AFTER);
+        let (n, last) = failures.entry(key.to_string()).or_insert((0, now));
         *n = n.saturating_add(1);
+        *last = now;
         let secs = 5u64.saturating_mul(1 << (*n - 1).min(6));
         Duration::from_secs(secs.min(300))
     }
 
-    /// Forgets the failures of `key` after a successful reconcile.
+    /// Forgets the failures of `key` (it succeeded, or is gone).
     pub fn succeeded(&self, key: &str) {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         failures.remove(key);
+        let mut parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+        parked.remove(key);
+    }
+
+    /// The message of a failure that needs a person, if `key` had one with
+    /// the same `inputs` (spec, annotations, configuration) less than
+    /// `retry` ago: calling the cloud again would only fail again.
+    pub fn parked(
+        &self,
+        key: &str,
+        inputs: u64,
+        retry: Duration,
+    ) -> Option<(&'static str, String)> {
+        let parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+        parked
+            .get(key)
+            .filter(|p| p.inputs == inputs && p.since.elapsed() < retry)
+            .map(|p| (p.label, p.message.clone()))
+    }
+
+    /// Records a failure that needs a person.
+    pub fn park(&self, key: &str, inputs: u64, label: &'static str, message: String) {
+        let mut parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        parked.retain(|_, p| now.duration_since(p.since) < FORGET_AFTER);
+        parked.insert(
+            key.to_string(),
+            Parked {
+                inputs,
+                label,
+                message,
+                since: now,
+            },
+        );
     }
 }

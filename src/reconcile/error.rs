@@ -21,6 +21,13 @@ pub enum Error {
     /// to change.
     #[error("{0}")]
     Invalid(String),
+    /// The same inputs failed a moment ago for a reason that needs a
+    /// person; not tried again until they change (see `unless_parked`).
+    #[error("{message}")]
+    Parked {
+        label: &'static str,
+        message: String,
+    },
     /// A bug in the operator (e.g. a patch it built does not serialise).
     #[error("internal error: {0}")]
     Internal(String),
@@ -38,6 +45,7 @@ impl Error {
             Error::Config(e) => e.label(),
             Error::Provider(e) => e.label(),
             Error::Invalid(_) => "invalid_spec",
+            Error::Parked { label, .. } => label,
             Error::Internal(_) => "internal",
         }
     }
@@ -55,6 +63,7 @@ impl Error {
             Error::Config(e) => e.is_transient(),
             Error::Provider(e) => e.is_transient(),
             Error::Invalid(_) => false,
+            Error::Parked { .. } => false,
             Error::Internal(_) => true,
         }
     }

@@ -99,7 +99,7 @@ pub trait Managed:
     async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error>;
 }
 
-fn key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
+pub(crate) fn key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
     format!(
         "{}/{}/{}",
         K::kind(&()),
@@ -397,6 +397,32 @@ pub(crate) async fn publish<K: Resource<DynamicType = ()>>(
         }
         Err(e) => warn!(object = %key(obj), error = %e, "could not publish event"),
     }
+}
+
+/// Calls `call` (the provider) unless the same inputs failed less than
+/// [`FAILED_RETRY`] ago for a reason that needs a person: the status
+/// write of that failure triggers another reconcile, and the cloud would
+/// only refuse again. A change to the CR or its configuration changes the
+/// inputs and calls at once.
+pub async fn unless_parked<T>(
+    ctx: &Context,
+    key: &str,
+    inputs: &impl Serialize,
+    call: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    let inputs = u64::from(fingerprint(
+        &serde_json::to_string(inputs).unwrap_or_default(),
+    ));
+    if let Some((label, message)) = ctx.parked(key, inputs, FAILED_RETRY) {
+        return Err(Error::Parked { label, message });
+    }
+    let result = call.await;
+    if let Err(e) = &result
+        && !e.is_transient()
+    {
+        ctx.park(key, inputs, e.label(), e.to_string());
+    }
+    result
 }
 
 /// FNV-1a: stable across processes and releases (unlike std's hasher).

@@ -308,7 +308,7 @@ async fn blob_storage_on_s3_with_a_bucket_scoped_user() {
         }
         let env = TestEnv::load();
         let config = env.aws_config().await;
-        let s3 = cro_provider_aws::s3_client(&config);
+        let s3 = env.s3().await;
         let iam = aws_sdk_iam::Client::new(&config);
         for name in ["keep", "force"] {
             wait_for(&blobs, name, "phase complete", DEFAULT_TIMEOUT, |o: Option<&BlobStorage>| {

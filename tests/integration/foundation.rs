@@ -15,13 +15,15 @@ use serde_json::json;
 
 use crate::support::{self, DEFAULT_TIMEOUT, TestEnv, with_namespace};
 
-fn samples() -> Vec<(String, DynamicObject)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/samples");
+/// The YAML objects of one directory (e.g. `config/samples`), by file.
+pub fn objects_in(dir: &str) -> Vec<(String, DynamicObject)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut out = Vec::new();
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
         .map(|e| e.map(|e| e.path()).unwrap_or_else(|e| panic!("{e}")))
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .filter(|p| p.file_name().is_some_and(|n| n != "kustomization.yaml"))
         .collect();
     paths.sort();
     for path in paths {
@@ -34,7 +36,13 @@ fn samples() -> Vec<(String, DynamicObject)> {
     out
 }
 
-fn api_for(client: &kube::Client, ns: &str, obj: &DynamicObject) -> Api<DynamicObject> {
+fn samples() -> Vec<(String, DynamicObject)> {
+    let mut all = objects_in("config/samples");
+    all.extend(objects_in("config/samples/aws"));
+    all
+}
+
+pub fn api_for(client: &kube::Client, ns: &str, obj: &DynamicObject) -> Api<DynamicObject> {
     let types = obj
         .types
         .as_ref()
@@ -204,7 +212,7 @@ async fn a_deployment_becomes_available_through_kwok() {
 #[tokio::test]
 async fn s3_bucket_round_trip_against_the_emulator() {
     let env = TestEnv::load();
-    let s3 = cro_provider_aws::s3_client(&env.aws_config().await);
+    let s3 = env.s3().await;
     let bucket = format!("cro-foundation-{}", std::process::id());
     s3.create_bucket()
         .bucket(&bucket)

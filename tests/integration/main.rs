@@ -7,6 +7,7 @@ mod support;
 mod aws;
 mod bench;
 mod deploy;
+mod first_contact;
 mod foundation;
 mod in_cluster;
 mod leader;

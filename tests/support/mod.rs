@@ -93,6 +93,16 @@ impl TestEnv {
     }
 }
 
+impl TestEnv {
+    /// An S3 client for the emulator (path-style addressing).
+    pub async fn s3(&self) -> aws_sdk_s3::Client {
+        let config = aws_sdk_s3::config::Builder::from(&self.aws_config().await)
+            .force_path_style(true)
+            .build();
+        aws_sdk_s3::Client::from_conf(config)
+    }
+}
+
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -433,11 +443,23 @@ where
     F: FnOnce(Client, String, std::sync::Arc<Operator>) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    with_operator_launched(prefix, |_| {}, test).await;
+}
+
+/// As [`with_operator`], with the operator's launch adjusted by `adjust`
+/// (e.g. no `--cluster-id`, as a new user runs it).
+pub async fn with_operator_launched<F, Fut>(prefix: &str, adjust: impl FnOnce(&mut Launch), test: F)
+where
+    F: FnOnce(Client, String, std::sync::Arc<Operator>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let client = TestEnv::load().client().await;
     ensure_crds(&client).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let name = create_namespace(&client, prefix).await;
-    let operator = std::sync::Arc::new(Operator::start(&name).await);
+    let mut launch = Launch::new(&name);
+    adjust(&mut launch);
+    let operator = std::sync::Arc::new(Operator::launch(launch).await);
     let result = tokio::spawn(test(client.clone(), name.clone(), operator.clone())).await;
     // Every test with an operator also proves its log leaks no credential.
     let result = match result {

@@ -262,6 +262,10 @@ pub trait Provider: Send + Sync {
     /// The name used in `cloud-resource-config` (e.g. `openshift`).
     fn name(&self) -> &'static str;
 
+    /// Registers the provider's own metrics (e.g. cloud API calls) in the
+    /// operator's registry, served on `/metrics`.
+    fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
+
     /// Creates or converges the resource. Idempotent.
     async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError>;
 

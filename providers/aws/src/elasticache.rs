@@ -15,8 +15,8 @@ use cro_provider_api::{
 };
 
 use crate::{
-    AwsProvider, RECHECK,
-    errors::{api_error, counted},
+    RECHECK,
+    errors::api_error,
     strategy::{FieldType, Fields, Section, Tier},
 };
 
@@ -61,20 +61,13 @@ fn node_type(req: &ResourceRequest, f: &Fields<'_>) -> Result<String, ProviderEr
         .unwrap_or_else(|| "cache.t3.micro".into()))
 }
 
-async fn describe(
-    p: &AwsProvider,
-    ec: &Client,
-    id: &str,
-) -> Result<Option<ReplicationGroup>, ProviderError> {
-    match counted(
-        &p.calls,
-        "elasticache",
-        "DescribeReplicationGroups",
-        ec.describe_replication_groups()
-            .replication_group_id(id)
-            .send()
-            .await,
-    ) {
+async fn describe(ec: &Client, id: &str) -> Result<Option<ReplicationGroup>, ProviderError> {
+    match ec
+        .describe_replication_groups()
+        .replication_group_id(id)
+        .send()
+        .await
+    {
         Ok(out) => Ok(out.replication_groups().first().cloned()),
         Err(e)
             if e.as_service_error()
@@ -87,7 +80,6 @@ async fn describe(
 }
 
 pub async fn reconcile(
-    p: &AwsProvider,
     ec: &Client,
     req: &ResourceRequest,
     tier: &Tier,
@@ -104,7 +96,7 @@ pub async fn reconcile(
         recheck_after: Some(RECHECK),
         conditions: Vec::new(),
     };
-    let Some(group) = describe(p, ec, id).await? else {
+    let Some(group) = describe(ec, id).await? else {
         if let Some(recorded) = &req.recorded_identifier {
             return Ok(provisioned(Outcome::Failed(format!(
                 "ElastiCache replication group {recorded} was created for this resource but no longer exists (deleted outside the operator?); it is not re-created automatically: restore it from a snapshot, or delete the resourceIdentifier annotation to create a new, empty one"
@@ -141,13 +133,10 @@ pub async fn reconcile(
             .set_cache_parameter_group_name(f.string("CacheParameterGroupName")?)
             .set_port(f.int("Port")?)
             .set_tags(Some(tags));
-        counted(
-            &p.calls,
-            "elasticache",
-            "CreateReplicationGroup",
-            create.send().await,
-        )
-        .map_err(|e| api_error("elasticache:CreateReplicationGroup", id, e))?;
+        create
+            .send()
+            .await
+            .map_err(|e| api_error("elasticache:CreateReplicationGroup", id, e))?;
         return Ok(provisioned(Outcome::InProgress(format!(
             "creating ElastiCache replication group {id}"
         ))));
@@ -166,8 +155,8 @@ pub async fn reconcile(
             ))));
         }
     }
-    ensure_tags(p, ec, req, group.arn().unwrap_or_default()).await?;
-    if let Some(pending) = modify(p, ec, req, &group, &node_type).await? {
+    ensure_tags(ec, req, group.arn().unwrap_or_default()).await?;
+    if let Some(pending) = modify(ec, req, &group, &node_type).await? {
         return Ok(provisioned(Outcome::InProgress(pending)));
     }
     let primary = group
@@ -191,19 +180,13 @@ pub async fn reconcile(
     ))))
 }
 
-async fn ensure_tags(
-    p: &AwsProvider,
-    ec: &Client,
-    req: &ResourceRequest,
-    arn: &str,
-) -> Result<(), ProviderError> {
-    let have = counted(
-        &p.calls,
-        "elasticache",
-        "ListTagsForResource",
-        ec.list_tags_for_resource().resource_name(arn).send().await,
-    )
-    .map_err(|e| api_error("elasticache:ListTagsForResource", arn, e))?;
+async fn ensure_tags(ec: &Client, req: &ResourceRequest, arn: &str) -> Result<(), ProviderError> {
+    let have = ec
+        .list_tags_for_resource()
+        .resource_name(arn)
+        .send()
+        .await
+        .map_err(|e| api_error("elasticache:ListTagsForResource", arn, e))?;
     let have: BTreeMap<&str, &str> = have
         .tag_list()
         .iter()
@@ -214,17 +197,12 @@ async fn ensure_tags(
         .map(|(k, v)| Tag::builder().key(k).value(v).build())
         .collect();
     if !missing.is_empty() {
-        counted(
-            &p.calls,
-            "elasticache",
-            "AddTagsToResource",
-            ec.add_tags_to_resource()
-                .resource_name(arn)
-                .set_tags(Some(missing))
-                .send()
-                .await,
-        )
-        .map_err(|e| api_error("elasticache:AddTagsToResource", arn, e))?;
+        ec.add_tags_to_resource()
+            .resource_name(arn)
+            .set_tags(Some(missing))
+            .send()
+            .await
+            .map_err(|e| api_error("elasticache:AddTagsToResource", arn, e))?;
     }
     Ok(())
 }
@@ -232,7 +210,6 @@ async fn ensure_tags(
 /// A node type change is disruptive: only with maintenanceWindow or
 /// applyImmediately.
 async fn modify(
-    p: &AwsProvider,
     ec: &Client,
     req: &ResourceRequest,
     group: &ReplicationGroup,
@@ -248,25 +225,19 @@ async fn modify(
             "ElastiCache replication group {id} has node type {have}, the tier or spec.size asks for {node_type}; set spec.maintenanceWindow or spec.applyImmediately to apply"
         )));
     }
-    counted(
-        &p.calls,
-        "elasticache",
-        "ModifyReplicationGroup",
-        ec.modify_replication_group()
-            .replication_group_id(id)
-            .cache_node_type(node_type)
-            .apply_immediately(true)
-            .send()
-            .await,
-    )
-    .map_err(|e| api_error("elasticache:ModifyReplicationGroup", id, e))?;
+    ec.modify_replication_group()
+        .replication_group_id(id)
+        .cache_node_type(node_type)
+        .apply_immediately(true)
+        .send()
+        .await
+        .map_err(|e| api_error("elasticache:ModifyReplicationGroup", id, e))?;
     Ok(Some(format!(
         "modifying ElastiCache replication group {id}: node type {have} -> {node_type}"
     )))
 }
 
 pub async fn delete(
-    p: &AwsProvider,
     ec: &Client,
     req: &ResourceRequest,
     tier: &Tier,
@@ -274,9 +245,9 @@ pub async fn delete(
     let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
     let skip_final = f.bool("SkipFinalSnapshot")?.unwrap_or(false);
     let id = req.identifier.as_str();
-    let Some(group) = describe(p, ec, id).await? else {
+    let Some(group) = describe(ec, id).await? else {
         if !skip_final {
-            tag_final_snapshot(p, ec, req).await?;
+            tag_final_snapshot(ec, req).await?;
         }
         return Ok(Deletion::Done);
     };
@@ -292,30 +263,18 @@ pub async fn delete(
     if !skip_final {
         delete = delete.final_snapshot_identifier(final_snapshot_id(id));
     }
-    counted(
-        &p.calls,
-        "elasticache",
-        "DeleteReplicationGroup",
-        delete.send().await,
-    )
-    .map_err(|e| api_error("elasticache:DeleteReplicationGroup", id, e))?;
+    delete
+        .send()
+        .await
+        .map_err(|e| api_error("elasticache:DeleteReplicationGroup", id, e))?;
     Ok(Deletion::InProgress(format!(
         "deleting ElastiCache replication group {id}"
     )))
 }
 
-async fn tag_final_snapshot(
-    p: &AwsProvider,
-    ec: &Client,
-    req: &ResourceRequest,
-) -> Result<(), ProviderError> {
+async fn tag_final_snapshot(ec: &Client, req: &ResourceRequest) -> Result<(), ProviderError> {
     let name = final_snapshot_id(&req.identifier);
-    let found = counted(
-        &p.calls,
-        "elasticache",
-        "DescribeSnapshots",
-        ec.describe_snapshots().snapshot_name(&name).send().await,
-    );
+    let found = ec.describe_snapshots().snapshot_name(&name).send().await;
     let arn = match found {
         Ok(out) => out
             .snapshots()
@@ -331,7 +290,7 @@ async fn tag_final_snapshot(
         Err(e) => return Err(api_error("elasticache:DescribeSnapshots", &name, e)),
     };
     match arn {
-        Some(arn) => ensure_tags(p, ec, req, &arn).await,
+        Some(arn) => ensure_tags(ec, req, &arn).await,
         None => Ok(()),
     }
 }

@@ -12,10 +12,8 @@ use aws_sdk_rds::{
 };
 use cro_provider_api::{ErrorKind, ProviderError};
 
-use crate::calls::{CallOutcome, Calls};
-
 /// Codes AWS uses to ask for fewer requests.
-const THROTTLING: [&str; 8] = [
+pub(crate) const THROTTLING: [&str; 8] = [
     "Throttling",
     "ThrottlingException",
     "ThrottledException",
@@ -118,28 +116,6 @@ where
         // the safe default (the message still reaches status and Events).
         None => (ErrorKind::Transient, None),
     }
-}
-
-/// Records the call and returns its result; `operation` is the API name,
-/// e.g. `rds:CreateDBInstance`.
-// The SDK's own result passes through unchanged, large error and all.
-#[allow(clippy::result_large_err)]
-pub fn counted<T, E>(
-    calls: &Calls,
-    service: &'static str,
-    operation: &'static str,
-    result: Result<T, SdkError<E, HttpResponse>>,
-) -> Result<T, SdkError<E, HttpResponse>>
-where
-    E: ProvideErrorMetadata,
-{
-    let outcome = match &result {
-        Ok(_) => CallOutcome::Success,
-        Err(e) if classify(e).0 == ErrorKind::Throttled => CallOutcome::Throttled,
-        Err(_) => CallOutcome::Error,
-    };
-    calls.record(service, operation, outcome);
-    result
 }
 
 /// A failed call as a provider error naming the operation and resource,

@@ -11,10 +11,7 @@ use serde_json::{Value, json};
 
 use cro_provider_api::ResourceRequest;
 
-use crate::{
-    AwsProvider, credentials,
-    errors::{api_error, counted},
-};
+use crate::{AwsProvider, credentials, errors::api_error};
 
 pub struct AccessKey {
     pub id: String,
@@ -86,7 +83,6 @@ fn same_policy(document: &str, want: &Value) -> bool {
 
 /// The user exists, tagged, with exactly `policy` as its inline policy.
 pub async fn ensure_user(
-    p: &AwsProvider,
     iam: &Client,
     user: &str,
     tags: &BTreeMap<String, String>,
@@ -100,64 +96,44 @@ pub async fn ensure_user(
     };
     let iam_tags =
         iam_tags().map_err(|e| ProviderError::transient(format!("building IAM tags: {e}")))?;
-    match counted(
-        &p.calls,
-        "iam",
-        "GetUser",
-        iam.get_user().user_name(user).send().await,
-    ) {
+    match iam.get_user().user_name(user).send().await {
         Ok(_) => {
-            let have = counted(
-                &p.calls,
-                "iam",
-                "ListUserTags",
-                iam.list_user_tags().user_name(user).send().await,
-            )
-            .map_err(|e| api_error("iam:ListUserTags", user, e))?;
+            let have = iam
+                .list_user_tags()
+                .user_name(user)
+                .send()
+                .await
+                .map_err(|e| api_error("iam:ListUserTags", user, e))?;
             let have: BTreeMap<&str, &str> =
                 have.tags().iter().map(|t| (t.key(), t.value())).collect();
             if !crate::tags::differing(tags, &have).is_empty() {
-                counted(
-                    &p.calls,
-                    "iam",
-                    "TagUser",
-                    iam.tag_user()
-                        .user_name(user)
-                        .set_tags(Some(iam_tags))
-                        .send()
-                        .await,
-                )
-                .map_err(|e| api_error("iam:TagUser", user, e))?;
+                iam.tag_user()
+                    .user_name(user)
+                    .set_tags(Some(iam_tags))
+                    .send()
+                    .await
+                    .map_err(|e| api_error("iam:TagUser", user, e))?;
             }
         }
         Err(e)
             if e.as_service_error()
                 .is_some_and(|s| s.is_no_such_entity_exception()) =>
         {
-            counted(
-                &p.calls,
-                "iam",
-                "CreateUser",
-                iam.create_user()
-                    .user_name(user)
-                    .set_tags(Some(iam_tags))
-                    .send()
-                    .await,
-            )
-            .map_err(|e| api_error("iam:CreateUser", user, e))?;
+            iam.create_user()
+                .user_name(user)
+                .set_tags(Some(iam_tags))
+                .send()
+                .await
+                .map_err(|e| api_error("iam:CreateUser", user, e))?;
         }
         Err(e) => return Err(api_error("iam:GetUser", user, e)),
     }
-    let current = counted(
-        &p.calls,
-        "iam",
-        "GetUserPolicy",
-        iam.get_user_policy()
-            .user_name(user)
-            .policy_name(policy_name)
-            .send()
-            .await,
-    );
+    let current = iam
+        .get_user_policy()
+        .user_name(user)
+        .policy_name(policy_name)
+        .send()
+        .await;
     let up_to_date = match current {
         Ok(out) => same_policy(out.policy_document(), policy),
         Err(e)
@@ -169,18 +145,13 @@ pub async fn ensure_user(
         Err(e) => return Err(api_error("iam:GetUserPolicy", user, e)),
     };
     if !up_to_date {
-        counted(
-            &p.calls,
-            "iam",
-            "PutUserPolicy",
-            iam.put_user_policy()
-                .user_name(user)
-                .policy_name(policy_name)
-                .policy_document(policy.to_string())
-                .send()
-                .await,
-        )
-        .map_err(|e| api_error("iam:PutUserPolicy", user, e))?;
+        iam.put_user_policy()
+            .user_name(user)
+            .policy_name(policy_name)
+            .policy_document(policy.to_string())
+            .send()
+            .await
+            .map_err(|e| api_error("iam:PutUserPolicy", user, e))?;
     }
     Ok(())
 }
@@ -199,7 +170,7 @@ pub async fn ensure_access_key(
     let stored = credentials::read(&p.kube, req, secret_name)
         .await?
         .unwrap_or_default();
-    let live = access_key_ids(p, iam, user).await?;
+    let live = access_key_ids(iam, user).await?;
     if let (Some(id), Some(secret)) = (stored.get("accessKeyID"), stored.get("secretAccessKey"))
         && live.contains(id)
     {
@@ -207,13 +178,13 @@ pub async fn ensure_access_key(
             id: id.clone(),
             secret: secret.clone(),
         };
-        delete_access_keys(p, iam, user, live.iter().filter(|k| **k != key.id)).await?;
+        delete_access_keys(iam, user, live.iter().filter(|k| **k != key.id)).await?;
         return Ok(key);
     }
     // Keys whose secret was never stored are unusable; remove them first,
     // as IAM allows only two keys per user.
-    delete_access_keys(p, iam, user, live.iter()).await?;
-    let key = create_access_key(p, iam, user).await?;
+    delete_access_keys(iam, user, live.iter()).await?;
+    let key = create_access_key(iam, user).await?;
     let data = BTreeMap::from([
         ("accessKeyID".to_string(), key.id.clone()),
         ("secretAccessKey".to_string(), key.secret.clone()),
@@ -223,22 +194,18 @@ pub async fn ensure_access_key(
 }
 
 async fn delete_access_keys<'a>(
-    p: &AwsProvider,
     iam: &Client,
     user: &str,
     keys: impl Iterator<Item = &'a String>,
 ) -> Result<(), ProviderError> {
     for key in keys {
-        if let Err(e) = counted(
-            &p.calls,
-            "iam",
-            "DeleteAccessKey",
-            iam.delete_access_key()
-                .user_name(user)
-                .access_key_id(key)
-                .send()
-                .await,
-        ) && !gone(&e)
+        if let Err(e) = iam
+            .delete_access_key()
+            .user_name(user)
+            .access_key_id(key)
+            .send()
+            .await
+            && !gone(&e)
         {
             return Err(api_error("iam:DeleteAccessKey", user, e));
         }
@@ -246,18 +213,13 @@ async fn delete_access_keys<'a>(
     Ok(())
 }
 
-pub async fn access_key_ids(
-    p: &AwsProvider,
-    iam: &Client,
-    user: &str,
-) -> Result<Vec<String>, ProviderError> {
-    let out = counted(
-        &p.calls,
-        "iam",
-        "ListAccessKeys",
-        iam.list_access_keys().user_name(user).send().await,
-    )
-    .map_err(|e| api_error("iam:ListAccessKeys", user, e))?;
+pub async fn access_key_ids(iam: &Client, user: &str) -> Result<Vec<String>, ProviderError> {
+    let out = iam
+        .list_access_keys()
+        .user_name(user)
+        .send()
+        .await
+        .map_err(|e| api_error("iam:ListAccessKeys", user, e))?;
     Ok(out
         .access_key_metadata()
         .iter()
@@ -265,18 +227,13 @@ pub async fn access_key_ids(
         .collect())
 }
 
-pub async fn create_access_key(
-    p: &AwsProvider,
-    iam: &Client,
-    user: &str,
-) -> Result<AccessKey, ProviderError> {
-    let out = counted(
-        &p.calls,
-        "iam",
-        "CreateAccessKey",
-        iam.create_access_key().user_name(user).send().await,
-    )
-    .map_err(|e| api_error("iam:CreateAccessKey", user, e))?;
+pub async fn create_access_key(iam: &Client, user: &str) -> Result<AccessKey, ProviderError> {
+    let out = iam
+        .create_access_key()
+        .user_name(user)
+        .send()
+        .await
+        .map_err(|e| api_error("iam:CreateAccessKey", user, e))?;
     let key = out.access_key().ok_or_else(|| {
         ProviderError::transient(format!("iam:CreateAccessKey {user}: no key returned"))
     })?;
@@ -293,13 +250,8 @@ fn gone<E: aws_sdk_iam::error::ProvideErrorMetadata, R>(
 }
 
 /// Deletes keys, inline policies and the user; anything already gone is fine.
-pub async fn delete_user(p: &AwsProvider, iam: &Client, user: &str) -> Result<(), ProviderError> {
-    let keys: Vec<String> = match counted(
-        &p.calls,
-        "iam",
-        "ListAccessKeys",
-        iam.list_access_keys().user_name(user).send().await,
-    ) {
+pub async fn delete_user(iam: &Client, user: &str) -> Result<(), ProviderError> {
+    let keys: Vec<String> = match iam.list_access_keys().user_name(user).send().await {
         Ok(out) => out
             .access_key_metadata()
             .iter()
@@ -308,65 +260,49 @@ pub async fn delete_user(p: &AwsProvider, iam: &Client, user: &str) -> Result<()
         Err(e) if gone(&e) => return Ok(()),
         Err(e) => return Err(api_error("iam:ListAccessKeys", user, e)),
     };
-    delete_access_keys(p, iam, user, keys.iter()).await?;
+    delete_access_keys(iam, user, keys.iter()).await?;
     // A managed policy attached by hand would make DeleteUser fail.
-    let attached = counted(
-        &p.calls,
-        "iam",
-        "ListAttachedUserPolicies",
-        iam.list_attached_user_policies()
-            .user_name(user)
-            .send()
-            .await,
-    )
-    .map_err(|e| api_error("iam:ListAttachedUserPolicies", user, e))?;
+    let attached = iam
+        .list_attached_user_policies()
+        .user_name(user)
+        .send()
+        .await
+        .map_err(|e| api_error("iam:ListAttachedUserPolicies", user, e))?;
     for arn in attached
         .attached_policies()
         .iter()
         .filter_map(|a| a.policy_arn())
     {
-        if let Err(e) = counted(
-            &p.calls,
-            "iam",
-            "DetachUserPolicy",
-            iam.detach_user_policy()
-                .user_name(user)
-                .policy_arn(arn)
-                .send()
-                .await,
-        ) && !gone(&e)
+        if let Err(e) = iam
+            .detach_user_policy()
+            .user_name(user)
+            .policy_arn(arn)
+            .send()
+            .await
+            && !gone(&e)
         {
             return Err(api_error("iam:DetachUserPolicy", user, e));
         }
     }
-    let policies = counted(
-        &p.calls,
-        "iam",
-        "ListUserPolicies",
-        iam.list_user_policies().user_name(user).send().await,
-    )
-    .map_err(|e| api_error("iam:ListUserPolicies", user, e))?;
+    let policies = iam
+        .list_user_policies()
+        .user_name(user)
+        .send()
+        .await
+        .map_err(|e| api_error("iam:ListUserPolicies", user, e))?;
     for policy in policies.policy_names() {
-        if let Err(e) = counted(
-            &p.calls,
-            "iam",
-            "DeleteUserPolicy",
-            iam.delete_user_policy()
-                .user_name(user)
-                .policy_name(policy)
-                .send()
-                .await,
-        ) && !gone(&e)
+        if let Err(e) = iam
+            .delete_user_policy()
+            .user_name(user)
+            .policy_name(policy)
+            .send()
+            .await
+            && !gone(&e)
         {
             return Err(api_error("iam:DeleteUserPolicy", user, e));
         }
     }
-    match counted(
-        &p.calls,
-        "iam",
-        "DeleteUser",
-        iam.delete_user().user_name(user).send().await,
-    ) {
+    match iam.delete_user().user_name(user).send().await {
         Err(e) if !gone(&e) => Err(api_error("iam:DeleteUser", user, e)),
         _ => Ok(()),
     }

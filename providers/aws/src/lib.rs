@@ -1,8 +1,10 @@
 //! The `aws` provider: Postgres as RDS, Redis as ElastiCache, BlobStorage
-//! as S3, SMTP credentials through IAM + SES, and manual snapshots. Every AWS call is
-//! counted; errors name the operation, the resource and AWS's reason.
+//! as S3, SMTP credentials through IAM + SES, and manual snapshots. Every
+//! AWS call attempt is counted (an interceptor on each client); errors name
+//! the operation, the resource and AWS's reason, and carry their kind.
 
-pub mod calls;
+mod calls;
+mod clients;
 mod credentials;
 mod elasticache;
 mod errors;
@@ -19,7 +21,8 @@ mod versions;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use aws_config::SdkConfig;
+use calls::Calls;
+use clients::Clients;
 use cro_provider_api::{
     Deletion, IdentifierRules, Provider, ProviderError, Provisioned, ResourceKind, ResourceRequest,
     SnapshotRequest, Snapshotted,
@@ -28,8 +31,7 @@ use serde_json::Value;
 use strategy::Fields;
 use tokio::sync::Mutex;
 
-pub use calls::{CallOutcome, Calls};
-pub use sdk::{AwsSettings, s3_client, sdk_config};
+pub use sdk::{AwsSettings, sdk_config};
 
 pub const NAME: &str = "aws";
 
@@ -40,8 +42,8 @@ pub const RECHECK: Duration = Duration::from_secs(3600);
 pub struct AwsProvider {
     kube: kube::Client,
     settings: AwsSettings,
-    pub calls: Arc<Calls>,
-    configs: Mutex<HashMap<Account, SdkConfig>>,
+    calls: Calls,
+    configs: Mutex<HashMap<Account, Arc<Clients>>>,
 }
 
 /// Where a tier's calls go and as whom.
@@ -57,16 +59,16 @@ impl AwsProvider {
         AwsProvider {
             kube,
             settings,
-            calls: Arc::default(),
+            calls: Calls::default(),
             configs: Mutex::default(),
         }
     }
 
-    /// SDK configuration for the tier: its region (or the operator's
-    /// default), under its role when it names one. Cached per region and
-    /// role; a role that cannot be assumed is not cached, so fixing its
-    /// trust policy heals the CR at the next reconcile.
-    async fn config(&self, tier: &strategy::Tier) -> Result<SdkConfig, ProviderError> {
+    /// The clients for the tier: its region (or the operator's default),
+    /// under its role when it names one. Cached per region and role; a
+    /// role that cannot be assumed is not cached, so fixing its trust
+    /// policy heals the CR at the next reconcile.
+    async fn clients(&self, tier: &strategy::Tier) -> Result<Arc<Clients>, ProviderError> {
         let account = Account {
             region: tier.region.clone().or_else(|| self.settings.region.clone()),
             role_arn: tier.role_arn.clone(),
@@ -86,8 +88,9 @@ impl AwsProvider {
             Some(role) => sdk::assume_role(&base, role, account.external_id.as_deref()).await?,
             None => base,
         };
-        configs.insert(account, config.clone());
-        Ok(config)
+        let clients = Arc::new(Clients::new(&config, &self.calls));
+        configs.insert(account, clients.clone());
+        Ok(clients)
     }
 }
 
@@ -155,68 +158,32 @@ impl Provider for AwsProvider {
         NAME
     }
 
+    fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.calls.register(registry);
+    }
+
     async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
         validate_strategy(req.kind, &req.strategy)?;
         let req = &conformed(req);
         let tier = strategy::parse(&req.strategy)?;
+        let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Postgres => {
-                let config = self.config(&tier).await?;
-                rds::reconcile(self, &aws_sdk_rds::Client::new(&config), req, &tier).await
-            }
-            ResourceKind::BlobStorage => {
-                let config = self.config(&tier).await?;
-                let region = config.region().map(|r| r.to_string()).unwrap_or_default();
-                s3::reconcile(
-                    self,
-                    &s3_client(&config),
-                    &aws_sdk_iam::Client::new(&config),
-                    req,
-                    &region,
-                )
-                .await
-            }
-            ResourceKind::Redis => {
-                let config = self.config(&tier).await?;
-                elasticache::reconcile(self, &aws_sdk_elasticache::Client::new(&config), req, &tier)
-                    .await
-            }
-            ResourceKind::Smtp => {
-                let config = self.config(&tier).await?;
-                let region = config.region().map(|r| r.to_string()).unwrap_or_default();
-                smtp::reconcile(self, &config, req, &tier, &region).await
-            }
+            ResourceKind::Postgres => rds::reconcile(self, &c.rds, req, &tier).await,
+            ResourceKind::BlobStorage => s3::reconcile(self, &c.s3, &c.iam, req, &c.region).await,
+            ResourceKind::Redis => elasticache::reconcile(&c.elasticache, req, &tier).await,
+            ResourceKind::Smtp => smtp::reconcile(self, &c, req, &tier).await,
         }
     }
 
     async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError> {
         let req = &conformed(req);
         let tier = strategy::parse(&req.strategy)?;
+        let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Postgres => {
-                let config = self.config(&tier).await?;
-                rds::delete(self, &aws_sdk_rds::Client::new(&config), req, &tier).await
-            }
-            ResourceKind::BlobStorage => {
-                let config = self.config(&tier).await?;
-                s3::delete(
-                    self,
-                    &s3_client(&config),
-                    &aws_sdk_iam::Client::new(&config),
-                    req,
-                    &tier,
-                )
-                .await
-            }
-            ResourceKind::Redis => {
-                let config = self.config(&tier).await?;
-                elasticache::delete(self, &aws_sdk_elasticache::Client::new(&config), req, &tier)
-                    .await
-            }
-            ResourceKind::Smtp => {
-                let config = self.config(&tier).await?;
-                smtp::delete(self, &aws_sdk_iam::Client::new(&config), req).await
-            }
+            ResourceKind::Postgres => rds::delete(self, &c.rds, req, &tier).await,
+            ResourceKind::BlobStorage => s3::delete(self, &c.s3, &c.iam, req, &tier).await,
+            ResourceKind::Redis => elasticache::delete(&c.elasticache, req, &tier).await,
+            ResourceKind::Smtp => smtp::delete(self, &c.iam, req).await,
         }
     }
 
@@ -224,25 +191,20 @@ impl Provider for AwsProvider {
         let req = &conformed_snapshot(req);
         // Snapshots live where their resource does: its tier's region.
         let tier = strategy::parse(&req.strategy)?;
-        let config = self.config(&tier).await?;
+        let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Redis => {
-                snapshots::elasticache(self, &aws_sdk_elasticache::Client::new(&config), req).await
-            }
-            _ => snapshots::rds(self, &aws_sdk_rds::Client::new(&config), req).await,
+            ResourceKind::Redis => snapshots::elasticache(&c.elasticache, req).await,
+            _ => snapshots::rds(&c.rds, req).await,
         }
     }
 
     async fn delete_snapshot(&self, req: &SnapshotRequest) -> Result<Deletion, ProviderError> {
         let req = &conformed_snapshot(req);
         let tier = strategy::parse(&req.strategy).unwrap_or_default();
-        let config = self.config(&tier).await?;
+        let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Redis => {
-                snapshots::delete_elasticache(self, &aws_sdk_elasticache::Client::new(&config), req)
-                    .await
-            }
-            _ => snapshots::delete_rds(self, &aws_sdk_rds::Client::new(&config), req).await,
+            ResourceKind::Redis => snapshots::delete_elasticache(&c.elasticache, req).await,
+            _ => snapshots::delete_rds(&c.rds, req).await,
         }
     }
 }

@@ -16,7 +16,7 @@ use cro_provider_api::{
 
 use crate::{
     AwsProvider, RECHECK, credentials,
-    errors::{api_error, counted},
+    errors::api_error,
     strategy::{FieldType, Fields, Section, Tier},
     versions::is_upgrade,
 };
@@ -103,20 +103,12 @@ fn tags(req: &ResourceRequest) -> Vec<Tag> {
         .collect()
 }
 
-async fn describe(
-    p: &AwsProvider,
-    rds: &Client,
-    id: &str,
-) -> Result<Option<DbInstance>, ProviderError> {
-    let result = counted(
-        &p.calls,
-        "rds",
-        "DescribeDBInstances",
-        rds.describe_db_instances()
-            .db_instance_identifier(id)
-            .send()
-            .await,
-    );
+async fn describe(rds: &Client, id: &str) -> Result<Option<DbInstance>, ProviderError> {
+    let result = rds
+        .describe_db_instances()
+        .db_instance_identifier(id)
+        .send()
+        .await;
     match result {
         Ok(out) => Ok(out.db_instances().first().cloned()),
         Err(e)
@@ -157,7 +149,7 @@ pub async fn reconcile(
     )
     .await?;
 
-    let Some(db) = describe(p, rds, id).await? else {
+    let Some(db) = describe(rds, id).await? else {
         if let Some(recorded) = &req.recorded_identifier {
             return Ok(provisioned(
                 Outcome::Failed(format!(
@@ -167,7 +159,7 @@ pub async fn reconcile(
                 Some(recorded),
             ));
         }
-        create(p, rds, req, &f, &want, &creds).await?;
+        create(rds, req, &f, &want, &creds).await?;
         return Ok(provisioned(
             Outcome::InProgress(format!("creating RDS instance {id}")),
             None,
@@ -201,8 +193,8 @@ pub async fn reconcile(
             ));
         }
     }
-    ensure_tags(p, rds, req, db.db_instance_arn().unwrap_or_default()).await?;
-    let pending = modify(p, rds, req, &db, &want).await?;
+    ensure_tags(rds, req, db.db_instance_arn().unwrap_or_default()).await?;
+    let pending = modify(rds, req, &db, &want).await?;
 
     let endpoint = db.endpoint();
     let details = ConnectionDetails(BTreeMap::from([
@@ -240,7 +232,6 @@ pub async fn reconcile(
 }
 
 async fn create(
-    p: &AwsProvider,
     rds: &Client,
     req: &ResourceRequest,
     f: &Fields<'_>,
@@ -276,26 +267,22 @@ async fn create(
         .set_vpc_security_group_ids(f.strings("VpcSecurityGroupIds")?)
         .set_db_parameter_group_name(f.string("DBParameterGroupName")?)
         .set_tags(Some(tags(req)));
-    counted(&p.calls, "rds", "CreateDBInstance", create.send().await)
+    create
+        .send()
+        .await
         .map_err(|e| api_error("rds:CreateDBInstance", id, e))?;
     Ok(())
 }
 
 /// Tags set at create are corrected when changed out of band, and not
 /// rewritten when already right.
-async fn ensure_tags(
-    p: &AwsProvider,
-    rds: &Client,
-    req: &ResourceRequest,
-    arn: &str,
-) -> Result<(), ProviderError> {
-    let have = counted(
-        &p.calls,
-        "rds",
-        "ListTagsForResource",
-        rds.list_tags_for_resource().resource_name(arn).send().await,
-    )
-    .map_err(|e| api_error("rds:ListTagsForResource", arn, e))?;
+async fn ensure_tags(rds: &Client, req: &ResourceRequest, arn: &str) -> Result<(), ProviderError> {
+    let have = rds
+        .list_tags_for_resource()
+        .resource_name(arn)
+        .send()
+        .await
+        .map_err(|e| api_error("rds:ListTagsForResource", arn, e))?;
     let have: BTreeMap<&str, &str> = have
         .tag_list()
         .iter()
@@ -306,17 +293,12 @@ async fn ensure_tags(
         .map(|(k, v)| Tag::builder().key(k).value(v).build())
         .collect();
     if !missing.is_empty() {
-        counted(
-            &p.calls,
-            "rds",
-            "AddTagsToResource",
-            rds.add_tags_to_resource()
-                .resource_name(arn)
-                .set_tags(Some(missing))
-                .send()
-                .await,
-        )
-        .map_err(|e| api_error("rds:AddTagsToResource", arn, e))?;
+        rds.add_tags_to_resource()
+            .resource_name(arn)
+            .set_tags(Some(missing))
+            .send()
+            .await
+            .map_err(|e| api_error("rds:AddTagsToResource", arn, e))?;
     }
     Ok(())
 }
@@ -325,7 +307,6 @@ async fn ensure_tags(
 /// `maintenanceWindow`/`applyImmediately`; returns a message when changes
 /// are pending.
 async fn modify(
-    p: &AwsProvider,
     rds: &Client,
     req: &ResourceRequest,
     db: &DbInstance,
@@ -387,13 +368,11 @@ async fn modify(
             changes.join(", ")
         )));
     }
-    counted(
-        &p.calls,
-        "rds",
-        "ModifyDBInstance",
-        modify.apply_immediately(allowed).send().await,
-    )
-    .map_err(|e| api_error("rds:ModifyDBInstance", id, e))?;
+    modify
+        .apply_immediately(allowed)
+        .send()
+        .await
+        .map_err(|e| api_error("rds:ModifyDBInstance", id, e))?;
     Ok(Some(format!(
         "modifying RDS instance {id}: {}",
         changes.join(", ")
@@ -413,9 +392,9 @@ pub async fn delete(
     let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
     let skip_final = f.bool("SkipFinalSnapshot")?.unwrap_or(false);
     let id = req.identifier.as_str();
-    let Some(db) = describe(p, rds, id).await? else {
+    let Some(db) = describe(rds, id).await? else {
         if !skip_final {
-            tag_final_snapshot(p, rds, req).await?;
+            tag_final_snapshot(rds, req).await?;
         }
         credentials::delete(&p.kube, req, &credentials_secret(&req.name)).await?;
         return Ok(Deletion::Done);
@@ -427,18 +406,13 @@ pub async fn delete(
         )));
     }
     if db.deletion_protection() == Some(true) {
-        counted(
-            &p.calls,
-            "rds",
-            "ModifyDBInstance",
-            rds.modify_db_instance()
-                .db_instance_identifier(id)
-                .deletion_protection(false)
-                .apply_immediately(true)
-                .send()
-                .await,
-        )
-        .map_err(|e| api_error("rds:ModifyDBInstance", id, e))?;
+        rds.modify_db_instance()
+            .db_instance_identifier(id)
+            .deletion_protection(false)
+            .apply_immediately(true)
+            .send()
+            .await
+            .map_err(|e| api_error("rds:ModifyDBInstance", id, e))?;
         return Ok(Deletion::InProgress(format!(
             "lifting deletion protection of RDS instance {id}"
         )));
@@ -451,28 +425,22 @@ pub async fn delete(
     if !skip_final {
         delete = delete.final_db_snapshot_identifier(final_snapshot_id(id));
     }
-    counted(&p.calls, "rds", "DeleteDBInstance", delete.send().await)
+    delete
+        .send()
+        .await
         .map_err(|e| api_error("rds:DeleteDBInstance", id, e))?;
     Ok(Deletion::InProgress(format!("deleting RDS instance {id}")))
 }
 
 /// The final snapshot carries the resource's tags (CopyTagsToSnapshot
 /// covers AWS; this also covers instances created without it).
-async fn tag_final_snapshot(
-    p: &AwsProvider,
-    rds: &Client,
-    req: &ResourceRequest,
-) -> Result<(), ProviderError> {
+async fn tag_final_snapshot(rds: &Client, req: &ResourceRequest) -> Result<(), ProviderError> {
     let snap_id = final_snapshot_id(&req.identifier);
-    let found = counted(
-        &p.calls,
-        "rds",
-        "DescribeDBSnapshots",
-        rds.describe_db_snapshots()
-            .db_snapshot_identifier(&snap_id)
-            .send()
-            .await,
-    );
+    let found = rds
+        .describe_db_snapshots()
+        .db_snapshot_identifier(&snap_id)
+        .send()
+        .await;
     let arn = match found {
         Ok(out) => out
             .db_snapshots()
@@ -488,7 +456,7 @@ async fn tag_final_snapshot(
         Err(e) => return Err(api_error("rds:DescribeDBSnapshots", &snap_id, e)),
     };
     match arn {
-        Some(arn) => ensure_tags(p, rds, req, &arn).await,
+        Some(arn) => ensure_tags(rds, req, &arn).await,
         None => Ok(()),
     }
 }

@@ -21,7 +21,7 @@ use tracing::warn;
 
 use crate::{
     AwsProvider, RECHECK, credentials,
-    errors::{api_error, counted},
+    errors::api_error,
     iam_user,
     strategy::{FieldType, Fields, Section, Tier},
 };
@@ -42,13 +42,8 @@ fn build_error(e: impl std::fmt::Display) -> ProviderError {
     ProviderError::transient(format!("building an S3 request: {e}"))
 }
 
-async fn exists(p: &AwsProvider, s3: &Client, bucket: &str) -> Result<bool, ProviderError> {
-    match counted(
-        &p.calls,
-        "s3",
-        "HeadBucket",
-        s3.head_bucket().bucket(bucket).send().await,
-    ) {
+async fn exists(s3: &Client, bucket: &str) -> Result<bool, ProviderError> {
+    match s3.head_bucket().bucket(bucket).send().await {
         Ok(_) => Ok(true),
         Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
         Err(e) => Err(api_error("s3:HeadBucket", bucket, e)),
@@ -62,12 +57,7 @@ fn tag_set(req: &ResourceRequest) -> Result<Vec<Tag>, ProviderError> {
         .collect()
 }
 
-async fn create(
-    p: &AwsProvider,
-    s3: &Client,
-    req: &ResourceRequest,
-    region: &str,
-) -> Result<(), ProviderError> {
+async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), ProviderError> {
     let bucket = req.identifier.as_str();
     let mut create = s3.create_bucket().bucket(bucket);
     // us-east-1 is the one region that must not be named.
@@ -78,7 +68,9 @@ async fn create(
                 .build(),
         );
     }
-    counted(&p.calls, "s3", "CreateBucket", create.send().await)
+    create
+        .send()
+        .await
         .map_err(|e| api_error("s3:CreateBucket", bucket, e))?;
     let block = PublicAccessBlockConfiguration::builder()
         .block_public_acls(true)
@@ -86,17 +78,12 @@ async fn create(
         .block_public_policy(true)
         .restrict_public_buckets(true)
         .build();
-    counted(
-        &p.calls,
-        "s3",
-        "PutPublicAccessBlock",
-        s3.put_public_access_block()
-            .bucket(bucket)
-            .public_access_block_configuration(block)
-            .send()
-            .await,
-    )
-    .map_err(|e| api_error("s3:PutPublicAccessBlock", bucket, e))?;
+    s3.put_public_access_block()
+        .bucket(bucket)
+        .public_access_block_configuration(block)
+        .send()
+        .await
+        .map_err(|e| api_error("s3:PutPublicAccessBlock", bucket, e))?;
     let by_default = ServerSideEncryptionByDefault::builder()
         .sse_algorithm(ServerSideEncryption::Aes256)
         .build()
@@ -109,56 +96,33 @@ async fn create(
         )
         .build()
         .map_err(build_error)?;
-    counted(
-        &p.calls,
-        "s3",
-        "PutBucketEncryption",
-        s3.put_bucket_encryption()
-            .bucket(bucket)
-            .server_side_encryption_configuration(encryption)
-            .send()
-            .await,
-    )
-    .map_err(|e| api_error("s3:PutBucketEncryption", bucket, e))?;
-    put_tags(p, s3, req).await
+    s3.put_bucket_encryption()
+        .bucket(bucket)
+        .server_side_encryption_configuration(encryption)
+        .send()
+        .await
+        .map_err(|e| api_error("s3:PutBucketEncryption", bucket, e))?;
+    put_tags(s3, req).await
 }
 
-async fn put_tags(
-    p: &AwsProvider,
-    s3: &Client,
-    req: &ResourceRequest,
-) -> Result<(), ProviderError> {
+async fn put_tags(s3: &Client, req: &ResourceRequest) -> Result<(), ProviderError> {
     let bucket = req.identifier.as_str();
     let tagging = Tagging::builder()
         .set_tag_set(Some(tag_set(req)?))
         .build()
         .map_err(build_error)?;
-    counted(
-        &p.calls,
-        "s3",
-        "PutBucketTagging",
-        s3.put_bucket_tagging()
-            .bucket(bucket)
-            .tagging(tagging)
-            .send()
-            .await,
-    )
-    .map_err(|e| api_error("s3:PutBucketTagging", bucket, e))?;
+    s3.put_bucket_tagging()
+        .bucket(bucket)
+        .tagging(tagging)
+        .send()
+        .await
+        .map_err(|e| api_error("s3:PutBucketTagging", bucket, e))?;
     Ok(())
 }
 
-async fn ensure_tags(
-    p: &AwsProvider,
-    s3: &Client,
-    req: &ResourceRequest,
-) -> Result<(), ProviderError> {
+async fn ensure_tags(s3: &Client, req: &ResourceRequest) -> Result<(), ProviderError> {
     let bucket = req.identifier.as_str();
-    let have: BTreeMap<String, String> = match counted(
-        &p.calls,
-        "s3",
-        "GetBucketTagging",
-        s3.get_bucket_tagging().bucket(bucket).send().await,
-    ) {
+    let have: BTreeMap<String, String> = match s3.get_bucket_tagging().bucket(bucket).send().await {
         Ok(out) => out
             .tag_set()
             .iter()
@@ -174,7 +138,6 @@ async fn ensure_tags(
         let mut merged = have;
         merged.extend(req.tags.clone());
         put_tags(
-            p,
             s3,
             &ResourceRequest {
                 tags: merged,
@@ -202,18 +165,17 @@ pub async fn reconcile(
         recheck_after: Some(RECHECK),
         conditions: Vec::new(),
     };
-    if exists(p, s3, bucket).await? {
-        ensure_tags(p, s3, req).await?;
+    if exists(s3, bucket).await? {
+        ensure_tags(s3, req).await?;
     } else if let Some(recorded) = &req.recorded_identifier {
         return Ok(provisioned(Outcome::Failed(format!(
             "S3 bucket {recorded} was created for this resource but no longer exists (deleted outside the operator?); it is not re-created automatically: delete the resourceIdentifier annotation to create a new, empty one"
         ))));
     } else {
-        create(p, s3, req, region).await?;
+        create(s3, req, region).await?;
     }
 
     iam_user::ensure_user(
-        p,
         iam,
         bucket,
         &req.tags,
@@ -243,9 +205,9 @@ pub async fn delete(
     let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
     let force = f.bool("forceBucketDeletion")?.unwrap_or(false);
     let bucket = req.identifier.as_str();
-    iam_user::delete_user(p, iam, bucket).await?;
-    if exists(p, s3, bucket).await? {
-        let objects = list(p, s3, bucket).await?;
+    iam_user::delete_user(iam, bucket).await?;
+    if exists(s3, bucket).await? {
+        let objects = list(s3, bucket).await?;
         if objects.is_empty() || force {
             for chunk in objects.chunks(1000) {
                 let ids = chunk
@@ -262,25 +224,18 @@ pub async fn delete(
                     .quiet(true)
                     .build()
                     .map_err(build_error)?;
-                counted(
-                    &p.calls,
-                    "s3",
-                    "DeleteObjects",
-                    s3.delete_objects()
-                        .bucket(bucket)
-                        .delete(delete)
-                        .send()
-                        .await,
-                )
-                .map_err(|e| api_error("s3:DeleteObjects", bucket, e))?;
+                s3.delete_objects()
+                    .bucket(bucket)
+                    .delete(delete)
+                    .send()
+                    .await
+                    .map_err(|e| api_error("s3:DeleteObjects", bucket, e))?;
             }
-            counted(
-                &p.calls,
-                "s3",
-                "DeleteBucket",
-                s3.delete_bucket().bucket(bucket).send().await,
-            )
-            .map_err(|e| api_error("s3:DeleteBucket", bucket, e))?;
+            s3.delete_bucket()
+                .bucket(bucket)
+                .send()
+                .await
+                .map_err(|e| api_error("s3:DeleteBucket", bucket, e))?;
         } else {
             warn!(
                 bucket,
@@ -293,21 +248,17 @@ pub async fn delete(
     Ok(Deletion::Done)
 }
 
-async fn list(p: &AwsProvider, s3: &Client, bucket: &str) -> Result<Vec<String>, ProviderError> {
+async fn list(s3: &Client, bucket: &str) -> Result<Vec<String>, ProviderError> {
     let mut keys = Vec::new();
     let mut token = None;
     loop {
-        let out = counted(
-            &p.calls,
-            "s3",
-            "ListObjectsV2",
-            s3.list_objects_v2()
-                .bucket(bucket)
-                .set_continuation_token(token)
-                .send()
-                .await,
-        )
-        .map_err(|e| api_error("s3:ListObjectsV2", bucket, e))?;
+        let out = s3
+            .list_objects_v2()
+            .bucket(bucket)
+            .set_continuation_token(token)
+            .send()
+            .await
+            .map_err(|e| api_error("s3:ListObjectsV2", bucket, e))?;
         keys.extend(
             out.contents()
                 .iter()

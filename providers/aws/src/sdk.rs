@@ -48,12 +48,3 @@ pub async fn assume_role(
         .credentials_provider(SharedCredentialsProvider::new(provider))
         .build())
 }
-
-/// An S3 client. With an endpoint override, path-style addressing is used:
-/// emulators and private endpoints do not resolve `<bucket>.<host>` names.
-pub fn s3_client(config: &SdkConfig) -> aws_sdk_s3::Client {
-    let s3 = aws_sdk_s3::config::Builder::from(config)
-        .force_path_style(config.endpoint_url().is_some())
-        .build();
-    aws_sdk_s3::Client::from_conf(s3)
-}

@@ -10,8 +10,10 @@ use cro_provider_api::{
 };
 
 use crate::{
-    AwsProvider, RECHECK, credentials,
-    errors::{api_error, counted},
+    AwsProvider, RECHECK,
+    clients::Clients,
+    credentials,
+    errors::api_error,
     iam_user,
     smtp_password::smtp_password,
     strategy::{FieldType, Fields, Section, Tier},
@@ -27,19 +29,14 @@ pub const CREATE_STRATEGY: Section = Section {
 };
 
 async fn identity_condition(
-    p: &AwsProvider,
     ses: &aws_sdk_sesv2::Client,
     identity: &str,
 ) -> Result<Condition, ProviderError> {
-    let found = counted(
-        &p.calls,
-        "sesv2",
-        "GetEmailIdentity",
-        ses.get_email_identity()
-            .email_identity(identity)
-            .send()
-            .await,
-    );
+    let found = ses
+        .get_email_identity()
+        .email_identity(identity)
+        .send()
+        .await;
     let (status, reason, message) = match found {
         Ok(out) if out.verified_for_sending_status() => (
             true,
@@ -91,21 +88,18 @@ pub fn smtp_host(region: &str) -> String {
 
 pub async fn reconcile(
     p: &AwsProvider,
-    config: &aws_config::SdkConfig,
+    c: &Clients,
     req: &ResourceRequest,
     tier: &Tier,
-    region: &str,
 ) -> Result<Provisioned, ProviderError> {
     let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
-    let iam = &aws_sdk_iam::Client::new(config);
+    let (iam, region) = (&c.iam, c.region.as_str());
     let user = req.identifier.as_str();
     let mut conditions = Vec::new();
     if let Some(identity) = f.string("EmailIdentity")? {
-        conditions
-            .push(identity_condition(p, &aws_sdk_sesv2::Client::new(config), &identity).await?);
+        conditions.push(identity_condition(&c.ses, &identity).await?);
     }
     iam_user::ensure_user(
-        p,
         iam,
         user,
         &req.tags,
@@ -136,7 +130,7 @@ pub async fn delete(
     iam: &aws_sdk_iam::Client,
     req: &ResourceRequest,
 ) -> Result<Deletion, ProviderError> {
-    iam_user::delete_user(p, iam, &req.identifier).await?;
+    iam_user::delete_user(iam, &req.identifier).await?;
     credentials::delete(&p.kube, req, &credentials_secret(&req.name)).await?;
     Ok(Deletion::Done)
 }

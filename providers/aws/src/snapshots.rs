@@ -3,10 +3,7 @@
 
 use cro_provider_api::{Deletion, Outcome, ProviderError, SnapshotRequest, Snapshotted};
 
-use crate::{
-    AwsProvider,
-    errors::{api_error, counted},
-};
+use crate::errors::api_error;
 
 fn outcome(id: &str, status: &str) -> Outcome<String> {
     match status {
@@ -19,20 +16,15 @@ fn outcome(id: &str, status: &str) -> Outcome<String> {
 }
 
 pub async fn rds(
-    p: &AwsProvider,
     rds: &aws_sdk_rds::Client,
     req: &SnapshotRequest,
 ) -> Result<Snapshotted, ProviderError> {
     let id = req.identifier.as_str();
-    let found = counted(
-        &p.calls,
-        "rds",
-        "DescribeDBSnapshots",
-        rds.describe_db_snapshots()
-            .db_snapshot_identifier(id)
-            .send()
-            .await,
-    );
+    let found = rds
+        .describe_db_snapshots()
+        .db_snapshot_identifier(id)
+        .send()
+        .await;
     match found {
         Ok(out) => {
             let status = out
@@ -62,7 +54,7 @@ pub async fn rds(
         .set_tags(Some(tags))
         .send()
         .await;
-    match counted(&p.calls, "rds", "CreateDBSnapshot", create) {
+    match create {
         Ok(_) => Ok(Snapshotted {
             outcome: Outcome::InProgress(format!("creating snapshot {id}")),
         }),
@@ -82,20 +74,16 @@ pub async fn rds(
 }
 
 pub async fn delete_rds(
-    p: &AwsProvider,
     rds: &aws_sdk_rds::Client,
     req: &SnapshotRequest,
 ) -> Result<Deletion, ProviderError> {
     let id = req.identifier.as_str();
-    match counted(
-        &p.calls,
-        "rds",
-        "DeleteDBSnapshot",
-        rds.delete_db_snapshot()
-            .db_snapshot_identifier(id)
-            .send()
-            .await,
-    ) {
+    match rds
+        .delete_db_snapshot()
+        .db_snapshot_identifier(id)
+        .send()
+        .await
+    {
         Ok(_) => Ok(Deletion::Done),
         Err(e)
             if e.as_service_error()
@@ -108,17 +96,11 @@ pub async fn delete_rds(
 }
 
 pub async fn elasticache(
-    p: &AwsProvider,
     ec: &aws_sdk_elasticache::Client,
     req: &SnapshotRequest,
 ) -> Result<Snapshotted, ProviderError> {
     let id = req.identifier.as_str();
-    let found = counted(
-        &p.calls,
-        "elasticache",
-        "DescribeSnapshots",
-        ec.describe_snapshots().snapshot_name(id).send().await,
-    );
+    let found = ec.describe_snapshots().snapshot_name(id).send().await;
     match found {
         Ok(out) if !out.snapshots().is_empty() => {
             let status = out
@@ -154,7 +136,7 @@ pub async fn elasticache(
         .set_tags(Some(tags))
         .send()
         .await;
-    match counted(&p.calls, "elasticache", "CreateSnapshot", create) {
+    match create {
         Ok(_) => Ok(Snapshotted {
             outcome: Outcome::InProgress(format!("creating snapshot {id}")),
         }),
@@ -174,17 +156,11 @@ pub async fn elasticache(
 }
 
 pub async fn delete_elasticache(
-    p: &AwsProvider,
     ec: &aws_sdk_elasticache::Client,
     req: &SnapshotRequest,
 ) -> Result<Deletion, ProviderError> {
     let id = req.identifier.as_str();
-    match counted(
-        &p.calls,
-        "elasticache",
-        "DeleteSnapshot",
-        ec.delete_snapshot().snapshot_name(id).send().await,
-    ) {
+    match ec.delete_snapshot().snapshot_name(id).send().await {
         Ok(_) => Ok(Deletion::Done),
         Err(e)
             if e.as_service_error()

@@ -1,0 +1,386 @@
+//! A new user's first contact, with defaults: no `--cluster-id` (the
+//! cluster ID comes from the `kube-system` UID), AWS errors that need a
+//! person stop the CR and say why, transient ones heal, and a tier can run
+//! its calls in another AWS account through an assumed role.
+
+use std::collections::BTreeMap;
+
+use cloud_resource_operator::{
+    api::{Phase, Postgres, PostgresSnapshot, Redis, RedisSnapshot},
+    cluster_id::from_kube_system_uid,
+};
+use cro_provider_api::{IdentifierRules, cloud_identifier};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ListParams, Patch, PatchParams},
+};
+use serde_json::{Value, json};
+
+use crate::support::{
+    DEFAULT_TIMEOUT, Launch, Operator, Phased, aws_actions_mentioning, aws_requests, create_json,
+    create_namespace, inject_aws_fault, wait_phase, with_operator, with_operator_launched,
+};
+
+async fn aws_strategies(client: &Client, ns: &str, data: Value) {
+    let data: BTreeMap<String, String> = data
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect();
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cloud-resources-aws-strategies"}, "data": data
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .patch(
+            "cloud-resources-aws-strategies",
+            &PatchParams::apply("cro-tests").force(),
+            &Patch::Apply(&cm),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying aws strategies: {e}"));
+}
+
+fn managed(kind: &str, name: &str, tier: &str) -> Value {
+    json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
+           "spec": {"type": "managed", "tier": tier, "secretRef": {"name": format!("{name}-sec")}}})
+}
+
+fn snapshot(kind: &str, name: &str, of: &str) -> Value {
+    json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
+           "spec": {"resourceName": of}})
+}
+
+#[tokio::test]
+async fn without_a_cluster_id_every_aws_kind_and_snapshot_completes() {
+    with_operator_launched(
+        "firstcontact",
+        |launch| launch.cluster_id = None,
+        |client, ns, _op| async move {
+            let uid = Api::<Namespace>::all(client.clone())
+                .get("kube-system")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .uid()
+                .unwrap_or_default();
+            let cluster_id = from_kube_system_uid(&uid);
+            create_json::<Postgres>(&client, &ns, managed("Postgres", "db", "development")).await;
+            create_json::<Redis>(&client, &ns, managed("Redis", "cache", "development")).await;
+            let pg = wait_phase(
+                &Api::<Postgres>::namespaced(client.clone(), &ns),
+                "db",
+                Phase::Complete,
+            )
+            .await;
+            let redis = wait_phase(
+                &Api::<Redis>::namespaced(client.clone(), &ns),
+                "cache",
+                Phase::Complete,
+            )
+            .await;
+            for (id, rules, name) in [
+                (
+                    pg.annotations().get("resourceIdentifier").cloned(),
+                    IdentifierRules::RdsInstance,
+                    "db",
+                ),
+                (
+                    redis.annotations().get("resourceIdentifier").cloned(),
+                    IdentifierRules::ElastiCacheReplicationGroup,
+                    "cache",
+                ),
+            ] {
+                let id = id.unwrap_or_else(|| panic!("{name}: no resourceIdentifier"));
+                assert_eq!(
+                    id,
+                    cloud_identifier(&cluster_id, &ns, name),
+                    "the cluster ID is k + 8 hex of the kube-system UID"
+                );
+                assert_eq!(rules.check(&id), Ok(()), "{id}");
+            }
+            create_json::<PostgresSnapshot>(
+                &client,
+                &ns,
+                snapshot("PostgresSnapshot", "db-snap", "db"),
+            )
+            .await;
+            create_json::<RedisSnapshot>(
+                &client,
+                &ns,
+                snapshot("RedisSnapshot", "cache-snap", "cache"),
+            )
+            .await;
+            let s = wait_phase(
+                &Api::<PostgresSnapshot>::namespaced(client.clone(), &ns),
+                "db-snap",
+                Phase::Complete,
+            )
+            .await;
+            let id = s.status.and_then(|s| s.snapshot_id).unwrap_or_default();
+            assert_eq!(IdentifierRules::RdsSnapshot.check(&id), Ok(()), "{id}");
+            let s = wait_phase(
+                &Api::<RedisSnapshot>::namespaced(client.clone(), &ns),
+                "cache-snap",
+                Phase::Complete,
+            )
+            .await;
+            let id = s.status.and_then(|s| s.snapshot_id).unwrap_or_default();
+            assert_eq!(
+                IdentifierRules::ElastiCacheSnapshot.check(&id),
+                Ok(()),
+                "{id}"
+            );
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_cluster_id_aws_cannot_accept_is_refused_at_start() {
+    let client = crate::support::TestEnv::load().client().await;
+    let ns = create_namespace(&client, "badclusterid").await;
+    let mut op = Operator::launch(Launch {
+        cluster_id: Some("9lives".into()),
+        ..Launch::new(&ns)
+    })
+    .await;
+    let status = op.wait_exit(DEFAULT_TIMEOUT).await;
+    assert!(!status.success());
+    let log = op.logs();
+    assert!(
+        log.contains("--cluster-id (CLUSTER_ID)") && log.contains("must be a letter"),
+        "{log}"
+    );
+    let _ = Api::<Namespace>::all(client)
+        .delete(&ns, &Default::default())
+        .await;
+}
+
+/// How many Warning Events an object has had, counting each series' repeats.
+async fn warnings(client: &Client, ns: &str, name: &str) -> i32 {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .items
+        .iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .map(|e| e.series.as_ref().and_then(|s| s.count).unwrap_or(1))
+        .sum()
+}
+
+#[tokio::test]
+async fn errors_that_need_a_person_stop_and_transient_ones_heal() {
+    with_operator("awserrors", |client, ns, op| async move {
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let id = |name: &str| cloud_identifier("testcluster", &ns, name);
+        // AWS refuses a parameter combination, every time.
+        inject_aws_fault(
+            &format!("{ns}-perm"),
+            "rds",
+            "CreateDBInstance",
+            &id("perm"),
+            (
+                "InvalidParameterCombination",
+                400,
+                "storage type gp3 needs at least 20 GiB",
+            ),
+            None,
+        );
+        // AWS has a bad minute, then a throttled one.
+        inject_aws_fault(
+            &format!("{ns}-flaky"),
+            "rds",
+            "CreateDBInstance",
+            &id("flaky"),
+            ("InternalFailure", 500, "internal error"),
+            Some(2),
+        );
+        inject_aws_fault(
+            &format!("{ns}-busy"),
+            "rds",
+            "CreateDBInstance",
+            &id("busy"),
+            ("Throttling", 400, "Rate exceeded"),
+            Some(2),
+        );
+        for name in ["perm", "flaky", "busy"] {
+            create_json::<Postgres>(&client, &ns, managed("Postgres", name, "development")).await;
+        }
+
+        let failed = wait_phase(&pgs, "perm", Phase::Failed).await;
+        let message = failed.message();
+        assert!(
+            message.contains("InvalidParameterCombination")
+                && message.contains("storage type gp3")
+                && message.contains("fix the tier's createStrategy")
+                && message.contains("cloud-resources-aws-strategies"),
+            "{message}"
+        );
+        wait_phase(&pgs, "flaky", Phase::Complete).await;
+        wait_phase(&pgs, "busy", Phase::Complete).await;
+        let creates = |name: &str| {
+            aws_actions_mentioning(&id(name))
+                .iter()
+                .filter(|a| *a == "CreateDBInstance")
+                .count()
+        };
+        assert_eq!(creates("flaky"), 3, "two server errors, then success");
+        assert_eq!(creates("busy"), 3, "two throttled calls, then success");
+        let metrics = op.http_get("/metrics").await;
+        let throttled: u64 = metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("cro_aws_api_calls_total")
+                    && l.contains("outcome=\"throttled\"")
+                    && l.contains("CreateDBInstance")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum();
+        assert!(throttled >= 2, "{metrics}");
+        assert_eq!(
+            warnings(&client, &ns, "busy").await,
+            0,
+            "throttling is no reason for a Warning"
+        );
+
+        // The permanent failure is not retried on its own, and its Warning
+        // is one Event. A change to the CR is tried again (still failing).
+        assert_eq!(creates("perm"), 1, "a permanent error was retried");
+        assert_eq!(warnings(&client, &ns, "perm").await, 1);
+        pgs.patch(
+            "perm",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"applyImmediately": true}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        crate::support::wait_for(
+            &pgs,
+            "perm",
+            "generation 2 observed",
+            DEFAULT_TIMEOUT,
+            |o: Option<&Postgres>| {
+                o.and_then(|o| o.status.as_ref())
+                    .and_then(|s| s.observed_generation)
+                    == Some(2)
+            },
+        )
+        .await;
+        assert_eq!(creates("perm"), 2);
+        assert_eq!(
+            wait_phase(&pgs, "perm", Phase::Failed).await.phase(),
+            Some(Phase::Failed)
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_tier_can_run_in_another_account_through_a_role() {
+    with_operator("roles", |client, ns, _op| async move {
+        let role = "arn:aws:iam::222233334444:role/cro-production";
+        let denied = format!("arn:aws:iam::555566667777:role/cro-{ns}-denied");
+        aws_strategies(
+            &client,
+            &ns,
+            json!({"postgres": {
+                "production": {"roleArn": role, "externalId": "platform-team"},
+                "locked": {"roleArn": denied}
+            }}),
+        )
+        .await;
+        inject_aws_fault(
+            &format!("{ns}-denied"),
+            "sts",
+            "AssumeRole",
+            &denied,
+            (
+                "AccessDenied",
+                403,
+                "not authorized to perform sts:AssumeRole",
+            ),
+            None,
+        );
+        create_json::<Postgres>(&client, &ns, managed("Postgres", "db", "production")).await;
+        create_json::<Postgres>(&client, &ns, managed("Postgres", "locked", "locked")).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        wait_phase(&pgs, "db", Phase::Complete).await;
+
+        let id = cloud_identifier("testcluster", &ns, "db");
+        let requests = aws_requests();
+        let create = requests
+            .iter()
+            .find(|r| r["action"] == "CreateDBInstance" && r["params"].to_string().contains(&id))
+            .unwrap_or_else(|| panic!("no CreateDBInstance for {id}"));
+        assert_eq!(
+            create["account"], "222233334444",
+            "created in the role's account: {create}"
+        );
+        let assumed = requests
+            .iter()
+            .find(|r| r["action"] == "AssumeRole" && r["params"].to_string().contains(role))
+            .unwrap_or_else(|| panic!("the role was never assumed"));
+        assert!(
+            assumed["params"].to_string().contains("platform-team"),
+            "externalId not passed: {assumed}"
+        );
+
+        let locked = wait_phase(&pgs, "locked", Phase::Failed).await;
+        assert!(
+            locked.message().contains(&denied) && locked.message().contains("trust policy"),
+            "{}",
+            locked.message()
+        );
+    })
+    .await;
+}
+
+/// `make run`'s quick start, as a new user meets it: the shipped
+/// configuration ConfigMaps, no `--cluster-id`, and every shipped sample
+/// (in-cluster and AWS, snapshots included) reaches `complete`.
+#[tokio::test]
+async fn the_quick_start_samples_all_complete() {
+    use crate::foundation::{api_for, objects_in};
+    with_operator_launched(
+        "quickstart",
+        |launch| launch.cluster_id = None,
+        |client, ns, _op| async move {
+            for (file, cm) in objects_in("config") {
+                let cm: ConfigMap =
+                    serde_json::from_value(serde_json::to_value(&cm).unwrap_or_default())
+                        .unwrap_or_else(|e| panic!("{file}: {e}"));
+                crate::support::apply(&Api::<ConfigMap>::namespaced(client.clone(), &ns), &cm)
+                    .await
+                    .unwrap_or_else(|e| panic!("{file}: {e}"));
+            }
+            let mut samples = objects_in("config/samples");
+            samples.extend(objects_in("config/samples/aws"));
+            assert!(samples.len() >= 10, "{samples:?}");
+            for (file, obj) in &samples {
+                api_for(&client, &ns, obj)
+                    .create(&Default::default(), obj)
+                    .await
+                    .unwrap_or_else(|e| panic!("{file}: {e}"));
+            }
+            for (file, obj) in &samples {
+                let name = obj.name_any();
+                crate::support::wait_for(
+                    &api_for(&client, &ns, obj),
+                    &name,
+                    "phase complete",
+                    DEFAULT_TIMEOUT * 2,
+                    |o: Option<&kube::api::DynamicObject>| {
+                        o.is_some_and(|o| o.data["status"]["phase"] == "complete")
+                    },
+                )
+                .await;
+                eprintln!("{file}: {name} complete");
+            }
+        },
+    )
+    .await;
+}
