@@ -6,7 +6,7 @@ ENV_SH := target/testenv/env.sh
 BIN := target/debug/cloud-resource-operator
 OPERATOR_NAMESPACE ?= cloud-resource-operator
 
-.PHONY: help deps build crds testenv-up testenv-down test bench lint run
+.PHONY: help deps build crds testenv-up testenv-down test bench proptest-long lint run
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -40,6 +40,9 @@ test: deps ## run the whole test suite (unit, integration, end-to-end)
 bench: deps ## rerunnable benchmarks: ready latency after the workload is Available (BENCH_N=10); AWS calls at rest
 	@$(TESTENV) up
 	@set -a; . $(ENV_SH); set +a; cargo test --test integration -- --ignored --nocapture bench:: 2>&1 | grep -E 'latency|aws calls|test result|panicked'
+
+proptest-long: ## the property tests with 20,000 cases each (make test runs 256)
+	PROPTEST_CASES=20000 cargo test --release --test properties
 
 lint: ## rustfmt and clippy, warnings are errors
 	cargo fmt --all -- --check

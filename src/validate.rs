@@ -265,6 +265,9 @@ fn check_types(doc: &Document, findings: &mut Vec<Finding>) {
     }
 }
 
+/// A key of `cloud-resources-aws-strategies` that is not a resource type.
+const NETWORK_KEY: &str = "_network";
+
 fn check_strategies(doc: &Document, provider: &str, findings: &mut Vec<Finding>) {
     if !KNOWN_PROVIDERS.contains(&provider) {
         findings.push(doc.finding(
@@ -277,7 +280,9 @@ fn check_strategies(doc: &Document, provider: &str, findings: &mut Vec<Finding>)
         return;
     }
     let cm = doc.config_map();
-    for key in cm.data.keys() {
+    // The Go operator's BuildDefaultConfigMap adds a `_network` key (its
+    // standalone VPC's CIDR); this operator does not manage networks.
+    for key in cm.data.keys().filter(|k| *k != NETWORK_KEY) {
         let at = format!("key {key}");
         let Some(kind) = ResourceKind::from_config_key(key) else {
             findings.push(doc.finding(

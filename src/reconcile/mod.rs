@@ -248,7 +248,10 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
 
 /// Writes the status for `report` unless it is already exactly that, and
 /// publishes an Event when the phase or a failure message changes.
-async fn write_status<K: Managed>(ctx: &Context, obj: &K, report: Report) -> Result<(), Error> {
+async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) -> Result<(), Error> {
+    // Messages quote configuration and cloud errors; keep the object far
+    // below etcd's size limit whatever they hold.
+    report.message = truncate(&report.message, 4096);
     let previous = obj.report();
     let ready = status::ready_condition(&report, obj.meta().generation, obj.conditions());
     let conditions = status::merged(

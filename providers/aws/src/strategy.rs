@@ -50,7 +50,8 @@ pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
         None | Some(Value::Null) => Ok(Map::new()),
         Some(Value::Object(m)) => Ok(m.clone()),
         Some(other) => Err(invalid(format!(
-            "{name} must be an object of AWS API fields, found {other}"
+            "{name} must be an object of AWS API fields, found {}",
+            shown(other)
         ))),
     };
     // An empty string means unset, as the Go operator's helper writes it.
@@ -58,7 +59,10 @@ pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(r)) if r.is_empty() => Ok(None),
         Some(Value::String(r)) => Ok(Some(r.clone())),
-        Some(other) => Err(invalid(format!("{key} must be a string, found {other}"))),
+        Some(other) => Err(invalid(format!(
+            "{key} must be a string, found {}",
+            shown(other)
+        ))),
     };
     let role_arn = text("roleArn")?;
     if let Some(arn) = &role_arn
@@ -75,6 +79,16 @@ pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
         create: section("createStrategy")?,
         delete: section("deleteStrategy")?,
     })
+}
+
+/// A value as shown in a message: cut, so a huge value cannot make a
+/// status or Event too big to write.
+fn shown(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
 }
 
 fn invalid(m: String) -> ProviderError {
@@ -151,9 +165,10 @@ impl<'a> Fields<'a> {
             };
             if !ty.accepts(value) {
                 return Err(invalid(format!(
-                    "{}.{name} must be {}, found {value}",
+                    "{}.{name} must be {}, found {}",
                     section.name,
-                    ty.describe()
+                    ty.describe(),
+                    shown(value)
                 )));
             }
         }
@@ -173,8 +188,9 @@ impl<'a> Fields<'a> {
 
     fn wrong(&self, name: &str, want: &str, got: &Value) -> ProviderError {
         invalid(format!(
-            "{}.{name} must be {want}, found {got}",
-            self.section
+            "{}.{name} must be {want}, found {}",
+            self.section,
+            shown(got)
         ))
     }
 

@@ -74,7 +74,14 @@ pub fn typed<T: DeserializeOwned + Serialize>(value: Value, at: &str) -> Result<
         } else {
             format!("{at}.{path}")
         };
-        ProviderError::invalid_strategy(format!("{field}: {}", e.inner()))
+        // serde quotes the offending value whole; cut it, so a huge value
+        // cannot make a status or Event too big to write.
+        let mut message = e.inner().to_string();
+        if let Some((cut, _)) = message.char_indices().nth(200) {
+            message.truncate(cut);
+            message.push('…');
+        }
+        ProviderError::invalid_strategy(format!("{field}: {message}"))
     })?;
     let kept = serde_json::to_value(&parsed)
         .map_err(|e| ProviderError::invalid_strategy(format!("{at}: {e}")))?;
