@@ -175,6 +175,32 @@ pub struct ResourceTypeStatus {
         deserialize_with = "lenient::field"
     )]
     pub observed_generation: Option<i64>,
+    /// Differences between the live resource and its tier not applied
+    /// yet, and when each applies.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lenient::list"
+    )]
+    pub pending_changes: Vec<PendingChange>,
+}
+
+/// One field of the live resource that differs from the tier.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingChange {
+    /// The cloud API's field name (e.g. `DBInstanceClass`) or the
+    /// in-cluster object's spec path.
+    pub field: String,
+    pub current: String,
+    pub desired: String,
+    /// `now`, `maintenanceWindow` (set spec.maintenanceWindow or
+    /// spec.applyImmediately), `scheduled for the next maintenance window`,
+    /// or `never: <reason>`.
+    pub when: String,
+    /// Applying it restarts the resource.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub restarts: bool,
 }
 
 /// The spec of PostgresSnapshot and RedisSnapshot.

@@ -34,6 +34,15 @@ pub fn conditions<'de, D>(d: D) -> Result<Vec<Condition>, D::Error>
 where
     D: Deserializer<'de>,
 {
+    list(d)
+}
+
+/// A list, keeping its well-formed entries.
+pub fn list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
     let value = Value::deserialize(d)?;
     Ok(match value {
         Value::Array(items) => items

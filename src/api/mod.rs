@@ -11,7 +11,8 @@ mod resources;
 mod snapshots;
 
 pub use common::{
-    Duration, Phase, ResourceTypeSpec, ResourceTypeStatus, SecretRef, SnapshotSpec, SnapshotStatus,
+    Duration, PendingChange, Phase, ResourceTypeSpec, ResourceTypeStatus, SecretRef, SnapshotSpec,
+    SnapshotStatus,
 };
 pub use resources::{
     BlobStorage, BlobStorageSpec, Postgres, PostgresSpec, Redis, RedisSpec, SMTPCredentialSet,
@@ -239,6 +240,9 @@ mod tests {
             .flatten()
             .map(|c| c.name.as_str())
             .collect();
-        assert_eq!(cols, ["Type", "Tier", "Provider", "Phase", "Age"]);
+        assert_eq!(
+            cols,
+            ["Type", "Tier", "Provider", "Phase", "Up-To-Date", "Age"]
+        );
     }
 }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Tier","type":"string","jsonPath":".spec.tier"}"#,
     printcolumn = r#"{"name":"Provider","type":"string","jsonPath":".status.provider"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Up-To-Date","type":"string","jsonPath":".status.conditions[?(@.type==\"UpToDate\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 pub struct PostgresSpec {
@@ -38,6 +39,7 @@ pub struct PostgresSpec {
     printcolumn = r#"{"name":"Tier","type":"string","jsonPath":".spec.tier"}"#,
     printcolumn = r#"{"name":"Provider","type":"string","jsonPath":".status.provider"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Up-To-Date","type":"string","jsonPath":".status.conditions[?(@.type==\"UpToDate\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 pub struct RedisSpec {
@@ -58,6 +60,7 @@ pub struct RedisSpec {
     printcolumn = r#"{"name":"Tier","type":"string","jsonPath":".spec.tier"}"#,
     printcolumn = r#"{"name":"Provider","type":"string","jsonPath":".status.provider"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Up-To-Date","type":"string","jsonPath":".status.conditions[?(@.type==\"UpToDate\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 pub struct BlobStorageSpec {
@@ -78,6 +81,7 @@ pub struct BlobStorageSpec {
     printcolumn = r#"{"name":"Tier","type":"string","jsonPath":".spec.tier"}"#,
     printcolumn = r#"{"name":"Provider","type":"string","jsonPath":".status.provider"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Up-To-Date","type":"string","jsonPath":".status.conditions[?(@.type==\"UpToDate\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 pub struct SMTPCredentialSetSpec {

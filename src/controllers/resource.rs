@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use cro_provider_api::{
     Deletion, ErrorKind, Options, Outcome, Owner, Provider, ResourceKind, ResourceRequest,
-    cloud_identifier,
+    cloud_identifier, timestamped_identifier,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::{Resource, ResourceExt};
@@ -14,8 +14,8 @@ use tracing::warn;
 
 use crate::{
     api::{
-        BlobStorage, Phase, Postgres, RESOURCE_IDENTIFIER_ANNOTATION, Redis, ResourceTypeSpec,
-        ResourceTypeStatus, SMTPCredentialSet, SecretRef,
+        BlobStorage, PendingChange, Phase, Postgres, RESOURCE_IDENTIFIER_ANNOTATION, Redis,
+        ResourceTypeSpec, ResourceTypeStatus, SMTPCredentialSet, SecretRef,
     },
     config,
     reconcile::{
@@ -99,6 +99,7 @@ fn report_of(status: Option<&ResourceTypeStatus>) -> Option<Report> {
         secret_ref: s.secret_ref.clone(),
         snapshot_id: None,
         conditions: Vec::new(),
+        pending: s.pending_changes.clone(),
     })
 }
 
@@ -112,8 +113,75 @@ fn status_json(report: &Report, conditions: Vec<Condition>, generation: Option<i
         message: Some(report.message.clone()),
         conditions,
         observed_generation: generation,
+        pending_changes: report.pending.clone(),
     };
     serde_json::to_value(status).unwrap_or(Value::Null)
+}
+
+/// The `UpToDate` condition: whether the live resource matches its tier,
+/// and if not, what differs and when each difference applies.
+fn up_to_date(pending: &[PendingChange]) -> cro_provider_api::Condition {
+    let (status, reason, message) = if pending.is_empty() {
+        (
+            true,
+            "UpToDate",
+            "the resource matches its tier".to_string(),
+        )
+    } else {
+        let list: Vec<String> = pending
+            .iter()
+            .map(|c| format!("{} {} -> {} ({})", c.field, c.current, c.desired, c.when))
+            .collect();
+        (
+            false,
+            "PendingChanges",
+            format!(
+                "{} difference(s) from the tier: {}; disruptive ones apply with spec.maintenanceWindow (in the cloud's next maintenance window) or spec.applyImmediately",
+                pending.len(),
+                list.join("; ")
+            ),
+        )
+    };
+    cro_provider_api::Condition {
+        type_: "UpToDate".into(),
+        status,
+        reason: reason.into(),
+        message,
+    }
+}
+
+fn pending_change(c: cro_provider_api::Change) -> PendingChange {
+    PendingChange {
+        field: c.field,
+        current: c.current,
+        desired: c.desired,
+        when: c.timing.describe(),
+        restarts: c.restarts,
+    }
+}
+
+/// The Go operator's contract: once the changes a maintenance window
+/// allowed were requested, `spec.maintenanceWindow` goes back to false.
+/// Guarded by a `test`, so a person's concurrent edit is never overwritten.
+async fn close_maintenance_window<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<(), Error> {
+    let api: kube::Api<K> =
+        kube::Api::namespaced(ctx.client.clone(), &cr.namespace().unwrap_or_default());
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": "/spec/maintenanceWindow", "value": true},
+        {"op": "replace", "path": "/spec/maintenanceWindow", "value": false}
+    ]))
+    .map_err(|e| Error::Internal(format!("building the maintenanceWindow patch: {e}")))?;
+    api.patch(
+        &cr.name_any(),
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::<()>::Json(patch),
+    )
+    .await
+    .map_err(Error::kube(format!(
+        "setting spec.maintenanceWindow of {} back to false",
+        cr.name_any()
+    )))?;
+    Ok(())
 }
 
 /// The neutral description of `cr` handed to providers.
@@ -201,6 +269,7 @@ fn request<K: ResourceCr>(cr: &K, ctx: &Context, strategy: Value) -> ResourceReq
             .clone()
             .unwrap_or_else(|| cloud_identifier(&ctx.settings.cluster_id, &ns, &name)),
         recorded_identifier: recorded,
+        final_snapshot_identifier: final_snapshot_identifier(cr, ctx),
         namespace: ns,
         name,
         owner: owner(cr),
@@ -215,6 +284,21 @@ fn request<K: ResourceCr>(cr: &K, ctx: &Context, strategy: Value) -> ResourceReq
             snapshot_retention: spec.snapshot_retention.clone(),
         },
     }
+}
+
+/// Once deletion started: `<clusterID>-<namespace>-<name>-<unix time>`
+/// shortened, as the Go operator names final snapshots
+/// (`BuildTimestampedInfraNameFromObject`, pkg/resources/config.go), with
+/// the deletion's time rather than the clock's, so retries of one deletion
+/// agree and another deletion of the same name never collides.
+fn final_snapshot_identifier<K: ResourceCr>(cr: &K, ctx: &Context) -> Option<String> {
+    let deleted = cr.meta().deletion_timestamp.as_ref()?;
+    Some(timestamped_identifier(
+        &ctx.settings.cluster_id,
+        &cr.namespace().unwrap_or_default(),
+        &cr.name_any(),
+        &deleted.0.as_second().to_string(),
+    ))
 }
 
 async fn converge<K: ResourceCr>(
@@ -256,6 +340,9 @@ async fn converge<K: ResourceCr>(
         conditions: provisioned.conditions,
         ..Report::new(Phase::InProgress, "")
     };
+    if provisioned.maintenance_window_used {
+        close_maintenance_window(cr, ctx).await?;
+    }
     match provisioned.outcome {
         Outcome::InProgress(reason) => {
             report.message = reason;
@@ -267,6 +354,12 @@ async fn converge<K: ResourceCr>(
             Ok((report, None))
         }
         Outcome::Ready(details) => {
+            report.pending = provisioned
+                .pending
+                .into_iter()
+                .map(pending_change)
+                .collect();
+            report.conditions.push(up_to_date(&report.pending));
             let secret_name = cr.spec().secret_ref.name.clone();
             let same_ns = cr.namespace().as_deref() == Some(secret_ns.as_str());
             let target = Target {

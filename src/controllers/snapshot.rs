@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use cro_provider_api::{Deletion, Outcome, SnapshotRequest, cloud_identifier};
+use cro_provider_api::{
+    Deletion, IdentifierRules, Outcome, ResourceKind, SnapshotRequest, cloud_identifier,
+    timestamped_identifier,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
@@ -91,13 +94,13 @@ async fn parent<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Option<K::Pare
     )))
 }
 
-/// The request for `snap`; `parent` is `None` only when deleting a
-/// snapshot whose parent is already gone (the snapshot is found by its own
-/// identifier then).
+/// The request for the snapshot `id` of `snap`; `parent` is `None` only
+/// when deleting a snapshot whose parent is already gone.
 fn request<K: SnapshotCr>(
     snap: &K,
     parent: Option<&K::Parent>,
     strategy: Value,
+    id: &str,
     ctx: &Context,
 ) -> SnapshotRequest {
     let ns = snap.namespace().unwrap_or_default();
@@ -112,14 +115,42 @@ fn request<K: SnapshotCr>(
         name: snap.name_any(),
         owner: owner(snap),
         resource_identifier,
-        identifier: cloud_identifier(
-            &ctx.settings.cluster_id,
-            &snap.namespace().unwrap_or_default(),
-            &snap.name_any(),
-        ),
+        identifier: id.to_string(),
         strategy,
         tags: tags(ctx, snap, &deployment_type),
     }
+}
+
+/// The identifier of a new snapshot, as the Go operator computes it
+/// (`BuildTimestampedInfraNameFromObjectCreation`, pkg/resources/config.go):
+/// `<clusterID>-<namespace>-<name>-<creation time>`, the time as Go prints
+/// a UTC `metav1.Time`, shortened to 40 characters. A CR created again with
+/// the same name gets a new identifier.
+fn snapshot_identifier<K: SnapshotCr>(snap: &K, ctx: &Context) -> String {
+    let created = snap
+        .meta()
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string())
+        .unwrap_or_default();
+    let id = timestamped_identifier(
+        &ctx.settings.cluster_id,
+        &snap.namespace().unwrap_or_default(),
+        &snap.name_any(),
+        &created,
+    );
+    let rules = match <K::Parent as ResourceCr>::KIND {
+        ResourceKind::Redis => IdentifierRules::ElastiCacheSnapshot,
+        _ => IdentifierRules::RdsSnapshot,
+    };
+    rules.conform(&id)
+}
+
+/// The snapshot's recorded identifier (`status.snapshotID`).
+fn recorded_id<K: SnapshotCr>(snap: &K) -> Option<String> {
+    snap.status()
+        .and_then(|s| s.snapshot_id.clone())
+        .filter(|id| !id.is_empty())
 }
 
 async fn converge<K: SnapshotCr>(
@@ -151,18 +182,30 @@ async fn converge<K: SnapshotCr>(
         }
     };
     let kind = <K::Parent as ResourceCr>::KIND;
+    // The identifier is recorded before the snapshot is taken (the Go
+    // operator's order too): a crash in between never takes a second one,
+    // and deletion always finds it.
+    let Some(id) = recorded_id(snap) else {
+        let id = snapshot_identifier(snap, ctx);
+        let report = Report {
+            strategy: Some(provider_name),
+            snapshot_id: Some(id.clone()),
+            ..Report::new(Phase::InProgress, format!("taking snapshot {id}"))
+        };
+        return Ok((report, Some(Duration::from_secs(1))));
+    };
     let strategy =
         config::tier_strategy(&ctx.config, &provider_name, kind, &parent.spec().tier).await?;
     let inputs = (snap.spec(), snap.annotations(), &strategy, &provider_name);
     let snapshotted = unless_parked(ctx, &key(snap), &inputs, async {
         Ok(provider(ctx, &provider_name)?
-            .snapshot(&request(snap, Some(&parent), strategy.clone(), ctx))
+            .snapshot(&request(snap, Some(&parent), strategy.clone(), &id, ctx))
             .await?)
     })
     .await?;
     let mut report = Report {
         strategy: Some(provider_name),
-        snapshot_id: snap.status().and_then(|s| s.snapshot_id.clone()),
+        snapshot_id: Some(id),
         ..Report::new(Phase::InProgress, "")
     };
     let requeue = match snapshotted.outcome {
@@ -186,14 +229,21 @@ async fn converge<K: SnapshotCr>(
 }
 
 async fn cleanup<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Deletion, Error> {
-    let taken = snap.status().and_then(|s| s.snapshot_id.as_ref()).is_some();
-    if snap.spec().skip_delete || !taken {
-        return Ok(Deletion::Done);
-    }
-    let Some(provider_name) = snap.status().and_then(|s| s.strategy.clone()) else {
+    let Some(id) = recorded_id(snap) else {
         return Ok(Deletion::Done);
     };
+    if snap.spec().skip_delete {
+        return Ok(Deletion::Done);
+    }
     let parent = parent(snap, ctx).await?;
+    // The Go operator's RedisSnapshot never records its strategy; only
+    // the aws provider takes snapshots.
+    let provider_name = snap
+        .status()
+        .and_then(|s| s.strategy.clone())
+        .or_else(|| parent.as_ref().and_then(|p| p.status()?.strategy.clone()))
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| cro_provider_aws::NAME.to_string());
     // Without the parent or its tier, the default region is the best guess.
     let strategy = match &parent {
         Some(p) => config::tier_strategy(
@@ -207,6 +257,6 @@ async fn cleanup<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Deletion, Err
         None => Value::Null,
     };
     Ok(provider(ctx, &provider_name)?
-        .delete_snapshot(&request(snap, parent.as_ref(), strategy, ctx))
+        .delete_snapshot(&request(snap, parent.as_ref(), strategy, &id, ctx))
         .await?)
 }

@@ -1,5 +1,6 @@
-//! The output Secret: written only when this CR created it (marked by the
-//! owner-uid label), never over a Secret somebody else made.
+//! The output Secret: written only when it was made for this CR (by this
+//! operator, or by the Go operator before it), never over a Secret somebody
+//! else made.
 
 use std::collections::BTreeMap;
 
@@ -41,13 +42,23 @@ pub enum Written {
     Conflict(String),
 }
 
+/// Whether `secret` may be written for the CR with `owner_uid`: this
+/// operator wrote it for that CR (owner-uid label), or the Go operator did
+/// (`ReconcileResultSecret` in pkg/resources/provider.go: a controller
+/// ownerReference to the CR and no labels). Writing it once adds the label.
 fn is_ours(secret: &Secret, owner_uid: &str) -> bool {
-    secret
-        .metadata
-        .labels
-        .as_ref()
+    let labels = secret.metadata.labels.as_ref();
+    let labelled = labels
         .and_then(|l| l.get(OWNER_UID_LABEL))
-        .is_some_and(|uid| uid == owner_uid)
+        .is_some_and(|uid| uid == owner_uid);
+    let go_operator = labels.is_none_or(|l| l.is_empty())
+        && secret
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == owner_uid && o.controller == Some(true));
+    labelled || go_operator
 }
 
 /// The data to write: the provider's details, except that an empty value
@@ -163,6 +174,49 @@ pub async fn delete(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn secret(labels: Option<&[(&str, &str)]>, owner: Option<(&str, Option<bool>)>) -> Secret {
+        let mut s = Secret::default();
+        s.metadata.labels = labels.map(|l| {
+            l.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        });
+        s.metadata.owner_references = owner.map(|(uid, controller)| {
+            vec![OwnerReference {
+                api_version: "integreatly.org/v1alpha1".into(),
+                kind: "Postgres".into(),
+                name: "db".into(),
+                uid: uid.into(),
+                controller,
+                block_owner_deletion: Some(true),
+            }]
+        });
+        s
+    }
+
+    #[test]
+    fn ours_and_the_go_operators_secrets_are_written_others_never() {
+        assert!(is_ours(
+            &secret(Some(&[(OWNER_UID_LABEL, "u1")]), None),
+            "u1"
+        ));
+        // As the Go operator leaves it: controller reference, no labels.
+        assert!(is_ours(&secret(None, Some(("u1", Some(true)))), "u1"));
+        assert!(is_ours(&secret(Some(&[]), Some(("u1", Some(true)))), "u1"));
+        // Somebody else's.
+        assert!(!is_ours(&secret(None, None), "u1"));
+        assert!(!is_ours(&secret(None, Some(("u2", Some(true)))), "u1"));
+        assert!(!is_ours(&secret(None, Some(("u1", None))), "u1"));
+        assert!(!is_ours(
+            &secret(Some(&[("app", "x")]), Some(("u1", Some(true)))),
+            "u1"
+        ));
+        assert!(!is_ours(
+            &secret(Some(&[(OWNER_UID_LABEL, "u2")]), None),
+            "u1"
+        ));
+    }
 
     #[test]
     fn filled_in_values_survive_placeholders() {

@@ -20,6 +20,8 @@ pub struct Report {
     pub snapshot_id: Option<String>,
     /// Conditions a provider reports besides Ready.
     pub conditions: Vec<cro_provider_api::Condition>,
+    /// Differences from the tier not applied yet.
+    pub pending: Vec<crate::api::PendingChange>,
 }
 
 impl Report {
@@ -33,6 +35,7 @@ impl Report {
             secret_ref: None,
             snapshot_id: None,
             conditions: Vec::new(),
+            pending: Vec::new(),
         }
     }
 }

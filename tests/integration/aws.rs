@@ -125,6 +125,26 @@ fn want_tags(name: &str) -> BTreeMap<String, String> {
     .collect()
 }
 
+/// The final snapshot identifier of a CR being deleted: the Go operator's
+/// `<clusterID>-<namespace>-<name>-<unix time>`, here the deletion's time.
+async fn final_snapshot_id<K>(api: &Api<K>, ns: &str, name: &str) -> String
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let obj = api.get(name).await.unwrap_or_else(|e| panic!("{e}"));
+    let deleted = obj
+        .meta()
+        .deletion_timestamp
+        .clone()
+        .unwrap_or_else(|| panic!("{name} is not being deleted"));
+    cro_provider_api::timestamped_identifier(
+        "testcluster",
+        ns,
+        name,
+        &deleted.0.as_second().to_string(),
+    )
+}
+
 #[tokio::test]
 async fn postgres_on_rds_from_create_to_final_snapshot() {
     with_operator("rds", |client, ns, _op| async move {
@@ -159,9 +179,10 @@ async fn postgres_on_rds_from_create_to_final_snapshot() {
         }
 
         pgs.delete("orders-db", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let final_id = final_snapshot_id(&pgs, &ns, "orders-db").await;
         wait_deleted(&pgs, "orders-db", DEFAULT_TIMEOUT).await;
         assert!(instance(&rds, &id).await.is_none(), "RDS instance {id} still exists");
-        let snap = rds.describe_db_snapshots().db_snapshot_identifier(format!("{id}-final")).send().await.unwrap_or_else(|e| panic!("final snapshot: {e:?}"));
+        let snap = rds.describe_db_snapshots().db_snapshot_identifier(&final_id).send().await.unwrap_or_else(|e| panic!("final snapshot {final_id}: {e:?}"));
         let arn = snap.db_snapshots().first().and_then(|s| s.db_snapshot_arn()).unwrap_or_default().to_string();
         let have = tags(&rds, &arn).await;
         assert_eq!(have.get("integreatly.org/clusterID").map(String::as_str), Some("testcluster"), "{have:?}");
@@ -201,26 +222,55 @@ async fn a_bad_strategy_value_fails_naming_the_field() {
     .await;
 }
 
+/// The `UpToDate` condition as `(status, message)`.
+fn up_to_date(p: &Postgres) -> Option<(String, String)> {
+    p.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "UpToDate")
+        .map(|c| (c.status.clone(), c.message.clone()))
+}
+
 #[tokio::test]
 async fn out_of_band_changes_wait_for_the_maintenance_window_and_versions_only_go_up() {
     with_operator("rdsdrift", |client, ns, _op| async move {
         aws_strategies(&client, &ns, json!({"development": {"createStrategy": {"DBInstanceClass": "db.t3.micro", "EngineVersion": "16.4"}}})).await;
         create_postgres(&client, &ns, "db", json!({})).await;
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
-        wait_phase(&pgs, "db", Phase::Complete).await;
+        let pg = wait_phase(&pgs, "db", Phase::Complete).await;
+        assert_eq!(up_to_date(&pg).map(|(s, _)| s).as_deref(), Some("True"));
         let id = cloud_identifier("testcluster", &ns, "db");
         let rds = rds().await;
 
-        // Someone changes the class in the console.
+        // Someone changes the class in the console: the CR stays complete
+        // and says what differs and when it applies.
         rds.modify_db_instance().db_instance_identifier(&id).db_instance_class("db.m5.large").apply_immediately(true).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         poke(&pgs, "db", 1).await;
-        let pg = wait_for(&pgs, "db", "drift reported", DEFAULT_TIMEOUT, |o: Option<&Postgres>| o.is_some_and(|o| message(o).contains("DBInstanceClass"))).await;
-        assert!(message(&pg).contains("maintenanceWindow"), "{}", message(&pg));
+        let pg = wait_for(&pgs, "db", "drift reported", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.and_then(up_to_date).is_some_and(|(s, m)| s == "False" && m.contains("DBInstanceClass db.m5.large -> db.t3.micro (maintenanceWindow)"))
+        })
+        .await;
+        assert_eq!(pg.status.as_ref().and_then(|s| s.phase), Some(Phase::Complete), "drift does not make a CR in progress");
+        assert_eq!(pg.status.as_ref().map(|s| s.pending_changes.len()), Some(1), "{:?}", pg.status);
         assert_eq!(instance(&rds, &id).await.and_then(|d| d.db_instance_class().map(str::to_string)).as_deref(), Some("db.m5.large"), "changed outside the window");
 
+        // The window opens: the change is requested for AWS's maintenance
+        // window (not immediately) and the flag goes back to false.
         pgs.patch("db", &PatchParams::default(), &Patch::Merge(json!({"spec": {"maintenanceWindow": true}}))).await.unwrap_or_else(|e| panic!("{e}"));
-        wait_for(&pgs, "db", "class corrected and complete", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
-            o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete) && o.and_then(|o| o.status.as_ref()).and_then(|s| s.observed_generation) == Some(2)
+        wait_for(&pgs, "db", "maintenanceWindow reset", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.is_some_and(|o| !o.spec.resource.maintenance_window)
+        })
+        .await;
+        let modify = crate::support::aws_requests()
+            .into_iter()
+            .filter(|r| r["action"] == "ModifyDBInstance" && r["params"].to_string().contains(&id))
+            .find(|r| r["params"].to_string().contains("db.t3.micro"))
+            .unwrap_or_else(|| panic!("no ModifyDBInstance for {id}"));
+        assert_eq!(modify["params"]["ApplyImmediately"], json!(["false"]), "{modify}");
+        // The emulator applies at once what AWS would apply in the window.
+        wait_for(&pgs, "db", "up to date again", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.and_then(up_to_date).is_some_and(|(s, _)| s == "True")
         })
         .await;
         assert_eq!(instance(&rds, &id).await.and_then(|d| d.db_instance_class().map(str::to_string)).as_deref(), Some("db.t3.micro"));
@@ -235,10 +285,14 @@ async fn out_of_band_changes_wait_for_the_maintenance_window_and_versions_only_g
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
 
-        // A lower engine version in the tier is never applied.
+        // A lower engine version in the tier is never applied, and says so.
         aws_strategies(&client, &ns, json!({"development": {"createStrategy": {"DBInstanceClass": "db.t3.micro", "EngineVersion": "15.8"}}})).await;
         poke(&pgs, "db", 2).await;
-        let pg = wait_phase(&pgs, "db", Phase::Complete).await;
+        let pg = wait_for(&pgs, "db", "downgrade refused", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.and_then(up_to_date).is_some_and(|(_, m)| m.contains("never: engine versions only move up"))
+        })
+        .await;
+        assert_eq!(pg.status.as_ref().and_then(|s| s.phase), Some(Phase::Complete));
         assert_eq!(instance(&rds, &id).await.and_then(|d| d.engine_version().map(str::to_string)).as_deref(), Some("16.4"));
         assert_eq!(pg.status.and_then(|s| s.version).as_deref(), Some("16.4"));
     })
@@ -505,10 +559,11 @@ async fn redis_on_elasticache_through_creating_and_deleting() {
         }
 
         redis.delete("cache", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let final_id = final_snapshot_id(&redis, &ns, "cache").await;
         wait_for(&redis, "cache", "deletion in progress", DEFAULT_TIMEOUT, phase(Phase::DeleteInProgress, "")).await;
         wait_deleted(&redis, "cache", DEFAULT_TIMEOUT).await;
         assert!(ec.describe_replication_groups().replication_group_id(&id).send().await.is_err(), "group {id} still exists");
-        let snap = ec.describe_snapshots().snapshot_name(format!("{id}-final")).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let snap = ec.describe_snapshots().snapshot_name(&final_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let arn = snap.snapshots().first().and_then(|s| s.arn()).unwrap_or_else(|| panic!("no final snapshot")).to_string();
         let tags = ec.list_tags_for_resource().resource_name(arn).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         assert!(tags.tag_list().iter().any(|t| t.key() == Some("integreatly.org/clusterID")), "final snapshot untagged");
@@ -548,10 +603,15 @@ async fn snapshots_are_tagged_deleted_with_their_cr_and_kept_with_skip_delete() 
 
         let complete = |o: Option<&PostgresSnapshot>| o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete);
         let snap = wait_for(&pg_snaps, "snap", "snapshot complete", DEFAULT_TIMEOUT, complete).await;
-        wait_for(&pg_snaps, "keep", "snapshot complete", DEFAULT_TIMEOUT, complete).await;
-        let snap_id = cloud_identifier("testcluster", &ns, "snap");
+        let keep = wait_for(&pg_snaps, "keep", "snapshot complete", DEFAULT_TIMEOUT, complete).await;
+        // The Go operator's identifier: cluster, namespace, name and the
+        // CR's creation time, as Go prints it, shortened.
+        let go_identifier = |name: &str, created: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time| {
+            cro_provider_api::timestamped_identifier("testcluster", &ns, name, &created.0.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string())
+        };
+        let snap_id = go_identifier("snap", snap.metadata.creation_timestamp.as_ref().unwrap_or_else(|| panic!("no creationTimestamp")));
         assert_eq!(snap.status.and_then(|s| s.snapshot_id).as_deref(), Some(snap_id.as_str()));
-        wait_for(&redis_snaps, "rsnap", "redis snapshot complete", DEFAULT_TIMEOUT, |o: Option<&RedisSnapshot>| {
+        let rsnap = wait_for(&redis_snaps, "rsnap", "redis snapshot complete", DEFAULT_TIMEOUT, |o: Option<&RedisSnapshot>| {
             o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete)
         })
         .await;
@@ -561,7 +621,7 @@ async fn snapshots_are_tagged_deleted_with_their_cr_and_kept_with_skip_delete() 
         let arn = found.db_snapshots().first().and_then(|s| s.db_snapshot_arn()).unwrap_or_default().to_string();
         assert_eq!(tags(&rds, &arn).await.get("integreatly.org/clusterID").map(String::as_str), Some("testcluster"));
         let ec = aws_sdk_elasticache::Client::new(&TestEnv::load().aws_config().await);
-        let rsnap_id = cloud_identifier("testcluster", &ns, "rsnap");
+        let rsnap_id = rsnap.status.and_then(|s| s.snapshot_id).unwrap_or_default();
         let found = ec.describe_snapshots().snapshot_name(&rsnap_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(found.snapshots().len(), 1, "no ElastiCache snapshot {rsnap_id}");
 
@@ -572,7 +632,7 @@ async fn snapshots_are_tagged_deleted_with_their_cr_and_kept_with_skip_delete() 
         redis_snaps.delete("rsnap", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
         wait_deleted(&redis_snaps, "rsnap", DEFAULT_TIMEOUT).await;
         assert!(rds.describe_db_snapshots().db_snapshot_identifier(&snap_id).send().await.is_err(), "snapshot {snap_id} not deleted");
-        let kept = cloud_identifier("testcluster", &ns, "keep");
+        let kept = keep.status.and_then(|s| s.snapshot_id).unwrap_or_default();
         rds.describe_db_snapshots().db_snapshot_identifier(&kept).send().await.unwrap_or_else(|e| panic!("skipDelete snapshot {kept} was deleted: {e:?}"));
         let left = ec.describe_snapshots().snapshot_name(&rsnap_id).send().await.map(|o| o.snapshots().len()).unwrap_or(0);
         assert_eq!(left, 0, "ElastiCache snapshot {rsnap_id} not deleted");

@@ -17,6 +17,22 @@ pub fn cloud_identifier(cluster_id: &str, namespace: &str, name: &str) -> String
     )
 }
 
+/// `<clusterID>-<namespace>-<name>-<suffix>`, shortened to 40 characters:
+/// the Go operator's `BuildTimestampedInfraNameFromObject` (suffix: unix
+/// seconds, for final snapshots) and `...FromObjectCreation` (suffix: the
+/// creation time as Go prints it, for snapshots).
+pub fn timestamped_identifier(
+    cluster_id: &str,
+    namespace: &str,
+    name: &str,
+    suffix: &str,
+) -> String {
+    shorten(
+        &format!("{cluster_id}-{namespace}-{name}-{suffix}"),
+        DEFAULT_IDENTIFIER_LENGTH,
+    )
+}
+
 /// Keeps only `[A-Za-z0-9]`; a result of `n` characters or more becomes its
 /// first `n - 5` characters, `-`, and the first 4 characters of the base32
 /// SHA-256 of the stripped string. Lowercased (AWS identifiers are
@@ -219,6 +235,27 @@ mod tests {
     }
 
     const EXPECTED_SUFFIX: &str = "r5v4";
+
+    #[test]
+    fn timestamped_identifiers_match_the_go_operators() {
+        // Vectors computed with the Go operator's ShortenString
+        // (pkg/resources/strings.go) on the strings its
+        // BuildTimestampedInfraNameFromObjectCreation and
+        // BuildTimestampedInfraNameFromObject build (pkg/resources/config.go).
+        assert_eq!(
+            timestamped_identifier(
+                "mycluster-x7k2p",
+                "ns1",
+                "snap1",
+                "2024-05-01 10:00:00 +0000 UTC"
+            ),
+            "myclusterx7k2pns1snap12024050110000-ljzo"
+        );
+        assert_eq!(
+            timestamped_identifier("mycluster-x7k2p", "ns1", "example-postgres", "1714557600"),
+            "myclusterx7k2pns1examplepostgres171-j2zh"
+        );
+    }
 
     #[test]
     fn valid_go_identifiers_are_kept_for_every_service() {

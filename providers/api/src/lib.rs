@@ -4,7 +4,9 @@
 
 mod identifier;
 
-pub use identifier::{DEFAULT_IDENTIFIER_LENGTH, IdentifierRules, cloud_identifier, shorten};
+pub use identifier::{
+    DEFAULT_IDENTIFIER_LENGTH, IdentifierRules, cloud_identifier, shorten, timestamped_identifier,
+};
 
 use std::collections::BTreeMap;
 
@@ -76,6 +78,10 @@ pub struct ResourceRequest {
     /// once the resource was created: if it is set and the resource is gone,
     /// the provider reports that rather than silently creating a new one.
     pub recorded_identifier: Option<String>,
+    /// When deleting: the identifier of the final snapshot, unique to this
+    /// deletion (a resource of the same name created and deleted again
+    /// gets another one).
+    pub final_snapshot_identifier: Option<String>,
     /// The tier's name (e.g. `production`, where providers default to
     /// multi-AZ) and its strategy JSON, exactly as configured; parsed by
     /// the provider.
@@ -139,6 +145,45 @@ pub struct Condition {
     pub message: String,
 }
 
+/// When a difference between a live resource and its tier is applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// Safe at any time: applied at once.
+    Now,
+    /// Disruptive: applied when the CR sets `maintenanceWindow` (then in
+    /// the cloud's next maintenance window) or `applyImmediately`.
+    MaintenanceWindow,
+    /// Requested, waiting for the cloud's maintenance window.
+    Scheduled,
+    /// Never applied; the reason says why (e.g. an engine downgrade).
+    Never(String),
+}
+
+impl Timing {
+    /// How status shows it.
+    pub fn describe(&self) -> String {
+        match self {
+            Timing::Now => "now".into(),
+            Timing::MaintenanceWindow => "maintenanceWindow".into(),
+            Timing::Scheduled => "scheduled for the next maintenance window".into(),
+            Timing::Never(reason) => format!("never: {reason}"),
+        }
+    }
+}
+
+/// One field of a live resource that differs from its tier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The cloud API's name (e.g. `DBInstanceClass`) or the in-cluster
+    /// object's spec path.
+    pub field: String,
+    pub current: String,
+    pub desired: String,
+    pub timing: Timing,
+    /// Applying it restarts the resource (a short outage).
+    pub restarts: bool,
+}
+
 /// What a provider reports about a resource it reconciled.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Provisioned {
@@ -154,6 +199,28 @@ pub struct Provisioned {
     pub recheck_after: Option<std::time::Duration>,
     /// Conditions besides `Ready`.
     pub conditions: Vec<Condition>,
+    /// Differences from the tier that are not applied yet.
+    pub pending: Vec<Change>,
+    /// The disruptive changes `maintenanceWindow` allowed were requested:
+    /// the CR's `spec.maintenanceWindow` goes back to false (as the Go
+    /// operator does), so the next tier change waits for the next window.
+    pub maintenance_window_used: bool,
+}
+
+impl Provisioned {
+    /// A report of `provider` with nothing but `outcome` known yet.
+    pub fn new(provider: &str, outcome: Outcome<ConnectionDetails>) -> Self {
+        Provisioned {
+            outcome,
+            provider: provider.into(),
+            version: None,
+            identifier: None,
+            recheck_after: None,
+            conditions: Vec::new(),
+            pending: Vec::new(),
+            maintenance_window_used: false,
+        }
+    }
 }
 
 /// What a provider reports about a snapshot.

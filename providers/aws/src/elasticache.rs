@@ -1,8 +1,10 @@
-//! Redis as an ElastiCache replication group: failover with two nodes,
-//! encryption at rest and 31 days of snapshots by default, `spec.size` as
-//! the node type, the primary endpoint in the Secret (`uri` is the host, as
-//! in the Go operator), a tagged final snapshot on delete, node type
-//! changes only when the CR allows them.
+//! Redis as an ElastiCache replication group, as observe → decide → act
+//! ([`Group`], [`decide`], [`reconcile`]). Defaults are the Go operator's
+//! (`buildElasticacheCreateStrategy`, pkg/providers/aws/provider_redis.go):
+//! two nodes with automatic failover, encryption at rest, 31 days of
+//! snapshots; `spec.size` is the node type. The Secret's `uri` is the
+//! primary endpoint's host, as in the Go operator. Deletion takes a tagged
+//! final snapshot unless the tier says otherwise.
 
 use std::collections::BTreeMap;
 
@@ -11,12 +13,14 @@ use aws_sdk_elasticache::{
     types::{ReplicationGroup, Tag},
 };
 use cro_provider_api::{
-    ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned, ResourceRequest,
+    Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError, Provisioned,
+    ResourceRequest, Timing,
 };
 
 use crate::{
     RECHECK,
     errors::api_error,
+    plan::{Gate, Split, change, split, vanished},
     strategy::{FieldType, Fields, Section, Tier},
 };
 
@@ -48,27 +52,141 @@ pub const DELETE_STRATEGY: Section = Section {
     fields: &[("SkipFinalSnapshot", FieldType::Bool)],
 };
 
-pub fn final_snapshot_id(id: &str) -> String {
-    format!("{id}-final")
+/// What the tier (and `spec.size`) asks for of a running group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    pub node_type: String,
+    pub snapshot_retention: i32,
+    pub snapshot_window: Option<String>,
+    pub maintenance_window: Option<String>,
 }
 
-/// `spec.size` wins over the tier's CacheNodeType.
-fn node_type(req: &ResourceRequest, f: &Fields<'_>) -> Result<String, ProviderError> {
-    if let Some(size) = req.options.size.clone().filter(|s| !s.is_empty()) {
-        return Ok(size);
+impl Desired {
+    pub fn from_tier(req: &ResourceRequest, f: &Fields<'_>) -> Result<Self, ProviderError> {
+        // spec.size wins over the tier's CacheNodeType.
+        let size = req.options.size.clone().filter(|s| !s.is_empty());
+        Ok(Desired {
+            node_type: match size {
+                Some(size) => size,
+                None => f
+                    .string("CacheNodeType")?
+                    .unwrap_or_else(|| "cache.t3.micro".into()),
+            },
+            snapshot_retention: f.int("SnapshotRetentionLimit")?.unwrap_or(31),
+            snapshot_window: f.string("SnapshotWindow")?,
+            maintenance_window: f.string("PreferredMaintenanceWindow")?,
+        })
     }
-    Ok(f.string("CacheNodeType")?
-        .unwrap_or_else(|| "cache.t3.micro".into()))
 }
 
-async fn describe(ec: &Client, id: &str) -> Result<Option<ReplicationGroup>, ProviderError> {
+/// The live replication group, as far as decisions need it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Group {
+    pub arn: String,
+    pub status: String,
+    pub node_type: String,
+    pub snapshot_retention: i32,
+    pub snapshot_window: String,
+    pub primary: Option<(String, i32)>,
+}
+
+impl From<&ReplicationGroup> for Group {
+    fn from(g: &ReplicationGroup) -> Self {
+        let primary = g.node_groups().first().and_then(|n| n.primary_endpoint());
+        Group {
+            arn: g.arn().unwrap_or_default().into(),
+            status: g.status().unwrap_or_default().into(),
+            node_type: g.cache_node_type().unwrap_or_default().into(),
+            snapshot_retention: g.snapshot_retention_limit().unwrap_or_default(),
+            snapshot_window: g.snapshot_window().unwrap_or_default().into(),
+            primary: primary.map(|e| {
+                (
+                    e.address().unwrap_or_default().to_string(),
+                    e.port().unwrap_or(6379),
+                )
+            }),
+        }
+    }
+}
+
+/// What to do about the group.
+#[derive(Debug, PartialEq)]
+pub enum Plan {
+    Create,
+    Wait(String),
+    Fail(String),
+    Converge { changes: Split },
+}
+
+/// Every field of the group that differs from the tier (pure).
+pub fn differences(have: &Group, want: &Desired) -> Vec<Change> {
+    let mut out = Vec::new();
+    if !have.node_type.is_empty() && have.node_type != want.node_type {
+        let timing = Timing::MaintenanceWindow;
+        out.push(change(
+            "CacheNodeType",
+            &have.node_type,
+            &want.node_type,
+            timing,
+            false,
+        ));
+    }
+    if have.snapshot_retention != want.snapshot_retention {
+        let (have, want) = (have.snapshot_retention, want.snapshot_retention);
+        out.push(change(
+            "SnapshotRetentionLimit",
+            have,
+            want,
+            Timing::Now,
+            false,
+        ));
+    }
+    if let Some(window) = want
+        .snapshot_window
+        .as_ref()
+        .filter(|w| !w.eq_ignore_ascii_case(&have.snapshot_window))
+    {
+        out.push(change(
+            "SnapshotWindow",
+            &have.snapshot_window,
+            window,
+            Timing::Now,
+            false,
+        ));
+    }
+    out
+}
+
+pub fn decide(have: Option<&Group>, want: &Desired, recorded: Option<&str>, gate: Gate) -> Plan {
+    let Some(have) = have else {
+        return match recorded {
+            Some(id) => Plan::Fail(vanished(
+                "ElastiCache replication group",
+                id,
+                "restore it from a snapshot",
+            )),
+            None => Plan::Create,
+        };
+    };
+    match have.status.as_str() {
+        "available" => Plan::Converge {
+            changes: split(differences(have, want), gate),
+        },
+        "create-failed" => Plan::Fail(
+            "ElastiCache replication group failed to create; see its events in the ElastiCache console, fix the tier, then delete it to retry".into(),
+        ),
+        other => Plan::Wait(format!("ElastiCache replication group is {other}")),
+    }
+}
+
+async fn describe(ec: &Client, id: &str) -> Result<Option<Group>, ProviderError> {
     match ec
         .describe_replication_groups()
         .replication_group_id(id)
         .send()
         .await
     {
-        Ok(out) => Ok(out.replication_groups().first().cloned()),
+        Ok(out) => Ok(out.replication_groups().first().map(Group::from)),
         Err(e)
             if e.as_service_error()
                 .is_some_and(|s| s.is_replication_group_not_found_fault()) =>
@@ -85,101 +203,100 @@ pub async fn reconcile(
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
     let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
+    let want = Desired::from_tier(req, &f)?;
     let id = req.identifier.as_str();
-    let node_type = node_type(req, &f)?;
-    let version = f.string("EngineVersion")?;
-    let provisioned = |outcome| Provisioned {
-        outcome,
-        provider: PROVIDER.into(),
-        version: version.clone(),
-        identifier: Some(id.to_string()),
-        recheck_after: Some(RECHECK),
-        conditions: Vec::new(),
+    let have = describe(ec, id).await?;
+    let gate = Gate {
+        maintenance_window: req.options.maintenance_window,
+        apply_immediately: req.options.apply_immediately,
     };
-    let Some(group) = describe(ec, id).await? else {
-        if let Some(recorded) = &req.recorded_identifier {
-            return Ok(provisioned(Outcome::Failed(format!(
-                "ElastiCache replication group {recorded} was created for this resource but no longer exists (deleted outside the operator?); it is not re-created automatically: restore it from a snapshot, or delete the resourceIdentifier annotation to create a new, empty one"
-            ))));
+    let mut report = Provisioned::new(PROVIDER, Outcome::InProgress(String::new()));
+    report.identifier = Some(id.to_string());
+    report.recheck_after = Some(RECHECK);
+    report.version = f.string("EngineVersion")?;
+    report.outcome = match decide(
+        have.as_ref(),
+        &want,
+        req.recorded_identifier.as_deref(),
+        gate,
+    ) {
+        Plan::Create => {
+            create(ec, req, &f, &want).await?;
+            Outcome::InProgress(format!("creating ElastiCache replication group {id}"))
         }
-        let tags: Vec<Tag> = req
-            .tags
-            .iter()
-            .map(|(k, v)| Tag::builder().key(k).value(v).build())
-            .collect();
-        let create = ec
-            .create_replication_group()
-            .replication_group_id(id)
-            .replication_group_description(format!(
-                "{}/{} (cloud-resource-operator)",
-                req.namespace, req.name
-            ))
-            .engine("redis")
-            .set_engine_version(version.clone())
-            .cache_node_type(&node_type)
-            .num_cache_clusters(f.int("NumCacheClusters")?.unwrap_or(2))
-            .automatic_failover_enabled(f.bool("AutomaticFailoverEnabled")?.unwrap_or(true))
-            .multi_az_enabled(
-                f.bool("MultiAZEnabled")?
-                    .unwrap_or(req.tier == "production"),
-            )
-            .at_rest_encryption_enabled(f.bool("AtRestEncryptionEnabled")?.unwrap_or(true))
-            .transit_encryption_enabled(f.bool("TransitEncryptionEnabled")?.unwrap_or(false))
-            .snapshot_retention_limit(f.int("SnapshotRetentionLimit")?.unwrap_or(31))
-            .set_snapshot_window(f.string("SnapshotWindow")?)
-            .set_preferred_maintenance_window(f.string("PreferredMaintenanceWindow")?)
-            .set_cache_subnet_group_name(f.string("CacheSubnetGroupName")?)
-            .set_security_group_ids(f.strings("SecurityGroupIds")?)
-            .set_cache_parameter_group_name(f.string("CacheParameterGroupName")?)
-            .set_port(f.int("Port")?)
-            .set_tags(Some(tags));
-        create
-            .send()
-            .await
-            .map_err(|e| api_error("elasticache:CreateReplicationGroup", id, e))?;
-        return Ok(provisioned(Outcome::InProgress(format!(
-            "creating ElastiCache replication group {id}"
-        ))));
+        Plan::Wait(why) => Outcome::InProgress(format!("{why} ({id})")),
+        Plan::Fail(why) => Outcome::Failed(format!("{why} ({id})")),
+        Plan::Converge { changes } => {
+            let have = have.unwrap_or_default();
+            ensure_tags(ec, req, &have.arn).await?;
+            report.pending = changes.pending.clone();
+            report.maintenance_window_used = changes.window_used;
+            if !changes.apply.is_empty() {
+                modify(ec, id, &want, &changes).await?;
+            }
+            if !changes.apply.is_empty() && changes.immediately {
+                Outcome::InProgress(format!("modifying ElastiCache replication group {id}"))
+            } else {
+                report
+                    .pending
+                    .extend(changes.apply.into_iter().map(|mut c| {
+                        c.timing = Timing::Scheduled;
+                        c
+                    }));
+                let (host, port) = have.primary.unwrap_or_default();
+                Outcome::Ready(ConnectionDetails(BTreeMap::from([
+                    ("uri".into(), host),
+                    ("port".into(), port.to_string()),
+                ])))
+            }
+        }
     };
-    let status = group.status().unwrap_or_default();
-    match status {
-        "available" => {}
-        "create-failed" => {
-            return Ok(provisioned(Outcome::Failed(format!(
-                "ElastiCache replication group {id} failed to create; see its events in the ElastiCache console, fix the tier, then delete it to retry"
-            ))));
-        }
-        other => {
-            return Ok(provisioned(Outcome::InProgress(format!(
-                "ElastiCache replication group {id} is {other}"
-            ))));
-        }
-    }
-    ensure_tags(ec, req, group.arn().unwrap_or_default()).await?;
-    if let Some(pending) = modify(ec, req, &group, &node_type).await? {
-        return Ok(provisioned(Outcome::InProgress(pending)));
-    }
-    let primary = group
-        .node_groups()
-        .first()
-        .and_then(|g| g.primary_endpoint());
-    Ok(provisioned(Outcome::Ready(ConnectionDetails(
-        BTreeMap::from([
-            (
-                "uri".into(),
-                primary
-                    .and_then(|e| e.address())
-                    .unwrap_or_default()
-                    .to_string(),
-            ),
-            (
-                "port".into(),
-                primary.and_then(|e| e.port()).unwrap_or(6379).to_string(),
-            ),
-        ]),
-    ))))
+    Ok(report)
 }
 
+fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
+    tags.iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect()
+}
+
+async fn create(
+    ec: &Client,
+    req: &ResourceRequest,
+    f: &Fields<'_>,
+    want: &Desired,
+) -> Result<(), ProviderError> {
+    let id = req.identifier.as_str();
+    let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
+    ec.create_replication_group()
+        .replication_group_id(id)
+        .replication_group_description(format!(
+            "{}/{} (cloud-resource-operator)",
+            req.namespace, req.name
+        ))
+        .engine("redis")
+        .set_engine_version(f.string("EngineVersion")?)
+        .cache_node_type(&want.node_type)
+        .num_cache_clusters(f.int("NumCacheClusters")?.unwrap_or(2))
+        .automatic_failover_enabled(f.bool("AutomaticFailoverEnabled")?.unwrap_or(true))
+        .set_multi_az_enabled(f.bool("MultiAZEnabled")?)
+        .at_rest_encryption_enabled(f.bool("AtRestEncryptionEnabled")?.unwrap_or(true))
+        .transit_encryption_enabled(f.bool("TransitEncryptionEnabled")?.unwrap_or(false))
+        .snapshot_retention_limit(want.snapshot_retention)
+        .set_snapshot_window(want.snapshot_window.clone())
+        .set_preferred_maintenance_window(want.maintenance_window.clone())
+        .set_cache_subnet_group_name(f.string("CacheSubnetGroupName")?)
+        .set_security_group_ids(f.strings("SecurityGroupIds")?)
+        .set_cache_parameter_group_name(f.string("CacheParameterGroupName")?)
+        .set_port(f.int("Port")?)
+        .set_tags(Some(sdk_tags(&tags)))
+        .send()
+        .await
+        .map_err(|e| api_error("elasticache:CreateReplicationGroup", id, e))?;
+    Ok(())
+}
+
+/// Adds the tags the resource at `arn` lacks (the group, or a snapshot).
 async fn ensure_tags(ec: &Client, req: &ResourceRequest, arn: &str) -> Result<(), ProviderError> {
     let have = ec
         .list_tags_for_resource()
@@ -187,19 +304,16 @@ async fn ensure_tags(ec: &Client, req: &ResourceRequest, arn: &str) -> Result<()
         .send()
         .await
         .map_err(|e| api_error("elasticache:ListTagsForResource", arn, e))?;
-    let have: BTreeMap<&str, &str> = have
+    let have: BTreeMap<String, String> = have
         .tag_list()
         .iter()
-        .filter_map(|t| Some((t.key()?, t.value().unwrap_or_default())))
+        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().into())))
         .collect();
-    let missing: Vec<Tag> = crate::tags::differing(&req.tags, &have)
-        .into_iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build())
-        .collect();
+    let missing = crate::tags::missing(&req.tags, &have);
     if !missing.is_empty() {
         ec.add_tags_to_resource()
             .resource_name(arn)
-            .set_tags(Some(missing))
+            .set_tags(Some(sdk_tags(&missing)))
             .send()
             .await
             .map_err(|e| api_error("elasticache:AddTagsToResource", arn, e))?;
@@ -207,34 +321,38 @@ async fn ensure_tags(ec: &Client, req: &ResourceRequest, arn: &str) -> Result<()
     Ok(())
 }
 
-/// A node type change is disruptive: only with maintenanceWindow or
-/// applyImmediately.
 async fn modify(
     ec: &Client,
-    req: &ResourceRequest,
-    group: &ReplicationGroup,
-    node_type: &str,
-) -> Result<Option<String>, ProviderError> {
-    let id = req.identifier.as_str();
-    let have = group.cache_node_type().unwrap_or(node_type);
-    if have == node_type {
-        return Ok(None);
-    }
-    if !(req.options.maintenance_window || req.options.apply_immediately) {
-        return Ok(Some(format!(
-            "ElastiCache replication group {id} has node type {have}, the tier or spec.size asks for {node_type}; set spec.maintenanceWindow or spec.applyImmediately to apply"
-        )));
-    }
-    ec.modify_replication_group()
+    id: &str,
+    want: &Desired,
+    changes: &Split,
+) -> Result<(), ProviderError> {
+    let mut call = ec
+        .modify_replication_group()
         .replication_group_id(id)
-        .cache_node_type(node_type)
-        .apply_immediately(true)
-        .send()
+        .apply_immediately(changes.immediately);
+    for c in &changes.apply {
+        call = match c.field.as_str() {
+            "CacheNodeType" => call.cache_node_type(&want.node_type),
+            "SnapshotRetentionLimit" => call.snapshot_retention_limit(want.snapshot_retention),
+            "SnapshotWindow" => call.set_snapshot_window(want.snapshot_window.clone()),
+            _ => call,
+        };
+    }
+    call.send()
         .await
         .map_err(|e| api_error("elasticache:ModifyReplicationGroup", id, e))?;
-    Ok(Some(format!(
-        "modifying ElastiCache replication group {id}: node type {have} -> {node_type}"
-    )))
+    Ok(())
+}
+
+/// The final snapshot's name: the one the operator chose for this
+/// deletion, valid for AWS.
+pub fn final_snapshot_id(req: &ResourceRequest) -> String {
+    let id = req
+        .final_snapshot_identifier
+        .clone()
+        .unwrap_or_else(|| format!("{}-final", req.identifier));
+    IdentifierRules::ElastiCacheSnapshot.conform(&id)
 }
 
 pub async fn delete(
@@ -251,7 +369,7 @@ pub async fn delete(
         }
         return Ok(Deletion::Done);
     };
-    if group.status() == Some("deleting") {
+    if group.status == "deleting" {
         return Ok(Deletion::InProgress(format!(
             "ElastiCache replication group {id} is deleting"
         )));
@@ -261,7 +379,7 @@ pub async fn delete(
         .replication_group_id(id)
         .retain_primary_cluster(false);
     if !skip_final {
-        delete = delete.final_snapshot_identifier(final_snapshot_id(id));
+        delete = delete.final_snapshot_identifier(final_snapshot_id(req));
     }
     delete
         .send()
@@ -273,7 +391,7 @@ pub async fn delete(
 }
 
 async fn tag_final_snapshot(ec: &Client, req: &ResourceRequest) -> Result<(), ProviderError> {
-    let name = final_snapshot_id(&req.identifier);
+    let name = final_snapshot_id(req);
     let found = ec.describe_snapshots().snapshot_name(&name).send().await;
     let arn = match found {
         Ok(out) => out
@@ -292,5 +410,122 @@ async fn tag_final_snapshot(ec: &Client, req: &ResourceRequest) -> Result<(), Pr
     match arn {
         Some(arn) => ensure_tags(ec, req, &arn).await,
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cro_provider_api::{Options, Owner, ResourceKind};
+    use serde_json::{Value, json};
+
+    fn req(size: Option<&str>) -> ResourceRequest {
+        ResourceRequest {
+            kind: ResourceKind::Redis,
+            namespace: "app".into(),
+            name: "cache".into(),
+            owner: Owner {
+                api_version: "integreatly.org/v1alpha1".into(),
+                kind: "Redis".into(),
+                name: "cache".into(),
+                uid: "u".into(),
+            },
+            identifier: "cache".into(),
+            recorded_identifier: None,
+            final_snapshot_identifier: None,
+            tier: "development".into(),
+            strategy: json!({}),
+            tags: BTreeMap::new(),
+            options: Options {
+                size: size.map(str::to_string),
+                ..Options::default()
+            },
+        }
+    }
+
+    fn want(tier: Value, size: Option<&str>) -> Desired {
+        let map = tier.as_object().cloned().unwrap_or_default();
+        let f = Fields::new(&CREATE_STRATEGY, &map).unwrap_or_else(|e| panic!("{e}"));
+        Desired::from_tier(&req(size), &f).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A group as the Go operator creates one with an empty tier.
+    fn go_created() -> Group {
+        Group {
+            arn: "arn".into(),
+            status: "available".into(),
+            node_type: "cache.t3.micro".into(),
+            snapshot_retention: 31,
+            snapshot_window: "02:00-03:00".into(),
+            primary: Some(("primary.example".into(), 6379)),
+        }
+    }
+
+    #[test]
+    fn each_drift_field_has_its_rule() {
+        use Timing::*;
+        // Row: (tier, spec.size, expected (field, timing))
+        type Row<'a> = (Value, Option<&'a str>, Vec<(&'a str, Timing)>);
+        let rows: Vec<Row> = vec![
+            (json!({}), None, vec![]),
+            (
+                json!({"SnapshotWindow": "02:00-03:00", "CacheNodeType": null}),
+                None,
+                vec![],
+            ),
+            (
+                json!({"CacheNodeType": "cache.m5.large"}),
+                None,
+                vec![("CacheNodeType", MaintenanceWindow)],
+            ),
+            (
+                json!({"CacheNodeType": "cache.m5.large"}),
+                Some("cache.t3.micro"),
+                vec![],
+            ),
+            (
+                json!({}),
+                Some("cache.r6g.large"),
+                vec![("CacheNodeType", MaintenanceWindow)],
+            ),
+            (
+                json!({"SnapshotRetentionLimit": 7}),
+                None,
+                vec![("SnapshotRetentionLimit", Now)],
+            ),
+            (
+                json!({"SnapshotWindow": "05:00-06:00"}),
+                None,
+                vec![("SnapshotWindow", Now)],
+            ),
+        ];
+        for (tier, size, expected) in rows {
+            let got = differences(&go_created(), &want(tier.clone(), size));
+            let got: Vec<(&str, Timing)> = got
+                .iter()
+                .map(|c| (c.field.as_str(), c.timing.clone()))
+                .collect();
+            assert_eq!(got, expected, "tier {tier} size {size:?}");
+        }
+    }
+
+    #[test]
+    fn the_plan_follows_the_group_state() {
+        let d = want(json!({}), None);
+        assert_eq!(decide(None, &d, None, Gate::default()), Plan::Create);
+        assert!(
+            matches!(decide(None, &d, Some("g"), Gate::default()), Plan::Fail(m) if m.contains("no longer exists"))
+        );
+        let mut g = go_created();
+        g.status = "modifying".into();
+        assert!(matches!(
+            decide(Some(&g), &d, None, Gate::default()),
+            Plan::Wait(_)
+        ));
+        g.status = "create-failed".into();
+        assert!(matches!(
+            decide(Some(&g), &d, None, Gate::default()),
+            Plan::Fail(_)
+        ));
     }
 }

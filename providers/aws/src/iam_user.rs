@@ -104,9 +104,12 @@ pub async fn ensure_user(
                 .send()
                 .await
                 .map_err(|e| api_error("iam:ListUserTags", user, e))?;
-            let have: BTreeMap<&str, &str> =
-                have.tags().iter().map(|t| (t.key(), t.value())).collect();
-            if !crate::tags::differing(tags, &have).is_empty() {
+            let have: BTreeMap<String, String> = have
+                .tags()
+                .iter()
+                .map(|t| (t.key().to_string(), t.value().to_string()))
+                .collect();
+            if !crate::tags::missing(tags, &have).is_empty() {
                 iam.tag_user()
                     .user_name(user)
                     .set_tags(Some(iam_tags))

@@ -9,6 +9,7 @@ mod credentials;
 mod elasticache;
 mod errors;
 mod iam_user;
+mod plan;
 mod rds;
 mod s3;
 mod sdk;
@@ -168,7 +169,7 @@ impl Provider for AwsProvider {
         let tier = strategy::parse(&req.strategy)?;
         let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Postgres => rds::reconcile(self, &c.rds, req, &tier).await,
+            ResourceKind::Postgres => rds::reconcile(&self.kube, &c.rds, req, &tier).await,
             ResourceKind::BlobStorage => s3::reconcile(self, &c.s3, &c.iam, req, &c.region).await,
             ResourceKind::Redis => elasticache::reconcile(&c.elasticache, req, &tier).await,
             ResourceKind::Smtp => smtp::reconcile(self, &c, req, &tier).await,
@@ -180,7 +181,7 @@ impl Provider for AwsProvider {
         let tier = strategy::parse(&req.strategy)?;
         let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Postgres => rds::delete(self, &c.rds, req, &tier).await,
+            ResourceKind::Postgres => rds::delete(&self.kube, &c.rds, req, &tier).await,
             ResourceKind::BlobStorage => s3::delete(self, &c.s3, &c.iam, req, &tier).await,
             ResourceKind::Redis => elasticache::delete(&c.elasticache, req, &tier).await,
             ResourceKind::Smtp => smtp::delete(self, &c.iam, req).await,

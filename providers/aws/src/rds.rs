@@ -1,8 +1,15 @@
-//! Postgres as an RDS DB instance: safe defaults under the tier's
-//! createStrategy, the master password generated once and kept in
-//! `<name>-aws-rds-credentials` (the Go operator's Secret), disruptive
-//! changes only when the CR allows them, engine versions only upward, and
-//! a tagged final snapshot on delete unless the tier says otherwise.
+//! Postgres as an RDS DB instance, as observe → decide → act:
+//! - observe: the live instance as a plain [`Instance`] (tags included,
+//!   from DescribeDBInstances itself);
+//! - decide: [`decide`], pure, from the instance, the tier's [`Desired`]
+//!   state and the CR's gate to a [`Plan`];
+//! - act: [`reconcile`] runs the plan's calls.
+//!
+//! Defaults are the Go operator's (`buildRDSCreateStrategy`,
+//! pkg/providers/aws/provider_postgres.go), so an instance it created does
+//! not read as drift: Multi-AZ on every tier, minor version upgrades off,
+//! automated backups deleted with the instance. The master password is
+//! generated once and kept in `<name>-aws-rds-credentials` (its Secret).
 
 use std::collections::BTreeMap;
 
@@ -11,12 +18,14 @@ use aws_sdk_rds::{
     types::{DbInstance, Tag},
 };
 use cro_provider_api::{
-    ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned, ResourceRequest,
+    Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError, Provisioned,
+    ResourceRequest, Timing,
 };
 
 use crate::{
-    AwsProvider, RECHECK, credentials,
+    RECHECK, credentials,
     errors::api_error,
+    plan::{Gate, Split, change, split, vanished},
     strategy::{FieldType, Fields, Section, Tier},
     versions::is_upgrade,
 };
@@ -65,52 +74,327 @@ pub fn credentials_secret(name: &str) -> String {
     format!("{name}-aws-rds-credentials")
 }
 
-/// What the tier asks for, with the operator's safe defaults filled in.
+/// What the tier asks for, with the operator's (the Go operator's)
+/// defaults filled in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    pub class: String,
+    pub storage: i32,
+    pub max_storage: i32,
+    /// No default: AWS picks its current default major for a new instance,
+    /// and an existing one keeps its version.
+    pub engine_version: Option<String>,
+    pub multi_az: bool,
+    pub backup_retention: i32,
+    pub deletion_protection: bool,
+    pub auto_minor_version_upgrade: bool,
+    pub publicly_accessible: bool,
+    pub backup_window: Option<String>,
+    pub maintenance_window: Option<String>,
+    pub db_name: String,
+    pub port: i32,
+}
+
+impl Desired {
+    pub fn from_tier(f: &Fields<'_>) -> Result<Self, ProviderError> {
+        Ok(Desired {
+            class: f
+                .string("DBInstanceClass")?
+                .unwrap_or_else(|| "db.t3.small".into()),
+            storage: f.int("AllocatedStorage")?.unwrap_or(20),
+            max_storage: f.int("MaxAllocatedStorage")?.unwrap_or(100),
+            engine_version: f.string("EngineVersion")?,
+            multi_az: f.bool("MultiAZ")?.unwrap_or(true),
+            backup_retention: f.int("BackupRetentionPeriod")?.unwrap_or(31),
+            deletion_protection: f.bool("DeletionProtection")?.unwrap_or(true),
+            auto_minor_version_upgrade: f.bool("AutoMinorVersionUpgrade")?.unwrap_or(false),
+            publicly_accessible: f.bool("PubliclyAccessible")?.unwrap_or(false),
+            backup_window: f.string("PreferredBackupWindow")?,
+            maintenance_window: f.string("PreferredMaintenanceWindow")?,
+            db_name: f.string("DBName")?.unwrap_or_else(|| "postgres".into()),
+            port: f.int("Port")?.unwrap_or(5432),
+        })
+    }
+}
+
+/// The live instance, as far as decisions need it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Instance {
+    pub arn: String,
+    pub status: String,
+    pub class: String,
+    pub storage: i32,
+    pub max_storage: Option<i32>,
+    pub engine_version: String,
+    pub multi_az: bool,
+    pub backup_retention: i32,
+    pub deletion_protection: bool,
+    pub auto_minor_version_upgrade: bool,
+    pub publicly_accessible: bool,
+    pub backup_window: String,
+    pub maintenance_window: String,
+    pub address: String,
+    pub port: Option<i32>,
+    pub master_username: Option<String>,
+    pub db_name: Option<String>,
+    /// Values AWS will apply in its next maintenance window.
+    pub pending: Pending,
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pending {
+    pub class: Option<String>,
+    pub storage: Option<i32>,
+    pub engine_version: Option<String>,
+    pub multi_az: Option<bool>,
+    pub backup_retention: Option<i32>,
+}
+
+impl From<&DbInstance> for Instance {
+    fn from(db: &DbInstance) -> Self {
+        let pending = db.pending_modified_values();
+        Instance {
+            arn: db.db_instance_arn().unwrap_or_default().into(),
+            status: db.db_instance_status().unwrap_or_default().into(),
+            class: db.db_instance_class().unwrap_or_default().into(),
+            storage: db.allocated_storage().unwrap_or_default(),
+            max_storage: db.max_allocated_storage(),
+            engine_version: db.engine_version().unwrap_or_default().into(),
+            multi_az: db.multi_az().unwrap_or_default(),
+            backup_retention: db.backup_retention_period().unwrap_or_default(),
+            deletion_protection: db.deletion_protection().unwrap_or_default(),
+            auto_minor_version_upgrade: db.auto_minor_version_upgrade().unwrap_or_default(),
+            publicly_accessible: db.publicly_accessible().unwrap_or_default(),
+            backup_window: db.preferred_backup_window().unwrap_or_default().into(),
+            maintenance_window: db.preferred_maintenance_window().unwrap_or_default().into(),
+            address: db
+                .endpoint()
+                .and_then(|e| e.address())
+                .unwrap_or_default()
+                .into(),
+            port: db.endpoint().and_then(|e| e.port()),
+            master_username: db.master_username().map(str::to_string),
+            db_name: db.db_name().map(str::to_string),
+            pending: Pending {
+                class: pending.and_then(|p| p.db_instance_class().map(str::to_string)),
+                storage: pending.and_then(|p| p.allocated_storage()),
+                engine_version: pending.and_then(|p| p.engine_version().map(str::to_string)),
+                multi_az: pending.and_then(|p| p.multi_az()),
+                backup_retention: pending.and_then(|p| p.backup_retention_period()),
+            },
+            tags: db
+                .tag_list()
+                .iter()
+                .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().into())))
+                .collect(),
+        }
+    }
+}
+
+/// States an instance does not leave by itself.
+const STUCK: [&str; 6] = [
+    "failed",
+    "incompatible-restore",
+    "incompatible-parameters",
+    "incompatible-network",
+    "storage-full",
+    "inaccessible-encryption-credentials",
+];
+
+/// What to do about the instance.
 #[derive(Debug, PartialEq)]
-struct Desired {
-    class: String,
-    storage: i32,
-    max_storage: Option<i32>,
-    engine_version: Option<String>,
-    multi_az: bool,
-    backup_retention: i32,
-    deletion_protection: bool,
-    db_name: String,
-    port: i32,
+pub enum Plan {
+    Create,
+    /// Not usable yet (creating, modifying, backing up, ...).
+    Wait(String),
+    /// Needs a person.
+    Fail(String),
+    /// Usable: add these tags, request these changes; the rest is pending.
+    Converge {
+        tags: Vec<(String, String)>,
+        changes: Split,
+    },
 }
 
-fn desired(req: &ResourceRequest, f: &Fields<'_>) -> Result<Desired, ProviderError> {
-    Ok(Desired {
-        class: f
-            .string("DBInstanceClass")?
-            .unwrap_or_else(|| "db.t3.small".into()),
-        storage: f.int("AllocatedStorage")?.unwrap_or(20),
-        max_storage: f.int("MaxAllocatedStorage")?.or(Some(100)),
-        // No default: AWS picks its current default major, never an old one.
-        engine_version: f.string("EngineVersion")?,
-        multi_az: f.bool("MultiAZ")?.unwrap_or(req.tier == "production"),
-        backup_retention: f.int("BackupRetentionPeriod")?.unwrap_or(31),
-        deletion_protection: f.bool("DeletionProtection")?.unwrap_or(true),
-        db_name: f.string("DBName")?.unwrap_or_else(|| "postgres".into()),
-        port: f.int("Port")?.unwrap_or(5432),
-    })
+/// Every field of the instance that differs from the tier, with when it
+/// may change (pure: table-tested below).
+pub fn differences(have: &Instance, want: &Desired) -> Vec<Change> {
+    let mut out = Vec::new();
+    let scheduled = |pending: bool, timing: Timing| {
+        if pending { Timing::Scheduled } else { timing }
+    };
+    if have.class != want.class {
+        let timing = scheduled(
+            have.pending.class.as_deref() == Some(&want.class),
+            Timing::MaintenanceWindow,
+        );
+        out.push(change(
+            "DBInstanceClass",
+            &have.class,
+            &want.class,
+            timing,
+            true,
+        ));
+    }
+    if have.storage < want.storage {
+        let timing = scheduled(
+            have.pending.storage == Some(want.storage),
+            Timing::MaintenanceWindow,
+        );
+        out.push(change(
+            "AllocatedStorage",
+            have.storage,
+            want.storage,
+            timing,
+            false,
+        ));
+    } else if have.storage > want.storage {
+        let never = Timing::Never("RDS storage cannot shrink".into());
+        out.push(change(
+            "AllocatedStorage",
+            have.storage,
+            want.storage,
+            never,
+            false,
+        ));
+    }
+    if let Some(wanted) = &want.engine_version
+        && *wanted != have.engine_version
+    {
+        let timing = if is_upgrade(&have.engine_version, wanted) {
+            scheduled(
+                have.pending.engine_version.as_ref() == Some(wanted),
+                Timing::MaintenanceWindow,
+            )
+        } else {
+            Timing::Never("engine versions only move up".into())
+        };
+        out.push(change(
+            "EngineVersion",
+            &have.engine_version,
+            wanted,
+            timing,
+            true,
+        ));
+    }
+    if have.multi_az != want.multi_az {
+        let timing = scheduled(
+            have.pending.multi_az == Some(want.multi_az),
+            Timing::MaintenanceWindow,
+        );
+        out.push(change(
+            "MultiAZ",
+            have.multi_az,
+            want.multi_az,
+            timing,
+            false,
+        ));
+    }
+    if have.backup_retention != want.backup_retention {
+        // Turning automated backups on or off restarts the instance.
+        let outage = have.backup_retention == 0 || want.backup_retention == 0;
+        let timing = if outage {
+            scheduled(
+                have.pending.backup_retention == Some(want.backup_retention),
+                Timing::MaintenanceWindow,
+            )
+        } else {
+            Timing::Now
+        };
+        let field = "BackupRetentionPeriod";
+        out.push(change(
+            field,
+            have.backup_retention,
+            want.backup_retention,
+            timing,
+            outage,
+        ));
+    }
+    if have.max_storage != Some(want.max_storage) {
+        let current = have.max_storage.map_or("unset".into(), |m| m.to_string());
+        out.push(change(
+            "MaxAllocatedStorage",
+            current,
+            want.max_storage,
+            Timing::Now,
+            false,
+        ));
+    }
+    let flags = [
+        (
+            "DeletionProtection",
+            have.deletion_protection,
+            want.deletion_protection,
+        ),
+        (
+            "AutoMinorVersionUpgrade",
+            have.auto_minor_version_upgrade,
+            want.auto_minor_version_upgrade,
+        ),
+        (
+            "PubliclyAccessible",
+            have.publicly_accessible,
+            want.publicly_accessible,
+        ),
+    ];
+    for (field, have, want) in flags.into_iter().filter(|(_, h, w)| h != w) {
+        out.push(change(field, have, want, Timing::Now, false));
+    }
+    let windows = [
+        (
+            "PreferredBackupWindow",
+            &have.backup_window,
+            &want.backup_window,
+        ),
+        (
+            "PreferredMaintenanceWindow",
+            &have.maintenance_window,
+            &want.maintenance_window,
+        ),
+    ];
+    for (field, have, want) in windows {
+        if let Some(want) = want.as_ref().filter(|w| !w.eq_ignore_ascii_case(have)) {
+            out.push(change(field, have, want, Timing::Now, false));
+        }
+    }
+    out
 }
 
-fn tags(req: &ResourceRequest) -> Vec<Tag> {
-    req.tags
-        .iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build())
-        .collect()
+/// The plan for the instance (`None`: not found) under `want` and `gate`.
+pub fn decide(
+    have: Option<&Instance>,
+    want: &Desired,
+    tags: &BTreeMap<String, String>,
+    recorded: Option<&str>,
+    gate: Gate,
+) -> Plan {
+    let Some(have) = have else {
+        return match recorded {
+            Some(id) => Plan::Fail(vanished("RDS instance", id, "restore it from a snapshot")),
+            None => Plan::Create,
+        };
+    };
+    match have.status.as_str() {
+        "available" => Plan::Converge {
+            tags: crate::tags::missing(tags, &have.tags),
+            changes: split(differences(have, want), gate),
+        },
+        stuck if STUCK.contains(&stuck) => Plan::Fail(format!(
+            "RDS instance is in state {stuck}; see the RDS console or events for the cause"
+        )),
+        other => Plan::Wait(format!("RDS instance is {other}")),
+    }
 }
 
-async fn describe(rds: &Client, id: &str) -> Result<Option<DbInstance>, ProviderError> {
-    let result = rds
+async fn describe(rds: &Client, id: &str) -> Result<Option<Instance>, ProviderError> {
+    match rds
         .describe_db_instances()
         .db_instance_identifier(id)
         .send()
-        .await;
-    match result {
-        Ok(out) => Ok(out.db_instances().first().cloned()),
+        .await
+    {
+        Ok(out) => Ok(out.db_instances().first().map(Instance::from)),
         Err(e)
             if e.as_service_error()
                 .is_some_and(|s| s.is_db_instance_not_found_fault()) =>
@@ -121,25 +405,23 @@ async fn describe(rds: &Client, id: &str) -> Result<Option<DbInstance>, Provider
     }
 }
 
+fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
+    tags.iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect()
+}
+
 pub async fn reconcile(
-    p: &AwsProvider,
+    kube: &kube::Client,
     rds: &Client,
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
     let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
-    let want = desired(req, &f)?;
+    let want = Desired::from_tier(&f)?;
     let id = req.identifier.as_str();
-    let provisioned = |outcome, version, identifier: Option<&str>| Provisioned {
-        outcome,
-        provider: PROVIDER.into(),
-        version,
-        identifier: identifier.map(str::to_string),
-        recheck_after: Some(RECHECK),
-        conditions: Vec::new(),
-    };
     let creds = credentials::ensure(
-        &p.kube,
+        kube,
         req,
         &credentials_secret(&req.name),
         &[
@@ -148,87 +430,87 @@ pub async fn reconcile(
         ],
     )
     .await?;
-
-    let Some(db) = describe(rds, id).await? else {
-        if let Some(recorded) = &req.recorded_identifier {
-            return Ok(provisioned(
-                Outcome::Failed(format!(
-                    "RDS instance {recorded} was created for this resource but no longer exists (deleted outside the operator?); it is not re-created automatically: restore it from a snapshot, or delete the resourceIdentifier annotation to create a new, empty one"
-                )),
-                None,
-                Some(recorded),
-            ));
-        }
-        create(rds, req, &f, &want, &creds).await?;
-        return Ok(provisioned(
-            Outcome::InProgress(format!("creating RDS instance {id}")),
-            None,
-            Some(id),
-        ));
+    let have = describe(rds, id).await?;
+    let gate = Gate {
+        maintenance_window: req.options.maintenance_window,
+        apply_immediately: req.options.apply_immediately,
     };
-
-    let version = db.engine_version().map(str::to_string);
-    let status = db.db_instance_status().unwrap_or_default();
-    match status {
-        "available" => {}
-        "failed"
-        | "incompatible-restore"
-        | "incompatible-parameters"
-        | "incompatible-network"
-        | "storage-full"
-        | "inaccessible-encryption-credentials" => {
-            return Ok(provisioned(
-                Outcome::Failed(format!(
-                    "RDS instance {id} is in state {status}; see the RDS console or events for the cause"
-                )),
-                version,
-                Some(id),
-            ));
+    let plan = decide(
+        have.as_ref(),
+        &want,
+        &req.tags,
+        req.recorded_identifier.as_deref(),
+        gate,
+    );
+    let mut report = Provisioned::new(PROVIDER, Outcome::InProgress(String::new()));
+    report.identifier = Some(id.to_string());
+    report.recheck_after = Some(RECHECK);
+    report.version = have.as_ref().map(|h| h.engine_version.clone());
+    report.outcome = match plan {
+        Plan::Create => {
+            create(rds, req, &f, &want, &creds).await?;
+            Outcome::InProgress(format!("creating RDS instance {id}"))
         }
-        other => {
-            return Ok(provisioned(
-                Outcome::InProgress(format!("RDS instance {id} is {other}")),
-                version,
-                Some(id),
-            ));
+        Plan::Wait(why) => Outcome::InProgress(format!("{why} ({id})")),
+        Plan::Fail(why) => Outcome::Failed(format!("{why} ({id})")),
+        Plan::Converge { tags, changes } => {
+            let have = have.unwrap_or_default();
+            if !tags.is_empty() {
+                rds.add_tags_to_resource()
+                    .resource_name(&have.arn)
+                    .set_tags(Some(sdk_tags(&tags)))
+                    .send()
+                    .await
+                    .map_err(|e| api_error("rds:AddTagsToResource", id, e))?;
+            }
+            report.pending = changes.pending.clone();
+            report.maintenance_window_used = changes.window_used;
+            if !changes.apply.is_empty() {
+                modify(rds, id, &want, &changes).await?;
+            }
+            if !changes.apply.is_empty() && changes.immediately {
+                Outcome::InProgress(format!(
+                    "modifying RDS instance {id}: {}",
+                    describe_changes(&changes.apply)
+                ))
+            } else {
+                // Requested for the maintenance window: scheduled now.
+                report
+                    .pending
+                    .extend(changes.apply.into_iter().map(|mut c| {
+                        c.timing = Timing::Scheduled;
+                        c
+                    }));
+                Outcome::Ready(details(&have, &want, &creds))
+            }
         }
-    }
-    ensure_tags(rds, req, db.db_instance_arn().unwrap_or_default()).await?;
-    let pending = modify(rds, req, &db, &want).await?;
+    };
+    Ok(report)
+}
 
-    let endpoint = db.endpoint();
-    let details = ConnectionDetails(BTreeMap::from([
+fn describe_changes(changes: &[Change]) -> String {
+    changes
+        .iter()
+        .map(|c| format!("{} {} -> {}", c.field, c.current, c.desired))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn details(have: &Instance, want: &Desired, creds: &BTreeMap<String, String>) -> ConnectionDetails {
+    let or_default = |v: Option<&str>, d: &str| v.unwrap_or(d).to_string();
+    ConnectionDetails(BTreeMap::from([
         (
             "username".into(),
-            db.master_username()
-                .map(str::to_string)
-                .unwrap_or_else(|| creds["user"].clone()),
+            or_default(have.master_username.as_deref(), &creds["user"]),
         ),
         ("password".into(), creds["password"].clone()),
-        (
-            "host".into(),
-            endpoint
-                .and_then(|e| e.address())
-                .unwrap_or_default()
-                .to_string(),
-        ),
-        (
-            "port".into(),
-            endpoint
-                .and_then(|e| e.port())
-                .unwrap_or(want.port)
-                .to_string(),
-        ),
+        ("host".into(), have.address.clone()),
+        ("port".into(), have.port.unwrap_or(want.port).to_string()),
         (
             "database".into(),
-            db.db_name().unwrap_or(&want.db_name).to_string(),
+            or_default(have.db_name.as_deref(), &want.db_name),
         ),
-    ]));
-    let outcome = match pending {
-        Some(msg) => Outcome::InProgress(msg),
-        None => Outcome::Ready(details),
-    };
-    Ok(provisioned(outcome, version, Some(id)))
+    ]))
 }
 
 async fn create(
@@ -239,14 +521,14 @@ async fn create(
     creds: &BTreeMap<String, String>,
 ) -> Result<(), ProviderError> {
     let id = req.identifier.as_str();
-    let create = rds
-        .create_db_instance()
+    let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
+    rds.create_db_instance()
         .db_instance_identifier(id)
         .engine("postgres")
         .set_engine_version(want.engine_version.clone())
         .db_instance_class(&want.class)
         .allocated_storage(want.storage)
-        .set_max_allocated_storage(want.max_storage)
+        .max_allocated_storage(want.max_storage)
         .master_username(&creds["user"])
         .master_user_password(&creds["password"])
         .db_name(&want.db_name)
@@ -254,137 +536,76 @@ async fn create(
         .multi_az(want.multi_az)
         .backup_retention_period(want.backup_retention)
         .deletion_protection(want.deletion_protection)
+        .auto_minor_version_upgrade(want.auto_minor_version_upgrade)
+        .publicly_accessible(want.publicly_accessible)
+        .set_preferred_backup_window(want.backup_window.clone())
+        .set_preferred_maintenance_window(want.maintenance_window.clone())
         .storage_encrypted(f.bool("StorageEncrypted")?.unwrap_or(true))
-        .publicly_accessible(f.bool("PubliclyAccessible")?.unwrap_or(false))
         .copy_tags_to_snapshot(f.bool("CopyTagsToSnapshot")?.unwrap_or(true))
-        .auto_minor_version_upgrade(f.bool("AutoMinorVersionUpgrade")?.unwrap_or(true))
         .set_storage_type(f.string("StorageType")?)
         .set_iops(f.int("Iops")?)
         .set_kms_key_id(f.string("KmsKeyId")?)
-        .set_preferred_backup_window(f.string("PreferredBackupWindow")?)
-        .set_preferred_maintenance_window(f.string("PreferredMaintenanceWindow")?)
         .set_db_subnet_group_name(f.string("DBSubnetGroupName")?)
         .set_vpc_security_group_ids(f.strings("VpcSecurityGroupIds")?)
         .set_db_parameter_group_name(f.string("DBParameterGroupName")?)
-        .set_tags(Some(tags(req)));
-    create
+        .set_tags(Some(sdk_tags(&tags)))
         .send()
         .await
         .map_err(|e| api_error("rds:CreateDBInstance", id, e))?;
     Ok(())
 }
 
-/// Tags set at create are corrected when changed out of band, and not
-/// rewritten when already right.
-async fn ensure_tags(rds: &Client, req: &ResourceRequest, arn: &str) -> Result<(), ProviderError> {
-    let have = rds
-        .list_tags_for_resource()
-        .resource_name(arn)
-        .send()
-        .await
-        .map_err(|e| api_error("rds:ListTagsForResource", arn, e))?;
-    let have: BTreeMap<&str, &str> = have
-        .tag_list()
-        .iter()
-        .filter_map(|t| Some((t.key()?, t.value().unwrap_or_default())))
-        .collect();
-    let missing: Vec<Tag> = crate::tags::differing(&req.tags, &have)
-        .into_iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build())
-        .collect();
-    if !missing.is_empty() {
-        rds.add_tags_to_resource()
-            .resource_name(arn)
-            .set_tags(Some(missing))
-            .send()
-            .await
-            .map_err(|e| api_error("rds:AddTagsToResource", arn, e))?;
+/// Requests `changes.apply` in one ModifyDBInstance.
+async fn modify(
+    rds: &Client,
+    id: &str,
+    want: &Desired,
+    changes: &Split,
+) -> Result<(), ProviderError> {
+    let mut call = rds
+        .modify_db_instance()
+        .db_instance_identifier(id)
+        .apply_immediately(changes.immediately);
+    for c in &changes.apply {
+        call = match c.field.as_str() {
+            "DBInstanceClass" => call.db_instance_class(&want.class),
+            "AllocatedStorage" => call.allocated_storage(want.storage),
+            "EngineVersion" => call
+                .set_engine_version(want.engine_version.clone())
+                .allow_major_version_upgrade(true),
+            "MultiAZ" => call.multi_az(want.multi_az),
+            "BackupRetentionPeriod" => call.backup_retention_period(want.backup_retention),
+            "MaxAllocatedStorage" => call.max_allocated_storage(want.max_storage),
+            "DeletionProtection" => call.deletion_protection(want.deletion_protection),
+            "AutoMinorVersionUpgrade" => {
+                call.auto_minor_version_upgrade(want.auto_minor_version_upgrade)
+            }
+            "PubliclyAccessible" => call.publicly_accessible(want.publicly_accessible),
+            "PreferredBackupWindow" => call.set_preferred_backup_window(want.backup_window.clone()),
+            "PreferredMaintenanceWindow" => {
+                call.set_preferred_maintenance_window(want.maintenance_window.clone())
+            }
+            _ => call,
+        };
     }
+    call.send()
+        .await
+        .map_err(|e| api_error("rds:ModifyDBInstance", id, e))?;
     Ok(())
 }
 
-/// Brings the instance to the tier's settings. Disruptive changes wait for
-/// `maintenanceWindow`/`applyImmediately`; returns a message when changes
-/// are pending.
-async fn modify(
-    rds: &Client,
-    req: &ResourceRequest,
-    db: &DbInstance,
-    want: &Desired,
-) -> Result<Option<String>, ProviderError> {
-    let id = req.identifier.as_str();
-    let mut changes = Vec::new();
-    let mut modify = rds.modify_db_instance().db_instance_identifier(id);
-    if db.db_instance_class() != Some(want.class.as_str()) {
-        changes.push(format!(
-            "DBInstanceClass {} -> {}",
-            db.db_instance_class().unwrap_or("?"),
-            want.class
-        ));
-        modify = modify.db_instance_class(&want.class);
-    }
-    if db.allocated_storage().is_some_and(|s| s < want.storage) {
-        changes.push(format!(
-            "AllocatedStorage {} -> {}",
-            db.allocated_storage().unwrap_or_default(),
-            want.storage
-        ));
-        modify = modify.allocated_storage(want.storage);
-    }
-    if let (Some(have), Some(wanted)) = (db.engine_version(), &want.engine_version)
-        && is_upgrade(have, wanted)
-    {
-        changes.push(format!("EngineVersion {have} -> {wanted}"));
-        modify = modify
-            .engine_version(wanted)
-            .allow_major_version_upgrade(true);
-    }
-    if db.multi_az() != Some(want.multi_az) {
-        changes.push(format!("MultiAZ -> {}", want.multi_az));
-        modify = modify.multi_az(want.multi_az);
-    }
-    if db.backup_retention_period() != Some(want.backup_retention) {
-        changes.push(format!(
-            "BackupRetentionPeriod -> {}",
-            want.backup_retention
-        ));
-        modify = modify.backup_retention_period(want.backup_retention);
-    }
-    if db.deletion_protection() != Some(want.deletion_protection) {
-        changes.push(format!(
-            "DeletionProtection -> {}",
-            want.deletion_protection
-        ));
-        modify = modify.deletion_protection(want.deletion_protection);
-    }
-    if changes.is_empty() {
-        return Ok(None);
-    }
-    // maintenanceWindow says "now is the window": apply now either way.
-    let allowed = req.options.maintenance_window || req.options.apply_immediately;
-    if !allowed {
-        return Ok(Some(format!(
-            "RDS instance {id} differs from its tier ({}); set spec.maintenanceWindow or spec.applyImmediately to apply",
-            changes.join(", ")
-        )));
-    }
-    modify
-        .apply_immediately(allowed)
-        .send()
-        .await
-        .map_err(|e| api_error("rds:ModifyDBInstance", id, e))?;
-    Ok(Some(format!(
-        "modifying RDS instance {id}: {}",
-        changes.join(", ")
-    )))
-}
-
-pub fn final_snapshot_id(id: &str) -> String {
-    format!("{id}-final")
+/// The final snapshot's identifier: the one the operator chose for this
+/// deletion, valid for AWS.
+pub fn final_snapshot_id(req: &ResourceRequest) -> String {
+    let id = req
+        .final_snapshot_identifier
+        .clone()
+        .unwrap_or_else(|| format!("{}-final", req.identifier));
+    IdentifierRules::RdsSnapshot.conform(&id)
 }
 
 pub async fn delete(
-    p: &AwsProvider,
+    kube: &kube::Client,
     rds: &Client,
     req: &ResourceRequest,
     tier: &Tier,
@@ -396,16 +617,15 @@ pub async fn delete(
         if !skip_final {
             tag_final_snapshot(rds, req).await?;
         }
-        credentials::delete(&p.kube, req, &credentials_secret(&req.name)).await?;
+        credentials::delete(kube, req, &credentials_secret(&req.name)).await?;
         return Ok(Deletion::Done);
     };
-    let status = db.db_instance_status().unwrap_or_default();
-    if status == "deleting" {
+    if db.status == "deleting" {
         return Ok(Deletion::InProgress(format!(
             "RDS instance {id} is deleting"
         )));
     }
-    if db.deletion_protection() == Some(true) {
+    if db.deletion_protection {
         rds.modify_db_instance()
             .db_instance_identifier(id)
             .deletion_protection(false)
@@ -421,9 +641,11 @@ pub async fn delete(
         .delete_db_instance()
         .db_instance_identifier(id)
         .skip_final_snapshot(skip_final)
-        .delete_automated_backups(f.bool("DeleteAutomatedBackups")?.unwrap_or(false));
+        // The Go operator's default: automated backups go with the
+        // instance (the final snapshot keeps the data).
+        .delete_automated_backups(f.bool("DeleteAutomatedBackups")?.unwrap_or(true));
     if !skip_final {
-        delete = delete.final_db_snapshot_identifier(final_snapshot_id(id));
+        delete = delete.final_db_snapshot_identifier(final_snapshot_id(req));
     }
     delete
         .send()
@@ -435,18 +657,14 @@ pub async fn delete(
 /// The final snapshot carries the resource's tags (CopyTagsToSnapshot
 /// covers AWS; this also covers instances created without it).
 async fn tag_final_snapshot(rds: &Client, req: &ResourceRequest) -> Result<(), ProviderError> {
-    let snap_id = final_snapshot_id(&req.identifier);
+    let snap_id = final_snapshot_id(req);
     let found = rds
         .describe_db_snapshots()
         .db_snapshot_identifier(&snap_id)
         .send()
         .await;
-    let arn = match found {
-        Ok(out) => out
-            .db_snapshots()
-            .first()
-            .and_then(|s| s.db_snapshot_arn())
-            .map(str::to_string),
+    let snapshot = match found {
+        Ok(out) => out.db_snapshots().first().cloned(),
         Err(e)
             if e.as_service_error()
                 .is_some_and(|s| s.is_db_snapshot_not_found_fault()) =>
@@ -455,8 +673,218 @@ async fn tag_final_snapshot(rds: &Client, req: &ResourceRequest) -> Result<(), P
         }
         Err(e) => return Err(api_error("rds:DescribeDBSnapshots", &snap_id, e)),
     };
-    match arn {
-        Some(arn) => ensure_tags(rds, req, &arn).await,
-        None => Ok(()),
+    let Some(snapshot) = snapshot else {
+        return Ok(());
+    };
+    let have: BTreeMap<String, String> = snapshot
+        .tag_list()
+        .iter()
+        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().into())))
+        .collect();
+    let missing = crate::tags::missing(&req.tags, &have);
+    if !missing.is_empty() {
+        rds.add_tags_to_resource()
+            .resource_name(snapshot.db_snapshot_arn().unwrap_or_default())
+            .set_tags(Some(sdk_tags(&missing)))
+            .send()
+            .await
+            .map_err(|e| api_error("rds:AddTagsToResource", &snap_id, e))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn want(tier: Value) -> Desired {
+        let map = tier.as_object().cloned().unwrap_or_default();
+        let f = Fields::new(&CREATE_STRATEGY, &map).unwrap_or_else(|e| panic!("{e}"));
+        Desired::from_tier(&f).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// An instance as the Go operator creates one with an empty tier
+    /// (buildRDSCreateStrategy, pkg/providers/aws/provider_postgres.go).
+    fn go_created() -> Instance {
+        Instance {
+            arn: "arn:aws:rds:eu-west-1:1:db:x".into(),
+            status: "available".into(),
+            class: "db.t3.small".into(),
+            storage: 20,
+            max_storage: Some(100),
+            engine_version: "13.13".into(),
+            multi_az: true,
+            backup_retention: 31,
+            deletion_protection: true,
+            auto_minor_version_upgrade: false,
+            publicly_accessible: false,
+            backup_window: "02:00-03:00".into(),
+            maintenance_window: "mon:04:00-mon:05:00".into(),
+            ..Instance::default()
+        }
+    }
+
+    fn fields(changes: &[Change]) -> Vec<(&str, &Timing)> {
+        changes
+            .iter()
+            .map(|c| (c.field.as_str(), &c.timing))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_the_go_operators() {
+        let d = want(json!({}));
+        assert_eq!(
+            (
+                d.class.as_str(),
+                d.storage,
+                d.max_storage,
+                d.multi_az,
+                d.backup_retention
+            ),
+            ("db.t3.small", 20, 100, true, 31)
+        );
+        assert!(d.deletion_protection && !d.auto_minor_version_upgrade && !d.publicly_accessible);
+        assert_eq!(
+            (d.db_name.as_str(), d.port, d.engine_version),
+            ("postgres", 5432, None)
+        );
+    }
+
+    #[test]
+    fn an_instance_the_go_operator_created_is_not_drift() {
+        assert!(differences(&go_created(), &want(json!({}))).is_empty());
+        // Its helper's strategy with every field null, plus its windows.
+        let helper = json!({"DBInstanceClass": null, "MultiAZ": null, "EngineVersion": null,
+            "PreferredBackupWindow": "02:00-03:00", "PreferredMaintenanceWindow": "mon:04:00-mon:05:00"});
+        assert!(differences(&go_created(), &want(helper)).is_empty());
+    }
+
+    #[test]
+    fn each_drift_field_has_its_rule() {
+        use Timing::*;
+        let never = |r: &str| Never(r.into());
+        // Row: (tier, live edit, expected (field, timing))
+        type Edit = fn(&mut Instance);
+        type Row<'a> = (Value, Edit, Vec<(&'a str, Timing)>);
+        let rows: Vec<Row> = vec![
+            (
+                json!({"DBInstanceClass": "db.m5.large"}),
+                |_| {},
+                vec![("DBInstanceClass", MaintenanceWindow)],
+            ),
+            (
+                json!({"AllocatedStorage": 50}),
+                |_| {},
+                vec![("AllocatedStorage", MaintenanceWindow)],
+            ),
+            (
+                json!({}),
+                |i| i.storage = 40,
+                vec![("AllocatedStorage", never("RDS storage cannot shrink"))],
+            ),
+            (
+                json!({"EngineVersion": "16.4"}),
+                |_| {},
+                vec![("EngineVersion", MaintenanceWindow)],
+            ),
+            (
+                json!({"EngineVersion": "12.9"}),
+                |_| {},
+                vec![("EngineVersion", never("engine versions only move up"))],
+            ),
+            (json!({"EngineVersion": "13.13"}), |_| {}, vec![]),
+            (
+                json!({"MultiAZ": false}),
+                |_| {},
+                vec![("MultiAZ", MaintenanceWindow)],
+            ),
+            (
+                json!({"BackupRetentionPeriod": 7}),
+                |_| {},
+                vec![("BackupRetentionPeriod", Now)],
+            ),
+            (
+                json!({"BackupRetentionPeriod": 0}),
+                |_| {},
+                vec![("BackupRetentionPeriod", MaintenanceWindow)],
+            ),
+            (
+                json!({"MaxAllocatedStorage": 200}),
+                |_| {},
+                vec![("MaxAllocatedStorage", Now)],
+            ),
+            (
+                json!({}),
+                |i| i.deletion_protection = false,
+                vec![("DeletionProtection", Now)],
+            ),
+            (
+                json!({"AutoMinorVersionUpgrade": true}),
+                |_| {},
+                vec![("AutoMinorVersionUpgrade", Now)],
+            ),
+            (
+                json!({}),
+                |i| i.publicly_accessible = true,
+                vec![("PubliclyAccessible", Now)],
+            ),
+            (
+                json!({"PreferredBackupWindow": "03:00-04:00"}),
+                |_| {},
+                vec![("PreferredBackupWindow", Now)],
+            ),
+            (
+                json!({"PreferredMaintenanceWindow": "MON:04:00-MON:05:00"}),
+                |_| {},
+                vec![],
+            ),
+            (
+                json!({"DBInstanceClass": "db.m5.large"}),
+                |i| i.pending.class = Some("db.m5.large".into()),
+                vec![("DBInstanceClass", Scheduled)],
+            ),
+            (
+                json!({"EngineVersion": "16.4"}),
+                |i| i.pending.engine_version = Some("16.4".into()),
+                vec![("EngineVersion", Scheduled)],
+            ),
+        ];
+        for (tier, edit, expected) in rows {
+            let mut have = go_created();
+            edit(&mut have);
+            let got = differences(&have, &want(tier.clone()));
+            let expected: Vec<(&str, &Timing)> = expected.iter().map(|(f, t)| (*f, t)).collect();
+            assert_eq!(fields(&got), expected, "tier {tier}");
+        }
+    }
+
+    #[test]
+    fn the_plan_follows_the_instance_state() {
+        let tags = BTreeMap::from([("k".to_string(), "v".to_string())]);
+        let d = want(json!({}));
+        assert_eq!(decide(None, &d, &tags, None, Gate::default()), Plan::Create);
+        assert!(
+            matches!(decide(None, &d, &tags, Some("db1"), Gate::default()), Plan::Fail(m) if m.contains("no longer exists"))
+        );
+        let mut creating = go_created();
+        creating.status = "creating".into();
+        assert!(
+            matches!(decide(Some(&creating), &d, &tags, None, Gate::default()), Plan::Wait(m) if m.contains("creating"))
+        );
+        creating.status = "storage-full".into();
+        assert!(
+            matches!(decide(Some(&creating), &d, &tags, None, Gate::default()), Plan::Fail(m) if m.contains("storage-full"))
+        );
+        let Plan::Converge {
+            tags: missing,
+            changes,
+        } = decide(Some(&go_created()), &d, &tags, None, Gate::default())
+        else {
+            panic!("not converging")
+        };
+        assert_eq!(missing, vec![("k".to_string(), "v".to_string())]);
+        assert!(changes.apply.is_empty() && changes.pending.is_empty());
     }
 }

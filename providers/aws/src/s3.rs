@@ -23,6 +23,7 @@ use crate::{
     AwsProvider, RECHECK, credentials,
     errors::api_error,
     iam_user,
+    plan::vanished,
     strategy::{FieldType, Fields, Section, Tier},
 };
 
@@ -158,18 +159,17 @@ pub async fn reconcile(
 ) -> Result<Provisioned, ProviderError> {
     let bucket = req.identifier.as_str();
     let provisioned = |outcome| Provisioned {
-        outcome,
-        provider: PROVIDER.into(),
-        version: None,
         identifier: Some(bucket.to_string()),
         recheck_after: Some(RECHECK),
-        conditions: Vec::new(),
+        ..Provisioned::new(PROVIDER, outcome)
     };
     if exists(s3, bucket).await? {
         ensure_tags(s3, req).await?;
     } else if let Some(recorded) = &req.recorded_identifier {
-        return Ok(provisioned(Outcome::Failed(format!(
-            "S3 bucket {recorded} was created for this resource but no longer exists (deleted outside the operator?); it is not re-created automatically: delete the resourceIdentifier annotation to create a new, empty one"
+        return Ok(provisioned(Outcome::Failed(vanished(
+            "S3 bucket",
+            recorded,
+            "the objects it held are gone with it",
         ))));
     } else {
         create(s3, req, region).await?;

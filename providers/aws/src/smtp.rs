@@ -109,19 +109,18 @@ pub async fn reconcile(
     .await?;
     let key =
         iam_user::ensure_access_key(p, iam, req, user, &credentials_secret(&req.name)).await?;
+    let details = ConnectionDetails(BTreeMap::from([
+        ("username".into(), key.id.clone()),
+        ("password".into(), smtp_password(&key.secret, region)),
+        ("host".into(), smtp_host(region)),
+        ("port".into(), "587".into()),
+        ("tls".into(), "true".into()),
+    ]));
     Ok(Provisioned {
-        outcome: Outcome::Ready(ConnectionDetails(BTreeMap::from([
-            ("username".into(), key.id.clone()),
-            ("password".into(), smtp_password(&key.secret, region)),
-            ("host".into(), smtp_host(region)),
-            ("port".into(), "587".into()),
-            ("tls".into(), "true".into()),
-        ]))),
-        provider: PROVIDER.into(),
-        version: None,
         identifier: Some(user.to_string()),
         recheck_after: Some(RECHECK),
         conditions,
+        ..Provisioned::new(PROVIDER, Outcome::Ready(details))
     })
 }
 

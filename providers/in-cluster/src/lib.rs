@@ -132,14 +132,11 @@ fn provisioned(
     outcome: Outcome<ConnectionDetails>,
     version: Option<String>,
 ) -> Provisioned {
+    // Watch events on the workload drive every change: no identifier to
+    // record, no recheck.
     Provisioned {
-        outcome,
-        provider: provider.into(),
         version,
-        // Watch events on the workload drive every change.
-        identifier: None,
-        recheck_after: None,
-        conditions: Vec::new(),
+        ..Provisioned::new(provider, outcome)
     }
 }
 
@@ -164,6 +161,7 @@ pub fn validate_strategy(
         },
         identifier: "validate".into(),
         recorded_identifier: None,
+        final_snapshot_identifier: None,
         tier: String::new(),
         strategy: strategy.clone(),
         tags: BTreeMap::new(),

@@ -244,6 +244,7 @@ mod tests {
             },
             identifier: "id".into(),
             recorded_identifier: None,
+            final_snapshot_identifier: None,
             tier: "development".into(),
             strategy: json!({}),
             tags: Default::default(),
