@@ -43,11 +43,31 @@ fn ready_histogram() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 2.0, 13))
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PhaseLabels {
-    namespace: String,
-    name: String,
-    phase: String,
+/// The Go operator's labels on its phase gauges
+/// (`buildPostgresStatusMetricsLabels` and siblings, pkg/resources/labels.go),
+/// so alert rules written for it keep matching.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[allow(non_snake_case)]
+pub struct PhaseLabels {
+    #[prometheus(flatten)]
+    pub object: ObjectLabels,
+    statusPhase: String,
+}
+
+/// Which object a phase gauge is about.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[allow(non_snake_case)]
+pub struct ObjectLabels {
+    pub clusterID: String,
+    /// The CR's name.
+    pub resourceID: String,
+    pub namespace: String,
+    /// The cloud identifier (a snapshot's ID for snapshot kinds).
+    pub instanceID: String,
+    /// The CR's `productName` label.
+    pub productName: String,
+    /// The concrete provider, e.g. `aws-rds`.
+    pub strategy: String,
 }
 
 fn duration_histogram() -> Histogram {
@@ -71,6 +91,10 @@ pub struct Metrics {
     failures: Family<ErrorLabels, Counter>,
     duration: Family<KindLabels, Histogram, fn() -> Histogram>,
     phases: Vec<(&'static str, Family<PhaseLabels, Gauge>)>,
+    /// The labels each object's series carry now, to remove them when the
+    /// labels change (an identifier recorded) or the object goes.
+    phase_labels:
+        std::sync::Mutex<std::collections::HashMap<(String, String, String), ObjectLabels>>,
     time_to_ready: Family<ReadyLabels, Histogram, fn() -> Histogram>,
     leader: Gauge,
 }
@@ -137,6 +161,7 @@ impl Metrics {
             phases,
             time_to_ready,
             leader,
+            phase_labels: Default::default(),
         }
     }
 
@@ -172,23 +197,34 @@ impl Metrics {
 
     /// Sets the phase gauge of one object: 1 for its phase, 0 for the others;
     /// `None` removes its series (the object is gone).
-    pub fn phase(&self, kind: &str, namespace: &str, name: &str, phase: Option<Phase>) {
+    pub fn phase(&self, kind: &str, labels: ObjectLabels, phase: Option<Phase>) {
         let Some((_, family)) = self.phases.iter().find(|(k, _)| *k == kind) else {
             return;
         };
-        for p in Phase::ALL {
-            let labels = PhaseLabels {
-                namespace: namespace.into(),
-                name: name.into(),
-                phase: p.as_str().into(),
-            };
-            match phase {
-                Some(current) => {
-                    family.get_or_create(&labels).set(i64::from(p == current));
-                }
-                None => {
-                    family.remove(&labels);
-                }
+        let key = (
+            kind.to_string(),
+            labels.namespace.clone(),
+            labels.resourceID.clone(),
+        );
+        let mut current = self.phase_labels.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = match phase {
+            Some(_) => current.insert(key, labels.clone()),
+            None => current.remove(&key),
+        };
+        let series = |object: &ObjectLabels, p: Phase| PhaseLabels {
+            object: object.clone(),
+            statusPhase: p.as_str().into(),
+        };
+        if let Some(old) = previous.filter(|old| phase.is_none() || *old != labels) {
+            for p in Phase::ALL {
+                family.remove(&series(&old, p));
+            }
+        }
+        if let Some(current) = phase {
+            for p in Phase::ALL {
+                family
+                    .get_or_create(&series(&labels, p))
+                    .set(i64::from(p == current));
             }
         }
     }

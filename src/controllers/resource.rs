@@ -98,6 +98,7 @@ fn report_of(status: Option<&ResourceTypeStatus>) -> Option<Report> {
         version: s.version.clone(),
         secret_ref: s.secret_ref.clone(),
         snapshot_id: None,
+        instance_id: None,
         conditions: Vec::new(),
         pending: s.pending_changes.clone(),
     })
@@ -337,6 +338,7 @@ async fn converge<K: ResourceCr>(
             .version
             .or_else(|| previous.as_ref().and_then(|p| p.version.clone())),
         secret_ref: previous.and_then(|p| p.secret_ref),
+        instance_id: provisioned.identifier.clone(),
         conditions: provisioned.conditions,
         ..Report::new(Phase::InProgress, "")
     };

@@ -33,7 +33,10 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 use tracing::{Instrument, debug, info, warn};
 
-use crate::api::Phase;
+use crate::{
+    api::{Phase, RESOURCE_IDENTIFIER_ANNOTATION},
+    metrics::ObjectLabels,
+};
 
 /// What the API server says when a namespace being deleted refuses objects.
 const NAMESPACE_TERMINATING: &str = "because it is being terminated";
@@ -213,7 +216,8 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         return match obj.cleanup(ctx).await? {
             Deletion::Done => {
                 finalizer::remove(&api, obj).await?;
-                ctx.metrics.phase(&K::kind(&()), &ns, &obj.name_any(), None);
+                ctx.metrics
+                    .phase(&K::kind(&()), metric_labels(ctx, obj, None), None);
                 info!(object = %key(obj), "deleted");
                 Ok(Action::await_change())
             }
@@ -263,8 +267,7 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) ->
     let desired = obj.status_json(&report, conditions);
     ctx.metrics.phase(
         &K::kind(&()),
-        &obj.namespace().unwrap_or_default(),
-        &obj.name_any(),
+        metric_labels(ctx, obj, Some(&report)),
         Some(report.phase),
     );
     let current = serde_json::to_value(obj)
@@ -306,6 +309,28 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) ->
         .await;
     }
     Ok(())
+}
+
+/// The Go operator's labels for `obj`'s phase gauge.
+fn metric_labels<K: Managed>(ctx: &Context, obj: &K, report: Option<&Report>) -> ObjectLabels {
+    let label = |key: &str| obj.labels().get(key).cloned().unwrap_or_default();
+    let instance = report
+        .and_then(|r| r.instance_id.clone().or_else(|| r.snapshot_id.clone()))
+        .or_else(|| {
+            obj.annotations()
+                .get(RESOURCE_IDENTIFIER_ANNOTATION)
+                .cloned()
+        });
+    ObjectLabels {
+        clusterID: ctx.settings.cluster_id.clone(),
+        resourceID: obj.name_any(),
+        namespace: obj.namespace().unwrap_or_default(),
+        instanceID: instance.unwrap_or_default(),
+        productName: label("productName"),
+        strategy: report
+            .and_then(|r| r.provider.clone().or_else(|| r.strategy.clone()))
+            .unwrap_or_default(),
+    }
 }
 
 /// Server-side applies the status. A stored status that does not match the

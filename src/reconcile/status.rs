@@ -18,6 +18,8 @@ pub struct Report {
     pub version: Option<String>,
     pub secret_ref: Option<SecretRef>,
     pub snapshot_id: Option<String>,
+    /// The cloud identifier, when known (a metrics label).
+    pub instance_id: Option<String>,
     /// Conditions a provider reports besides Ready.
     pub conditions: Vec<cro_provider_api::Condition>,
     /// Differences from the tier not applied yet.
@@ -34,6 +36,7 @@ impl Report {
             version: None,
             secret_ref: None,
             snapshot_id: None,
+            instance_id: None,
             conditions: Vec::new(),
             pending: Vec::new(),
         }

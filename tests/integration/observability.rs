@@ -49,9 +49,10 @@ async fn metrics_after_a_scenario_and_no_secret_in_the_logs() {
         for want in [
             "cro_reconciles_total{kind=\"Postgres\"}".to_string(),
             "cro_reconcile_duration_seconds_bucket{".to_string(),
-            format!("cro_postgres_status_phase{{namespace=\"{ns}\",name=\"db\",phase=\"complete\"}} 1"),
-            format!("cro_postgres_status_phase{{namespace=\"{ns}\",name=\"db\",phase=\"failed\"}} 0"),
-            format!("cro_blobstorage_status_phase{{namespace=\"{ns}\",name=\"blob\",phase=\"complete\"}} 1"),
+            // The Go operator's labels, so its alert rules keep matching.
+            format!("cro_postgres_status_phase{{clusterID=\"testcluster\",resourceID=\"db\",namespace=\"{ns}\",instanceID=\"\",productName=\"\",strategy=\"openshift-postgres-template\",statusPhase=\"complete\"}} 1"),
+            format!("cro_postgres_status_phase{{clusterID=\"testcluster\",resourceID=\"db\",namespace=\"{ns}\",instanceID=\"\",productName=\"\",strategy=\"openshift-postgres-template\",statusPhase=\"failed\"}} 0"),
+            format!("cro_blobstorage_status_phase{{clusterID=\"testcluster\",resourceID=\"blob\",namespace=\"{ns}\",instanceID=\"{}\",productName=\"\",strategy=\"aws-s3\",statusPhase=\"complete\"}} 1", cro_provider_api::cloud_identifier("testcluster", &ns, "blob")),
             "cro_aws_api_calls_total{service=\"s3\",operation=\"CreateBucket\",outcome=\"success\"} 1".to_string(),
             "cro_time_to_ready_seconds_count{kind=\"Postgres\",provider=\"openshift\",tier=\"development\"} 1".to_string(),
             "cro_time_to_ready_seconds_count{kind=\"BlobStorage\",provider=\"aws\",tier=\"development\"} 1".to_string(),
