@@ -11,5 +11,6 @@ mod first_contact;
 mod foundation;
 mod in_cluster;
 mod leader;
+mod migration;
 mod observability;
 mod validate;

@@ -229,6 +229,9 @@ pub struct Launch {
     pub cluster_id: Option<String>,
     /// Flags appended last (they win over the defaults above).
     pub extra_args: Vec<String>,
+    /// Environment variables not to pass (e.g. `AWS_REGION`, to see the
+    /// region come from elsewhere).
+    pub env_remove: Vec<String>,
 }
 
 impl Launch {
@@ -245,6 +248,7 @@ impl Launch {
                 "--leader-election-namespace=default".into(),
                 format!("--leader-election-lease-name=cro-{namespace}"),
             ],
+            env_remove: Vec::new(),
         }
     }
 }
@@ -278,7 +282,7 @@ impl Operator {
         if let Some(id) = &launch.cluster_id {
             command.args(["--cluster-id", id]);
         }
-        let child = command
+        command
             .args(&launch.extra_args)
             .env(
                 "KUBECONFIG",
@@ -288,7 +292,11 @@ impl Operator {
             .env("AWS_REGION", &env.aws_region)
             .env("AWS_ACCESS_KEY_ID", "testing")
             .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("RUST_LOG", "info,cloud_resource_operator=debug")
+            .env("RUST_LOG", "info,cloud_resource_operator=debug");
+        for var in &launch.env_remove {
+            command.env_remove(var);
+        }
+        let child = command
             .stdout(file)
             .stderr(stderr)
             .kill_on_drop(true)

@@ -4,6 +4,7 @@
 //! the operation, the resource and AWS's reason, and carry their kind.
 
 mod calls;
+mod cco;
 mod clients;
 mod credentials;
 mod elasticache;

@@ -20,7 +20,7 @@ use cro_provider_api::{
 use tracing::warn;
 
 use crate::{
-    AwsProvider, RECHECK, credentials,
+    AwsProvider, RECHECK, cco, credentials,
     errors::api_error,
     iam_user,
     plan::vanished,
@@ -175,16 +175,7 @@ pub async fn reconcile(
         create(s3, req, region).await?;
     }
 
-    iam_user::ensure_user(
-        iam,
-        bucket,
-        &req.tags,
-        POLICY_NAME,
-        &iam_user::bucket_policy(bucket),
-    )
-    .await?;
-    let key =
-        iam_user::ensure_access_key(p, iam, req, bucket, &credentials_secret(&req.name)).await?;
+    let key = access_key(p, iam, req, bucket).await?;
     Ok(provisioned(Outcome::Ready(ConnectionDetails(
         BTreeMap::from([
             ("bucketName".into(), bucket.to_string()),
@@ -193,6 +184,26 @@ pub async fn reconcile(
             ("credentialSecretKey".into(), key.secret),
         ]),
     ))))
+}
+
+/// The bucket's credentials: this operator's IAM user (its key kept in
+/// `<name>-aws-s3-credentials`), or, for a bucket taken over from the Go
+/// operator, the key the Cloud Credential Operator minted for it.
+async fn access_key(
+    p: &AwsProvider,
+    iam: &aws_sdk_iam::Client,
+    req: &ResourceRequest,
+    bucket: &str,
+) -> Result<iam_user::AccessKey, ProviderError> {
+    let ours = credentials::read(&p.kube, req, &credentials_secret(&req.name)).await?;
+    if ours.is_none()
+        && let Some(key) = cco::read(&p.kube, req, &cco::s3_request(bucket)).await?
+    {
+        return Ok(key);
+    }
+    let policy = iam_user::bucket_policy(bucket);
+    iam_user::ensure_user(iam, bucket, &req.tags, POLICY_NAME, &policy).await?;
+    iam_user::ensure_access_key(p, iam, req, bucket, &credentials_secret(&req.name)).await
 }
 
 pub async fn delete(
@@ -206,6 +217,12 @@ pub async fn delete(
     let force = f.bool("forceBucketDeletion")?.unwrap_or(false);
     let bucket = req.identifier.as_str();
     iam_user::delete_user(iam, bucket).await?;
+    if cco::read(&p.kube, req, &cco::s3_request(bucket))
+        .await?
+        .is_some()
+    {
+        cco::delete(&p.kube, req, &cco::s3_request(bucket)).await?;
+    }
     if exists(s3, bucket).await? {
         let objects = list(s3, bucket).await?;
         if objects.is_empty() || force {

@@ -10,7 +10,7 @@ use cro_provider_api::{
 };
 
 use crate::{
-    AwsProvider, RECHECK,
+    AwsProvider, RECHECK, cco,
     clients::Clients,
     credentials,
     errors::api_error,
@@ -99,16 +99,21 @@ pub async fn reconcile(
     if let Some(identity) = f.string("EmailIdentity")? {
         conditions.push(identity_condition(&c.ses, &identity).await?);
     }
-    iam_user::ensure_user(
-        iam,
-        user,
-        &req.tags,
-        POLICY_NAME,
-        &iam_user::ses_send_policy(),
-    )
-    .await?;
-    let key =
-        iam_user::ensure_access_key(p, iam, req, user, &credentials_secret(&req.name)).await?;
+    let ours = credentials::read(&p.kube, req, &credentials_secret(&req.name)).await?;
+    let minted = match ours {
+        Some(_) => None,
+        None => cco::read(&p.kube, req, &cco::ses_request(user)).await?,
+    };
+    // Taken over from the Go operator: its CCO-minted key stays; the
+    // password is derived from it with AWS's current (SigV4) algorithm.
+    let key = match minted {
+        Some(key) => key,
+        None => {
+            let policy = iam_user::ses_send_policy();
+            iam_user::ensure_user(iam, user, &req.tags, POLICY_NAME, &policy).await?;
+            iam_user::ensure_access_key(p, iam, req, user, &credentials_secret(&req.name)).await?
+        }
+    };
     let details = ConnectionDetails(BTreeMap::from([
         ("username".into(), key.id.clone()),
         ("password".into(), smtp_password(&key.secret, region)),
@@ -130,6 +135,12 @@ pub async fn delete(
     req: &ResourceRequest,
 ) -> Result<Deletion, ProviderError> {
     iam_user::delete_user(iam, &req.identifier).await?;
+    if cco::read(&p.kube, req, &cco::ses_request(&req.identifier))
+        .await?
+        .is_some()
+    {
+        cco::delete(&p.kube, req, &cco::ses_request(&req.identifier)).await?;
+    }
     credentials::delete(&p.kube, req, &credentials_secret(&req.name)).await?;
     Ok(Deletion::Done)
 }

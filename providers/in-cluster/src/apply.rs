@@ -64,6 +64,53 @@ where
     Ok(Applied::Current(applied))
 }
 
+/// Adopts an object another operator made (the Go operator's): when it
+/// exists, only this operator's labels and owner references are added and
+/// its spec is left as it is; when it is missing, `desired` is created.
+pub async fn adopt<K>(api: &Api<K>, desired: &Value) -> Result<Applied<K>, ProviderError>
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+{
+    let name = desired["metadata"]["name"].as_str().unwrap_or_default();
+    let live = api
+        .get_opt(name)
+        .await
+        .map_err(|e| api_error("reading", desired, e))?;
+    let Some(live) = live else {
+        return ensure(api, desired).await;
+    };
+    if live.meta().deletion_timestamp.is_some() {
+        return Ok(Applied::Terminating);
+    }
+    let mut metadata = serde_json::json!({
+        "name": name,
+        "namespace": desired["metadata"]["namespace"],
+        "labels": desired["metadata"]["labels"],
+        "ownerReferences": desired["metadata"]["ownerReferences"],
+    });
+    if let Some(annotations) = desired["metadata"].get("annotations") {
+        metadata["annotations"] = annotations.clone();
+    }
+    let metadata_only = serde_json::json!({
+        "apiVersion": desired["apiVersion"],
+        "kind": desired["kind"],
+        "metadata": metadata,
+    });
+    let as_json = serde_json::to_value(&live).unwrap_or(Value::Null);
+    if is_subset(&metadata_only, &as_json) {
+        return Ok(Applied::Current(live));
+    }
+    let applied = api
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&metadata_only),
+        )
+        .await
+        .map_err(|e| api_error("adopting", desired, e))?;
+    Ok(Applied::Current(applied))
+}
+
 /// Deletes the named object if present; true when it is gone.
 pub async fn delete<K>(api: &Api<K>, name: &str) -> Result<bool, ProviderError>
 where

@@ -89,3 +89,65 @@ pub async fn ensure(
     }
     Ok(creds)
 }
+
+/// The credentials of a Postgres the Go operator created, from its Secret
+/// `<name>-postgres-credentials` (keys `user`, `password`, `database`),
+/// adopted as it is; the password is never changed. A missing Secret is
+/// made again in its shape.
+pub async fn adopt_go_postgres(
+    api: &Api<Secret>,
+    req: &ResourceRequest,
+) -> Result<Credentials, ProviderError> {
+    let name = crate::legacy::postgres_secret_name(&req.name);
+    let live = api.get_opt(&name).await.map_err(|e| {
+        ProviderError::transient(format!("reading Secret {}/{name}: {e}", req.namespace))
+    })?;
+    let existing = live.as_ref().and_then(crate::legacy::postgres_credentials);
+    let creds = existing.unwrap_or_else(|| {
+        BTreeMap::from([
+            ("user".to_string(), "postgresuser".to_string()),
+            ("password".to_string(), generate_password()),
+            ("database".to_string(), req.name.clone()),
+        ])
+    });
+    let data: BTreeMap<String, ByteString> = creds
+        .iter()
+        .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
+        .collect();
+    let desired = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": crate::legacy::adopted_metadata(req, &name, "postgres"),
+        "type": "Opaque",
+        "data": data,
+    });
+    crate::apply::adopt(api, &desired).await?;
+    Ok(Credentials {
+        username: creds["user"].clone(),
+        password: creds["password"].clone(),
+        database: creds["database"].clone(),
+    })
+}
+
+/// The ConfigMap the Go operator's Redis of a namespace share: created when
+/// missing (dir and persistence as its Deployments expect), never changed.
+pub async fn ensure_go_redis_config(
+    api: &Api<k8s_openapi::api::core::v1::ConfigMap>,
+) -> Result<(), ProviderError> {
+    let name = crate::legacy::REDIS_CONFIG_MAP;
+    let err = |e: kube::Error| ProviderError::transient(format!("ConfigMap {name}: {e}"));
+    if api.get_opt(name).await.map_err(err)?.is_some() {
+        return Ok(());
+    }
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        // RDB persistence only: turning AOF on over existing RDB data would
+        // start Redis empty.
+        "data": {"redis.conf": "protected-mode no\nport 6379\ndir /var/lib/redis/data\ndbfilename dump.rdb\nsave 900 1\nsave 300 10\nsave 60 10000\n"}
+    }))
+    .map_err(|e| ProviderError::transient(format!("building ConfigMap {name}: {e}")))?;
+    match api.create(&Default::default(), &cm).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(err(e)),
+    }
+}

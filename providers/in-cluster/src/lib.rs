@@ -5,13 +5,14 @@
 
 mod apply;
 mod credentials;
+mod legacy;
 mod merge;
 mod strategy;
 mod workload;
 
 use std::collections::BTreeMap;
 
-use apply::{Applied, ensure};
+use apply::{Applied, adopt, ensure};
 use cro_provider_api::{
     ConnectionDetails, Deletion, Outcome, Provider, ProviderError, Provisioned, ResourceKind,
     ResourceRequest, SnapshotRequest, Snapshotted,
@@ -57,27 +58,35 @@ impl InClusterProvider {
         Api::namespaced(self.client.clone(), &req.namespace)
     }
 
-    /// Applies the workload; `Ready` when its Deployment is Available.
+    /// Applies the workload (`layout` says how); `Ready` when its
+    /// Deployment is Available.
     async fn workload(
         &self,
         req: &ResourceRequest,
         desired: &workload::Desired,
+        layout: Layout,
     ) -> Result<Outcome<()>, ProviderError> {
+        macro_rules! put {
+            ($kind:ty, $object:expr) => {
+                match layout {
+                    Layout::Ours => ensure(&self.api::<$kind>(req), $object).await?,
+                    Layout::GoOperator => adopt(&self.api::<$kind>(req), $object).await?,
+                }
+            };
+        }
         let mut terminating = Vec::new();
-        if let Applied::Terminating =
-            ensure(&self.api::<PersistentVolumeClaim>(req), &desired.pvc).await?
-        {
+        if let Applied::Terminating = put!(PersistentVolumeClaim, &desired.pvc) {
             terminating.push("PersistentVolumeClaim");
         }
         if let Some(cm) = &desired.config_map
-            && let Applied::Terminating = ensure(&self.api::<ConfigMap>(req), cm).await?
+            && let Applied::Terminating = put!(ConfigMap, cm)
         {
             terminating.push("ConfigMap");
         }
-        if let Applied::Terminating = ensure(&self.api::<Service>(req), &desired.service).await? {
+        if let Applied::Terminating = put!(Service, &desired.service) {
             terminating.push("Service");
         }
-        let deployment = match ensure(&self.api::<Deployment>(req), &desired.deployment).await? {
+        let deployment = match put!(Deployment, &desired.deployment) {
             Applied::Current(d) => Some(d),
             Applied::Terminating => {
                 terminating.push("Deployment");
@@ -99,6 +108,162 @@ impl InClusterProvider {
             )),
         })
     }
+}
+
+/// Who laid the workload out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// This operator: its objects are re-asserted from the tier.
+    Ours,
+    /// The Go operator: adopted as it is (see `legacy`).
+    GoOperator,
+}
+
+impl InClusterProvider {
+    /// The Go operator's layout when its Deployment (selector
+    /// `deployment: <name>`) is there, or, with that gone, its Postgres
+    /// credentials Secret or its unlabelled PVC.
+    async fn layout(&self, req: &ResourceRequest) -> Result<Layout, ProviderError> {
+        let read = |kind: &str, e: kube::Error| {
+            ProviderError::transient(format!(
+                "reading {kind} {}/{}: {e}",
+                req.namespace, req.name
+            ))
+        };
+        let name = req.name.as_str();
+        if let Some(d) = self
+            .api::<Deployment>(req)
+            .get_opt(name)
+            .await
+            .map_err(|e| read("Deployment", e))?
+        {
+            return Ok(if legacy::is_go_deployment(&d, name) {
+                Layout::GoOperator
+            } else {
+                Layout::Ours
+            });
+        }
+        let go_secret = req.kind == ResourceKind::Postgres
+            && self
+                .api::<Secret>(req)
+                .get_opt(&legacy::postgres_secret_name(name))
+                .await
+                .map_err(|e| read("Secret", e))?
+                .is_some();
+        let go_pvc = self
+            .api::<PersistentVolumeClaim>(req)
+            .get_opt(name)
+            .await
+            .map_err(|e| read("PersistentVolumeClaim", e))?
+            .is_some_and(|p| legacy::is_go_pvc(&p));
+        Ok(if go_secret || go_pvc {
+            Layout::GoOperator
+        } else {
+            Layout::Ours
+        })
+    }
+
+    async fn postgres(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
+        let overrides = strategy::parse(&req.strategy)?;
+        let layout = self.layout(req).await?;
+        let (desired, creds, host) = match layout {
+            Layout::Ours => {
+                let creds =
+                    credentials::ensure(&self.api::<Secret>(req), req, &overrides.secret_data)
+                        .await?;
+                (workload::postgres(req, &overrides)?, creds, self.host(req))
+            }
+            Layout::GoOperator => {
+                let creds = credentials::adopt_go_postgres(&self.api::<Secret>(req), req).await?;
+                (legacy::postgres(req), creds, legacy::host(req))
+            }
+        };
+        let version = workload::image_tag(&desired.deployment);
+        let outcome = match self.workload(req, &desired, layout).await? {
+            Outcome::Ready(()) => Outcome::Ready(ConnectionDetails(BTreeMap::from([
+                ("username".into(), creds.username),
+                ("password".into(), creds.password),
+                ("database".into(), creds.database),
+                ("host".into(), host),
+                ("port".into(), "5432".into()),
+            ]))),
+            Outcome::InProgress(r) => Outcome::InProgress(r),
+            Outcome::Failed(r) => Outcome::Failed(r),
+        };
+        Ok(provisioned("openshift-postgres-template", outcome, version))
+    }
+
+    async fn redis(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
+        let overrides = strategy::parse(&req.strategy)?;
+        let layout = self.layout(req).await?;
+        let (desired, host) = match layout {
+            Layout::Ours => (workload::redis(req, &overrides)?, self.host(req)),
+            Layout::GoOperator => {
+                credentials::ensure_go_redis_config(&self.api::<ConfigMap>(req)).await?;
+                (legacy::redis(req), legacy::host(req))
+            }
+        };
+        let version = workload::image_tag(&desired.deployment);
+        let outcome = match self.workload(req, &desired, layout).await? {
+            // The Go operator puts the host (not a URL) in `uri`.
+            Outcome::Ready(()) => Outcome::Ready(details(&[("uri", &host), ("port", "6379")])),
+            Outcome::InProgress(r) => Outcome::InProgress(r),
+            Outcome::Failed(r) => Outcome::Failed(r),
+        };
+        Ok(provisioned("openshift-redis-template", outcome, version))
+    }
+
+    /// The Secrets and ConfigMaps a workload of `layout` owns besides its
+    /// Deployment, Service and PVC.
+    async fn owned_extras(
+        &self,
+        req: &ResourceRequest,
+        layout: Layout,
+    ) -> Result<(Vec<String>, Vec<String>), ProviderError> {
+        let name = req.name.as_str();
+        let postgres = req.kind == ResourceKind::Postgres;
+        Ok(match layout {
+            Layout::Ours if postgres => (vec![workload::credentials_secret_name(name)], vec![]),
+            Layout::Ours => (vec![], vec![workload::config_map_name(name)]),
+            Layout::GoOperator if postgres => (vec![legacy::postgres_secret_name(name)], vec![]),
+            // The shared redis-config goes with the namespace's last
+            // Go-operator Redis.
+            Layout::GoOperator => {
+                let others = self
+                    .api::<Deployment>(req)
+                    .list(&Default::default())
+                    .await
+                    .map_err(|e| {
+                        ProviderError::transient(format!(
+                            "listing Deployments in {}: {e}",
+                            req.namespace
+                        ))
+                    })?
+                    .items
+                    .into_iter()
+                    .filter(|d| d.metadata.name.as_deref() != Some(name))
+                    .any(|d| mounts_config_map(&d, legacy::REDIS_CONFIG_MAP));
+                let cms = if others {
+                    vec![]
+                } else {
+                    vec![legacy::REDIS_CONFIG_MAP.to_string()]
+                };
+                (vec![], cms)
+            }
+        })
+    }
+}
+
+fn mounts_config_map(d: &Deployment, name: &str) -> bool {
+    d.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .is_some_and(|p| {
+            p.volumes
+                .iter()
+                .flatten()
+                .any(|v| v.config_map.as_ref().is_some_and(|c| c.name == name))
+        })
 }
 
 /// Available, and the status describes the current spec.
@@ -181,41 +346,9 @@ impl Provider for InClusterProvider {
     }
 
     async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
-        let overrides = strategy::parse(&req.strategy)?;
         match req.kind {
-            ResourceKind::Postgres => {
-                let desired = workload::postgres(req, &overrides)?;
-                let creds =
-                    credentials::ensure(&self.api::<Secret>(req), req, &overrides.secret_data)
-                        .await?;
-                let version = workload::image_tag(&desired.deployment);
-                let outcome = match self.workload(req, &desired).await? {
-                    Outcome::Ready(()) => Outcome::Ready(ConnectionDetails(BTreeMap::from([
-                        ("username".into(), creds.username),
-                        ("password".into(), creds.password),
-                        ("database".into(), creds.database),
-                        ("host".into(), self.host(req)),
-                        ("port".into(), "5432".into()),
-                    ]))),
-                    Outcome::InProgress(r) => Outcome::InProgress(r),
-                    Outcome::Failed(r) => Outcome::Failed(r),
-                };
-                Ok(provisioned("openshift-postgres-template", outcome, version))
-            }
-            ResourceKind::Redis => {
-                let desired = workload::redis(req, &overrides)?;
-                let version = workload::image_tag(&desired.deployment);
-                let host = self.host(req);
-                let outcome = match self.workload(req, &desired).await? {
-                    // The Go operator puts the host (not a URL) in `uri`.
-                    Outcome::Ready(()) => {
-                        Outcome::Ready(details(&[("uri", &host), ("port", "6379")]))
-                    }
-                    Outcome::InProgress(r) => Outcome::InProgress(r),
-                    Outcome::Failed(r) => Outcome::Failed(r),
-                };
-                Ok(provisioned("openshift-redis-template", outcome, version))
-            }
+            ResourceKind::Postgres => self.postgres(req).await,
+            ResourceKind::Redis => self.redis(req).await,
             // Nothing to run in-cluster: placeholders a person fills in.
             ResourceKind::BlobStorage => Ok(provisioned(
                 "openshift-blobstorage-template",
@@ -246,6 +379,7 @@ impl Provider for InClusterProvider {
             return Ok(Deletion::Done);
         }
         let name = req.name.as_str();
+        let (secrets, config_maps) = self.owned_extras(req, self.layout(req).await?).await?;
         // Deployment first, so the PVC's pod goes and the PVC can follow.
         let mut left = Vec::new();
         if !apply::delete(&self.api::<Deployment>(req), name).await? {
@@ -257,15 +391,15 @@ impl Provider for InClusterProvider {
         if !apply::delete(&self.api::<PersistentVolumeClaim>(req), name).await? {
             left.push(format!("PersistentVolumeClaim {name}"));
         }
-        let secret = workload::credentials_secret_name(name);
-        if !apply::delete(&self.api::<Secret>(req), &secret).await? {
-            left.push(format!("Secret {secret}"));
+        for secret in secrets {
+            if !apply::delete(&self.api::<Secret>(req), &secret).await? {
+                left.push(format!("Secret {secret}"));
+            }
         }
-        let cm = workload::config_map_name(name);
-        if req.kind == ResourceKind::Redis
-            && !apply::delete(&self.api::<ConfigMap>(req), &cm).await?
-        {
-            left.push(format!("ConfigMap {cm}"));
+        for cm in config_maps {
+            if !apply::delete(&self.api::<ConfigMap>(req), &cm).await? {
+                left.push(format!("ConfigMap {cm}"));
+            }
         }
         Ok(if left.is_empty() {
             Deletion::Done

@@ -1,0 +1,78 @@
+//! Credentials the Go operator did not make itself: on OpenShift it asked
+//! the Cloud Credential Operator (CCO) for them with a CredentialsRequest
+//! in the CR's namespace, whose Secret of the same name holds
+//! `aws_access_key_id` and `aws_secret_access_key`
+//! (`reconcileCredentialRequest`, pkg/providers/aws/credentials.go). A
+//! resource taken over from it keeps using those credentials, so its
+//! output Secret does not change; deleting it deletes the
+//! CredentialsRequest, and CCO removes the IAM user.
+
+use cro_provider_api::{ProviderError, ResourceRequest};
+use kube::{
+    Api,
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind},
+};
+
+use crate::{credentials, iam_user::AccessKey};
+
+/// The CredentialsRequest of a bucket's user (`cro-aws-s3-<bucket>-creds`).
+pub fn s3_request(bucket: &str) -> String {
+    format!("cro-aws-s3-{bucket}-creds")
+}
+
+/// The CredentialsRequest of an SMTPCredentialSet (v0.13.3): named after
+/// the resource's identifier.
+pub fn ses_request(identifier: &str) -> String {
+    identifier.to_string()
+}
+
+/// The CCO-minted key, when its Secret exists.
+pub async fn read(
+    kube: &kube::Client,
+    req: &ResourceRequest,
+    name: &str,
+) -> Result<Option<AccessKey>, ProviderError> {
+    let data = credentials::read(kube, req, name)
+        .await?
+        .unwrap_or_default();
+    Ok(
+        match (
+            data.get("aws_access_key_id"),
+            data.get("aws_secret_access_key"),
+        ) {
+            (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => Some(AccessKey {
+                id: id.clone(),
+                secret: secret.clone(),
+            }),
+            _ => None,
+        },
+    )
+}
+
+/// Deletes the CredentialsRequest `name` (CCO then removes the IAM user
+/// and the Secret); where no CCO runs, the Secret itself.
+pub async fn delete(
+    kube: &kube::Client,
+    req: &ResourceRequest,
+    name: &str,
+) -> Result<(), ProviderError> {
+    let gvk = GroupVersionKind::gvk("cloudcredential.openshift.io", "v1", "CredentialsRequest");
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        kube.clone(),
+        &req.namespace,
+        &ApiResource::from_gvk_with_plural(&gvk, "credentialsrequests"),
+    );
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        // No such request, or no CCO on this cluster.
+        Err(kube::Error::Api(e)) if e.code == 404 => credentials::delete(kube, req, name).await,
+        Err(kube::Error::Api(e)) if e.code == 403 => Err(ProviderError::permanent(format!(
+            "deleting CredentialsRequest {}/{name} (the Go operator's credentials, which the Cloud Credential Operator removes with it) is forbidden: apply deploy/openshift-migration/rbac.yaml",
+            req.namespace
+        ))),
+        Err(e) => Err(ProviderError::transient(format!(
+            "deleting CredentialsRequest {}/{name}: {e}",
+            req.namespace
+        ))),
+    }
+}

@@ -1,0 +1,720 @@
+//! Switching from the Go cloud-resource-operator: a namespace is laid out
+//! exactly as the Go operator (github.com/integr8ly/cloud-resource-operator
+//! v1.1.4, and v0.13.3 for SMTPCredentialSet) leaves it — every object below
+//! cites the Go file and function that writes it — then this operator
+//! starts. Asserted: no CR failed, no AWS create/modify/delete, no second
+//! snapshot, output Secrets unchanged, pods still selected by their
+//! Service, and deleting a snapshot CR deletes the Go operator's snapshot.
+
+use std::collections::BTreeMap;
+
+use cloud_resource_operator::api::{
+    BlobStorage, Phase, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SMTPCredentialSet,
+};
+use cro_provider_api::{cloud_identifier, timestamped_identifier};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+    core::DynamicObject,
+};
+use serde_json::{Value, json};
+
+use crate::support::{
+    DEFAULT_TIMEOUT, Operator, TestEnv, aws_requests, ensure_crds, wait_deleted, wait_for,
+    with_namespace,
+};
+
+const CLUSTER: &str = "testcluster";
+const GO_FINALIZER: &str = "cloud-resources-operator.integreatly.org/finalizers";
+/// v0.13.3's finalizer (renamed in v0.31).
+const GO_LEGACY_FINALIZER: &str = "finalizers.cloud-resources-operator.integreatly.org";
+
+/// `cloud-resources-aws-strategies` as the Go operator's helper writes it:
+/// `ReconcileStrategyMap` (pkg/client/aws/strategies_aws.go) marshals whole
+/// aws-sdk-go v1 input structs for the tier it sets windows on — every
+/// field, mostly null — and keeps `BuildDefaultConfigMap`'s other keys
+/// (pkg/providers/aws/config.go), `_network` included. smtpcredentials is
+/// v0.13.3's `buildDefaultConfigMap`.
+fn go_strategies() -> BTreeMap<String, String> {
+    let null_fields = |names: &[&str], windows: &[(&str, &str)]| -> Value {
+        let mut m: serde_json::Map<String, Value> =
+            names.iter().map(|n| (n.to_string(), Value::Null)).collect();
+        for (k, v) in windows {
+            m.insert(k.to_string(), json!(v));
+        }
+        Value::Object(m)
+    };
+    // aws-sdk-go v1.53.2 rds.CreateDBInstanceInput, every exported field.
+    let rds_fields = [
+        "AllocatedStorage",
+        "AutoMinorVersionUpgrade",
+        "AvailabilityZone",
+        "BackupRetentionPeriod",
+        "BackupTarget",
+        "CACertificateIdentifier",
+        "CharacterSetName",
+        "CopyTagsToSnapshot",
+        "CustomIamInstanceProfile",
+        "DBClusterIdentifier",
+        "DBInstanceClass",
+        "DBInstanceIdentifier",
+        "DBName",
+        "DBParameterGroupName",
+        "DBSecurityGroups",
+        "DBSubnetGroupName",
+        "DBSystemId",
+        "DedicatedLogVolume",
+        "DeletionProtection",
+        "Domain",
+        "DomainAuthSecretArn",
+        "DomainDnsIps",
+        "DomainFqdn",
+        "DomainIAMRoleName",
+        "DomainOu",
+        "EnableCloudwatchLogsExports",
+        "EnableCustomerOwnedIp",
+        "EnableIAMDatabaseAuthentication",
+        "EnablePerformanceInsights",
+        "Engine",
+        "EngineVersion",
+        "Iops",
+        "KmsKeyId",
+        "LicenseModel",
+        "ManageMasterUserPassword",
+        "MasterUserPassword",
+        "MasterUserSecretKmsKeyId",
+        "MasterUsername",
+        "MaxAllocatedStorage",
+        "MonitoringInterval",
+        "MonitoringRoleArn",
+        "MultiAZ",
+        "MultiTenant",
+        "NcharCharacterSetName",
+        "NetworkType",
+        "OptionGroupName",
+        "PerformanceInsightsKMSKeyId",
+        "PerformanceInsightsRetentionPeriod",
+        "Port",
+        "ProcessorFeatures",
+        "PromotionTier",
+        "PubliclyAccessible",
+        "StorageEncrypted",
+        "StorageThroughput",
+        "StorageType",
+        "Tags",
+        "TdeCredentialArn",
+        "TdeCredentialPassword",
+        "Timezone",
+        "VpcSecurityGroupIds",
+    ];
+    // aws-sdk-go v1.53.2 elasticache.CreateReplicationGroupInput.
+    let redis_fields = [
+        "AtRestEncryptionEnabled",
+        "AuthToken",
+        "AutoMinorVersionUpgrade",
+        "AutomaticFailoverEnabled",
+        "CacheNodeType",
+        "CacheParameterGroupName",
+        "CacheSecurityGroupNames",
+        "CacheSubnetGroupName",
+        "ClusterMode",
+        "DataTieringEnabled",
+        "Engine",
+        "EngineVersion",
+        "GlobalReplicationGroupId",
+        "IpDiscovery",
+        "KmsKeyId",
+        "LogDeliveryConfigurations",
+        "MultiAZEnabled",
+        "NetworkType",
+        "NodeGroupConfiguration",
+        "NotificationTopicArn",
+        "NumCacheClusters",
+        "NumNodeGroups",
+        "Port",
+        "PreferredCacheClusterAZs",
+        "PrimaryClusterId",
+        "ReplicasPerNodeGroup",
+        "ReplicationGroupDescription",
+        "ReplicationGroupId",
+        "SecurityGroupIds",
+        "ServerlessCacheSnapshotName",
+        "SnapshotArns",
+        "SnapshotName",
+        "SnapshotRetentionLimit",
+        "Tags",
+        "TransitEncryptionEnabled",
+        "TransitEncryptionMode",
+        "UserGroupIds",
+    ];
+    let tier = |create: Value| json!({"region": "", "createStrategy": create, "deleteStrategy": {}, "serviceUpdates": null});
+    let postgres = json!({
+        "development": tier(json!({})),
+        "production": tier(null_fields(&rds_fields, &[("PreferredBackupWindow", "02:00-03:00"), ("PreferredMaintenanceWindow", "mon:04:00-mon:05:00")])),
+    });
+    let redis = json!({
+        "development": tier(json!({})),
+        "production": tier(null_fields(&redis_fields, &[("PreferredMaintenanceWindow", "mon:04:00-mon:05:00"), ("SnapshotWindow", "02:00-03:00")])),
+    });
+    // BuildDefaultConfigMap's strings, verbatim (note the missing spaces).
+    let default_tiers = r#"{"development": { "region": "", "_network": "", "createStrategy": {}, "deleteStrategy": {} }, "production": { "region": "", "_network": "","createStrategy": {}, "deleteStrategy": {} }}"#;
+    let v0_13 = r#"{"development": { "region": "", "createStrategy": {}, "deleteStrategy": {} }, "production": { "region": "", "createStrategy": {}, "deleteStrategy": {} }}"#;
+    BTreeMap::from([
+        ("postgres".to_string(), postgres.to_string()),
+        ("redis".to_string(), redis.to_string()),
+        ("blobstorage".to_string(), default_tiers.to_string()),
+        ("_network".to_string(), default_tiers.to_string()),
+        ("smtpcredentials".to_string(), v0_13.to_string()),
+    ])
+}
+
+/// The tags `GetDefaultResourceTags` (pkg/resources/tags.go) puts on RDS
+/// instances, S3 buckets and snapshots.
+fn go_tags(resource_name: &str) -> Vec<(String, String)> {
+    vec![
+        ("integreatly.org/clusterID".into(), CLUSTER.into()),
+        ("integreatly.org/resource-type".into(), "aws".into()),
+        ("integreatly.org/resource-name".into(), resource_name.into()),
+        ("red-hat-managed".into(), "true".into()),
+    ]
+}
+
+fn secret_data(pairs: &[(&str, &str)]) -> BTreeMap<String, k8s_openapi::ByteString> {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                k8s_openapi::ByteString(v.as_bytes().to_vec()),
+            )
+        })
+        .collect()
+}
+
+fn read_secret(s: &Secret) -> BTreeMap<String, String> {
+    s.data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), String::from_utf8_lossy(&v.0).into_owned()))
+        .collect()
+}
+
+/// A CR as the Go controllers leave it: our CRD types, the Go finalizer,
+/// the `resourceIdentifier` annotation its providers write on create.
+async fn go_cr<K>(
+    client: &Client,
+    ns: &str,
+    kind: &str,
+    name: &str,
+    spec: Value,
+    finalizer: &str,
+    identifier: Option<&str>,
+) -> K
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let mut obj = json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind,
+        "metadata": {"name": name, "finalizers": [finalizer]}, "spec": spec});
+    if let Some(id) = identifier {
+        obj["metadata"]["annotations"] = json!({"resourceIdentifier": id});
+    }
+    crate::support::create_json(client, ns, obj).await
+}
+
+/// `status` as the Go controllers write it (`UpdatePhase`, status
+/// subresource), with no conditions and no observedGeneration.
+async fn go_status<K>(client: &Client, ns: &str, name: &str, status: Value)
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    Api::<K>::namespaced(client.clone(), ns)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("status of {name}: {e}"));
+}
+
+/// An output Secret as `ReconcileResultSecret` (pkg/resources/provider.go)
+/// writes it: a controller ownerReference to the CR, no labels.
+async fn go_output_secret<K: Resource<DynamicType = ()>>(
+    client: &Client,
+    ns: &str,
+    owner: &K,
+    name: &str,
+    data: &[(&str, &str)],
+) {
+    let owner_ref = owner
+        .controller_owner_ref(&())
+        .unwrap_or_else(|| panic!("owner without uid"));
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            owner_references: Some(vec![owner_ref]),
+            ..Default::default()
+        },
+        type_: Some("Opaque".into()),
+        data: Some(secret_data(data)),
+        ..Default::default()
+    };
+    create_secret(client, ns, secret).await;
+}
+
+async fn create_secret(client: &Client, ns: &str, secret: Secret) {
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|e| panic!("creating Secret {}: {e}", secret.name_any()));
+}
+
+fn plain_secret(name: &str, data: &[(&str, &str)]) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        type_: Some("Opaque".into()),
+        data: Some(secret_data(data)),
+        ..Default::default()
+    }
+}
+
+/// Waits until this operator has written the CR's status (the Go
+/// operator never sets observedGeneration).
+async fn taken_over<K>(client: &Client, ns: &str, name: &str) -> K
+where
+    K: crate::support::Phased
+        + Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api = Api::<K>::namespaced(client.clone(), ns);
+    let obj = wait_for(
+        &api,
+        name,
+        "status written by this operator",
+        DEFAULT_TIMEOUT,
+        |o: Option<&K>| {
+            o.and_then(|o| serde_json::to_value(o).ok())
+                .is_some_and(|v| v["status"]["observedGeneration"].is_i64())
+        },
+    )
+    .await;
+    assert_eq!(
+        obj.phase(),
+        Some(Phase::Complete),
+        "{name}: {}",
+        obj.message()
+    );
+    obj
+}
+
+/// AWS calls that create, change or delete, with parameters mentioning
+/// `text`, made after `since` requests.
+fn writes_mentioning(since: usize, text: &str) -> Vec<String> {
+    aws_requests()
+        .into_iter()
+        .skip(since)
+        .filter(|r| r["params"].to_string().contains(text))
+        .map(|r| r["action"].as_str().unwrap_or_default().to_string())
+        .filter(|a| {
+            ["Create", "Modify", "Delete", "Put", "Restore"]
+                .iter()
+                .any(|p| a.starts_with(p))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
+    with_namespace("migrate-aws", |client, ns| async move {
+        ensure_crds(&client).await;
+        let env = TestEnv::load();
+        let config = env.aws_config().await;
+        let rds = aws_sdk_rds::Client::new(&config);
+        let ec = aws_sdk_elasticache::Client::new(&config);
+        let s3 = env.s3().await;
+        let iam = aws_sdk_iam::Client::new(&config);
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resources-aws-strategies"}, "data": go_strategies()}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &cm).await.unwrap_or_else(|e| panic!("{e}"));
+        let spec = |secret: &str| json!({"type": "aws", "tier": "production", "secretRef": {"name": secret}});
+
+        // --- Postgres: buildRDSCreateStrategy + buildDefaultRDSSecret
+        // (pkg/providers/aws/provider_postgres.go).
+        let db_id = cloud_identifier(CLUSTER, &ns, "db");
+        let password = "3f2c9d1e8a7b4c6d9e0f1a2b3c4d5e6f";
+        rds.create_db_instance()
+            .db_instance_identifier(&db_id).engine("postgres").engine_version("13.13")
+            .db_instance_class("db.t3.small").allocated_storage(20).max_allocated_storage(100)
+            .master_username("postgres").master_user_password(password).db_name("postgres").port(5432)
+            .multi_az(true).auto_minor_version_upgrade(false).backup_retention_period(31)
+            .deletion_protection(true).storage_encrypted(true).publicly_accessible(false).copy_tags_to_snapshot(true)
+            .preferred_backup_window("02:00-03:00").preferred_maintenance_window("mon:04:00-mon:05:00")
+            .set_tags(Some(go_tags("db").into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        create_secret(&client, &ns, plain_secret("db-aws-rds-credentials", &[("user", "postgres"), ("password", password)])).await;
+        let pg: Postgres = go_cr(&client, &ns, "Postgres", "db", spec("db-sec"), GO_FINALIZER, Some(&db_id)).await;
+
+        // --- Redis: buildElasticacheCreateStrategy (provider_redis.go); the
+        // Go operator tags the nodes, not the group.
+        let cache_id = cloud_identifier(CLUSTER, &ns, "cache");
+        ec.create_replication_group()
+            .replication_group_id(&cache_id).replication_group_description("A Redis replication group")
+            .engine("redis").engine_version("7.1").cache_node_type("cache.t3.micro").num_cache_clusters(2)
+            .automatic_failover_enabled(true).snapshot_retention_limit(31).at_rest_encryption_enabled(true)
+            .transit_encryption_enabled(false).snapshot_window("02:00-03:00").preferred_maintenance_window("mon:04:00-mon:05:00")
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let cache: Redis = go_cr(&client, &ns, "Redis", "cache", spec("cache-sec"), GO_FINALIZER, Some(&cache_id)).await;
+
+        // --- BlobStorage: CreateBucket, PutPublicAccessBlock,
+        // PutBucketEncryption, PutBucketTagging (provider_blobstorage.go);
+        // its user's key is minted by the Cloud Credential Operator for the
+        // CredentialsRequest cro-aws-s3-<bucket>-creds (reconcileCredentialRequest).
+        let bucket = cloud_identifier(CLUSTER, &ns, "blob");
+        s3.create_bucket().bucket(&bucket)
+            .create_bucket_configuration(aws_sdk_s3::types::CreateBucketConfiguration::builder().location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(env.aws_region.as_str())).build())
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let tag_set = go_tags("blob").into_iter().map(|(k, v)| aws_sdk_s3::types::Tag::builder().key(k).value(v).build().unwrap_or_else(|e| panic!("{e}"))).collect();
+        s3.put_bucket_tagging().bucket(&bucket).tagging(aws_sdk_s3::types::Tagging::builder().set_tag_set(Some(tag_set)).build().unwrap_or_else(|e| panic!("{e}")))
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let minted_user = format!("cco-{ns}-blob");
+        iam.create_user().user_name(&minted_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let key = iam.create_access_key().user_name(&minted_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let key = key.access_key().cloned().unwrap_or_else(|| panic!("no key"));
+        create_secret(&client, &ns, plain_secret(&format!("cro-aws-s3-{bucket}-creds"),
+            &[("aws_access_key_id", key.access_key_id()), ("aws_secret_access_key", key.secret_access_key())])).await;
+        let blob: BlobStorage = go_cr(&client, &ns, "BlobStorage", "blob", spec("blob-sec"), GO_FINALIZER, Some(&bucket)).await;
+
+        // --- SMTPCredentialSet (v0.13.3, provider_smtpcredentialset.go): a
+        // CCO CredentialsRequest named after the identifier, the v0.13.3
+        // finalizer, no resourceIdentifier annotation.
+        let mail_id = cloud_identifier(CLUSTER, &ns, "mail");
+        let mail_user = format!("cco-{ns}-mail");
+        iam.create_user().user_name(&mail_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let mail_key = iam.create_access_key().user_name(&mail_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let mail_key = mail_key.access_key().cloned().unwrap_or_else(|| panic!("no key"));
+        create_secret(&client, &ns, plain_secret(&mail_id,
+            &[("aws_access_key_id", mail_key.access_key_id()), ("aws_secret_access_key", mail_key.secret_access_key())])).await;
+        let mail: SMTPCredentialSet = go_cr(&client, &ns, "SMTPCredentialSet", "mail", spec("mail-sec"), GO_LEGACY_FINALIZER, None).await;
+
+        // Wait for the emulator's creating phases, as the Go operator would.
+        let db = loop {
+            let out = rds.describe_db_instances().db_instance_identifier(&db_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            let db = out.db_instances().first().cloned().unwrap_or_else(|| panic!("no instance"));
+            if db.db_instance_status() == Some("available") { break db; }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        };
+        let group = loop {
+            let out = ec.describe_replication_groups().replication_group_id(&cache_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            let g = out.replication_groups().first().cloned().unwrap_or_else(|| panic!("no group"));
+            if g.status() == Some("available") { break g; }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        };
+
+        // Output Secrets (ReconcileResultSecret) and complete statuses.
+        let host = db.endpoint().and_then(|e| e.address()).unwrap_or_default().to_string();
+        go_output_secret(&client, &ns, &pg, "db-sec", &[("username", "postgres"), ("password", password), ("host", &host), ("port", "5432"), ("database", "postgres")]).await;
+        go_status::<Postgres>(&client, &ns, "db", json!({"strategy": "aws", "provider": "aws-rds", "version": "13.13", "secretRef": {"name": "db-sec"},
+            "phase": "complete", "message": format!("rds instance {db_id} is as expected, aws rds status is available")})).await;
+        let primary = group.node_groups().first().and_then(|n| n.primary_endpoint()).and_then(|e| e.address()).unwrap_or_default().to_string();
+        go_output_secret(&client, &ns, &cache, "cache-sec", &[("uri", &primary), ("port", "6379")]).await;
+        go_status::<Redis>(&client, &ns, "cache", json!({"strategy": "aws", "provider": "aws-elasticache", "version": "7.1", "secretRef": {"name": "cache-sec"},
+            "phase": "complete", "message": "successfully created and tagged, aws elasticache status is available"})).await;
+        go_output_secret(&client, &ns, &blob, "blob-sec", &[("bucketName", &bucket), ("bucketRegion", &env.aws_region),
+            ("credentialKeyID", key.access_key_id()), ("credentialSecretKey", key.secret_access_key())]).await;
+        go_status::<BlobStorage>(&client, &ns, "blob", json!({"strategy": "aws", "provider": "aws-s3", "secretRef": {"name": "blob-sec"},
+            "phase": "complete", "message": "successfully created and tagged"})).await;
+        let smtp_host = format!("email-smtp.{}.amazonaws.com", env.aws_region);
+        go_output_secret(&client, &ns, &mail, "mail-sec", &[("username", mail_key.access_key_id()), ("password", "An60U4ZD3sd4fg+FvXUjayOipTt8LO4rUUmhpdX6ctDy"),
+            ("host", &smtp_host), ("port", "587"), ("tls", "true")]).await;
+        go_status::<SMTPCredentialSet>(&client, &ns, "mail", json!({"strategy": "aws", "provider": "aws-ses", "secretRef": {"name": "mail-sec"},
+            "phase": "complete", "message": "creation successful"})).await;
+
+        // Snapshots: the identifier from BuildTimestampedInfraNameFromObjectCreation
+        // (pkg/resources/config.go) in status.snapshotID (createPostgresSnapshot,
+        // createRedisSnapshot); the Go RedisSnapshot never sets status.strategy.
+        let go_time = |o: &DynamicObject| o.metadata.creation_timestamp.as_ref().map(|t| t.0.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string()).unwrap_or_default();
+        let pg_snap: DynamicObject = crate::support::create_json::<PostgresSnapshot>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
+            "metadata": {"name": "db-snap", "finalizers": [GO_FINALIZER]}, "spec": {"resourceName": "db"}})).await
+            .pipe_dynamic();
+        let pg_snap_id = timestamped_identifier(CLUSTER, &ns, "db-snap", &go_time(&pg_snap));
+        rds.create_db_snapshot().db_instance_identifier(&db_id).db_snapshot_identifier(&pg_snap_id)
+            .set_tags(Some(go_tags(&pg_snap_id).into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        go_status::<PostgresSnapshot>(&client, &ns, "db-snap", json!({"snapshotID": pg_snap_id, "phase": "complete", "message": "snapshot created", "strategy": "aws"})).await;
+        let redis_snap: DynamicObject = crate::support::create_json::<RedisSnapshot>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "RedisSnapshot",
+            "metadata": {"name": "cache-snap", "finalizers": [GO_FINALIZER]}, "spec": {"resourceName": "cache"}})).await
+            .pipe_dynamic();
+        let redis_snap_id = timestamped_identifier(CLUSTER, &ns, "cache-snap", &go_time(&redis_snap));
+        ec.create_snapshot().replication_group_id(&cache_id).snapshot_name(&redis_snap_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        go_status::<RedisSnapshot>(&client, &ns, "cache-snap", json!({"snapshotID": redis_snap_id, "phase": "complete", "message": "snapshot created"})).await;
+
+        // Switch operators.
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let before: BTreeMap<String, BTreeMap<String, String>> = futures::future::join_all(
+            ["db-sec", "cache-sec", "blob-sec", "mail-sec", "db-aws-rds-credentials"].map(|n| {
+                let secrets = secrets.clone();
+                async move { (n.to_string(), read_secret(&secrets.get(n).await.unwrap_or_else(|e| panic!("{e}")))) }
+            }),
+        )
+        .await
+        .into_iter()
+        .collect();
+        let since = aws_requests().len();
+        let op = Operator::start(&ns).await;
+        let pg: Postgres = taken_over(&client, &ns, "db").await;
+        let _: Redis = taken_over(&client, &ns, "cache").await;
+        let _: BlobStorage = taken_over(&client, &ns, "blob").await;
+        let _: SMTPCredentialSet = taken_over(&client, &ns, "mail").await;
+        let _: PostgresSnapshot = taken_over(&client, &ns, "db-snap").await;
+        let _: RedisSnapshot = taken_over(&client, &ns, "cache-snap").await;
+        let up_to_date = pg.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == "UpToDate")).map(|c| (c.status.clone(), c.message.clone()));
+        assert_eq!(up_to_date.as_ref().map(|(s, _)| s.as_str()), Some("True"), "the Go operator's instance reads as drift: {up_to_date:?}");
+
+        for id in [&db_id, &cache_id, &bucket, &mail_id, &pg_snap_id, &redis_snap_id] {
+            assert_eq!(writes_mentioning(since, id), Vec::<String>::new(), "AWS writes for {id}");
+        }
+        let creates: Vec<String> = aws_requests().into_iter().skip(since)
+            .map(|r| r["action"].as_str().unwrap_or_default().to_string())
+            .filter(|a| a.starts_with("Create")).collect();
+        assert!(creates.is_empty(), "the operator created in AWS: {creates:?}");
+        for (name, data) in &before {
+            let now = read_secret(&secrets.get(name).await.unwrap_or_else(|e| panic!("{e}")));
+            if name == "mail-sec" {
+                // Re-derived from the same key with AWS's current (SigV4)
+                // algorithm; v0.13.3 used the retired version 2 one.
+                let mut expected = data.clone();
+                expected.insert("password".into(), cro_provider_aws::smtp_password::smtp_password(mail_key.secret_access_key(), &env.aws_region));
+                assert_eq!(&now, &expected, "{name}");
+            } else {
+                assert_eq!(&now, data, "{name} changed");
+            }
+        }
+        let manual = rds.describe_db_snapshots().db_instance_identifier(&db_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let ids: Vec<_> = manual.db_snapshots().iter().filter(|s| s.snapshot_type() == Some("manual")).filter_map(|s| s.db_snapshot_identifier()).collect();
+        assert_eq!(ids, [pg_snap_id.as_str()], "a second RDS snapshot");
+        let ec_snaps = ec.describe_snapshots().replication_group_id(&cache_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(ec_snaps.snapshots().len(), 1, "a second ElastiCache snapshot");
+
+        // Deleting the snapshot CRs deletes the Go operator's snapshots.
+        let pg_snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), &ns);
+        let redis_snaps = Api::<RedisSnapshot>::namespaced(client.clone(), &ns);
+        pg_snaps.delete("db-snap", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        redis_snaps.delete("cache-snap", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&pg_snaps, "db-snap", DEFAULT_TIMEOUT).await;
+        wait_deleted(&redis_snaps, "cache-snap", DEFAULT_TIMEOUT).await;
+        assert!(rds.describe_db_snapshots().db_snapshot_identifier(&pg_snap_id).send().await.is_err(), "{pg_snap_id} left");
+        let left = ec.describe_snapshots().snapshot_name(&redis_snap_id).send().await.map(|o| o.snapshots().len()).unwrap_or(0);
+        assert_eq!(left, 0, "{redis_snap_id} left");
+
+        // Deleting the BlobStorage hands its user back to CCO.
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        blobs.delete("blob", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&blobs, "blob", DEFAULT_TIMEOUT).await;
+        assert!(secrets.get_opt(&format!("cro-aws-s3-{bucket}-creds")).await.unwrap_or_else(|e| panic!("{e}")).is_none());
+        for (kind, name) in [("Postgres", "db"), ("Redis", "cache"), ("SMTPCredentialSet", "mail")] {
+            let resource = kube::discovery::ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk("integreatly.org", "v1alpha1", kind),
+                &cloud_resource_operator::api::crds().into_iter().find(|c| c.spec.names.kind == kind).map(|c| c.spec.names.plural).unwrap_or_default());
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+            api.delete(name, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&api, name, DEFAULT_TIMEOUT * 2).await;
+        }
+        op.stop().await;
+    })
+    .await;
+}
+
+/// Snapshot CRs are read here as dynamic objects for their metadata.
+trait PipeDynamic {
+    fn pipe_dynamic(self) -> DynamicObject;
+}
+
+impl<K: serde::Serialize> PipeDynamic for K {
+    fn pipe_dynamic(self) -> DynamicObject {
+        serde_json::from_value(serde_json::to_value(self).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+/// The in-cluster Postgres and Redis of the Go operator's openshift
+/// provider (pkg/providers/openshift/provider_postgres.go,
+/// provider_redis.go): no labels, no owner references, selector
+/// `deployment: <name>`, rhscl images, credentials in
+/// `<name>-postgres-credentials`, Redis config in the shared `redis-config`.
+async fn go_in_cluster(client: &Client, ns: &str, kind: &str, name: &str) -> Value {
+    let apply_raw = |kind: &'static str, obj: Value| {
+        let client = client.clone();
+        let ns = ns.to_string();
+        async move {
+            let api: Api<DynamicObject> = match kind {
+                "Deployment" => Api::namespaced_with(
+                    client,
+                    &ns,
+                    &kube::discovery::ApiResource::erase::<Deployment>(&()),
+                ),
+                "Service" => Api::namespaced_with(
+                    client,
+                    &ns,
+                    &kube::discovery::ApiResource::erase::<Service>(&()),
+                ),
+                "PersistentVolumeClaim" => Api::namespaced_with(
+                    client,
+                    &ns,
+                    &kube::discovery::ApiResource::erase::<PersistentVolumeClaim>(&()),
+                ),
+                "ConfigMap" => Api::namespaced_with(
+                    client,
+                    &ns,
+                    &kube::discovery::ApiResource::erase::<ConfigMap>(&()),
+                ),
+                _ => Api::namespaced_with(
+                    client,
+                    &ns,
+                    &kube::discovery::ApiResource::erase::<Secret>(&()),
+                ),
+            };
+            let obj: DynamicObject = serde_json::from_value(obj).unwrap_or_else(|e| panic!("{e}"));
+            api.create(&PostParams::default(), &obj)
+                .await
+                .unwrap_or_else(|e| panic!("creating {kind}: {e}"));
+        }
+    };
+    let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+    apply_raw("PersistentVolumeClaim", pvc).await;
+    let selector = json!({"deployment": name});
+    let (container, volumes, service_port, output) = if kind == "Postgres" {
+        // buildDefaultPostgresSecret: user, a dashless uuid, the CR's name.
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("{name}-postgres-credentials")}, "type": "Opaque",
+            "stringData": {"user": "postgresuser", "password": "9b1f6a0c2d3e4f5a6b7c8d9e0f1a2b3c", "database": name}});
+        apply_raw("Secret", secret).await;
+        let env = |var: &str, key: &str| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": format!("{name}-postgres-credentials"), "key": key}}});
+        (
+            json!({"name": name, "image": "registry.redhat.io/rhscl/postgresql-13-rhel7", "imagePullPolicy": "IfNotPresent",
+                   "ports": [{"containerPort": 5432, "protocol": "TCP"}],
+                   "env": [env("POSTGRESQL_USER", "user"), env("POSTGRESQL_PASSWORD", "password"), env("POSTGRESQL_DATABASE", "database")],
+                   "volumeMounts": [{"name": name, "mountPath": "/var/lib/pgsql/data"}]}),
+            json!([{"name": name, "persistentVolumeClaim": {"claimName": name}}]),
+            json!({"name": "postgresql", "protocol": "TCP", "port": 5432, "targetPort": 5432}),
+            json!({"username": "postgresuser", "password": "9b1f6a0c2d3e4f5a6b7c8d9e0f1a2b3c", "database": name,
+                   "host": format!("{name}.{ns}.svc.cluster.local"), "port": "5432"}),
+        )
+    } else {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "redis-config"}, "data": {"redis.conf": "port 6379\ndir /var/lib/redis/data\n"}});
+        apply_raw("ConfigMap", cm).await;
+        (
+            json!({"name": "redis", "image": "registry.redhat.io/rhel9/redis-7", "command": ["/usr/bin/redis-server"], "args": ["/etc/redis.d/redis.conf", "--daemonize", "no"],
+                   "volumeMounts": [{"name": name, "mountPath": "/var/lib/redis/data"}, {"name": "redis-config", "mountPath": "/etc/redis.d/"}]}),
+            json!([{"name": name, "persistentVolumeClaim": {"claimName": name}},
+                   {"name": "redis-config", "configMap": {"name": "redis-config", "items": [{"key": "redis.conf", "path": "redis.conf"}]}}]),
+            json!({"port": 6379, "targetPort": 6379, "protocol": "TCP"}),
+            json!({"uri": format!("{name}.{ns}.svc.cluster.local"), "port": "6379"}),
+        )
+    };
+    apply_raw("Deployment", json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
+                 "template": {"metadata": {"labels": selector}, "spec": {"volumes": volumes, "containers": [container]}}}})).await;
+    apply_raw(
+        "Service",
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+        "spec": {"ports": [service_port], "selector": selector}}),
+    )
+    .await;
+    output
+}
+
+#[tokio::test]
+async fn in_cluster_workloads_the_go_operator_made_are_adopted_without_an_outage() {
+    with_namespace("migrate-incluster", |client, ns| async move {
+        ensure_crds(&client).await;
+        let spec = |secret: &str| json!({"type": "openshift", "tier": "development", "secretRef": {"name": secret}});
+        let mut outputs = BTreeMap::new();
+        for (kind, name, provider) in [("Postgres", "db", "openshift-postgres-template"), ("Redis", "cache", "openshift-redis-template")] {
+            let output = go_in_cluster(&client, &ns, kind, name).await;
+            let secret = format!("{name}-sec");
+            let data: Vec<(String, String)> = output.as_object().into_iter().flatten().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect();
+            let pairs: Vec<(&str, &str)> = data.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let status = json!({"strategy": "openshift", "provider": provider, "secretRef": {"name": secret}, "phase": "complete", "message": "creation successful"});
+            if kind == "Postgres" {
+                let cr: Postgres = go_cr(&client, &ns, kind, name, spec(&secret), GO_FINALIZER, None).await;
+                go_output_secret(&client, &ns, &cr, &secret, &pairs).await;
+                go_status::<Postgres>(&client, &ns, name, status).await;
+            } else {
+                let cr: Redis = go_cr(&client, &ns, kind, name, spec(&secret), GO_FINALIZER, None).await;
+                go_output_secret(&client, &ns, &cr, &secret, &pairs).await;
+                go_status::<Redis>(&client, &ns, name, status).await;
+            }
+            outputs.insert(secret, data.into_iter().collect::<BTreeMap<_, _>>());
+        }
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let services = Api::<Service>::namespaced(client.clone(), &ns);
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        // Pods of the Go operator's Deployments running (kwok).
+        for name in ["db", "cache"] {
+            wait_for(&deployments, name, "Available", DEFAULT_TIMEOUT, |d: Option<&Deployment>| {
+                d.and_then(|d| d.status.as_ref()).and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"))
+            })
+            .await;
+        }
+        let generations: Vec<Option<i64>> = futures::future::join_all(["db", "cache"].map(|n| {
+            let deployments = deployments.clone();
+            async move { deployments.get(n).await.unwrap_or_else(|e| panic!("{e}")).metadata.generation }
+        }))
+        .await;
+        let creds_before = read_secret(&secrets.get("db-postgres-credentials").await.unwrap_or_else(|e| panic!("{e}")));
+
+        let op = Operator::start(&ns).await;
+        let pg: Postgres = taken_over(&client, &ns, "db").await;
+        let _: Redis = taken_over(&client, &ns, "cache").await;
+        for (i, name) in ["db", "cache"].into_iter().enumerate() {
+            let d = deployments.get(name).await.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(d.metadata.generation, generations[i], "{name}: the Deployment's spec was changed");
+            assert!(d.owner_references().iter().any(|o| Some(&o.uid) == pg.meta().uid.as_ref() || o.kind == "Redis"), "{name}: not adopted");
+            let s = services.get(name).await.unwrap_or_else(|e| panic!("{e}"));
+            let selector = s.spec.and_then(|s| s.selector).unwrap_or_default();
+            assert_eq!(selector, BTreeMap::from([("deployment".to_string(), name.to_string())]), "{name}: the Service no longer selects the pods");
+        }
+        assert_eq!(read_secret(&secrets.get("db-postgres-credentials").await.unwrap_or_else(|e| panic!("{e}"))), creds_before, "the password changed");
+        for (secret, data) in &outputs {
+            assert_eq!(&read_secret(&secrets.get(secret).await.unwrap_or_else(|e| panic!("{e}"))), data, "{secret} changed");
+        }
+
+        // A Service deleted by hand comes back in the Go operator's shape.
+        services.delete("db", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let back = wait_for(&services, "db", "Service back", DEFAULT_TIMEOUT, |s: Option<&Service>| s.is_some_and(|s| s.metadata.deletion_timestamp.is_none())).await;
+        assert_eq!(back.spec.and_then(|s| s.selector), Some(BTreeMap::from([("deployment".to_string(), "db".to_string())])));
+
+        // Deleting the CRs removes what the Go operator made for them.
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let redis = Api::<Redis>::namespaced(client.clone(), &ns);
+        pgs.delete("db", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        redis.delete("cache", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
+        wait_deleted(&redis, "cache", DEFAULT_TIMEOUT).await;
+        assert!(secrets.get_opt("db-postgres-credentials").await.unwrap_or_else(|e| panic!("{e}")).is_none());
+        let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+        assert!(cms.get_opt("redis-config").await.unwrap_or_else(|e| panic!("{e}")).is_none(), "the last Redis's shared config left");
+        op.stop().await;
+    })
+    .await;
+}
