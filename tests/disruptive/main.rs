@@ -5,7 +5,10 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod faults;
+mod openshift;
 mod poison;
+mod rollout;
 
 /// Held for the whole of each test: no two of these run at once.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

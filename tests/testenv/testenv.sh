@@ -7,6 +7,7 @@
 #   testenv.sh up      build if needed, start everything, write env.sh
 #   testenv.sh down    stop exactly the processes `up` started
 #   testenv.sh status  exit 0 when the environment is up and healthy
+#   testenv.sh restart apiserver|etcd  restart one process under its clients
 #
 # Binaries are built from published Go modules and cached by version in
 # $CRO_TESTENV_CACHE (default ~/.cache/cro-testenv), outside the repository,
@@ -247,6 +248,69 @@ cmd_status() {
   [ -f "$state/env.sh" ] && kctl get --raw /readyz >/dev/null 2>&1
 }
 
+# start_etcd CLIENT_PORT PEER_PORT and start_apiserver ETCD_PORT API_PORT:
+# as `up` and `restart` start them (same flags, ports, data, certificates).
+start_etcd() {
+  local etcd_port=$1 etcd_peer=$2
+  start etcd "$etcd_bin/etcd" --name testenv --data-dir "$state/etcd" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+    --initial-cluster "testenv=http://127.0.0.1:$etcd_peer" --unsafe-no-fsync --log-level warn
+}
+
+start_apiserver() {
+  local etcd_port=$1 api_port=$2
+  start kube-apiserver "$k8s_bin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --tls-cert-file "$state/pki/apiserver.crt" --tls-private-key-file "$state/pki/apiserver.key" \
+    --client-ca-file "$state/pki/ca.crt" \
+    --token-auth-file "$state/pki/tokens.csv" --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc \
+    --service-account-key-file "$state/pki/sa.pub" \
+    --service-account-signing-key-file "$state/pki/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
+    --allow-privileged --profiling=false \
+    --audit-policy-file "$state/audit-policy.yaml" --audit-log-path "$state/logs/audit.log" \
+    --audit-log-format json --audit-log-maxsize 200
+}
+
+# Stops one process `up` started (SIGTERM, then SIGKILL), by its pid file
+# and only while its command line is still the binary we started.
+stop_one() {
+  local f=$state/pids/$1.pid pid
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$cache"; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+# restart apiserver|etcd: stops that process and starts it again on the
+# same port and data; its clients see dropped connections and watches.
+# Tests use it to prove the operator survives API-server faults.
+cmd_restart() {
+  [ -f "$state/ports.env" ] || die "not up"
+  local etcd_port etcd_peer api_port moto_port
+  # shellcheck disable=SC1091
+  . "$state/ports.env"
+  case ${1:-} in
+    apiserver)
+      stop_one kube-apiserver
+      start_apiserver "$etcd_port" "$api_port" ;;
+    etcd)
+      stop_one etcd
+      start_etcd "$etcd_port" "$etcd_peer"
+      wait_for "etcd" 30 curl -sf "http://127.0.0.1:$etcd_port/health" ;;
+    *) die "usage: $0 restart apiserver|etcd" ;;
+  esac
+  wait_for "kube-apiserver /readyz" 60 kctl get --raw /readyz
+  log "restarted $1"
+}
+
 cmd_up() {
   if cmd_status; then
     log "already up; source $state/env.sh"
@@ -265,10 +329,7 @@ cmd_up() {
   echo "$token" >"$admin_token_file"
   printf '%s,cro-testenv-admin,cro-testenv-admin,"system:masters"\n' "$token" >"$state/pki/tokens.csv"
 
-  start etcd "$etcd_bin/etcd" --name testenv --data-dir "$state/etcd" \
-    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
-    --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
-    --initial-cluster "testenv=http://127.0.0.1:$etcd_peer" --unsafe-no-fsync --log-level warn
+  start_etcd "$etcd_port" "$etcd_peer"
   # moto with realistic creating/modifying/deleting transitions.
   # Its request log and fault file are the tests' view into AWS calls.
   start moto env CRO_MOTO_REQUEST_LOG="$state/logs/moto-requests.jsonl" CRO_MOTO_FAULTS="$state/moto-faults.json" \
@@ -285,19 +346,8 @@ rules:
   userGroups: ["system:serviceaccounts"]
 - level: None
 EOF
-  start kube-apiserver "$k8s_bin/kube-apiserver" \
-    --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
-    --tls-cert-file "$state/pki/apiserver.crt" --tls-private-key-file "$state/pki/apiserver.key" \
-    --client-ca-file "$state/pki/ca.crt" \
-    --token-auth-file "$state/pki/tokens.csv" --authorization-mode RBAC \
-    --service-account-issuer https://kubernetes.default.svc \
-    --service-account-key-file "$state/pki/sa.pub" \
-    --service-account-signing-key-file "$state/pki/sa.key" \
-    --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
-    --allow-privileged --profiling=false \
-    --audit-policy-file "$state/audit-policy.yaml" --audit-log-path "$state/logs/audit.log" \
-    --audit-log-format json --audit-log-maxsize 200
+  printf 'etcd_port=%s\netcd_peer=%s\napi_port=%s\nmoto_port=%s\n' "$etcd_port" "$etcd_peer" "$api_port" "$moto_port" >"$state/ports.env"
+  start_apiserver "$etcd_port" "$api_port"
   write_kubeconfig "$api_port" "$token"
   wait_for "etcd" 30 curl -sf "http://127.0.0.1:$etcd_port/health"
   wait_for "kube-apiserver /readyz" 60 kctl get --raw /readyz
@@ -333,7 +383,7 @@ EOF
       'metadata: {name: standard, annotations: {storageclass.kubernetes.io/is-default-class: "true"}}' \
       'provisioner: kubernetes.io/no-provisioner' 'volumeBindingMode: Immediate'
     local i
-    for i in $(seq -w 1 "${CRO_TESTENV_VOLUMES:-150}"); do
+    for i in $(seq -w 1 "${CRO_TESTENV_VOLUMES:-500}"); do
       printf -- '---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: testenv-pv-%s}\n' "$i"
       printf 'spec: {capacity: {storage: 100Gi}, accessModes: [ReadWriteOnce, ReadWriteMany], storageClassName: standard, persistentVolumeReclaimPolicy: Retain, hostPath: {path: /tmp/cro-testenv-pv-%s}}\n' "$i"
     done
@@ -350,17 +400,9 @@ EOF
 # still the binary we started (a reused pid is left alone).
 cmd_down() {
   [ -d "$state/pids" ] || { log "nothing to stop"; return 0; }
-  local f pid name order=(kwok kube-scheduler kube-controller-manager kube-apiserver moto etcd)
-  for name in "${order[@]}"; do
-    f=$state/pids/$name.pid
-    [ -f "$f" ] || continue
-    pid=$(cat "$f")
-    if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$cache"; then
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-    rm -f "$f"
+  local name
+  for name in kwok kube-scheduler kube-controller-manager kube-apiserver moto etcd; do
+    stop_one "$name"
   done
   rm -f "$state/env.sh"
   log "down"
@@ -371,5 +413,6 @@ case ${1:-} in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  *) echo "usage: $0 build|up|down|status" >&2; exit 2 ;;
+  restart) cmd_restart "${2:-}" ;;
+  *) echo "usage: $0 build|up|down|status|restart apiserver|etcd" >&2; exit 2 ;;
 esac
