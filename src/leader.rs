@@ -4,6 +4,14 @@
 //! for the renew deadline; a candidate takes over once the holder's record
 //! has not changed for the lease duration. Expiry is judged by when this
 //! process saw the record change, never by comparing clocks across nodes.
+//!
+//! Why not kube-lease-manager: it judges expiry from the holder's
+//! `renewTime` against the candidate's wall clock, with a configured skew
+//! allowance, so a holder whose clock runs ahead keeps a dead Lease for
+//! longer than its duration; it has no renew deadline after which a leader
+//! that cannot reach the API server stops by itself. Both are what makes
+//! "at most one leader acts" hold here (tests/integration/leader.rs,
+//! tests/disruptive/faults.rs).
 
 use std::time::{Duration, Instant};
 

@@ -8,5 +8,6 @@ pub mod config;
 pub mod controllers;
 pub mod leader;
 pub mod metrics;
+pub mod providers;
 pub mod reconcile;
 pub mod validate;

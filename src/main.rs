@@ -5,10 +5,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use cloud_resource_operator::{
     api, cluster_id, controllers, leader,
     metrics::{self, Metrics},
+    providers,
     reconcile::{Context, Settings},
     validate,
 };
-use cro_provider_api::Provider;
 use tracing::{info, warn};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
@@ -169,15 +169,7 @@ const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/servicea
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
-    let operator_namespace = match args.operator_namespace {
-        Some(ns) => ns,
-        None => match std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE) {
-            Ok(ns) => ns.trim().to_string(),
-            Err(_) => bail!(
-                "--operator-namespace (OPERATOR_NAMESPACE) is required when not running in a pod"
-            ),
-        },
-    };
+    let operator_namespace = operator_namespace(args.operator_namespace.clone())?;
     let client = kube::Client::try_default()
         .await
         .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
@@ -197,14 +189,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         operator_namespace,
         watch_namespaces: args
             .watch_namespaces
-            .into_iter()
+            .iter()
             .map(|ns| ns.trim().to_string())
             .filter(|ns| !ns.is_empty())
             .collect(),
         concurrency: args.concurrency,
         cluster_id,
-        tag_key_prefix: args.tag_key_prefix,
-        extra_tags: args.extra_tags.into_iter().collect::<BTreeMap<_, _>>(),
+        tag_key_prefix: args.tag_key_prefix.clone(),
+        extra_tags: args.extra_tags.iter().cloned().collect::<BTreeMap<_, _>>(),
         infrastructure_tags: infrastructure
             .as_ref()
             .map(cluster_id::infrastructure_tags)
@@ -217,42 +209,72 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         cluster_id_source = ?cluster_id_source,
         "starting cloud-resource-operator"
     );
-    let aws = cro_provider_aws::AwsSettings {
-        region: args.aws_region.or_else(|| {
-            infrastructure
-                .as_ref()
-                .and_then(cluster_id::infrastructure_region)
-        }),
-    };
-    let providers: Vec<Arc<dyn Provider>> = vec![
-        Arc::new(cro_provider_in_cluster::InClusterProvider::new(
-            client.clone(),
-            args.cluster_domain,
-        )),
-        Arc::new(cro_provider_aws::AwsProvider::new(client.clone(), aws)),
-    ];
+    let aws_region = args.aws_region.clone().or_else(|| {
+        infrastructure
+            .as_ref()
+            .and_then(cluster_id::infrastructure_region)
+    });
+    let providers = providers::build(
+        &client,
+        providers::Settings {
+            cluster_domain: args.cluster_domain.clone(),
+            aws: cro_provider_aws::AwsSettings { region: aws_region },
+        },
+    );
     let metrics = Arc::new(Metrics::new(&providers));
-    let elector = args
-        .leader_election
-        .then(|| {
-            let config = leader::Config {
-                namespace: args
-                    .leader_election_namespace
-                    .unwrap_or_else(|| settings.operator_namespace.clone()),
-                name: args.leader_election_lease_name,
-                identity: leader::identity(),
-                lease_duration: Duration::from_secs(args.leader_election_lease_duration),
-                renew_deadline: Duration::from_secs(args.leader_election_renew_deadline),
-                retry_period: Duration::from_secs(args.leader_election_retry_period),
-            };
-            config.check().map_err(anyhow::Error::msg)?;
-            anyhow::Ok(leader::Elector::new(client.clone(), config))
-        })
-        .transpose()?;
+    let elector = elector(&args, &client, &settings.operator_namespace)?;
     let ctx = Arc::new(Context::new(client, settings, providers, metrics.clone()));
-    let listener = tokio::net::TcpListener::bind(args.metrics_address)
+    serve(ctx, elector, metrics, args.metrics_address).await
+}
+
+/// The namespace of the strategies ConfigMaps: the flag, else the pod's.
+fn operator_namespace(configured: Option<String>) -> anyhow::Result<String> {
+    match configured {
+        Some(ns) => Ok(ns),
+        None => match std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE) {
+            Ok(ns) => Ok(ns.trim().to_string()),
+            Err(_) => bail!(
+                "--operator-namespace (OPERATOR_NAMESPACE) is required when not running in a pod"
+            ),
+        },
+    }
+}
+
+/// The leader elector the flags ask for, if any.
+fn elector(
+    args: &RunArgs,
+    client: &kube::Client,
+    operator_namespace: &str,
+) -> anyhow::Result<Option<leader::Elector>> {
+    if !args.leader_election {
+        return Ok(None);
+    }
+    let config = leader::Config {
+        namespace: args
+            .leader_election_namespace
+            .clone()
+            .unwrap_or_else(|| operator_namespace.to_string()),
+        name: args.leader_election_lease_name.clone(),
+        identity: leader::identity(),
+        lease_duration: Duration::from_secs(args.leader_election_lease_duration),
+        renew_deadline: Duration::from_secs(args.leader_election_renew_deadline),
+        retry_period: Duration::from_secs(args.leader_election_retry_period),
+    };
+    config.check().map_err(anyhow::Error::msg)?;
+    Ok(Some(leader::Elector::new(client.clone(), config)))
+}
+
+/// Reconciles (as the leader, when electing) and serves `/metrics` until
+/// SIGTERM.
+async fn serve(
+    ctx: Arc<Context>,
+    elector: Option<leader::Elector>,
+    metrics: Arc<Metrics>,
+    address: std::net::SocketAddr,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(address)
         .await
-        .with_context(|| format!("listening on --metrics-address {}", args.metrics_address))?;
+        .with_context(|| format!("listening on --metrics-address {address}"))?;
     info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
     let shutdown = controllers::shutdown_on(terminated());
     tokio::select! {

@@ -9,15 +9,15 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use cro_provider_api::{ProviderError, ResourceKind};
+use cro_provider_api::ResourceKind;
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::{
     api::{PostgresSnapshotSpec, ResourceTypeSpec},
     config::{
-        KNOWN_PROVIDERS, Located, TYPES_CONFIG_MAP, known_provider, provider_of_strategies_map,
-        resolve_provider, resolve_tier, tier_mapping, type_mapping,
+        Located, TYPES_CONFIG_MAP, known_provider, provider_of_strategies_map, resolve_provider,
+        resolve_tier, tier_mapping, type_mapping,
     },
 };
 
@@ -183,19 +183,6 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>, findings: &mut Vec<Findi
     }
 }
 
-/// Checks a provider's tier strategy for `kind`, with the provider's own
-/// code.
-pub fn validate_strategy(
-    provider: &str,
-    kind: ResourceKind,
-    strategy: &Value,
-) -> Result<(), ProviderError> {
-    match provider {
-        cro_provider_aws::NAME => cro_provider_aws::validate_strategy(kind, strategy),
-        _ => cro_provider_in_cluster::validate_strategy(kind, strategy),
-    }
-}
-
 /// Options of a validation run.
 #[derive(Debug, Default)]
 pub struct Options {
@@ -269,12 +256,12 @@ fn check_types(doc: &Document, findings: &mut Vec<Finding>) {
 const NETWORK_KEY: &str = "_network";
 
 fn check_strategies(doc: &Document, provider: &str, findings: &mut Vec<Finding>) {
-    if !KNOWN_PROVIDERS.contains(&provider) {
+    if !crate::providers::is_known(provider) {
         findings.push(doc.finding(
             Some("metadata.name".into()),
             format!(
                 "{provider:?} is not a provider; strategies ConfigMaps are named cloud-resources-<provider>-strategies with provider one of: {}",
-                KNOWN_PROVIDERS.join(", ")
+                crate::providers::names().collect::<Vec<_>>().join(", ")
             ),
         ));
         return;
@@ -303,7 +290,7 @@ fn check_strategies(doc: &Document, provider: &str, findings: &mut Vec<Finding>)
             None => continue,
         };
         for (tier, strategy) in &tiers {
-            if let Err(e) = validate_strategy(provider, kind, strategy) {
+            if let Err(e) = crate::providers::validate_strategy(provider, kind, strategy) {
                 findings.push(doc.finding(Some(format!("{at}, tier {tier}")), e.to_string()));
             }
         }
@@ -394,6 +381,11 @@ fn check_cr(
             return;
         }
     };
+    check_durations(doc, &spec, findings);
+    check_configuration(doc, &spec, *resource_kind, docs, options, findings);
+}
+
+fn check_durations(doc: &Document, spec: &ResourceTypeSpec, findings: &mut Vec<Finding>) {
     for (field, value) in [
         ("spec.snapshotFrequency", &spec.snapshot_frequency),
         ("spec.snapshotRetention", &spec.snapshot_retention),
@@ -405,8 +397,19 @@ fn check_cr(
             ));
         }
     }
+}
+
+/// The CR's type and tier, resolved against the ConfigMaps among `docs`.
+fn check_configuration(
+    doc: &Document,
+    spec: &ResourceTypeSpec,
+    resource_kind: ResourceKind,
+    docs: &[Document],
+    options: &Options,
+    findings: &mut Vec<Finding>,
+) {
     let types = types_for(docs, doc.namespace(), options).map(Document::config_map);
-    let provider = match resolve_provider(types.as_ref(), &spec.r#type, *resource_kind) {
+    let provider = match resolve_provider(types.as_ref(), &spec.r#type, resource_kind) {
         Ok(provider) => provider,
         Err(e) => {
             findings.push(doc.finding(Some("spec.type".into()), e.to_string()));
@@ -421,7 +424,7 @@ fn check_cr(
             Some(&strategies.config_map()),
             operator_ns,
             &provider,
-            *resource_kind,
+            resource_kind,
             &spec.tier,
         ) {
             findings.push(doc.finding(Some("spec.tier".into()), e.to_string()));

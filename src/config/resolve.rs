@@ -8,9 +8,6 @@ use serde_json::Value;
 
 use super::{TYPES_CONFIG_MAP, strategies_config_map};
 
-/// Providers this operator knows.
-pub const KNOWN_PROVIDERS: [&str; 2] = ["aws", "openshift"];
-
 /// Deployment types that work without any `cloud-resource-config`.
 pub const BUILTIN_TYPES: [(&str, &str); 4] = [
     ("aws", "aws"),
@@ -80,7 +77,7 @@ pub fn known_provider(
     resource: &str,
     provider: &str,
 ) -> Result<(), ConfigError> {
-    if KNOWN_PROVIDERS.contains(&provider) {
+    if crate::providers::is_known(provider) {
         Ok(())
     } else {
         Err(ConfigError::UnknownProvider {

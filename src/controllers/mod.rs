@@ -127,48 +127,60 @@ async fn resource_controller<K: ResourceCr>(
             .owns(scope.api::<ConfigMap>(&ctx), owned());
     }
     let controller = controller
-        // cloud-resource-config in a watched namespace concerns the CRs of
-        // that namespace.
         .watches(
             scope.api::<ConfigMap>(&ctx),
             watcher::Config::default().fields(&format!("metadata.name={TYPES_CONFIG_MAP}")),
-            move |cm| {
-                let ns = cm.namespace();
-                by_types
-                    .state()
-                    .into_iter()
-                    .filter(|cr| cr.namespace() == ns)
-                    .map(|cr| ObjectRef::from_obj(cr.as_ref()))
-                    .collect::<Vec<_>>()
-            },
+            move |cm| crs_in_namespace(&by_types, &cm),
         )
-        // In the operator namespace: cloud-resource-config is everyone's
-        // fallback; cloud-resources-<provider>-strategies concerns the CRs
-        // on that provider (and those whose provider is not settled yet).
         .watches(
             Api::<ConfigMap>::namespaced(client.clone(), &operator_ns),
             watcher::Config::default(),
-            move |cm| {
-                let name = cm.name_any();
-                let provider = provider_of_strategies_map(&name).map(str::to_string);
-                if provider.is_none() && name != TYPES_CONFIG_MAP {
-                    return Vec::new();
-                }
-                by_operator_cm
-                    .state()
-                    .into_iter()
-                    .filter(|cr| match (&provider, &cr.0) {
-                        (Some(p), Ok(cr)) => cr
-                            .status()
-                            .and_then(|s| s.strategy.as_deref())
-                            .is_none_or(|s| s == p),
-                        _ => true,
-                    })
-                    .map(|cr| ObjectRef::from_obj(cr.as_ref()))
-                    .collect::<Vec<_>>()
-            },
+            move |cm| crs_configured_by(&by_operator_cm, &cm),
         );
     drive(controller, ctx, shutdown).await;
+}
+
+type Store<K> = kube::runtime::reflector::Store<DeserializeGuard<K>>;
+
+/// A `cloud-resource-config` in a watched namespace concerns the CRs of
+/// that namespace.
+fn crs_in_namespace<K: ResourceCr>(
+    store: &Store<K>,
+    cm: &ConfigMap,
+) -> Vec<ObjectRef<DeserializeGuard<K>>> {
+    let ns = cm.namespace();
+    store
+        .state()
+        .into_iter()
+        .filter(|cr| cr.namespace() == ns)
+        .map(|cr| ObjectRef::from_obj(cr.as_ref()))
+        .collect()
+}
+
+/// In the operator namespace, `cloud-resource-config` is everyone's
+/// fallback; `cloud-resources-<provider>-strategies` concerns the CRs on
+/// that provider (and those whose provider is not settled yet).
+fn crs_configured_by<K: ResourceCr>(
+    store: &Store<K>,
+    cm: &ConfigMap,
+) -> Vec<ObjectRef<DeserializeGuard<K>>> {
+    let name = cm.name_any();
+    let provider = provider_of_strategies_map(&name);
+    if provider.is_none() && name != TYPES_CONFIG_MAP {
+        return Vec::new();
+    }
+    store
+        .state()
+        .into_iter()
+        .filter(|cr| match (provider, &cr.0) {
+            (Some(p), Ok(cr)) => cr
+                .status()
+                .and_then(|s| s.strategy.as_deref())
+                .is_none_or(|s| s == p),
+            _ => true,
+        })
+        .map(|cr| ObjectRef::from_obj(cr.as_ref()))
+        .collect()
 }
 
 /// How long running reconciles may take to finish after shutdown before

@@ -73,8 +73,8 @@ macro_rules! resource_kind {
             fn tier(&self) -> Option<&str> {
                 Some(&ResourceCr::spec(self).tier)
             }
-            async fn converge(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
-                converge(self, ctx).await
+            async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+                reconcile(self, ctx).await
             }
             async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
                 cleanup(self, ctx).await
@@ -93,8 +93,8 @@ fn report_of(status: Option<&ResourceTypeStatus>) -> Option<Report> {
     Some(Report {
         phase: s.phase?,
         message: s.message.clone().unwrap_or_default(),
-        strategy: s.strategy.clone(),
-        provider: s.provider.clone(),
+        provider: s.strategy.clone(),
+        service: s.provider.clone(),
         version: s.version.clone(),
         secret_ref: s.secret_ref.clone(),
         snapshot_id: None,
@@ -106,8 +106,8 @@ fn report_of(status: Option<&ResourceTypeStatus>) -> Option<Report> {
 
 fn status_json(report: &Report, conditions: Vec<Condition>, generation: Option<i64>) -> Value {
     let status = ResourceTypeStatus {
-        strategy: report.strategy.clone(),
-        provider: report.provider.clone(),
+        strategy: report.provider.clone(),
+        provider: report.service.clone(),
         version: report.version.clone(),
         secret_ref: report.secret_ref.clone(),
         phase: Some(report.phase),
@@ -302,38 +302,25 @@ fn final_snapshot_identifier<K: ResourceCr>(cr: &K, ctx: &Context) -> Option<Str
     ))
 }
 
-async fn converge<K: ResourceCr>(
+async fn reconcile<K: ResourceCr>(
     cr: &K,
     ctx: &Context,
 ) -> Result<(Report, Option<Duration>), Error> {
     let secret_ns = secret_namespace(cr, ctx)?;
     let provider_name = provider_name(cr, ctx).await?;
-    let strategy =
-        config::tier_strategy(&ctx.config, &provider_name, K::KIND, &cr.spec().tier).await?;
-    let inputs = (
-        cr.spec(),
-        cr.annotations(),
-        cr.labels(),
-        &strategy,
-        &provider_name,
-    );
-    let provisioned = unless_parked(ctx, &key(cr), &inputs, async {
-        provider(ctx, &provider_name)?
-            .reconcile(&request(cr, ctx, strategy.clone()))
-            .await
-            .map_err(|e| with_tier_location(e, &provider_name, K::KIND, &cr.spec().tier))
-    })
-    .await?;
+    let provisioned = provision(cr, ctx, &provider_name).await?;
     if let Some(id) = &provisioned.identifier
         && recorded_identifier(cr).as_ref() != Some(id)
     {
         record_identifier(cr, ctx, id).await?;
     }
-
+    if provisioned.maintenance_window_used {
+        close_maintenance_window(cr, ctx).await?;
+    }
     let previous = report_of(cr.status());
     let mut report = Report {
-        strategy: Some(provider_name),
-        provider: Some(provisioned.provider),
+        provider: Some(provider_name),
+        service: Some(provisioned.provider),
         version: provisioned
             .version
             .or_else(|| previous.as_ref().and_then(|p| p.version.clone())),
@@ -342,9 +329,6 @@ async fn converge<K: ResourceCr>(
         conditions: provisioned.conditions,
         ..Report::new(Phase::InProgress, "")
     };
-    if provisioned.maintenance_window_used {
-        close_maintenance_window(cr, ctx).await?;
-    }
     match provisioned.outcome {
         Outcome::InProgress(reason) => {
             report.message = reason;
@@ -362,48 +346,84 @@ async fn converge<K: ResourceCr>(
                 .map(pending_change)
                 .collect();
             report.conditions.push(up_to_date(&report.pending));
-            let secret_name = cr.spec().secret_ref.name.clone();
-            let same_ns = cr.namespace().as_deref() == Some(secret_ns.as_str());
-            let target = Target {
-                namespace: &secret_ns,
-                name: &secret_name,
-                owner_uid: cr.meta().uid.as_deref().unwrap_or_default(),
-                owner_ref: if same_ns {
-                    cr.controller_owner_ref(&()).map(not_controller)
-                } else {
-                    None
-                },
-                owner_desc: format!(
-                    "{} {}/{}",
-                    K::kind(&()),
-                    cr.namespace().unwrap_or_default(),
-                    cr.name_any()
-                ),
-            };
-            match output_secret::write(&ctx.client, &target, &details).await? {
-                Written::Conflict(message) => {
-                    report.phase = Phase::Failed;
-                    report.message = message;
-                }
-                Written::Ok { placeholders } => {
-                    report.phase = Phase::Complete;
-                    report.secret_ref = Some(SecretRef {
-                        name: secret_name.clone(),
-                        namespace: Some(secret_ns.clone()),
-                    });
-                    report.message = if placeholders.is_empty() {
-                        "successfully reconciled".into()
-                    } else {
-                        format!(
-                            "Secret {secret_ns}/{secret_name} holds placeholders for {}: this provider does not provision the service; fill the values in (they are kept)",
-                            placeholders.join(", ")
-                        )
-                    };
-                }
-            }
+            publish_secret(cr, ctx, &secret_ns, &details, &mut report).await?;
             Ok((report, provisioned.recheck_after))
         }
     }
+}
+
+/// Asks the provider for the resource, unless the same inputs just failed
+/// for a reason that needs a person.
+async fn provision<K: ResourceCr>(
+    cr: &K,
+    ctx: &Context,
+    provider_name: &str,
+) -> Result<cro_provider_api::Provisioned, Error> {
+    let tier = &cr.spec().tier;
+    let strategy = config::tier_strategy(&ctx.config, provider_name, K::KIND, tier).await?;
+    let inputs = (
+        cr.spec(),
+        cr.annotations(),
+        cr.labels(),
+        &strategy,
+        provider_name,
+    );
+    unless_parked(ctx, &key(cr), &inputs, async {
+        provider(ctx, provider_name)?
+            .reconcile(&request(cr, ctx, strategy.clone()))
+            .await
+            .map_err(|e| with_tier_location(e, provider_name, K::KIND, tier))
+    })
+    .await
+}
+
+/// Writes the connection Secret and sets the report's phase and message
+/// from how that went.
+async fn publish_secret<K: ResourceCr>(
+    cr: &K,
+    ctx: &Context,
+    secret_ns: &str,
+    details: &cro_provider_api::ConnectionDetails,
+    report: &mut Report,
+) -> Result<(), Error> {
+    let secret_name = cr.spec().secret_ref.name.clone();
+    let same_ns = cr.namespace().as_deref() == Some(secret_ns);
+    let target = Target {
+        namespace: secret_ns,
+        name: &secret_name,
+        owner_uid: cr.meta().uid.as_deref().unwrap_or_default(),
+        owner_ref: same_ns
+            .then(|| cr.controller_owner_ref(&()).map(not_controller))
+            .flatten(),
+        owner_desc: format!(
+            "{} {}/{}",
+            K::kind(&()),
+            cr.namespace().unwrap_or_default(),
+            cr.name_any()
+        ),
+    };
+    match output_secret::write(&ctx.client, &target, details).await? {
+        Written::Conflict(message) => {
+            report.phase = Phase::Failed;
+            report.message = message;
+        }
+        Written::Ok { placeholders } => {
+            report.phase = Phase::Complete;
+            report.secret_ref = Some(SecretRef {
+                name: secret_name.clone(),
+                namespace: Some(secret_ns.to_string()),
+            });
+            report.message = if placeholders.is_empty() {
+                "successfully reconciled".into()
+            } else {
+                format!(
+                    "Secret {secret_ns}/{secret_name} holds placeholders for {}: this provider does not provision the service; fill the values in (they are kept)",
+                    placeholders.join(", ")
+                )
+            };
+        }
+    }
+    Ok(())
 }
 
 /// A tier problem is reported with where the tier lives, so the message
@@ -427,7 +447,7 @@ fn with_tier_location(
                 .with_source(e)
                 .into()
         }
-        ErrorKind::Transient | ErrorKind::Throttled => e.into(),
+        ErrorKind::Transient | ErrorKind::Throttled | ErrorKind::NamespaceTerminating => e.into(),
     }
 }
 

@@ -50,8 +50,8 @@ macro_rules! snapshot_kind {
             fn status_json(&self, report: &Report, conditions: Vec<Condition>) -> Value {
                 status_json(report, conditions, self.meta().generation)
             }
-            async fn converge(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
-                converge(self, ctx).await
+            async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+                reconcile(self, ctx).await
             }
             async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
                 cleanup(self, ctx).await
@@ -66,7 +66,7 @@ snapshot_kind!(RedisSnapshot, Redis);
 fn report_of(status: Option<&SnapshotStatus>) -> Option<Report> {
     let s = status?;
     Some(Report {
-        strategy: s.strategy.clone(),
+        provider: s.strategy.clone(),
         snapshot_id: s.snapshot_id.clone(),
         ..Report::new(s.phase?, s.message.clone().unwrap_or_default())
     })
@@ -75,7 +75,7 @@ fn report_of(status: Option<&SnapshotStatus>) -> Option<Report> {
 fn status_json(report: &Report, conditions: Vec<Condition>, generation: Option<i64>) -> Value {
     let status = SnapshotStatus {
         snapshot_id: report.snapshot_id.clone(),
-        strategy: report.strategy.clone(),
+        strategy: report.provider.clone(),
         phase: Some(report.phase),
         message: Some(report.message.clone()),
         conditions,
@@ -153,7 +153,7 @@ fn recorded_id<K: SnapshotCr>(snap: &K) -> Option<String> {
         .filter(|id| !id.is_empty())
 }
 
-async fn converge<K: SnapshotCr>(
+async fn reconcile<K: SnapshotCr>(
     snap: &K,
     ctx: &Context,
 ) -> Result<(Report, Option<Duration>), Error> {
@@ -165,35 +165,20 @@ async fn converge<K: SnapshotCr>(
             snap.spec().resource_name
         )));
     };
-    let provider_name = match parent
-        .status()
-        .and_then(|s| s.strategy.clone())
-        .filter(|s| !s.is_empty())
-    {
-        Some(s) => s,
-        None => {
-            config::provider_for(
-                &ctx.config,
-                &ns,
-                &parent.spec().r#type,
-                <K::Parent as ResourceCr>::KIND,
-            )
-            .await?
-        }
-    };
-    let kind = <K::Parent as ResourceCr>::KIND;
+    let provider_name = parent_provider(&parent, &ns, ctx).await?;
     // The identifier is recorded before the snapshot is taken (the Go
     // operator's order too): a crash in between never takes a second one,
     // and deletion always finds it.
     let Some(id) = recorded_id(snap) else {
         let id = snapshot_identifier(snap, ctx);
         let report = Report {
-            strategy: Some(provider_name),
+            provider: Some(provider_name),
             snapshot_id: Some(id.clone()),
             ..Report::new(Phase::InProgress, format!("taking snapshot {id}"))
         };
         return Ok((report, Some(Duration::from_secs(1))));
     };
+    let kind = <K::Parent as ResourceCr>::KIND;
     let strategy =
         config::tier_strategy(&ctx.config, &provider_name, kind, &parent.spec().tier).await?;
     let inputs = (snap.spec(), snap.annotations(), &strategy, &provider_name);
@@ -203,12 +188,36 @@ async fn converge<K: SnapshotCr>(
             .await?)
     })
     .await?;
-    let mut report = Report {
-        strategy: Some(provider_name),
+    let report = Report {
+        provider: Some(provider_name),
         snapshot_id: Some(id),
         ..Report::new(Phase::InProgress, "")
     };
-    let requeue = match snapshotted.outcome {
+    Ok(outcome_report(snap, report, snapshotted.outcome))
+}
+
+/// The parent's provider: the one it recorded, else its type's.
+async fn parent_provider<P: ResourceCr>(
+    parent: &P,
+    ns: &str,
+    ctx: &Context,
+) -> Result<String, Error> {
+    if let Some(s) = parent
+        .status()
+        .and_then(|s| s.strategy.clone())
+        .filter(|s| !s.is_empty())
+    {
+        return Ok(s);
+    }
+    Ok(config::provider_for(&ctx.config, ns, &parent.spec().r#type, P::KIND).await?)
+}
+
+fn outcome_report<K: SnapshotCr>(
+    snap: &K,
+    mut report: Report,
+    outcome: Outcome<String>,
+) -> (Report, Option<Duration>) {
+    let requeue = match outcome {
         Outcome::Ready(id) => {
             report.phase = Phase::Complete;
             report.message = format!("snapshot {id} created");
@@ -225,7 +234,7 @@ async fn converge<K: SnapshotCr>(
             None
         }
     };
-    Ok((report, requeue))
+    (report, requeue)
 }
 
 async fn cleanup<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Deletion, Error> {

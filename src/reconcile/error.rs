@@ -33,6 +33,12 @@ pub enum Error {
     Internal(String),
 }
 
+/// The cause the API server gives when a namespace being deleted refuses
+/// new objects (its NamespaceLifecycle admission).
+pub fn namespace_terminating(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")))
+}
+
 impl Error {
     pub fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
         let action = action.into();
@@ -47,6 +53,18 @@ impl Error {
             Error::Invalid(_) => "invalid_spec",
             Error::Parked { label, .. } => label,
             Error::Internal(_) => "internal",
+        }
+    }
+
+    /// The object's namespace is being deleted and refuses new objects: the
+    /// CR's own deletion follows, and is what to wait for. Read from the
+    /// API server's status cause (or the provider's error kind), never
+    /// from message text.
+    pub fn namespace_terminating(&self) -> bool {
+        match self {
+            Error::Kube { source, .. } => namespace_terminating(source),
+            Error::Provider(e) => e.kind() == cro_provider_api::ErrorKind::NamespaceTerminating,
+            _ => false,
         }
     }
 
@@ -66,5 +84,36 @@ impl Error {
             Error::Parked { .. } => false,
             Error::Internal(_) => true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(causes: serde_json::Value) -> kube::Error {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "secrets \"x\" is forbidden: unable to create new content in namespace app because it is being terminated",
+            "details": {"name": "x", "kind": "secrets", "causes": causes}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn a_terminating_namespace_is_read_from_the_status_cause_not_the_text() {
+        let terminating = Error::kube("writing")(api_error(serde_json::json!([
+            {"reason": "NamespaceTerminating", "message": "namespace app is being terminated", "field": "metadata.namespace"}
+        ])));
+        assert!(terminating.namespace_terminating());
+        // The same words without the cause: an ordinary refusal.
+        let other = Error::kube("writing")(api_error(serde_json::json!([])));
+        assert!(!other.namespace_terminating());
+        let provider = Error::Provider(ProviderError::new(
+            cro_provider_api::ErrorKind::NamespaceTerminating,
+            "applying Service",
+        ));
+        assert!(provider.namespace_terminating() && !provider.is_transient());
     }
 }

@@ -38,9 +38,6 @@ use crate::{
     metrics::ObjectLabels,
 };
 
-/// What the API server says when a namespace being deleted refuses objects.
-const NAMESPACE_TERMINATING: &str = "because it is being terminated";
-
 /// When a CR that failed for a reason needing a person is tried again
 /// although neither it nor its configuration changed (someone may have
 /// fixed the cause outside Kubernetes, e.g. raised an AWS quota).
@@ -95,9 +92,10 @@ pub trait Managed:
     fn tier(&self) -> Option<&str> {
         None
     }
-    /// Creates or converges; `Ok` carries the status to report and when to
-    /// look again.
-    async fn converge(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error>;
+    /// Creates or converges the object (calling its provider's
+    /// `reconcile`); `Ok` carries the status to report and when to look
+    /// again.
+    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error>;
     /// Removes what the CR owns outside Kubernetes' garbage collection.
     async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error>;
 }
@@ -156,7 +154,7 @@ async fn reconcile_valid<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         }
         // The namespace is being deleted and refuses new objects: the CR's
         // own deletion follows, and is what to wait for.
-        Err(e) if e.to_string().contains(NAMESPACE_TERMINATING) => {
+        Err(e) if e.namespace_terminating() => {
             debug!(object = %key, "namespace is terminating; waiting for the deletion");
             Ok(Action::await_change())
         }
@@ -245,7 +243,7 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         return Ok(Action::await_change());
     }
 
-    let (report, requeue) = obj.converge(ctx).await?;
+    let (report, requeue) = obj.reconcile(ctx).await?;
     write_status(ctx, obj, report).await?;
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
@@ -284,7 +282,7 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) ->
         if let Some(age) = created.and_then(|c| (Timestamp::now() - c).try_into().ok()) {
             ctx.metrics.time_to_ready(
                 &K::kind(&()),
-                report.strategy.as_deref().unwrap_or_default(),
+                report.provider.as_deref().unwrap_or_default(),
                 obj.tier().unwrap_or_default(),
                 age,
             );
@@ -328,7 +326,7 @@ fn metric_labels<K: Managed>(ctx: &Context, obj: &K, report: Option<&Report>) ->
         instanceID: instance.unwrap_or_default(),
         productName: label("productName"),
         strategy: report
-            .and_then(|r| r.provider.clone().or_else(|| r.strategy.clone()))
+            .and_then(|r| r.service.clone().or_else(|| r.provider.clone()))
             .unwrap_or_default(),
     }
 }
@@ -420,7 +418,7 @@ pub(crate) async fn publish<K: Resource<DynamicType = ()>>(
     match ctx.recorder.publish(&event, &reference).await {
         Ok(()) => {}
         // A namespace being deleted takes no new Events; nothing is lost.
-        Err(e) if e.to_string().contains(NAMESPACE_TERMINATING) => {
+        Err(e) if error::namespace_terminating(&e) => {
             debug!(object = %key(obj), "namespace terminating; event not published")
         }
         Err(e) => warn!(object = %key(obj), error = %e, "could not publish event"),

@@ -17,10 +17,7 @@ use kube::{
 
 use super::Error;
 
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY: &str = "cloud-resource-operator";
-/// Marks a Secret as written for the CR with this uid.
-pub const OWNER_UID_LABEL: &str = "cro.integreatly.org/owner-uid";
+pub use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL};
 
 /// Where the Secret goes and who it is for.
 pub struct Target<'a> {
@@ -106,36 +103,22 @@ pub async fn write(
         .filter(|(_, v)| v.0.is_empty())
         .map(|(k, _)| k.clone())
         .collect();
-    let labels = BTreeMap::from([
-        (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
-        (OWNER_UID_LABEL.to_string(), target.owner_uid.to_string()),
-    ]);
-    let up_to_date = existing.as_ref().is_some_and(|s| {
-        s.data.as_ref() == Some(&data)
-            && labels
-                .iter()
-                .all(|(k, v)| s.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
-            && target.owner_ref.as_ref().is_none_or(|want| {
-                s.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.uid == want.uid)
-            })
-    });
-    if !up_to_date {
-        let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(target.name.to_string()),
-                namespace: Some(target.namespace.to_string()),
-                labels: Some(labels),
-                owner_references: target.owner_ref.clone().map(|o| vec![o]),
-                ..Default::default()
-            },
-            data: Some(data),
-            type_: Some("Opaque".into()),
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(target.name.to_string()),
+            namespace: Some(target.namespace.to_string()),
+            labels: Some(BTreeMap::from([
+                (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
+                (OWNER_UID_LABEL.to_string(), target.owner_uid.to_string()),
+            ])),
+            owner_references: target.owner_ref.clone().map(|o| vec![o]),
             ..Default::default()
-        };
+        },
+        data: Some(data),
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    };
+    if !existing.as_ref().is_some_and(|live| holds(live, &secret)) {
         api.patch(
             target.name,
             &PatchParams::apply("cloud-resource-operator").force(),
@@ -148,6 +131,25 @@ pub async fn write(
         )))?;
     }
     Ok(Written::Ok { placeholders })
+}
+
+/// Whether `live` already has `desired`'s data, labels and owner.
+fn holds(live: &Secret, desired: &Secret) -> bool {
+    let labels = live.metadata.labels.clone().unwrap_or_default();
+    let owners = live.metadata.owner_references.iter().flatten();
+    live.data == desired.data
+        && desired
+            .metadata
+            .labels
+            .iter()
+            .flatten()
+            .all(|(k, v)| labels.get(k) == Some(v))
+        && desired
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .all(|want| owners.clone().any(|o| o.uid == want.uid))
 }
 
 /// Deletes the Secret if (and only if) it was written for `owner_uid`.

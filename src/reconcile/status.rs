@@ -13,8 +13,11 @@ use crate::api::{Phase, SecretRef};
 pub struct Report {
     pub phase: Phase,
     pub message: String,
-    pub strategy: Option<String>,
+    /// The provider's name in `cloud-resource-config` (e.g. `aws`);
+    /// `status.strategy`, as the Go operator calls it.
     pub provider: Option<String>,
+    /// What the provider made (e.g. `aws-rds`); `status.provider`.
+    pub service: Option<String>,
     pub version: Option<String>,
     pub secret_ref: Option<SecretRef>,
     pub snapshot_id: Option<String>,
@@ -31,8 +34,8 @@ impl Report {
         Report {
             phase,
             message: message.into(),
-            strategy: None,
             provider: None,
+            service: None,
             version: None,
             secret_ref: None,
             snapshot_id: None,

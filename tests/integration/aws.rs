@@ -12,7 +12,9 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{DEFAULT_TIMEOUT, TestEnv, wait_deleted, wait_for, with_operator};
+use crate::support::{
+    DEFAULT_TIMEOUT, Phased, TestEnv, wait_deleted, wait_for, wait_phase, with_operator,
+};
 
 async fn aws_strategies(client: &Client, ns: &str, postgres_tiers: Value) {
     aws_strategies_for(client, ns, "postgres", postgres_tiers).await;
@@ -49,26 +51,6 @@ async fn create_postgres(client: &Client, ns: &str, name: &str, extra: Value) {
         .create(&PostParams::default(), &pg)
         .await
         .unwrap_or_else(|e| panic!("creating Postgres {name}: {e}"));
-}
-
-async fn wait_phase(api: &Api<Postgres>, name: &str, phase: Phase) -> Postgres {
-    wait_for(
-        api,
-        name,
-        &format!("phase {}", phase.as_str()),
-        DEFAULT_TIMEOUT,
-        move |o: Option<&Postgres>| {
-            o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(phase)
-        },
-    )
-    .await
-}
-
-fn message(p: &Postgres) -> String {
-    p.status
-        .as_ref()
-        .and_then(|s| s.message.clone())
-        .unwrap_or_default()
 }
 
 /// Any metadata change makes the operator look again.
@@ -152,7 +134,7 @@ async fn postgres_on_rds_from_create_to_final_snapshot() {
         create_postgres(&client, &ns, "orders-db", json!({})).await;
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
         wait_for(&pgs, "orders-db", "in progress while creating", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
-            o.is_some_and(|o| message(o).contains("is creating"))
+            o.is_some_and(|o| o.message().contains("is creating"))
         })
         .await;
         let pg = wait_phase(&pgs, "orders-db", Phase::Complete).await;
@@ -206,13 +188,13 @@ async fn a_bad_strategy_value_fails_naming_the_field() {
         create_postgres(&client, &ns, "typed", json!({})).await;
         create_postgres(&client, &ns, "typo", json!({"tier": "production"})).await;
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
-        let m = message(&wait_phase(&pgs, "typed", Phase::Failed).await);
+        let m = Phased::message(&wait_phase(&pgs, "typed", Phase::Failed).await);
         assert!(
             m.contains("cloud-resources-aws-strategies")
                 && m.contains("createStrategy.AllocatedStorage must be an integer"),
             "{m}"
         );
-        let m = message(&wait_phase(&pgs, "typo", Phase::Failed).await);
+        let m = Phased::message(&wait_phase(&pgs, "typo", Phase::Failed).await);
         assert!(
             m.contains("createStrategy.DBInstanceClas")
                 && m.contains("did you mean DBInstanceClass?"),
@@ -329,9 +311,9 @@ async fn a_vanished_instance_is_reported_not_recreated() {
         poke(&pgs, "db", 1).await;
         let pg = wait_phase(&pgs, "db", Phase::Failed).await;
         assert!(
-            message(&pg).contains("no longer exists"),
+            Phased::message(&pg).contains("no longer exists"),
             "{}",
-            message(&pg)
+            Phased::message(&pg)
         );
         assert!(
             instance(&rds, &id).await.is_none(),

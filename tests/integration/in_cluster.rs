@@ -3,9 +3,7 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
-use cloud_resource_operator::api::{
-    BlobStorage, Phase, Postgres, Redis, ResourceTypeStatus, SMTPCredentialSet,
-};
+use cloud_resource_operator::api::{BlobStorage, Phase, Postgres, Redis, SMTPCredentialSet};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Event, PersistentVolumeClaim, Secret, Service},
@@ -17,7 +15,7 @@ use kube::{
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::support::{DEFAULT_TIMEOUT, wait_deleted, wait_for, with_operator};
+use crate::support::{DEFAULT_TIMEOUT, Phased, wait_deleted, wait_for, wait_phase, with_operator};
 
 const PG_KEYS: [&str; 5] = ["database", "host", "password", "port", "username"];
 
@@ -45,35 +43,6 @@ where
         .create(&PostParams::default(), obj)
         .await
         .unwrap_or_else(|e| panic!("creating {}: {e}", obj.name_any()))
-}
-
-trait HasStatus {
-    fn rstatus(&self) -> Option<&ResourceTypeStatus>;
-}
-macro_rules! has_status {
-    ($($t:ty),*) => {$(impl HasStatus for $t { fn rstatus(&self) -> Option<&ResourceTypeStatus> { self.status.as_ref() } })*};
-}
-has_status!(Postgres, Redis, BlobStorage, SMTPCredentialSet);
-
-/// Waits for `phase`, returning the object.
-async fn wait_phase<K>(api: &Api<K>, name: &str, phase: Phase) -> K
-where
-    K: HasStatus + Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
-{
-    wait_for(
-        api,
-        name,
-        &format!("phase {}", phase.as_str()),
-        DEFAULT_TIMEOUT,
-        move |o: Option<&K>| o.and_then(|o| o.rstatus()).and_then(|s| s.phase) == Some(phase),
-    )
-    .await
-}
-
-fn message<K: HasStatus>(o: &K) -> String {
-    o.rstatus()
-        .and_then(|s| s.message.clone())
-        .unwrap_or_default()
 }
 
 async fn secret_keys(client: &Client, ns: &str, name: &str) -> (BTreeSet<String>, Secret) {
@@ -229,9 +198,9 @@ async fn every_kind_completes_with_exact_secret_keys_and_owned_workloads() {
         .collect();
         assert_eq!(keys, want);
         assert!(
-            message(&blob).contains("placeholders"),
+            Phased::message(&blob).contains("placeholders"),
             "{}",
-            message(&blob)
+            Phased::message(&blob)
         );
 
         wait_phase(
@@ -504,7 +473,10 @@ async fn skip_create_pauses_without_creating_anything() {
             Phase::Paused,
         )
         .await;
-        assert_eq!(message(&pg), "skipping create or update for maintenance");
+        assert_eq!(
+            Phased::message(&pg),
+            "skipping create or update for maintenance"
+        );
         assert!(
             Api::<Deployment>::namespaced(client.clone(), &ns)
                 .get_opt("db")
@@ -540,14 +512,14 @@ async fn configuration_mistakes_fail_clearly_and_heal_when_fixed() {
         create(&client, &ns, &cr::<BlobStorage>("BlobStorage", "bad-json", spec("workshop", "development", "s4"))).await;
         create(&client, &ns, &cr::<Postgres>("Postgres", "healthy", spec("workshop", "development", "s5"))).await;
 
-        let m = message(&wait_phase(&pgs, "bad-type", Phase::Failed).await);
+        let m = Phased::message(&wait_phase(&pgs, "bad-type", Phase::Failed).await);
         assert!(m.contains("\"nope\"") && m.contains("cloud-resource-config"), "{m}");
-        let m = message(&wait_phase(&pgs, "bad-tier", Phase::Failed).await);
+        let m = Phased::message(&wait_phase(&pgs, "bad-tier", Phase::Failed).await);
         assert!(m.contains(&format!("{ns}/cloud-resources-openshift-strategies")) && m.contains("\"gold\""), "{m}");
-        let m = message(&wait_phase(&redis, "no-key", Phase::Failed).await);
+        let m = Phased::message(&wait_phase(&redis, "no-key", Phase::Failed).await);
         assert!(m.contains("cloud-resources-openshift-strategies") && m.contains("\"redis\""), "{m}");
         let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
-        let m = message(&wait_phase(&blobs, "bad-json", Phase::Failed).await);
+        let m = Phased::message(&wait_phase(&blobs, "bad-json", Phase::Failed).await);
         assert!(m.contains("\"blobstorage\"") && m.contains("not valid JSON"), "{m}");
         // Other CRs keep working.
         wait_phase(&pgs, "healthy", Phase::Complete).await;
@@ -561,7 +533,7 @@ async fn configuration_mistakes_fail_clearly_and_heal_when_fixed() {
         .unwrap_or_else(|e| panic!("{e}"));
         Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &types).await.unwrap_or_else(|e| panic!("{e}"));
         wait_for(&pgs, "bad-type", "malformed cloud-resource-config reported", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
-            o.is_some_and(|o| message(o).contains("cloud-resource-config") && message(o).contains("not valid JSON"))
+            o.is_some_and(|o| o.message().contains("cloud-resource-config") && o.message().contains("not valid JSON"))
         })
         .await;
 
@@ -636,9 +608,9 @@ async fn a_foreign_secret_is_never_touched() {
         )
         .await;
         assert!(
-            message(&pg).contains("already exists and was not created"),
+            Phased::message(&pg).contains("already exists and was not created"),
             "{}",
-            message(&pg)
+            Phased::message(&pg)
         );
         let after = secrets.get("taken").await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
@@ -664,9 +636,9 @@ async fn a_cross_namespace_secret_ref_is_refused_by_default() {
         )
         .await;
         assert!(
-            message(&pg).contains("--allow-cross-namespace-secrets"),
+            Phased::message(&pg).contains("--allow-cross-namespace-secrets"),
             "{}",
-            message(&pg)
+            Phased::message(&pg)
         );
         assert!(
             Api::<Secret>::namespaced(client.clone(), "kube-system")

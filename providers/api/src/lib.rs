@@ -10,6 +10,12 @@ pub use identifier::{
 
 use std::collections::BTreeMap;
 
+/// The label on everything this operator (or a provider) creates.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "cloud-resource-operator";
+/// Marks an object created for the CR with this uid.
+pub const OWNER_UID_LABEL: &str = "cro.integreatly.org/owner-uid";
+
 /// The kinds of backing service a provider can be asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ResourceKind {
@@ -30,6 +36,16 @@ impl ResourceKind {
     /// The kind whose configuration key is `key`.
     pub fn from_config_key(key: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.config_key() == key)
+    }
+
+    /// The custom resource kind that asks for this kind of service.
+    pub fn cr_kind(self) -> &'static str {
+        match self {
+            ResourceKind::Postgres => "Postgres",
+            ResourceKind::Redis => "Redis",
+            ResourceKind::BlobStorage => "BlobStorage",
+            ResourceKind::Smtp => "SMTPCredentialSet",
+        }
     }
 
     /// The key used for this kind in the configuration ConfigMaps
@@ -90,6 +106,32 @@ pub struct ResourceRequest {
     /// Tags/labels for everything created.
     pub tags: BTreeMap<String, String>,
     pub options: Options,
+}
+
+impl ResourceRequest {
+    /// A request for checking a tier's `strategy` offline (no cluster, no
+    /// cloud): what providers build from it is validated, never applied.
+    pub fn offline(kind: ResourceKind, strategy: serde_json::Value) -> Self {
+        let name = "offline-check".to_string();
+        ResourceRequest {
+            kind,
+            namespace: name.clone(),
+            name: name.clone(),
+            owner: Owner {
+                api_version: "integreatly.org/v1alpha1".into(),
+                kind: kind.cr_kind().into(),
+                name: name.clone(),
+                uid: String::new(),
+            },
+            identifier: name,
+            recorded_identifier: None,
+            final_snapshot_identifier: None,
+            tier: String::new(),
+            strategy,
+            tags: BTreeMap::new(),
+            options: Options::default(),
+        }
+    }
 }
 
 /// One request to snapshot a backing service.
@@ -252,6 +294,9 @@ pub enum ErrorKind {
     Permanent,
     /// The tier's strategy does not parse; the message names the field.
     InvalidStrategy,
+    /// The resource's namespace is being deleted and refuses new objects:
+    /// nothing to do but wait for the CR's own deletion.
+    NamespaceTerminating,
 }
 
 /// A provider call that failed for a reason other than the resource's state
@@ -314,6 +359,7 @@ impl ProviderError {
             ErrorKind::Transient => "provider_api",
             ErrorKind::Permanent => "provider_permanent",
             ErrorKind::InvalidStrategy => "invalid_strategy",
+            ErrorKind::NamespaceTerminating => "namespace_terminating",
         }
     }
 

@@ -13,7 +13,7 @@ use kube::{
 use rand::{Rng, distr::Alphanumeric};
 use serde_json::json;
 
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL};
 
 /// Makes a missing credential value.
 pub type Generator = fn() -> String;
@@ -65,7 +65,7 @@ pub async fn write(
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {
             "name": name, "namespace": req.namespace,
-            "labels": {MANAGED_BY_LABEL: "cloud-resource-operator", "cro.integreatly.org/owner-uid": req.owner.uid},
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY, OWNER_UID_LABEL: req.owner.uid},
             "ownerReferences": [{"apiVersion": req.owner.api_version, "kind": req.owner.kind, "name": req.owner.name,
                                  "uid": req.owner.uid, "controller": true, "blockOwnerDeletion": true}],
         },
@@ -78,10 +78,21 @@ pub async fn write(
         &Patch::Apply(&secret),
     )
     .await
-    .map_err(|e| {
-        ProviderError::transient(format!("writing Secret {}/{name}: {e}", req.namespace))
-    })?;
+    .map_err(|e| kube_error(format!("writing Secret {}/{name}: {e}", req.namespace), &e))?;
     Ok(())
+}
+
+/// A failed call to the API server, as a provider error of the right kind:
+/// a namespace being deleted (its NamespaceLifecycle admission says so in
+/// the status's causes) is waited out, anything else retried.
+fn kube_error(message: String, e: &kube::Error) -> ProviderError {
+    let terminating = matches!(e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")));
+    let kind = if terminating {
+        cro_provider_api::ErrorKind::NamespaceTerminating
+    } else {
+        cro_provider_api::ErrorKind::Transient
+    };
+    ProviderError::new(kind, message)
 }
 
 /// `keys` from the Secret, generating (and storing) any that are missing.

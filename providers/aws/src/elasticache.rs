@@ -20,8 +20,10 @@ use cro_provider_api::{
 use crate::{
     RECHECK,
     errors::api_error,
-    plan::{Gate, Split, change, split, vanished},
+    plan::{Gate, Settled, Split, change, settle, split, vanished},
+    snapshots,
     strategy::{FieldType, Fields, Section, Tier},
+    tags,
 };
 
 pub const PROVIDER: &str = "aws-elasticache";
@@ -206,10 +208,7 @@ pub async fn reconcile(
     let want = Desired::from_tier(req, &f)?;
     let id = req.identifier.as_str();
     let have = describe(ec, id).await?;
-    let gate = Gate {
-        maintenance_window: req.options.maintenance_window,
-        apply_immediately: req.options.apply_immediately,
-    };
+    let gate = Gate::of(&req.options);
     let mut report = Provisioned::new(PROVIDER, Outcome::InProgress(String::new()));
     report.identifier = Some(id.to_string());
     report.recheck_after = Some(RECHECK);
@@ -228,26 +227,23 @@ pub async fn reconcile(
         Plan::Fail(why) => Outcome::Failed(format!("{why} ({id})")),
         Plan::Converge { changes } => {
             let have = have.unwrap_or_default();
-            ensure_tags(ec, req, &have.arn).await?;
-            report.pending = changes.pending.clone();
-            report.maintenance_window_used = changes.window_used;
+            tags::ensure(ec, &have.arn, &req.tags).await?;
             if !changes.apply.is_empty() {
                 modify(ec, id, &want, &changes).await?;
             }
-            if !changes.apply.is_empty() && changes.immediately {
-                Outcome::InProgress(format!("modifying ElastiCache replication group {id}"))
-            } else {
-                report
-                    .pending
-                    .extend(changes.apply.into_iter().map(|mut c| {
-                        c.timing = Timing::Scheduled;
-                        c
-                    }));
-                let (host, port) = have.primary.unwrap_or_default();
-                Outcome::Ready(ConnectionDetails(BTreeMap::from([
-                    ("uri".into(), host),
-                    ("port".into(), port.to_string()),
-                ])))
+            report.maintenance_window_used = changes.window_used;
+            match settle(changes) {
+                Settled::Modifying(what) => Outcome::InProgress(format!(
+                    "modifying ElastiCache replication group {id}: {what}"
+                )),
+                Settled::Usable(pending) => {
+                    report.pending = pending;
+                    let (host, port) = have.primary.unwrap_or_default();
+                    Outcome::Ready(ConnectionDetails(BTreeMap::from([
+                        ("uri".into(), host),
+                        ("port".into(), port.to_string()),
+                    ])))
+                }
             }
         }
     };
@@ -296,31 +292,6 @@ async fn create(
     Ok(())
 }
 
-/// Adds the tags the resource at `arn` lacks (the group, or a snapshot).
-async fn ensure_tags(ec: &Client, req: &ResourceRequest, arn: &str) -> Result<(), ProviderError> {
-    let have = ec
-        .list_tags_for_resource()
-        .resource_name(arn)
-        .send()
-        .await
-        .map_err(|e| api_error("elasticache:ListTagsForResource", arn, e))?;
-    let have: BTreeMap<String, String> = have
-        .tag_list()
-        .iter()
-        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().into())))
-        .collect();
-    let missing = crate::tags::missing(&req.tags, &have);
-    if !missing.is_empty() {
-        ec.add_tags_to_resource()
-            .resource_name(arn)
-            .set_tags(Some(sdk_tags(&missing)))
-            .send()
-            .await
-            .map_err(|e| api_error("elasticache:AddTagsToResource", arn, e))?;
-    }
-    Ok(())
-}
-
 async fn modify(
     ec: &Client,
     id: &str,
@@ -345,14 +316,9 @@ async fn modify(
     Ok(())
 }
 
-/// The final snapshot's name: the one the operator chose for this
-/// deletion, valid for AWS.
+/// The final snapshot's identifier for this deletion.
 pub fn final_snapshot_id(req: &ResourceRequest) -> String {
-    let id = req
-        .final_snapshot_identifier
-        .clone()
-        .unwrap_or_else(|| format!("{}-final", req.identifier));
-    IdentifierRules::ElastiCacheSnapshot.conform(&id)
+    snapshots::final_id(req, IdentifierRules::ElastiCacheSnapshot)
 }
 
 pub async fn delete(
@@ -365,7 +331,7 @@ pub async fn delete(
     let id = req.identifier.as_str();
     let Some(group) = describe(ec, id).await? else {
         if !skip_final {
-            tag_final_snapshot(ec, req).await?;
+            snapshots::tag_final(ec, &final_snapshot_id(req), &req.tags).await?;
         }
         return Ok(Deletion::Done);
     };
@@ -388,29 +354,6 @@ pub async fn delete(
     Ok(Deletion::InProgress(format!(
         "deleting ElastiCache replication group {id}"
     )))
-}
-
-async fn tag_final_snapshot(ec: &Client, req: &ResourceRequest) -> Result<(), ProviderError> {
-    let name = final_snapshot_id(req);
-    let found = ec.describe_snapshots().snapshot_name(&name).send().await;
-    let arn = match found {
-        Ok(out) => out
-            .snapshots()
-            .first()
-            .and_then(|s| s.arn())
-            .map(str::to_string),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_snapshot_not_found_fault()) =>
-        {
-            None
-        }
-        Err(e) => return Err(api_error("elasticache:DescribeSnapshots", &name, e)),
-    };
-    match arn {
-        Some(arn) => ensure_tags(ec, req, &arn).await,
-        None => Ok(()),
-    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_iam::{Client, types::Tag};
+use aws_sdk_iam::Client;
 use cro_provider_api::ProviderError;
 use serde_json::{Value, json};
 
@@ -47,32 +47,11 @@ pub fn bucket_policy(bucket: &str) -> Value {
     })
 }
 
-/// IAM returns policy documents URL-encoded.
+/// IAM returns policy documents URL-encoded (RFC 3986).
 fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 fn same_policy(document: &str, want: &Value) -> bool {
@@ -89,42 +68,16 @@ pub async fn ensure_user(
     policy_name: &str,
     policy: &Value,
 ) -> Result<(), ProviderError> {
-    let iam_tags = || {
-        tags.iter()
-            .map(|(k, v)| Tag::builder().key(k).value(v).build())
-            .collect::<Result<Vec<_>, _>>()
-    };
-    let iam_tags =
-        iam_tags().map_err(|e| ProviderError::transient(format!("building IAM tags: {e}")))?;
     match iam.get_user().user_name(user).send().await {
-        Ok(_) => {
-            let have = iam
-                .list_user_tags()
-                .user_name(user)
-                .send()
-                .await
-                .map_err(|e| api_error("iam:ListUserTags", user, e))?;
-            let have: BTreeMap<String, String> = have
-                .tags()
-                .iter()
-                .map(|t| (t.key().to_string(), t.value().to_string()))
-                .collect();
-            if !crate::tags::missing(tags, &have).is_empty() {
-                iam.tag_user()
-                    .user_name(user)
-                    .set_tags(Some(iam_tags))
-                    .send()
-                    .await
-                    .map_err(|e| api_error("iam:TagUser", user, e))?;
-            }
-        }
+        Ok(_) => crate::tags::ensure(iam, user, tags).await?,
         Err(e)
             if e.as_service_error()
                 .is_some_and(|s| s.is_no_such_entity_exception()) =>
         {
+            let all: Vec<(String, String)> = tags.clone().into_iter().collect();
             iam.create_user()
                 .user_name(user)
-                .set_tags(Some(iam_tags))
+                .set_tags(Some(crate::tags::iam_tags(&all)?))
                 .send()
                 .await
                 .map_err(|e| api_error("iam:CreateUser", user, e))?;
@@ -173,27 +126,59 @@ pub async fn ensure_access_key(
     let stored = credentials::read(&p.kube, req, secret_name)
         .await?
         .unwrap_or_default();
-    let live = access_key_ids(iam, user).await?;
-    if let (Some(id), Some(secret)) = (stored.get("accessKeyID"), stored.get("secretAccessKey"))
-        && live.contains(id)
-    {
-        let key = AccessKey {
+    let stored = match (stored.get("accessKeyID"), stored.get("secretAccessKey")) {
+        (Some(id), Some(secret)) => Some(AccessKey {
             id: id.clone(),
             secret: secret.clone(),
-        };
-        delete_access_keys(iam, user, live.iter().filter(|k| **k != key.id)).await?;
-        return Ok(key);
+        }),
+        _ => None,
+    };
+    let live = access_key_ids(iam, user).await?;
+    let plan = decide_key(stored.as_ref().map(|k| k.id.as_str()), &live);
+    delete_access_keys(iam, user, plan.delete().iter()).await?;
+    match (plan, stored) {
+        (KeyPlan::Keep { .. }, Some(key)) => Ok(key),
+        _ => {
+            let key = create_access_key(iam, user).await?;
+            let data = BTreeMap::from([
+                ("accessKeyID".to_string(), key.id.clone()),
+                ("secretAccessKey".to_string(), key.secret.clone()),
+            ]);
+            credentials::write(&p.kube, req, secret_name, &data).await?;
+            Ok(key)
+        }
     }
-    // Keys whose secret was never stored are unusable; remove them first,
-    // as IAM allows only two keys per user.
-    delete_access_keys(iam, user, live.iter()).await?;
-    let key = create_access_key(iam, user).await?;
-    let data = BTreeMap::from([
-        ("accessKeyID".to_string(), key.id.clone()),
-        ("secretAccessKey".to_string(), key.secret.clone()),
-    ]);
-    credentials::write(&p.kube, req, secret_name, &data).await?;
-    Ok(key)
+}
+
+/// What to do about a user's access keys.
+#[derive(Debug, PartialEq)]
+pub enum KeyPlan {
+    /// The stored key is live: keep it, delete the others.
+    Keep { delete: Vec<String> },
+    /// No usable key (none stored, or the stored one is gone): delete every
+    /// live key first (their secrets were never stored, and IAM allows only
+    /// two per user), then create one and store it at once.
+    Replace { delete: Vec<String> },
+}
+
+impl KeyPlan {
+    fn delete(&self) -> &[String] {
+        match self {
+            KeyPlan::Keep { delete } | KeyPlan::Replace { delete } => delete,
+        }
+    }
+}
+
+/// The plan for a user's keys (pure).
+pub fn decide_key(stored: Option<&str>, live: &[String]) -> KeyPlan {
+    match stored {
+        Some(id) if live.iter().any(|k| k == id) => KeyPlan::Keep {
+            delete: live.iter().filter(|k| *k != id).cloned().collect(),
+        },
+        _ => KeyPlan::Replace {
+            delete: live.to_vec(),
+        },
+    }
 }
 
 async fn delete_access_keys<'a>(
@@ -314,6 +299,41 @@ pub async fn delete_user(iam: &Client, user: &str) -> Result<(), ProviderError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_kept_replaced_or_cleaned_up() {
+        let live = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // Row: (stored key, live keys, plan)
+        let rows = [
+            (Some("A"), live(&["A"]), KeyPlan::Keep { delete: vec![] }),
+            (
+                Some("A"),
+                live(&["A", "B"]),
+                KeyPlan::Keep {
+                    delete: live(&["B"]),
+                },
+            ),
+            (
+                Some("A"),
+                live(&["B"]),
+                KeyPlan::Replace {
+                    delete: live(&["B"]),
+                },
+            ),
+            (Some("A"), live(&[]), KeyPlan::Replace { delete: vec![] }),
+            (
+                None,
+                live(&["B", "C"]),
+                KeyPlan::Replace {
+                    delete: live(&["B", "C"]),
+                },
+            ),
+            (None, live(&[]), KeyPlan::Replace { delete: vec![] }),
+        ];
+        for (stored, live, plan) in rows {
+            assert_eq!(decide_key(stored, &live), plan, "{stored:?} {live:?}");
+        }
+    }
 
     #[test]
     fn policy_is_scoped_to_one_bucket() {

@@ -195,8 +195,10 @@ impl Provider for AwsProvider {
         let tier = strategy::parse(&req.strategy)?;
         let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Redis => snapshots::elasticache(&c.elasticache, req).await,
-            _ => snapshots::rds(&c.rds, req).await,
+            ResourceKind::Redis => {
+                snapshots::take(&c.elasticache, "ElastiCache replication group", req).await
+            }
+            _ => snapshots::take(&c.rds, "RDS instance", req).await,
         }
     }
 
@@ -205,8 +207,8 @@ impl Provider for AwsProvider {
         let tier = strategy::parse(&req.strategy).unwrap_or_default();
         let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Redis => snapshots::delete_elasticache(&c.elasticache, req).await,
-            _ => snapshots::delete_rds(&c.rds, req).await,
+            ResourceKind::Redis => snapshots::remove(&c.elasticache, req).await,
+            _ => snapshots::remove(&c.rds, req).await,
         }
     }
 }

@@ -14,6 +14,16 @@ pub struct Gate {
     pub apply_immediately: bool,
 }
 
+impl Gate {
+    /// The gate `options` (the CR's spec) set.
+    pub fn of(options: &cro_provider_api::Options) -> Self {
+        Gate {
+            maintenance_window: options.maintenance_window,
+            apply_immediately: options.apply_immediately,
+        }
+    }
+}
+
 /// Changes split by what happens to them.
 #[derive(Debug, Default, PartialEq)]
 pub struct Split {
@@ -49,6 +59,32 @@ pub fn split(changes: Vec<Change>, gate: Gate) -> Split {
         }
     }
     out
+}
+
+/// Where a resource stands once the changes of `split` were requested.
+#[derive(Debug, PartialEq)]
+pub enum Settled {
+    /// Applied at once: the resource is modifying; these are the changes.
+    Modifying(String),
+    /// Usable; what still differs (requested ones now scheduled).
+    Usable(Vec<Change>),
+}
+
+pub fn settle(split: Split) -> Settled {
+    if !split.apply.is_empty() && split.immediately {
+        let list: Vec<String> = split
+            .apply
+            .iter()
+            .map(|c| format!("{} {} -> {}", c.field, c.current, c.desired))
+            .collect();
+        return Settled::Modifying(list.join(", "));
+    }
+    let mut pending = split.pending;
+    pending.extend(split.apply.into_iter().map(|c| Change {
+        timing: Timing::Scheduled,
+        ..c
+    }));
+    Settled::Usable(pending)
 }
 
 /// The message for a resource that was created for the CR (its
@@ -153,6 +189,40 @@ mod tests {
             assert_eq!(fields(&s.pending), pending, "{gate:?}");
             assert_eq!(s.window_used, used, "{gate:?}");
         }
+    }
+
+    #[test]
+    fn requested_changes_settle_as_modifying_or_scheduled() {
+        let window = Gate {
+            maintenance_window: true,
+            apply_immediately: false,
+        };
+        let Settled::Usable(pending) = settle(split(changes(), window)) else {
+            panic!("for the window, the resource stays usable")
+        };
+        let timings: Vec<_> = pending
+            .iter()
+            .map(|c| (c.field.as_str(), c.timing.clone()))
+            .collect();
+        assert_eq!(
+            timings,
+            [
+                ("EngineVersion", Timing::Never("downgrade".into())),
+                ("DeletionProtection", Timing::Scheduled),
+                ("DBInstanceClass", Timing::Scheduled)
+            ]
+        );
+        let now = Gate {
+            maintenance_window: false,
+            apply_immediately: true,
+        };
+        assert!(
+            matches!(settle(split(changes(), now)), Settled::Modifying(m) if m.contains("DBInstanceClass db.t3.small -> db.m5.large"))
+        );
+        assert_eq!(
+            settle(split(Vec::new(), Gate::default())),
+            Settled::Usable(Vec::new())
+        );
     }
 
     #[test]

@@ -25,8 +25,10 @@ use cro_provider_api::{
 use crate::{
     RECHECK, credentials,
     errors::api_error,
-    plan::{Gate, Split, change, split, vanished},
+    plan::{Gate, Settled, Split, change, settle, split, vanished},
+    snapshots,
     strategy::{FieldType, Fields, Section, Tier},
+    tags::Tagging,
     versions::is_upgrade,
 };
 
@@ -220,33 +222,49 @@ pub enum Plan {
 /// Every field of the instance that differs from the tier, with when it
 /// may change (pure: table-tested below).
 pub fn differences(have: &Instance, want: &Desired) -> Vec<Change> {
-    let mut out = Vec::new();
-    let scheduled = |pending: bool, timing: Timing| {
-        if pending { Timing::Scheduled } else { timing }
+    let mut out = disruptive(have, want);
+    out.extend(safe(have, want));
+    out
+}
+
+/// A disruptive change: for the maintenance window, or already scheduled
+/// there when AWS holds the desired value as pending.
+fn gated(
+    field: &str,
+    have: impl ToString,
+    want: impl ToString,
+    pending: bool,
+    restarts: bool,
+) -> Change {
+    let timing = if pending {
+        Timing::Scheduled
+    } else {
+        Timing::MaintenanceWindow
     };
+    change(field, have, want, timing, restarts)
+}
+
+/// Class, storage growth, engine upgrades and Multi-AZ.
+fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
+    let mut out = Vec::new();
+    let pending = &have.pending;
     if have.class != want.class {
-        let timing = scheduled(
-            have.pending.class.as_deref() == Some(&want.class),
-            Timing::MaintenanceWindow,
-        );
-        out.push(change(
+        let scheduled = pending.class.as_deref() == Some(&want.class);
+        out.push(gated(
             "DBInstanceClass",
             &have.class,
             &want.class,
-            timing,
+            scheduled,
             true,
         ));
     }
     if have.storage < want.storage {
-        let timing = scheduled(
-            have.pending.storage == Some(want.storage),
-            Timing::MaintenanceWindow,
-        );
-        out.push(change(
+        let scheduled = pending.storage == Some(want.storage);
+        out.push(gated(
             "AllocatedStorage",
             have.storage,
             want.storage,
-            timing,
+            scheduled,
             false,
         ));
     } else if have.storage > want.storage {
@@ -259,57 +277,56 @@ pub fn differences(have: &Instance, want: &Desired) -> Vec<Change> {
             false,
         ));
     }
-    if let Some(wanted) = &want.engine_version
-        && *wanted != have.engine_version
+    if let Some(wanted) = want
+        .engine_version
+        .as_ref()
+        .filter(|v| **v != have.engine_version)
     {
-        let timing = if is_upgrade(&have.engine_version, wanted) {
-            scheduled(
-                have.pending.engine_version.as_ref() == Some(wanted),
-                Timing::MaintenanceWindow,
+        out.push(if is_upgrade(&have.engine_version, wanted) {
+            let scheduled = pending.engine_version.as_ref() == Some(wanted);
+            gated(
+                "EngineVersion",
+                &have.engine_version,
+                wanted,
+                scheduled,
+                true,
             )
         } else {
-            Timing::Never("engine versions only move up".into())
-        };
-        out.push(change(
-            "EngineVersion",
-            &have.engine_version,
-            wanted,
-            timing,
-            true,
-        ));
+            let never = Timing::Never("engine versions only move up".into());
+            change("EngineVersion", &have.engine_version, wanted, never, true)
+        });
     }
     if have.multi_az != want.multi_az {
-        let timing = scheduled(
-            have.pending.multi_az == Some(want.multi_az),
-            Timing::MaintenanceWindow,
-        );
-        out.push(change(
+        let scheduled = pending.multi_az == Some(want.multi_az);
+        out.push(gated(
             "MultiAZ",
             have.multi_az,
             want.multi_az,
-            timing,
+            scheduled,
             false,
         ));
     }
+    out
+}
+
+/// Settings AWS changes online, applied at once; backup retention to or
+/// from 0 restarts the instance, so it waits for the window.
+fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
+    let mut out = Vec::new();
+    let (now, retention) = (Timing::Now, "BackupRetentionPeriod");
     if have.backup_retention != want.backup_retention {
-        // Turning automated backups on or off restarts the instance.
-        let outage = have.backup_retention == 0 || want.backup_retention == 0;
-        let timing = if outage {
-            scheduled(
-                have.pending.backup_retention == Some(want.backup_retention),
-                Timing::MaintenanceWindow,
+        let (h, w) = (have.backup_retention, want.backup_retention);
+        out.push(if h == 0 || w == 0 {
+            gated(
+                retention,
+                h,
+                w,
+                have.pending.backup_retention == Some(w),
+                true,
             )
         } else {
-            Timing::Now
-        };
-        let field = "BackupRetentionPeriod";
-        out.push(change(
-            field,
-            have.backup_retention,
-            want.backup_retention,
-            timing,
-            outage,
-        ));
+            change(retention, h, w, now.clone(), false)
+        });
     }
     if have.max_storage != Some(want.max_storage) {
         let current = have.max_storage.map_or("unset".into(), |m| m.to_string());
@@ -317,7 +334,7 @@ pub fn differences(have: &Instance, want: &Desired) -> Vec<Change> {
             "MaxAllocatedStorage",
             current,
             want.max_storage,
-            Timing::Now,
+            now.clone(),
             false,
         ));
     }
@@ -338,8 +355,8 @@ pub fn differences(have: &Instance, want: &Desired) -> Vec<Change> {
             want.publicly_accessible,
         ),
     ];
-    for (field, have, want) in flags.into_iter().filter(|(_, h, w)| h != w) {
-        out.push(change(field, have, want, Timing::Now, false));
+    for (field, h, w) in flags.into_iter().filter(|(_, h, w)| h != w) {
+        out.push(change(field, h, w, now.clone(), false));
     }
     let windows = [
         (
@@ -353,9 +370,9 @@ pub fn differences(have: &Instance, want: &Desired) -> Vec<Change> {
             &want.maintenance_window,
         ),
     ];
-    for (field, have, want) in windows {
-        if let Some(want) = want.as_ref().filter(|w| !w.eq_ignore_ascii_case(have)) {
-            out.push(change(field, have, want, Timing::Now, false));
+    for (field, h, w) in windows {
+        if let Some(w) = w.as_ref().filter(|w| !w.eq_ignore_ascii_case(h)) {
+            out.push(change(field, h, w, now.clone(), false));
         }
     }
     out
@@ -431,22 +448,13 @@ pub async fn reconcile(
     )
     .await?;
     let have = describe(rds, id).await?;
-    let gate = Gate {
-        maintenance_window: req.options.maintenance_window,
-        apply_immediately: req.options.apply_immediately,
-    };
-    let plan = decide(
-        have.as_ref(),
-        &want,
-        &req.tags,
-        req.recorded_identifier.as_deref(),
-        gate,
-    );
+    let gate = Gate::of(&req.options);
+    let recorded = req.recorded_identifier.as_deref();
     let mut report = Provisioned::new(PROVIDER, Outcome::InProgress(String::new()));
     report.identifier = Some(id.to_string());
     report.recheck_after = Some(RECHECK);
     report.version = have.as_ref().map(|h| h.engine_version.clone());
-    report.outcome = match plan {
+    report.outcome = match decide(have.as_ref(), &want, &req.tags, recorded, gate) {
         Plan::Create => {
             create(rds, req, &f, &want, &creds).await?;
             Outcome::InProgress(format!("creating RDS instance {id}"))
@@ -456,44 +464,24 @@ pub async fn reconcile(
         Plan::Converge { tags, changes } => {
             let have = have.unwrap_or_default();
             if !tags.is_empty() {
-                rds.add_tags_to_resource()
-                    .resource_name(&have.arn)
-                    .set_tags(Some(sdk_tags(&tags)))
-                    .send()
-                    .await
-                    .map_err(|e| api_error("rds:AddTagsToResource", id, e))?;
+                rds.add_tags(&have.arn, &tags).await?;
             }
-            report.pending = changes.pending.clone();
-            report.maintenance_window_used = changes.window_used;
             if !changes.apply.is_empty() {
                 modify(rds, id, &want, &changes).await?;
             }
-            if !changes.apply.is_empty() && changes.immediately {
-                Outcome::InProgress(format!(
-                    "modifying RDS instance {id}: {}",
-                    describe_changes(&changes.apply)
-                ))
-            } else {
-                // Requested for the maintenance window: scheduled now.
-                report
-                    .pending
-                    .extend(changes.apply.into_iter().map(|mut c| {
-                        c.timing = Timing::Scheduled;
-                        c
-                    }));
-                Outcome::Ready(details(&have, &want, &creds))
+            report.maintenance_window_used = changes.window_used;
+            match settle(changes) {
+                Settled::Modifying(what) => {
+                    Outcome::InProgress(format!("modifying RDS instance {id}: {what}"))
+                }
+                Settled::Usable(pending) => {
+                    report.pending = pending;
+                    Outcome::Ready(details(&have, &want, &creds))
+                }
             }
         }
     };
     Ok(report)
-}
-
-fn describe_changes(changes: &[Change]) -> String {
-    changes
-        .iter()
-        .map(|c| format!("{} {} -> {}", c.field, c.current, c.desired))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn details(have: &Instance, want: &Desired, creds: &BTreeMap<String, String>) -> ConnectionDetails {
@@ -594,14 +582,9 @@ async fn modify(
     Ok(())
 }
 
-/// The final snapshot's identifier: the one the operator chose for this
-/// deletion, valid for AWS.
+/// The final snapshot's identifier for this deletion.
 pub fn final_snapshot_id(req: &ResourceRequest) -> String {
-    let id = req
-        .final_snapshot_identifier
-        .clone()
-        .unwrap_or_else(|| format!("{}-final", req.identifier));
-    IdentifierRules::RdsSnapshot.conform(&id)
+    snapshots::final_id(req, IdentifierRules::RdsSnapshot)
 }
 
 pub async fn delete(
@@ -615,7 +598,7 @@ pub async fn delete(
     let id = req.identifier.as_str();
     let Some(db) = describe(rds, id).await? else {
         if !skip_final {
-            tag_final_snapshot(rds, req).await?;
+            snapshots::tag_final(rds, &final_snapshot_id(req), &req.tags).await?;
         }
         credentials::delete(kube, req, &credentials_secret(&req.name)).await?;
         return Ok(Deletion::Done);
@@ -652,45 +635,6 @@ pub async fn delete(
         .await
         .map_err(|e| api_error("rds:DeleteDBInstance", id, e))?;
     Ok(Deletion::InProgress(format!("deleting RDS instance {id}")))
-}
-
-/// The final snapshot carries the resource's tags (CopyTagsToSnapshot
-/// covers AWS; this also covers instances created without it).
-async fn tag_final_snapshot(rds: &Client, req: &ResourceRequest) -> Result<(), ProviderError> {
-    let snap_id = final_snapshot_id(req);
-    let found = rds
-        .describe_db_snapshots()
-        .db_snapshot_identifier(&snap_id)
-        .send()
-        .await;
-    let snapshot = match found {
-        Ok(out) => out.db_snapshots().first().cloned(),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_db_snapshot_not_found_fault()) =>
-        {
-            None
-        }
-        Err(e) => return Err(api_error("rds:DescribeDBSnapshots", &snap_id, e)),
-    };
-    let Some(snapshot) = snapshot else {
-        return Ok(());
-    };
-    let have: BTreeMap<String, String> = snapshot
-        .tag_list()
-        .iter()
-        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().into())))
-        .collect();
-    let missing = crate::tags::missing(&req.tags, &have);
-    if !missing.is_empty() {
-        rds.add_tags_to_resource()
-            .resource_name(snapshot.db_snapshot_arn().unwrap_or_default())
-            .set_tags(Some(sdk_tags(&missing)))
-            .send()
-            .await
-            .map_err(|e| api_error("rds:AddTagsToResource", &snap_id, e))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

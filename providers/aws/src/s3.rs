@@ -11,7 +11,7 @@ use aws_sdk_s3::{
     types::{
         BucketLocationConstraint, CreateBucketConfiguration, Delete, ObjectIdentifier,
         PublicAccessBlockConfiguration, ServerSideEncryption, ServerSideEncryptionByDefault,
-        ServerSideEncryptionConfiguration, ServerSideEncryptionRule, Tag, Tagging,
+        ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
     },
 };
 use cro_provider_api::{
@@ -25,6 +25,7 @@ use crate::{
     iam_user,
     plan::vanished,
     strategy::{FieldType, Fields, Section, Tier},
+    tags::{self, Tagging as _},
 };
 
 pub const PROVIDER: &str = "aws-s3";
@@ -49,13 +50,6 @@ async fn exists(s3: &Client, bucket: &str) -> Result<bool, ProviderError> {
         Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
         Err(e) => Err(api_error("s3:HeadBucket", bucket, e)),
     }
-}
-
-fn tag_set(req: &ResourceRequest) -> Result<Vec<Tag>, ProviderError> {
-    req.tags
-        .iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build().map_err(build_error))
-        .collect()
 }
 
 async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), ProviderError> {
@@ -103,51 +97,31 @@ async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), 
         .send()
         .await
         .map_err(|e| api_error("s3:PutBucketEncryption", bucket, e))?;
-    put_tags(s3, req).await
+    let all: Vec<(String, String)> = req.tags.clone().into_iter().collect();
+    s3.add_tags(bucket, &all).await
 }
 
-async fn put_tags(s3: &Client, req: &ResourceRequest) -> Result<(), ProviderError> {
-    let bucket = req.identifier.as_str();
-    let tagging = Tagging::builder()
-        .set_tag_set(Some(tag_set(req)?))
-        .build()
-        .map_err(build_error)?;
-    s3.put_bucket_tagging()
-        .bucket(bucket)
-        .tagging(tagging)
-        .send()
-        .await
-        .map_err(|e| api_error("s3:PutBucketTagging", bucket, e))?;
-    Ok(())
+/// What to do about the bucket.
+#[derive(Debug, PartialEq)]
+pub enum Plan {
+    Create,
+    /// It exists: only its tags may need adding.
+    Tag,
+    Fail(String),
 }
 
-async fn ensure_tags(s3: &Client, req: &ResourceRequest) -> Result<(), ProviderError> {
-    let bucket = req.identifier.as_str();
-    let have: BTreeMap<String, String> = match s3.get_bucket_tagging().bucket(bucket).send().await {
-        Ok(out) => out
-            .tag_set()
-            .iter()
-            .map(|t| (t.key().to_string(), t.value().to_string()))
-            .collect(),
-        Err(e) if aws_sdk_s3::error::ProvideErrorMetadata::code(&e) == Some("NoSuchTagSet") => {
-            BTreeMap::new()
-        }
-        Err(e) => return Err(api_error("s3:GetBucketTagging", bucket, e)),
-    };
-    // PutBucketTagging replaces the set: keep tags others added.
-    if req.tags.iter().any(|(k, v)| have.get(k) != Some(v)) {
-        let mut merged = have;
-        merged.extend(req.tags.clone());
-        put_tags(
-            s3,
-            &ResourceRequest {
-                tags: merged,
-                ..req.clone()
-            },
-        )
-        .await?;
+/// The plan for the bucket (pure): a recorded bucket that is gone is
+/// reported, never created again empty.
+pub fn decide(exists: bool, recorded: Option<&str>) -> Plan {
+    match (exists, recorded) {
+        (true, _) => Plan::Tag,
+        (false, Some(id)) => Plan::Fail(vanished(
+            "S3 bucket",
+            id,
+            "the objects it held are gone with it",
+        )),
+        (false, None) => Plan::Create,
     }
-    Ok(())
 }
 
 pub async fn reconcile(
@@ -163,16 +137,11 @@ pub async fn reconcile(
         recheck_after: Some(RECHECK),
         ..Provisioned::new(PROVIDER, outcome)
     };
-    if exists(s3, bucket).await? {
-        ensure_tags(s3, req).await?;
-    } else if let Some(recorded) = &req.recorded_identifier {
-        return Ok(provisioned(Outcome::Failed(vanished(
-            "S3 bucket",
-            recorded,
-            "the objects it held are gone with it",
-        ))));
-    } else {
-        create(s3, req, region).await?;
+    let recorded = req.recorded_identifier.as_deref();
+    match decide(exists(s3, bucket).await?, recorded) {
+        Plan::Tag => tags::ensure(s3, bucket, &req.tags).await?,
+        Plan::Create => create(s3, req, region).await?,
+        Plan::Fail(why) => return Ok(provisioned(Outcome::Failed(why))),
     }
 
     let key = access_key(p, iam, req, bucket).await?;
@@ -285,5 +254,20 @@ async fn list(s3: &Client, bucket: &str) -> Result<Vec<String>, ProviderError> {
         if token.is_none() {
             return Ok(keys);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_is_created_once_and_never_again() {
+        assert_eq!(decide(false, None), Plan::Create);
+        assert_eq!(decide(true, None), Plan::Tag);
+        assert_eq!(decide(true, Some("b")), Plan::Tag);
+        assert!(
+            matches!(decide(false, Some("b")), Plan::Fail(m) if m.contains("S3 bucket b") && m.contains("no longer exists"))
+        );
     }
 }

@@ -1,173 +1,262 @@
-//! Manual snapshots: PostgresSnapshot as an RDS DB snapshot, RedisSnapshot
-//! as an ElastiCache snapshot, both tagged; `complete` once available.
+//! Snapshots, written once for RDS and ElastiCache: a small
+//! [`Snapshots`] trait per service finds, takes and deletes them, and
+//! the steps over it are shared — manual snapshots (PostgresSnapshot,
+//! RedisSnapshot), the final snapshot a deletion leaves, and tagging.
 
-use cro_provider_api::{Deletion, Outcome, ProviderError, SnapshotRequest, Snapshotted};
+use std::collections::BTreeMap;
 
-use crate::errors::api_error;
+use aws_sdk_elasticache::types::Tag as EcTag;
+use aws_sdk_rds::types::Tag as RdsTag;
+use cro_provider_api::{
+    Deletion, IdentifierRules, Outcome, ProviderError, ResourceRequest, SnapshotRequest,
+    Snapshotted,
+};
 
-fn outcome(id: &str, status: &str) -> Outcome<String> {
-    match status {
+use crate::{
+    errors::api_error,
+    tags::{self, Tagging},
+};
+
+/// A snapshot as found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Found {
+    pub arn: String,
+    pub status: String,
+}
+
+/// What a service offers the shared steps.
+#[async_trait::async_trait]
+pub trait Snapshots: Tagging {
+    async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError>;
+    /// `Ok(false)`: the resource to snapshot does not exist.
+    async fn create_snapshot(
+        &self,
+        resource: &str,
+        id: &str,
+        tags: &[(String, String)],
+    ) -> Result<bool, ProviderError>;
+    /// Succeeds when the snapshot is already gone.
+    async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError>;
+}
+
+/// What a snapshot's state means (pure).
+pub fn outcome(id: &str, found: Option<&Found>) -> Option<Outcome<String>> {
+    Some(match found?.status.as_str() {
         "available" => Outcome::Ready(id.to_string()),
         "failed" => Outcome::Failed(format!(
             "snapshot {id} failed; delete this resource and create a new one to retry"
         )),
         other => Outcome::InProgress(format!("snapshot {id} is {other}")),
-    }
+    })
 }
 
-pub async fn rds(
-    rds: &aws_sdk_rds::Client,
+/// Takes the snapshot `req.identifier` of `req.resource_identifier` once,
+/// and reports its state.
+pub async fn take<S: Snapshots>(
+    svc: &S,
+    what: &str,
     req: &SnapshotRequest,
 ) -> Result<Snapshotted, ProviderError> {
     let id = req.identifier.as_str();
-    let found = rds
-        .describe_db_snapshots()
-        .db_snapshot_identifier(id)
-        .send()
-        .await;
-    match found {
-        Ok(out) => {
-            let status = out
-                .db_snapshots()
-                .first()
-                .and_then(|s| s.status())
-                .unwrap_or("creating")
-                .to_string();
-            return Ok(Snapshotted {
-                outcome: outcome(id, &status),
-            });
-        }
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_db_snapshot_not_found_fault()) => {}
-        Err(e) => return Err(api_error("rds:DescribeDBSnapshots", id, e)),
-    }
-    let tags = req
-        .tags
-        .iter()
-        .map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build())
-        .collect();
-    let create = rds
-        .create_db_snapshot()
-        .db_instance_identifier(&req.resource_identifier)
-        .db_snapshot_identifier(id)
-        .set_tags(Some(tags))
-        .send()
-        .await;
-    match create {
-        Ok(_) => Ok(Snapshotted {
-            outcome: Outcome::InProgress(format!("creating snapshot {id}")),
-        }),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_db_instance_not_found_fault()) =>
-        {
-            Ok(Snapshotted {
-                outcome: Outcome::Failed(format!(
-                    "RDS instance {} of Postgres {} does not exist; nothing to snapshot",
+    let found = svc.find_snapshot(id).await?;
+    let outcome = match outcome(id, found.as_ref()) {
+        Some(outcome) => outcome,
+        None => {
+            let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
+            if svc
+                .create_snapshot(&req.resource_identifier, id, &tags)
+                .await?
+            {
+                Outcome::InProgress(format!("creating snapshot {id}"))
+            } else {
+                Outcome::Failed(format!(
+                    "{what} {} of {} does not exist; nothing to snapshot",
                     req.resource_identifier, req.name
-                )),
-            })
+                ))
+            }
         }
-        Err(e) => Err(api_error("rds:CreateDBSnapshot", id, e)),
-    }
+    };
+    Ok(Snapshotted { outcome })
 }
 
-pub async fn delete_rds(
-    rds: &aws_sdk_rds::Client,
+pub async fn remove<S: Snapshots>(
+    svc: &S,
     req: &SnapshotRequest,
 ) -> Result<Deletion, ProviderError> {
-    let id = req.identifier.as_str();
-    match rds
-        .delete_db_snapshot()
-        .db_snapshot_identifier(id)
-        .send()
-        .await
-    {
-        Ok(_) => Ok(Deletion::Done),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_db_snapshot_not_found_fault()) =>
-        {
-            Ok(Deletion::Done)
-        }
-        Err(e) => Err(api_error("rds:DeleteDBSnapshot", id, e)),
+    svc.delete_snapshot(&req.identifier).await?;
+    Ok(Deletion::Done)
+}
+
+/// The final snapshot's identifier: the one the operator chose for this
+/// deletion (unique to it), valid for the service's `rules`.
+pub fn final_id(req: &ResourceRequest, rules: IdentifierRules) -> String {
+    let id = req
+        .final_snapshot_identifier
+        .clone()
+        .unwrap_or_else(|| format!("{}-final", req.identifier));
+    rules.conform(&id)
+}
+
+/// The final snapshot a deletion left carries the resource's tags (copied
+/// by AWS where it can; this covers the rest).
+pub async fn tag_final<S: Snapshots>(
+    svc: &S,
+    id: &str,
+    want: &BTreeMap<String, String>,
+) -> Result<(), ProviderError> {
+    match svc.find_snapshot(id).await? {
+        Some(found) => tags::ensure(svc, &found.arn, want).await,
+        None => Ok(()),
     }
 }
 
-pub async fn elasticache(
-    ec: &aws_sdk_elasticache::Client,
-    req: &SnapshotRequest,
-) -> Result<Snapshotted, ProviderError> {
-    let id = req.identifier.as_str();
-    let found = ec.describe_snapshots().snapshot_name(id).send().await;
-    match found {
-        Ok(out) if !out.snapshots().is_empty() => {
-            let status = out
-                .snapshots()
-                .first()
-                .and_then(|s| s.snapshot_status())
-                .unwrap_or("creating")
-                .to_string();
-            return Ok(Snapshotted {
-                outcome: outcome(id, &status),
-            });
-        }
-        Ok(_) => {}
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_snapshot_not_found_fault()) => {}
-        Err(e) => return Err(api_error("elasticache:DescribeSnapshots", id, e)),
-    }
-    let tags = req
-        .tags
-        .iter()
-        .map(|(k, v)| {
-            aws_sdk_elasticache::types::Tag::builder()
-                .key(k)
-                .value(v)
-                .build()
-        })
-        .collect();
-    let create = ec
-        .create_snapshot()
-        .replication_group_id(&req.resource_identifier)
-        .snapshot_name(id)
-        .set_tags(Some(tags))
-        .send()
-        .await;
-    match create {
-        Ok(_) => Ok(Snapshotted {
-            outcome: Outcome::InProgress(format!("creating snapshot {id}")),
-        }),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_replication_group_not_found_fault()) =>
+#[async_trait::async_trait]
+impl Snapshots for aws_sdk_rds::Client {
+    async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
+        match self
+            .describe_db_snapshots()
+            .db_snapshot_identifier(id)
+            .send()
+            .await
         {
-            Ok(Snapshotted {
-                outcome: Outcome::Failed(format!(
-                    "ElastiCache replication group {} of Redis {} does not exist; nothing to snapshot",
-                    req.resource_identifier, req.name
-                )),
-            })
+            Ok(out) => Ok(out.db_snapshots().first().map(|s| Found {
+                arn: s.db_snapshot_arn().unwrap_or_default().into(),
+                status: s.status().unwrap_or("creating").into(),
+            })),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_db_snapshot_not_found_fault()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(api_error("rds:DescribeDBSnapshots", id, e)),
         }
-        Err(e) => Err(api_error("elasticache:CreateSnapshot", id, e)),
+    }
+
+    async fn create_snapshot(
+        &self,
+        resource: &str,
+        id: &str,
+        tags: &[(String, String)],
+    ) -> Result<bool, ProviderError> {
+        let tags = tags::pairs(tags, |k, v| RdsTag::builder().key(k).value(v).build());
+        match self
+            .create_db_snapshot()
+            .db_instance_identifier(resource)
+            .db_snapshot_identifier(id)
+            .set_tags(Some(tags))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_db_instance_not_found_fault()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(api_error("rds:CreateDBSnapshot", id, e)),
+        }
+    }
+
+    async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
+        match self
+            .delete_db_snapshot()
+            .db_snapshot_identifier(id)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_db_snapshot_not_found_fault()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(api_error("rds:DeleteDBSnapshot", id, e)),
+        }
     }
 }
 
-pub async fn delete_elasticache(
-    ec: &aws_sdk_elasticache::Client,
-    req: &SnapshotRequest,
-) -> Result<Deletion, ProviderError> {
-    let id = req.identifier.as_str();
-    match ec.delete_snapshot().snapshot_name(id).send().await {
-        Ok(_) => Ok(Deletion::Done),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_snapshot_not_found_fault()) =>
-        {
-            Ok(Deletion::Done)
+#[async_trait::async_trait]
+impl Snapshots for aws_sdk_elasticache::Client {
+    async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
+        match self.describe_snapshots().snapshot_name(id).send().await {
+            Ok(out) => Ok(out.snapshots().first().map(|s| Found {
+                arn: s.arn().unwrap_or_default().into(),
+                status: s.snapshot_status().unwrap_or("creating").into(),
+            })),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_snapshot_not_found_fault()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(api_error("elasticache:DescribeSnapshots", id, e)),
         }
-        Err(e) => Err(api_error("elasticache:DeleteSnapshot", id, e)),
+    }
+
+    async fn create_snapshot(
+        &self,
+        resource: &str,
+        id: &str,
+        tags: &[(String, String)],
+    ) -> Result<bool, ProviderError> {
+        let tags = tags::pairs(tags, |k, v| EcTag::builder().key(k).value(v).build());
+        match self
+            .create_snapshot()
+            .replication_group_id(resource)
+            .snapshot_name(id)
+            .set_tags(Some(tags))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_replication_group_not_found_fault()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(api_error("elasticache:CreateSnapshot", id, e)),
+        }
+    }
+
+    async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
+        match self.delete_snapshot().snapshot_name(id).send().await {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_snapshot_not_found_fault()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(api_error("elasticache:DeleteSnapshot", id, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_state_maps_to_an_outcome() {
+        let found = |status: &str| Found {
+            arn: "a".into(),
+            status: status.into(),
+        };
+        assert_eq!(outcome("s", None), None, "not found: take it");
+        assert_eq!(
+            outcome("s", Some(&found("available"))),
+            Some(Outcome::Ready("s".into()))
+        );
+        assert!(
+            matches!(outcome("s", Some(&found("creating"))), Some(Outcome::InProgress(m)) if m.contains("creating"))
+        );
+        assert!(matches!(
+            outcome("s", Some(&found("failed"))),
+            Some(Outcome::Failed(_))
+        ));
     }
 }

@@ -240,34 +240,13 @@ impl<'a> Fields<'a> {
 
 /// The known field nearest to a typo (edit distance at most 2).
 fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    let key = key.to_ascii_lowercase();
     known
         .iter()
-        .map(|k| {
-            (
-                distance(&key.to_ascii_lowercase(), &k.to_ascii_lowercase()),
-                *k,
-            )
-        })
+        .map(|k| (strsim::levenshtein(&key, &k.to_ascii_lowercase()), *k))
         .filter(|(d, _)| *d <= 2)
         .min()
         .map(|(_, k)| k)
-}
-
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur.push(
-                (prev[j] + usize::from(ca != *cb))
-                    .min(prev[j + 1] + 1)
-                    .min(cur[j] + 1),
-            );
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]

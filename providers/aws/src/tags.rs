@@ -1,8 +1,25 @@
-//! Tag comparison shared by every AWS service: tags are only written when
-//! one is missing or different, never rewritten when already right, and
-//! tags others added are left alone.
+//! Tags, written once for every AWS service: a [`Tagging`] implementation
+//! per service reads and adds them, and [`ensure`] writes only the tags a
+//! resource lacks or holds with another value — never the ones already
+//! right, and never removing tags others added.
 
 use std::collections::BTreeMap;
+
+use cro_provider_api::ProviderError;
+
+use crate::errors::api_error;
+
+/// Reading and adding one resource's tags (an ARN, a bucket or a user).
+#[async_trait::async_trait]
+pub trait Tagging: Send + Sync {
+    async fn tags(&self, resource: &str) -> Result<BTreeMap<String, String>, ProviderError>;
+    /// Adds or updates `tags`, keeping the resource's others.
+    async fn add_tags(
+        &self,
+        resource: &str,
+        tags: &[(String, String)],
+    ) -> Result<(), ProviderError>;
+}
 
 /// The wanted tags that `have` lacks or holds with another value.
 pub fn missing(
@@ -13,6 +30,168 @@ pub fn missing(
         .filter(|(k, v)| have.get(*k) != Some(v))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
+}
+
+/// Adds what `resource` lacks of `want`.
+pub async fn ensure<T: Tagging + ?Sized>(
+    svc: &T,
+    resource: &str,
+    want: &BTreeMap<String, String>,
+) -> Result<(), ProviderError> {
+    let missing = missing(want, &svc.tags(resource).await?);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    svc.add_tags(resource, &missing).await
+}
+
+/// Tags in an SDK's own type.
+pub fn pairs<T>(tags: &[(String, String)], make: impl Fn(&str, &str) -> T) -> Vec<T> {
+    tags.iter().map(|(k, v)| make(k, v)).collect()
+}
+
+fn collect<'a>(
+    pairs: impl Iterator<Item = (Option<&'a str>, Option<&'a str>)>,
+) -> BTreeMap<String, String> {
+    pairs
+        .filter_map(|(k, v)| Some((k?.to_string(), v.unwrap_or_default().to_string())))
+        .collect()
+}
+
+#[async_trait::async_trait]
+impl Tagging for aws_sdk_rds::Client {
+    async fn tags(&self, arn: &str) -> Result<BTreeMap<String, String>, ProviderError> {
+        let out = self
+            .list_tags_for_resource()
+            .resource_name(arn)
+            .send()
+            .await
+            .map_err(|e| api_error("rds:ListTagsForResource", arn, e))?;
+        Ok(collect(out.tag_list().iter().map(|t| (t.key(), t.value()))))
+    }
+
+    async fn add_tags(&self, arn: &str, tags: &[(String, String)]) -> Result<(), ProviderError> {
+        let tags = pairs(tags, |k, v| {
+            aws_sdk_rds::types::Tag::builder().key(k).value(v).build()
+        });
+        self.add_tags_to_resource()
+            .resource_name(arn)
+            .set_tags(Some(tags))
+            .send()
+            .await
+            .map_err(|e| api_error("rds:AddTagsToResource", arn, e))?;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl Tagging for aws_sdk_elasticache::Client {
+    async fn tags(&self, arn: &str) -> Result<BTreeMap<String, String>, ProviderError> {
+        let out = self
+            .list_tags_for_resource()
+            .resource_name(arn)
+            .send()
+            .await
+            .map_err(|e| api_error("elasticache:ListTagsForResource", arn, e))?;
+        Ok(collect(out.tag_list().iter().map(|t| (t.key(), t.value()))))
+    }
+
+    async fn add_tags(&self, arn: &str, tags: &[(String, String)]) -> Result<(), ProviderError> {
+        let tags = pairs(tags, |k, v| {
+            aws_sdk_elasticache::types::Tag::builder()
+                .key(k)
+                .value(v)
+                .build()
+        });
+        self.add_tags_to_resource()
+            .resource_name(arn)
+            .set_tags(Some(tags))
+            .send()
+            .await
+            .map_err(|e| api_error("elasticache:AddTagsToResource", arn, e))?;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl Tagging for aws_sdk_s3::Client {
+    async fn tags(&self, bucket: &str) -> Result<BTreeMap<String, String>, ProviderError> {
+        match self.get_bucket_tagging().bucket(bucket).send().await {
+            Ok(out) => Ok(collect(
+                out.tag_set()
+                    .iter()
+                    .map(|t| (Some(t.key()), Some(t.value()))),
+            )),
+            Err(e) if aws_sdk_s3::error::ProvideErrorMetadata::code(&e) == Some("NoSuchTagSet") => {
+                Ok(BTreeMap::new())
+            }
+            Err(e) => Err(api_error("s3:GetBucketTagging", bucket, e)),
+        }
+    }
+
+    /// PutBucketTagging replaces the whole set: the others are read first.
+    async fn add_tags(&self, bucket: &str, tags: &[(String, String)]) -> Result<(), ProviderError> {
+        let mut all = self.tags(bucket).await?;
+        all.extend(tags.iter().cloned());
+        let build = |e: aws_sdk_s3::error::BuildError| {
+            ProviderError::transient(format!("building S3 tags: {e}"))
+        };
+        let set = all
+            .iter()
+            .map(|(k, v)| {
+                aws_sdk_s3::types::Tag::builder()
+                    .key(k)
+                    .value(v)
+                    .build()
+                    .map_err(build)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let tagging = aws_sdk_s3::types::Tagging::builder()
+            .set_tag_set(Some(set))
+            .build()
+            .map_err(build)?;
+        self.put_bucket_tagging()
+            .bucket(bucket)
+            .tagging(tagging)
+            .send()
+            .await
+            .map_err(|e| api_error("s3:PutBucketTagging", bucket, e))?;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl Tagging for aws_sdk_iam::Client {
+    async fn tags(&self, user: &str) -> Result<BTreeMap<String, String>, ProviderError> {
+        let out = self
+            .list_user_tags()
+            .user_name(user)
+            .send()
+            .await
+            .map_err(|e| api_error("iam:ListUserTags", user, e))?;
+        Ok(collect(
+            out.tags().iter().map(|t| (Some(t.key()), Some(t.value()))),
+        ))
+    }
+
+    async fn add_tags(&self, user: &str, tags: &[(String, String)]) -> Result<(), ProviderError> {
+        let tags = iam_tags(tags)?;
+        self.tag_user()
+            .user_name(user)
+            .set_tags(Some(tags))
+            .send()
+            .await
+            .map_err(|e| api_error("iam:TagUser", user, e))?;
+        Ok(())
+    }
+}
+
+/// Tags as IAM takes them.
+pub fn iam_tags(tags: &[(String, String)]) -> Result<Vec<aws_sdk_iam::types::Tag>, ProviderError> {
+    tags.iter()
+        .map(|(k, v)| aws_sdk_iam::types::Tag::builder().key(k).value(v).build())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ProviderError::transient(format!("building IAM tags: {e}")))
 }
 
 #[cfg(test)]

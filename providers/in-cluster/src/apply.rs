@@ -24,15 +24,34 @@ pub enum Applied<K> {
     Terminating,
 }
 
+/// The cause the API server gives when a namespace being deleted refuses
+/// new objects (its NamespaceLifecycle admission).
+pub fn namespace_terminating(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")))
+}
+
+/// A failed call to the API server, as a provider error of the right kind.
+pub fn kube_error(message: String, e: &kube::Error) -> ProviderError {
+    let kind = if namespace_terminating(e) {
+        cro_provider_api::ErrorKind::NamespaceTerminating
+    } else {
+        cro_provider_api::ErrorKind::Transient
+    };
+    ProviderError::new(kind, message)
+}
+
 fn api_error(verb: &str, desired: &Value, e: kube::Error) -> ProviderError {
-    ProviderError::transient(format!(
-        "{verb} {} {}/{}: {e}",
-        desired["kind"].as_str().unwrap_or("object"),
-        desired["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default(),
-        desired["metadata"]["name"].as_str().unwrap_or_default(),
-    ))
+    kube_error(
+        format!(
+            "{verb} {} {}/{}: {e}",
+            desired["kind"].as_str().unwrap_or("object"),
+            desired["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default(),
+            desired["metadata"]["name"].as_str().unwrap_or_default(),
+        ),
+        &e,
+    )
 }
 
 pub async fn ensure<K>(api: &Api<K>, desired: &Value) -> Result<Applied<K>, ProviderError>

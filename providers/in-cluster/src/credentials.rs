@@ -39,7 +39,7 @@ pub async fn ensure(
 ) -> Result<Credentials, ProviderError> {
     let name = credentials_secret_name(&req.name);
     let err = |verb: &str, e: kube::Error| {
-        ProviderError::transient(format!("{verb} Secret {}/{name}: {e}", req.namespace))
+        crate::apply::kube_error(format!("{verb} Secret {}/{name}: {e}", req.namespace), &e)
     };
     let live = api.get_opt(&name).await.map_err(|e| err("reading", e))?;
     let existing: BTreeMap<String, String> = live

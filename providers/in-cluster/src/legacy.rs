@@ -58,7 +58,7 @@ pub fn is_go_pvc(pvc: &PersistentVolumeClaim) -> bool {
         .metadata
         .labels
         .as_ref()
-        .is_some_and(|l| l.contains_key(crate::MANAGED_BY_LABEL));
+        .is_some_and(|l| l.contains_key(cro_provider_api::MANAGED_BY_LABEL));
     let adopted = pvc
         .metadata
         .annotations

@@ -24,7 +24,6 @@ use k8s_openapi::api::{
 use kube::{Api, Client};
 
 pub use merge::{is_subset, merge};
-pub use workload::{MANAGED_BY, MANAGED_BY_LABEL};
 
 pub const NAME: &str = "openshift";
 
@@ -314,24 +313,7 @@ pub fn validate_strategy(
     strategy: &serde_json::Value,
 ) -> Result<(), ProviderError> {
     let overrides = strategy::parse(strategy)?;
-    let probe = ResourceRequest {
-        kind,
-        namespace: "validate".into(),
-        name: "validate".into(),
-        owner: cro_provider_api::Owner {
-            api_version: "integreatly.org/v1alpha1".into(),
-            kind: "Validate".into(),
-            name: "validate".into(),
-            uid: "validate".into(),
-        },
-        identifier: "validate".into(),
-        recorded_identifier: None,
-        final_snapshot_identifier: None,
-        tier: String::new(),
-        strategy: strategy.clone(),
-        tags: BTreeMap::new(),
-        options: Default::default(),
-    };
+    let probe = ResourceRequest::offline(kind, strategy.clone());
     match kind {
         ResourceKind::Postgres => workload::postgres(&probe, &overrides).map(drop),
         ResourceKind::Redis => workload::redis(&probe, &overrides).map(drop),

@@ -3,34 +3,34 @@
 
 use serde_json::Value;
 
-/// Merges `patch` onto `base`: objects recursively; arrays whose elements
-/// are all objects with a `name` merge element-wise by name (new names are
-/// appended), so an override can change one container's image; other
-/// arrays and scalars are replaced; `null` removes a key.
+/// Merges `patch` onto `base`: RFC 7386 (objects recursively, `null`
+/// removes a key, anything else replaces; `json_patch::merge`), except that
+/// arrays whose elements are all objects with a `name` merge element-wise
+/// by name (new names are appended), so an override can change one
+/// container's image — which RFC 7386 cannot say.
 pub fn merge(base: &mut Value, patch: &Value) {
-    match (base, patch) {
-        (Value::Object(b), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    b.remove(k);
-                } else if let Some(existing) = b.get_mut(k) {
-                    merge(existing, v);
-                } else {
-                    b.insert(k.clone(), v.clone());
+    let (Value::Object(b), Value::Object(p)) = (&mut *base, patch) else {
+        json_patch::merge(base, patch);
+        return;
+    };
+    let mut rest = serde_json::Map::new();
+    for (k, v) in p {
+        match (b.get_mut(k), v) {
+            (Some(Value::Array(have)), Value::Array(items)) if named(have) && named(items) => {
+                for item in items {
+                    match have.iter_mut().find(|e| e["name"] == item["name"]) {
+                        Some(existing) => merge(existing, item),
+                        None => have.push(item.clone()),
+                    }
                 }
             }
-        }
-        (Value::Array(b), Value::Array(p)) if named(b) && named(p) => {
-            for item in p {
-                let name = &item["name"];
-                match b.iter_mut().find(|e| &e["name"] == name) {
-                    Some(existing) => merge(existing, item),
-                    None => b.push(item.clone()),
-                }
+            (Some(existing @ Value::Object(_)), Value::Object(_)) => merge(existing, v),
+            _ => {
+                rest.insert(k.clone(), v.clone());
             }
         }
-        (b, p) => *b = p.clone(),
     }
+    json_patch::merge(base, &Value::Object(rest));
 }
 
 fn named(items: &[Value]) -> bool {

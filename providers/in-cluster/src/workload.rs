@@ -14,9 +14,7 @@ use serde_json::{Value, json};
 
 use crate::strategy::{Overrides, overridden};
 
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY: &str = "cloud-resource-operator";
-pub const OWNER_UID_LABEL: &str = "cro.integreatly.org/owner-uid";
+use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL};
 
 /// Everything to create for one resource.
 #[derive(Debug)]
@@ -81,6 +79,40 @@ fn build(
     extra_volume: Option<Value>,
 ) -> Result<Desired, ProviderError> {
     let app = engine.app;
+    let pvc_spec = json!({
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}},
+    });
+    let service_spec = json!({
+        "selector": selector(req, app),
+        "ports": [{"name": app, "port": engine.port, "targetPort": engine.port}],
+    });
+    let deployment_spec = deployment_spec(req, engine, extra_volume);
+    let object = |api_version: &str, kind: &str, spec: Value| json!({"apiVersion": api_version, "kind": kind, "metadata": metadata(req, &req.name, app), "spec": spec});
+    let pvc =
+        overridden::<PersistentVolumeClaimSpec>(pvc_spec, o.pvc_spec.as_ref(), "strategy.pvcSpec")?;
+    let service = overridden::<ServiceSpec>(
+        service_spec,
+        o.service_spec.as_ref(),
+        "strategy.serviceSpec",
+    )?;
+    let deployment = overridden::<DeploymentSpec>(
+        deployment_spec,
+        o.deployment_spec.as_ref(),
+        "strategy.deploymentSpec",
+    )?;
+    Ok(Desired {
+        pvc: object("v1", "PersistentVolumeClaim", pvc),
+        service: object("v1", "Service", service),
+        deployment: object("apps/v1", "Deployment", deployment),
+        config_map: None,
+    })
+}
+
+/// One replica, recreated (never two pods on one volume), its data on the
+/// PVC, running as the upstream images' non-root user.
+fn deployment_spec(req: &ResourceRequest, engine: Engine, extra_volume: Option<Value>) -> Value {
+    let app = engine.app;
     let mut container = engine.container;
     container["name"] = json!(app);
     container["image"] = json!(engine.image);
@@ -95,7 +127,7 @@ fn build(
         volumes.push(config);
     }
     container["volumeMounts"] = json!(mounts);
-    let deployment_spec = json!({
+    json!({
         "replicas": 1,
         "strategy": {"type": "Recreate"},
         "selector": {"matchLabels": selector(req, app)},
@@ -108,48 +140,6 @@ fn build(
                 "volumes": volumes,
             }
         }
-    });
-    let service_spec = json!({
-        "selector": selector(req, app),
-        "ports": [{"name": app, "port": engine.port, "targetPort": engine.port}],
-    });
-    let pvc_spec = json!({
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": "1Gi"}},
-    });
-    let object = |api_version: &str, kind: &str, name: &str, spec: Value| json!({"apiVersion": api_version, "kind": kind, "metadata": metadata(req, name, app), "spec": spec});
-    Ok(Desired {
-        pvc: object(
-            "v1",
-            "PersistentVolumeClaim",
-            &req.name,
-            overridden::<PersistentVolumeClaimSpec>(
-                pvc_spec,
-                o.pvc_spec.as_ref(),
-                "strategy.pvcSpec",
-            )?,
-        ),
-        service: object(
-            "v1",
-            "Service",
-            &req.name,
-            overridden::<ServiceSpec>(
-                service_spec,
-                o.service_spec.as_ref(),
-                "strategy.serviceSpec",
-            )?,
-        ),
-        deployment: object(
-            "apps/v1",
-            "Deployment",
-            &req.name,
-            overridden::<DeploymentSpec>(
-                deployment_spec,
-                o.deployment_spec.as_ref(),
-                "strategy.deploymentSpec",
-            )?,
-        ),
-        config_map: None,
     })
 }
 

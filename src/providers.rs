@@ -1,0 +1,64 @@
+//! The providers this operator has, in one place: `run` builds them from
+//! here, and `validate` and the configuration checks reach their strategy
+//! validation and names through here rather than matching names.
+
+use std::sync::Arc;
+
+use cro_provider_api::{Provider, ProviderError, ResourceKind};
+use serde_json::Value;
+
+/// Checks a tier's strategy offline, with the provider's own code.
+type ValidateStrategy = fn(ResourceKind, &Value) -> Result<(), ProviderError>;
+
+/// Every provider: its name in `cloud-resource-config` and its validation.
+const REGISTRY: [(&str, ValidateStrategy); 2] = [
+    (cro_provider_aws::NAME, cro_provider_aws::validate_strategy),
+    (
+        cro_provider_in_cluster::NAME,
+        cro_provider_in_cluster::validate_strategy,
+    ),
+];
+
+/// The providers' names (`aws`, `openshift`).
+pub fn names() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|(name, _)| *name)
+}
+
+pub fn is_known(name: &str) -> bool {
+    names().any(|n| n == name)
+}
+
+/// Checks `strategy` of a `kind` tier with provider `name`'s own code.
+pub fn validate_strategy(
+    name: &str,
+    kind: ResourceKind,
+    strategy: &Value,
+) -> Result<(), ProviderError> {
+    match REGISTRY.iter().find(|(n, _)| *n == name) {
+        Some((_, validate)) => validate(kind, strategy),
+        None => Err(ProviderError::invalid_strategy(format!(
+            "{name:?} is not a provider; use one of: {}",
+            names().collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// Everything `run` needs to build the providers.
+pub struct Settings {
+    pub cluster_domain: Option<String>,
+    pub aws: cro_provider_aws::AwsSettings,
+}
+
+/// Builds every provider, in the registry's order.
+pub fn build(client: &kube::Client, settings: Settings) -> Vec<Arc<dyn Provider>> {
+    vec![
+        Arc::new(cro_provider_aws::AwsProvider::new(
+            client.clone(),
+            settings.aws,
+        )),
+        Arc::new(cro_provider_in_cluster::InClusterProvider::new(
+            client.clone(),
+            settings.cluster_domain,
+        )),
+    ]
+}
