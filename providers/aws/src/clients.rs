@@ -15,20 +15,23 @@ pub struct Clients {
     pub ses: aws_sdk_sesv2::Client,
 }
 
+/// A client of `sdk` for `config`, counting its calls.
+macro_rules! client {
+    ($sdk:ident, $config:expr, $calls:expr) => {
+        $sdk::Client::from_conf(
+            $sdk::config::Builder::from($config)
+                .interceptor($calls.interceptor())
+                .build(),
+        )
+    };
+}
+
 impl Clients {
     pub fn new(config: &SdkConfig, calls: &Calls) -> Self {
         Clients {
             region: config.region().map(|r| r.to_string()).unwrap_or_default(),
-            rds: aws_sdk_rds::Client::from_conf(
-                aws_sdk_rds::config::Builder::from(config)
-                    .interceptor(calls.interceptor())
-                    .build(),
-            ),
-            elasticache: aws_sdk_elasticache::Client::from_conf(
-                aws_sdk_elasticache::config::Builder::from(config)
-                    .interceptor(calls.interceptor())
-                    .build(),
-            ),
+            rds: client!(aws_sdk_rds, config, calls),
+            elasticache: client!(aws_sdk_elasticache, config, calls),
             // With an endpoint override, path-style addressing: emulators
             // and private endpoints do not resolve `<bucket>.<host>`.
             s3: aws_sdk_s3::Client::from_conf(
@@ -37,16 +40,8 @@ impl Clients {
                     .interceptor(calls.interceptor())
                     .build(),
             ),
-            iam: aws_sdk_iam::Client::from_conf(
-                aws_sdk_iam::config::Builder::from(config)
-                    .interceptor(calls.interceptor())
-                    .build(),
-            ),
-            ses: aws_sdk_sesv2::Client::from_conf(
-                aws_sdk_sesv2::config::Builder::from(config)
-                    .interceptor(calls.interceptor())
-                    .build(),
-            ),
+            iam: client!(aws_sdk_iam, config, calls),
+            ses: client!(aws_sdk_sesv2, config, calls),
         }
     }
 }

@@ -58,60 +58,45 @@ fn collect<'a>(
         .collect()
 }
 
-#[async_trait::async_trait]
-impl Tagging for aws_sdk_rds::Client {
-    async fn tags(&self, arn: &str) -> Result<BTreeMap<String, String>, ProviderError> {
-        let out = self
-            .list_tags_for_resource()
-            .resource_name(arn)
-            .send()
-            .await
-            .map_err(|e| api_error("rds:ListTagsForResource", arn, e))?;
-        Ok(collect(out.tag_list().iter().map(|t| (t.key(), t.value()))))
-    }
+/// RDS and ElastiCache tag by ARN with the same two calls.
+macro_rules! arn_tagging {
+    ($sdk:ident, $service:literal) => {
+        #[async_trait::async_trait]
+        impl Tagging for $sdk::Client {
+            async fn tags(&self, arn: &str) -> Result<BTreeMap<String, String>, ProviderError> {
+                let out = self
+                    .list_tags_for_resource()
+                    .resource_name(arn)
+                    .send()
+                    .await;
+                let out =
+                    out.map_err(|e| api_error(concat!($service, ":ListTagsForResource"), arn, e))?;
+                Ok(collect(out.tag_list().iter().map(|t| (t.key(), t.value()))))
+            }
 
-    async fn add_tags(&self, arn: &str, tags: &[(String, String)]) -> Result<(), ProviderError> {
-        let tags = pairs(tags, |k, v| {
-            aws_sdk_rds::types::Tag::builder().key(k).value(v).build()
-        });
-        self.add_tags_to_resource()
-            .resource_name(arn)
-            .set_tags(Some(tags))
-            .send()
-            .await
-            .map_err(|e| api_error("rds:AddTagsToResource", arn, e))?;
-        Ok(())
-    }
+            async fn add_tags(
+                &self,
+                arn: &str,
+                tags: &[(String, String)],
+            ) -> Result<(), ProviderError> {
+                let tags = pairs(tags, |k, v| {
+                    $sdk::types::Tag::builder().key(k).value(v).build()
+                });
+                let call = self
+                    .add_tags_to_resource()
+                    .resource_name(arn)
+                    .set_tags(Some(tags));
+                call.send()
+                    .await
+                    .map_err(|e| api_error(concat!($service, ":AddTagsToResource"), arn, e))?;
+                Ok(())
+            }
+        }
+    };
 }
 
-#[async_trait::async_trait]
-impl Tagging for aws_sdk_elasticache::Client {
-    async fn tags(&self, arn: &str) -> Result<BTreeMap<String, String>, ProviderError> {
-        let out = self
-            .list_tags_for_resource()
-            .resource_name(arn)
-            .send()
-            .await
-            .map_err(|e| api_error("elasticache:ListTagsForResource", arn, e))?;
-        Ok(collect(out.tag_list().iter().map(|t| (t.key(), t.value()))))
-    }
-
-    async fn add_tags(&self, arn: &str, tags: &[(String, String)]) -> Result<(), ProviderError> {
-        let tags = pairs(tags, |k, v| {
-            aws_sdk_elasticache::types::Tag::builder()
-                .key(k)
-                .value(v)
-                .build()
-        });
-        self.add_tags_to_resource()
-            .resource_name(arn)
-            .set_tags(Some(tags))
-            .send()
-            .await
-            .map_err(|e| api_error("elasticache:AddTagsToResource", arn, e))?;
-        Ok(())
-    }
-}
+arn_tagging!(aws_sdk_rds, "rds");
+arn_tagging!(aws_sdk_elasticache, "elasticache");
 
 #[async_trait::async_trait]
 impl Tagging for aws_sdk_s3::Client {
