@@ -311,8 +311,36 @@ cmd_restart() {
   log "restarted $1"
 }
 
+# No dynamic provisioner runs here, so PVCs bind to a pool of static
+# volumes through a default StorageClass, as on a cluster with local PVs.
+create_volumes() {
+  {
+    printf '%s\n' 'apiVersion: storage.k8s.io/v1' 'kind: StorageClass' \
+      'metadata: {name: standard, annotations: {storageclass.kubernetes.io/is-default-class: "true"}}' \
+      'provisioner: kubernetes.io/no-provisioner' 'volumeBindingMode: Immediate'
+    local i
+    for i in $(seq -w 1 "${CRO_TESTENV_VOLUMES:-500}"); do
+      printf -- '---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: testenv-pv-%s}\n' "$i"
+      printf 'spec: {capacity: {storage: 100Gi}, accessModes: [ReadWriteOnce, ReadWriteMany], storageClassName: standard, persistentVolumeReclaimPolicy: Retain, hostPath: {path: /tmp/cro-testenv-pv-%s}}\n' "$i"
+    done
+  } | kctl apply -f - >/dev/null
+}
+
+# Volumes whose claim was deleted stay Released (policy Retain): they are
+# replaced, so an environment kept up serves any number of test runs.
+recycle_volumes() {
+  local released
+  released=$(kctl get pv -o jsonpath='{range .items[?(@.status.phase=="Released")]}{.metadata.name}{" "}{end}')
+  [ -n "$released" ] || return 0
+  # shellcheck disable=SC2086 # one name per word
+  kctl delete pv $released --wait=true >/dev/null
+  create_volumes
+  log "recycled $(echo "$released" | wc -w) released volumes"
+}
+
 cmd_up() {
   if cmd_status; then
+    recycle_volumes
     log "already up; source $state/env.sh"
     return 0
   fi
@@ -376,18 +404,7 @@ status:
   allocatable: {cpu: "32", memory: 256Gi, pods: "250"}
   capacity: {cpu: "32", memory: 256Gi, pods: "250"}
 EOF
-  # No dynamic provisioner runs here, so PVCs bind to a pool of static
-  # volumes through a default StorageClass, as on a cluster with local PVs.
-  {
-    printf '%s\n' 'apiVersion: storage.k8s.io/v1' 'kind: StorageClass' \
-      'metadata: {name: standard, annotations: {storageclass.kubernetes.io/is-default-class: "true"}}' \
-      'provisioner: kubernetes.io/no-provisioner' 'volumeBindingMode: Immediate'
-    local i
-    for i in $(seq -w 1 "${CRO_TESTENV_VOLUMES:-500}"); do
-      printf -- '---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: testenv-pv-%s}\n' "$i"
-      printf 'spec: {capacity: {storage: 100Gi}, accessModes: [ReadWriteOnce, ReadWriteMany], storageClassName: standard, persistentVolumeReclaimPolicy: Retain, hostPath: {path: /tmp/cro-testenv-pv-%s}}\n' "$i"
-    done
-  } | kctl apply -f - >/dev/null
+  create_volumes
   wait_for "moto server" 60 curl -sf "http://127.0.0.1:$moto_port/moto-api/"
   wait_for "the default ServiceAccount (kube-controller-manager)" 60 kctl -n default get serviceaccount default
   wait_for "kwok-node-0 Ready (kwok)" 60 \
