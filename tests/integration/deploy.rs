@@ -16,7 +16,6 @@ use cloud_resource_operator::api::{
     BlobStorage, Phase, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SMTPCredentialSet,
 };
 use k8s_openapi::api::{
-    authentication::v1::{TokenRequest, TokenRequestSpec},
     core::v1::{ConfigMap, Namespace, ServiceAccount},
     events::v1::Event,
     rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding},
@@ -29,8 +28,9 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
 use crate::support::{
-    DEFAULT_TIMEOUT, Launch, Operator, TestEnv, apply, assert_no_secret_in, ensure_crds,
-    wait_deleted, wait_for, with_namespace,
+    Audited, DEFAULT_TIMEOUT, Launch, Operator, TestEnv, apply, assert_no_secret_in,
+    audited_requests_of, ensure_crds, service_account_kubeconfig, wait_deleted, wait_for,
+    with_namespace,
 };
 
 const CHART: &str = "deploy/helm";
@@ -271,79 +271,6 @@ async fn apply_doc(client: &Client, doc: &Value) {
         }
         other => panic!("unexpected {other} in deploy/rbac"),
     }
-}
-
-/// A kubeconfig for the test cluster that authenticates as `sa` in `ns`
-/// with a short-lived token from the TokenRequest API.
-async fn service_account_kubeconfig(client: &Client, ns: &str, sa: &str) -> PathBuf {
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let token: TokenRequest = Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create_subresource("token", sa, &PostParams::default(), &request)
-        .await
-        .unwrap_or_else(|e| panic!("requesting a token for {ns}/{sa}: {e}"));
-    let token = token
-        .status
-        .map(|s| s.token)
-        .unwrap_or_else(|| panic!("TokenRequest returned no token"));
-    let admin = std::fs::read_to_string(TestEnv::load().kubeconfig)
-        .unwrap_or_else(|e| panic!("reading the admin kubeconfig: {e}"));
-    let mut config: Value = yaml_serde::from_str(&admin).unwrap_or_else(|e| panic!("{e}"));
-    config["users"] = json!([{"name": sa, "user": {"token": token}}]);
-    config["contexts"][0]["context"]["user"] = json!(sa);
-    let path = repo().join(format!("target/testenv/kubeconfig-{ns}-{sa}"));
-    std::fs::write(
-        &path,
-        yaml_serde::to_string(&config).unwrap_or_else(|e| panic!("{e}")),
-    )
-    .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-    // It holds a token: readable by its owner only, like the admin's.
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-        .unwrap_or_else(|e| panic!("restricting {}: {e}", path.display()));
-    path
-}
-
-/// One request as the apiserver audited it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Audited {
-    group: String,
-    /// `resource` or `resource/subresource`.
-    resource: String,
-    name: String,
-    verb: String,
-    code: i64,
-}
-
-fn audited_requests_of(user: &str) -> Vec<Audited> {
-    let log = TestEnv::load().audit_log;
-    let content = std::fs::read_to_string(&log)
-        .unwrap_or_else(|e| panic!("reading the audit log {}: {e}", log.display()));
-    content
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
-        .map(|e| {
-            let o = &e["objectRef"];
-            let resource = match o["subresource"].as_str() {
-                Some(sub) => format!("{}/{sub}", text(&o["resource"])),
-                None => text(&o["resource"]),
-            };
-            Audited {
-                group: text(&o["apiGroup"]),
-                resource,
-                name: text(&o["name"]),
-                verb: text(&e["verb"]),
-                code: e["responseStatus"]["code"].as_i64().unwrap_or_default(),
-            }
-        })
-        .collect()
 }
 
 /// Whether `request` exercised `verb` on `group`/`resource` as `rule`

@@ -9,7 +9,10 @@
 
 use std::{collections::BTreeMap, fmt::Debug, future::Future, path::PathBuf, time::Duration};
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::{
+    authentication::v1::{TokenRequest, TokenRequestSpec},
+    core::v1::{Namespace, ServiceAccount},
+};
 use kube::{
     Api, Client, Config, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams},
@@ -17,6 +20,7 @@ use kube::{
     runtime::wait::{Condition, await_condition, conditions},
 };
 use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 
 /// How long a test waits for something that should happen within seconds.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -622,4 +626,111 @@ pub fn aws_actions_mentioning(text: &str) -> Vec<String> {
         .filter(|r| r["params"].to_string().contains(text))
         .map(|r| r["action"].as_str().unwrap_or_default().to_string())
         .collect()
+}
+
+/// A kubeconfig for the test cluster that authenticates as `sa` in `ns`
+/// with a short-lived token from the TokenRequest API.
+pub async fn service_account_kubeconfig(client: &Client, ns: &str, sa: &str) -> PathBuf {
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let token: TokenRequest = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create_subresource("token", sa, &PostParams::default(), &request)
+        .await
+        .unwrap_or_else(|e| panic!("requesting a token for {ns}/{sa}: {e}"));
+    let token = token
+        .status
+        .map(|s| s.token)
+        .unwrap_or_else(|| panic!("TokenRequest returned no token"));
+    let admin = std::fs::read_to_string(TestEnv::load().kubeconfig)
+        .unwrap_or_else(|e| panic!("reading the admin kubeconfig: {e}"));
+    let mut config: Value = yaml_serde::from_str(&admin).unwrap_or_else(|e| panic!("{e}"));
+    config["users"] = json!([{"name": sa, "user": {"token": token}}]);
+    config["contexts"][0]["context"]["user"] = json!(sa);
+    let path = repo_root().join(format!("target/testenv/kubeconfig-{ns}-{sa}"));
+    std::fs::write(
+        &path,
+        yaml_serde::to_string(&config).unwrap_or_else(|e| panic!("{e}")),
+    )
+    .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    // It holds a token: readable by its owner only, like the admin's.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .unwrap_or_else(|e| panic!("restricting {}: {e}", path.display()));
+    path
+}
+
+/// A ServiceAccount `name` in `ns` bound to cluster-admin (binding
+/// `<name>-<ns>`, removed by the caller): whatever a process running as it
+/// does not do, it did not do by choice. Its kubeconfig and user name (for
+/// the audit log).
+pub async fn cluster_admin_account(client: &Client, ns: &str, name: &str) -> (PathBuf, String) {
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": name}}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &sa)
+        .await
+        .unwrap_or_else(|e| panic!("creating ServiceAccount {ns}/{name}: {e}"));
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}-{ns}")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap_or_else(|e| panic!("binding {ns}/{name} to cluster-admin: {e}"));
+    (
+        service_account_kubeconfig(client, ns, name).await,
+        format!("system:serviceaccount:{ns}:{name}"),
+    )
+}
+
+/// One request as the apiserver audited it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Audited {
+    pub group: String,
+    /// `resource` or `resource/subresource`.
+    pub resource: String,
+    pub name: String,
+    pub verb: String,
+    pub code: i64,
+}
+
+/// Requests `user` made, as the apiserver audited them.
+pub fn audited_requests_of(user: &str) -> Vec<Audited> {
+    let log = TestEnv::load().audit_log;
+    let content = std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("reading the audit log {}: {e}", log.display()));
+    content
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
+        .map(|e| {
+            let o = &e["objectRef"];
+            let resource = match o["subresource"].as_str() {
+                Some(sub) => format!("{}/{sub}", json_text(&o["resource"])),
+                None => json_text(&o["resource"]),
+            };
+            Audited {
+                group: json_text(&o["apiGroup"]),
+                resource,
+                name: json_text(&o["name"]),
+                verb: json_text(&e["verb"]),
+                code: e["responseStatus"]["code"].as_i64().unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// A JSON string's text; empty for anything else.
+fn json_text(v: &serde_json::Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
 }
