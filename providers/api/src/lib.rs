@@ -2,7 +2,10 @@
 //! outcomes and the provider traits. Providers never see CRD types or
 //! ConfigMaps; the operator never sees provider-specific strategy formats.
 
+mod change;
 mod identifier;
+
+pub use change::{Adoption, Change, ChangePolicy, Timing, plan_hash};
 
 pub use identifier::{
     DEFAULT_IDENTIFIER_LENGTH, IdentifierRules, cloud_identifier, shorten, timestamped_identifier,
@@ -75,6 +78,12 @@ pub struct Owner {
 pub struct Options {
     pub apply_immediately: bool,
     pub maintenance_window: bool,
+    /// How the tier's changes reach the resource (`changePolicy`).
+    pub change_policy: ChangePolicy,
+    /// The plan hash a person approved (`integreatly.org/approve-plan`).
+    pub approved_plan: Option<String>,
+    /// The adoption hash a person approved (`integreatly.org/adopt`).
+    pub approved_adoption: Option<String>,
     /// Node type / size override (Redis).
     pub size: Option<String>,
     pub snapshot_frequency: Option<String>,
@@ -105,6 +114,10 @@ pub struct ResourceRequest {
     pub strategy: serde_json::Value,
     /// Tags/labels for everything created.
     pub tags: BTreeMap<String, String>,
+    /// The tag (one of `tags`) that marks a cloud resource this cluster
+    /// made: a resource found without it (and not recorded on the CR) was
+    /// made by someone else and is only adopted when a person approves.
+    pub owner_tag: (String, String),
     pub options: Options,
 }
 
@@ -129,6 +142,7 @@ impl ResourceRequest {
             tier: String::new(),
             strategy,
             tags: BTreeMap::new(),
+            owner_tag: Default::default(),
             options: Options::default(),
         }
     }
@@ -187,45 +201,6 @@ pub struct Condition {
     pub message: String,
 }
 
-/// When a difference between a live resource and its tier is applied.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Timing {
-    /// Safe at any time: applied at once.
-    Now,
-    /// Disruptive: applied when the CR sets `maintenanceWindow` (then in
-    /// the cloud's next maintenance window) or `applyImmediately`.
-    MaintenanceWindow,
-    /// Requested, waiting for the cloud's maintenance window.
-    Scheduled,
-    /// Never applied; the reason says why (e.g. an engine downgrade).
-    Never(String),
-}
-
-impl Timing {
-    /// How status shows it.
-    pub fn describe(&self) -> String {
-        match self {
-            Timing::Now => "now".into(),
-            Timing::MaintenanceWindow => "maintenanceWindow".into(),
-            Timing::Scheduled => "scheduled for the next maintenance window".into(),
-            Timing::Never(reason) => format!("never: {reason}"),
-        }
-    }
-}
-
-/// One field of a live resource that differs from its tier.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Change {
-    /// The cloud API's name (e.g. `DBInstanceClass`) or the in-cluster
-    /// object's spec path.
-    pub field: String,
-    pub current: String,
-    pub desired: String,
-    pub timing: Timing,
-    /// Applying it restarts the resource (a short outage).
-    pub restarts: bool,
-}
-
 /// What a provider reports about a resource it reconciled.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Provisioned {
@@ -243,6 +218,9 @@ pub struct Provisioned {
     pub conditions: Vec<Condition>,
     /// Differences from the tier that are not applied yet.
     pub pending: Vec<Change>,
+    /// The live resource exists but was not made by this cluster, and no
+    /// person approved adopting it: nothing was changed.
+    pub adoption: Option<Adoption>,
     /// The disruptive changes `maintenanceWindow` allowed were requested:
     /// the CR's `spec.maintenanceWindow` goes back to false (as the Go
     /// operator does), so the next tier change waits for the next window.
@@ -260,6 +238,7 @@ impl Provisioned {
             recheck_after: None,
             conditions: Vec::new(),
             pending: Vec::new(),
+            adoption: None,
             maintenance_window_used: false,
         }
     }
@@ -391,6 +370,11 @@ pub trait Provider: Send + Sync {
 
     /// Deletes a snapshot.
     async fn delete_snapshot(&self, req: &SnapshotRequest) -> Result<Deletion, ProviderError>;
+
+    /// What `reconcile` would change, with read-only calls only (the
+    /// `plan` command): every difference between the live resource and
+    /// the tier, a missing resource as one "created" change.
+    async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError>;
 }
 
 #[cfg(test)]

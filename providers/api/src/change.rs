@@ -1,0 +1,103 @@
+//! Changes between a live resource and its tier, how a tier lets them
+//! through (`changePolicy`), and what a person approves: a plan (by its
+//! hash) or adopting a resource someone else made.
+
+use sha2::{Digest, Sha256};
+
+/// When a difference between a live resource and its tier is applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// Safe at any time: applied at once.
+    Now,
+    /// Disruptive: applied when the CR sets `maintenanceWindow` (then in
+    /// the cloud's next maintenance window) or `applyImmediately`.
+    MaintenanceWindow,
+    /// Requested, waiting for the cloud's maintenance window.
+    Scheduled,
+    /// Never applied; the reason says why (e.g. an engine downgrade).
+    Never(String),
+}
+
+impl Timing {
+    /// How status shows it.
+    pub fn describe(&self) -> String {
+        match self {
+            Timing::Now => "now".into(),
+            Timing::MaintenanceWindow => "maintenanceWindow".into(),
+            Timing::Scheduled => "scheduled for the next maintenance window".into(),
+            Timing::Never(reason) => format!("never: {reason}"),
+        }
+    }
+}
+
+/// One field of a live resource that differs from its tier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The cloud API's name (e.g. `DBInstanceClass`) or the in-cluster
+    /// object's spec path.
+    pub field: String,
+    pub current: String,
+    pub desired: String,
+    pub timing: Timing,
+    /// Applying it restarts the resource (a short outage).
+    pub restarts: bool,
+}
+
+/// How a tier's changes reach its resources (the tier's `changePolicy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ChangePolicy {
+    /// Safe changes at once, disruptive ones with the CR's
+    /// `maintenanceWindow` or `applyImmediately`.
+    #[default]
+    Automatic,
+    /// Nothing is changed until a person approves the CR's plan by its hash.
+    Plan,
+}
+
+/// A live resource that exists under the CR's identifier but was made by
+/// someone else: what adopting it would change, and the hash a person
+/// approves it with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Adoption {
+    pub changes: Vec<Change>,
+    pub hash: String,
+}
+
+/// A short, stable hash of a list of changes (what a person approves): the
+/// same changes give the same hash in any order, in any process.
+pub fn plan_hash(changes: &[Change]) -> String {
+    let mut lines: Vec<String> = changes
+        .iter()
+        .map(|c| format!("{}={}->{}", c.field, c.current, c.desired))
+        .collect();
+    lines.sort();
+    let digest = Sha256::digest(lines.join("\n").as_bytes());
+    digest.iter().take(5).map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(field: &str, current: &str, desired: &str) -> Change {
+        Change {
+            field: field.into(),
+            current: current.into(),
+            desired: desired.into(),
+            timing: Timing::Now,
+            restarts: false,
+        }
+    }
+
+    #[test]
+    fn the_hash_names_the_changes_not_their_order() {
+        let a = [change("A", "1", "2"), change("B", "x", "y")];
+        let b = [change("B", "x", "y"), change("A", "1", "2")];
+        assert_eq!(plan_hash(&a), plan_hash(&b));
+        assert_eq!(plan_hash(&a).len(), 10);
+        assert_ne!(
+            plan_hash(&a),
+            plan_hash(&[change("A", "1", "3"), change("B", "x", "y")])
+        );
+    }
+}
