@@ -13,17 +13,17 @@ use aws_sdk_elasticache::{
     types::{ReplicationGroup, Tag},
 };
 use cro_provider_api::{
-    Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError, Provisioned,
-    ResourceRequest, Timing,
+    Adoption, Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError,
+    Provisioned, ResourceRequest, Timing,
 };
 
 use crate::{
     RECHECK,
     errors::api_error,
-    plan::{Gate, Settled, Split, change, settle, split, vanished},
+    plan::{self, Gate, Settled, Split, change, settle, split, vanished},
     snapshots,
     strategy::{FieldType, Fields, Section, Tier},
-    tags,
+    tags::Tagging,
 };
 
 pub const PROVIDER: &str = "aws-elasticache";
@@ -90,6 +90,8 @@ pub struct Group {
     pub snapshot_retention: i32,
     pub snapshot_window: String,
     pub primary: Option<(String, i32)>,
+    /// Read separately (ListTagsForResource): describe does not carry them.
+    pub tags: BTreeMap<String, String>,
 }
 
 impl From<&ReplicationGroup> for Group {
@@ -107,6 +109,7 @@ impl From<&ReplicationGroup> for Group {
                     e.port().unwrap_or(6379),
                 )
             }),
+            tags: BTreeMap::new(),
         }
     }
 }
@@ -117,7 +120,11 @@ pub enum Plan {
     Create,
     Wait(String),
     Fail(String),
-    Converge { changes: Split },
+    /// Someone else's group: changed only once a person approves.
+    Unadopted(Adoption),
+    Converge {
+        changes: Split,
+    },
 }
 
 /// Every field of the group that differs from the tier (pure).
@@ -159,9 +166,9 @@ pub fn differences(have: &Group, want: &Desired) -> Vec<Change> {
     out
 }
 
-pub fn decide(have: Option<&Group>, want: &Desired, recorded: Option<&str>, gate: Gate) -> Plan {
+pub fn decide(have: Option<&Group>, want: &Desired, req: &ResourceRequest) -> Plan {
     let Some(have) = have else {
-        return match recorded {
+        return match req.recorded_identifier.as_deref() {
             Some(id) => Plan::Fail(vanished(
                 "ElastiCache replication group",
                 id,
@@ -170,15 +177,44 @@ pub fn decide(have: Option<&Group>, want: &Desired, recorded: Option<&str>, gate
             None => Plan::Create,
         };
     };
+    if let Some(adoption) = plan::adoption(req, &have.tags, &differences(have, want)) {
+        return Plan::Unadopted(adoption);
+    }
     match have.status.as_str() {
         "available" => Plan::Converge {
-            changes: split(differences(have, want), gate),
+            changes: split(differences(have, want), &Gate::of(&req.options)),
         },
         "create-failed" => Plan::Fail(
             "ElastiCache replication group failed to create; see its events in the ElastiCache console, fix the tier, then delete it to retry".into(),
         ),
         other => Plan::Wait(format!("ElastiCache replication group is {other}")),
     }
+}
+
+/// The group and its tags, if it exists.
+async fn observe(ec: &Client, id: &str) -> Result<Option<Group>, ProviderError> {
+    let Some(mut group) = describe(ec, id).await? else {
+        return Ok(None);
+    };
+    if !group.arn.is_empty() {
+        group.tags = ec.tags(&group.arn).await?;
+    }
+    Ok(Some(group))
+}
+
+/// Every change `reconcile` would make, from read-only calls.
+pub async fn plan(
+    ec: &Client,
+    req: &ResourceRequest,
+    tier: &Tier,
+) -> Result<Vec<Change>, ProviderError> {
+    let want = Desired::from_tier(req, &Fields::new(&CREATE_STRATEGY, &tier.create)?)?;
+    let have = observe(ec, &req.identifier).await?;
+    Ok(plan::planned(
+        "ReplicationGroup",
+        req,
+        have.as_ref().map(|h| (&h.tags, differences(h, &want))),
+    ))
 }
 
 async fn describe(ec: &Client, id: &str) -> Result<Option<Group>, ProviderError> {
@@ -207,27 +243,30 @@ pub async fn reconcile(
     let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
     let want = Desired::from_tier(req, &f)?;
     let id = req.identifier.as_str();
-    let have = describe(ec, id).await?;
-    let gate = Gate::of(&req.options);
+    let have = observe(ec, id).await?;
     let mut report = Provisioned::new(PROVIDER, Outcome::InProgress(String::new()));
     report.identifier = Some(id.to_string());
     report.recheck_after = Some(RECHECK);
     report.version = f.string("EngineVersion")?;
-    report.outcome = match decide(
-        have.as_ref(),
-        &want,
-        req.recorded_identifier.as_deref(),
-        gate,
-    ) {
+    report.outcome = match decide(have.as_ref(), &want, req) {
         Plan::Create => {
             create(ec, req, &f, &want).await?;
             Outcome::InProgress(format!("creating ElastiCache replication group {id}"))
         }
         Plan::Wait(why) => Outcome::InProgress(format!("{why} ({id})")),
         Plan::Fail(why) => Outcome::Failed(format!("{why} ({id})")),
+        Plan::Unadopted(adoption) => {
+            // Not recorded on the CR: recording would make it this CR's.
+            report.identifier = None;
+            report.adoption = Some(adoption);
+            Outcome::Failed(plan::unadopted_message("ElastiCache replication group", id))
+        }
         Plan::Converge { changes } => {
             let have = have.unwrap_or_default();
-            tags::ensure(ec, &have.arn, &req.tags).await?;
+            let missing = crate::tags::missing(&req.tags, &have.tags);
+            if !missing.is_empty() {
+                ec.add_tags(&have.arn, &missing).await?;
+            }
             if !changes.apply.is_empty() {
                 modify(ec, id, &want, &changes).await?;
             }
@@ -329,12 +368,16 @@ pub async fn delete(
     let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
     let skip_final = f.bool("SkipFinalSnapshot")?.unwrap_or(false);
     let id = req.identifier.as_str();
-    let Some(group) = describe(ec, id).await? else {
+    let Some(group) = observe(ec, id).await? else {
         if !skip_final {
             snapshots::tag_final(ec, &final_snapshot_id(req), &req.tags).await?;
         }
         return Ok(Deletion::Done);
     };
+    if !plan::ours(req, &group.tags) {
+        // Someone else's: deleting the CR never deletes it.
+        return Ok(Deletion::Done);
+    }
     if group.status == "deleting" {
         return Ok(Deletion::InProgress(format!(
             "ElastiCache replication group {id} is deleting"
@@ -359,31 +402,15 @@ pub async fn delete(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cro_provider_api::{Options, Owner, ResourceKind};
+    use cro_provider_api::ResourceKind;
     use serde_json::{Value, json};
 
     fn req(size: Option<&str>) -> ResourceRequest {
-        ResourceRequest {
-            kind: ResourceKind::Redis,
-            namespace: "app".into(),
-            name: "cache".into(),
-            owner: Owner {
-                api_version: "integreatly.org/v1alpha1".into(),
-                kind: "Redis".into(),
-                name: "cache".into(),
-                uid: "u".into(),
-            },
-            identifier: "cache".into(),
-            recorded_identifier: None,
-            final_snapshot_identifier: None,
-            tier: "development".into(),
-            strategy: json!({}),
-            tags: BTreeMap::new(),
-            options: Options {
-                size: size.map(str::to_string),
-                ..Options::default()
-            },
-        }
+        let mut req = ResourceRequest::offline(ResourceKind::Redis, json!({}));
+        req.identifier = "g".into();
+        req.options.size = size.map(str::to_string);
+        req.owner_tag = ("clusterID".into(), "c1".into());
+        req
     }
 
     fn want(tier: Value, size: Option<&str>) -> Desired {
@@ -401,6 +428,7 @@ mod tests {
             snapshot_retention: 31,
             snapshot_window: "02:00-03:00".into(),
             primary: Some(("primary.example".into(), 6379)),
+            tags: BTreeMap::from([("clusterID".to_string(), "c1".to_string())]),
         }
     }
 
@@ -455,20 +483,27 @@ mod tests {
     #[test]
     fn the_plan_follows_the_group_state() {
         let d = want(json!({}), None);
-        assert_eq!(decide(None, &d, None, Gate::default()), Plan::Create);
+        assert_eq!(decide(None, &d, &req(None)), Plan::Create);
+        let mut recorded = req(None);
+        recorded.recorded_identifier = Some("g".into());
         assert!(
-            matches!(decide(None, &d, Some("g"), Gate::default()), Plan::Fail(m) if m.contains("no longer exists"))
+            matches!(decide(None, &d, &recorded), Plan::Fail(m) if m.contains("no longer exists"))
         );
         let mut g = go_created();
         g.status = "modifying".into();
-        assert!(matches!(
-            decide(Some(&g), &d, None, Gate::default()),
-            Plan::Wait(_)
-        ));
+        assert!(matches!(decide(Some(&g), &d, &req(None)), Plan::Wait(_)));
         g.status = "create-failed".into();
+        assert!(matches!(decide(Some(&g), &d, &req(None)), Plan::Fail(_)));
+        // The Go operator tagged the nodes, not the group: recorded, it is ours.
+        let mut untagged = go_created();
+        untagged.tags.clear();
         assert!(matches!(
-            decide(Some(&g), &d, None, Gate::default()),
-            Plan::Fail(_)
+            decide(Some(&untagged), &d, &req(None)),
+            Plan::Unadopted(_)
+        ));
+        assert!(matches!(
+            decide(Some(&untagged), &d, &recorded),
+            Plan::Converge { .. }
         ));
     }
 }

@@ -26,8 +26,8 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use calls::Calls;
 use clients::Clients;
 use cro_provider_api::{
-    Deletion, IdentifierRules, Provider, ProviderError, Provisioned, ResourceKind, ResourceRequest,
-    SnapshotRequest, Snapshotted,
+    Change, Deletion, IdentifierRules, Provider, ProviderError, Provisioned, ResourceKind,
+    ResourceRequest, SnapshotRequest, Snapshotted,
 };
 use serde_json::Value;
 use strategy::Fields;
@@ -186,6 +186,19 @@ impl Provider for AwsProvider {
             ResourceKind::BlobStorage => s3::delete(self, &c.s3, &c.iam, req, &tier).await,
             ResourceKind::Redis => elasticache::delete(&c.elasticache, req, &tier).await,
             ResourceKind::Smtp => smtp::delete(self, &c.iam, req).await,
+        }
+    }
+
+    async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
+        validate_strategy(req.kind, &req.strategy)?;
+        let req = &conformed(req);
+        let tier = strategy::parse(&req.strategy)?;
+        let c = self.clients(&tier).await?;
+        match req.kind {
+            ResourceKind::Postgres => rds::plan(&c.rds, req, &tier).await,
+            ResourceKind::Redis => elasticache::plan(&c.elasticache, req, &tier).await,
+            ResourceKind::BlobStorage => s3::plan(&c.s3, req).await,
+            ResourceKind::Smtp => smtp::plan(&c.iam, req).await,
         }
     }
 

@@ -2,16 +2,22 @@
 //! disruptive changes, how changes split into what to apply now and what
 //! stays pending, and the "created once, now gone" report.
 
-use cro_provider_api::{Change, Timing};
+use std::collections::BTreeMap;
+
+use cro_provider_api::{Adoption, Change, ChangePolicy, ResourceRequest, Timing, plan_hash};
 
 /// What the CR allows for disruptive changes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Gate {
     /// `spec.maintenanceWindow`: request them now, for the cloud to apply
     /// in its next maintenance window (unless `apply_immediately`).
     pub maintenance_window: bool,
     /// `spec.applyImmediately`: apply requested changes at once.
     pub apply_immediately: bool,
+    /// The tier's `changePolicy`.
+    pub policy: ChangePolicy,
+    /// Under `Plan`: the plan hash a person approved.
+    pub approved: Option<String>,
 }
 
 impl Gate {
@@ -20,6 +26,8 @@ impl Gate {
         Gate {
             maintenance_window: options.maintenance_window,
             apply_immediately: options.apply_immediately,
+            policy: options.change_policy,
+            approved: options.approved_plan.clone(),
         }
     }
 }
@@ -37,11 +45,26 @@ pub struct Split {
     pub window_used: bool,
 }
 
-/// Safe changes are applied at once; disruptive ones when the gate allows
-/// (the Go operator's rule: with `maintenanceWindow`, applied in the
-/// cloud's window unless `applyImmediately`; `applyImmediately` alone
-/// applies them at once, which the Go operator did not do).
-pub fn split(changes: Vec<Change>, gate: Gate) -> Split {
+/// Under the `Automatic` policy, safe changes are applied at once and
+/// disruptive ones when the gate allows (the Go operator's rule: with
+/// `maintenanceWindow`, applied in the cloud's window unless
+/// `applyImmediately`; `applyImmediately` alone applies them at once, which
+/// the Go operator did not do). Under `Plan`, nothing is applied until a
+/// person approves exactly these changes by their hash; then every change
+/// that can be made is made at once.
+pub fn split(changes: Vec<Change>, gate: &Gate) -> Split {
+    if gate.policy == ChangePolicy::Plan {
+        let approved = gate.approved.as_deref() == Some(plan_hash(&changes).as_str());
+        let (apply, pending) = changes
+            .into_iter()
+            .partition(|c| approved && !matches!(c.timing, Timing::Never(_)));
+        return Split {
+            apply,
+            immediately: true,
+            pending,
+            window_used: false,
+        };
+    }
     let mut out = Split {
         immediately: true,
         ..Split::default()
@@ -85,6 +108,87 @@ pub fn settle(split: Split) -> Settled {
         ..c
     }));
     Settled::Usable(pending)
+}
+
+/// Whether a resource found under the CR's identifier is this cluster's:
+/// recorded on the CR when it was created (by this operator or the Go
+/// operator), or carrying this cluster's owner tag.
+pub fn ours(req: &ResourceRequest, live_tags: &BTreeMap<String, String>) -> bool {
+    let (key, value) = &req.owner_tag;
+    req.recorded_identifier.as_deref() == Some(req.identifier.as_str())
+        || live_tags.get(key) == Some(value)
+}
+
+/// For a resource someone else made: what adopting it would change (its
+/// tags, then the tier's differences) and the hash a person approves it
+/// with; `None` once it is this cluster's or the approval matches.
+pub fn adoption(
+    req: &ResourceRequest,
+    live_tags: &BTreeMap<String, String>,
+    drift: &[Change],
+) -> Option<Adoption> {
+    if ours(req, live_tags) {
+        return None;
+    }
+    let mut changes = tag_changes(&req.tags, live_tags);
+    changes.extend(drift.iter().cloned());
+    let hash = plan_hash(&changes);
+    (req.options.approved_adoption.as_deref() != Some(hash.as_str()))
+        .then_some(Adoption { changes, hash })
+}
+
+/// The message of a CR whose resource someone else made.
+pub fn unadopted_message(what: &str, id: &str) -> String {
+    format!(
+        "{what} {id} already exists and was not made by this cluster (it lacks this cluster's owner tag): it is neither changed nor deleted; see the Adopted condition for what adopting it would change, and annotate the CR with integreatly.org/adopt set to its hash to adopt it"
+    )
+}
+
+/// The tags a resource lacks (or holds with another value), as changes.
+pub fn tag_changes(
+    want: &BTreeMap<String, String>,
+    have: &BTreeMap<String, String>,
+) -> Vec<Change> {
+    crate::tags::missing(want, have)
+        .into_iter()
+        .map(|(k, v)| {
+            let current = have.get(&k).cloned().unwrap_or_else(|| "absent".into());
+            change(&format!("tag {k}"), current, v, Timing::Now, false)
+        })
+        .collect()
+}
+
+/// What `plan` shows for the resource `what`: when it is there (its tags
+/// and differences from the tier), what its tags lack and the differences;
+/// when it is not, [`missing_resource`].
+pub fn planned(
+    what: &str,
+    req: &ResourceRequest,
+    live: Option<(&BTreeMap<String, String>, Vec<Change>)>,
+) -> Vec<Change> {
+    match live {
+        None => vec![missing_resource(what, req.recorded_identifier.as_deref())],
+        Some((tags, differences)) => {
+            let mut changes = tag_changes(&req.tags, tags);
+            changes.extend(differences);
+            changes
+        }
+    }
+}
+
+/// What `plan` shows for a resource that is not there: created, or (when
+/// it was recorded) reported, never created again.
+pub fn missing_resource(what: &str, recorded: Option<&str>) -> Change {
+    match recorded {
+        Some(_) => change(
+            what,
+            "vanished",
+            "reported, not re-created",
+            Timing::Never("it was created once and deleted outside the operator".into()),
+            false,
+        ),
+        None => change(what, "absent", "created", Timing::Now, false),
+    }
 }
 
 /// The message for a resource that was created for the CR (its
@@ -155,6 +259,7 @@ mod tests {
                 Gate {
                     maintenance_window: true,
                     apply_immediately: false,
+                    ..Gate::default()
                 },
                 vec!["DeletionProtection", "DBInstanceClass"],
                 false,
@@ -165,6 +270,7 @@ mod tests {
                 Gate {
                     maintenance_window: false,
                     apply_immediately: true,
+                    ..Gate::default()
                 },
                 vec!["DeletionProtection", "DBInstanceClass"],
                 true,
@@ -175,6 +281,7 @@ mod tests {
                 Gate {
                     maintenance_window: true,
                     apply_immediately: true,
+                    ..Gate::default()
                 },
                 vec!["DeletionProtection", "DBInstanceClass"],
                 true,
@@ -183,7 +290,7 @@ mod tests {
             ),
         ];
         for (gate, applied, immediately, pending, used) in rows {
-            let s = split(changes(), gate);
+            let s = split(changes(), &gate);
             assert_eq!(fields(&s.apply), applied, "{gate:?}");
             assert_eq!(s.immediately, immediately, "{gate:?}");
             assert_eq!(fields(&s.pending), pending, "{gate:?}");
@@ -196,8 +303,9 @@ mod tests {
         let window = Gate {
             maintenance_window: true,
             apply_immediately: false,
+            ..Gate::default()
         };
-        let Settled::Usable(pending) = settle(split(changes(), window)) else {
+        let Settled::Usable(pending) = settle(split(changes(), &window)) else {
             panic!("for the window, the resource stays usable")
         };
         let timings: Vec<_> = pending
@@ -215,20 +323,50 @@ mod tests {
         let now = Gate {
             maintenance_window: false,
             apply_immediately: true,
+            ..Gate::default()
         };
         assert!(
-            matches!(settle(split(changes(), now)), Settled::Modifying(m) if m.contains("DBInstanceClass db.t3.small -> db.m5.large"))
+            matches!(settle(split(changes(), &now)), Settled::Modifying(m) if m.contains("DBInstanceClass db.t3.small -> db.m5.large"))
         );
         assert_eq!(
-            settle(split(Vec::new(), Gate::default())),
+            settle(split(Vec::new(), &Gate::default())),
             Settled::Usable(Vec::new())
+        );
+    }
+
+    #[test]
+    fn a_plan_tier_applies_nothing_until_its_hash_is_approved() {
+        let hash = plan_hash(&changes());
+        let plan = |approved: Option<&str>, window: bool| Gate {
+            policy: ChangePolicy::Plan,
+            approved: approved.map(str::to_string),
+            maintenance_window: window,
+            ..Gate::default()
+        };
+        // Not approved, or approved with a stale hash: nothing, whatever
+        // the CR's maintenance flags say.
+        for gate in [plan(None, true), plan(Some("0123456789"), false)] {
+            let s = split(changes(), &gate);
+            assert!(s.apply.is_empty(), "{gate:?}");
+            assert_eq!(
+                fields(&s.pending),
+                ["DeletionProtection", "DBInstanceClass", "EngineVersion"]
+            );
+        }
+        let s = split(changes(), &plan(Some(&hash), false));
+        assert_eq!(fields(&s.apply), ["DeletionProtection", "DBInstanceClass"]);
+        assert!(s.immediately);
+        assert_eq!(
+            fields(&s.pending),
+            ["EngineVersion"],
+            "never is never, approved or not"
         );
     }
 
     #[test]
     fn nothing_to_change_splits_to_nothing() {
         assert_eq!(
-            split(Vec::new(), Gate::default()).apply,
+            split(Vec::new(), &Gate::default()).apply,
             Vec::<Change>::new()
         );
     }

@@ -18,14 +18,14 @@ use aws_sdk_rds::{
     types::{DbInstance, Tag},
 };
 use cro_provider_api::{
-    Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError, Provisioned,
-    ResourceRequest, Timing,
+    Adoption, Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError,
+    Provisioned, ResourceRequest, Timing,
 };
 
 use crate::{
     RECHECK, credentials,
     errors::api_error,
-    plan::{Gate, Settled, Split, change, settle, split, vanished},
+    plan::{self, Gate, Settled, Split, change, settle, split, vanished},
     snapshots,
     strategy::{FieldType, Fields, Section, Tier},
     tags::Tagging,
@@ -212,6 +212,8 @@ pub enum Plan {
     Wait(String),
     /// Needs a person.
     Fail(String),
+    /// Someone else's instance: changed only once a person approves.
+    Unadopted(Adoption),
     /// Usable: add these tags, request these changes; the rest is pending.
     Converge {
         tags: Vec<(String, String)>,
@@ -378,30 +380,42 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
     out
 }
 
-/// The plan for the instance (`None`: not found) under `want` and `gate`.
-pub fn decide(
-    have: Option<&Instance>,
-    want: &Desired,
-    tags: &BTreeMap<String, String>,
-    recorded: Option<&str>,
-    gate: Gate,
-) -> Plan {
+/// The plan for the instance (`None`: not found) under the tier's `want`.
+pub fn decide(have: Option<&Instance>, want: &Desired, req: &ResourceRequest) -> Plan {
     let Some(have) = have else {
-        return match recorded {
+        return match req.recorded_identifier.as_deref() {
             Some(id) => Plan::Fail(vanished("RDS instance", id, "restore it from a snapshot")),
             None => Plan::Create,
         };
     };
+    if let Some(adoption) = plan::adoption(req, &have.tags, &differences(have, want)) {
+        return Plan::Unadopted(adoption);
+    }
     match have.status.as_str() {
         "available" => Plan::Converge {
-            tags: crate::tags::missing(tags, &have.tags),
-            changes: split(differences(have, want), gate),
+            tags: crate::tags::missing(&req.tags, &have.tags),
+            changes: split(differences(have, want), &Gate::of(&req.options)),
         },
         stuck if STUCK.contains(&stuck) => Plan::Fail(format!(
             "RDS instance is in state {stuck}; see the RDS console or events for the cause"
         )),
         other => Plan::Wait(format!("RDS instance is {other}")),
     }
+}
+
+/// Every change `reconcile` would make, from read-only calls.
+pub async fn plan(
+    rds: &Client,
+    req: &ResourceRequest,
+    tier: &Tier,
+) -> Result<Vec<Change>, ProviderError> {
+    let want = Desired::from_tier(&Fields::new(&CREATE_STRATEGY, &tier.create)?)?;
+    let have = describe(rds, &req.identifier).await?;
+    Ok(plan::planned(
+        "DBInstance",
+        req,
+        have.as_ref().map(|h| (&h.tags, differences(h, &want))),
+    ))
 }
 
 async fn describe(rds: &Client, id: &str) -> Result<Option<Instance>, ProviderError> {
@@ -448,19 +462,23 @@ pub async fn reconcile(
     )
     .await?;
     let have = describe(rds, id).await?;
-    let gate = Gate::of(&req.options);
-    let recorded = req.recorded_identifier.as_deref();
     let mut report = Provisioned::new(PROVIDER, Outcome::InProgress(String::new()));
     report.identifier = Some(id.to_string());
     report.recheck_after = Some(RECHECK);
     report.version = have.as_ref().map(|h| h.engine_version.clone());
-    report.outcome = match decide(have.as_ref(), &want, &req.tags, recorded, gate) {
+    report.outcome = match decide(have.as_ref(), &want, req) {
         Plan::Create => {
             create(rds, req, &f, &want, &creds).await?;
             Outcome::InProgress(format!("creating RDS instance {id}"))
         }
         Plan::Wait(why) => Outcome::InProgress(format!("{why} ({id})")),
         Plan::Fail(why) => Outcome::Failed(format!("{why} ({id})")),
+        Plan::Unadopted(adoption) => {
+            // Not recorded on the CR: recording would make it this CR's.
+            report.identifier = None;
+            report.adoption = Some(adoption);
+            Outcome::Failed(plan::unadopted_message("RDS instance", id))
+        }
         Plan::Converge { tags, changes } => {
             let have = have.unwrap_or_default();
             if !tags.is_empty() {
@@ -603,6 +621,10 @@ pub async fn delete(
         credentials::delete(kube, req, &credentials_secret(&req.name)).await?;
         return Ok(Deletion::Done);
     };
+    if !plan::ours(req, &db.tags) {
+        // Someone else's: deleting the CR never deletes it.
+        return Ok(Deletion::Done);
+    }
     if db.status == "deleting" {
         return Ok(Deletion::InProgress(format!(
             "RDS instance {id} is deleting"
@@ -804,31 +826,77 @@ mod tests {
         }
     }
 
+    /// A request owned by cluster `c1`, wanting tag k=v.
+    fn req(recorded: Option<&str>) -> ResourceRequest {
+        let mut req = ResourceRequest::offline(cro_provider_api::ResourceKind::Postgres, json!({}));
+        req.identifier = "db1".into();
+        req.recorded_identifier = recorded.map(str::to_string);
+        req.owner_tag = ("clusterID".into(), "c1".into());
+        req.tags = BTreeMap::from([
+            ("clusterID".to_string(), "c1".to_string()),
+            ("k".to_string(), "v".to_string()),
+        ]);
+        req
+    }
+
+    fn ours(mut i: Instance) -> Instance {
+        i.tags.insert("clusterID".into(), "c1".into());
+        i
+    }
+
     #[test]
     fn the_plan_follows_the_instance_state() {
-        let tags = BTreeMap::from([("k".to_string(), "v".to_string())]);
         let d = want(json!({}));
-        assert_eq!(decide(None, &d, &tags, None, Gate::default()), Plan::Create);
+        assert_eq!(decide(None, &d, &req(None)), Plan::Create);
         assert!(
-            matches!(decide(None, &d, &tags, Some("db1"), Gate::default()), Plan::Fail(m) if m.contains("no longer exists"))
+            matches!(decide(None, &d, &req(Some("db1"))), Plan::Fail(m) if m.contains("no longer exists"))
         );
-        let mut creating = go_created();
+        let mut creating = ours(go_created());
         creating.status = "creating".into();
         assert!(
-            matches!(decide(Some(&creating), &d, &tags, None, Gate::default()), Plan::Wait(m) if m.contains("creating"))
+            matches!(decide(Some(&creating), &d, &req(None)), Plan::Wait(m) if m.contains("creating"))
         );
         creating.status = "storage-full".into();
         assert!(
-            matches!(decide(Some(&creating), &d, &tags, None, Gate::default()), Plan::Fail(m) if m.contains("storage-full"))
+            matches!(decide(Some(&creating), &d, &req(None)), Plan::Fail(m) if m.contains("storage-full"))
         );
         let Plan::Converge {
             tags: missing,
             changes,
-        } = decide(Some(&go_created()), &d, &tags, None, Gate::default())
+        } = decide(Some(&ours(go_created())), &d, &req(None))
         else {
             panic!("not converging")
         };
         assert_eq!(missing, vec![("k".to_string(), "v".to_string())]);
         assert!(changes.apply.is_empty() && changes.pending.is_empty());
+    }
+
+    #[test]
+    fn someone_elses_instance_is_adopted_only_with_its_hash() {
+        let d = want(json!({"DBInstanceClass": "db.m5.large"}));
+        // Recorded on the CR (the Go operator's, untagged): ours.
+        assert!(matches!(
+            decide(Some(&go_created()), &d, &req(Some("db1"))),
+            Plan::Converge { .. }
+        ));
+        // Neither recorded nor tagged by this cluster: not touched.
+        let Plan::Unadopted(adoption) = decide(Some(&go_created()), &d, &req(None)) else {
+            panic!("changed without approval")
+        };
+        let fields: Vec<&str> = adoption.changes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["tag clusterID", "tag k", "DBInstanceClass"]);
+        let mut approved = req(None);
+        approved.options.approved_adoption = Some("0000000000".into());
+        assert!(
+            matches!(
+                decide(Some(&go_created()), &d, &approved),
+                Plan::Unadopted(_)
+            ),
+            "a stale hash adopts nothing"
+        );
+        approved.options.approved_adoption = Some(adoption.hash);
+        assert!(
+            matches!(decide(Some(&go_created()), &d, &approved), Plan::Converge { tags, .. } if tags.len() == 2)
+        );
     }
 }

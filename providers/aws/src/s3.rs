@@ -15,7 +15,8 @@ use aws_sdk_s3::{
     },
 };
 use cro_provider_api::{
-    ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned, ResourceRequest,
+    Adoption, Change, ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned,
+    ResourceRequest,
 };
 use tracing::warn;
 
@@ -23,9 +24,9 @@ use crate::{
     AwsProvider, RECHECK, cco, credentials,
     errors::api_error,
     iam_user,
-    plan::vanished,
+    plan::{self, vanished},
     strategy::{FieldType, Fields, Section, Tier},
-    tags::{self, Tagging as _},
+    tags::Tagging,
 };
 
 pub const PROVIDER: &str = "aws-s3";
@@ -105,23 +106,49 @@ async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), 
 #[derive(Debug, PartialEq)]
 pub enum Plan {
     Create,
-    /// It exists: only its tags may need adding.
-    Tag,
+    /// It is this cluster's: add the tags it lacks.
+    Tag(Vec<(String, String)>),
+    /// Someone else's bucket: changed only once a person approves.
+    Unadopted(Adoption),
     Fail(String),
 }
 
-/// The plan for the bucket (pure): a recorded bucket that is gone is
-/// reported, never created again empty.
-pub fn decide(exists: bool, recorded: Option<&str>) -> Plan {
-    match (exists, recorded) {
-        (true, _) => Plan::Tag,
-        (false, Some(id)) => Plan::Fail(vanished(
+/// The plan for the bucket from its tags (`None`: no such bucket), pure:
+/// a recorded bucket that is gone is reported, never created again empty.
+pub fn decide(live_tags: Option<&BTreeMap<String, String>>, req: &ResourceRequest) -> Plan {
+    match (live_tags, req.recorded_identifier.as_deref()) {
+        (Some(tags), _) => match plan::adoption(req, tags, &[]) {
+            Some(adoption) => Plan::Unadopted(adoption),
+            None => Plan::Tag(crate::tags::missing(&req.tags, tags)),
+        },
+        (None, Some(id)) => Plan::Fail(vanished(
             "S3 bucket",
             id,
             "the objects it held are gone with it",
         )),
-        (false, None) => Plan::Create,
+        (None, None) => Plan::Create,
     }
+}
+
+/// The bucket's tags, if it exists.
+async fn observe(
+    s3: &Client,
+    bucket: &str,
+) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
+    Ok(match exists(s3, bucket).await? {
+        true => Some(s3.tags(bucket).await?),
+        false => None,
+    })
+}
+
+/// Every change `reconcile` would make, from read-only calls.
+pub async fn plan(s3: &Client, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
+    let tags = observe(s3, &req.identifier).await?;
+    Ok(plan::planned(
+        "Bucket",
+        req,
+        tags.as_ref().map(|t| (t, Vec::new())),
+    ))
 }
 
 pub async fn reconcile(
@@ -137,11 +164,21 @@ pub async fn reconcile(
         recheck_after: Some(RECHECK),
         ..Provisioned::new(PROVIDER, outcome)
     };
-    let recorded = req.recorded_identifier.as_deref();
-    match decide(exists(s3, bucket).await?, recorded) {
-        Plan::Tag => tags::ensure(s3, bucket, &req.tags).await?,
+    match decide(observe(s3, bucket).await?.as_ref(), req) {
+        Plan::Tag(missing) if missing.is_empty() => {}
+        Plan::Tag(missing) => s3.add_tags(bucket, &missing).await?,
         Plan::Create => create(s3, req, region).await?,
         Plan::Fail(why) => return Ok(provisioned(Outcome::Failed(why))),
+        Plan::Unadopted(adoption) => {
+            let mut report = provisioned(Outcome::Failed(plan::unadopted_message(
+                "S3 bucket",
+                bucket,
+            )));
+            // Not recorded on the CR: recording would make it this CR's.
+            report.identifier = None;
+            report.adoption = Some(adoption);
+            return Ok(report);
+        }
     }
 
     let key = access_key(p, iam, req, bucket).await?;
@@ -185,6 +222,12 @@ pub async fn delete(
     let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
     let force = f.bool("forceBucketDeletion")?.unwrap_or(false);
     let bucket = req.identifier.as_str();
+    if let Some(tags) = observe(s3, bucket).await?
+        && !plan::ours(req, &tags)
+    {
+        // Someone else's bucket (and user): deleting the CR never deletes them.
+        return Ok(Deletion::Done);
+    }
     iam_user::delete_user(iam, bucket).await?;
     if cco::read(&p.kube, req, &cco::s3_request(bucket))
         .await?
@@ -261,13 +304,43 @@ async fn list(s3: &Client, bucket: &str) -> Result<Vec<String>, ProviderError> {
 mod tests {
     use super::*;
 
+    fn req(recorded: Option<&str>) -> ResourceRequest {
+        let kind = cro_provider_api::ResourceKind::BlobStorage;
+        let mut req = ResourceRequest::offline(kind, serde_json::json!({}));
+        req.identifier = "b".into();
+        req.recorded_identifier = recorded.map(str::to_string);
+        req.owner_tag = ("clusterID".into(), "c1".into());
+        req.tags = tags(&[("clusterID", "c1"), ("k", "v")]);
+        req
+    }
+
+    fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
     #[test]
-    fn a_bucket_is_created_once_and_never_again() {
-        assert_eq!(decide(false, None), Plan::Create);
-        assert_eq!(decide(true, None), Plan::Tag);
-        assert_eq!(decide(true, Some("b")), Plan::Tag);
+    fn a_bucket_is_created_once_adopted_only_when_approved() {
+        assert_eq!(decide(None, &req(None)), Plan::Create);
         assert!(
-            matches!(decide(false, Some("b")), Plan::Fail(m) if m.contains("S3 bucket b") && m.contains("no longer exists"))
+            matches!(decide(None, &req(Some("b"))), Plan::Fail(m) if m.contains("S3 bucket b") && m.contains("no longer exists"))
         );
+        // Ours by tag, or by the recorded identifier (the Go operator's).
+        assert_eq!(
+            decide(Some(&tags(&[("clusterID", "c1"), ("k", "v")])), &req(None)),
+            Plan::Tag(vec![])
+        );
+        assert!(matches!(decide(Some(&tags(&[])), &req(Some("b"))), Plan::Tag(t) if t.len() == 2));
+        // Someone else's: adoption waits for its hash.
+        let theirs = tags(&[("clusterID", "other")]);
+        let Plan::Unadopted(adoption) = decide(Some(&theirs), &req(None)) else {
+            panic!("adopted without approval")
+        };
+        assert_eq!(adoption.changes.len(), 2, "{adoption:?}");
+        let mut approved = req(None);
+        approved.options.approved_adoption = Some(adoption.hash.clone());
+        assert!(matches!(decide(Some(&theirs), &approved), Plan::Tag(t) if t.len() == 2));
     }
 }

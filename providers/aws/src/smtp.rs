@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use cro_provider_api::{
-    Condition, ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned, ResourceRequest,
+    Change, Condition, ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned,
+    ResourceRequest,
 };
 
 use crate::{
@@ -14,9 +15,10 @@ use crate::{
     clients::Clients,
     credentials,
     errors::api_error,
-    iam_user,
+    iam_user, plan,
     smtp_password::smtp_password,
     strategy::{FieldType, Fields, Section, Tier},
+    tags::Tagging,
 };
 
 /// createStrategy fields: the SES identity (address or domain) mail is
@@ -126,6 +128,24 @@ pub async fn reconcile(
         recheck_after: Some(RECHECK),
         conditions,
         ..Provisioned::new(PROVIDER, Outcome::Ready(details))
+    })
+}
+
+/// Every change `reconcile` would make, from read-only calls.
+pub async fn plan(
+    iam: &aws_sdk_iam::Client,
+    req: &ResourceRequest,
+) -> Result<Vec<Change>, ProviderError> {
+    let user = req.identifier.as_str();
+    Ok(match iam.get_user().user_name(user).send().await {
+        Ok(_) => plan::tag_changes(&req.tags, &iam.tags(user).await?),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_no_such_entity_exception()) =>
+        {
+            vec![plan::missing_resource("IAMUser", None)]
+        }
+        Err(e) => return Err(api_error("iam:GetUser", user, e)),
     })
 }
 

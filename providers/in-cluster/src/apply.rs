@@ -54,16 +54,23 @@ fn api_error(verb: &str, desired: &Value, e: kube::Error) -> ProviderError {
     )
 }
 
+/// The live object `desired` names (`None` when absent).
+async fn read<K>(api: &Api<K>, desired: &Value) -> Result<Option<K>, ProviderError>
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+{
+    let name = desired["metadata"]["name"].as_str().unwrap_or_default();
+    api.get_opt(name)
+        .await
+        .map_err(|e| api_error("reading", desired, e))
+}
+
 pub async fn ensure<K>(api: &Api<K>, desired: &Value) -> Result<Applied<K>, ProviderError>
 where
     K: Resource + Clone + Debug + Serialize + DeserializeOwned,
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
-    let live = api
-        .get_opt(name)
-        .await
-        .map_err(|e| api_error("reading", desired, e))?;
-    if let Some(live) = live {
+    if let Some(live) = read(api, desired).await? {
         if live.meta().deletion_timestamp.is_some() {
             return Ok(Applied::Terminating);
         }
@@ -91,30 +98,13 @@ where
     K: Resource + Clone + Debug + Serialize + DeserializeOwned,
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
-    let live = api
-        .get_opt(name)
-        .await
-        .map_err(|e| api_error("reading", desired, e))?;
-    let Some(live) = live else {
+    let Some(live) = read(api, desired).await? else {
         return ensure(api, desired).await;
     };
     if live.meta().deletion_timestamp.is_some() {
         return Ok(Applied::Terminating);
     }
-    let mut metadata = serde_json::json!({
-        "name": name,
-        "namespace": desired["metadata"]["namespace"],
-        "labels": desired["metadata"]["labels"],
-        "ownerReferences": desired["metadata"]["ownerReferences"],
-    });
-    if let Some(annotations) = desired["metadata"].get("annotations") {
-        metadata["annotations"] = annotations.clone();
-    }
-    let metadata_only = serde_json::json!({
-        "apiVersion": desired["apiVersion"],
-        "kind": desired["kind"],
-        "metadata": metadata,
-    });
+    let metadata_only = adoption_view(desired);
     let as_json = serde_json::to_value(&live).unwrap_or(Value::Null);
     if is_subset(&metadata_only, &as_json) {
         return Ok(Applied::Current(live));
@@ -128,6 +118,34 @@ where
         .await
         .map_err(|e| api_error("adopting", desired, e))?;
     Ok(Applied::Current(applied))
+}
+
+/// The part of `desired` that adopting another operator's object asserts:
+/// this operator's labels, annotations and owner references.
+pub fn adoption_view(desired: &Value) -> Value {
+    let mut metadata = serde_json::json!({
+        "name": desired["metadata"]["name"],
+        "namespace": desired["metadata"]["namespace"],
+        "labels": desired["metadata"]["labels"],
+        "ownerReferences": desired["metadata"]["ownerReferences"],
+    });
+    if let Some(annotations) = desired["metadata"].get("annotations") {
+        metadata["annotations"] = annotations.clone();
+    }
+    serde_json::json!({
+        "apiVersion": desired["apiVersion"],
+        "kind": desired["kind"],
+        "metadata": metadata,
+    })
+}
+
+/// The live object `desired` names, as JSON (`None` when absent).
+pub async fn live<K>(api: &Api<K>, desired: &Value) -> Result<Option<Value>, ProviderError>
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+{
+    let live = read(api, desired).await?;
+    Ok(live.map(|l| serde_json::to_value(&l).unwrap_or(Value::Null)))
 }
 
 /// Deletes the named object if present; true when it is gone.

@@ -5,6 +5,7 @@
 
 mod apply;
 mod credentials;
+mod drift;
 mod legacy;
 mod merge;
 mod strategy;
@@ -14,8 +15,8 @@ use std::collections::BTreeMap;
 
 use apply::{Applied, adopt, ensure};
 use cro_provider_api::{
-    ConnectionDetails, Deletion, Outcome, Provider, ProviderError, Provisioned, ResourceKind,
-    ResourceRequest, SnapshotRequest, Snapshotted,
+    Change, ChangePolicy, ConnectionDetails, Deletion, Outcome, Provider, ProviderError,
+    Provisioned, ResourceKind, ResourceRequest, SnapshotRequest, Snapshotted, plan_hash,
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
@@ -57,14 +58,87 @@ impl InClusterProvider {
         Api::namespaced(self.client.clone(), &req.namespace)
     }
 
-    /// Applies the workload (`layout` says how); `Ready` when its
-    /// Deployment is Available.
+    /// Every difference between the live workload and `desired` (for the
+    /// Go operator's layout, only what adopting it asserts).
+    async fn drift(
+        &self,
+        req: &ResourceRequest,
+        desired: &workload::Desired,
+        layout: Layout,
+    ) -> Result<Vec<Change>, ProviderError> {
+        let view = |d: &serde_json::Value| match layout {
+            Layout::Ours => d.clone(),
+            Layout::GoOperator => apply::adoption_view(d),
+        };
+        macro_rules! diff {
+            ($kind:ty, $object:expr) => {
+                drift::changes(
+                    stringify!($kind),
+                    &view($object),
+                    apply::live(&self.api::<$kind>(req), $object)
+                        .await?
+                        .as_ref(),
+                )
+            };
+        }
+        let mut changes = diff!(PersistentVolumeClaim, &desired.pvc);
+        if let Some(cm) = &desired.config_map {
+            changes.extend(diff!(ConfigMap, cm));
+        }
+        changes.extend(diff!(Service, &desired.service));
+        changes.extend(diff!(Deployment, &desired.deployment));
+        Ok(changes)
+    }
+
+    /// Under a `Plan` tier, a workload that exists is only changed once a
+    /// person approved exactly its changes: until then they are returned
+    /// (and the workload reported as it is). A new workload is created.
+    async fn gated(
+        &self,
+        req: &ResourceRequest,
+        desired: &workload::Desired,
+        layout: Layout,
+    ) -> Result<Option<(Outcome<()>, Vec<Change>)>, ProviderError> {
+        if req.options.change_policy != ChangePolicy::Plan {
+            return Ok(None);
+        }
+        let changes = self.drift(req, desired, layout).await?;
+        let approved = req.options.approved_plan.as_deref() == Some(&plan_hash(&changes));
+        if changes.is_empty() || drift::creates_workload(&changes) || approved {
+            return Ok(None);
+        }
+        let deployment = self
+            .api::<Deployment>(req)
+            .get_opt(&req.name)
+            .await
+            .map_err(|e| {
+                apply::kube_error(
+                    format!("reading Deployment {}/{}: {e}", req.namespace, req.name),
+                    &e,
+                )
+            })?;
+        let outcome = match deployment {
+            Some(d) if available(&d) => Outcome::Ready(()),
+            _ => Outcome::InProgress(format!(
+                "waiting for Deployment {} to become available",
+                req.name
+            )),
+        };
+        Ok(Some((outcome, changes)))
+    }
+
+    /// Applies the workload (`layout` says how; a `Plan` tier's changes
+    /// wait for approval); `Ready` when its Deployment is Available, with
+    /// the changes not applied.
     async fn workload(
         &self,
         req: &ResourceRequest,
         desired: &workload::Desired,
         layout: Layout,
-    ) -> Result<Outcome<()>, ProviderError> {
+    ) -> Result<(Outcome<()>, Vec<Change>), ProviderError> {
+        if let Some(gated) = self.gated(req, desired, layout).await? {
+            return Ok(gated);
+        }
         macro_rules! put {
             ($kind:ty, $object:expr) => {
                 match layout {
@@ -93,19 +167,23 @@ impl InClusterProvider {
             }
         };
         if !terminating.is_empty() {
-            return Ok(Outcome::InProgress(format!(
-                "waiting for {} {} to finish deleting before recreating it",
-                terminating.join(", "),
-                req.name
-            )));
+            return Ok((
+                Outcome::InProgress(format!(
+                    "waiting for {} {} to finish deleting before recreating it",
+                    terminating.join(", "),
+                    req.name
+                )),
+                Vec::new(),
+            ));
         }
-        Ok(match deployment {
+        let outcome = match deployment {
             Some(d) if available(&d) => Outcome::Ready(()),
             _ => Outcome::InProgress(format!(
                 "waiting for Deployment {} to become available",
                 req.name
             )),
-        })
+        };
+        Ok((outcome, Vec::new()))
     }
 }
 
@@ -178,7 +256,8 @@ impl InClusterProvider {
             }
         };
         let version = workload::image_tag(&desired.deployment);
-        let outcome = match self.workload(req, &desired, layout).await? {
+        let (outcome, pending) = self.workload(req, &desired, layout).await?;
+        let outcome = match outcome {
             Outcome::Ready(()) => Outcome::Ready(ConnectionDetails(BTreeMap::from([
                 ("username".into(), creds.username),
                 ("password".into(), creds.password),
@@ -189,7 +268,10 @@ impl InClusterProvider {
             Outcome::InProgress(r) => Outcome::InProgress(r),
             Outcome::Failed(r) => Outcome::Failed(r),
         };
-        Ok(provisioned("openshift-postgres-template", outcome, version))
+        Ok(Provisioned {
+            pending,
+            ..provisioned("openshift-postgres-template", outcome, version)
+        })
     }
 
     async fn redis(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
@@ -203,13 +285,17 @@ impl InClusterProvider {
             }
         };
         let version = workload::image_tag(&desired.deployment);
-        let outcome = match self.workload(req, &desired, layout).await? {
+        let (outcome, pending) = self.workload(req, &desired, layout).await?;
+        let outcome = match outcome {
             // The Go operator puts the host (not a URL) in `uri`.
             Outcome::Ready(()) => Outcome::Ready(details(&[("uri", &host), ("port", "6379")])),
             Outcome::InProgress(r) => Outcome::InProgress(r),
             Outcome::Failed(r) => Outcome::Failed(r),
         };
-        Ok(provisioned("openshift-redis-template", outcome, version))
+        Ok(Provisioned {
+            pending,
+            ..provisioned("openshift-redis-template", outcome, version)
+        })
     }
 
     /// The Secrets and ConfigMaps a workload of `layout` owns besides its
@@ -388,6 +474,19 @@ impl Provider for InClusterProvider {
         } else {
             Deletion::InProgress(format!("waiting for {} to be deleted", left.join(", ")))
         })
+    }
+
+    async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
+        let overrides = strategy::parse(&req.strategy)?;
+        let layout = self.layout(req).await?;
+        let desired = match (req.kind, layout) {
+            (ResourceKind::Postgres, Layout::Ours) => workload::postgres(req, &overrides)?,
+            (ResourceKind::Redis, Layout::Ours) => workload::redis(req, &overrides)?,
+            (ResourceKind::Postgres, Layout::GoOperator) => legacy::postgres(req),
+            (ResourceKind::Redis, Layout::GoOperator) => legacy::redis(req),
+            (ResourceKind::BlobStorage | ResourceKind::Smtp, _) => return Ok(Vec::new()),
+        };
+        self.drift(req, &desired, layout).await
     }
 
     async fn snapshot(&self, _req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {

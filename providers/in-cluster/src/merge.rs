@@ -54,6 +54,44 @@ pub fn is_subset(desired: &Value, live: &Value) -> bool {
     }
 }
 
+/// Where `live` differs from `desired`: each leaf of `desired` that `live`
+/// lacks or holds otherwise, as `(path, live value, desired value)`; lists
+/// of named items are matched by name (`containers[postgres].image`).
+pub fn diff(desired: &Value, live: &Value) -> Vec<(String, Value, Value)> {
+    let mut out = Vec::new();
+    diff_into(desired, live, String::new(), &mut out);
+    out
+}
+
+fn diff_into(desired: &Value, live: &Value, path: String, out: &mut Vec<(String, Value, Value)>) {
+    let at = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match (desired, live) {
+        (Value::Object(d), Value::Object(l)) => {
+            for (k, v) in d {
+                diff_into(v, l.get(k).unwrap_or(&Value::Null), at(k), out);
+            }
+        }
+        (Value::Array(d), Value::Array(l)) if named(d) && d.len() == l.len() => {
+            for item in d {
+                let name = item["name"].as_str().unwrap_or_default();
+                let live = l
+                    .iter()
+                    .find(|e| e["name"] == item["name"])
+                    .unwrap_or(&Value::Null);
+                diff_into(item, live, format!("{path}[{name}]"), out);
+            }
+        }
+        (d, l) if !is_subset(d, l) => out.push((path, l.clone(), d.clone())),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +130,37 @@ mod tests {
         let mut base = json!({"args": ["a", "b"], "replicas": 1});
         merge(&mut base, &json!({"args": ["c"], "replicas": 2}));
         assert_eq!(base, json!({"args": ["c"], "replicas": 2}));
+    }
+
+    #[test]
+    fn diff_names_each_changed_leaf_by_path() {
+        let desired = json!({"spec": {"replicas": 1, "template": {"spec": {"containers": [
+            {"name": "postgres", "image": "postgres:17", "env": [{"name": "A", "value": "1"}]}
+        ]}}}});
+        let live = json!({"spec": {"replicas": 1, "paused": false, "template": {"spec": {"containers": [
+            {"name": "postgres", "image": "postgres:16", "env": [{"name": "A", "value": "1"}], "imagePullPolicy": "Always"}
+        ]}}}});
+        assert_eq!(
+            diff(&desired, &live),
+            vec![(
+                "spec.template.spec.containers[postgres].image".to_string(),
+                json!("postgres:16"),
+                json!("postgres:17")
+            )]
+        );
+        assert!(diff(&desired, &desired).is_empty());
+        let missing = diff(
+            &json!({"spec": {"selector": {"app": "db"}}}),
+            &json!({"spec": {}}),
+        );
+        assert_eq!(
+            missing,
+            vec![(
+                "spec.selector".to_string(),
+                json!(null),
+                json!({"app": "db"})
+            )]
+        );
     }
 
     #[test]

@@ -238,6 +238,7 @@ mod tests {
             tier: "development".into(),
             strategy: json!({}),
             tags: Default::default(),
+            owner_tag: Default::default(),
             options: Options::default(),
         }
     }
