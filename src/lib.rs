@@ -8,6 +8,7 @@ pub mod config;
 pub mod controllers;
 pub mod leader;
 pub mod metrics;
+pub mod plan;
 pub mod providers;
 pub mod reconcile;
 pub mod validate;

@@ -3,9 +3,11 @@ use std::{collections::BTreeMap, io::IsTerminal, path::PathBuf, sync::Arc, time:
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cloud_resource_operator::{
-    api, cluster_id, controllers, leader,
+    api, cluster_id,
+    config::ConfigReader,
+    controllers, leader,
     metrics::{self, Metrics},
-    providers,
+    plan, providers,
     reconcile::{Context, Settings},
     validate,
 };
@@ -33,6 +35,35 @@ enum Command {
     /// Check ConfigMaps and CRs in YAML files or directories offline, with
     /// the operator's own validation; exits 1 when anything is wrong.
     Validate(ValidateArgs),
+    /// Print what the operator would change, one line per field of every
+    /// CR it would touch, with read-only calls to Kubernetes and the
+    /// clouds. Exits 0 when nothing would change, 2 when something would,
+    /// 1 on error.
+    Plan(Box<PlanArgs>),
+}
+
+#[derive(Args)]
+struct PlanArgs {
+    /// ConfigMaps (YAML, one or many per file) standing in for the
+    /// cluster's of the same name: the plan of an edit before applying it.
+    /// One without a namespace stands for the operator namespace's.
+    #[arg(long = "config")]
+    config: Vec<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Text)]
+    output: PlanFormat,
+    /// Plan only the CRs in these namespaces, comma-separated (default:
+    /// all namespaces).
+    #[arg(long, short = 'n', value_delimiter = ',')]
+    namespaces: Vec<String>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PlanFormat {
+    Text,
+    Json,
 }
 
 #[derive(Args)]
@@ -47,12 +78,39 @@ struct ValidateArgs {
     operator_namespace: Option<String>,
 }
 
+/// What `run` and `plan` both need: where the configuration is, who the
+/// cluster is, and how the providers reach their clouds.
 #[derive(Args)]
-struct RunArgs {
+struct ClusterArgs {
     /// Namespace holding the strategies ConfigMaps and the fallback
     /// cloud-resource-config. Defaults to the pod's own namespace.
     #[arg(long, env = "OPERATOR_NAMESPACE")]
     operator_namespace: Option<String>,
+    /// Cluster ID prefixing cloud identifiers; discovered when unset
+    /// (OpenShift infrastructure name, else the kube-system namespace UID).
+    #[arg(long, env = "CLUSTER_ID")]
+    cluster_id: Option<String>,
+    /// Prefix of the tag keys put on cloud resources.
+    #[arg(long, env = "TAG_KEY_PREFIX", default_value = "integreatly.org/")]
+    tag_key_prefix: String,
+    /// Extra tags for every cloud resource, as key=value (repeatable, or
+    /// comma-separated in the environment variable).
+    #[arg(long = "extra-tag", env = "EXTRA_TAGS", value_delimiter = ',', value_parser = parse_tag)]
+    extra_tags: Vec<(String, String)>,
+    /// Cluster DNS domain for in-cluster service hosts; when unset, hosts
+    /// are `<name>.<namespace>.svc`.
+    #[arg(long, env = "CLUSTER_DOMAIN")]
+    cluster_domain: Option<String>,
+    /// Default AWS region when a tier names none (the AWS SDK's standard
+    /// chain also reads AWS_REGION and profiles).
+    #[arg(long, env = "AWS_REGION")]
+    aws_region: Option<String>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Watch only these namespaces, comma-separated (default: all
     /// namespaces). The Go operator's WATCH_NAMESPACE works unchanged.
     #[arg(
@@ -89,29 +147,14 @@ struct RunArgs {
     /// Seconds between election attempts and renewals.
     #[arg(long, env = "LEADER_ELECTION_RETRY_PERIOD", default_value_t = 2)]
     leader_election_retry_period: u64,
-    /// Cluster ID prefixing cloud identifiers; discovered when unset
-    /// (OpenShift infrastructure name, else the kube-system namespace UID).
-    #[arg(long, env = "CLUSTER_ID")]
-    cluster_id: Option<String>,
-    /// Prefix of the tag keys put on cloud resources.
-    #[arg(long, env = "TAG_KEY_PREFIX", default_value = "integreatly.org/")]
-    tag_key_prefix: String,
-    /// Extra tags for every cloud resource, as key=value (repeatable, or
-    /// comma-separated in the environment variable).
-    #[arg(long = "extra-tag", env = "EXTRA_TAGS", value_delimiter = ',', value_parser = parse_tag)]
-    extra_tags: Vec<(String, String)>,
     /// Allow spec.secretRef.namespace to name another namespace. Off by
     /// default: anyone who can create a CR could overwrite Secrets there.
     #[arg(long, env = "ALLOW_CROSS_NAMESPACE_SECRETS")]
     allow_cross_namespace_secrets: bool,
-    /// Cluster DNS domain for in-cluster service hosts; when unset, hosts
-    /// are `<name>.<namespace>.svc`.
-    #[arg(long, env = "CLUSTER_DOMAIN")]
-    cluster_domain: Option<String>,
-    /// Default AWS region when a tier names none (the AWS SDK's standard
-    /// chain also reads AWS_REGION and profiles).
-    #[arg(long, env = "AWS_REGION")]
-    aws_region: Option<String>,
+    /// Seconds between looks at a complete cloud resource for changes made
+    /// outside the operator (console, CLI): each costs a few read calls.
+    #[arg(long, env = "RECHECK_INTERVAL", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    recheck_interval: u64,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     metrics_address: std::net::SocketAddr,
@@ -137,12 +180,19 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Crd { output_dir } => print_crds(output_dir),
         Command::Validate(args) => validate(args),
-        Command::Run(args) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .context("starting the async runtime")?
-            .block_on(run(*args)),
+        Command::Run(args) => runtime()?.block_on(run(*args)),
+        Command::Plan(args) => {
+            let code = runtime()?.block_on(plan(*args))?;
+            std::process::exit(code)
+        }
     }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
 
 /// kube's client logs the whole response body at `warn` when one does not
@@ -167,8 +217,15 @@ fn init_logging(format: LogFormat) {
 
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
-async fn run(args: RunArgs) -> anyhow::Result<()> {
-    init_logging(args.log_format);
+/// A connection to the cluster, the settings its CRs are provisioned
+/// with, and the providers.
+struct Connected {
+    client: kube::Client,
+    settings: Settings,
+    providers: Vec<Arc<dyn cro_provider_api::Provider>>,
+}
+
+async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
     let operator_namespace = operator_namespace(args.operator_namespace.clone())?;
     let client = kube::Client::try_default()
         .await
@@ -185,15 +242,16 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .context(
                 "discovering the cluster ID; set --cluster-id (CLUSTER_ID) to skip discovery",
             )?;
+    info!(
+        operator_namespace = %operator_namespace,
+        cluster_id = %cluster_id,
+        cluster_id_source = ?cluster_id_source,
+        "connected to the cluster"
+    );
     let settings = Settings {
         operator_namespace,
-        watch_namespaces: args
-            .watch_namespaces
-            .iter()
-            .map(|ns| ns.trim().to_string())
-            .filter(|ns| !ns.is_empty())
-            .collect(),
-        concurrency: args.concurrency,
+        watch_namespaces: Vec::new(),
+        concurrency: 1,
         cluster_id,
         tag_key_prefix: args.tag_key_prefix.clone(),
         extra_tags: args.extra_tags.iter().cloned().collect::<BTreeMap<_, _>>(),
@@ -201,14 +259,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .as_ref()
             .map(cluster_id::infrastructure_tags)
             .unwrap_or_default(),
-        allow_cross_namespace_secrets: args.allow_cross_namespace_secrets,
+        allow_cross_namespace_secrets: false,
+        recheck_interval: Duration::from_secs(3600),
     };
-    info!(
-        operator_namespace = %settings.operator_namespace,
-        cluster_id = %settings.cluster_id,
-        cluster_id_source = ?cluster_id_source,
-        "starting cloud-resource-operator"
-    );
     let aws_region = args.aws_region.clone().or_else(|| {
         infrastructure
             .as_ref()
@@ -221,10 +274,72 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             aws: cro_provider_aws::AwsSettings { region: aws_region },
         },
     );
+    Ok(Connected {
+        client,
+        settings,
+        providers,
+    })
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format);
+    let Connected {
+        client,
+        mut settings,
+        providers,
+    } = connect(&args.cluster).await?;
+    settings.watch_namespaces = args
+        .watch_namespaces
+        .iter()
+        .map(|ns| ns.trim().to_string())
+        .filter(|ns| !ns.is_empty())
+        .collect();
+    settings.concurrency = args.concurrency;
+    settings.allow_cross_namespace_secrets = args.allow_cross_namespace_secrets;
+    settings.recheck_interval = Duration::from_secs(args.recheck_interval);
+    info!("starting cloud-resource-operator");
     let metrics = Arc::new(Metrics::new(&providers));
     let elector = elector(&args, &client, &settings.operator_namespace)?;
     let ctx = Arc::new(Context::new(client, settings, providers, metrics.clone()));
     serve(ctx, elector, metrics, args.metrics_address).await
+}
+
+/// Prints the plan; the exit status says whether anything would change.
+async fn plan(args: PlanArgs) -> anyhow::Result<i32> {
+    // Logs go to stderr, quietly: stdout is the plan.
+    tracing_subscriber::registry()
+        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")))
+        .with(fmt::layer().with_writer(std::io::stderr))
+        .init();
+    let Connected {
+        client,
+        settings,
+        providers,
+    } = connect(&args.cluster).await?;
+    let overrides = plan::config_overrides(&args.config, &settings.operator_namespace)
+        .map_err(anyhow::Error::msg)?;
+    let config = ConfigReader::new(client.clone(), settings.operator_namespace.clone())
+        .with_overrides(overrides);
+    let providers = providers.into_iter().map(|p| (p.name(), p)).collect();
+    let scope = plan::Scope {
+        client: &client,
+        config: &config,
+        settings: &settings,
+        providers: &providers,
+        namespaces: &args.namespaces,
+    };
+    let planned = plan::plan(&scope)
+        .await
+        .context("listing the resources to plan")?;
+    match args.output {
+        PlanFormat::Text => print!("{}", planned.text()),
+        PlanFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&planned).context("serialising the plan")?
+        ),
+    }
+    eprint!("{}", planned.summary());
+    Ok(planned.exit_code())
 }
 
 /// The namespace of the strategies ConfigMaps: the flag, else the pod's.

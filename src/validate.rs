@@ -17,7 +17,7 @@ use crate::{
     api::{PostgresSnapshotSpec, ResourceTypeSpec},
     config::{
         Located, TYPES_CONFIG_MAP, known_provider, provider_of_strategies_map, resolve_provider,
-        resolve_tier, tier_mapping, type_mapping,
+        resolve_tier, split_tier, tier_mapping, type_mapping,
     },
 };
 
@@ -56,7 +56,7 @@ impl Document {
         self.value.pointer(pointer).and_then(Value::as_str)
     }
 
-    fn kind(&self) -> Option<&str> {
+    pub fn kind(&self) -> Option<&str> {
         self.str_at("/kind")
     }
 
@@ -85,7 +85,7 @@ impl Document {
         }
     }
 
-    fn config_map(&self) -> Located {
+    pub fn config_map(&self) -> Located {
         let data = self
             .value
             .get("data")
@@ -289,9 +289,16 @@ fn check_strategies(doc: &Document, provider: &str, findings: &mut Vec<Finding>)
             }
             None => continue,
         };
-        for (tier, strategy) in &tiers {
-            if let Err(e) = crate::providers::validate_strategy(provider, kind, strategy) {
-                findings.push(doc.finding(Some(format!("{at}, tier {tier}")), e.to_string()));
+        for (tier, value) in &tiers {
+            let at = Some(format!("{at}, tier {tier}"));
+            match split_tier(value.clone()) {
+                Ok(t) => {
+                    if let Err(e) = crate::providers::validate_strategy(provider, kind, &t.strategy)
+                    {
+                        findings.push(doc.finding(at, e.to_string()));
+                    }
+                }
+                Err(e) => findings.push(doc.finding(at, e)),
             }
         }
     }

@@ -183,6 +183,24 @@ pub struct ResourceTypeStatus {
         deserialize_with = "lenient::list"
     )]
     pub pending_changes: Vec<PendingChange>,
+    /// The hash of `pendingChanges`: under a tier with `changePolicy:
+    /// Plan`, annotating the CR with `integreatly.org/approve-plan` set to
+    /// it applies exactly these changes.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
+    pub plan_hash: Option<String>,
+    /// Set when a cloud resource someone else made exists under the CR's
+    /// identifier: annotating the CR with `integreatly.org/adopt` set to
+    /// it adopts the resource (see the `Adopted` condition).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
+    pub adoption_hash: Option<String>,
 }
 
 /// One field of the live resource that differs from the tier.

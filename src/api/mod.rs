@@ -32,6 +32,14 @@ pub const VERSION: &str = "v1alpha1";
 /// operator's name, so resources it created are found again).
 pub const RESOURCE_IDENTIFIER_ANNOTATION: &str = "resourceIdentifier";
 
+/// Annotation a person sets to `status.planHash` to apply a `Plan` tier's
+/// pending changes to one CR.
+pub const APPROVE_PLAN_ANNOTATION: &str = "integreatly.org/approve-plan";
+
+/// Annotation a person sets to `status.adoptionHash` to adopt a cloud
+/// resource someone else made under the CR's identifier.
+pub const ADOPT_ANNOTATION: &str = "integreatly.org/adopt";
+
 /// Every CRD this operator serves, in a stable order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![

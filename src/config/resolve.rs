@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use cro_provider_api::ResourceKind;
+use cro_provider_api::{ChangePolicy, ResourceKind};
 use serde_json::Value;
 
 use super::{TYPES_CONFIG_MAP, strategies_config_map};
@@ -18,6 +18,38 @@ pub const BUILTIN_TYPES: [(&str, &str); 4] = [
 
 /// Tiers that exist when a provider has no strategies ConfigMap.
 const DEFAULT_TIERS: [&str; 2] = ["development", "production"];
+
+/// The tier key this operator reads itself; the rest of a tier is the
+/// provider's strategy.
+pub const CHANGE_POLICY_KEY: &str = "changePolicy";
+
+/// A resolved tier.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tier {
+    /// What the provider reads (without `changePolicy`).
+    pub strategy: Value,
+    pub change_policy: ChangePolicy,
+}
+
+/// Splits a tier into its change policy and the provider's strategy.
+pub fn split_tier(mut tier: Value) -> Result<Tier, String> {
+    let policy = tier
+        .as_object_mut()
+        .and_then(|t| t.remove(CHANGE_POLICY_KEY));
+    let change_policy = match policy.as_ref().map(|p| (p, p.as_str())) {
+        None | Some((_, Some("Automatic" | ""))) => ChangePolicy::Automatic,
+        Some((_, Some("Plan"))) => ChangePolicy::Plan,
+        Some((other, _)) => {
+            return Err(format!(
+                "{CHANGE_POLICY_KEY} {other} is not a change policy; use \"Automatic\" (the default) or \"Plan\""
+            ));
+        }
+    };
+    Ok(Tier {
+        strategy: tier,
+        change_policy,
+    })
+}
 
 /// ConfigMap data together with where it came from (for messages).
 #[derive(Clone, Debug, PartialEq)]
@@ -153,6 +185,13 @@ pub enum ConfigError {
         name: String,
         tier: String,
     },
+    #[error("{at} key {resource:?} tier {tier:?}: {error}")]
+    InvalidChangePolicy {
+        at: String,
+        resource: String,
+        tier: String,
+        error: String,
+    },
     #[error("reading ConfigMap {namespace}/{name}: {error}")]
     Read {
         namespace: String,
@@ -215,11 +254,14 @@ pub fn resolve_tier(
     provider: &str,
     kind: ResourceKind,
     tier: &str,
-) -> Result<Value, ConfigError> {
+) -> Result<Tier, ConfigError> {
     let resource = kind.config_key();
     let Some(cm) = strategies else {
         return if DEFAULT_TIERS.contains(&tier) {
-            Ok(Value::Object(Default::default()))
+            Ok(Tier {
+                strategy: Value::Object(Default::default()),
+                change_policy: ChangePolicy::Automatic,
+            })
         } else {
             Err(ConfigError::UnknownDefaultTier {
                 namespace: operator_namespace.to_string(),
@@ -232,7 +274,7 @@ pub fn resolve_tier(
         at: cm.at(),
         resource: resource.to_string(),
     })??;
-    tiers
+    let found = tiers
         .get(tier)
         .cloned()
         .ok_or_else(|| ConfigError::UnknownTier {
@@ -240,7 +282,13 @@ pub fn resolve_tier(
             resource: resource.to_string(),
             tier: tier.to_string(),
             known: join_keys(tiers.keys()),
-        })
+        })?;
+    split_tier(found).map_err(|error| ConfigError::InvalidChangePolicy {
+        at: cm.at(),
+        resource: resource.to_string(),
+        tier: tier.to_string(),
+        error,
+    })
 }
 
 fn join_keys<'a>(keys: impl Iterator<Item = &'a String>) -> String {
@@ -323,8 +371,8 @@ mod tests {
     #[test]
     fn missing_strategies_configmap_means_default_tiers() {
         let t = |tier| resolve_tier(None, "ops", "openshift", ResourceKind::Postgres, tier);
-        assert_eq!(t("development"), Ok(json!({})));
-        assert_eq!(t("production"), Ok(json!({})));
+        assert_eq!(t("development").map(|t| t.strategy), Ok(json!({})));
+        assert_eq!(t("production").map(|t| t.strategy), Ok(json!({})));
         let err = t("gold").unwrap_err().to_string();
         assert!(
             err.contains("cloud-resources-openshift-strategies") && err.contains("\"gold\""),
@@ -349,7 +397,7 @@ mod tests {
             "development",
         );
         assert_eq!(
-            v,
+            v.map(|t| t.strategy),
             Ok(json!({"region": "eu-west-1", "createStrategy": {"AllocatedStorage": 20}}))
         );
         let err = resolve_tier(Some(&s), "ops", "aws", ResourceKind::Postgres, "production")
@@ -378,6 +426,36 @@ mod tests {
             err.contains("ops/cloud-resources-aws-strategies")
                 && err.contains("\"redis\"")
                 && err.contains("not valid JSON"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn change_policy_is_the_operators_and_checked() {
+        let s = cm(
+            "cloud-resources-aws-strategies",
+            &[(
+                "postgres",
+                r#"{"gated": {"changePolicy": "Plan", "region": "eu-west-1"}, "typo": {"changePolicy": "plan"}, "plain": {}}"#,
+            )],
+        );
+        let t = |tier| resolve_tier(Some(&s), "ops", "aws", ResourceKind::Postgres, tier);
+        assert_eq!(
+            t("gated"),
+            Ok(Tier {
+                strategy: json!({"region": "eu-west-1"}),
+                change_policy: ChangePolicy::Plan
+            })
+        );
+        assert_eq!(
+            t("plain").map(|t| t.change_policy),
+            Ok(ChangePolicy::Automatic)
+        );
+        let err = t("typo").unwrap_err().to_string();
+        assert!(
+            err.contains("ops/cloud-resources-aws-strategies")
+                && err.contains("tier \"typo\"")
+                && err.contains("\"Plan\""),
             "{err}"
         );
     }

@@ -5,10 +5,10 @@
 use cro_provider_api::ResourceKind;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
-use serde_json::Value;
 
 use super::{
-    ConfigError, Located, TYPES_CONFIG_MAP, resolve_provider, resolve_tier, strategies_config_map,
+    ConfigError, Located, TYPES_CONFIG_MAP, Tier, resolve_provider, resolve_tier,
+    strategies_config_map,
 };
 
 /// Reads configuration ConfigMaps.
@@ -16,6 +16,9 @@ use super::{
 pub struct ConfigReader {
     client: Client,
     operator_namespace: String,
+    /// ConfigMaps that stand in for the cluster's of the same namespace
+    /// and name (`plan --config`).
+    overrides: Vec<Located>,
 }
 
 impl ConfigReader {
@@ -23,7 +26,15 @@ impl ConfigReader {
         ConfigReader {
             client,
             operator_namespace: operator_namespace.into(),
+            overrides: Vec::new(),
         }
+    }
+
+    /// Reads `overrides` instead of the cluster's ConfigMaps of the same
+    /// namespace and name.
+    pub fn with_overrides(mut self, overrides: Vec<Located>) -> Self {
+        self.overrides = overrides;
+        self
     }
 
     pub fn operator_namespace(&self) -> &str {
@@ -31,6 +42,13 @@ impl ConfigReader {
     }
 
     async fn get(&self, namespace: &str, name: &str) -> Result<Option<Located>, ConfigError> {
+        if let Some(cm) = self
+            .overrides
+            .iter()
+            .find(|cm| cm.namespace == namespace && cm.name == name)
+        {
+            return Ok(Some(cm.clone()));
+        }
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
         let cm = api.get_opt(name).await.map_err(|e| ConfigError::Read {
             namespace: namespace.to_string(),
@@ -80,7 +98,7 @@ pub async fn tier_strategy(
     provider: &str,
     kind: ResourceKind,
     tier: &str,
-) -> Result<Value, ConfigError> {
+) -> Result<Tier, ConfigError> {
     let strategies = reader.strategies(provider).await?;
     resolve_tier(
         strategies.as_ref(),

@@ -4,8 +4,8 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use cro_provider_api::{
-    Deletion, ErrorKind, Options, Outcome, Owner, Provider, ResourceKind, ResourceRequest,
-    cloud_identifier, timestamped_identifier,
+    Adoption, Change, ChangePolicy, Deletion, ErrorKind, Options, Outcome, Owner, Provider,
+    ResourceKind, ResourceRequest, cloud_identifier, plan_hash, timestamped_identifier,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::{Resource, ResourceExt};
@@ -14,12 +14,13 @@ use tracing::warn;
 
 use crate::{
     api::{
-        BlobStorage, PendingChange, Phase, Postgres, RESOURCE_IDENTIFIER_ANNOTATION, Redis,
-        ResourceTypeSpec, ResourceTypeStatus, SMTPCredentialSet, SecretRef,
+        ADOPT_ANNOTATION, APPROVE_PLAN_ANNOTATION, BlobStorage, PendingChange, Phase, Postgres,
+        RESOURCE_IDENTIFIER_ANNOTATION, Redis, ResourceTypeSpec, ResourceTypeStatus,
+        SMTPCredentialSet, SecretRef,
     },
-    config,
+    config::{self, ConfigReader},
     reconcile::{
-        Context, Error, Managed, Report, in_progress_requeue, key,
+        Context, Error, Managed, Report, Settings, in_progress_requeue, key,
         output_secret::{self, Target, Written},
         unless_parked,
     },
@@ -28,13 +29,18 @@ use crate::{
 /// Label whose value becomes the `product-name` tag (as in the Go operator).
 pub const PRODUCT_NAME_LABEL: &str = "productName";
 
-fn recorded_identifier<K: Resource>(cr: &K) -> Option<String> {
+/// A non-empty annotation of `cr`.
+fn annotation<K: Resource>(cr: &K, key: &str) -> Option<String> {
     cr.meta()
         .annotations
         .as_ref()
-        .and_then(|a| a.get(RESOURCE_IDENTIFIER_ANNOTATION))
-        .filter(|id| !id.is_empty())
-        .cloned()
+        .and_then(|a| a.get(key))
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+fn recorded_identifier<K: Resource>(cr: &K) -> Option<String> {
+    annotation(cr, RESOURCE_IDENTIFIER_ANNOTATION)
 }
 
 /// A kind with a `ResourceTypeSpec` and `ResourceTypeStatus`.
@@ -101,6 +107,8 @@ fn report_of(status: Option<&ResourceTypeStatus>) -> Option<Report> {
         instance_id: None,
         conditions: Vec::new(),
         pending: s.pending_changes.clone(),
+        plan_hash: s.plan_hash.clone(),
+        adoption_hash: s.adoption_hash.clone(),
     })
 }
 
@@ -115,40 +123,112 @@ fn status_json(report: &Report, conditions: Vec<Condition>, generation: Option<i
         conditions,
         observed_generation: generation,
         pending_changes: report.pending.clone(),
+        plan_hash: report.plan_hash.clone(),
+        adoption_hash: report.adoption_hash.clone(),
     };
     serde_json::to_value(status).unwrap_or(Value::Null)
 }
 
 /// The `UpToDate` condition: whether the live resource matches its tier,
-/// and if not, what differs and when each difference applies.
-fn up_to_date(pending: &[PendingChange]) -> cro_provider_api::Condition {
-    let (status, reason, message) = if pending.is_empty() {
-        (
-            true,
-            "UpToDate",
-            "the resource matches its tier".to_string(),
-        )
-    } else {
-        let list: Vec<String> = pending
-            .iter()
-            .map(|c| format!("{} {} -> {} ({})", c.field, c.current, c.desired, c.when))
-            .collect();
-        (
-            false,
-            "PendingChanges",
-            format!(
-                "{} difference(s) from the tier: {}; disruptive ones apply with spec.maintenanceWindow (in the cloud's next maintenance window) or spec.applyImmediately",
-                pending.len(),
-                list.join("; ")
-            ),
-        )
-    };
-    cro_provider_api::Condition {
+/// and if not, what differs, when each difference applies and, under a
+/// `Plan` tier, how to approve them.
+fn up_to_date(
+    pending: &[PendingChange],
+    hash: &str,
+    policy: ChangePolicy,
+    approved: Option<&str>,
+) -> cro_provider_api::Condition {
+    let condition = |status, reason: &str, message| cro_provider_api::Condition {
         type_: "UpToDate".into(),
         status,
         reason: reason.into(),
         message,
+    };
+    if pending.is_empty() {
+        return condition(true, "UpToDate", "the resource matches its tier".into());
     }
+    let list: Vec<String> = pending
+        .iter()
+        .map(|c| format!("{} {} -> {} ({})", c.field, c.current, c.desired, c.when))
+        .collect();
+    let differences = format!(
+        "{} difference(s) from the tier: {}",
+        pending.len(),
+        list.join("; ")
+    );
+    match (policy, approved) {
+        (ChangePolicy::Automatic, _) => condition(
+            false,
+            "PendingChanges",
+            format!(
+                "{differences}; disruptive ones apply with spec.maintenanceWindow (in the cloud's next maintenance window) or spec.applyImmediately"
+            ),
+        ),
+        (ChangePolicy::Plan, Some(stale)) if stale != hash => condition(
+            false,
+            "StaleApproval",
+            format!(
+                "{differences}; nothing was applied: {APPROVE_PLAN_ANNOTATION} is {stale:?}, not this plan's hash {hash:?} (the changes differ from the ones approved); review them and set the annotation to {hash:?} to apply them"
+            ),
+        ),
+        (ChangePolicy::Plan, _) => condition(
+            false,
+            "AwaitingApproval",
+            format!(
+                "{differences}; the tier's changePolicy is Plan: annotate the resource with {APPROVE_PLAN_ANNOTATION}={hash} to apply them"
+            ),
+        ),
+    }
+}
+
+/// Status of a usable resource's differences from its tier: the list, the
+/// hash that approves them, and the `UpToDate` condition.
+fn report_pending(
+    report: &mut Report,
+    pending: Vec<Change>,
+    policy: ChangePolicy,
+    approved: Option<String>,
+) {
+    let hash = plan_hash(&pending);
+    report.pending = pending.into_iter().map(pending_change).collect();
+    let condition = up_to_date(&report.pending, &hash, policy, approved.as_deref());
+    report.conditions.push(condition);
+    report.plan_hash = (!report.pending.is_empty()).then_some(hash);
+}
+
+/// The `Adopted` condition: `False` while a cloud resource someone else
+/// made waits for a person to adopt it; `True` once adopted (only shown
+/// when it was `False` before).
+fn adopted(
+    adoption: Option<&Adoption>,
+    previous: &[Condition],
+) -> Option<cro_provider_api::Condition> {
+    let condition = |status, reason: &str, message| cro_provider_api::Condition {
+        type_: "Adopted".into(),
+        status,
+        reason: reason.into(),
+        message,
+    };
+    let Some(a) = adoption else {
+        return previous
+            .iter()
+            .any(|c| c.type_ == "Adopted" && c.status == "False")
+            .then(|| condition(true, "Adopted", "the cloud resource was adopted".into()));
+    };
+    let list: Vec<String> = a
+        .changes
+        .iter()
+        .map(|c| format!("{} {} -> {}", c.field, c.current, c.desired))
+        .collect();
+    Some(condition(
+        false,
+        "AwaitingAdoption",
+        format!(
+            "a cloud resource already exists under this resource's identifier without this cluster's clusterID tag; it is neither changed nor deleted until adopted. Adopting it changes: {}; to adopt it, annotate the resource with {ADOPT_ANNOTATION}={}",
+            list.join("; "),
+            a.hash
+        ),
+    ))
 }
 
 fn pending_change(c: cro_provider_api::Change) -> PendingChange {
@@ -195,11 +275,23 @@ pub fn owner<K: Resource<DynamicType = ()>>(cr: &K) -> Owner {
     }
 }
 
+/// The tag that marks a cloud resource this cluster made.
+fn owner_tag(settings: &Settings) -> (String, String) {
+    (
+        format!("{}clusterID", settings.tag_key_prefix),
+        settings.cluster_id.clone(),
+    )
+}
+
 /// Tags for cloud resources (DESIGN §4).
-pub fn tags<K: Resource>(ctx: &Context, cr: &K, deployment_type: &str) -> BTreeMap<String, String> {
-    let p = &ctx.settings.tag_key_prefix;
-    let mut tags = ctx.settings.extra_tags.clone();
-    tags.insert(format!("{p}clusterID"), ctx.settings.cluster_id.clone());
+pub fn tags<K: Resource>(
+    settings: &Settings,
+    cr: &K,
+    deployment_type: &str,
+) -> BTreeMap<String, String> {
+    let p = &settings.tag_key_prefix;
+    let mut tags = settings.extra_tags.clone();
+    tags.extend([owner_tag(settings)]);
     tags.insert(format!("{p}resource-type"), deployment_type.to_string());
     tags.insert(
         format!("{p}resource-name"),
@@ -215,7 +307,7 @@ pub fn tags<K: Resource>(ctx: &Context, cr: &K, deployment_type: &str) -> BTreeM
     }
     // The Go operator's MergeTags(infraTags, defaultTags): the
     // Infrastructure's tags win (pkg/resources/tags.go).
-    tags.extend(ctx.settings.infrastructure_tags.clone());
+    tags.extend(settings.infrastructure_tags.clone());
     tags
 }
 
@@ -238,7 +330,7 @@ fn secret_namespace<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<String, Erro
 }
 
 /// The provider name: sticky once recorded in `status.strategy`.
-async fn provider_name<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<String, Error> {
+pub async fn provider_name<K: ResourceCr>(cr: &K, config: &ConfigReader) -> Result<String, Error> {
     if let Some(s) = cr
         .status()
         .and_then(|s| s.strategy.clone())
@@ -247,7 +339,7 @@ async fn provider_name<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<String, E
         return Ok(s);
     }
     let ns = cr.namespace().unwrap_or_default();
-    Ok(config::provider_for(&ctx.config, &ns, &cr.spec().r#type, K::KIND).await?)
+    Ok(config::provider_for(config, &ns, &cr.spec().r#type, K::KIND).await?)
 }
 
 pub fn provider<'a>(ctx: &'a Context, name: &str) -> Result<&'a dyn Provider, Error> {
@@ -259,7 +351,8 @@ pub fn provider<'a>(ctx: &'a Context, name: &str) -> Result<&'a dyn Provider, Er
     })
 }
 
-fn request<K: ResourceCr>(cr: &K, ctx: &Context, strategy: Value) -> ResourceRequest {
+/// What the provider is asked for `cr` under `tier`.
+pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -> ResourceRequest {
     let ns = cr.namespace().unwrap_or_default();
     let name = cr.name_any();
     let spec = cr.spec();
@@ -268,18 +361,22 @@ fn request<K: ResourceCr>(cr: &K, ctx: &Context, strategy: Value) -> ResourceReq
         kind: K::KIND,
         identifier: recorded
             .clone()
-            .unwrap_or_else(|| cloud_identifier(&ctx.settings.cluster_id, &ns, &name)),
+            .unwrap_or_else(|| cloud_identifier(&settings.cluster_id, &ns, &name)),
         recorded_identifier: recorded,
-        final_snapshot_identifier: final_snapshot_identifier(cr, ctx),
+        final_snapshot_identifier: final_snapshot_identifier(cr, settings),
         namespace: ns,
         name,
         owner: owner(cr),
         tier: spec.tier.clone(),
-        strategy,
-        tags: tags(ctx, cr, &spec.r#type),
+        strategy: tier.strategy,
+        tags: tags(settings, cr, &spec.r#type),
+        owner_tag: owner_tag(settings),
         options: Options {
             apply_immediately: spec.apply_immediately,
             maintenance_window: spec.maintenance_window,
+            change_policy: tier.change_policy,
+            approved_plan: annotation(cr, APPROVE_PLAN_ANNOTATION),
+            approved_adoption: annotation(cr, ADOPT_ANNOTATION),
             size: spec.size.clone(),
             snapshot_frequency: spec.snapshot_frequency.clone(),
             snapshot_retention: spec.snapshot_retention.clone(),
@@ -292,10 +389,10 @@ fn request<K: ResourceCr>(cr: &K, ctx: &Context, strategy: Value) -> ResourceReq
 /// (`BuildTimestampedInfraNameFromObject`, pkg/resources/config.go), with
 /// the deletion's time rather than the clock's, so retries of one deletion
 /// agree and another deletion of the same name never collides.
-fn final_snapshot_identifier<K: ResourceCr>(cr: &K, ctx: &Context) -> Option<String> {
+fn final_snapshot_identifier<K: ResourceCr>(cr: &K, settings: &Settings) -> Option<String> {
     let deleted = cr.meta().deletion_timestamp.as_ref()?;
     Some(timestamped_identifier(
-        &ctx.settings.cluster_id,
+        &settings.cluster_id,
         &cr.namespace().unwrap_or_default(),
         &cr.name_any(),
         &deleted.0.as_second().to_string(),
@@ -307,8 +404,8 @@ async fn reconcile<K: ResourceCr>(
     ctx: &Context,
 ) -> Result<(Report, Option<Duration>), Error> {
     let secret_ns = secret_namespace(cr, ctx)?;
-    let provider_name = provider_name(cr, ctx).await?;
-    let provisioned = provision(cr, ctx, &provider_name).await?;
+    let provider_name = provider_name(cr, &ctx.config).await?;
+    let (provisioned, policy) = provision(cr, ctx, &provider_name).await?;
     if let Some(id) = &provisioned.identifier
         && recorded_identifier(cr).as_ref() != Some(id)
     {
@@ -329,6 +426,14 @@ async fn reconcile<K: ResourceCr>(
         conditions: provisioned.conditions,
         ..Report::new(Phase::InProgress, "")
     };
+    report.conditions.extend(adopted(
+        provisioned.adoption.as_ref(),
+        Managed::conditions(cr),
+    ));
+    if let Some(adoption) = provisioned.adoption {
+        report.adoption_hash = Some(adoption.hash);
+        report.pending = adoption.changes.into_iter().map(pending_change).collect();
+    }
     match provisioned.outcome {
         Outcome::InProgress(reason) => {
             report.message = reason;
@@ -340,41 +445,44 @@ async fn reconcile<K: ResourceCr>(
             Ok((report, None))
         }
         Outcome::Ready(details) => {
-            report.pending = provisioned
-                .pending
-                .into_iter()
-                .map(pending_change)
-                .collect();
-            report.conditions.push(up_to_date(&report.pending));
+            let approved = annotation(cr, APPROVE_PLAN_ANNOTATION);
+            report_pending(&mut report, provisioned.pending, policy, approved);
             publish_secret(cr, ctx, &secret_ns, &details, &mut report).await?;
-            Ok((report, provisioned.recheck_after))
+            // The provider says whether to look again; the operator says when.
+            let recheck = provisioned
+                .recheck_after
+                .map(|after| after.min(ctx.settings.recheck_interval));
+            Ok((report, recheck))
         }
     }
 }
 
 /// Asks the provider for the resource, unless the same inputs just failed
-/// for a reason that needs a person.
+/// for a reason that needs a person; with the tier's change policy.
 async fn provision<K: ResourceCr>(
     cr: &K,
     ctx: &Context,
     provider_name: &str,
-) -> Result<cro_provider_api::Provisioned, Error> {
-    let tier = &cr.spec().tier;
-    let strategy = config::tier_strategy(&ctx.config, provider_name, K::KIND, tier).await?;
+) -> Result<(cro_provider_api::Provisioned, ChangePolicy), Error> {
+    let tier_name = &cr.spec().tier;
+    let tier = config::tier_strategy(&ctx.config, provider_name, K::KIND, tier_name).await?;
+    let policy = tier.change_policy;
     let inputs = (
         cr.spec(),
         cr.annotations(),
         cr.labels(),
-        &strategy,
+        &tier.strategy,
+        policy == ChangePolicy::Plan,
         provider_name,
     );
-    unless_parked(ctx, &key(cr), &inputs, async {
+    let provisioned = unless_parked(ctx, &key(cr), &inputs, async {
         provider(ctx, provider_name)?
-            .reconcile(&request(cr, ctx, strategy.clone()))
+            .reconcile(&request(cr, &ctx.settings, tier.clone()))
             .await
-            .map_err(|e| with_tier_location(e, provider_name, K::KIND, tier))
+            .map_err(|e| with_tier_location(e, provider_name, K::KIND, tier_name))
     })
-    .await
+    .await?;
+    Ok((provisioned, policy))
 }
 
 /// Writes the connection Secret and sets the report's phase and message
@@ -487,17 +595,20 @@ async fn cleanup<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error
     else {
         return delete_secret(cr, ctx).await;
     };
-    let strategy =
+    let tier =
         match config::tier_strategy(&ctx.config, &provider_name, K::KIND, &cr.spec().tier).await {
-            Ok(s) => s,
+            Ok(t) => t,
             Err(e) => {
                 // Delete with the provider's safe defaults rather than never.
                 warn!(error = %e, "tier strategy unavailable during deletion; using defaults");
-                Value::Object(Default::default())
+                config::Tier {
+                    strategy: Value::Object(Default::default()),
+                    change_policy: ChangePolicy::Automatic,
+                }
             }
         };
     match provider(ctx, &provider_name)?
-        .delete(&request(cr, ctx, strategy))
+        .delete(&request(cr, &ctx.settings, tier))
         .await?
     {
         Deletion::Done => delete_secret(cr, ctx).await,

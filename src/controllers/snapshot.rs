@@ -117,7 +117,7 @@ fn request<K: SnapshotCr>(
         resource_identifier,
         identifier: id.to_string(),
         strategy,
-        tags: tags(ctx, snap, &deployment_type),
+        tags: tags(&ctx.settings, snap, &deployment_type),
     }
 }
 
@@ -179,8 +179,9 @@ async fn reconcile<K: SnapshotCr>(
         return Ok((report, Some(Duration::from_secs(1))));
     };
     let kind = <K::Parent as ResourceCr>::KIND;
-    let strategy =
-        config::tier_strategy(&ctx.config, &provider_name, kind, &parent.spec().tier).await?;
+    let strategy = config::tier_strategy(&ctx.config, &provider_name, kind, &parent.spec().tier)
+        .await?
+        .strategy;
     let inputs = (snap.spec(), snap.annotations(), &strategy, &provider_name);
     let snapshotted = unless_parked(ctx, &key(snap), &inputs, async {
         Ok(provider(ctx, &provider_name)?
@@ -262,6 +263,7 @@ async fn cleanup<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Deletion, Err
             &p.spec().tier,
         )
         .await
+        .map(|t| t.strategy)
         .unwrap_or_default(),
         None => Value::Null,
     };

@@ -33,6 +33,9 @@ pub struct Settings {
     pub infrastructure_tags: BTreeMap<String, String>,
     /// Let `secretRef.namespace` name another namespace.
     pub allow_cross_namespace_secrets: bool,
+    /// How often a complete cloud resource is looked at again for changes
+    /// made outside the operator (clouds send no events).
+    pub recheck_interval: Duration,
 }
 
 /// Shared by all reconciles of all controllers.

@@ -27,6 +27,10 @@ pub struct Report {
     pub conditions: Vec<cro_provider_api::Condition>,
     /// Differences from the tier not applied yet.
     pub pending: Vec<crate::api::PendingChange>,
+    /// The hash a person approves `pending` with.
+    pub plan_hash: Option<String>,
+    /// The hash a person adopts someone else's resource with.
+    pub adoption_hash: Option<String>,
 }
 
 impl Report {
@@ -42,6 +46,8 @@ impl Report {
             instance_id: None,
             conditions: Vec::new(),
             pending: Vec::new(),
+            plan_hash: None,
+            adoption_hash: None,
         }
     }
 }

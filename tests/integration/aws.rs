@@ -20,7 +20,7 @@ async fn aws_strategies(client: &Client, ns: &str, postgres_tiers: Value) {
     aws_strategies_for(client, ns, "postgres", postgres_tiers).await;
 }
 
-async fn aws_strategies_for(client: &Client, ns: &str, key: &str, tiers: Value) {
+pub(crate) async fn aws_strategies_for(client: &Client, ns: &str, key: &str, tiers: Value) {
     let cm: ConfigMap = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "cloud-resources-aws-strategies"},
@@ -37,7 +37,7 @@ async fn aws_strategies_for(client: &Client, ns: &str, key: &str, tiers: Value) 
         .unwrap_or_else(|e| panic!("applying aws strategies: {e}"));
 }
 
-async fn create_postgres(client: &Client, ns: &str, name: &str, extra: Value) {
+pub(crate) async fn create_postgres(client: &Client, ns: &str, name: &str, extra: Value) {
     let mut spec = json!({"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}});
     if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
         s.extend(e.clone());
@@ -54,7 +54,7 @@ async fn create_postgres(client: &Client, ns: &str, name: &str, extra: Value) {
 }
 
 /// Any metadata change makes the operator look again.
-async fn poke(api: &Api<Postgres>, name: &str, n: u32) {
+pub(crate) async fn poke(api: &Api<Postgres>, name: &str, n: u32) {
     api.patch(
         name,
         &PatchParams::default(),
@@ -64,11 +64,14 @@ async fn poke(api: &Api<Postgres>, name: &str, n: u32) {
     .unwrap_or_else(|e| panic!("{e}"));
 }
 
-async fn rds() -> aws_sdk_rds::Client {
+pub(crate) async fn rds() -> aws_sdk_rds::Client {
     aws_sdk_rds::Client::new(&TestEnv::load().aws_config().await)
 }
 
-async fn instance(rds: &aws_sdk_rds::Client, id: &str) -> Option<aws_sdk_rds::types::DbInstance> {
+pub(crate) async fn instance(
+    rds: &aws_sdk_rds::Client,
+    id: &str,
+) -> Option<aws_sdk_rds::types::DbInstance> {
     rds.describe_db_instances()
         .db_instance_identifier(id)
         .send()
@@ -77,7 +80,7 @@ async fn instance(rds: &aws_sdk_rds::Client, id: &str) -> Option<aws_sdk_rds::ty
         .and_then(|o| o.db_instances().first().cloned())
 }
 
-async fn tags(rds: &aws_sdk_rds::Client, arn: &str) -> BTreeMap<String, String> {
+pub(crate) async fn tags(rds: &aws_sdk_rds::Client, arn: &str) -> BTreeMap<String, String> {
     rds.list_tags_for_resource()
         .resource_name(arn)
         .send()
@@ -205,7 +208,7 @@ async fn a_bad_strategy_value_fails_naming_the_field() {
 }
 
 /// The `UpToDate` condition as `(status, message)`.
-fn up_to_date(p: &Postgres) -> Option<(String, String)> {
+pub(crate) fn up_to_date(p: &Postgres) -> Option<(String, String)> {
     p.status
         .as_ref()?
         .conditions

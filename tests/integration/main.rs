@@ -13,4 +13,5 @@ mod in_cluster;
 mod leader;
 mod migration;
 mod observability;
+mod plan;
 mod validate;

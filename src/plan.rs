@@ -1,0 +1,293 @@
+//! `cloud-resource-operator plan`: what the operator would change, for
+//! every CR, before anything changes. It reads the CRs and ConfigMaps from
+//! the cluster (or ConfigMaps from files standing in for the cluster's: the
+//! plan of an edit before it is applied) and asks each provider's `plan`,
+//! which makes read-only calls only. Nothing is written anywhere.
+
+use std::{collections::BTreeMap, path::PathBuf, sync::Arc};
+
+use cro_provider_api::{Change, ChangePolicy, Provider};
+use futures::{StreamExt, stream};
+use kube::{Api, Client, ResourceExt, api::ListParams};
+use serde::Serialize;
+
+use crate::{
+    api::{BlobStorage, Postgres, Redis, SMTPCredentialSet},
+    config::{self, ConfigReader, Located},
+    controllers::resource::{ResourceCr, provider_name, request},
+    reconcile::Settings,
+    validate,
+};
+
+/// Providers asked at once: enough to plan thousands of CRs in minutes,
+/// few enough to stay far below the clouds' read rate limits.
+const CONCURRENCY: usize = 4;
+
+/// One field of one CR that would change.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Line {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub field: String,
+    pub current: String,
+    pub desired: String,
+    pub when: String,
+    pub restarts: bool,
+}
+
+/// A CR that could not be planned, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Failure {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub error: String,
+}
+
+/// The whole plan.
+#[derive(Debug, Default, Serialize)]
+pub struct Plan {
+    pub changes: Vec<Line>,
+    pub errors: Vec<Failure>,
+}
+
+impl Plan {
+    /// 1 when something could not be planned, 2 when something would
+    /// change, 0 when nothing would.
+    pub fn exit_code(&self) -> i32 {
+        if !self.errors.is_empty() {
+            1
+        } else if !self.changes.is_empty() {
+            2
+        } else {
+            0
+        }
+    }
+
+    /// `<Kind> <namespace>/<name> <field>: <current> -> <desired> (<when>)`.
+    pub fn text(&self) -> String {
+        self.changes
+            .iter()
+            .map(|l| {
+                let restarts = if l.restarts { ", restarts" } else { "" };
+                format!(
+                    "{} {}/{} {}: {} -> {} ({}{restarts})\n",
+                    l.kind, l.namespace, l.name, l.field, l.current, l.desired, l.when
+                )
+            })
+            .collect()
+    }
+
+    /// What went wrong, one line per CR, and a count.
+    pub fn summary(&self) -> String {
+        let mut out: String = self
+            .errors
+            .iter()
+            .map(|f| {
+                format!(
+                    "error: {} {}/{}: {}\n",
+                    f.kind, f.namespace, f.name, f.error
+                )
+            })
+            .collect();
+        let resources: std::collections::BTreeSet<_> = self
+            .changes
+            .iter()
+            .map(|l| (&l.kind, &l.namespace, &l.name))
+            .collect();
+        out.push_str(&format!(
+            "{} change(s) to {} resource(s); {} resource(s) could not be planned\n",
+            self.changes.len(),
+            resources.len(),
+            self.errors.len()
+        ));
+        out
+    }
+}
+
+/// The ConfigMaps in `paths` (YAML, one or many documents per file); one
+/// without a namespace stands for the operator namespace's.
+pub fn config_overrides(
+    paths: &[PathBuf],
+    operator_namespace: &str,
+) -> Result<Vec<Located>, String> {
+    let (docs, findings) = validate::load(paths);
+    if let Some(f) = findings.first() {
+        return Err(f.to_string());
+    }
+    let mut out = Vec::new();
+    for doc in &docs {
+        if doc.kind() != Some("ConfigMap") {
+            return Err(format!(
+                "{} document {}: plan --config reads ConfigMaps only, found {}",
+                doc.file.display(),
+                doc.index,
+                doc.kind().unwrap_or("no kind")
+            ));
+        }
+        let mut cm = doc.config_map();
+        if cm.namespace.is_empty() {
+            cm.namespace = operator_namespace.to_string();
+        }
+        out.push(cm);
+    }
+    Ok(out)
+}
+
+/// Where the CRs to plan are and how they are provisioned.
+pub struct Scope<'a> {
+    pub client: &'a Client,
+    pub config: &'a ConfigReader,
+    pub settings: &'a Settings,
+    pub providers: &'a BTreeMap<&'static str, Arc<dyn Provider>>,
+    /// Only these namespaces; empty is all.
+    pub namespaces: &'a [String],
+}
+
+/// Plans every Postgres, Redis, BlobStorage and SMTPCredentialSet.
+pub async fn plan(scope: &Scope<'_>) -> Result<Plan, kube::Error> {
+    let mut plan = Plan::default();
+    plan_kind::<Postgres>(scope, &mut plan).await?;
+    plan_kind::<Redis>(scope, &mut plan).await?;
+    plan_kind::<BlobStorage>(scope, &mut plan).await?;
+    plan_kind::<SMTPCredentialSet>(scope, &mut plan).await?;
+    Ok(plan)
+}
+
+async fn list<K: ResourceCr>(scope: &Scope<'_>) -> Result<Vec<K>, kube::Error> {
+    if scope.namespaces.is_empty() {
+        return Ok(Api::<K>::all(scope.client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items);
+    }
+    let mut out = Vec::new();
+    for ns in scope.namespaces {
+        let api = Api::<K>::namespaced(scope.client.clone(), ns);
+        out.extend(api.list(&ListParams::default()).await?.items);
+    }
+    Ok(out)
+}
+
+async fn plan_kind<K: ResourceCr>(scope: &Scope<'_>, plan: &mut Plan) -> Result<(), kube::Error> {
+    let mut crs = list::<K>(scope).await?;
+    // Being deleted, or not provisioned by this operator: nothing to change.
+    crs.retain(|cr| cr.meta().deletion_timestamp.is_none() && !cr.spec().skip_create);
+    crs.sort_by_key(|cr| (cr.namespace(), cr.name_any()));
+    let results: Vec<_> = stream::iter(crs)
+        .map(|cr| async move {
+            let changes = plan_one(&cr, scope).await;
+            (cr, changes)
+        })
+        .buffered(CONCURRENCY)
+        .collect()
+        .await;
+    let kind = K::kind(&()).to_string();
+    for (cr, result) in results {
+        let (namespace, name) = (cr.namespace().unwrap_or_default(), cr.name_any());
+        match result {
+            Ok((changes, policy)) => plan.changes.extend(changes.into_iter().map(|c| Line {
+                kind: kind.clone(),
+                namespace: namespace.clone(),
+                name: name.clone(),
+                when: when(&c, policy),
+                field: c.field,
+                current: c.current,
+                desired: c.desired,
+                restarts: c.restarts,
+            })),
+            Err(error) => plan.errors.push(Failure {
+                kind: kind.clone(),
+                namespace,
+                name,
+                error,
+            }),
+        }
+    }
+    Ok(())
+}
+
+/// The CR's changes, as the operator would resolve its provider and tier.
+async fn plan_one<K: ResourceCr>(
+    cr: &K,
+    scope: &Scope<'_>,
+) -> Result<(Vec<Change>, ChangePolicy), String> {
+    let config = scope.config;
+    let provider = provider_name(cr, config).await.map_err(|e| e.to_string())?;
+    let tier = config::tier_strategy(config, &provider, K::KIND, &cr.spec().tier)
+        .await
+        .map_err(|e| e.to_string())?;
+    let policy = tier.change_policy;
+    let Some(p) = scope.providers.get(provider.as_str()) else {
+        return Err(format!("provider {provider:?} is not available"));
+    };
+    let changes = p
+        .plan(&request(cr, scope.settings, tier))
+        .await
+        .map_err(|e| {
+            format!(
+                "{e} (tier {:?} in ConfigMap {})",
+                cr.spec().tier,
+                config::strategies_config_map(&provider)
+            )
+        })?;
+    Ok((changes, policy))
+}
+
+/// When a change applies; under a `Plan` tier, only once approved.
+fn when(c: &Change, policy: ChangePolicy) -> String {
+    match (policy, &c.timing) {
+        (ChangePolicy::Plan, cro_provider_api::Timing::Never(_)) | (ChangePolicy::Automatic, _) => {
+            c.timing.describe()
+        }
+        (ChangePolicy::Plan, _) => {
+            "once integreatly.org/approve-plan is set to the plan's hash".into()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(name: &str, field: &str) -> Line {
+        Line {
+            kind: "Postgres".into(),
+            namespace: "app".into(),
+            name: name.into(),
+            field: field.into(),
+            current: "db.t3.small".into(),
+            desired: "db.t3.medium".into(),
+            when: "maintenanceWindow".into(),
+            restarts: true,
+        }
+    }
+
+    #[test]
+    fn exit_code_and_lines_follow_the_contract() {
+        let mut plan = Plan::default();
+        assert_eq!(plan.exit_code(), 0);
+        plan.changes.push(line("db", "DBInstanceClass"));
+        plan.changes.push(line("db", "AllocatedStorage"));
+        assert_eq!(plan.exit_code(), 2);
+        assert_eq!(
+            plan.text().lines().next(),
+            Some(
+                "Postgres app/db DBInstanceClass: db.t3.small -> db.t3.medium (maintenanceWindow, restarts)"
+            )
+        );
+        assert!(plan.summary().contains("2 change(s) to 1 resource(s)"));
+        plan.errors.push(Failure {
+            kind: "Redis".into(),
+            namespace: "app".into(),
+            name: "cache".into(),
+            error: "no tier".into(),
+        });
+        assert_eq!(plan.exit_code(), 1);
+        assert!(
+            plan.summary()
+                .starts_with("error: Redis app/cache: no tier")
+        );
+    }
+}
