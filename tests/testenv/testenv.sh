@@ -153,8 +153,28 @@ cmd_build() {
 
 # ---------------------------------------------------------------- up -------
 
+# A free port below the kernel's ephemeral range: `restart` reuses a port
+# after its process stops, and an ephemeral port could meanwhile be taken
+# by any outgoing connection (the apiserver redialling etcd took etcd's
+# peer port once).
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  python3 - <<'PY'
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    port = random.randrange(10000, low)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    raise SystemExit("no free port below the ephemeral range")
+PY
 }
 
 # start NAME BINARY ARGS...: a detached process whose pid is recorded.
