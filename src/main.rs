@@ -318,8 +318,15 @@ async fn plan(args: PlanArgs) -> anyhow::Result<i32> {
     } = connect(&args.cluster).await?;
     let overrides = plan::config_overrides(&args.config, &settings.operator_namespace)
         .map_err(anyhow::Error::msg)?;
-    let config = ConfigReader::new(client.clone(), settings.operator_namespace.clone())
+    let scopes = if args.namespaces.is_empty() {
+        vec![None]
+    } else {
+        args.namespaces.iter().cloned().map(Some).collect()
+    };
+    let config = ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes)
         .with_overrides(overrides);
+    let watches = config.clone();
+    tokio::spawn(async move { watches.run().await });
     let providers = providers.into_iter().map(|p| (p.name(), p)).collect();
     let scope = plan::Scope {
         client: &client,

@@ -1,31 +1,57 @@
-//! Reading the configuration ConfigMaps from the cluster. They are read at
-//! reconcile time, so a ConfigMap edit (which triggers the affected
-//! reconciles through a watch) is seen at once, without a restart.
+//! Reading the configuration ConfigMaps. They come from watches (every
+//! ConfigMap of the operator namespace, and `cloud-resource-config` in the
+//! watched namespaces), so a reconcile reads no ConfigMap from the API
+//! server and an edit is seen at once, without a restart.
+
+use std::sync::Arc;
 
 use cro_provider_api::ResourceKind;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{Api, Client};
+use kube::{Api, Client, runtime::watcher};
 
 use super::{
     ConfigError, Located, TYPES_CONFIG_MAP, Tier, resolve_provider, resolve_tier,
     strategies_config_map,
 };
+use crate::cache::{Scoped, Shared, Subscription};
 
 /// Reads configuration ConfigMaps.
 #[derive(Clone)]
 pub struct ConfigReader {
     client: Client,
     operator_namespace: String,
+    /// Every ConfigMap of the operator namespace: the strategies and the
+    /// fallback `cloud-resource-config`.
+    operator: Arc<Shared<ConfigMap>>,
+    /// `cloud-resource-config` in each watched scope.
+    types: Scoped<ConfigMap>,
     /// ConfigMaps that stand in for the cluster's of the same namespace
     /// and name (`plan --config`).
     overrides: Vec<Located>,
 }
 
 impl ConfigReader {
-    pub fn new(client: Client, operator_namespace: impl Into<String>) -> Self {
+    /// Reads the operator namespace and `scopes` (`None`: all namespaces)
+    /// once `run` runs.
+    pub fn new(
+        client: Client,
+        operator_namespace: impl Into<String>,
+        scopes: &[Option<String>],
+    ) -> Self {
+        let operator_namespace = operator_namespace.into();
+        let operator = Shared::new(
+            Api::namespaced(client.clone(), &operator_namespace),
+            Some(operator_namespace.clone()),
+            watcher::Config::default(),
+        );
+        let by_name =
+            watcher::Config::default().fields(&format!("metadata.name={TYPES_CONFIG_MAP}"));
+        let types = Scoped::new(&client, scopes, &by_name);
         ConfigReader {
             client,
-            operator_namespace: operator_namespace.into(),
+            operator_namespace,
+            operator: Arc::new(operator),
+            types,
             overrides: Vec::new(),
         }
     }
@@ -41,6 +67,21 @@ impl ConfigReader {
         &self.operator_namespace
     }
 
+    /// Runs the watches until dropped.
+    pub async fn run(&self) {
+        tokio::join!(self.operator.run(), self.types.run());
+    }
+
+    /// Every change to a ConfigMap of the operator namespace.
+    pub fn subscribe_operator(&self) -> Option<Subscription<ConfigMap>> {
+        self.operator.subscribe()
+    }
+
+    /// Every change to `cloud-resource-config` in `scope`.
+    pub fn subscribe_types(&self, scope: Option<&str>) -> Option<Subscription<ConfigMap>> {
+        self.types.scope(scope)?.subscribe()
+    }
+
     async fn get(&self, namespace: &str, name: &str) -> Result<Option<Located>, ConfigError> {
         if let Some(cm) = self
             .overrides
@@ -49,16 +90,36 @@ impl ConfigReader {
         {
             return Ok(Some(cm.clone()));
         }
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-        let cm = api.get_opt(name).await.map_err(|e| ConfigError::Read {
+        let read_error = |error: String| ConfigError::Read {
             namespace: namespace.to_string(),
             name: name.to_string(),
-            error: e.to_string(),
-        })?;
-        Ok(cm.map(|cm| Located {
+            error,
+        };
+        let cached = if namespace == self.operator_namespace {
+            Some(
+                self.operator
+                    .get(namespace, name)
+                    .await
+                    .map_err(read_error)?,
+            )
+        } else if name == TYPES_CONFIG_MAP {
+            self.types.get(namespace, name).await.map_err(read_error)?
+        } else {
+            None
+        };
+        let cm = match cached {
+            Some(cm) => cm.map(|cm| cm.data.clone()),
+            // Not watched (a namespace outside the watched ones).
+            None => Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+                .get_opt(name)
+                .await
+                .map_err(|e| read_error(e.to_string()))?
+                .map(|cm| cm.data),
+        };
+        Ok(cm.map(|data| Located {
             namespace: namespace.to_string(),
             name: name.to_string(),
-            data: cm.data.unwrap_or_default(),
+            data: data.unwrap_or_default(),
         }))
     }
 

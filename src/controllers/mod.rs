@@ -1,7 +1,8 @@
 //! One controller per kind, all on the shared reconcile skeleton. Each
-//! watches its kind, the objects it owns (so a hand edit is seen at once),
-//! and the configuration ConfigMaps (an edit re-reconciles exactly the CRs
-//! whose configuration it holds).
+//! watches its kind, and is triggered by the objects it owns (so a hand
+//! edit is seen at once) and the configuration ConfigMaps (an edit
+//! re-reconciles exactly the CRs whose configuration it holds), through
+//! watches shared by all controllers (`cache`).
 
 pub mod resource;
 pub mod snapshot;
@@ -12,21 +13,20 @@ use futures::{
     FutureExt, StreamExt,
     future::{BoxFuture, Shared},
 };
-use k8s_openapi::api::{
-    apps::v1::Deployment,
-    core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
-};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Resource, ResourceExt,
     core::DeserializeGuard,
     runtime::{Controller, controller, reflector::ObjectRef, watcher},
 };
+use serde::de::DeserializeOwned;
 use tracing::{debug, warn};
 
 use crate::{
     api::{BlobStorage, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SMTPCredentialSet},
+    cache,
     config::{TYPES_CONFIG_MAP, provider_of_strategies_map},
-    reconcile::{Context, Managed, error_policy, output_secret, reconcile},
+    reconcile::{Context, Managed, error_policy, reconcile},
 };
 use resource::ResourceCr;
 
@@ -40,24 +40,19 @@ pub fn shutdown_on(trigger: impl std::future::Future<Output = ()> + Send + 'stat
 }
 
 /// Runs every controller, for each watched namespace (or once for all
-/// namespaces), until `shutdown`.
+/// namespaces), and the watches they share, until `shutdown`.
 pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
-    let scopes: Vec<Option<String>> = if ctx.settings.watch_namespaces.is_empty() {
-        vec![None]
-    } else {
-        ctx.settings
-            .watch_namespaces
-            .iter()
-            .cloned()
-            .map(Some)
-            .collect()
-    };
-    futures::future::join_all(
-        scopes
+    // Controllers subscribe to the shared watches before these start.
+    let controllers = futures::future::join_all(
+        cache::scopes(&ctx.settings.watch_namespaces)
             .into_iter()
             .map(|ns| run_scope(ctx.clone(), Scope(ns), shutdown.clone())),
-    )
-    .await;
+    );
+    let watches = async { tokio::join!(ctx.config.run(), ctx.owned.run()) };
+    tokio::select! {
+        _ = controllers => {}
+        _ = watches => {}
+    }
 }
 
 /// The namespace a set of controllers watches; `None` is all namespaces.
@@ -76,7 +71,7 @@ impl Scope {
     }
 }
 
-async fn run_scope(ctx: Arc<Context>, scope: Scope, shutdown: Shutdown) {
+fn run_scope(ctx: Arc<Context>, scope: Scope, shutdown: Shutdown) -> impl Future<Output = ()> {
     let postgres_snapshots = Controller::new(
         scope.api::<DeserializeGuard<PostgresSnapshot>>(&ctx),
         watcher::Config::default(),
@@ -85,59 +80,110 @@ async fn run_scope(ctx: Arc<Context>, scope: Scope, shutdown: Shutdown) {
         scope.api::<DeserializeGuard<RedisSnapshot>>(&ctx),
         watcher::Config::default(),
     );
-    tokio::join!(
-        resource_controller::<Postgres>(ctx.clone(), &scope, true, shutdown.clone()),
-        resource_controller::<Redis>(ctx.clone(), &scope, true, shutdown.clone()),
-        resource_controller::<BlobStorage>(ctx.clone(), &scope, false, shutdown.clone()),
-        resource_controller::<SMTPCredentialSet>(ctx.clone(), &scope, false, shutdown.clone()),
-        drive(postgres_snapshots, ctx.clone(), shutdown.clone()),
-        drive(redis_snapshots, ctx.clone(), shutdown.clone()),
-    );
+    let postgres = resource_controller::<Postgres>(&ctx, &scope, true);
+    let redis = resource_controller::<Redis>(&ctx, &scope, true);
+    let blobs = resource_controller::<BlobStorage>(&ctx, &scope, false);
+    let smtp = resource_controller::<SMTPCredentialSet>(&ctx, &scope, false);
+    async move {
+        tokio::join!(
+            drive(postgres, ctx.clone(), shutdown.clone()),
+            drive(redis, ctx.clone(), shutdown.clone()),
+            drive(blobs, ctx.clone(), shutdown.clone()),
+            drive(smtp, ctx.clone(), shutdown.clone()),
+            drive(postgres_snapshots, ctx.clone(), shutdown.clone()),
+            drive(redis_snapshots, ctx.clone(), shutdown.clone()),
+        );
+    }
 }
 
-/// Only objects this operator created are watched.
-fn owned() -> watcher::Config {
-    watcher::Config::default().labels(&format!(
-        "{}={}",
-        output_secret::MANAGED_BY_LABEL,
-        output_secret::MANAGED_BY
-    ))
+/// Adds `subscription` to `controller` with `add`; a watch that already
+/// runs cannot be subscribed to (a bug), which is logged.
+fn subscribed<K, S>(
+    controller: Controller<K>,
+    subscription: Option<S>,
+    what: &str,
+    add: impl FnOnce(Controller<K>, S) -> Controller<K>,
+) -> Controller<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    match subscription {
+        Some(s) => add(controller, s),
+        None => {
+            warn!(
+                watch = what,
+                "the shared watch runs already; changes to these objects do not trigger reconciles until a restart"
+            );
+            controller
+        }
+    }
 }
 
-async fn resource_controller<K: ResourceCr>(
-    ctx: Arc<Context>,
+/// A controller of `K`, triggered by the objects it owns (so a hand edit
+/// is seen at once) and by the configuration ConfigMaps.
+fn resource_controller<K: ResourceCr>(
+    ctx: &Context,
     scope: &Scope,
     workloads: bool,
-    shutdown: Shutdown,
-) {
-    let client = ctx.client.clone();
+) -> Controller<DeserializeGuard<K>> {
     let controller = Controller::new(
-        scope.api::<DeserializeGuard<K>>(&ctx),
+        scope.api::<DeserializeGuard<K>>(ctx),
         watcher::Config::default(),
     );
     let by_types = controller.store();
     let by_operator_cm = controller.store();
-    let operator_ns = ctx.settings.operator_namespace.clone();
-    let mut controller = controller.owns(scope.api::<Secret>(&ctx), owned());
+    let ns = scope.0.as_deref();
+    let owned = &ctx.owned;
+    let mut c = controller;
+    c = subscribed(c, subscription(&owned.secrets, ns), "Secrets", |c, s| {
+        c.owns_shared_stream(s)
+    });
     if workloads {
-        controller = controller
-            .owns(scope.api::<Deployment>(&ctx), owned())
-            .owns(scope.api::<Service>(&ctx), owned())
-            .owns(scope.api::<PersistentVolumeClaim>(&ctx), owned())
-            .owns(scope.api::<ConfigMap>(&ctx), owned());
-    }
-    let controller = controller
-        .watches(
-            scope.api::<ConfigMap>(&ctx),
-            watcher::Config::default().fields(&format!("metadata.name={TYPES_CONFIG_MAP}")),
-            move |cm| crs_in_namespace(&by_types, &cm),
-        )
-        .watches(
-            Api::<ConfigMap>::namespaced(client.clone(), &operator_ns),
-            watcher::Config::default(),
-            move |cm| crs_configured_by(&by_operator_cm, &cm),
+        c = subscribed(
+            c,
+            subscription(&owned.deployments, ns),
+            "Deployments",
+            |c, s| c.owns_shared_stream(s),
         );
-    drive(controller, ctx, shutdown).await;
+        c = subscribed(c, subscription(&owned.services, ns), "Services", |c, s| {
+            c.owns_shared_stream(s)
+        });
+        c = subscribed(c, subscription(&owned.claims, ns), "PVCs", |c, s| {
+            c.owns_shared_stream(s)
+        });
+        c = subscribed(
+            c,
+            subscription(&owned.config_maps, ns),
+            "ConfigMaps",
+            |c, s| c.owns_shared_stream(s),
+        );
+    }
+    c = subscribed(
+        c,
+        ctx.config.subscribe_types(ns),
+        "cloud-resource-config",
+        |c, s| c.watches_shared_stream(s, move |cm| crs_in_namespace(&by_types, &cm)),
+    );
+    subscribed(
+        c,
+        ctx.config.subscribe_operator(),
+        "operator ConfigMaps",
+        |c, s| c.watches_shared_stream(s, move |cm| crs_configured_by(&by_operator_cm, &cm)),
+    )
+}
+
+fn subscription<K>(scoped: &cache::Scoped<K>, scope: Option<&str>) -> Option<cache::Subscription<K>>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    scoped.scope(scope)?.subscribe()
 }
 
 type Store<K> = kube::runtime::reflector::Store<DeserializeGuard<K>>;

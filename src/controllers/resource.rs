@@ -510,7 +510,7 @@ async fn publish_secret<K: ResourceCr>(
             cr.name_any()
         ),
     };
-    match output_secret::write(&ctx.client, &target, details).await? {
+    match output_secret::write(&ctx.client, &ctx.owned.secrets, &target, details).await? {
         Written::Conflict(message) => {
             report.phase = Phase::Failed;
             report.message = message;

@@ -13,7 +13,11 @@ use kube::{
     runtime::events::{Recorder, Reporter},
 };
 
-use crate::{config::ConfigReader, metrics::Metrics};
+use crate::{
+    cache::{self, Owned},
+    config::ConfigReader,
+    metrics::Metrics,
+};
 
 /// Operator-wide settings.
 #[derive(Clone, Debug)]
@@ -43,6 +47,8 @@ pub struct Context {
     pub client: Client,
     pub settings: Settings,
     pub config: ConfigReader,
+    /// Watches of the objects the operator owns (output Secrets, workloads).
+    pub owned: Owned,
     pub providers: BTreeMap<&'static str, Arc<dyn Provider>>,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
@@ -75,8 +81,10 @@ impl Context {
             controller: "cloud-resource-operator".into(),
             instance: std::env::var("POD_NAME").ok(),
         };
+        let scopes = cache::scopes(&settings.watch_namespaces);
         Context {
-            config: ConfigReader::new(client.clone(), settings.operator_namespace.clone()),
+            config: ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes),
+            owned: Owned::new(&client, &scopes),
             recorder: Recorder::new(client.clone(), reporter),
             providers: providers.into_iter().map(|p| (p.name(), p)).collect(),
             client,

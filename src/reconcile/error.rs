@@ -28,6 +28,9 @@ pub enum Error {
         label: &'static str,
         message: String,
     },
+    /// A watch-backed cache could not answer (it never finished listing).
+    #[error("{0}")]
+    Cache(String),
     /// A bug in the operator (e.g. a patch it built does not serialise).
     #[error("internal error: {0}")]
     Internal(String),
@@ -52,6 +55,7 @@ impl Error {
             Error::Provider(e) => e.label(),
             Error::Invalid(_) => "invalid_spec",
             Error::Parked { label, .. } => label,
+            Error::Cache(_) => "cache",
             Error::Internal(_) => "internal",
         }
     }
@@ -82,7 +86,7 @@ impl Error {
             Error::Provider(e) => e.is_transient(),
             Error::Invalid(_) => false,
             Error::Parked { .. } => false,
-            Error::Internal(_) => true,
+            Error::Cache(_) | Error::Internal(_) => true,
         }
     }
 }

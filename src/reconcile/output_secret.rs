@@ -16,6 +16,7 @@ use kube::{
 };
 
 use super::Error;
+use crate::cache::Scoped;
 
 pub use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL};
 
@@ -79,16 +80,28 @@ pub fn merged_data(
         .collect()
 }
 
+/// Writes the Secret unless it is somebody else's. It is read from the
+/// watch of this operator's Secrets; only a Secret that watch does not hold
+/// (not written yet, the Go operator's, or somebody else's) is read from
+/// the API server.
 pub async fn write(
     client: &Client,
+    cache: &Scoped<Secret>,
     target: &Target<'_>,
     details: &ConnectionDetails,
 ) -> Result<Written, Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), target.namespace);
-    let existing = api.get_opt(target.name).await.map_err(Error::kube(format!(
-        "reading Secret {}/{}",
-        target.namespace, target.name
-    )))?;
+    let cached = cache
+        .get(target.namespace, target.name)
+        .await
+        .map_err(Error::Cache)?;
+    let existing = match cached {
+        Some(Some(secret)) => Some(Secret::clone(&secret)),
+        _ => api.get_opt(target.name).await.map_err(Error::kube(format!(
+            "reading Secret {}/{}",
+            target.namespace, target.name
+        )))?,
+    };
     if let Some(secret) = &existing
         && !is_ours(secret, target.owner_uid)
     {
@@ -112,6 +125,12 @@ pub async fn write(
                 (OWNER_UID_LABEL.to_string(), target.owner_uid.to_string()),
             ])),
             owner_references: target.owner_ref.clone().map(|o| vec![o]),
+            // The write fails (409) if the Secret changed since it was
+            // read, e.g. a person filled in a placeholder the cache has not
+            // seen yet; it is retried on what the watch sees then.
+            resource_version: existing
+                .as_ref()
+                .and_then(|s| s.metadata.resource_version.clone()),
             ..Default::default()
         },
         data: Some(data),

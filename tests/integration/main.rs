@@ -14,4 +14,5 @@ mod leader;
 mod migration;
 mod observability;
 mod plan;
+mod scale;
 mod validate;

@@ -1,0 +1,247 @@
+//! Watch-backed caches. Each kind of object the operator reads on every
+//! reconcile (configuration ConfigMaps, its own output Secrets) is watched
+//! once, and that one watch both triggers the controllers and answers the
+//! reconciles' reads: a restart over N complete CRs costs a list and a watch
+//! per kind, not N GETs.
+//!
+//! Sharing one watch between several controllers needs kube's
+//! `unstable-runtime` feature (`Controller::owns_shared_stream`, pinned by
+//! the lock file); without it each of the four resource controllers would
+//! list and hold every Secret again.
+
+use std::{
+    fmt::Debug,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL};
+use futures::{StreamExt, channel::mpsc};
+use k8s_openapi::{
+    NamespaceResourceScope,
+    api::{
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
+    },
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, ObjectRef, ReflectHandle, Store, store::Writer},
+        watcher,
+    },
+};
+use serde::de::DeserializeOwned;
+use tracing::warn;
+
+/// Events a slow subscriber may lag behind before the watch waits for it.
+const SUBSCRIBER_BUFFER: usize = 1024;
+
+/// How long a read waits for the first list before it fails (the usual
+/// cause is RBAC that does not allow listing the kind).
+const READY_LIMIT: Duration = Duration::from_secs(30);
+
+/// One watch of `K` (in one namespace, or all), shared by its subscribers
+/// and by reads. Objects are held without their managed fields.
+pub struct Shared<K: Resource<DynamicType = ()> + Clone + 'static> {
+    namespace: Option<String>,
+    reader: Store<K>,
+    watch: Mutex<Option<Unstarted<K>>>,
+    /// Subscribers told of deletions (kube's shared stream passes on only
+    /// objects that exist).
+    deleted: Mutex<Vec<mpsc::UnboundedSender<Arc<K>>>>,
+}
+
+/// Every object a shared watch sees, deleted ones included.
+pub type Subscription<K> =
+    futures::stream::Select<ReflectHandle<K>, mpsc::UnboundedReceiver<Arc<K>>>;
+
+/// A watch before it runs: where its events go, and what it watches.
+type Unstarted<K> = (Writer<K>, Api<K>, watcher::Config);
+
+impl<K> Shared<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    /// `namespace` is the namespace `api` is scoped to (`None`: all).
+    pub fn new(api: Api<K>, namespace: Option<String>, config: watcher::Config) -> Self {
+        let (reader, writer) = reflector::store_shared(SUBSCRIBER_BUFFER);
+        Shared {
+            namespace,
+            reader,
+            watch: Mutex::new(Some((writer, api, config))),
+            deleted: Mutex::default(),
+        }
+    }
+
+    /// A stream of every object the watch sees; `None` once the watch runs
+    /// (subscribe before `run`).
+    pub fn subscribe(&self) -> Option<Subscription<K>> {
+        let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = watch
+            .as_ref()
+            .and_then(|(writer, _, _)| writer.subscribe())?;
+        let (tx, deleted) = mpsc::unbounded();
+        self.deleted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tx);
+        Some(futures::stream::select(changed, deleted))
+    }
+
+    /// Runs the watch (relisting after errors and 410 Gone) until dropped.
+    /// Only the first call runs it.
+    pub async fn run(&self) {
+        let taken = self.watch.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some((writer, api, config)) = taken else {
+            return;
+        };
+        watcher(api, config)
+            .default_backoff()
+            .modify(|obj: &mut K| obj.managed_fields_mut().clear())
+            .reflect_shared(writer)
+            .for_each(|event| async move {
+                match event {
+                    Ok(watcher::Event::Delete(obj)) => {
+                        let obj = Arc::new(obj);
+                        let subscribers = self.deleted.lock().unwrap_or_else(|e| e.into_inner());
+                        for tx in subscribers.iter() {
+                            let _ = tx.unbounded_send(obj.clone());
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying"),
+                }
+            })
+            .await;
+    }
+
+    /// Whether this watch sees objects in `namespace`.
+    pub fn covers(&self, namespace: &str) -> bool {
+        self.namespace.as_deref().is_none_or(|ns| ns == namespace)
+    }
+
+    /// The object `namespace/name` as last seen, `None` when the watch has
+    /// not seen it; waits for the first list.
+    pub async fn get(&self, namespace: &str, name: &str) -> Result<Option<Arc<K>>, String> {
+        if tokio::time::timeout(READY_LIMIT, self.reader.wait_until_ready())
+            .await
+            .is_err()
+        {
+            return Err(format!(
+                "the watch of {} {} has not listed them after {READY_LIMIT:?}; check that the operator's ServiceAccount may list and watch them",
+                K::kind(&()),
+                self.namespace
+                    .as_deref()
+                    .map_or("in all namespaces".to_string(), |ns| format!(
+                        "in namespace {ns}"
+                    )),
+            ));
+        }
+        Ok(self.reader.get(&ObjectRef::new(name).within(namespace)))
+    }
+
+    /// Every object the watch holds.
+    pub fn state(&self) -> Vec<Arc<K>> {
+        self.reader.state()
+    }
+}
+
+/// Watches of one kind over the watched scopes: the one that covers a
+/// namespace answers reads in it.
+pub struct Scoped<K: Resource<DynamicType = ()> + Clone + 'static>(pub Vec<Arc<Shared<K>>>);
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for Scoped<K> {
+    fn clone(&self) -> Self {
+        Scoped(self.0.clone())
+    }
+}
+
+impl<K> Scoped<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K: Resource<Scope = NamespaceResourceScope>,
+{
+    /// One watch per scope (`None`: all namespaces).
+    pub fn new(client: &Client, scopes: &[Option<String>], config: &watcher::Config) -> Self {
+        let watches = scopes
+            .iter()
+            .map(|scope| {
+                let api = match scope {
+                    Some(ns) => Api::namespaced(client.clone(), ns),
+                    None => Api::all(client.clone()),
+                };
+                Arc::new(Shared::new(api, scope.clone(), config.clone()))
+            })
+            .collect();
+        Scoped(watches)
+    }
+
+    /// `Ok(None)` when no watch covers `namespace` (read it directly);
+    /// `Ok(Some(None))` when the covering watch has no such object.
+    pub async fn get(&self, namespace: &str, name: &str) -> Result<Option<Option<Arc<K>>>, String> {
+        match self.0.iter().find(|s| s.covers(namespace)) {
+            Some(shared) => shared.get(namespace, name).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The watch of `namespace` (`None`: all namespaces).
+    pub fn scope(&self, namespace: Option<&str>) -> Option<&Arc<Shared<K>>> {
+        self.0.iter().find(|s| s.namespace.as_deref() == namespace)
+    }
+
+    /// Runs every watch until dropped.
+    pub async fn run(&self) {
+        futures::future::join_all(self.0.iter().map(|s| s.run())).await;
+    }
+}
+
+/// What the operator creates carries this label; only that is watched.
+pub fn owned() -> watcher::Config {
+    watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"))
+}
+
+/// The objects this operator owns, one watch per kind and scope: the
+/// output Secrets, and the in-cluster provider's workloads.
+pub struct Owned {
+    pub secrets: Scoped<Secret>,
+    pub deployments: Scoped<Deployment>,
+    pub services: Scoped<Service>,
+    pub claims: Scoped<PersistentVolumeClaim>,
+    pub config_maps: Scoped<ConfigMap>,
+}
+
+impl Owned {
+    pub fn new(client: &Client, scopes: &[Option<String>]) -> Self {
+        let owned = owned();
+        Owned {
+            secrets: Scoped::new(client, scopes, &owned),
+            deployments: Scoped::new(client, scopes, &owned),
+            services: Scoped::new(client, scopes, &owned),
+            claims: Scoped::new(client, scopes, &owned),
+            config_maps: Scoped::new(client, scopes, &owned),
+        }
+    }
+
+    /// Runs every watch until dropped.
+    pub async fn run(&self) {
+        tokio::join!(
+            self.secrets.run(),
+            self.deployments.run(),
+            self.services.run(),
+            self.claims.run(),
+            self.config_maps.run(),
+        );
+    }
+}
+
+/// The scopes the operator watches: each watched namespace, or all.
+pub fn scopes(watch_namespaces: &[String]) -> Vec<Option<String>> {
+    if watch_namespaces.is_empty() {
+        vec![None]
+    } else {
+        watch_namespaces.iter().cloned().map(Some).collect()
+    }
+}

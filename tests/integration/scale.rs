@@ -1,0 +1,125 @@
+//! What a restart costs the API server (issue 12): the operator's reads
+//! come from watches, so a restart over complete CRs is a list and a watch
+//! per kind, never a read per object.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use cloud_resource_operator::api::{BlobStorage, Phase};
+use futures::StreamExt;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams},
+};
+use serde_json::json;
+
+use crate::support::{
+    Launch, Operator, audited_requests_of, cluster_admin_account, create_json, ensure_crds,
+    with_namespace,
+};
+
+/// CRs in the test; the request budget below does not grow with it.
+const CRS: usize = 200;
+
+/// Requests a restart may make in all: a list and a watch per watched kind
+/// (CR kinds, owned kinds, ConfigMaps), the Lease, and discovery.
+const RESTART_BUDGET: usize = 50;
+
+#[tokio::test]
+async fn a_restart_over_complete_crs_reads_nothing_one_object_at_a_time() {
+    with_namespace("restart", |client, ns| async move {
+        ensure_crds(&client).await;
+        let (first, _) = cluster_admin_account(&client, &ns, "first").await;
+        let (second, user) = cluster_admin_account(&client, &ns, "second").await;
+        let launch = |kubeconfig, log: &str| {
+            let mut l = Launch::new(&ns);
+            l.kubeconfig = Some(kubeconfig);
+            l.log_name = format!("operator-{ns}-{log}.log");
+            l
+        };
+        let mut operator = Operator::launch(launch(first, "first")).await;
+        let names: Vec<String> = (0..CRS).map(|i| format!("blob-{i}")).collect();
+        futures::stream::iter(&names)
+            .for_each_concurrent(16, |name| {
+                let (client, ns) = (client.clone(), ns.clone());
+                async move {
+                    let _: BlobStorage = create_json(&client, &ns, json!({
+                        "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage",
+                        "metadata": {"name": name},
+                        "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}
+                    }))
+                    .await;
+                }
+            })
+            .await;
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+        loop {
+            let list = blobs.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            let complete = list.items.iter().filter(|b| b.status.as_ref().is_some_and(|s| s.phase == Some(Phase::Complete))).count();
+            if complete == CRS {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{complete} of {CRS} BlobStorage complete after 300 s");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        operator.terminate(Duration::from_secs(60)).await;
+
+        // The restart, as another account so its requests stand apart.
+        let mut restarted = Operator::launch(launch(second, "second")).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+        loop {
+            let logs = restarted.logs();
+            let seen: BTreeSet<&str> = logs
+                .lines()
+                .filter_map(|l| l.split("reconciled object=BlobStorage.v1alpha1.integreatly.org/").nth(1))
+                .filter_map(|o| o.strip_suffix(&format!(".{ns}")))
+                .collect();
+            if seen.len() == CRS {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the restarted operator reconciled {} of {CRS} after 180 s", seen.len());
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        restarted.terminate(Duration::from_secs(60)).await;
+
+        let requests = audited_requests_of(&user);
+        // Once per start, not per CR: the Lease, and the OpenShift
+        // Infrastructure's resource tags.
+        let per_start = ["leases", "infrastructures"];
+        let per_object: Vec<_> = requests
+            .iter()
+            .filter(|r| r.verb == "get" && !per_start.contains(&r.resource.as_str()))
+            .collect();
+        assert!(per_object.is_empty(), "the restart read objects one by one: {per_object:?}");
+        let writes: Vec<_> = requests
+            .iter()
+            .filter(|r| !matches!(r.verb.as_str(), "get" | "list" | "watch") && r.resource != "leases")
+            .collect();
+        assert!(writes.is_empty(), "the restart wrote: {writes:?}");
+        assert!(
+            requests.iter().any(|r| r.verb == "list" && r.resource == "secrets"),
+            "the output Secrets were not listed (is the audit log complete?): {requests:?}"
+        );
+        assert!(requests.len() <= RESTART_BUDGET, "{} requests for a restart over {CRS} CRs: {requests:?}", requests.len());
+        eprintln!("restart over {CRS} complete BlobStorage: {} requests, 0 per-object reads, 0 writes: {requests:?}", requests.len());
+
+        for name in ["first", "second"] {
+            Api::<ClusterRoleBinding>::all(client.clone())
+                .delete(&format!("{name}-{ns}"), &DeleteParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        // Every CR is deleted with its Secret while the operator still
+        // runs, so the namespace goes without finalizers left behind.
+        let cleanup = Operator::launch(Launch::new(&ns)).await;
+        blobs.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        while !blobs.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty() {
+            assert!(tokio::time::Instant::now() < deadline, "BlobStorage still present 120 s after deletion");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        drop(cleanup);
+    })
+    .await;
+}
