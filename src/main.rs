@@ -105,6 +105,15 @@ struct ClusterArgs {
     /// chain also reads AWS_REGION and profiles).
     #[arg(long, env = "AWS_REGION")]
     aws_region: Option<String>,
+    /// AWS calls per second the operator makes at most, per account,
+    /// region and service (half of RDS's documented 12/s by default, so
+    /// other tools of the account keep the rest). Calls over it wait.
+    #[arg(long, env = "AWS_API_RATE", default_value_t = cro_provider_aws::Budget::default().rate)]
+    aws_api_rate: f64,
+    /// AWS calls that may go at once after a quiet period, per account,
+    /// region and service.
+    #[arg(long, env = "AWS_API_BURST", default_value_t = cro_provider_aws::Budget::default().burst)]
+    aws_api_burst: u32,
 }
 
 #[derive(Args)]
@@ -262,6 +271,11 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
         allow_cross_namespace_secrets: false,
         recheck_interval: Duration::from_secs(3600),
     };
+    let budget = cro_provider_aws::Budget {
+        rate: args.aws_api_rate,
+        burst: args.aws_api_burst,
+    };
+    budget.check().map_err(anyhow::Error::msg)?;
     let aws_region = args.aws_region.clone().or_else(|| {
         infrastructure
             .as_ref()
@@ -271,7 +285,10 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
         &client,
         providers::Settings {
             cluster_domain: args.cluster_domain.clone(),
-            aws: cro_provider_aws::AwsSettings { region: aws_region },
+            aws: cro_provider_aws::AwsSettings {
+                region: aws_region,
+                budget,
+            },
         },
     );
     Ok(Connected {

@@ -1,10 +1,11 @@
-//! What a restart costs the API server (issue 12): the operator's reads
+//! What the operator costs the services it talks to (issue 12): its reads
 //! come from watches, so a restart over complete CRs is a list and a watch
-//! per kind, never a read per object.
+//! per kind, never a read per object; and its AWS calls stay within a
+//! budget per account, region and service.
 
 use std::{collections::BTreeSet, time::Duration};
 
-use cloud_resource_operator::api::{BlobStorage, Phase};
+use cloud_resource_operator::api::{BlobStorage, Phase, Postgres};
 use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::{
@@ -13,9 +14,12 @@ use kube::{
 };
 use serde_json::json;
 
-use crate::support::{
-    Launch, Operator, audited_requests_of, cluster_admin_account, create_json, ensure_crds,
-    with_namespace,
+use crate::{
+    aws::create_postgres,
+    support::{
+        Launch, Operator, audited_requests_of, aws_requests, cluster_admin_account, create_json,
+        ensure_crds, wait_phase, with_namespace, with_operator_launched,
+    },
 };
 
 /// CRs in the test; the request budget below does not grow with it.
@@ -120,6 +124,50 @@ async fn a_restart_over_complete_crs_reads_nothing_one_object_at_a_time() {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         drop(cleanup);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn aws_calls_stay_within_the_budget_and_no_cr_fails() {
+    const RATE: f64 = 2.0;
+    const BURST: f64 = 2.0;
+    let budget = |l: &mut Launch| {
+        l.extra_args.push(format!("--aws-api-rate={RATE}"));
+        l.extra_args.push(format!("--aws-api-burst={BURST}"));
+    };
+    with_operator_launched("budget", budget, |client, ns, _op| async move {
+        let names = ["a", "b", "c", "d"];
+        for name in names {
+            create_postgres(&client, &ns, name, json!({})).await;
+        }
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let mut ids = Vec::new();
+        for name in names {
+            let pg = wait_phase(&pgs, name, Phase::Complete).await;
+            ids.push(pg.metadata.annotations.and_then(|a| a.get("resourceIdentifier").cloned()).unwrap_or_else(|| panic!("{name} has no resourceIdentifier")));
+        }
+        let mut times: Vec<f64> = aws_requests()
+            .into_iter()
+            .filter(|r| r["service"] == "rds" && ids.iter().any(|id| r["params"].to_string().contains(id.as_str())))
+            .filter_map(|r| r["time"].as_f64())
+            .collect();
+        times.sort_by(f64::total_cmp);
+        // Four instances created at once make far more calls than the
+        // burst: unbudgeted, they go out within a fraction of a second.
+        assert!(times.len() as f64 > 3.0 * BURST, "only {} RDS calls", times.len());
+        // A token bucket lets at most BURST + RATE * T calls start in any
+        // window of T seconds; one call of slack for the emulator's clock.
+        for i in 0..times.len() {
+            for j in i + 1..times.len() {
+                let calls = (j - i + 1) as f64;
+                let window = times[j] - times[i];
+                assert!(
+                    calls <= BURST + RATE * window + 1.0,
+                    "{calls} RDS calls within {window:.2} s, over a budget of {RATE}/s with a burst of {BURST}: {times:?}"
+                );
+            }
+        }
     })
     .await;
 }

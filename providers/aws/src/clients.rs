@@ -3,7 +3,10 @@
 
 use aws_config::SdkConfig;
 
-use crate::calls::Calls;
+use crate::{
+    budget::{Budget, limited_client},
+    calls::Calls,
+};
 
 #[derive(Clone, Debug)]
 pub struct Clients {
@@ -15,33 +18,37 @@ pub struct Clients {
     pub ses: aws_sdk_sesv2::Client,
 }
 
-/// A client of `sdk` for `config`, counting its calls.
+/// A client of `sdk` for `config`, counting its calls, within its own
+/// budget (each service is throttled on its own).
 macro_rules! client {
-    ($sdk:ident, $config:expr, $calls:expr) => {
-        $sdk::Client::from_conf(
-            $sdk::config::Builder::from($config)
-                .interceptor($calls.interceptor())
-                .build(),
-        )
+    ($sdk:ident, $config:expr, $calls:expr, $budget:expr) => {
+        $sdk::config::Builder::from($config)
+            .interceptor($calls.interceptor())
+            .http_client(limited_client($budget))
     };
 }
 
 impl Clients {
-    pub fn new(config: &SdkConfig, calls: &Calls) -> Self {
-        Clients {
-            region: config.region().map(|r| r.to_string()).unwrap_or_default(),
-            rds: client!(aws_sdk_rds, config, calls),
-            elasticache: client!(aws_sdk_elasticache, config, calls),
+    pub fn new(config: &SdkConfig, calls: &Calls, budget: Budget) -> Self {
+        let s3 = client!(aws_sdk_s3, config, calls, budget)
             // With an endpoint override, path-style addressing: emulators
             // and private endpoints do not resolve `<bucket>.<host>`.
-            s3: aws_sdk_s3::Client::from_conf(
-                aws_sdk_s3::config::Builder::from(config)
-                    .force_path_style(config.endpoint_url().is_some())
-                    .interceptor(calls.interceptor())
-                    .build(),
+            .force_path_style(config.endpoint_url().is_some());
+        Clients {
+            region: config.region().map(|r| r.to_string()).unwrap_or_default(),
+            rds: aws_sdk_rds::Client::from_conf(
+                client!(aws_sdk_rds, config, calls, budget).build(),
             ),
-            iam: client!(aws_sdk_iam, config, calls),
-            ses: client!(aws_sdk_sesv2, config, calls),
+            elasticache: aws_sdk_elasticache::Client::from_conf(
+                client!(aws_sdk_elasticache, config, calls, budget).build(),
+            ),
+            s3: aws_sdk_s3::Client::from_conf(s3.build()),
+            iam: aws_sdk_iam::Client::from_conf(
+                client!(aws_sdk_iam, config, calls, budget).build(),
+            ),
+            ses: aws_sdk_sesv2::Client::from_conf(
+                client!(aws_sdk_sesv2, config, calls, budget).build(),
+            ),
         }
     }
 }

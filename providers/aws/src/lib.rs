@@ -3,6 +3,7 @@
 //! AWS call attempt is counted (an interceptor on each client); errors name
 //! the operation, the resource and AWS's reason, and carry their kind.
 
+mod budget;
 mod calls;
 mod cco;
 mod clients;
@@ -33,6 +34,7 @@ use serde_json::Value;
 use strategy::Fields;
 use tokio::sync::Mutex;
 
+pub use budget::Budget;
 pub use sdk::{AwsSettings, sdk_config};
 
 pub const NAME: &str = "aws";
@@ -90,7 +92,7 @@ impl AwsProvider {
             Some(role) => sdk::assume_role(&base, role, account.external_id.as_deref()).await?,
             None => base,
         };
-        let clients = Arc::new(Clients::new(&config, &self.calls));
+        let clients = Arc::new(Clients::new(&config, &self.calls, self.settings.budget));
         configs.insert(account, clients.clone());
         Ok(clients)
     }

@@ -13,6 +13,8 @@ pub struct AwsSettings {
     /// Region for tiers that name none; when `None`, the standard chain
     /// (`AWS_REGION`, profile) decides.
     pub region: Option<String>,
+    /// Calls per second and burst per account, region and service.
+    pub budget: crate::Budget,
 }
 
 /// The SDK configuration from the standard chain, in `region` when set.

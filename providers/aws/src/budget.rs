@@ -1,0 +1,208 @@
+//! A client-side call budget: a token bucket per account, region and
+//! service, in front of every request the SDK sends (retries included).
+//! AWS throttles per account and region, and the operator shares those
+//! limits with every other tool of the account; RDS documents a burst of
+//! 300 and 12 requests per second sustained
+//! (<https://docs.aws.amazon.com/AmazonRDS/latest/UserGuide/rds-api-throttling.html>).
+//! ElastiCache, S3 control calls, IAM and SES publish no number, so the
+//! same default applies to them.
+//!
+//! A call over budget waits for its token instead of failing: the budget
+//! slows reconciles down, it never fails a CR.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use aws_smithy_http_client::{Builder, tls};
+use aws_smithy_runtime_api::client::{
+    http::{
+        HttpConnector, HttpConnectorFuture, SharedHttpClient, SharedHttpConnector, http_client_fn,
+    },
+    orchestrator::HttpRequest,
+};
+
+/// Calls per second and burst for each account, region and service.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Budget {
+    /// Sustained calls per second.
+    pub rate: f64,
+    /// Calls that may go at once after a quiet period.
+    pub burst: u32,
+}
+
+impl Default for Budget {
+    /// Half of RDS's sustained rate and a tenth of its burst, so other
+    /// tools of the account keep the rest.
+    fn default() -> Self {
+        Budget {
+            rate: 6.0,
+            burst: 30,
+        }
+    }
+}
+
+impl Budget {
+    /// Why the budget cannot work, naming the flags.
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.rate.is_finite() && self.rate > 0.0) {
+            return Err(format!(
+                "--aws-api-rate (AWS_API_RATE) must be a positive number of calls per second, not {}",
+                self.rate
+            ));
+        }
+        if self.burst == 0 {
+            return Err("--aws-api-burst (AWS_API_BURST) must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// A token bucket that lends: every call takes a token at once, and waits
+/// for as long as the bucket is in debt. Calls are thus served in the
+/// order they asked, at `rate` once the burst is spent.
+#[derive(Debug)]
+struct Bucket {
+    budget: Budget,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl Bucket {
+    fn new(budget: Budget, now: Instant) -> Self {
+        Bucket {
+            budget,
+            state: Mutex::new((f64::from(budget.burst), now)),
+        }
+    }
+
+    /// Takes a token at `now`; how long the caller must wait before it may
+    /// use it.
+    fn take(&self, now: Instant) -> Duration {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (tokens, last) = &mut *state;
+        let refill = now.saturating_duration_since(*last).as_secs_f64() * self.budget.rate;
+        *tokens = (*tokens + refill).min(f64::from(self.budget.burst)) - 1.0;
+        *last = now.max(*last);
+        if *tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-*tokens / self.budget.rate)
+        }
+    }
+}
+
+/// Sends each request once the bucket allows it.
+#[derive(Debug)]
+struct Limited {
+    inner: SharedHttpConnector,
+    bucket: Arc<Bucket>,
+}
+
+impl HttpConnector for Limited {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let wait = self.bucket.take(Instant::now());
+        let inner = self.inner.clone();
+        HttpConnectorFuture::new(async move {
+            if !wait.is_zero() {
+                tracing::debug!(
+                    wait_ms = wait.as_millis() as u64,
+                    "AWS call budget spent; waiting"
+                );
+                tokio::time::sleep(wait).await;
+            }
+            inner.call(request).await
+        })
+    }
+}
+
+/// The SDK's default HTTPS client with `budget` in front: give one to each
+/// service client of an account and region.
+pub fn limited_client(budget: Budget) -> SharedHttpClient {
+    let base = Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::AwsLc,
+        ))
+        .build_https();
+    let bucket = Arc::new(Bucket::new(budget, Instant::now()));
+    http_client_fn(move |settings, components| {
+        SharedHttpConnector::new(Limited {
+            inner: aws_smithy_runtime_api::client::http::HttpClient::http_connector(
+                &base, settings, components,
+            ),
+            bucket: bucket.clone(),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waits(budget: Budget, calls_at_ms: &[u64]) -> Vec<u64> {
+        let start = Instant::now();
+        let bucket = Bucket::new(budget, start);
+        calls_at_ms
+            .iter()
+            .map(|ms| bucket.take(start + Duration::from_millis(*ms)).as_millis() as u64)
+            .collect()
+    }
+
+    #[test]
+    fn the_burst_goes_at_once_then_calls_are_spaced_at_the_rate() {
+        let budget = Budget {
+            rate: 2.0,
+            burst: 3,
+        };
+        assert_eq!(waits(budget, &[0, 0, 0, 0, 0]), vec![0, 0, 0, 500, 1000]);
+    }
+
+    #[test]
+    fn a_quiet_period_refills_the_bucket_up_to_the_burst_only() {
+        let budget = Budget {
+            rate: 2.0,
+            burst: 2,
+        };
+        // Spent at 0; 10 s later the bucket holds 2 tokens, not 20.
+        assert_eq!(
+            waits(budget, &[0, 0, 10_000, 10_000, 10_000]),
+            vec![0, 0, 0, 0, 500]
+        );
+    }
+
+    #[test]
+    fn calls_in_debt_wait_in_the_order_they_asked() {
+        let budget = Budget {
+            rate: 10.0,
+            burst: 1,
+        };
+        let w = waits(budget, &[0, 0, 0, 0]);
+        assert_eq!(w, vec![0, 100, 200, 300]);
+    }
+
+    #[test]
+    fn a_budget_that_cannot_work_names_its_flag() {
+        let zero = Budget {
+            rate: 0.0,
+            burst: 1,
+        }
+        .check()
+        .unwrap_err();
+        assert!(zero.contains("--aws-api-rate"), "{zero}");
+        let nan = Budget {
+            rate: f64::NAN,
+            burst: 1,
+        }
+        .check()
+        .unwrap_err();
+        assert!(nan.contains("--aws-api-rate"), "{nan}");
+        let burst = Budget {
+            rate: 1.0,
+            burst: 0,
+        }
+        .check()
+        .unwrap_err();
+        assert!(burst.contains("--aws-api-burst"), "{burst}");
+        assert_eq!(Budget::default().check(), Ok(()));
+    }
+}
