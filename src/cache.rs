@@ -117,6 +117,21 @@ where
             .await;
     }
 
+    /// Resolves once the watch has listed, or after `limit` (it never
+    /// may, e.g. without RBAC to list the kind), warning then.
+    pub async fn ready(&self, limit: Duration) {
+        if tokio::time::timeout(limit, self.reader.wait_until_ready())
+            .await
+            .is_err()
+        {
+            warn!(
+                kind = %K::kind(&()),
+                namespace = self.namespace.as_deref().unwrap_or("(all)"),
+                "the watch has not listed after {limit:?}; starting anyway, and reads of these objects go to the API server"
+            );
+        }
+    }
+
     /// Whether this watch sees objects in `namespace`.
     pub fn covers(&self, namespace: &str) -> bool {
         self.namespace.as_deref().is_none_or(|ns| ns == namespace)
@@ -187,6 +202,13 @@ where
         }
     }
 
+    /// The object as last seen, without waiting for the first list;
+    /// `None` when no watch holds it.
+    pub fn peek(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        let shared = self.0.iter().find(|s| s.covers(namespace))?;
+        shared.reader.get(&ObjectRef::new(name).within(namespace))
+    }
+
     /// The watch of `namespace` (`None`: all namespaces).
     pub fn scope(&self, namespace: Option<&str>) -> Option<&Arc<Shared<K>>> {
         self.0.iter().find(|s| s.namespace.as_deref() == namespace)
@@ -195,6 +217,11 @@ where
     /// Runs every watch until dropped.
     pub async fn run(&self) {
         futures::future::join_all(self.0.iter().map(|s| s.run())).await;
+    }
+
+    /// Resolves once every watch has listed (or `limit` has passed).
+    pub async fn ready(&self, limit: Duration) {
+        futures::future::join_all(self.0.iter().map(|s| s.ready(limit))).await;
     }
 }
 
@@ -235,6 +262,17 @@ impl Owned {
             self.config_maps.run(),
         );
     }
+
+    /// Resolves once every watch has listed (or `limit` has passed).
+    pub async fn ready(&self, limit: Duration) {
+        tokio::join!(
+            self.secrets.ready(limit),
+            self.deployments.ready(limit),
+            self.services.ready(limit),
+            self.claims.ready(limit),
+            self.config_maps.ready(limit),
+        );
+    }
 }
 
 /// The scopes the operator watches: each watched namespace, or all.
@@ -243,5 +281,24 @@ pub fn scopes(watch_namespaces: &[String]) -> Vec<Option<String>> {
         vec![None]
     } else {
         watch_namespaces.iter().cloned().map(Some).collect()
+    }
+}
+
+/// The in-cluster provider reads its workloads from these watches.
+impl cro_provider_in_cluster::Cache for Owned {
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
+        self.deployments.peek(namespace, name)
+    }
+    fn service(&self, namespace: &str, name: &str) -> Option<Arc<Service>> {
+        self.services.peek(namespace, name)
+    }
+    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
+        self.claims.peek(namespace, name)
+    }
+    fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
+        self.secrets.peek(namespace, name)
+    }
+    fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
+        self.config_maps.peek(namespace, name)
     }
 }

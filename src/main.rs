@@ -3,7 +3,9 @@ use std::{collections::BTreeMap, io::IsTerminal, path::PathBuf, sync::Arc, time:
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cloud_resource_operator::{
-    api, cluster_id,
+    api,
+    cache::{self, Owned},
+    cluster_id,
     config::ConfigReader,
     controllers, leader,
     metrics::{self, Metrics},
@@ -231,7 +233,7 @@ const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/servicea
 struct Connected {
     client: kube::Client,
     settings: Settings,
-    providers: Vec<Arc<dyn cro_provider_api::Provider>>,
+    providers: providers::Settings,
 }
 
 async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
@@ -281,16 +283,13 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
             .as_ref()
             .and_then(cluster_id::infrastructure_region)
     });
-    let providers = providers::build(
-        &client,
-        providers::Settings {
-            cluster_domain: args.cluster_domain.clone(),
-            aws: cro_provider_aws::AwsSettings {
-                region: aws_region,
-                budget,
-            },
+    let providers = providers::Settings {
+        cluster_domain: args.cluster_domain.clone(),
+        aws: cro_provider_aws::AwsSettings {
+            region: aws_region,
+            budget,
         },
-    );
+    };
     Ok(Connected {
         client,
         settings,
@@ -315,9 +314,20 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     settings.allow_cross_namespace_secrets = args.allow_cross_namespace_secrets;
     settings.recheck_interval = Duration::from_secs(args.recheck_interval);
     info!("starting cloud-resource-operator");
+    let owned = Arc::new(Owned::new(
+        &client,
+        &cache::scopes(&settings.watch_namespaces),
+    ));
+    let providers = providers::build(&client, providers, Some(owned.clone()));
     let metrics = Arc::new(Metrics::new(&providers));
     let elector = elector(&args, &client, &settings.operator_namespace)?;
-    let ctx = Arc::new(Context::new(client, settings, providers, metrics.clone()));
+    let ctx = Arc::new(Context::new(
+        client,
+        settings,
+        owned,
+        providers,
+        metrics.clone(),
+    ));
     serve(ctx, elector, metrics, args.metrics_address).await
 }
 
@@ -333,6 +343,7 @@ async fn plan(args: PlanArgs) -> anyhow::Result<i32> {
         settings,
         providers,
     } = connect(&args.cluster).await?;
+    let providers = providers::build(&client, providers, None);
     let overrides = plan::config_overrides(&args.config, &settings.operator_namespace)
         .map_err(anyhow::Error::msg)?;
     let scopes = if args.namespaces.is_empty() {

@@ -50,15 +50,23 @@ pub struct Settings {
 }
 
 /// Builds every provider, in the registry's order.
-pub fn build(client: &kube::Client, settings: Settings) -> Vec<Arc<dyn Provider>> {
+/// Builds every provider, in the registry's order; the in-cluster provider
+/// reads the objects it owns from `cache` when given.
+pub fn build(
+    client: &kube::Client,
+    settings: Settings,
+    cache: Option<Arc<dyn cro_provider_in_cluster::Cache>>,
+) -> Vec<Arc<dyn Provider>> {
+    let mut in_cluster =
+        cro_provider_in_cluster::InClusterProvider::new(client.clone(), settings.cluster_domain);
+    if let Some(cache) = cache {
+        in_cluster = in_cluster.with_cache(cache);
+    }
     vec![
         Arc::new(cro_provider_aws::AwsProvider::new(
             client.clone(),
             settings.aws,
         )),
-        Arc::new(cro_provider_in_cluster::InClusterProvider::new(
-            client.clone(),
-            settings.cluster_domain,
-        )),
+        Arc::new(in_cluster),
     ]
 }

@@ -72,6 +72,11 @@ impl ConfigReader {
         tokio::join!(self.operator.run(), self.types.run());
     }
 
+    /// Resolves once the watches have listed (or `limit` has passed).
+    pub async fn ready(&self, limit: std::time::Duration) {
+        tokio::join!(self.operator.ready(limit), self.types.ready(limit));
+    }
+
     /// Every change to a ConfigMap of the operator namespace.
     pub fn subscribe_operator(&self) -> Option<Subscription<ConfigMap>> {
         self.operator.subscribe()

@@ -49,11 +49,23 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             .map(|ns| run_scope(ctx.clone(), Scope(ns), shutdown.clone())),
     );
     let watches = async { tokio::join!(ctx.config.run(), ctx.owned.run()) };
+    // Reconciles start once the watches they read from have listed, so a
+    // restart reads nothing one object at a time.
+    let reconciling = async {
+        tokio::join!(
+            ctx.config.ready(WATCHES_READY_LIMIT),
+            ctx.owned.ready(WATCHES_READY_LIMIT)
+        );
+        controllers.await
+    };
     tokio::select! {
-        _ = controllers => {}
+        _ = reconciling => {}
         _ = watches => {}
     }
 }
+
+/// How long reconciles wait for the shared watches' first lists.
+const WATCHES_READY_LIMIT: Duration = Duration::from_secs(30);
 
 /// The namespace a set of controllers watches; `None` is all namespaces.
 #[derive(Clone)]

@@ -48,7 +48,7 @@ pub struct Context {
     pub settings: Settings,
     pub config: ConfigReader,
     /// Watches of the objects the operator owns (output Secrets, workloads).
-    pub owned: Owned,
+    pub owned: Arc<Owned>,
     pub providers: BTreeMap<&'static str, Arc<dyn Provider>>,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
@@ -71,9 +71,12 @@ struct Parked {
 const FORGET_AFTER: Duration = Duration::from_secs(2 * 3600);
 
 impl Context {
+    /// `owned` watches the objects the operator owns in the watched
+    /// scopes (shared with the in-cluster provider).
     pub fn new(
         client: Client,
         settings: Settings,
+        owned: Arc<Owned>,
         providers: Vec<Arc<dyn Provider>>,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -84,7 +87,7 @@ impl Context {
         let scopes = cache::scopes(&settings.watch_namespaces);
         Context {
             config: ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes),
-            owned: Owned::new(&client, &scopes),
+            owned,
             recorder: Recorder::new(client.clone(), reporter),
             providers: providers.into_iter().map(|p| (p.name(), p)).collect(),
             client,

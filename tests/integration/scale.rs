@@ -5,7 +5,7 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
-use cloud_resource_operator::api::{BlobStorage, Phase, Postgres};
+use cloud_resource_operator::api::{BlobStorage, Phase, Postgres, Redis};
 use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::{
@@ -22,8 +22,13 @@ use crate::{
     },
 };
 
-/// CRs in the test; the request budget below does not grow with it.
+/// BlobStorage CRs in the test; the request budget below does not grow
+/// with it.
 const CRS: usize = 200;
+
+/// In-cluster Postgres and Redis each (their Deployment, Service, PVC and
+/// credentials are read from watches too).
+const WORKLOADS: usize = 3;
 
 /// Requests a restart may make in all: a list and a watch per watched kind
 /// (CR kinds, owned kinds, ConfigMaps), the Lease, and discovery.
@@ -56,6 +61,29 @@ async fn a_restart_over_complete_crs_reads_nothing_one_object_at_a_time() {
                 }
             })
             .await;
+        let mut workloads = Vec::new();
+        for i in 0..WORKLOADS {
+            for kind in ["Postgres", "Redis"] {
+                let name = format!("{}-{i}", kind.to_lowercase());
+                let cr = json!({
+                    "apiVersion": "integreatly.org/v1alpha1", "kind": kind,
+                    "metadata": {"name": name},
+                    "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}
+                });
+                if kind == "Postgres" {
+                    let _: Postgres = create_json(&client, &ns, cr).await;
+                } else {
+                    let _: Redis = create_json(&client, &ns, cr).await;
+                }
+                workloads.push(format!("{kind}.v1alpha1.integreatly.org/{name}"));
+            }
+        }
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let redis = Api::<Redis>::namespaced(client.clone(), &ns);
+        for i in 0..WORKLOADS {
+            wait_phase(&pgs, &format!("postgres-{i}"), Phase::Complete).await;
+            wait_phase(&redis, &format!("redis-{i}"), Phase::Complete).await;
+        }
         let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
         loop {
@@ -76,13 +104,14 @@ async fn a_restart_over_complete_crs_reads_nothing_one_object_at_a_time() {
             let logs = restarted.logs();
             let seen: BTreeSet<&str> = logs
                 .lines()
-                .filter_map(|l| l.split("reconciled object=BlobStorage.v1alpha1.integreatly.org/").nth(1))
+                .filter_map(|l| l.split("reconciled object=").nth(1))
                 .filter_map(|o| o.strip_suffix(&format!(".{ns}")))
                 .collect();
-            if seen.len() == CRS {
+            let blobs_seen = seen.iter().filter(|o| o.starts_with("BlobStorage.")).count();
+            if blobs_seen == CRS && workloads.iter().all(|w| seen.contains(w.as_str())) {
                 break;
             }
-            assert!(tokio::time::Instant::now() < deadline, "the restarted operator reconciled {} of {CRS} after 180 s", seen.len());
+            assert!(tokio::time::Instant::now() < deadline, "the restarted operator reconciled {blobs_seen} of {CRS} BlobStorage and {:?} of {workloads:?} after 180 s", seen.iter().filter(|o| !o.starts_with("BlobStorage.")).collect::<Vec<_>>());
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         restarted.terminate(Duration::from_secs(60)).await;
@@ -106,7 +135,7 @@ async fn a_restart_over_complete_crs_reads_nothing_one_object_at_a_time() {
             "the output Secrets were not listed (is the audit log complete?): {requests:?}"
         );
         assert!(requests.len() <= RESTART_BUDGET, "{} requests for a restart over {CRS} CRs: {requests:?}", requests.len());
-        eprintln!("restart over {CRS} complete BlobStorage: {} requests, 0 per-object reads, 0 writes: {requests:?}", requests.len());
+        eprintln!("restart over {CRS} complete BlobStorage and {WORKLOADS} in-cluster Postgres and Redis each: {} requests, 0 per-object reads, 0 writes: {requests:?}", requests.len());
 
         for name in ["first", "second"] {
             Api::<ClusterRoleBinding>::all(client.clone())
@@ -118,9 +147,14 @@ async fn a_restart_over_complete_crs_reads_nothing_one_object_at_a_time() {
         // runs, so the namespace goes without finalizers left behind.
         let cleanup = Operator::launch(Launch::new(&ns)).await;
         blobs.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        pgs.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        redis.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-        while !blobs.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty() {
-            assert!(tokio::time::Instant::now() < deadline, "BlobStorage still present 120 s after deletion");
+        while !blobs.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty()
+            || !pgs.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty()
+            || !redis.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty()
+        {
+            assert!(tokio::time::Instant::now() < deadline, "CRs still present 120 s after deletion");
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         drop(cleanup);

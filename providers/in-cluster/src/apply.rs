@@ -6,13 +6,16 @@ use std::fmt::Debug;
 
 use cro_provider_api::ProviderError;
 use kube::{
-    Api, Resource,
+    Resource,
     api::{DeleteParams, Patch, PatchParams},
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
-use crate::merge::is_subset;
+use crate::{
+    merge::is_subset,
+    objects::{Cached, Objects},
+};
 
 pub const FIELD_MANAGER: &str = "cloud-resource-operator";
 
@@ -55,9 +58,9 @@ fn api_error(verb: &str, desired: &Value, e: kube::Error) -> ProviderError {
 }
 
 /// The live object `desired` names (`None` when absent).
-async fn read<K>(api: &Api<K>, desired: &Value) -> Result<Option<K>, ProviderError>
+async fn read<K>(api: &Objects<K>, desired: &Value) -> Result<Option<K>, ProviderError>
 where
-    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+    K: Resource + Cached + Debug + Serialize + DeserializeOwned,
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     api.get_opt(name)
@@ -65,9 +68,9 @@ where
         .map_err(|e| api_error("reading", desired, e))
 }
 
-pub async fn ensure<K>(api: &Api<K>, desired: &Value) -> Result<Applied<K>, ProviderError>
+pub async fn ensure<K>(api: &Objects<K>, desired: &Value) -> Result<Applied<K>, ProviderError>
 where
-    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+    K: Resource + Cached + Debug + Serialize + DeserializeOwned,
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     if let Some(live) = read(api, desired).await? {
@@ -93,9 +96,9 @@ where
 /// Adopts an object another operator made (the Go operator's): when it
 /// exists, only this operator's labels and owner references are added and
 /// its spec is left as it is; when it is missing, `desired` is created.
-pub async fn adopt<K>(api: &Api<K>, desired: &Value) -> Result<Applied<K>, ProviderError>
+pub async fn adopt<K>(api: &Objects<K>, desired: &Value) -> Result<Applied<K>, ProviderError>
 where
-    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+    K: Resource + Cached + Debug + Serialize + DeserializeOwned,
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     let Some(live) = read(api, desired).await? else {
@@ -140,22 +143,22 @@ pub fn adoption_view(desired: &Value) -> Value {
 }
 
 /// The live object `desired` names, as JSON (`None` when absent).
-pub async fn live<K>(api: &Api<K>, desired: &Value) -> Result<Option<Value>, ProviderError>
+pub async fn live<K>(api: &Objects<K>, desired: &Value) -> Result<Option<Value>, ProviderError>
 where
-    K: Resource + Clone + Debug + Serialize + DeserializeOwned,
+    K: Resource + Cached + Debug + Serialize + DeserializeOwned,
 {
     let live = read(api, desired).await?;
     Ok(live.map(|l| serde_json::to_value(&l).unwrap_or(Value::Null)))
 }
 
 /// Deletes the named object if present; true when it is gone.
-pub async fn delete<K>(api: &Api<K>, name: &str) -> Result<bool, ProviderError>
+pub async fn delete<K>(api: &Objects<K>, name: &str) -> Result<bool, ProviderError>
 where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
+    K: Resource<DynamicType = ()> + Cached + Debug + DeserializeOwned,
 {
     let context =
         |e: kube::Error| ProviderError::transient(format!("deleting {} {name}: {e}", K::kind(&())));
-    let Some(live) = api.get_opt(name).await.map_err(context)? else {
+    let Some(live) = api.fresh(name).await.map_err(context)? else {
         return Ok(true);
     };
     if live.meta().deletion_timestamp.is_none() {
@@ -165,5 +168,5 @@ where
             Err(e) => return Err(context(e)),
         }
     }
-    Ok(api.get_opt(name).await.map_err(context)?.is_none())
+    Ok(api.fresh(name).await.map_err(context)?.is_none())
 }

@@ -5,16 +5,14 @@ use std::collections::BTreeMap;
 
 use cro_provider_api::{ProviderError, ResourceRequest};
 use k8s_openapi::{ByteString, api::core::v1::Secret};
-use kube::{
-    Api,
-    api::{Patch, PatchParams},
-};
+use kube::api::{Patch, PatchParams};
 use rand::{Rng, distr::Alphanumeric};
 use serde_json::json;
 
 use crate::{
     apply::FIELD_MANAGER,
     merge::is_subset,
+    objects::Objects,
     workload::{credentials_secret_name, metadata},
 };
 
@@ -33,7 +31,7 @@ fn generate_password() -> String {
 }
 
 pub async fn ensure(
-    api: &Api<Secret>,
+    api: &Objects<Secret>,
     req: &ResourceRequest,
     overrides: &BTreeMap<String, String>,
 ) -> Result<Credentials, ProviderError> {
@@ -95,7 +93,7 @@ pub async fn ensure(
 /// adopted as it is; the password is never changed. A missing Secret is
 /// made again in its shape.
 pub async fn adopt_go_postgres(
-    api: &Api<Secret>,
+    api: &Objects<Secret>,
     req: &ResourceRequest,
 ) -> Result<Credentials, ProviderError> {
     let name = crate::legacy::postgres_secret_name(&req.name);
@@ -131,7 +129,7 @@ pub async fn adopt_go_postgres(
 /// The ConfigMap the Go operator's Redis of a namespace share: created when
 /// missing (dir and persistence as its Deployments expect), never changed.
 pub async fn ensure_go_redis_config(
-    api: &Api<k8s_openapi::api::core::v1::ConfigMap>,
+    api: &Objects<k8s_openapi::api::core::v1::ConfigMap>,
 ) -> Result<(), ProviderError> {
     let name = crate::legacy::REDIS_CONFIG_MAP;
     let err = |e: kube::Error| ProviderError::transient(format!("ConfigMap {name}: {e}"));

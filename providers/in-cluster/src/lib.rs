@@ -8,6 +8,7 @@ mod credentials;
 mod drift;
 mod legacy;
 mod merge;
+mod objects;
 mod strategy;
 mod workload;
 
@@ -25,12 +26,15 @@ use k8s_openapi::api::{
 use kube::{Api, Client};
 
 pub use merge::{is_subset, merge};
+pub use objects::Cache;
+use objects::{Cached, Objects};
 
 pub const NAME: &str = "openshift";
 
 pub struct InClusterProvider {
     client: Client,
     cluster_domain: Option<String>,
+    cache: Option<std::sync::Arc<dyn Cache>>,
 }
 
 impl InClusterProvider {
@@ -40,7 +44,14 @@ impl InClusterProvider {
         InClusterProvider {
             client,
             cluster_domain,
+            cache: None,
         }
+    }
+
+    /// Reads the objects it owns from `cache` when it holds them.
+    pub fn with_cache(mut self, cache: std::sync::Arc<dyn Cache>) -> Self {
+        self.cache = Some(cache);
+        self
     }
 
     fn host(&self, req: &ResourceRequest) -> String {
@@ -50,12 +61,19 @@ impl InClusterProvider {
         }
     }
 
-    fn api<K>(&self, req: &ResourceRequest) -> Api<K>
+    fn api<K>(&self, req: &ResourceRequest) -> Objects<K>
     where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Cached
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
         K::DynamicType: Default,
     {
-        Api::namespaced(self.client.clone(), &req.namespace)
+        Objects::new(
+            Api::namespaced(self.client.clone(), &req.namespace),
+            &req.namespace,
+            self.cache.clone(),
+        )
     }
 
     /// Every difference between the live workload and `desired` (for the

@@ -1,0 +1,89 @@
+//! Where the provider reads the objects it owns: from the operator's
+//! watches when they hold the object, so a reconcile of a complete
+//! workload reads nothing from the API server; else (not labelled as the
+//! operator's, e.g. the Go operator's, or not seen yet) from the API
+//! server. Writes always go to the API server.
+
+use std::{ops::Deref, sync::Arc};
+
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
+};
+use kube::Api;
+
+/// The operator's watch-backed copies of the objects it owns.
+pub trait Cache: Send + Sync {
+    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>>;
+    fn service(&self, namespace: &str, name: &str) -> Option<Arc<Service>>;
+    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>>;
+    fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>>;
+    fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>>;
+}
+
+/// A kind the cache holds.
+pub trait Cached: Clone {
+    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>>;
+}
+
+macro_rules! cached {
+    ($kind:ty, $method:ident) => {
+        impl Cached for $kind {
+            fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+                cache.$method(namespace, name)
+            }
+        }
+    };
+}
+
+cached!(Deployment, deployment);
+cached!(Service, service);
+cached!(PersistentVolumeClaim, claim);
+cached!(Secret, secret);
+cached!(ConfigMap, config_map);
+
+/// The objects of kind `K` in one namespace: `get_opt` reads the cache
+/// first; everything else is the `Api`'s.
+pub struct Objects<K> {
+    api: Api<K>,
+    namespace: String,
+    cache: Option<Arc<dyn Cache>>,
+}
+
+impl<K> Objects<K>
+where
+    K: Cached + kube::Resource + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    pub fn new(api: Api<K>, namespace: &str, cache: Option<Arc<dyn Cache>>) -> Self {
+        Objects {
+            api,
+            namespace: namespace.to_string(),
+            cache,
+        }
+    }
+
+    /// The object as last seen, from the cache when it holds it.
+    pub async fn get_opt(&self, name: &str) -> kube::Result<Option<K>> {
+        let cached = self
+            .cache
+            .as_deref()
+            .and_then(|c| K::cached(c, &self.namespace, name));
+        match cached {
+            Some(obj) => Ok(Some(K::clone(&obj))),
+            None => self.api.get_opt(name).await,
+        }
+    }
+
+    /// The object as the API server has it now (to confirm a deletion).
+    pub async fn fresh(&self, name: &str) -> kube::Result<Option<K>> {
+        self.api.get_opt(name).await
+    }
+}
+
+impl<K> Deref for Objects<K> {
+    type Target = Api<K>;
+
+    fn deref(&self) -> &Api<K> {
+        &self.api
+    }
+}
