@@ -19,7 +19,7 @@ use cro_provider_api::{
 
 use crate::{
     RECHECK,
-    errors::api_error,
+    errors::{api_error, unless_missing},
     plan::{self, Gate, Settled, Split, change, settle, split, vanished},
     snapshots,
     strategy::{FieldType, Fields, Section, Tier},
@@ -218,21 +218,16 @@ pub async fn plan(
 }
 
 async fn describe(ec: &Client, id: &str) -> Result<Option<Group>, ProviderError> {
-    match ec
-        .describe_replication_groups()
-        .replication_group_id(id)
-        .send()
-        .await
-    {
-        Ok(out) => Ok(out.replication_groups().first().map(Group::from)),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_replication_group_not_found_fault()) =>
-        {
-            Ok(None)
-        }
-        Err(e) => Err(api_error("elasticache:DescribeReplicationGroups", id, e)),
-    }
+    let out = unless_missing(
+        ec.describe_replication_groups()
+            .replication_group_id(id)
+            .send()
+            .await,
+        |e| e.is_replication_group_not_found_fault(),
+        "elasticache:DescribeReplicationGroups",
+        id,
+    )?;
+    Ok(out.and_then(|o| o.replication_groups().first().map(Group::from)))
 }
 
 pub async fn reconcile(

@@ -118,6 +118,25 @@ where
     }
 }
 
+/// The call's output, or `None` when AWS answers that what it names is
+/// not there (`missing` picks that error); any other error as
+/// [`api_error`]. Every "describe, else absent" reads the same way.
+pub fn unless_missing<T, E>(
+    result: Result<T, SdkError<E, HttpResponse>>,
+    missing: impl FnOnce(&E) -> bool,
+    operation: &str,
+    resource: &str,
+) -> Result<Option<T>, ProviderError>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match result {
+        Ok(out) => Ok(Some(out)),
+        Err(e) if e.as_service_error().is_some_and(missing) => Ok(None),
+        Err(e) => Err(api_error(operation, resource, e)),
+    }
+}
+
 /// A failed call as a provider error naming the operation and resource,
 /// with AWS's own code and message, its kind, and for errors that need a
 /// person, what to change.

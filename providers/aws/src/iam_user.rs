@@ -11,7 +11,10 @@ use serde_json::{Value, json};
 
 use cro_provider_api::ResourceRequest;
 
-use crate::{AwsProvider, credentials, errors::api_error};
+use crate::{
+    AwsProvider, credentials,
+    errors::{api_error, unless_missing},
+};
 
 pub struct AccessKey {
     pub id: String,
@@ -68,38 +71,34 @@ pub async fn ensure_user(
     policy_name: &str,
     policy: &Value,
 ) -> Result<(), ProviderError> {
-    match iam.get_user().user_name(user).send().await {
-        Ok(_) => crate::tags::ensure(iam, user, tags).await?,
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_no_such_entity_exception()) =>
-        {
-            let all: Vec<(String, String)> = tags.clone().into_iter().collect();
-            iam.create_user()
-                .user_name(user)
-                .set_tags(Some(crate::tags::iam_tags(&all)?))
-                .send()
-                .await
-                .map_err(|e| api_error("iam:CreateUser", user, e))?;
-        }
-        Err(e) => return Err(api_error("iam:GetUser", user, e)),
+    let existing = unless_missing(
+        iam.get_user().user_name(user).send().await,
+        |e| e.is_no_such_entity_exception(),
+        "iam:GetUser",
+        user,
+    )?;
+    if existing.is_some() {
+        crate::tags::ensure(iam, user, tags).await?;
+    } else {
+        let all: Vec<(String, String)> = tags.clone().into_iter().collect();
+        iam.create_user()
+            .user_name(user)
+            .set_tags(Some(crate::tags::iam_tags(&all)?))
+            .send()
+            .await
+            .map_err(|e| api_error("iam:CreateUser", user, e))?;
     }
-    let current = iam
-        .get_user_policy()
-        .user_name(user)
-        .policy_name(policy_name)
-        .send()
-        .await;
-    let up_to_date = match current {
-        Ok(out) => same_policy(out.policy_document(), policy),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_no_such_entity_exception()) =>
-        {
-            false
-        }
-        Err(e) => return Err(api_error("iam:GetUserPolicy", user, e)),
-    };
+    let current = unless_missing(
+        iam.get_user_policy()
+            .user_name(user)
+            .policy_name(policy_name)
+            .send()
+            .await,
+        |e| e.is_no_such_entity_exception(),
+        "iam:GetUserPolicy",
+        user,
+    )?;
+    let up_to_date = current.is_some_and(|out| same_policy(out.policy_document(), policy));
     if !up_to_date {
         iam.put_user_policy()
             .user_name(user)

@@ -24,7 +24,7 @@ use cro_provider_api::{
 
 use crate::{
     RECHECK, credentials,
-    errors::api_error,
+    errors::{api_error, unless_missing},
     plan::{self, Gate, Settled, Split, change, settle, split, vanished},
     snapshots,
     strategy::{FieldType, Fields, Section, Tier},
@@ -419,21 +419,16 @@ pub async fn plan(
 }
 
 async fn describe(rds: &Client, id: &str) -> Result<Option<Instance>, ProviderError> {
-    match rds
-        .describe_db_instances()
-        .db_instance_identifier(id)
-        .send()
-        .await
-    {
-        Ok(out) => Ok(out.db_instances().first().map(Instance::from)),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_db_instance_not_found_fault()) =>
-        {
-            Ok(None)
-        }
-        Err(e) => Err(api_error("rds:DescribeDBInstances", id, e)),
-    }
+    let out = unless_missing(
+        rds.describe_db_instances()
+            .db_instance_identifier(id)
+            .send()
+            .await,
+        |e| e.is_db_instance_not_found_fault(),
+        "rds:DescribeDBInstances",
+        id,
+    )?;
+    Ok(out.and_then(|o| o.db_instances().first().map(Instance::from)))
 }
 
 fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {

@@ -22,7 +22,7 @@ use tracing::warn;
 
 use crate::{
     AwsProvider, RECHECK, cco, credentials,
-    errors::api_error,
+    errors::{api_error, unless_missing},
     iam_user,
     plan::{self, vanished},
     strategy::{FieldType, Fields, Section, Tier},
@@ -46,11 +46,13 @@ fn build_error(e: impl std::fmt::Display) -> ProviderError {
 }
 
 async fn exists(s3: &Client, bucket: &str) -> Result<bool, ProviderError> {
-    match s3.head_bucket().bucket(bucket).send().await {
-        Ok(_) => Ok(true),
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
-        Err(e) => Err(api_error("s3:HeadBucket", bucket, e)),
-    }
+    let found = unless_missing(
+        s3.head_bucket().bucket(bucket).send().await,
+        |e| e.is_not_found(),
+        "s3:HeadBucket",
+        bucket,
+    )?;
+    Ok(found.is_some())
 }
 
 async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), ProviderError> {

@@ -14,7 +14,7 @@ use crate::{
     AwsProvider, RECHECK, cco,
     clients::Clients,
     credentials,
-    errors::api_error,
+    errors::{api_error, unless_missing},
     iam_user, plan,
     smtp_password::smtp_password,
     strategy::{FieldType, Fields, Section, Tier},
@@ -137,15 +137,15 @@ pub async fn plan(
     req: &ResourceRequest,
 ) -> Result<Vec<Change>, ProviderError> {
     let user = req.identifier.as_str();
-    Ok(match iam.get_user().user_name(user).send().await {
-        Ok(_) => plan::tag_changes(&req.tags, &iam.tags(user).await?),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_no_such_entity_exception()) =>
-        {
-            vec![plan::missing_resource("IAMUser", None)]
-        }
-        Err(e) => return Err(api_error("iam:GetUser", user, e)),
+    let existing = unless_missing(
+        iam.get_user().user_name(user).send().await,
+        |e| e.is_no_such_entity_exception(),
+        "iam:GetUser",
+        user,
+    )?;
+    Ok(match existing {
+        Some(_) => plan::tag_changes(&req.tags, &iam.tags(user).await?),
+        None => vec![plan::missing_resource("IAMUser", None)],
     })
 }
 

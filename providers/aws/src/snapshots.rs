@@ -13,7 +13,7 @@ use cro_provider_api::{
 };
 
 use crate::{
-    errors::api_error,
+    errors::unless_missing,
     tags::{self, Tagging},
 };
 
@@ -113,24 +113,21 @@ pub async fn tag_final<S: Snapshots>(
 #[async_trait::async_trait]
 impl Snapshots for aws_sdk_rds::Client {
     async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
-        match self
-            .describe_db_snapshots()
-            .db_snapshot_identifier(id)
-            .send()
-            .await
-        {
-            Ok(out) => Ok(out.db_snapshots().first().map(|s| Found {
+        let out = unless_missing(
+            self.describe_db_snapshots()
+                .db_snapshot_identifier(id)
+                .send()
+                .await,
+            |e| e.is_db_snapshot_not_found_fault(),
+            "rds:DescribeDBSnapshots",
+            id,
+        )?;
+        Ok(out.and_then(|o| {
+            o.db_snapshots().first().map(|s| Found {
                 arn: s.db_snapshot_arn().unwrap_or_default().into(),
                 status: s.status().unwrap_or("creating").into(),
-            })),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_db_snapshot_not_found_fault()) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(api_error("rds:DescribeDBSnapshots", id, e)),
-        }
+            })
+        }))
     }
 
     async fn create_snapshot(
@@ -140,60 +137,49 @@ impl Snapshots for aws_sdk_rds::Client {
         tags: &[(String, String)],
     ) -> Result<bool, ProviderError> {
         let tags = tags::pairs(tags, |k, v| RdsTag::builder().key(k).value(v).build());
-        match self
-            .create_db_snapshot()
-            .db_instance_identifier(resource)
-            .db_snapshot_identifier(id)
-            .set_tags(Some(tags))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_db_instance_not_found_fault()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(api_error("rds:CreateDBSnapshot", id, e)),
-        }
+        let created = unless_missing(
+            self.create_db_snapshot()
+                .db_instance_identifier(resource)
+                .db_snapshot_identifier(id)
+                .set_tags(Some(tags))
+                .send()
+                .await,
+            |e| e.is_db_instance_not_found_fault(),
+            "rds:CreateDBSnapshot",
+            id,
+        )?;
+        Ok(created.is_some())
     }
 
     async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
-        match self
-            .delete_db_snapshot()
-            .db_snapshot_identifier(id)
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_db_snapshot_not_found_fault()) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(api_error("rds:DeleteDBSnapshot", id, e)),
-        }
+        unless_missing(
+            self.delete_db_snapshot()
+                .db_snapshot_identifier(id)
+                .send()
+                .await,
+            |e| e.is_db_snapshot_not_found_fault(),
+            "rds:DeleteDBSnapshot",
+            id,
+        )?;
+        Ok(())
     }
 }
 
 #[async_trait::async_trait]
 impl Snapshots for aws_sdk_elasticache::Client {
     async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
-        match self.describe_snapshots().snapshot_name(id).send().await {
-            Ok(out) => Ok(out.snapshots().first().map(|s| Found {
+        let out = unless_missing(
+            self.describe_snapshots().snapshot_name(id).send().await,
+            |e| e.is_snapshot_not_found_fault(),
+            "elasticache:DescribeSnapshots",
+            id,
+        )?;
+        Ok(out.and_then(|o| {
+            o.snapshots().first().map(|s| Found {
                 arn: s.arn().unwrap_or_default().into(),
                 status: s.snapshot_status().unwrap_or("creating").into(),
-            })),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_snapshot_not_found_fault()) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(api_error("elasticache:DescribeSnapshots", id, e)),
-        }
+            })
+        }))
     }
 
     async fn create_snapshot(
@@ -203,36 +189,28 @@ impl Snapshots for aws_sdk_elasticache::Client {
         tags: &[(String, String)],
     ) -> Result<bool, ProviderError> {
         let tags = tags::pairs(tags, |k, v| EcTag::builder().key(k).value(v).build());
-        match self
-            .create_snapshot()
-            .replication_group_id(resource)
-            .snapshot_name(id)
-            .set_tags(Some(tags))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_replication_group_not_found_fault()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(api_error("elasticache:CreateSnapshot", id, e)),
-        }
+        let created = unless_missing(
+            self.create_snapshot()
+                .replication_group_id(resource)
+                .snapshot_name(id)
+                .set_tags(Some(tags))
+                .send()
+                .await,
+            |e| e.is_replication_group_not_found_fault(),
+            "elasticache:CreateSnapshot",
+            id,
+        )?;
+        Ok(created.is_some())
     }
 
     async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
-        match self.delete_snapshot().snapshot_name(id).send().await {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_snapshot_not_found_fault()) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(api_error("elasticache:DeleteSnapshot", id, e)),
-        }
+        unless_missing(
+            self.delete_snapshot().snapshot_name(id).send().await,
+            |e| e.is_snapshot_not_found_fault(),
+            "elasticache:DeleteSnapshot",
+            id,
+        )?;
+        Ok(())
     }
 }
 
