@@ -12,4 +12,5 @@ pub mod metrics;
 pub mod plan;
 pub mod providers;
 pub mod reconcile;
+pub mod shard;
 pub mod validate;

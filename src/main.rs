@@ -11,6 +11,7 @@ use cloud_resource_operator::{
     metrics::{self, Metrics},
     plan, providers,
     reconcile::{Context, Settings},
+    shard::Shard,
     validate,
 };
 use tracing::{info, warn};
@@ -134,6 +135,14 @@ struct RunArgs {
     /// Reconciles run at once per kind (and per watched namespace).
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     concurrency: u16,
+    /// Split the namespaces between this many groups of replicas, by a
+    /// stable hash of the namespace name; each group elects its leader on
+    /// its own Lease (`<lease-name>-shard-<index>-of-<count>`).
+    #[arg(long, env = "SHARD_COUNT", default_value_t = 1)]
+    shard_count: u32,
+    /// Which group this replica is in, from 0 to --shard-count - 1.
+    #[arg(long, env = "SHARD_INDEX", default_value_t = 0)]
+    shard_index: u32,
     /// Elect a leader on a Lease so that only one replica reconciles; turn
     /// off only when a single replica runs.
     #[arg(long, env = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
@@ -272,6 +281,7 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
             .unwrap_or_default(),
         allow_cross_namespace_secrets: false,
         recheck_interval: Duration::from_secs(3600),
+        shard: Default::default(),
     };
     let budget = cro_provider_aws::Budget {
         rate: args.aws_api_rate,
@@ -304,12 +314,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         mut settings,
         providers,
     } = connect(&args.cluster).await?;
+    let mut namespaces = std::collections::BTreeSet::new();
     settings.watch_namespaces = args
         .watch_namespaces
         .iter()
         .map(|ns| ns.trim().to_string())
-        .filter(|ns| !ns.is_empty())
+        .filter(|ns| !ns.is_empty() && namespaces.insert(ns.clone()))
         .collect();
+    settings.shard = Shard::new(args.shard_index, args.shard_count).map_err(anyhow::Error::msg)?;
     settings.concurrency = args.concurrency;
     settings.allow_cross_namespace_secrets = args.allow_cross_namespace_secrets;
     settings.recheck_interval = Duration::from_secs(args.recheck_interval);
@@ -404,7 +416,9 @@ fn elector(
             .leader_election_namespace
             .clone()
             .unwrap_or_else(|| operator_namespace.to_string()),
-        name: args.leader_election_lease_name.clone(),
+        name: Shard::new(args.shard_index, args.shard_count)
+            .map_err(anyhow::Error::msg)?
+            .lease_name(&args.leader_election_lease_name),
         identity: leader::identity(),
         lease_duration: Duration::from_secs(args.leader_election_lease_duration),
         renew_deadline: Duration::from_secs(args.leader_election_renew_deadline),

@@ -40,6 +40,8 @@ pub struct Settings {
     /// How often a complete cloud resource is looked at again for changes
     /// made outside the operator (clouds send no events).
     pub recheck_interval: Duration,
+    /// The namespaces this process reconciles (all without sharding).
+    pub shard: crate::shard::Shard,
 }
 
 /// Shared by all reconciles of all controllers.

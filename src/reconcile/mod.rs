@@ -125,6 +125,14 @@ pub async fn reconcile<K: Managed>(
         namespace = %obj.namespace().unwrap_or_default(),
         name = %obj.name_any()
     );
+    // Another shard's namespace: its replicas reconcile it.
+    if !ctx
+        .settings
+        .shard
+        .owns(&obj.namespace().unwrap_or_default())
+    {
+        return Ok(Action::await_change());
+    }
     match &obj.0 {
         Ok(valid) => reconcile_valid(valid, &ctx).instrument(span).await,
         Err(invalid) => {

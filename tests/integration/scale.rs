@@ -18,7 +18,7 @@ use crate::{
     aws::create_postgres,
     support::{
         Launch, Operator, audited_requests_of, aws_requests, cluster_admin_account, create_json,
-        ensure_crds, wait_phase, with_namespace, with_operator_launched,
+        create_namespace, ensure_crds, wait_phase, with_namespace, with_operator_launched,
     },
 };
 
@@ -204,4 +204,141 @@ async fn aws_calls_stay_within_the_budget_and_no_cr_fails() {
         }
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_sharded_pair_never_reconciles_the_same_cr() {
+    use cloud_resource_operator::shard::Shard;
+    let client = crate::support::TestEnv::load().client().await;
+    ensure_crds(&client).await;
+    // Namespaces until each of the two shards owns at least two.
+    let mut namespaces: Vec<String> = Vec::new();
+    while (0..2).any(|i| namespaces.iter().filter(|ns| Shard::of(ns, 2) == i).count() < 2) {
+        assert!(
+            namespaces.len() < 20,
+            "20 namespaces and still a shard without two: {namespaces:?}"
+        );
+        namespaces.push(create_namespace(&client, "shard").await);
+    }
+    let home = namespaces[0].clone();
+    let mut operators = Vec::new();
+    let mut users = Vec::new();
+    for index in 0..2 {
+        let (kubeconfig, user) =
+            cluster_admin_account(&client, &home, &format!("shard{index}")).await;
+        let mut launch = Launch::new(&home);
+        launch.kubeconfig = Some(kubeconfig);
+        launch.log_name = format!("operator-{home}-shard{index}.log");
+        launch.extra_args.extend([
+            format!("--watch-namespaces={}", namespaces.join(",")),
+            "--shard-count=2".into(),
+            format!("--shard-index={index}"),
+        ]);
+        operators.push(Operator::launch(launch).await);
+        users.push(user);
+    }
+    let mut crs = Vec::new();
+    for ns in &namespaces {
+        for name in ["one", "two"] {
+            let _: BlobStorage = create_json(&client, ns, json!({
+                "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage",
+                "metadata": {"name": name},
+                "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}
+            }))
+            .await;
+            crs.push((ns.clone(), name.to_string()));
+        }
+    }
+    for (ns, name) in &crs {
+        wait_phase(
+            &Api::<BlobStorage>::namespaced(client.clone(), ns),
+            name,
+            Phase::Complete,
+        )
+        .await;
+    }
+    // Both leaders hold their own Lease at once.
+    let leases =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), "default");
+    for index in 0..2 {
+        let lease = leases
+            .get(&format!("cro-{home}-shard-{index}-of-2"))
+            .await
+            .unwrap_or_else(|e| panic!("shard {index} has no Lease: {e}"));
+        assert!(
+            lease.spec.and_then(|s| s.holder_identity).is_some(),
+            "shard {index}'s Lease has no holder"
+        );
+    }
+    // Each CR's status was written by its own shard's operator only,
+    // read from the apiserver's audit log.
+    let wrote = |user: &str| -> BTreeSet<(String, String)> {
+        audited_requests_of(user)
+            .into_iter()
+            .filter(|r| {
+                r.resource == "blobstorages/status"
+                    && !matches!(r.verb.as_str(), "get" | "list" | "watch")
+            })
+            .map(|r| (r.namespace, r.name))
+            .collect()
+    };
+    let (first, second) = (wrote(&users[0]), wrote(&users[1]));
+    let both: Vec<_> = first.intersection(&second).collect();
+    assert!(both.is_empty(), "both shards wrote the status of {both:?}");
+    for (ns, name) in &crs {
+        let owner = Shard::of(ns, 2) as usize;
+        let written = [&first, &second][owner];
+        assert!(
+            written.contains(&(ns.clone(), name.clone())),
+            "shard {owner} never wrote {ns}/{name}'s status"
+        );
+    }
+
+    // And neither so much as ran a reconcile in the other's namespaces.
+    for (index, operator) in operators.iter().enumerate() {
+        let logs = operator.logs();
+        let reconciled: BTreeSet<&str> = logs
+            .lines()
+            .filter(|l| l.contains("reconcile finished"))
+            .filter_map(|l| l.split(" namespace=").nth(1)?.split([' ', '}']).next())
+            .collect();
+        assert!(!reconciled.is_empty(), "shard {index} logged no reconcile");
+        let foreign: Vec<_> = reconciled
+            .iter()
+            .filter(|ns| Shard::of(ns, 2) as usize != index)
+            .collect();
+        assert!(
+            foreign.is_empty(),
+            "shard {index} reconciled in {foreign:?}, another shard's namespaces"
+        );
+    }
+
+    // Clean up while both run, so every finalizer is removed.
+    for ns in &namespaces {
+        Api::<BlobStorage>::namespaced(client.clone(), ns)
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    for (ns, name) in &crs {
+        crate::support::wait_deleted(
+            &Api::<BlobStorage>::namespaced(client.clone(), ns),
+            name,
+            crate::support::DEFAULT_TIMEOUT,
+        )
+        .await;
+    }
+    drop(operators);
+    for index in 0..2 {
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .delete(&format!("shard{index}-{home}"), &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let all = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+    for ns in &namespaces {
+        all.delete(ns, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
 }

@@ -697,6 +697,7 @@ pub async fn cluster_admin_account(client: &Client, ns: &str, name: &str) -> (Pa
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Audited {
     pub group: String,
+    pub namespace: String,
     /// `resource` or `resource/subresource`.
     pub resource: String,
     pub name: String,
@@ -721,6 +722,7 @@ pub fn audited_requests_of(user: &str) -> Vec<Audited> {
             };
             Audited {
                 group: json_text(&o["apiGroup"]),
+                namespace: json_text(&o["namespace"]),
                 resource,
                 name: json_text(&o["name"]),
                 verb: json_text(&e["verb"]),
