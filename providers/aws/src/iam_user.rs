@@ -63,6 +63,17 @@ fn same_policy(document: &str, want: &Value) -> bool {
         .any(|d| serde_json::from_str::<Value>(d).is_ok_and(|v| &v == want))
 }
 
+/// Whether IAM user `user` exists.
+pub async fn user_exists(iam: &Client, user: &str) -> Result<bool, ProviderError> {
+    let found = unless_missing(
+        iam.get_user().user_name(user).send().await,
+        |e| e.is_no_such_entity_exception(),
+        "iam:GetUser",
+        user,
+    )?;
+    Ok(found.is_some())
+}
+
 /// The user exists, tagged, with exactly `policy` as its inline policy.
 pub async fn ensure_user(
     iam: &Client,
@@ -71,13 +82,7 @@ pub async fn ensure_user(
     policy_name: &str,
     policy: &Value,
 ) -> Result<(), ProviderError> {
-    let existing = unless_missing(
-        iam.get_user().user_name(user).send().await,
-        |e| e.is_no_such_entity_exception(),
-        "iam:GetUser",
-        user,
-    )?;
-    if existing.is_some() {
+    if user_exists(iam, user).await? {
         crate::tags::ensure(iam, user, tags).await?;
     } else {
         let all: Vec<(String, String)> = tags.clone().into_iter().collect();

@@ -14,7 +14,7 @@ use crate::{
     AwsProvider, RECHECK, cco,
     clients::Clients,
     credentials,
-    errors::{api_error, unless_missing},
+    errors::api_error,
     iam_user, plan,
     smtp_password::smtp_password,
     strategy::{FieldType, Fields, Section, Tier},
@@ -137,15 +137,10 @@ pub async fn plan(
     req: &ResourceRequest,
 ) -> Result<Vec<Change>, ProviderError> {
     let user = req.identifier.as_str();
-    let existing = unless_missing(
-        iam.get_user().user_name(user).send().await,
-        |e| e.is_no_such_entity_exception(),
-        "iam:GetUser",
-        user,
-    )?;
-    Ok(match existing {
-        Some(_) => plan::tag_changes(&req.tags, &iam.tags(user).await?),
-        None => vec![plan::missing_resource("IAMUser", None)],
+    Ok(if iam_user::user_exists(iam, user).await? {
+        plan::tag_changes(&req.tags, &iam.tags(user).await?)
+    } else {
+        vec![plan::missing_resource("IAMUser", None)]
     })
 }
 
