@@ -406,6 +406,7 @@ async fn reconcile<K: ResourceCr>(
     let secret_ns = secret_namespace(cr, ctx)?;
     let provider_name = provider_name(cr, &ctx.config).await?;
     let (provisioned, policy) = provision(cr, ctx, &provider_name).await?;
+    let takes_snapshots = provider(ctx, &provider_name)?.takes_snapshots();
     if let Some(id) = &provisioned.identifier
         && recorded_identifier(cr).as_ref() != Some(id)
     {
@@ -452,9 +453,42 @@ async fn reconcile<K: ResourceCr>(
             let recheck = provisioned
                 .recheck_after
                 .map(|after| after.min(ctx.settings.recheck_interval));
+            let scheduled = scheduled_snapshots(cr, ctx, takes_snapshots, &mut report).await?;
+            let recheck = match (recheck, scheduled) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             Ok((report, recheck))
         }
     }
+}
+
+/// Runs the snapshot schedule of a complete resource (paused otherwise);
+/// when to look again for it.
+async fn scheduled_snapshots<K: ResourceCr>(
+    cr: &K,
+    ctx: &Context,
+    takes_snapshots: bool,
+    report: &mut Report,
+) -> Result<Option<Duration>, Error> {
+    let asked = cr
+        .spec()
+        .snapshot_frequency
+        .as_deref()
+        .is_some_and(|f| !matches!(f.trim(), "" | "0"));
+    if !asked || report.phase != Phase::Complete {
+        return Ok(None);
+    }
+    if !takes_snapshots {
+        report.conditions.push(cro_provider_api::Condition {
+            type_: "SnapshotsScheduled".into(),
+            status: false,
+            reason: "Unsupported".into(),
+            message: "spec.snapshotFrequency is set, but this resource's provider takes no snapshots (its type maps to an in-cluster provider in cloud-resource-config)".into(),
+        });
+        return Ok(None);
+    }
+    super::schedule::run(cr, ctx).await
 }
 
 /// Asks the provider for the resource, unless the same inputs just failed

@@ -420,6 +420,7 @@ async fn in_cluster_scenario(client: &Client, ns: &str, operator: &Operator) {
     wait_phase!(&pg_snaps, "db-snap", PostgresSnapshot, "a phase", any);
     wait_phase!(&redis_snaps, "cache-snap", RedisSnapshot, "a phase", any);
 
+    scheduled_snapshots_come_and_go(client, ns).await;
     assert_no_secret_in(client, ns, &operator.logs()).await;
 
     let dp = DeleteParams::default();
@@ -439,6 +440,78 @@ async fn in_cluster_scenario(client: &Client, ns: &str, operator: &Operator) {
     wait_deleted(&redis, "cache", t).await;
     wait_deleted(&blobs, "blob", t).await;
     wait_deleted(&smtps, "smtp", t).await;
+}
+
+/// An AWS Postgres and Redis on a one-minute snapshot schedule keeping one
+/// minute: each gets a scheduled snapshot CR, and a period later that one
+/// is deleted for the next (the operator's create and delete of snapshot
+/// CRs). Everything is deleted again before returning.
+async fn scheduled_snapshots_come_and_go(client: &Client, ns: &str) {
+    let schedule = |secret: &str| json!({"type": "managed", "tier": "development", "secretRef": {"name": secret}, "snapshotFrequency": "1m", "snapshotRetention": "1m"});
+    let pgs = Api::<Postgres>::namespaced(client.clone(), ns);
+    let redis = Api::<Redis>::namespaced(client.clone(), ns);
+    create(&pgs, cr("Postgres", "scheduled", schedule("scheduled-sec"))).await;
+    create(&redis, cr("Redis", "scheduled", schedule("scheduled-sec2"))).await;
+    let pg_snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), ns);
+    let redis_snaps = Api::<RedisSnapshot>::namespaced(client.clone(), ns);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    let mut first: (Option<String>, Option<String>) = (None, None);
+    loop {
+        let pg = scheduled_names(&pg_snaps).await;
+        let rd = scheduled_names(&redis_snaps).await;
+        first.0 = first.0.or_else(|| pg.iter().next().cloned());
+        first.1 = first.1.or_else(|| rd.iter().next().cloned());
+        let replaced = |first: &Option<String>, now: &BTreeSet<String>| {
+            first
+                .as_ref()
+                .is_some_and(|f| !now.contains(f) && now.iter().any(|n| n > f))
+        };
+        if replaced(&first.0, &pg) && replaced(&first.1, &rd) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "scheduled snapshots not taken and replaced within 240 s: first {first:?}, now {pg:?} {rd:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let dp = DeleteParams::default();
+    pgs.delete("scheduled", &dp)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    redis
+        .delete("scheduled", &dp)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&pgs, "scheduled", Duration::from_secs(120)).await;
+    wait_deleted(&redis, "scheduled", Duration::from_secs(120)).await;
+    // Their snapshot CRs go with them (owner references), each after its
+    // cloud snapshot.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while !scheduled_names(&pg_snaps).await.is_empty()
+        || !scheduled_names(&redis_snaps).await.is_empty()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "scheduled snapshot CRs left 120 s after their parents"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Names of the scheduled snapshot CRs of the CRs named `scheduled`.
+async fn scheduled_names<K>(api: &Api<K>) -> BTreeSet<String>
+where
+    K: Resource + Clone + std::fmt::Debug + DeserializeOwned,
+{
+    api.list(&Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .items
+        .iter()
+        .map(|s| s.name_any())
+        .filter(|n| n.starts_with("scheduled-"))
+        .collect()
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@ mod first_contact;
 mod foundation;
 mod in_cluster;
 mod leader;
+mod lifecycle;
 mod migration;
 mod observability;
 mod plan;

@@ -368,6 +368,12 @@ pub trait Provider: Send + Sync {
     /// Creates (or observes) a snapshot.
     async fn snapshot(&self, req: &SnapshotRequest) -> Result<Snapshotted, ProviderError>;
 
+    /// Whether `snapshot` can succeed at all (scheduled snapshots are only
+    /// taken where it can).
+    fn takes_snapshots(&self) -> bool {
+        true
+    }
+
     /// Deletes a snapshot.
     async fn delete_snapshot(&self, req: &SnapshotRequest) -> Result<Deletion, ProviderError>;
 

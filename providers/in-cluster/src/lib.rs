@@ -507,6 +507,10 @@ impl Provider for InClusterProvider {
         self.drift(req, &desired, layout).await
     }
 
+    fn takes_snapshots(&self) -> bool {
+        false
+    }
+
     async fn snapshot(&self, _req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
         Ok(Snapshotted {
             outcome: Outcome::Failed(

@@ -1,0 +1,310 @@
+//! Scheduled snapshots (`spec.snapshotFrequency`, `spec.snapshotRetention`):
+//! a complete Postgres or Redis gets a PostgresSnapshot / RedisSnapshot CR
+//! each period, and the CRs of periods past the retention are deleted (their
+//! cloud snapshots with them, unless `skipDelete`).
+//!
+//! The schedule is computed from the snapshot CRs that exist, never from
+//! timers: periods are aligned to the Unix epoch and a snapshot CR is named
+//! after its period, so a restart, a leader change or two reconciles at once
+//! can never take two snapshots for one period. A new snapshot waits until
+//! the expired ones are gone, so the count never exceeds the retention.
+
+use std::time::Duration;
+
+use cro_provider_api::ResourceKind;
+use kube::{
+    Api, ResourceExt,
+    api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams},
+};
+use serde_json::json;
+
+use super::resource::ResourceCr;
+use crate::{
+    api::{PostgresSnapshot, RedisSnapshot},
+    reconcile::{Context, Error},
+};
+
+/// Labels of a scheduled snapshot CR: whose schedule (by UID, as names can
+/// outgrow a label value) and which period (its start, Unix seconds).
+pub const SCHEDULED_FOR_LABEL: &str = "integreatly.org/scheduled-for-uid";
+pub const PERIOD_LABEL: &str = "integreatly.org/snapshot-period";
+/// The parent's name, when it fits in a label value (63 characters).
+pub const PARENT_LABEL: &str = "integreatly.org/snapshot-of";
+
+/// How long to wait for expired snapshots to be gone before the next.
+const DELETION_POLL: Duration = Duration::from_secs(5);
+
+/// A scheduled snapshot CR as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Existing {
+    pub name: String,
+    /// Start of its period, Unix seconds.
+    pub period: i64,
+    /// Being deleted (its cloud snapshot goes first).
+    pub terminating: bool,
+}
+
+/// What to do now, and when to look again.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub delete: Vec<String>,
+    /// The period (start, Unix seconds) to take a snapshot for now.
+    pub create: Option<i64>,
+    pub again_in: Duration,
+}
+
+/// The schedule's next step at `now` (Unix seconds) for a snapshot every
+/// `every` seconds, keeping those of the last `keep` seconds (all when
+/// `None`).
+pub fn decide(now: i64, every: u64, keep: Option<u64>, existing: &[Existing]) -> Decision {
+    let every = every.max(1) as i64;
+    let current = now.div_euclid(every) * every;
+    // Periods kept, the current one included; at least the current one.
+    let kept = keep.map(|k| (k as i64).div_euclid(every).max(1));
+    let expired = |period: i64| kept.is_some_and(|n| period <= current - n * every);
+    let delete = existing
+        .iter()
+        .filter(|e| expired(e.period) && !e.terminating)
+        .map(|e| e.name.clone())
+        .collect();
+    let taken = existing.iter().any(|e| e.period == current);
+    let expiring = existing.iter().any(|e| expired(e.period));
+    let next_period = Duration::from_secs((current + every - now).max(1) as u64);
+    match (taken, expiring) {
+        (true, _) => Decision {
+            delete,
+            create: None,
+            again_in: next_period,
+        },
+        (false, true) => Decision {
+            delete,
+            create: None,
+            again_in: DELETION_POLL,
+        },
+        (false, false) => Decision {
+            delete,
+            create: Some(current),
+            again_in: next_period,
+        },
+    }
+}
+
+/// Seconds in a duration of the CRD's format (`1d`, `12h30m`, `0`); `None`
+/// for `0` or empty (no schedule).
+pub fn seconds(duration: &str) -> Result<Option<u64>, String> {
+    let mut total = 0u64;
+    let mut digits = String::new();
+    for c in duration.trim().chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            'd' => 86_400,
+            'h' => 3_600,
+            'm' => 60,
+            _ => return Err(format!("{duration:?}: unknown unit {c:?}")),
+        };
+        let n: u64 = digits
+            .parse()
+            .map_err(|_| format!("{duration:?}: a number must come before {c:?}"))?;
+        total = total.saturating_add(n.saturating_mul(unit));
+        digits.clear();
+    }
+    if !digits.trim_start_matches('0').is_empty() {
+        return Err(format!(
+            "{duration:?}: the last number has no unit (d, h or m)"
+        ));
+    }
+    Ok((total > 0).then_some(total))
+}
+
+/// The snapshot kind of a resource kind.
+fn snapshot_resource(kind: ResourceKind) -> Option<ApiResource> {
+    match kind {
+        ResourceKind::Postgres => Some(ApiResource::erase::<PostgresSnapshot>(&())),
+        ResourceKind::Redis => Some(ApiResource::erase::<RedisSnapshot>(&())),
+        _ => None,
+    }
+}
+
+/// Takes and prunes `cr`'s scheduled snapshots; when to look again (`None`
+/// without a schedule).
+pub async fn run<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Option<Duration>, Error> {
+    let spec = cr.spec();
+    let Some(resource) = snapshot_resource(K::KIND) else {
+        return Ok(None);
+    };
+    let invalid = |field: &str, e: String| {
+        Error::Invalid(format!(
+            "spec.{field} {e}: use days, hours and minutes such as 1d, 12h or 30m"
+        ))
+    };
+    let Some(every) = spec
+        .snapshot_frequency
+        .as_deref()
+        .map(seconds)
+        .transpose()
+        .map_err(|e| invalid("snapshotFrequency", e))?
+        .flatten()
+    else {
+        return Ok(None);
+    };
+    let keep = spec
+        .snapshot_retention
+        .as_deref()
+        .map(seconds)
+        .transpose()
+        .map_err(|e| invalid("snapshotRetention", e))?
+        .flatten();
+    let ns = cr.namespace().unwrap_or_default();
+    let uid = cr.meta().uid.clone().unwrap_or_default();
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &resource);
+    let listed = api
+        .list(&ListParams::default().labels(&format!("{SCHEDULED_FOR_LABEL}={uid}")))
+        .await
+        .map_err(Error::kube(format!(
+            "listing the scheduled {}s in {ns}",
+            resource.kind
+        )))?;
+    let existing: Vec<Existing> = listed
+        .items
+        .iter()
+        .filter_map(|o| {
+            Some(Existing {
+                name: o.name_any(),
+                period: o.labels().get(PERIOD_LABEL)?.parse().ok()?,
+                terminating: o.metadata.deletion_timestamp.is_some(),
+            })
+        })
+        .collect();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let decision = decide(now, every, keep, &existing);
+    for name in &decision.delete {
+        match api.delete(name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                return Err(Error::kube(format!(
+                    "deleting expired {} {ns}/{name}",
+                    resource.kind
+                ))(e));
+            }
+        }
+    }
+    if let Some(period) = decision.create {
+        let object = snapshot_object(cr, &resource, period);
+        match api.create(&PostParams::default(), &object).await {
+            Ok(_) => {}
+            // Another reconcile took this period's snapshot: one it is.
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => {
+                return Err(Error::kube(format!(
+                    "creating the scheduled {} of {ns}/{}",
+                    resource.kind,
+                    cr.name_any()
+                ))(e));
+            }
+        }
+    }
+    Ok(Some(decision.again_in))
+}
+
+/// The snapshot CR of `period`, owned by `cr` (not as controller, so it is
+/// deleted with `cr` and its cloud snapshot follows its own finalizer).
+fn snapshot_object<K: ResourceCr>(cr: &K, resource: &ApiResource, period: i64) -> DynamicObject {
+    let parent = cr.name_any();
+    // Names may be 253 characters; the suffix takes at most 21.
+    let stem: String = parent.chars().take(230).collect();
+    let mut labels = serde_json::Map::new();
+    labels.insert(
+        SCHEDULED_FOR_LABEL.into(),
+        json!(cr.meta().uid.clone().unwrap_or_default()),
+    );
+    labels.insert(PERIOD_LABEL.into(), json!(period.to_string()));
+    if parent.len() <= 63 {
+        labels.insert(PARENT_LABEL.into(), json!(parent));
+    }
+    let owner = cr.controller_owner_ref(&()).map(|mut o| {
+        o.controller = None;
+        o.block_owner_deletion = None;
+        o
+    });
+    let value = json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {
+            "name": format!("{stem}-{period}"),
+            "labels": labels,
+            "ownerReferences": owner.into_iter().collect::<Vec<_>>(),
+        },
+        "spec": {"resourceName": parent},
+    });
+    serde_json::from_value(value).unwrap_or_else(|_| DynamicObject::new("", resource))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(name: &str, period: i64) -> Existing {
+        Existing {
+            name: name.into(),
+            period,
+            terminating: false,
+        }
+    }
+
+    #[test]
+    fn the_first_snapshot_is_taken_at_once_and_the_next_at_the_period() {
+        let d = decide(130, 60, None, &[]);
+        assert_eq!(d.create, Some(120));
+        assert_eq!(d.again_in, Duration::from_secs(50));
+        let d = decide(150, 60, None, &[at("s-120", 120)]);
+        assert_eq!((d.create, d.again_in), (None, Duration::from_secs(30)));
+        assert_eq!(decide(180, 60, None, &[at("s-120", 120)]).create, Some(180));
+    }
+
+    #[test]
+    fn retention_keeps_that_many_periods_and_deletes_before_it_takes() {
+        // One-minute frequency, three-minute retention: at most three.
+        let existing = [at("a", 0), at("b", 60), at("c", 120)];
+        let d = decide(185, 60, Some(180), &existing);
+        assert_eq!(d.delete, ["a"]);
+        assert_eq!(d.create, None, "the new one waits for the expired one");
+        assert_eq!(d.again_in, DELETION_POLL);
+        let gone = [at("b", 60), at("c", 120)];
+        let d = decide(186, 60, Some(180), &gone);
+        assert_eq!((d.delete.len(), d.create), (0, Some(180)));
+    }
+
+    #[test]
+    fn a_terminating_snapshot_is_not_deleted_again_but_still_waited_for() {
+        let mut old = at("a", 0);
+        old.terminating = true;
+        let d = decide(185, 60, Some(180), &[old, at("b", 60), at("c", 120)]);
+        assert!(d.delete.is_empty());
+        assert_eq!((d.create, d.again_in), (None, DELETION_POLL));
+    }
+
+    #[test]
+    fn a_retention_shorter_than_the_frequency_keeps_the_current_one() {
+        let d = decide(125, 60, Some(30), &[at("a", 60)]);
+        assert_eq!(d.delete, ["a"]);
+        assert_eq!(decide(125, 60, Some(30), &[at("b", 120)]).delete.len(), 0);
+    }
+
+    #[test]
+    fn durations_read_the_crd_format() {
+        assert_eq!(seconds("1d"), Ok(Some(86_400)));
+        assert_eq!(seconds("12h30m"), Ok(Some(45_000)));
+        assert_eq!(seconds("1m"), Ok(Some(60)));
+        assert_eq!(seconds("0"), Ok(None));
+        assert_eq!(seconds(""), Ok(None));
+        assert!(seconds("5").is_err_and(|e| e.contains("no unit")));
+        assert!(seconds("1w").is_err_and(|e| e.contains("unknown unit")));
+        assert!(seconds("h").is_err());
+    }
+}
