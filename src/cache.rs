@@ -117,13 +117,17 @@ where
             .await;
     }
 
-    /// Resolves once the watch has listed, or after `limit` (it never
-    /// may, e.g. without RBAC to list the kind), warning then.
-    pub async fn ready(&self, limit: Duration) {
-        if tokio::time::timeout(limit, self.reader.wait_until_ready())
+    /// Whether the watch has listed within `limit` (it never may, e.g.
+    /// without RBAC to list the kind).
+    async fn listed(&self, limit: Duration) -> bool {
+        tokio::time::timeout(limit, self.reader.wait_until_ready())
             .await
-            .is_err()
-        {
+            .is_ok()
+    }
+
+    /// Resolves once the watch has listed, or after `limit`, warning then.
+    pub async fn ready(&self, limit: Duration) {
+        if !self.listed(limit).await {
             warn!(
                 kind = %K::kind(&()),
                 namespace = self.namespace.as_deref().unwrap_or("(all)"),
@@ -140,10 +144,7 @@ where
     /// The object `namespace/name` as last seen, `None` when the watch has
     /// not seen it; waits for the first list.
     pub async fn get(&self, namespace: &str, name: &str) -> Result<Option<Arc<K>>, String> {
-        if tokio::time::timeout(READY_LIMIT, self.reader.wait_until_ready())
-            .await
-            .is_err()
-        {
+        if !self.listed(READY_LIMIT).await {
             return Err(format!(
                 "the watch of {} {} has not listed them after {READY_LIMIT:?}; check that the operator's ServiceAccount may list and watch them",
                 K::kind(&()),
@@ -155,11 +156,6 @@ where
             ));
         }
         Ok(self.reader.get(&ObjectRef::new(name).within(namespace)))
-    }
-
-    /// Every object the watch holds.
-    pub fn state(&self) -> Vec<Arc<K>> {
-        self.reader.state()
     }
 }
 

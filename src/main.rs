@@ -358,11 +358,7 @@ async fn plan(args: PlanArgs) -> anyhow::Result<i32> {
     let providers = providers::build(&client, providers, None);
     let overrides = plan::config_overrides(&args.config, &settings.operator_namespace)
         .map_err(anyhow::Error::msg)?;
-    let scopes = if args.namespaces.is_empty() {
-        vec![None]
-    } else {
-        args.namespaces.iter().cloned().map(Some).collect()
-    };
+    let scopes = cache::scopes(&args.namespaces);
     let config = ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes)
         .with_overrides(overrides);
     let watches = config.clone();

@@ -471,14 +471,12 @@ async fn scheduled_snapshots<K: ResourceCr>(
     takes_snapshots: bool,
     report: &mut Report,
 ) -> Result<Option<Duration>, Error> {
-    let asked = cr
-        .spec()
-        .snapshot_frequency
-        .as_deref()
-        .is_some_and(|f| !matches!(f.trim(), "" | "0"));
-    if !asked || report.phase != Phase::Complete {
+    if report.phase != Phase::Complete {
         return Ok(None);
     }
+    let Some(every) = super::schedule::frequency(cr)? else {
+        return Ok(None);
+    };
     if !takes_snapshots {
         report.conditions.push(cro_provider_api::Condition {
             type_: "SnapshotsScheduled".into(),
@@ -488,7 +486,7 @@ async fn scheduled_snapshots<K: ResourceCr>(
         });
         return Ok(None);
     }
-    super::schedule::run(cr, ctx).await
+    super::schedule::run(cr, ctx, every).await.map(Some)
 }
 
 /// Asks the provider for the resource, unless the same inputs just failed

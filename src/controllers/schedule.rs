@@ -128,35 +128,35 @@ fn snapshot_resource(kind: ResourceKind) -> Option<ApiResource> {
     }
 }
 
-/// Takes and prunes `cr`'s scheduled snapshots; when to look again (`None`
-/// without a schedule).
-pub async fn run<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Option<Duration>, Error> {
-    let spec = cr.spec();
-    let Some(resource) = snapshot_resource(K::KIND) else {
-        return Ok(None);
-    };
-    let invalid = |field: &str, e: String| {
+/// `spec.<field>` in seconds; `None` when absent or `0`.
+fn spec_seconds(field: &str, value: Option<&str>) -> Result<Option<u64>, Error> {
+    let parsed = value.map(seconds).transpose().map_err(|e| {
         Error::Invalid(format!(
             "spec.{field} {e}: use days, hours and minutes such as 1d, 12h or 30m"
         ))
-    };
-    let Some(every) = spec
-        .snapshot_frequency
-        .as_deref()
-        .map(seconds)
-        .transpose()
-        .map_err(|e| invalid("snapshotFrequency", e))?
-        .flatten()
-    else {
+    })?;
+    Ok(parsed.flatten())
+}
+
+/// Seconds between `cr`'s scheduled snapshots; `None` without a schedule
+/// (or for a kind that has no snapshots).
+pub fn frequency<K: ResourceCr>(cr: &K) -> Result<Option<u64>, Error> {
+    if snapshot_resource(K::KIND).is_none() {
         return Ok(None);
+    }
+    spec_seconds("snapshotFrequency", cr.spec().snapshot_frequency.as_deref())
+}
+
+/// Takes and prunes `cr`'s scheduled snapshots, one every `every` seconds;
+/// when to look again.
+pub async fn run<K: ResourceCr>(cr: &K, ctx: &Context, every: u64) -> Result<Duration, Error> {
+    let Some(resource) = snapshot_resource(K::KIND) else {
+        return Err(Error::Internal(format!(
+            "{} has no snapshot kind to schedule",
+            K::kind(&())
+        )));
     };
-    let keep = spec
-        .snapshot_retention
-        .as_deref()
-        .map(seconds)
-        .transpose()
-        .map_err(|e| invalid("snapshotRetention", e))?
-        .flatten();
+    let keep = spec_seconds("snapshotRetention", cr.spec().snapshot_retention.as_deref())?;
     let ns = cr.namespace().unwrap_or_default();
     let uid = cr.meta().uid.clone().unwrap_or_default();
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &resource);
@@ -209,7 +209,7 @@ pub async fn run<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Option<Duration
             }
         }
     }
-    Ok(Some(decision.again_in))
+    Ok(decision.again_in)
 }
 
 /// The snapshot CR of `period`, owned by `cr` (not as controller, so it is
@@ -218,31 +218,26 @@ fn snapshot_object<K: ResourceCr>(cr: &K, resource: &ApiResource, period: i64) -
     let parent = cr.name_any();
     // Names may be 253 characters; the suffix takes at most 21.
     let stem: String = parent.chars().take(230).collect();
-    let mut labels = serde_json::Map::new();
-    labels.insert(
-        SCHEDULED_FOR_LABEL.into(),
-        json!(cr.meta().uid.clone().unwrap_or_default()),
-    );
-    labels.insert(PERIOD_LABEL.into(), json!(period.to_string()));
+    let mut labels = std::collections::BTreeMap::from([
+        (
+            SCHEDULED_FOR_LABEL.to_string(),
+            cr.meta().uid.clone().unwrap_or_default(),
+        ),
+        (PERIOD_LABEL.to_string(), period.to_string()),
+    ]);
     if parent.len() <= 63 {
-        labels.insert(PARENT_LABEL.into(), json!(parent));
+        labels.insert(PARENT_LABEL.to_string(), parent.clone());
     }
     let owner = cr.controller_owner_ref(&()).map(|mut o| {
         o.controller = None;
         o.block_owner_deletion = None;
         o
     });
-    let value = json!({
-        "apiVersion": resource.api_version,
-        "kind": resource.kind,
-        "metadata": {
-            "name": format!("{stem}-{period}"),
-            "labels": labels,
-            "ownerReferences": owner.into_iter().collect::<Vec<_>>(),
-        },
-        "spec": {"resourceName": parent},
-    });
-    serde_json::from_value(value).unwrap_or_else(|_| DynamicObject::new("", resource))
+    let mut object = DynamicObject::new(&format!("{stem}-{period}"), resource)
+        .data(json!({"spec": {"resourceName": parent}}));
+    object.metadata.labels = Some(labels);
+    object.metadata.owner_references = owner.map(|o| vec![o]);
+    object
 }
 
 #[cfg(test)]

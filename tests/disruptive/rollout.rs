@@ -7,35 +7,21 @@
 use std::time::Duration;
 
 use cloud_resource_operator::api::Postgres;
-use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
-use kube::{
-    Api, Client,
-    api::{ListParams, Patch, PatchParams},
-};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::{Api, Client, api::ListParams};
 use serde_json::json;
 
 use crate::support::{
-    DEFAULT_TIMEOUT, Launch, Operator, Phased, TestEnv, create_json, create_namespace, ensure_crds,
+    DEFAULT_TIMEOUT, Launch, Operator, Phased, TestEnv, apply_config_map, create_json,
+    create_namespace, ensure_crds,
 };
 
 const CRS: usize = 200;
 
 async fn tier(client: &Client, ns: &str, image: &str) {
     let strategy = json!({"rollout": {"strategy": {"deploymentSpec": {"template": {"spec": {"containers": [{"name": "postgres", "image": image}]}}}}}});
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "cloud-resources-openshift-strategies"},
-        "data": {"postgres": strategy.to_string()}
-    }))
-    .unwrap_or_else(|e| panic!("{e}"));
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .patch(
-            "cloud-resources-openshift-strategies",
-            &PatchParams::apply("cro-tests").force(),
-            &Patch::Apply(&cm),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let data = json!({"postgres": strategy.to_string()});
+    apply_config_map(client, ns, "cloud-resources-openshift-strategies", data).await;
 }
 
 fn image(d: &Deployment) -> Option<String> {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use cloud_resource_operator::api::{Phase, Postgres};
 use cro_provider_api::cloud_identifier;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::{
     Api, Client, ResourceExt,
     api::{Patch, PatchParams, PostParams},
@@ -13,7 +13,8 @@ use kube::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    DEFAULT_TIMEOUT, Phased, TestEnv, wait_deleted, wait_for, wait_phase, with_operator,
+    DEFAULT_TIMEOUT, Phased, TestEnv, apply_config_map, wait_deleted, wait_for, wait_phase,
+    with_operator,
 };
 
 async fn aws_strategies(client: &Client, ns: &str, postgres_tiers: Value) {
@@ -21,20 +22,8 @@ async fn aws_strategies(client: &Client, ns: &str, postgres_tiers: Value) {
 }
 
 pub(crate) async fn aws_strategies_for(client: &Client, ns: &str, key: &str, tiers: Value) {
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "cloud-resources-aws-strategies"},
-        "data": {key: tiers.to_string()}
-    }))
-    .unwrap_or_else(|e| panic!("{e}"));
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .patch(
-            "cloud-resources-aws-strategies",
-            &PatchParams::apply("cro-tests").force(),
-            &Patch::Apply(&cm),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("applying aws strategies: {e}"));
+    let data = json!({key: tiers.to_string()});
+    apply_config_map(client, ns, "cloud-resources-aws-strategies", data).await;
 }
 
 pub(crate) async fn create_postgres(client: &Client, ns: &str, name: &str, extra: Value) {

@@ -15,7 +15,9 @@ use kube::{
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::support::{DEFAULT_TIMEOUT, Phased, wait_deleted, wait_for, wait_phase, with_operator};
+use crate::support::{
+    DEFAULT_TIMEOUT, Phased, apply_config_map, wait_deleted, wait_for, wait_phase, with_operator,
+};
 
 const PG_KEYS: [&str; 5] = ["database", "host", "password", "port", "username"];
 
@@ -71,20 +73,7 @@ fn owned_by<K: Resource>(obj: &K, owner_uid: &str) -> bool {
 }
 
 async fn strategies(client: &Client, ns: &str, data: Value) {
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "cloud-resources-openshift-strategies"},
-        "data": data
-    }))
-    .unwrap_or_else(|e| panic!("{e}"));
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .patch(
-            "cloud-resources-openshift-strategies",
-            &PatchParams::apply("cro-tests").force(),
-            &Patch::Apply(&cm),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("applying strategies: {e}"));
+    apply_config_map(client, ns, "cloud-resources-openshift-strategies", data).await;
 }
 
 async fn warning_events_for(client: &Client, ns: &str, name: &str) -> Vec<String> {

@@ -198,6 +198,20 @@ where
     .await
 }
 
+/// Server-side applies ConfigMap `name` in `ns` with `data` (an object of
+/// strings), as a platform engineer's `kubectl apply` would.
+pub async fn apply_config_map(client: &Client, ns: &str, name: &str, data: Value) {
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": data
+    }))
+    .unwrap_or_else(|e| panic!("ConfigMap {name}: {e}"));
+    apply(&Api::namespaced(client.clone(), ns), &cm)
+        .await
+        .unwrap_or_else(|e| panic!("applying ConfigMap {ns}/{name}: {e}"));
+}
+
 /// Installs (server-side applies) every CRD and waits until each is
 /// Established. Idempotent, so every test may call it.
 pub async fn ensure_crds(client: &Client) {

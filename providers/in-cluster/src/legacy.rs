@@ -130,15 +130,11 @@ pub fn postgres(req: &ResourceRequest) -> Desired {
         "readinessProbe": {"exec": {"command": ["/bin/sh", "-i", "-c", "psql -h 127.0.0.1 -U $POSTGRESQL_USER -q -d $POSTGRESQL_DATABASE -c 'SELECT 1'"]},
                            "initialDelaySeconds": 10, "periodSeconds": 30, "timeoutSeconds": 5},
     });
-    let deployment = json!({
-        "replicas": 1,
-        "strategy": {"type": "Recreate"},
-        "selector": {"matchLabels": selector(name)},
-        "template": {
-            "metadata": {"labels": selector(name)},
-            "spec": {"volumes": [{"name": name, "persistentVolumeClaim": {"claimName": name}}], "containers": [container]},
-        },
-    });
+    let deployment = deployment_spec(
+        name,
+        json!([{"name": name, "persistentVolumeClaim": {"claimName": name}}]),
+        container,
+    );
     let service = json!({
         "ports": [{"name": "postgresql", "protocol": "TCP", "port": 5432, "targetPort": 5432}],
         "selector": selector(name),
@@ -165,21 +161,14 @@ pub fn redis(req: &ResourceRequest) -> Desired {
         "volumeMounts": [{"name": name, "mountPath": "/var/lib/redis/data"}, {"name": REDIS_CONFIG_MAP, "mountPath": "/etc/redis.d/"}],
         "livenessProbe": {"tcpSocket": {"port": 6379}, "initialDelaySeconds": 10, "periodSeconds": 10},
     });
-    let deployment = json!({
-        "replicas": 1,
-        "strategy": {"type": "Recreate"},
-        "selector": {"matchLabels": selector(name)},
-        "template": {
-            "metadata": {"labels": selector(name)},
-            "spec": {
-                "volumes": [
-                    {"name": name, "persistentVolumeClaim": {"claimName": name}},
-                    {"name": REDIS_CONFIG_MAP, "configMap": {"name": REDIS_CONFIG_MAP, "items": [{"key": "redis.conf", "path": "redis.conf"}]}},
-                ],
-                "containers": [container],
-            },
-        },
-    });
+    let deployment = deployment_spec(
+        name,
+        json!([
+            {"name": name, "persistentVolumeClaim": {"claimName": name}},
+            {"name": REDIS_CONFIG_MAP, "configMap": {"name": REDIS_CONFIG_MAP, "items": [{"key": "redis.conf", "path": "redis.conf"}]}},
+        ]),
+        container,
+    );
     let service = json!({"ports": [{"port": 6379, "targetPort": 6379, "protocol": "TCP"}], "selector": selector(name)});
     Desired {
         pvc: pvc(req, "redis"),
@@ -187,6 +176,20 @@ pub fn redis(req: &ResourceRequest) -> Desired {
         service: object(req, "v1", "Service", "redis", service),
         deployment: object(req, "apps/v1", "Deployment", "redis", deployment),
     }
+}
+
+/// The Deployment spec both Go workloads share: one replica, recreated,
+/// selected by `deployment: <name>`.
+fn deployment_spec(name: &str, volumes: Value, container: Value) -> Value {
+    json!({
+        "replicas": 1,
+        "strategy": {"type": "Recreate"},
+        "selector": {"matchLabels": selector(name)},
+        "template": {
+            "metadata": {"labels": selector(name)},
+            "spec": {"volumes": volumes, "containers": [container]},
+        },
+    })
 }
 
 #[cfg(test)]
