@@ -89,15 +89,27 @@ impl Elector {
     }
 
     /// Renews the lease until it is lost, and says why. Lost means another
-    /// process holds it, or renewing failed for the renew deadline.
+    /// process holds it, or renewing failed for the renew deadline. A
+    /// renewal still unanswered at the deadline counts as failed: a request
+    /// hanging on a restarting API server must not keep this process acting
+    /// after a candidate may have taken over (it does so one lease duration
+    /// after our last renewal, which is later than our deadline).
     pub async fn hold(&self) -> String {
         let mut renewed = Instant::now();
         loop {
             tokio::time::sleep(self.config.retry_period).await;
-            match self.try_acquire_or_renew().await {
-                Ok(true) => renewed = Instant::now(),
-                Ok(false) => return "another replica holds the Lease".into(),
-                Err(e) => {
+            let deadline = tokio::time::Instant::from_std(renewed + self.config.renew_deadline);
+            let sent = Instant::now();
+            match tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => renewed = sent,
+                Ok(Ok(false)) => return "another replica holds the Lease".into(),
+                Err(_elapsed) => {
+                    return format!(
+                        "the Lease could not be renewed for {:?}: the API server did not answer",
+                        self.config.renew_deadline
+                    );
+                }
+                Ok(Err(e)) => {
                     warn!(error = %e, "leader election: renewing the Lease failed");
                     if renewed.elapsed() >= self.config.renew_deadline {
                         return format!(

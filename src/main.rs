@@ -14,7 +14,7 @@ use cloud_resource_operator::{
     shard::Shard,
     validate,
 };
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 #[derive(Parser)]
@@ -470,6 +470,7 @@ async fn work(
         () = controllers::run(ctx.clone(), shutdown) => {}
         lost = elector.hold() => {
             ctx.metrics.set_leader(false);
+            error!(reason = %lost, "lost leadership; stopped reconciling");
             bail!("lost leadership ({lost}); stopped reconciling");
         }
     }

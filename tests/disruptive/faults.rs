@@ -34,9 +34,12 @@ fn cr(kind: &str, name: &str, type_: &str) -> serde_json::Value {
 
 /// The first line of `log` containing `needle`, by its timestamp.
 fn first_time(log: &str, needle: &str) -> Option<String> {
+    // Only log records carry a timestamp; the process's exit message
+    // ("Error: lost leadership ...") does not.
     log.lines()
-        .find(|l| l.contains(needle))
-        .and_then(|l| l.split_whitespace().next())
+        .filter(|l| l.contains(needle))
+        .filter_map(|l| l.split_whitespace().next())
+        .find(|t| t.starts_with(|c: char| c.is_ascii_digit()))
         .map(str::to_string)
 }
 
