@@ -351,6 +351,13 @@ pub fn provider<'a>(ctx: &'a Context, name: &str) -> Result<&'a dyn Provider, Er
     })
 }
 
+/// How old a batched observation of a complete resource may be (never
+/// older than the recheck interval). Resources whose rechecks fall within
+/// it share one: at most one listing a minute per service, account and
+/// region, so at most one call per resource and hour whatever their number
+/// (≤ 60 listings of ⌈N/100⌉ pages for N resources).
+pub const BATCHED_OBSERVATION_AGE: Duration = Duration::from_secs(60);
+
 /// What the provider is asked for `cr` under `tier`.
 pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -> ResourceRequest {
     let ns = cr.namespace().unwrap_or_default();
@@ -380,6 +387,8 @@ pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -
             size: spec.size.clone(),
             snapshot_frequency: spec.snapshot_frequency.clone(),
             snapshot_retention: spec.snapshot_retention.clone(),
+            observed_within: (cr.status().and_then(|s| s.phase) == Some(Phase::Complete))
+                .then(|| settings.recheck_interval.min(BATCHED_OBSERVATION_AGE)),
         },
     }
 }
@@ -507,9 +516,15 @@ async fn provision<K: ResourceCr>(
         policy == ChangePolicy::Plan,
         provider_name,
     );
+    let mut req = request(cr, &ctx.settings, tier.clone());
+    // A CR changed since its last reconcile (an edit, a poke) is looked at
+    // afresh; a recheck or a restart may use a batched observation.
+    if !ctx.unchanged_since_last_reconcile(&key(cr), cr.resource_version()) {
+        req.options.observed_within = None;
+    }
     let provisioned = unless_parked(ctx, &key(cr), &inputs, async {
         provider(ctx, provider_name)?
-            .reconcile(&request(cr, &ctx.settings, tier.clone()))
+            .reconcile(&req)
             .await
             .map_err(|e| with_tier_location(e, provider_name, K::KIND, tier_name))
     })

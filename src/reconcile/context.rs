@@ -58,6 +58,9 @@ pub struct Context {
     failures: Mutex<HashMap<String, (u32, Instant)>>,
     /// Failures that need a person, by object: what they failed with.
     parked: Mutex<HashMap<String, Parked>>,
+    /// The resourceVersion each object had when its last reconcile left
+    /// it (after its own status write).
+    left_at: Mutex<HashMap<String, String>>,
 }
 
 /// A failure that needs a person, and the inputs it happened with.
@@ -97,7 +100,25 @@ impl Context {
             metrics,
             failures: Mutex::default(),
             parked: Mutex::default(),
+            left_at: Mutex::default(),
         }
+    }
+
+    /// Whether `key` is as its last reconcile left it (or has not been
+    /// reconciled since this process started): this reconcile is a
+    /// recheck or a restart, not the answer to a change.
+    pub fn unchanged_since_last_reconcile(&self, key: &str, version: Option<String>) -> bool {
+        let left_at = self.left_at.lock().unwrap_or_else(|e| e.into_inner());
+        left_at.get(key).is_none_or(|v| Some(v) == version.as_ref())
+    }
+
+    /// Records the version a reconcile left `key` at (`None`: it is gone).
+    pub fn left_at(&self, key: &str, version: Option<String>) {
+        let mut left_at = self.left_at.lock().unwrap_or_else(|e| e.into_inner());
+        match version {
+            Some(v) => left_at.insert(key.to_string(), v),
+            None => left_at.remove(key),
+        };
     }
 
     /// Records one more consecutive failure of `key` and returns how long

@@ -222,6 +222,7 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         return match obj.cleanup(ctx).await? {
             Deletion::Done => {
                 finalizer::remove(&api, obj).await?;
+                ctx.left_at(&key(obj), None);
                 ctx.metrics
                     .phase(&K::kind(&()), metric_labels(ctx, obj, None), None);
                 info!(object = %key(obj), "deleted");
@@ -252,13 +253,19 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
     }
 
     let (report, requeue) = obj.reconcile(ctx).await?;
-    write_status(ctx, obj, report).await?;
+    let written = write_status(ctx, obj, report).await?;
+    ctx.left_at(&key(obj), written.or_else(|| obj.resource_version()));
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Writes the status for `report` unless it is already exactly that, and
 /// publishes an Event when the phase or a failure message changes.
-async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) -> Result<(), Error> {
+/// The object's new resourceVersion when the status was written.
+async fn write_status<K: Managed>(
+    ctx: &Context,
+    obj: &K,
+    mut report: Report,
+) -> Result<Option<String>, Error> {
     // Messages quote configuration and cloud errors; keep the object far
     // below etcd's size limit whatever they hold.
     report.message = truncate(&report.message, 4096);
@@ -281,9 +288,9 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) ->
         .and_then(|v| v.get("status").cloned())
         .unwrap_or(Value::Null);
     if desired == current {
-        return Ok(());
+        return Ok(None);
     }
-    put_status::<K>(ctx, obj, desired).await?;
+    let version = put_status::<K>(ctx, obj, desired).await?;
 
     if became_ready_first_time(obj, previous.as_ref(), &report) {
         let created = obj.meta().creation_timestamp.as_ref().map(|t| t.0);
@@ -314,7 +321,7 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) ->
         )
         .await;
     }
-    Ok(())
+    Ok(version)
 }
 
 /// The Go operator's labels for `obj`'s phase gauge.
@@ -343,7 +350,11 @@ fn metric_labels<K: Managed>(ctx: &Context, obj: &K, report: Option<&Report>) ->
 /// schema (written under an older one) makes the API server refuse any
 /// apply ("failed to create typed live object"); such a status is replaced
 /// whole, once, and applies work again from then on.
-async fn put_status<K: Managed>(ctx: &Context, obj: &K, desired: Value) -> Result<(), Error> {
+async fn put_status<K: Managed>(
+    ctx: &Context,
+    obj: &K,
+    desired: Value,
+) -> Result<Option<String>, Error> {
     let name = obj.name_any();
     let action = || format!("writing status of {} {name}", K::kind(&()));
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
@@ -360,17 +371,18 @@ async fn put_status<K: Managed>(ctx: &Context, obj: &K, desired: Value) -> Resul
         )
         .await;
     match applied {
-        Ok(_) => Ok(()),
+        Ok(written) => Ok(written.resource_version()),
         Err(kube::Error::Api(e)) if schema_mismatch(&e.message) => {
             warn!(error = %e.message, "the stored status does not match the schema; replacing it whole");
             let replace: json_patch::Patch = serde_json::from_value(json!([
                 {"op": "add", "path": "/status", "value": desired}
             ]))
             .map_err(|e| Error::Internal(format!("building a status patch: {e}")))?;
-            api.patch_status(&name, &PatchParams::default(), &Patch::<()>::Json(replace))
+            let written = api
+                .patch_status(&name, &PatchParams::default(), &Patch::<()>::Json(replace))
                 .await
                 .map_err(Error::kube(action()))?;
-            Ok(())
+            Ok(written.resource_version())
         }
         Err(e) => Err(Error::kube(action())(e)),
     }

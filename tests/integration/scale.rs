@@ -3,7 +3,10 @@
 //! per kind, never a read per object; and its AWS calls stay within a
 //! budget per account, region and service.
 
-use std::{collections::BTreeSet, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
 
 use cloud_resource_operator::api::{BlobStorage, Phase, Postgres, Redis};
 use futures::StreamExt;
@@ -341,4 +344,97 @@ async fn a_sharded_pair_never_reconciles_the_same_cr() {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
     }
+}
+
+/// Postgres and Redis on AWS each, for the restart below.
+const DATABASES: usize = 5;
+
+/// The AWS calls `op` made, by operation (its own metrics: other tests
+/// share the emulator).
+async fn aws_calls(op: &Operator) -> BTreeMap<String, u64> {
+    let metrics = op.http_get("/metrics").await;
+    let mut calls = BTreeMap::new();
+    for line in metrics
+        .lines()
+        .filter(|l| l.starts_with("cro_aws_api_calls_total{"))
+    {
+        let operation = line
+            .split("operation=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or_default();
+        let n: u64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_default();
+        *calls.entry(operation.to_string()).or_default() += n;
+    }
+    calls
+}
+
+#[tokio::test]
+async fn a_restart_over_aws_databases_reads_them_in_pages_not_one_by_one() {
+    with_namespace("batched", |client, ns| async move {
+        ensure_crds(&client).await;
+        let launch = |log: &str| Launch { log_name: format!("operator-{ns}-{log}.log"), ..Launch::new(&ns) };
+        let mut first = Operator::launch(launch("first")).await;
+        let names: Vec<String> = (0..DATABASES).map(|i| format!("db-{i}")).collect();
+        for name in &names {
+            create_postgres(&client, &ns, name, json!({})).await;
+            let _: Redis = create_json(&client, &ns, json!({
+                "apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": name},
+                "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-redis-sec")}}
+            }))
+            .await;
+        }
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let redis = Api::<Redis>::namespaced(client.clone(), &ns);
+        for name in &names {
+            wait_phase(&pgs, name, Phase::Complete).await;
+            wait_phase(&redis, name, Phase::Complete).await;
+        }
+        first.terminate(Duration::from_secs(60)).await;
+
+        let restarted = Operator::launch(launch("restarted")).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        let rechecked = |logs: &str| {
+            names.iter().all(|n| {
+                ["Postgres", "Redis"].iter().all(|kind| logs.contains(&format!("reconciled object={kind}.v1alpha1.integreatly.org/{n}.{ns}")))
+            })
+        };
+        while !rechecked(&restarted.logs()) {
+            assert!(tokio::time::Instant::now() < deadline, "the restarted operator did not recheck every database within 120 s");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let calls = aws_calls(&restarted).await;
+        // One page of each listing (and of the tags of every replication
+        // group) for all of them; one by one it would be a describe per
+        // instance, and a describe and a tag read per group.
+        let made = |op: &str| calls.get(op).copied().unwrap_or_default();
+        assert!(made("DescribeDBInstances") <= 1, "{calls:?}");
+        assert!(made("DescribeReplicationGroups") <= 1, "{calls:?}");
+        assert!(made("GetResources") <= 1, "{calls:?}");
+        assert_eq!(made("ListTagsForResource"), 0, "{calls:?}");
+        let total: u64 = calls.values().sum();
+        assert!(total <= 3, "{total} AWS calls to recheck {} databases: {calls:?}", 2 * DATABASES);
+        for name in &names {
+            let message = wait_phase(&pgs, name, Phase::Complete).await.status.and_then(|s| s.message).unwrap_or_default();
+            assert!(!message.contains("error"), "{name}: {message}");
+        }
+        eprintln!("restart over {DATABASES} RDS instances and {DATABASES} replication groups: {total} AWS calls ({calls:?})");
+
+        // Deleted with the operator running: nothing left behind.
+        pgs.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        redis.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        while !pgs.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty()
+            || !redis.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty()
+        {
+            assert!(tokio::time::Instant::now() < deadline, "databases still present 120 s after deletion");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        restarted.stop().await;
+    })
+    .await;
 }

@@ -88,6 +88,12 @@ pub struct Options {
     pub size: Option<String>,
     pub snapshot_frequency: Option<String>,
     pub snapshot_retention: Option<String>,
+    /// Set when this reconcile is a recheck (or the first after a restart)
+    /// of a complete CR: how old an observation of its resource may be. A
+    /// provider may then judge it from a batched observation shared with
+    /// other resources instead of reading it on its own. `None`: read it
+    /// now (it is changing, or someone changed the CR).
+    pub observed_within: Option<std::time::Duration>,
 }
 
 /// One request to create or converge a backing service.

@@ -6,9 +6,11 @@ use aws_config::SdkConfig;
 use crate::{
     budget::{Budget, limited_client},
     calls::Calls,
+    elasticache::Group,
+    listing::Listing,
+    rds::Instance,
 };
 
-#[derive(Clone, Debug)]
 pub struct Clients {
     pub region: String,
     pub rds: aws_sdk_rds::Client,
@@ -16,6 +18,11 @@ pub struct Clients {
     pub s3: aws_sdk_s3::Client,
     pub iam: aws_sdk_iam::Client,
     pub ses: aws_sdk_sesv2::Client,
+    pub tagging: aws_sdk_resourcegroupstagging::Client,
+    /// The last listings, shared by every resource of this account and
+    /// region (see [`crate::listing`]).
+    pub rds_listing: Listing<Instance>,
+    pub elasticache_listing: Listing<Group>,
 }
 
 /// A client of `sdk` for `config`, counting its calls, within its own
@@ -49,6 +56,11 @@ impl Clients {
             ses: aws_sdk_sesv2::Client::from_conf(
                 client!(aws_sdk_sesv2, config, calls, budget).build(),
             ),
+            tagging: aws_sdk_resourcegroupstagging::Client::from_conf(
+                client!(aws_sdk_resourcegroupstagging, config, calls, budget).build(),
+            ),
+            rds_listing: Listing::default(),
+            elasticache_listing: Listing::default(),
         }
     }
 }

@@ -1,5 +1,7 @@
-//! Redis as an ElastiCache replication group, as observe → decide → act
-//! ([`Group`], [`decide`], [`reconcile`]). Defaults are the Go operator's
+//! Redis as an ElastiCache replication group: what is ElastiCache's own in
+//! observe → decide → act over the steps shared with RDS
+//! ([`crate::database`]): [`Group`] (tags batched through the resource
+//! groups tagging API when listing), [`differences`], [`reconcile`]. Defaults are the Go operator's
 //! (`buildElasticacheCreateStrategy`, pkg/providers/aws/provider_redis.go):
 //! two nodes with automatic failover, encryption at rest, 31 days of
 //! snapshots; `spec.size` is the node type. The Secret's `uri` is the
@@ -13,15 +15,16 @@ use aws_sdk_elasticache::{
     types::{ReplicationGroup, Tag},
 };
 use cro_provider_api::{
-    Adoption, Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError,
-    Provisioned, ResourceRequest, Timing,
+    Change, ConnectionDetails, Deletion, IdentifierRules, ProviderError, Provisioned,
+    ResourceRequest, Timing,
 };
 
 use crate::{
-    RECHECK,
+    clients::Clients,
+    database::{self, Begun, Database, Live, Plan, State},
     errors::{api_error, unless_missing},
-    plan::{self, Gate, Settled, Split, change, settle, split, vanished},
-    snapshots,
+    listing::Listing,
+    plan::{Split, change},
     strategy::{FieldType, Fields, Section, Tier},
     tags::Tagging,
 };
@@ -114,19 +117,6 @@ impl From<&ReplicationGroup> for Group {
     }
 }
 
-/// What to do about the group.
-#[derive(Debug, PartialEq)]
-pub enum Plan {
-    Create,
-    Wait(String),
-    Fail(String),
-    /// Someone else's group: changed only once a person approves.
-    Unadopted(Adoption),
-    Converge {
-        changes: Split,
-    },
-}
-
 /// Every field of the group that differs from the tier (pure).
 pub fn differences(have: &Group, want: &Desired) -> Vec<Change> {
     let mut out = Vec::new();
@@ -167,120 +157,157 @@ pub fn differences(have: &Group, want: &Desired) -> Vec<Change> {
 }
 
 pub fn decide(have: Option<&Group>, want: &Desired, req: &ResourceRequest) -> Plan {
-    let Some(have) = have else {
-        return match req.recorded_identifier.as_deref() {
-            Some(id) => Plan::Fail(vanished(
-                "ElastiCache replication group",
-                id,
-                "restore it from a snapshot",
-            )),
-            None => Plan::Create,
-        };
-    };
-    if let Some(adoption) = plan::adoption(req, &have.tags, &differences(have, want)) {
-        return Plan::Unadopted(adoption);
+    database::decide::<Client>(have, |h| differences(h, want), req)
+}
+
+impl Live for Group {
+    fn arn(&self) -> &str {
+        &self.arn
     }
-    match have.status.as_str() {
-        "available" => Plan::Converge {
-            changes: split(differences(have, want), &Gate::of(&req.options)),
-        },
-        "create-failed" => Plan::Fail(
-            "ElastiCache replication group failed to create; see its events in the ElastiCache console, fix the tier, then delete it to retry".into(),
-        ),
-        other => Plan::Wait(format!("ElastiCache replication group is {other}")),
+    fn status(&self) -> &str {
+        &self.status
+    }
+    fn tags(&self) -> &BTreeMap<String, String> {
+        &self.tags
     }
 }
 
-/// The group and its tags, if it exists.
-async fn observe(ec: &Client, id: &str) -> Result<Option<Group>, ProviderError> {
-    let Some(mut group) = describe(ec, id).await? else {
-        return Ok(None);
-    };
-    if !group.arn.is_empty() {
-        group.tags = ec.tags(&group.arn).await?;
+#[async_trait::async_trait]
+impl Database for Client {
+    type Live = Group;
+    const PROVIDER: &'static str = PROVIDER;
+    const WHAT: &'static str = "ElastiCache replication group";
+    const API_NAME: &'static str = "ReplicationGroup";
+    const SNAPSHOT_RULES: IdentifierRules = IdentifierRules::ElastiCacheSnapshot;
+
+    fn of(c: &Clients) -> (&Self, &Listing<Group>) {
+        (&c.elasticache, &c.elasticache_listing)
     }
-    Ok(Some(group))
+
+    /// The group and its tags (ListTagsForResource: describe has none).
+    async fn describe(&self, id: &str) -> Result<Option<Group>, ProviderError> {
+        let out = unless_missing(
+            self.describe_replication_groups()
+                .replication_group_id(id)
+                .send()
+                .await,
+            |e| e.is_replication_group_not_found_fault(),
+            "elasticache:DescribeReplicationGroups",
+            id,
+        )?;
+        let Some(mut group) = out.and_then(|o| o.replication_groups().first().map(Group::from))
+        else {
+            return Ok(None);
+        };
+        if !group.arn.is_empty() {
+            group.tags = self.tags(&group.arn).await?;
+        }
+        Ok(Some(group))
+    }
+
+    /// Every group, with the tags of all of them from the resource groups
+    /// tagging API: two paginated calls for a hundred groups.
+    async fn list(&self, c: &Clients) -> Result<BTreeMap<String, Group>, ProviderError> {
+        let mut tags = elasticache_tags(&c.tagging).await?;
+        let mut pages = self
+            .describe_replication_groups()
+            .max_records(100)
+            .into_paginator()
+            .send();
+        let mut all = BTreeMap::new();
+        while let Some(page) = pages.next().await {
+            let page =
+                page.map_err(|e| api_error("elasticache:DescribeReplicationGroups", "(all)", e))?;
+            for g in page.replication_groups() {
+                let Some(id) = g.replication_group_id() else {
+                    continue;
+                };
+                let mut group = Group::from(g);
+                // A group never tagged is not in the tagging API's answer.
+                group.tags = tags.remove(&group.arn).unwrap_or_default();
+                all.insert(id.to_string(), group);
+            }
+        }
+        Ok(all)
+    }
+
+    fn state(status: &str) -> State {
+        match status {
+            "available" => State::Usable,
+            "create-failed" => State::Stuck(
+                "ElastiCache replication group failed to create; see its events in the ElastiCache console, fix the tier, then delete it to retry".into(),
+            ),
+            _ => State::Busy,
+        }
+    }
+}
+
+/// The tags of every tagged ElastiCache replication group, by ARN. The
+/// filter is the service alone (`service[:resourceType]` in AWS's
+/// documentation of GetResources): the answer is narrowed to replication
+/// groups by their ARNs (`arn:aws:elasticache:<region>:<account>:replicationgroup:<id>`).
+async fn elasticache_tags(
+    tagging: &aws_sdk_resourcegroupstagging::Client,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, ProviderError> {
+    let mut pages = tagging
+        .get_resources()
+        .resource_type_filters("elasticache")
+        .resources_per_page(100)
+        .into_paginator()
+        .send();
+    let mut all = BTreeMap::new();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| api_error("tag:GetResources", "elasticache", e))?;
+        for r in page.resource_tag_mapping_list() {
+            let Some(arn) = r
+                .resource_arn()
+                .filter(|a| a.contains(":replicationgroup:"))
+            else {
+                continue;
+            };
+            let tags = r
+                .tags()
+                .iter()
+                .map(|t| (t.key().to_string(), t.value().to_string()))
+                .collect();
+            all.insert(arn.to_string(), tags);
+        }
+    }
+    Ok(all)
 }
 
 /// Every change `reconcile` would make, from read-only calls.
 pub async fn plan(
-    ec: &Client,
+    c: &Clients,
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Vec<Change>, ProviderError> {
     let want = Desired::from_tier(req, &Fields::new(&CREATE_STRATEGY, &tier.create)?)?;
-    let have = observe(ec, &req.identifier).await?;
-    Ok(plan::planned(
-        "ReplicationGroup",
-        req,
-        have.as_ref().map(|h| (&h.tags, differences(h, &want))),
-    ))
-}
-
-async fn describe(ec: &Client, id: &str) -> Result<Option<Group>, ProviderError> {
-    let out = unless_missing(
-        ec.describe_replication_groups()
-            .replication_group_id(id)
-            .send()
-            .await,
-        |e| e.is_replication_group_not_found_fault(),
-        "elasticache:DescribeReplicationGroups",
-        id,
-    )?;
-    Ok(out.and_then(|o| o.replication_groups().first().map(Group::from)))
+    database::planned::<Client>(c, req, |h| differences(h, &want)).await
 }
 
 pub async fn reconcile(
-    ec: &Client,
+    c: &Clients,
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
     let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
     let want = Desired::from_tier(req, &f)?;
-    let id = req.identifier.as_str();
-    let have = observe(ec, id).await?;
-    let mut report = Provisioned::new(PROVIDER, Outcome::InProgress(String::new()));
-    report.identifier = Some(id.to_string());
-    report.recheck_after = Some(RECHECK);
-    report.version = f.string("EngineVersion")?;
-    report.outcome = match decide(have.as_ref(), &want, req) {
-        Plan::Create => {
-            create(ec, req, &f, &want).await?;
-            Outcome::InProgress(format!("creating ElastiCache replication group {id}"))
-        }
-        Plan::Wait(why) => Outcome::InProgress(format!("{why} ({id})")),
-        Plan::Fail(why) => Outcome::Failed(format!("{why} ({id})")),
-        Plan::Unadopted(adoption) => {
-            // Not recorded on the CR: recording would make it this CR's.
-            report.identifier = None;
-            report.adoption = Some(adoption);
-            Outcome::Failed(plan::unadopted_message("ElastiCache replication group", id))
-        }
-        Plan::Converge { changes } => {
-            let have = have.unwrap_or_default();
-            let missing = crate::tags::missing(&req.tags, &have.tags);
-            if !missing.is_empty() {
-                ec.add_tags(&have.arn, &missing).await?;
-            }
-            if !changes.apply.is_empty() {
-                modify(ec, id, &want, &changes).await?;
-            }
-            report.maintenance_window_used = changes.window_used;
-            match settle(changes) {
-                Settled::Modifying(what) => Outcome::InProgress(format!(
-                    "modifying ElastiCache replication group {id}: {what}"
-                )),
-                Settled::Usable(pending) => {
-                    report.pending = pending;
-                    let (host, port) = have.primary.unwrap_or_default();
-                    Outcome::Ready(ConnectionDetails(BTreeMap::from([
-                        ("uri".into(), host),
-                        ("port".into(), port.to_string()),
-                    ])))
-                }
-            }
-        }
+    let have = database::observe::<Client>(c, req).await?;
+    let plan = decide(have.as_ref(), &want, req);
+    let calls = database::Calls {
+        create: create(&c.elasticache, req, &f, &want),
+        modify: |changes| modify(&c.elasticache, &req.identifier, &want, changes),
     };
+    let mut report = database::act::<Client, _, _, _>(c, req, have, plan, calls, |have| {
+        let (host, port) = have.primary.clone().unwrap_or_default();
+        ConnectionDetails(BTreeMap::from([
+            ("uri".into(), host),
+            ("port".into(), port.to_string()),
+        ]))
+    })
+    .await?;
+    report.version = f.string("EngineVersion")?;
     Ok(report)
 }
 
@@ -330,7 +357,7 @@ async fn modify(
     ec: &Client,
     id: &str,
     want: &Desired,
-    changes: &Split,
+    changes: Split,
 ) -> Result<(), ProviderError> {
     let mut call = ec
         .modify_replication_group()
@@ -350,40 +377,26 @@ async fn modify(
     Ok(())
 }
 
-/// The final snapshot's identifier for this deletion.
-pub fn final_snapshot_id(req: &ResourceRequest) -> String {
-    snapshots::final_id(req, IdentifierRules::ElastiCacheSnapshot)
-}
-
 pub async fn delete(
-    ec: &Client,
+    c: &Clients,
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Deletion, ProviderError> {
     let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
     let skip_final = f.bool("SkipFinalSnapshot")?.unwrap_or(false);
     let id = req.identifier.as_str();
-    let Some(group) = observe(ec, id).await? else {
-        if !skip_final {
-            snapshots::tag_final(ec, &final_snapshot_id(req), &req.tags).await?;
-        }
-        return Ok(Deletion::Done);
-    };
-    if !plan::ours(req, &group.tags) {
-        // Someone else's: deleting the CR never deletes it.
-        return Ok(Deletion::Done);
+    match database::begin_delete::<Client>(c, req, skip_final).await? {
+        Begun::Gone | Begun::NotOurs => return Ok(Deletion::Done),
+        Begun::Deleting(why) => return Ok(Deletion::InProgress(why)),
+        Begun::Present(_) => {}
     }
-    if group.status == "deleting" {
-        return Ok(Deletion::InProgress(format!(
-            "ElastiCache replication group {id} is deleting"
-        )));
-    }
+    let ec = &c.elasticache;
     let mut delete = ec
         .delete_replication_group()
         .replication_group_id(id)
         .retain_primary_cluster(false);
     if !skip_final {
-        delete = delete.final_snapshot_identifier(final_snapshot_id(req));
+        delete = delete.final_snapshot_identifier(database::final_snapshot_id::<Client>(req));
     }
     delete
         .send()

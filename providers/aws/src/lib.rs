@@ -8,9 +8,11 @@ mod calls;
 mod cco;
 mod clients;
 mod credentials;
+mod database;
 mod elasticache;
 mod errors;
 mod iam_user;
+mod listing;
 mod plan;
 mod rds;
 mod s3;
@@ -172,9 +174,9 @@ impl Provider for AwsProvider {
         let tier = strategy::parse(&req.strategy)?;
         let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Postgres => rds::reconcile(&self.kube, &c.rds, req, &tier).await,
+            ResourceKind::Postgres => rds::reconcile(&self.kube, &c, req, &tier).await,
             ResourceKind::BlobStorage => s3::reconcile(self, &c.s3, &c.iam, req, &c.region).await,
-            ResourceKind::Redis => elasticache::reconcile(&c.elasticache, req, &tier).await,
+            ResourceKind::Redis => elasticache::reconcile(&c, req, &tier).await,
             ResourceKind::Smtp => smtp::reconcile(self, &c, req, &tier).await,
         }
     }
@@ -184,9 +186,9 @@ impl Provider for AwsProvider {
         let tier = strategy::parse(&req.strategy)?;
         let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Postgres => rds::delete(&self.kube, &c.rds, req, &tier).await,
+            ResourceKind::Postgres => rds::delete(&self.kube, &c, req, &tier).await,
             ResourceKind::BlobStorage => s3::delete(self, &c.s3, &c.iam, req, &tier).await,
-            ResourceKind::Redis => elasticache::delete(&c.elasticache, req, &tier).await,
+            ResourceKind::Redis => elasticache::delete(&c, req, &tier).await,
             ResourceKind::Smtp => smtp::delete(self, &c.iam, req).await,
         }
     }
@@ -197,8 +199,8 @@ impl Provider for AwsProvider {
         let tier = strategy::parse(&req.strategy)?;
         let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Postgres => rds::plan(&c.rds, req, &tier).await,
-            ResourceKind::Redis => elasticache::plan(&c.elasticache, req, &tier).await,
+            ResourceKind::Postgres => rds::plan(&c, req, &tier).await,
+            ResourceKind::Redis => elasticache::plan(&c, req, &tier).await,
             ResourceKind::BlobStorage => s3::plan(&c.s3, req).await,
             ResourceKind::Smtp => smtp::plan(&c.iam, req).await,
         }

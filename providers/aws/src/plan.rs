@@ -33,7 +33,7 @@ impl Gate {
 }
 
 /// Changes split by what happens to them.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Split {
     /// Request these now.
     pub apply: Vec<Change>,

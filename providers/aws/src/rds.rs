@@ -1,8 +1,9 @@
-//! Postgres as an RDS DB instance, as observe → decide → act:
+//! Postgres as an RDS DB instance: what is RDS's own in observe → decide →
+//! act over the steps shared with ElastiCache ([`crate::database`]):
 //! - observe: the live instance as a plain [`Instance`] (tags included,
-//!   from DescribeDBInstances itself);
-//! - decide: [`decide`], pure, from the instance, the tier's [`Desired`]
-//!   state and the CR's gate to a [`Plan`];
+//!   from DescribeDBInstances itself, one instance or a page of a hundred);
+//! - decide: [`differences`] and [`decide`], pure, from the instance, the
+//!   tier's [`Desired`] state and the CR's gate to a [`Plan`];
 //! - act: [`reconcile`] runs the plan's calls.
 //!
 //! Defaults are the Go operator's (`buildRDSCreateStrategy`,
@@ -18,17 +19,18 @@ use aws_sdk_rds::{
     types::{DbInstance, Tag},
 };
 use cro_provider_api::{
-    Adoption, Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError,
-    Provisioned, ResourceRequest, Timing,
+    Change, ConnectionDetails, Deletion, IdentifierRules, ProviderError, Provisioned,
+    ResourceRequest, Timing,
 };
 
 use crate::{
-    RECHECK, credentials,
+    clients::Clients,
+    credentials,
+    database::{self, Begun, Database, Live, Plan, State},
     errors::{api_error, unless_missing},
-    plan::{self, Gate, Settled, Split, change, settle, split, vanished},
-    snapshots,
+    listing::Listing,
+    plan::{Split, change},
     strategy::{FieldType, Fields, Section, Tier},
-    tags::Tagging,
     versions::is_upgrade,
 };
 
@@ -204,23 +206,6 @@ const STUCK: [&str; 6] = [
     "inaccessible-encryption-credentials",
 ];
 
-/// What to do about the instance.
-#[derive(Debug, PartialEq)]
-pub enum Plan {
-    Create,
-    /// Not usable yet (creating, modifying, backing up, ...).
-    Wait(String),
-    /// Needs a person.
-    Fail(String),
-    /// Someone else's instance: changed only once a person approves.
-    Unadopted(Adoption),
-    /// Usable: add these tags, request these changes; the rest is pending.
-    Converge {
-        tags: Vec<(String, String)>,
-        changes: Split,
-    },
-}
-
 /// Every field of the instance that differs from the tier, with when it
 /// may change (pure: table-tested below).
 pub fn differences(have: &Instance, want: &Desired) -> Vec<Change> {
@@ -382,53 +367,83 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
 
 /// The plan for the instance (`None`: not found) under the tier's `want`.
 pub fn decide(have: Option<&Instance>, want: &Desired, req: &ResourceRequest) -> Plan {
-    let Some(have) = have else {
-        return match req.recorded_identifier.as_deref() {
-            Some(id) => Plan::Fail(vanished("RDS instance", id, "restore it from a snapshot")),
-            None => Plan::Create,
-        };
-    };
-    if let Some(adoption) = plan::adoption(req, &have.tags, &differences(have, want)) {
-        return Plan::Unadopted(adoption);
+    database::decide::<Client>(have, |h| differences(h, want), req)
+}
+
+impl Live for Instance {
+    fn arn(&self) -> &str {
+        &self.arn
     }
-    match have.status.as_str() {
-        "available" => Plan::Converge {
-            tags: crate::tags::missing(&req.tags, &have.tags),
-            changes: split(differences(have, want), &Gate::of(&req.options)),
-        },
-        stuck if STUCK.contains(&stuck) => Plan::Fail(format!(
-            "RDS instance is in state {stuck}; see the RDS console or events for the cause"
-        )),
-        other => Plan::Wait(format!("RDS instance is {other}")),
+    fn status(&self) -> &str {
+        &self.status
+    }
+    fn tags(&self) -> &BTreeMap<String, String> {
+        &self.tags
+    }
+}
+
+#[async_trait::async_trait]
+impl Database for Client {
+    type Live = Instance;
+    const PROVIDER: &'static str = PROVIDER;
+    const WHAT: &'static str = "RDS instance";
+    const API_NAME: &'static str = "DBInstance";
+    const SNAPSHOT_RULES: IdentifierRules = IdentifierRules::RdsSnapshot;
+
+    fn of(c: &Clients) -> (&Self, &Listing<Instance>) {
+        (&c.rds, &c.rds_listing)
+    }
+
+    async fn describe(&self, id: &str) -> Result<Option<Instance>, ProviderError> {
+        let out = unless_missing(
+            self.describe_db_instances()
+                .db_instance_identifier(id)
+                .send()
+                .await,
+            |e| e.is_db_instance_not_found_fault(),
+            "rds:DescribeDBInstances",
+            id,
+        )?;
+        Ok(out.and_then(|o| o.db_instances().first().map(Instance::from)))
+    }
+
+    async fn list(&self, _: &Clients) -> Result<BTreeMap<String, Instance>, ProviderError> {
+        let mut pages = self
+            .describe_db_instances()
+            .max_records(100)
+            .into_paginator()
+            .send();
+        let mut all = BTreeMap::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| api_error("rds:DescribeDBInstances", "(all)", e))?;
+            for db in page.db_instances() {
+                if let Some(id) = db.db_instance_identifier() {
+                    all.insert(id.to_string(), Instance::from(db));
+                }
+            }
+        }
+        Ok(all)
+    }
+
+    fn state(status: &str) -> State {
+        match status {
+            "available" => State::Usable,
+            stuck if STUCK.contains(&stuck) => State::Stuck(format!(
+                "RDS instance is in state {stuck}; see the RDS console or events for the cause"
+            )),
+            _ => State::Busy,
+        }
     }
 }
 
 /// Every change `reconcile` would make, from read-only calls.
 pub async fn plan(
-    rds: &Client,
+    c: &Clients,
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Vec<Change>, ProviderError> {
     let want = Desired::from_tier(&Fields::new(&CREATE_STRATEGY, &tier.create)?)?;
-    let have = describe(rds, &req.identifier).await?;
-    Ok(plan::planned(
-        "DBInstance",
-        req,
-        have.as_ref().map(|h| (&h.tags, differences(h, &want))),
-    ))
-}
-
-async fn describe(rds: &Client, id: &str) -> Result<Option<Instance>, ProviderError> {
-    let out = unless_missing(
-        rds.describe_db_instances()
-            .db_instance_identifier(id)
-            .send()
-            .await,
-        |e| e.is_db_instance_not_found_fault(),
-        "rds:DescribeDBInstances",
-        id,
-    )?;
-    Ok(out.and_then(|o| o.db_instances().first().map(Instance::from)))
+    database::planned::<Client>(c, req, |h| differences(h, &want)).await
 }
 
 fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
@@ -439,13 +454,12 @@ fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
 
 pub async fn reconcile(
     kube: &kube::Client,
-    rds: &Client,
+    c: &Clients,
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
     let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
     let want = Desired::from_tier(&f)?;
-    let id = req.identifier.as_str();
     let creds = credentials::ensure(
         kube,
         req,
@@ -456,44 +470,18 @@ pub async fn reconcile(
         ],
     )
     .await?;
-    let have = describe(rds, id).await?;
-    let mut report = Provisioned::new(PROVIDER, Outcome::InProgress(String::new()));
-    report.identifier = Some(id.to_string());
-    report.recheck_after = Some(RECHECK);
-    report.version = have.as_ref().map(|h| h.engine_version.clone());
-    report.outcome = match decide(have.as_ref(), &want, req) {
-        Plan::Create => {
-            create(rds, req, &f, &want, &creds).await?;
-            Outcome::InProgress(format!("creating RDS instance {id}"))
-        }
-        Plan::Wait(why) => Outcome::InProgress(format!("{why} ({id})")),
-        Plan::Fail(why) => Outcome::Failed(format!("{why} ({id})")),
-        Plan::Unadopted(adoption) => {
-            // Not recorded on the CR: recording would make it this CR's.
-            report.identifier = None;
-            report.adoption = Some(adoption);
-            Outcome::Failed(plan::unadopted_message("RDS instance", id))
-        }
-        Plan::Converge { tags, changes } => {
-            let have = have.unwrap_or_default();
-            if !tags.is_empty() {
-                rds.add_tags(&have.arn, &tags).await?;
-            }
-            if !changes.apply.is_empty() {
-                modify(rds, id, &want, &changes).await?;
-            }
-            report.maintenance_window_used = changes.window_used;
-            match settle(changes) {
-                Settled::Modifying(what) => {
-                    Outcome::InProgress(format!("modifying RDS instance {id}: {what}"))
-                }
-                Settled::Usable(pending) => {
-                    report.pending = pending;
-                    Outcome::Ready(details(&have, &want, &creds))
-                }
-            }
-        }
+    let have = database::observe::<Client>(c, req).await?;
+    let version = have.as_ref().map(|h| h.engine_version.clone());
+    let plan = decide(have.as_ref(), &want, req);
+    let calls = database::Calls {
+        create: create(&c.rds, req, &f, &want, &creds),
+        modify: |changes| modify(&c.rds, &req.identifier, &want, changes),
     };
+    let mut report = database::act::<Client, _, _, _>(c, req, have, plan, calls, |have| {
+        details(have, &want, &creds)
+    })
+    .await?;
+    report.version = version;
     Ok(report)
 }
 
@@ -561,7 +549,7 @@ async fn modify(
     rds: &Client,
     id: &str,
     want: &Desired,
-    changes: &Split,
+    changes: Split,
 ) -> Result<(), ProviderError> {
     let mut call = rds
         .modify_db_instance()
@@ -595,36 +583,25 @@ async fn modify(
     Ok(())
 }
 
-/// The final snapshot's identifier for this deletion.
-pub fn final_snapshot_id(req: &ResourceRequest) -> String {
-    snapshots::final_id(req, IdentifierRules::RdsSnapshot)
-}
-
 pub async fn delete(
     kube: &kube::Client,
-    rds: &Client,
+    c: &Clients,
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Deletion, ProviderError> {
     let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
     let skip_final = f.bool("SkipFinalSnapshot")?.unwrap_or(false);
     let id = req.identifier.as_str();
-    let Some(db) = describe(rds, id).await? else {
-        if !skip_final {
-            snapshots::tag_final(rds, &final_snapshot_id(req), &req.tags).await?;
+    let db = match database::begin_delete::<Client>(c, req, skip_final).await? {
+        Begun::Gone => {
+            credentials::delete(kube, req, &credentials_secret(&req.name)).await?;
+            return Ok(Deletion::Done);
         }
-        credentials::delete(kube, req, &credentials_secret(&req.name)).await?;
-        return Ok(Deletion::Done);
+        Begun::NotOurs => return Ok(Deletion::Done),
+        Begun::Deleting(why) => return Ok(Deletion::InProgress(why)),
+        Begun::Present(db) => db,
     };
-    if !plan::ours(req, &db.tags) {
-        // Someone else's: deleting the CR never deletes it.
-        return Ok(Deletion::Done);
-    }
-    if db.status == "deleting" {
-        return Ok(Deletion::InProgress(format!(
-            "RDS instance {id} is deleting"
-        )));
-    }
+    let rds = &c.rds;
     if db.deletion_protection {
         rds.modify_db_instance()
             .db_instance_identifier(id)
@@ -645,7 +622,7 @@ pub async fn delete(
         // instance (the final snapshot keeps the data).
         .delete_automated_backups(f.bool("DeleteAutomatedBackups")?.unwrap_or(true));
     if !skip_final {
-        delete = delete.final_db_snapshot_identifier(final_snapshot_id(req));
+        delete = delete.final_db_snapshot_identifier(database::final_snapshot_id::<Client>(req));
     }
     delete
         .send()

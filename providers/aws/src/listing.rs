@@ -1,0 +1,123 @@
+//! Batched observation: one paginated listing of a service per account and
+//! region serves every settled resource's recheck, instead of one describe
+//! each. AWS sends no events and limits calls per account; a restart over
+//! 1,000 instances then costs ten DescribeDBInstances pages, not 1,000.
+//!
+//! Only rechecks are judged from a listing (the operator says how old an
+//! observation may be, `Options::observed_within`, a minute by default).
+//! A resource the listing lacks (new, or gone) and any resource the
+//! operator is changing are described on their own, and a resource the
+//! operator just wrote to is dropped from the listing, so no decision is
+//! taken twice on the state from before its own call.
+
+use std::{collections::BTreeMap, future::Future, time::Duration};
+
+use cro_provider_api::ProviderError;
+use tokio::{sync::Mutex, time::Instant};
+
+/// The last listing of one service, by resource identifier.
+pub struct Listing<T> {
+    taken: Mutex<Option<Taken<T>>>,
+}
+
+struct Taken<T> {
+    at: Instant,
+    items: BTreeMap<String, T>,
+}
+
+impl<T> Default for Listing<T> {
+    fn default() -> Self {
+        Listing {
+            taken: Mutex::new(None),
+        }
+    }
+}
+
+impl<T: Clone> Listing<T> {
+    /// `id` as listed no more than `max_age` ago, listing again (with
+    /// `list`) when the last listing is older. Concurrent callers wait for
+    /// one listing rather than each taking their own. `None`: the listing
+    /// does not hold it; describe it on its own.
+    pub async fn get<F, Fut>(
+        &self,
+        id: &str,
+        max_age: Duration,
+        list: F,
+    ) -> Result<Option<T>, ProviderError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<BTreeMap<String, T>, ProviderError>>,
+    {
+        let mut taken = self.taken.lock().await;
+        let fresh = taken.as_ref().is_some_and(|t| t.at.elapsed() <= max_age);
+        if !fresh {
+            let at = Instant::now();
+            *taken = Some(Taken {
+                at,
+                items: list().await?,
+            });
+        }
+        Ok(taken.as_ref().and_then(|t| t.items.get(id).cloned()))
+    }
+
+    /// Drops `id`: the operator changed it, so the listing no longer says
+    /// how it is.
+    pub async fn forget(&self, id: &str) {
+        if let Some(t) = self.taken.lock().await.as_mut() {
+            t.items.remove(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const MAX_AGE: Duration = Duration::from_secs(60);
+
+    async fn listed(listing: &Listing<u32>, id: &str, calls: &AtomicUsize) -> Option<u32> {
+        listing
+            .get(id, MAX_AGE, || async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok(BTreeMap::from([("a".to_string(), 1), ("b".to_string(), 2)]))
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_listing_serves_every_resource_until_it_is_a_minute_old() {
+        let (listing, calls) = (Listing::default(), AtomicUsize::new(0));
+        assert_eq!(listed(&listing, "a", &calls).await, Some(1));
+        assert_eq!(listed(&listing, "b", &calls).await, Some(2));
+        assert_eq!(listed(&listing, "new", &calls).await, None);
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        tokio::time::advance(MAX_AGE + Duration::from_secs(1)).await;
+        assert_eq!(listed(&listing, "a", &calls).await, Some(1));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resource_just_changed_is_not_judged_from_the_listing() {
+        let (listing, calls) = (Listing::default(), AtomicUsize::new(0));
+        assert_eq!(listed(&listing, "a", &calls).await, Some(1));
+        listing.forget("a").await;
+        assert_eq!(listed(&listing, "a", &calls).await, None);
+        assert_eq!(listed(&listing, "b", &calls).await, Some(2));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failed_listing_is_an_error_and_the_next_call_lists_again() {
+        let (listing, calls) = (Listing::<u32>::default(), AtomicUsize::new(0));
+        let failed = listing
+            .get("a", MAX_AGE, || async {
+                Err(ProviderError::transient("rds:DescribeDBInstances: timeout"))
+            })
+            .await;
+        assert!(failed.is_err());
+        assert_eq!(listed(&listing, "a", &calls).await, Some(1));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+}
