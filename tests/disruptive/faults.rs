@@ -176,7 +176,12 @@ async fn the_api_server_restarts_twice_under_a_hundred_crs() {
         .map(|n| (n, "credentialKeyID"))
         .chain(smtp.iter().map(|n| (n, "username")))
     {
-        let user = cro_provider_api::cloud_identifier("testcluster", &ns, name);
+        let id = cro_provider_api::cloud_identifier("testcluster", &ns, name);
+        // An SMTPCredentialSet's user carries `-ses` (see smtp::user_name).
+        let user = match key {
+            "username" => cro_provider_api::IdentifierRules::IamUser.conform(&format!("{id}-ses")),
+            _ => id,
+        };
         let keys = iam
             .list_access_keys()
             .user_name(&user)

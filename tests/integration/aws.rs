@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use cloud_resource_operator::api::{Phase, Postgres};
-use cro_provider_api::cloud_identifier;
+use cro_provider_api::{IdentifierRules, cloud_identifier};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{
     Api, Client, ResourceExt,
@@ -461,7 +461,8 @@ async fn smtp_credentials_through_iam_and_ses() {
         wait_for(&smtps, "mail", "identity NotVerified", DEFAULT_TIMEOUT, move |o: Option<&SMTPCredentialSet>| identity(o) == Some(("False".into(), "NotVerified".into()))).await;
 
         let iam = aws_sdk_iam::Client::new(&env.aws_config().await);
-        let user = cloud_identifier("testcluster", &ns, "mail");
+        // Not the identifier: a BlobStorage of the same name has that user.
+        let user = IdentifierRules::IamUser.conform(&format!("{}-ses", cloud_identifier("testcluster", &ns, "mail")));
         let policy = iam
             .get_user_policy()
             .user_name(&user)

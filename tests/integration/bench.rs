@@ -83,67 +83,66 @@ async fn ready_latency_after_deployment_available() {
     .await;
 }
 
-fn moto_requests() -> usize {
-    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/testenv/logs/moto.log");
-    std::fs::read_to_string(log)
-        .map(|l| {
-            l.lines()
-                .filter(|l| l.contains("HTTP/1.1\"") || l.contains("HTTP/1.1\u{1b}"))
-                .count()
-        })
-        .unwrap_or(0)
-}
+/// Resources per AWS kind in the at-rest benchmark.
+const PER_KIND: usize = 3;
 
-/// The AWS call budget at rest, counted by the emulator (every request it
-/// served): calls in an idle window, and calls of one recheck per kind.
-/// With rechecks hourly, calls per resource per hour at rest = calls per
-/// recheck + whatever the idle window shows.
+/// The AWS call budget at rest, counted by the operator's own
+/// `cro_aws_api_calls_total` (the emulator is shared): calls over a window
+/// of real rechecks (every 20 s here, hourly by default) of complete
+/// resources of every AWS kind, per resource and recheck. With hourly
+/// rechecks that is the calls per resource per hour at rest.
 #[tokio::test]
 #[ignore = "benchmark: run with `make bench`"]
 async fn aws_calls_per_resource_at_rest() {
-    with_operator("budget", |client, ns, op| async move {
+    const RECHECK: u64 = 20;
+    let launch =
+        |l: &mut crate::support::Launch| l.extra_args.push(format!("--recheck-interval={RECHECK}"));
+    crate::support::with_operator_launched("atrest", launch, |client, ns, op| async move {
         let kinds = [("Postgres", "postgres"), ("Redis", "redis"), ("BlobStorage", "blobstorages"), ("SMTPCredentialSet", "smtpcredentialsets")];
-        for (kind, plural) in kinds {
-            let obj: kube::api::DynamicObject = serde_json::from_value(json!({
-                "apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": plural},
-                "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{plural}-sec")}}
-            }))
-            .unwrap_or_else(|e| panic!("{e}"));
-            let gvk = kube::api::GroupVersionKind::gvk("integreatly.org", "v1alpha1", kind);
-            let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &kube::api::ApiResource::from_gvk_with_plural(&gvk, plural));
-            api.create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("{e}"));
-            crate::support::wait_for(&api, plural, "complete", DEFAULT_TIMEOUT * 2, |o: Option<&kube::api::DynamicObject>| {
-                o.is_some_and(|o| o.data["status"]["phase"] == "complete")
-            })
-            .await;
-        }
-        // Each resource's last status write triggers one more reconcile
-        // (finding nothing to change); let those pass, then measure.
-        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
-        let window = std::time::Duration::from_secs(30);
-        let before = moto_requests();
-        tokio::time::sleep(window).await; // measuring an idle window: the wait is the measurement
-        let idle = moto_requests() - before;
-        let mut per_recheck = Vec::new();
+        let mut apis = Vec::new();
         for (kind, plural) in kinds {
             let gvk = kube::api::GroupVersionKind::gvk("integreatly.org", "v1alpha1", kind);
             let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &kube::api::ApiResource::from_gvk_with_plural(&gvk, plural));
-            let reconciles = op.reconciles_of(plural);
-            let before = moto_requests();
-            api.patch(plural, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(json!({"metadata": {"annotations": {"bench/poke": "1"}}})))
-                .await
+            for i in 0..PER_KIND {
+                let name = format!("{plural}-{i}");
+                let obj: kube::api::DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
+                    "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}
+                }))
                 .unwrap_or_else(|e| panic!("{e}"));
-            let deadline = Instant::now() + DEFAULT_TIMEOUT;
-            while op.reconciles_of(plural) <= reconciles {
-                assert!(Instant::now() < deadline, "{kind} was not reconciled after the poke");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                api.create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("{e}"));
             }
-            per_recheck.push(format!("{kind} {}", moto_requests() - before));
+            apis.push((api, plural));
         }
+        for (api, plural) in &apis {
+            for i in 0..PER_KIND {
+                let name = format!("{plural}-{i}");
+                crate::support::wait_for(api, &name, "complete", DEFAULT_TIMEOUT * 2, |o: Option<&kube::api::DynamicObject>| {
+                    o.is_some_and(|o| o.data["status"]["phase"] == "complete")
+                })
+                .await;
+            }
+        }
+        // Let the completions' own follow-up reconciles pass, then count
+        // calls and rechecks over whole recheck periods.
+        tokio::time::sleep(std::time::Duration::from_secs(RECHECK / 2)).await;
+        let (calls_before, rechecks_before) = (op.aws_calls().await, op.logs().matches("reconciled object=").count());
+        tokio::time::sleep(std::time::Duration::from_secs(3 * RECHECK)).await; // the window measured
+        let (calls_after, rechecks_after) = (op.aws_calls().await, op.logs().matches("reconciled object=").count());
+        let mut by_operation: BTreeMap<String, u64> = BTreeMap::new();
+        for (operation, n) in &calls_after {
+            let n = n - calls_before.get(operation).copied().unwrap_or_default();
+            if n > 0 {
+                by_operation.insert(operation.clone(), n);
+            }
+        }
+        let calls: u64 = by_operation.values().sum();
+        let rechecks = rechecks_after - rechecks_before;
+        assert!(rechecks >= 4 * PER_KIND, "only {rechecks} rechecks in {}s", 3 * RECHECK);
         println!(
-            "aws calls at rest: {idle} in a {}s idle window (after 10s settling) with 4 complete resources; calls per recheck (hourly): {}",
-            window.as_secs(),
-            per_recheck.join(", ")
+            "aws calls at rest: {calls} calls over {rechecks} rechecks of {} complete resources (Postgres, Redis, BlobStorage, SMTPCredentialSet x{PER_KIND}) = {:.2} calls per resource and recheck (hourly by default); by operation: {by_operation:?}",
+            4 * PER_KIND,
+            calls as f64 / rechecks as f64
         );
     })
     .await;

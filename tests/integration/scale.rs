@@ -3,12 +3,9 @@
 //! per kind, never a read per object; and its AWS calls stay within a
 //! budget per account, region and service.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    time::Duration,
-};
+use std::{collections::BTreeSet, time::Duration};
 
-use cloud_resource_operator::api::{BlobStorage, Phase, Postgres, Redis};
+use cloud_resource_operator::api::{BlobStorage, Phase, Postgres, Redis, SMTPCredentialSet};
 use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::{
@@ -346,35 +343,11 @@ async fn a_sharded_pair_never_reconciles_the_same_cr() {
     }
 }
 
-/// Postgres and Redis on AWS each, for the restart below.
+/// Resources of each AWS kind, for the restart below.
 const DATABASES: usize = 5;
 
-/// The AWS calls `op` made, by operation (its own metrics: other tests
-/// share the emulator).
-async fn aws_calls(op: &Operator) -> BTreeMap<String, u64> {
-    let metrics = op.http_get("/metrics").await;
-    let mut calls = BTreeMap::new();
-    for line in metrics
-        .lines()
-        .filter(|l| l.starts_with("cro_aws_api_calls_total{"))
-    {
-        let operation = line
-            .split("operation=\"")
-            .nth(1)
-            .and_then(|r| r.split('"').next())
-            .unwrap_or_default();
-        let n: u64 = line
-            .rsplit(' ')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_default();
-        *calls.entry(operation.to_string()).or_default() += n;
-    }
-    calls
-}
-
 #[tokio::test]
-async fn a_restart_over_aws_databases_reads_them_in_pages_not_one_by_one() {
+async fn a_restart_over_aws_resources_reads_them_in_pages_not_one_by_one() {
     with_namespace("batched", |client, ns| async move {
         ensure_crds(&client).await;
         let launch = |log: &str| Launch { log_name: format!("operator-{ns}-{log}.log"), ..Launch::new(&ns) };
@@ -388,11 +361,27 @@ async fn a_restart_over_aws_databases_reads_them_in_pages_not_one_by_one() {
             }))
             .await;
         }
+        for name in &names {
+            let _: BlobStorage = create_json(&client, &ns, json!({
+                "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": name},
+                "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-blob-sec")}}
+            }))
+            .await;
+            let _: SMTPCredentialSet = create_json(&client, &ns, json!({
+                "apiVersion": "integreatly.org/v1alpha1", "kind": "SMTPCredentialSet", "metadata": {"name": name},
+                "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-smtp-sec")}}
+            }))
+            .await;
+        }
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
         let redis = Api::<Redis>::namespaced(client.clone(), &ns);
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let smtp = Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns);
         for name in &names {
             wait_phase(&pgs, name, Phase::Complete).await;
             wait_phase(&redis, name, Phase::Complete).await;
+            wait_phase(&blobs, name, Phase::Complete).await;
+            wait_phase(&smtp, name, Phase::Complete).await;
         }
         first.terminate(Duration::from_secs(60)).await;
 
@@ -400,38 +389,54 @@ async fn a_restart_over_aws_databases_reads_them_in_pages_not_one_by_one() {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
         let rechecked = |logs: &str| {
             names.iter().all(|n| {
-                ["Postgres", "Redis"].iter().all(|kind| logs.contains(&format!("reconciled object={kind}.v1alpha1.integreatly.org/{n}.{ns}")))
+                ["Postgres", "Redis", "BlobStorage", "SMTPCredentialSet"].iter().all(|kind| logs.contains(&format!("reconciled object={kind}.v1alpha1.integreatly.org/{n}.{ns}")))
             })
         };
         while !rechecked(&restarted.logs()) {
             assert!(tokio::time::Instant::now() < deadline, "the restarted operator did not recheck every database within 120 s");
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        let calls = aws_calls(&restarted).await;
+        let calls = restarted.aws_calls().await;
         // One page of each listing (and of the tags of every replication
-        // group) for all of them; one by one it would be a describe per
-        // instance, and a describe and a tag read per group.
+        // group and bucket, and of every IAM user) for all of them; one by
+        // one it would be a describe per instance, a describe and a tag
+        // read per group, a HeadBucket and a tag read per bucket, and four
+        // IAM reads per user. What stays per resource: the user's access
+        // keys (IAM lists them per user only).
         let made = |op: &str| calls.get(op).copied().unwrap_or_default();
-        assert!(made("DescribeDBInstances") <= 1, "{calls:?}");
-        assert!(made("DescribeReplicationGroups") <= 1, "{calls:?}");
-        assert!(made("GetResources") <= 1, "{calls:?}");
-        assert_eq!(made("ListTagsForResource"), 0, "{calls:?}");
+        // (The emulator holds every test's resources: a listing may take a
+        // second page.)
+        assert!(made("DescribeDBInstances") <= 2, "{calls:?}");
+        assert!(made("DescribeReplicationGroups") <= 2, "{calls:?}");
+        assert!(made("GetResources") <= 4, "{calls:?}");
+        assert!(made("GetAccountAuthorizationDetails") <= 2, "{calls:?}");
+        for one_by_one in ["ListTagsForResource", "HeadBucket", "GetBucketTagging", "GetUser", "ListUserTags", "GetUserPolicy"] {
+            assert_eq!(made(one_by_one), 0, "{one_by_one}: {calls:?}");
+        }
+        let n = DATABASES as u64;
+        assert!(made("ListAccessKeys") <= 2 * n, "{calls:?}");
+        let writes: Vec<&String> = calls.keys().filter(|op| !["Describe", "List", "Get"].iter().any(|r| op.starts_with(r))).collect();
+        assert!(writes.is_empty(), "the restart wrote to AWS: {calls:?}");
         let total: u64 = calls.values().sum();
-        assert!(total <= 3, "{total} AWS calls to recheck {} databases: {calls:?}", 2 * DATABASES);
+        assert!(total <= 10 + 2 * n, "{total} AWS calls to recheck {} resources: {calls:?}", 4 * n);
         for name in &names {
             let message = wait_phase(&pgs, name, Phase::Complete).await.status.and_then(|s| s.message).unwrap_or_default();
             assert!(!message.contains("error"), "{name}: {message}");
         }
-        eprintln!("restart over {DATABASES} RDS instances and {DATABASES} replication groups: {total} AWS calls ({calls:?})");
+        eprintln!("restart over {DATABASES} each of RDS instances, replication groups, buckets and SMTP users: {total} AWS calls ({calls:?})");
 
         // Deleted with the operator running: nothing left behind.
         pgs.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
         redis.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        blobs.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        smtp.delete_collection(&DeleteParams::default(), &ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
         while !pgs.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty()
             || !redis.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty()
+            || !blobs.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty()
+            || !smtp.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty()
         {
-            assert!(tokio::time::Instant::now() < deadline, "databases still present 120 s after deletion");
+            assert!(tokio::time::Instant::now() < deadline, "resources still present 120 s after deletion");
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         restarted.stop().await;

@@ -397,6 +397,30 @@ impl Operator {
         }
     }
 
+    /// The AWS calls this operator made, by operation (its own
+    /// `cro_aws_api_calls_total`: other tests share the emulator).
+    pub async fn aws_calls(&self) -> BTreeMap<String, u64> {
+        let metrics = self.http_get("/metrics").await;
+        let mut calls = BTreeMap::new();
+        for line in metrics
+            .lines()
+            .filter(|l| l.starts_with("cro_aws_api_calls_total{"))
+        {
+            let operation = line
+                .split("operation=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or_default();
+            let n: u64 = line
+                .rsplit(' ')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_default();
+            *calls.entry(operation.to_string()).or_default() += n;
+        }
+        calls
+    }
+
     /// GET `path` from the operator's metrics server; the body.
     pub async fn http_get(&self, path: &str) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};

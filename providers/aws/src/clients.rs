@@ -7,6 +7,7 @@ use crate::{
     budget::{Budget, limited_client},
     calls::Calls,
     elasticache::Group,
+    iam_user::User,
     listing::Listing,
     rds::Instance,
 };
@@ -23,6 +24,9 @@ pub struct Clients {
     /// region (see [`crate::listing`]).
     pub rds_listing: Listing<Instance>,
     pub elasticache_listing: Listing<Group>,
+    pub iam_listing: Listing<User>,
+    /// Buckets' tags, by bucket.
+    pub s3_listing: Listing<std::collections::BTreeMap<String, String>>,
 }
 
 /// A client of `sdk` for `config`, counting its calls, within its own
@@ -61,6 +65,8 @@ impl Clients {
             ),
             rds_listing: Listing::default(),
             elasticache_listing: Listing::default(),
+            iam_listing: Listing::default(),
+            s3_listing: Listing::default(),
         }
     }
 }

@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 use cro_provider_api::ResourceRequest;
 
 use crate::{
-    AwsProvider, credentials,
+    AwsProvider,
+    clients::Clients,
+    credentials,
     errors::{api_error, unless_missing},
 };
 
@@ -74,26 +76,61 @@ pub async fn user_exists(iam: &Client, user: &str) -> Result<bool, ProviderError
     Ok(found.is_some())
 }
 
-/// The user exists, tagged, with exactly `policy` as its inline policy.
-pub async fn ensure_user(
+/// A live user, as far as decisions need it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct User {
+    pub tags: BTreeMap<String, String>,
+    /// Inline policies by name: their documents as IAM returns them.
+    pub policies: BTreeMap<String, String>,
+}
+
+/// Every user of the account with its tags and inline policies, by name:
+/// GetAccountAuthorizationDetails, one call for up to 1,000 users.
+pub async fn list_users(iam: &Client) -> Result<BTreeMap<String, User>, ProviderError> {
+    let mut pages = iam
+        .get_account_authorization_details()
+        .filter(aws_sdk_iam::types::EntityType::User)
+        .into_paginator()
+        .send();
+    let mut all = BTreeMap::new();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| api_error("iam:GetAccountAuthorizationDetails", "(all)", e))?;
+        for u in page.user_detail_list() {
+            let Some(name) = u.user_name() else { continue };
+            let user = User {
+                tags: u
+                    .tags()
+                    .iter()
+                    .map(|t| (t.key().to_string(), t.value().to_string()))
+                    .collect(),
+                policies: u
+                    .user_policy_list()
+                    .iter()
+                    .filter_map(|p| {
+                        Some((
+                            p.policy_name()?.to_string(),
+                            p.policy_document()?.to_string(),
+                        ))
+                    })
+                    .collect(),
+            };
+            all.insert(name.to_string(), user);
+        }
+    }
+    Ok(all)
+}
+
+/// User `user` with its tags and the inline policy `policy_name`, read on
+/// its own (a recheck reads it from [`list_users`] instead).
+async fn describe_user(
     iam: &Client,
     user: &str,
-    tags: &BTreeMap<String, String>,
     policy_name: &str,
-    policy: &Value,
-) -> Result<(), ProviderError> {
-    if user_exists(iam, user).await? {
-        crate::tags::ensure(iam, user, tags).await?;
-    } else {
-        let all: Vec<(String, String)> = tags.clone().into_iter().collect();
-        iam.create_user()
-            .user_name(user)
-            .set_tags(Some(crate::tags::iam_tags(&all)?))
-            .send()
-            .await
-            .map_err(|e| api_error("iam:CreateUser", user, e))?;
+) -> Result<Option<User>, ProviderError> {
+    if !user_exists(iam, user).await? {
+        return Ok(None);
     }
-    let current = unless_missing(
+    let policy = unless_missing(
         iam.get_user_policy()
             .user_name(user)
             .policy_name(policy_name)
@@ -103,7 +140,66 @@ pub async fn ensure_user(
         "iam:GetUserPolicy",
         user,
     )?;
-    let up_to_date = current.is_some_and(|out| same_policy(out.policy_document(), policy));
+    Ok(Some(User {
+        tags: crate::tags::Tagging::tags(iam, user).await?,
+        policies: policy
+            .map(|out| (policy_name.to_string(), out.policy_document().to_string()))
+            .into_iter()
+            .collect(),
+    }))
+}
+
+/// The user `user`: from the account's listing on a recheck, else read on
+/// its own.
+pub async fn observe_user(
+    c: &Clients,
+    req: &ResourceRequest,
+    user: &str,
+    policy_name: &str,
+) -> Result<Option<User>, ProviderError> {
+    if let Some(max_age) = req.options.observed_within
+        && let Some(live) = c
+            .iam_listing
+            .get(user, max_age, || list_users(&c.iam))
+            .await?
+    {
+        return Ok(Some(live));
+    }
+    describe_user(&c.iam, user, policy_name).await
+}
+
+/// The user exists, tagged, with exactly `policy` as its inline policy.
+pub async fn ensure_user(
+    c: &Clients,
+    req: &ResourceRequest,
+    user: &str,
+    policy_name: &str,
+    policy: &Value,
+) -> Result<(), ProviderError> {
+    let iam = &c.iam;
+    let live = observe_user(c, req, user, policy_name).await?;
+    match &live {
+        Some(live) => {
+            let missing = crate::tags::missing(&req.tags, &live.tags);
+            if !missing.is_empty() {
+                crate::tags::Tagging::add_tags(iam, user, &missing).await?;
+                c.iam_listing.forget(user).await;
+            }
+        }
+        None => {
+            let all: Vec<(String, String)> = req.tags.clone().into_iter().collect();
+            iam.create_user()
+                .user_name(user)
+                .set_tags(Some(crate::tags::iam_tags(&all)?))
+                .send()
+                .await
+                .map_err(|e| api_error("iam:CreateUser", user, e))?;
+        }
+    }
+    let up_to_date = live
+        .as_ref()
+        .and_then(|u| u.policies.get(policy_name))
+        .is_some_and(|document| same_policy(document, policy));
     if !up_to_date {
         iam.put_user_policy()
             .user_name(user)
@@ -112,6 +208,7 @@ pub async fn ensure_user(
             .send()
             .await
             .map_err(|e| api_error("iam:PutUserPolicy", user, e))?;
+        c.iam_listing.forget(user).await;
     }
     Ok(())
 }

@@ -175,7 +175,7 @@ impl Provider for AwsProvider {
         let c = self.clients(&tier).await?;
         match req.kind {
             ResourceKind::Postgres => rds::reconcile(&self.kube, &c, req, &tier).await,
-            ResourceKind::BlobStorage => s3::reconcile(self, &c.s3, &c.iam, req, &c.region).await,
+            ResourceKind::BlobStorage => s3::reconcile(self, &c, req).await,
             ResourceKind::Redis => elasticache::reconcile(&c, req, &tier).await,
             ResourceKind::Smtp => smtp::reconcile(self, &c, req, &tier).await,
         }
@@ -201,7 +201,7 @@ impl Provider for AwsProvider {
         match req.kind {
             ResourceKind::Postgres => rds::plan(&c, req, &tier).await,
             ResourceKind::Redis => elasticache::plan(&c, req, &tier).await,
-            ResourceKind::BlobStorage => s3::plan(&c.s3, req).await,
+            ResourceKind::BlobStorage => s3::plan(&c, req).await,
             ResourceKind::Smtp => smtp::plan(&c.iam, req).await,
         }
     }

@@ -21,7 +21,9 @@ use cro_provider_api::{
 use tracing::warn;
 
 use crate::{
-    AwsProvider, RECHECK, cco, credentials,
+    AwsProvider, RECHECK, cco,
+    clients::Clients,
+    credentials,
     errors::{api_error, unless_missing},
     iam_user,
     plan::{self, vanished},
@@ -132,8 +134,26 @@ pub fn decide(live_tags: Option<&BTreeMap<String, String>>, req: &ResourceReques
     }
 }
 
-/// The bucket's tags, if it exists.
+/// The bucket's tags, if it exists: from the tagging API's listing of
+/// every tagged bucket on a recheck, else read on its own.
 async fn observe(
+    c: &Clients,
+    req: &ResourceRequest,
+) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
+    let bucket = req.identifier.as_str();
+    if let Some(max_age) = req.options.observed_within
+        && let Some(tags) = c
+            .s3_listing
+            .get(bucket, max_age, || bucket_tags(&c.tagging))
+            .await?
+    {
+        return Ok(Some(tags));
+    }
+    describe(&c.s3, bucket).await
+}
+
+/// The bucket's tags if it exists, read on its own.
+async fn describe(
     s3: &Client,
     bucket: &str,
 ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
@@ -143,9 +163,38 @@ async fn observe(
     })
 }
 
+/// The tags of every tagged bucket, by name, one call per hundred
+/// buckets (tag:GetResources; bucket ARNs are `arn:aws:s3:::<bucket>`).
+async fn bucket_tags(
+    tagging: &aws_sdk_resourcegroupstagging::Client,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, ProviderError> {
+    let mut pages = tagging
+        .get_resources()
+        .resource_type_filters("s3")
+        .resources_per_page(100)
+        .into_paginator()
+        .send();
+    let mut all = BTreeMap::new();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| api_error("tag:GetResources", "s3", e))?;
+        for r in page.resource_tag_mapping_list() {
+            let Some(bucket) = r.resource_arn().and_then(|a| a.rsplit(":::").next()) else {
+                continue;
+            };
+            let tags = r
+                .tags()
+                .iter()
+                .map(|t| (t.key().to_string(), t.value().to_string()))
+                .collect();
+            all.insert(bucket.to_string(), tags);
+        }
+    }
+    Ok(all)
+}
+
 /// Every change `reconcile` would make, from read-only calls.
-pub async fn plan(s3: &Client, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
-    let tags = observe(s3, &req.identifier).await?;
+pub async fn plan(c: &Clients, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
+    let tags = observe(c, req).await?;
     Ok(plan::planned(
         "Bucket",
         req,
@@ -155,20 +204,22 @@ pub async fn plan(s3: &Client, req: &ResourceRequest) -> Result<Vec<Change>, Pro
 
 pub async fn reconcile(
     p: &AwsProvider,
-    s3: &Client,
-    iam: &aws_sdk_iam::Client,
+    c: &Clients,
     req: &ResourceRequest,
-    region: &str,
 ) -> Result<Provisioned, ProviderError> {
+    let (s3, region) = (&c.s3, c.region.as_str());
     let bucket = req.identifier.as_str();
     let provisioned = |outcome| Provisioned {
         identifier: Some(bucket.to_string()),
         recheck_after: Some(RECHECK),
         ..Provisioned::new(PROVIDER, outcome)
     };
-    match decide(observe(s3, bucket).await?.as_ref(), req) {
+    match decide(observe(c, req).await?.as_ref(), req) {
         Plan::Tag(missing) if missing.is_empty() => {}
-        Plan::Tag(missing) => s3.add_tags(bucket, &missing).await?,
+        Plan::Tag(missing) => {
+            s3.add_tags(bucket, &missing).await?;
+            c.s3_listing.forget(bucket).await;
+        }
         Plan::Create => create(s3, req, region).await?,
         Plan::Fail(why) => return Ok(provisioned(Outcome::Failed(why))),
         Plan::Unadopted(adoption) => {
@@ -183,7 +234,7 @@ pub async fn reconcile(
         }
     }
 
-    let key = access_key(p, iam, req, bucket).await?;
+    let key = access_key(p, c, req, bucket).await?;
     Ok(provisioned(Outcome::Ready(ConnectionDetails(
         BTreeMap::from([
             ("bucketName".into(), bucket.to_string()),
@@ -199,7 +250,7 @@ pub async fn reconcile(
 /// operator, the key the Cloud Credential Operator minted for it.
 async fn access_key(
     p: &AwsProvider,
-    iam: &aws_sdk_iam::Client,
+    c: &Clients,
     req: &ResourceRequest,
     bucket: &str,
 ) -> Result<iam_user::AccessKey, ProviderError> {
@@ -210,8 +261,8 @@ async fn access_key(
         return Ok(key);
     }
     let policy = iam_user::bucket_policy(bucket);
-    iam_user::ensure_user(iam, bucket, &req.tags, POLICY_NAME, &policy).await?;
-    iam_user::ensure_access_key(p, iam, req, bucket, &credentials_secret(&req.name)).await
+    iam_user::ensure_user(c, req, bucket, POLICY_NAME, &policy).await?;
+    iam_user::ensure_access_key(p, &c.iam, req, bucket, &credentials_secret(&req.name)).await
 }
 
 pub async fn delete(
@@ -224,7 +275,7 @@ pub async fn delete(
     let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
     let force = f.bool("forceBucketDeletion")?.unwrap_or(false);
     let bucket = req.identifier.as_str();
-    if let Some(tags) = observe(s3, bucket).await?
+    if let Some(tags) = describe(s3, bucket).await?
         && !plan::ours(req, &tags)
     {
         // Someone else's bucket (and user): deleting the CR never deletes them.

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use cro_provider_api::{
-    Change, Condition, ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned,
-    ResourceRequest,
+    Change, Condition, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError,
+    Provisioned, ResourceRequest,
 };
 
 use crate::{
@@ -84,6 +84,14 @@ pub fn credentials_secret(name: &str) -> String {
     format!("{name}-aws-ses-credentials")
 }
 
+/// The IAM user of the SMTPCredentialSet with `identifier`. Not the
+/// identifier itself: a BlobStorage's user is named after its bucket, the
+/// same identifier, and two CRs of one name sharing a user would delete
+/// each other's access keys at every reconcile.
+pub fn user_name(identifier: &str) -> String {
+    IdentifierRules::IamUser.conform(&format!("{identifier}-ses"))
+}
+
 pub fn smtp_host(region: &str) -> String {
     format!("email-smtp.{region}.amazonaws.com")
 }
@@ -96,7 +104,7 @@ pub async fn reconcile(
 ) -> Result<Provisioned, ProviderError> {
     let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
     let (iam, region) = (&c.iam, c.region.as_str());
-    let user = req.identifier.as_str();
+    let user = &user_name(&req.identifier);
     let mut conditions = Vec::new();
     if let Some(identity) = f.string("EmailIdentity")? {
         conditions.push(identity_condition(&c.ses, &identity).await?);
@@ -104,7 +112,7 @@ pub async fn reconcile(
     let ours = credentials::read(&p.kube, req, &credentials_secret(&req.name)).await?;
     let minted = match ours {
         Some(_) => None,
-        None => cco::read(&p.kube, req, &cco::ses_request(user)).await?,
+        None => cco::read(&p.kube, req, &cco::ses_request(&req.identifier)).await?,
     };
     // Taken over from the Go operator: its CCO-minted key stays; the
     // password is derived from it with AWS's current (SigV4) algorithm.
@@ -112,7 +120,7 @@ pub async fn reconcile(
         Some(key) => key,
         None => {
             let policy = iam_user::ses_send_policy();
-            iam_user::ensure_user(iam, user, &req.tags, POLICY_NAME, &policy).await?;
+            iam_user::ensure_user(c, req, user, POLICY_NAME, &policy).await?;
             iam_user::ensure_access_key(p, iam, req, user, &credentials_secret(&req.name)).await?
         }
     };
@@ -124,7 +132,7 @@ pub async fn reconcile(
         ("tls".into(), "true".into()),
     ]));
     Ok(Provisioned {
-        identifier: Some(user.to_string()),
+        identifier: Some(req.identifier.clone()),
         recheck_after: Some(RECHECK),
         conditions,
         ..Provisioned::new(PROVIDER, Outcome::Ready(details))
@@ -136,7 +144,7 @@ pub async fn plan(
     iam: &aws_sdk_iam::Client,
     req: &ResourceRequest,
 ) -> Result<Vec<Change>, ProviderError> {
-    let user = req.identifier.as_str();
+    let user = &user_name(&req.identifier);
     Ok(if iam_user::user_exists(iam, user).await? {
         plan::tag_changes(&req.tags, &iam.tags(user).await?)
     } else {
@@ -149,7 +157,7 @@ pub async fn delete(
     iam: &aws_sdk_iam::Client,
     req: &ResourceRequest,
 ) -> Result<Deletion, ProviderError> {
-    iam_user::delete_user(iam, &req.identifier).await?;
+    iam_user::delete_user(iam, &user_name(&req.identifier)).await?;
     if cco::read(&p.kube, req, &cco::ses_request(&req.identifier))
         .await?
         .is_some()
