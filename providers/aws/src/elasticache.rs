@@ -208,7 +208,13 @@ impl Database for Client {
     /// Every group, with the tags of all of them from the resource groups
     /// tagging API: two paginated calls for a hundred groups.
     async fn list(&self, c: &Clients) -> Result<BTreeMap<String, Group>, ProviderError> {
-        let mut tags = elasticache_tags(&c.tagging).await?;
+        // The filter is the service alone (`service[:resourceType]` in
+        // AWS's documentation of GetResources), narrowed to replication
+        // groups by their ARNs (`arn:aws:elasticache:…:replicationgroup:<id>`).
+        let mut tags = crate::tags::tagged(&c.tagging, "elasticache", |arn| {
+            arn.contains(":replicationgroup:").then(|| arn.to_string())
+        })
+        .await?;
         let mut pages = self
             .describe_replication_groups()
             .max_records(100)
@@ -240,40 +246,6 @@ impl Database for Client {
             _ => State::Busy,
         }
     }
-}
-
-/// The tags of every tagged ElastiCache replication group, by ARN. The
-/// filter is the service alone (`service[:resourceType]` in AWS's
-/// documentation of GetResources): the answer is narrowed to replication
-/// groups by their ARNs (`arn:aws:elasticache:<region>:<account>:replicationgroup:<id>`).
-async fn elasticache_tags(
-    tagging: &aws_sdk_resourcegroupstagging::Client,
-) -> Result<BTreeMap<String, BTreeMap<String, String>>, ProviderError> {
-    let mut pages = tagging
-        .get_resources()
-        .resource_type_filters("elasticache")
-        .resources_per_page(100)
-        .into_paginator()
-        .send();
-    let mut all = BTreeMap::new();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| api_error("tag:GetResources", "elasticache", e))?;
-        for r in page.resource_tag_mapping_list() {
-            let Some(arn) = r
-                .resource_arn()
-                .filter(|a| a.contains(":replicationgroup:"))
-            else {
-                continue;
-            };
-            let tags = r
-                .tags()
-                .iter()
-                .map(|t| (t.key().to_string(), t.value().to_string()))
-                .collect();
-            all.insert(arn.to_string(), tags);
-        }
-    }
-    Ok(all)
 }
 
 /// Every change `reconcile` would make, from read-only calls.

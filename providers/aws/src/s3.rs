@@ -144,7 +144,13 @@ async fn observe(
     if let Some(max_age) = req.options.observed_within
         && let Some(tags) = c
             .s3_listing
-            .get(bucket, max_age, || bucket_tags(&c.tagging))
+            // Bucket ARNs are `arn:<partition>:s3:::<bucket>`.
+            .get(bucket, max_age, || {
+                crate::tags::tagged(&c.tagging, "s3", |arn| {
+                    arn.split_once(":s3:::")
+                        .map(|(_, bucket)| bucket.to_string())
+                })
+            })
             .await?
     {
         return Ok(Some(tags));
@@ -161,35 +167,6 @@ async fn describe(
         true => Some(s3.tags(bucket).await?),
         false => None,
     })
-}
-
-/// The tags of every tagged bucket, by name, one call per hundred
-/// buckets (tag:GetResources; bucket ARNs are `arn:aws:s3:::<bucket>`).
-async fn bucket_tags(
-    tagging: &aws_sdk_resourcegroupstagging::Client,
-) -> Result<BTreeMap<String, BTreeMap<String, String>>, ProviderError> {
-    let mut pages = tagging
-        .get_resources()
-        .resource_type_filters("s3")
-        .resources_per_page(100)
-        .into_paginator()
-        .send();
-    let mut all = BTreeMap::new();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| api_error("tag:GetResources", "s3", e))?;
-        for r in page.resource_tag_mapping_list() {
-            let Some(bucket) = r.resource_arn().and_then(|a| a.rsplit(":::").next()) else {
-                continue;
-            };
-            let tags = r
-                .tags()
-                .iter()
-                .map(|t| (t.key().to_string(), t.value().to_string()))
-                .collect();
-            all.insert(bucket.to_string(), tags);
-        }
-    }
-    Ok(all)
 }
 
 /// Every change `reconcile` would make, from read-only calls.

@@ -45,6 +45,34 @@ pub async fn ensure<T: Tagging + ?Sized>(
     svc.add_tags(resource, &missing).await
 }
 
+/// The tags of every tagged resource of `service` (tag:GetResources, one
+/// call per hundred resources), keyed by `key_of` their ARN; resources
+/// it gives no key are left out.
+pub async fn tagged(
+    tagging: &aws_sdk_resourcegroupstagging::Client,
+    service: &str,
+    key_of: impl Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, ProviderError> {
+    let mut pages = tagging
+        .get_resources()
+        .resource_type_filters(service)
+        .resources_per_page(100)
+        .into_paginator()
+        .send();
+    let mut all = BTreeMap::new();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| api_error("tag:GetResources", service, e))?;
+        for r in page.resource_tag_mapping_list() {
+            let Some(key) = r.resource_arn().and_then(&key_of) else {
+                continue;
+            };
+            let tags = r.tags().iter().map(|t| (Some(t.key()), Some(t.value())));
+            all.insert(key, collect(tags));
+        }
+    }
+    Ok(all)
+}
+
 /// Tags in an SDK's own type.
 pub fn pairs<T>(tags: &[(String, String)], make: impl Fn(&str, &str) -> T) -> Vec<T> {
     tags.iter().map(|(k, v)| make(k, v)).collect()
