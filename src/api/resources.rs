@@ -24,6 +24,16 @@ use serde::{Deserialize, Serialize};
 pub struct PostgresSpec {
     #[serde(flatten)]
     pub resource: ResourceTypeSpec,
+    /// Create it from this PostgresSnapshot (same namespace, `complete`): a
+    /// clone with this resource's tier. Read only while the resource is
+    /// created; ignored once it exists.
+    #[serde(
+        default,
+        rename = "restoreFromSnapshot",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(length(min = 1, max = 253))]
+    pub restore_from_snapshot: Option<String>,
 }
 
 /// A Redis cache; the Secret holds `uri` and `port`.
@@ -45,6 +55,16 @@ pub struct PostgresSpec {
 pub struct RedisSpec {
     #[serde(flatten)]
     pub resource: ResourceTypeSpec,
+    /// Create it from this RedisSnapshot (same namespace, `complete`): a
+    /// clone with this resource's tier. Read only while the resource is
+    /// created; ignored once it exists.
+    #[serde(
+        default,
+        rename = "restoreFromSnapshot",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(length(min = 1, max = 253))]
+    pub restore_from_snapshot: Option<String>,
 }
 
 /// An object-storage bucket; the Secret holds `bucketName`, `bucketRegion`, `credentialKeyID`, `credentialSecretKey`.

@@ -48,14 +48,20 @@ pub trait ResourceCr: Managed {
     const KIND: ResourceKind;
     fn spec(&self) -> &ResourceTypeSpec;
     fn status(&self) -> Option<&ResourceTypeStatus>;
+    /// `spec.restoreFromSnapshot` (Postgres and Redis).
+    fn restore_from_snapshot(&self) -> Option<&str>;
 }
 
 macro_rules! resource_kind {
-    ($ty:ty, $kind:expr) => {
+    ($ty:ty, $kind:expr, $restore:expr) => {
         impl ResourceCr for $ty {
             const KIND: ResourceKind = $kind;
             fn spec(&self) -> &ResourceTypeSpec {
                 &self.spec.resource
+            }
+            fn restore_from_snapshot(&self) -> Option<&str> {
+                let restore: fn(&$ty) -> Option<&str> = $restore;
+                restore(self)
             }
             fn status(&self) -> Option<&ResourceTypeStatus> {
                 self.status.as_ref()
@@ -89,10 +95,16 @@ macro_rules! resource_kind {
     };
 }
 
-resource_kind!(Postgres, ResourceKind::Postgres);
-resource_kind!(Redis, ResourceKind::Redis);
-resource_kind!(BlobStorage, ResourceKind::BlobStorage);
-resource_kind!(SMTPCredentialSet, ResourceKind::Smtp);
+resource_kind!(Postgres, ResourceKind::Postgres, |cr| cr
+    .spec
+    .restore_from_snapshot
+    .as_deref());
+resource_kind!(Redis, ResourceKind::Redis, |cr| cr
+    .spec
+    .restore_from_snapshot
+    .as_deref());
+resource_kind!(BlobStorage, ResourceKind::BlobStorage, |_| None);
+resource_kind!(SMTPCredentialSet, ResourceKind::Smtp, |_| None);
 
 fn report_of(status: Option<&ResourceTypeStatus>) -> Option<Report> {
     let s = status?;
@@ -370,6 +382,8 @@ pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -
             .clone()
             .unwrap_or_else(|| cloud_identifier(&settings.cluster_id, &ns, &name)),
         recorded_identifier: recorded,
+        // Resolved from the snapshot CR by `provision`.
+        restore_from_snapshot: None,
         final_snapshot_identifier: final_snapshot_identifier(cr, settings),
         namespace: ns,
         name,
@@ -498,6 +512,66 @@ async fn scheduled_snapshots<K: ResourceCr>(
     super::schedule::run(cr, ctx, every).await.map(Some)
 }
 
+/// The cloud snapshot `spec.restoreFromSnapshot` names, for a resource
+/// not created yet: `Err` with what it waits for while the snapshot CR is
+/// missing or not complete; an error that needs a person when it is of
+/// the other engine or the provider cannot restore.
+async fn restore_source<K: ResourceCr>(
+    cr: &K,
+    ctx: &Context,
+    provider_name: &str,
+    name: &str,
+) -> Result<Result<String, String>, Error> {
+    let (own, other) = match K::KIND {
+        ResourceKind::Redis => (
+            ("RedisSnapshot", "redissnapshots"),
+            ("PostgresSnapshot", "postgressnapshots"),
+        ),
+        _ => (
+            ("PostgresSnapshot", "postgressnapshots"),
+            ("RedisSnapshot", "redissnapshots"),
+        ),
+    };
+    if !provider(ctx, provider_name)?.takes_snapshots() {
+        return Err(Error::Invalid(format!(
+            "spec.restoreFromSnapshot is set, but provider {provider_name:?} takes no snapshots and cannot restore one (spec.type maps to an in-cluster provider in cloud-resource-config); remove spec.restoreFromSnapshot or use a cloud type"
+        )));
+    }
+    let ns = cr.namespace().unwrap_or_default();
+    let api = |(kind, plural): (&str, &str)| {
+        let gvk = kube::api::GroupVersionKind::gvk("integreatly.org", "v1alpha1", kind);
+        kube::Api::<kube::api::DynamicObject>::namespaced_with(
+            ctx.client.clone(),
+            &ns,
+            &kube::api::ApiResource::from_gvk_with_plural(&gvk, plural),
+        )
+    };
+    let read = |e| Error::kube(format!("reading {} {ns}/{name}", own.0))(e);
+    let Some(snapshot) = api(own).get_opt(name).await.map_err(read)? else {
+        if api(other).get_opt(name).await.map_err(read)?.is_some() {
+            return Err(Error::Invalid(format!(
+                "spec.restoreFromSnapshot names {name}, a {} of another engine; a {} restores from a {} only",
+                other.0,
+                K::kind(&()),
+                own.0
+            )));
+        }
+        return Ok(Err(format!(
+            "waiting for {} {name} (spec.restoreFromSnapshot) to exist",
+            own.0
+        )));
+    };
+    let status = &snapshot.data["status"];
+    match (status["phase"].as_str(), status["snapshotID"].as_str()) {
+        (Some("complete"), Some(id)) if !id.is_empty() => Ok(Ok(id.to_string())),
+        (phase, _) => Ok(Err(format!(
+            "waiting for {} {name} (spec.restoreFromSnapshot) to be complete (it is {})",
+            own.0,
+            phase.filter(|p| !p.is_empty()).unwrap_or("not started")
+        ))),
+    }
+}
+
 /// Asks the provider for the resource, unless the same inputs just failed
 /// for a reason that needs a person; with the tier's change policy.
 async fn provision<K: ResourceCr>(
@@ -517,6 +591,17 @@ async fn provision<K: ResourceCr>(
         provider_name,
     );
     let mut req = request(cr, &ctx.settings, tier.clone());
+    if let Some(name) = cr.restore_from_snapshot()
+        && req.recorded_identifier.is_none()
+    {
+        match restore_source::<K>(cr, ctx, provider_name, name).await? {
+            Ok(snapshot_id) => req.restore_from_snapshot = Some(snapshot_id),
+            Err(waiting) => {
+                let outcome = Outcome::InProgress(waiting);
+                return Ok((cro_provider_api::Provisioned::new("", outcome), policy));
+            }
+        }
+    }
     // A CR changed since its last reconcile (an edit, a poke) is looked at
     // afresh; a recheck or a restart may use a batched observation.
     if !ctx.unchanged_since_last_reconcile(&key(cr), cr.resource_version()) {

@@ -13,8 +13,8 @@ use kube::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    DEFAULT_TIMEOUT, Phased, TestEnv, apply_config_map, wait_deleted, wait_for, wait_phase,
-    with_operator,
+    DEFAULT_TIMEOUT, Phased, TestEnv, apply_config_map, aws_actions_mentioning, aws_requests,
+    wait_deleted, wait_for, wait_phase, with_operator,
 };
 
 async fn aws_strategies(client: &Client, ns: &str, postgres_tiers: Value) {
@@ -611,6 +611,92 @@ async fn snapshots_are_tagged_deleted_with_their_cr_and_kept_with_skip_delete() 
         rds.describe_db_snapshots().db_snapshot_identifier(&kept).send().await.unwrap_or_else(|e| panic!("skipDelete snapshot {kept} was deleted: {e:?}"));
         let left = ec.describe_snapshots().snapshot_name(&rsnap_id).send().await.map(|o| o.snapshots().len()).unwrap_or(0);
         assert_eq!(left, 0, "ElastiCache snapshot {rsnap_id} not deleted");
+    })
+    .await;
+}
+
+/// `spec.restoreFromSnapshot` (issue 14): a clone of a database from a
+/// snapshot CR, with its own credentials; a snapshot not there yet is
+/// waited for, and one of the other engine is refused.
+#[tokio::test]
+async fn a_clone_is_restored_from_a_snapshot_with_its_own_password() {
+    use cloud_resource_operator::api::{PostgresSnapshot, Redis, RedisSnapshot};
+    with_operator("clone", |client, ns, _op| async move {
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let redis = Api::<Redis>::namespaced(client.clone(), &ns);
+        let pg_snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), &ns);
+        let redis_snaps = Api::<RedisSnapshot>::namespaced(client.clone(), &ns);
+        let redis_cr = |name: &str, extra: Value| {
+            let mut spec = json!({"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}});
+            if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+                s.extend(e.clone());
+            }
+            serde_json::from_value::<Redis>(json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": name}, "spec": spec}))
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        create_postgres(&client, &ns, "source", json!({})).await;
+        redis.create(&PostParams::default(), &redis_cr("cache", json!({}))).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_phase(&pgs, "source", Phase::Complete).await;
+        wait_phase(&redis, "cache", Phase::Complete).await;
+        let snapshot = |kind: &str, name: &str, of: &str| json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": {"resourceName": of}});
+        let pg_snap: PostgresSnapshot = serde_json::from_value(snapshot("PostgresSnapshot", "snap", "source")).unwrap_or_else(|e| panic!("{e}"));
+        pg_snaps.create(&PostParams::default(), &pg_snap).await.unwrap_or_else(|e| panic!("{e}"));
+        let redis_snap: RedisSnapshot = serde_json::from_value(snapshot("RedisSnapshot", "rsnap", "cache")).unwrap_or_else(|e| panic!("{e}"));
+        redis_snaps.create(&PostParams::default(), &redis_snap).await.unwrap_or_else(|e| panic!("{e}"));
+        let snap = wait_for(&pg_snaps, "snap", "snapshot complete", DEFAULT_TIMEOUT, |o: Option<&PostgresSnapshot>| {
+            o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete)
+        })
+        .await;
+        let rsnap = wait_for(&redis_snaps, "rsnap", "snapshot complete", DEFAULT_TIMEOUT, |o: Option<&RedisSnapshot>| {
+            o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete)
+        })
+        .await;
+        let snap_id = snap.status.and_then(|s| s.snapshot_id).unwrap_or_default();
+        let rsnap_id = rsnap.status.and_then(|s| s.snapshot_id).unwrap_or_default();
+
+        create_postgres(&client, &ns, "clone", json!({"restoreFromSnapshot": "snap"})).await;
+        create_postgres(&client, &ns, "early", json!({"restoreFromSnapshot": "later"})).await;
+        create_postgres(&client, &ns, "crossed", json!({"restoreFromSnapshot": "rsnap"})).await;
+        redis.create(&PostParams::default(), &redis_cr("cache-clone", json!({"restoreFromSnapshot": "rsnap"}))).await.unwrap_or_else(|e| panic!("{e}"));
+
+        let clone = wait_phase(&pgs, "clone", Phase::Complete).await;
+        let clone_id = cloud_identifier("testcluster", &ns, "clone");
+        let actions = aws_actions_mentioning(&clone_id);
+        assert!(actions.iter().any(|a| a == "RestoreDBInstanceFromDBSnapshot"), "{actions:?}");
+        assert!(!actions.iter().any(|a| a == "CreateDBInstance"), "{actions:?}");
+        let restored = aws_requests().into_iter().find(|r| r["action"] == "RestoreDBInstanceFromDBSnapshot" && r["params"].to_string().contains(&clone_id));
+        assert_eq!(restored.map(|r| r["params"]["DBSnapshotIdentifier"].to_string()), Some(json!([snap_id]).to_string()));
+        // The clone's own password, not the source's, in its Secret and on the instance.
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let value = |s: &Secret, k: &str| s.data.as_ref().and_then(|d| d.get(k)).map(|v| String::from_utf8_lossy(&v.0).into_owned());
+        let clone_secret = secrets.get("clone-sec").await.unwrap_or_else(|e| panic!("{e}"));
+        let source_secret = secrets.get("source-sec").await.unwrap_or_else(|e| panic!("{e}"));
+        let password = value(&clone_secret, "password").unwrap_or_default();
+        assert_ne!(Some(password.clone()), value(&source_secret, "password"));
+        let set: Vec<String> = aws_requests()
+            .into_iter()
+            .filter(|r| r["action"] == "ModifyDBInstance" && r["params"].to_string().contains(&clone_id))
+            .filter_map(|r| r["params"]["MasterUserPassword"][0].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(set, vec![password], "the restored instance's master password was not set once to the clone's");
+        let credentials = secrets.get("clone-aws-rds-credentials").await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(value(&credentials, "restoredFrom"), None, "the restore mark stayed");
+        assert!(clone.metadata.annotations.is_some_and(|a| a.get("resourceIdentifier") == Some(&clone_id)));
+
+        let cache_clone = wait_phase(&redis, "cache-clone", Phase::Complete).await;
+        let group = cloud_identifier("testcluster", &ns, "cache-clone");
+        let created = aws_requests().into_iter().find(|r| r["action"] == "CreateReplicationGroup" && r["params"].to_string().contains(&group));
+        assert_eq!(created.map(|r| r["params"]["SnapshotName"].to_string()), Some(json!([rsnap_id]).to_string()));
+        drop(cache_clone);
+
+        let early = wait_for(&pgs, "early", "waiting for its snapshot", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.is_some_and(|o| Phased::message(o).contains("waiting for PostgresSnapshot later"))
+        })
+        .await;
+        assert_eq!(early.status.and_then(|s| s.phase), Some(Phase::InProgress));
+        assert!(aws_actions_mentioning(&cloud_identifier("testcluster", &ns, "early")).is_empty(), "a clone without its snapshot called AWS");
+        let crossed = wait_phase(&pgs, "crossed", Phase::Failed).await;
+        assert!(Phased::message(&crossed).contains("RedisSnapshot"), "{}", Phased::message(&crossed));
     })
     .await;
 }

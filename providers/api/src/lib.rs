@@ -109,6 +109,9 @@ pub struct ResourceRequest {
     /// once the resource was created: if it is set and the resource is gone,
     /// the provider reports that rather than silently creating a new one.
     pub recorded_identifier: Option<String>,
+    /// Create the resource from this cloud snapshot (`restoreFromSnapshot`,
+    /// resolved by the operator); only when it does not exist yet.
+    pub restore_from_snapshot: Option<String>,
     /// When deleting: the identifier of the final snapshot, unique to this
     /// deletion (a resource of the same name created and deleted again
     /// gets another one).
@@ -144,6 +147,7 @@ impl ResourceRequest {
             },
             identifier: name,
             recorded_identifier: None,
+            restore_from_snapshot: None,
             final_snapshot_identifier: None,
             tier: String::new(),
             strategy,

@@ -318,6 +318,8 @@ async fn create(
         .set_security_group_ids(f.strings("SecurityGroupIds")?)
         .set_cache_parameter_group_name(f.string("CacheParameterGroupName")?)
         .set_port(f.int("Port")?)
+        // A clone (spec.restoreFromSnapshot): seeded from the snapshot.
+        .set_snapshot_name(req.restore_from_snapshot.clone())
         .set_tags(Some(sdk_tags(&tags)))
         .send()
         .await

@@ -19,7 +19,7 @@ use aws_sdk_rds::{
     types::{DbInstance, Tag},
 };
 use cro_provider_api::{
-    Change, ConnectionDetails, Deletion, IdentifierRules, ProviderError, Provisioned,
+    Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError, Provisioned,
     ResourceRequest, Timing,
 };
 
@@ -473,8 +473,11 @@ pub async fn reconcile(
     let have = database::observe::<Client>(c, req).await?;
     let version = have.as_ref().map(|h| h.engine_version.clone());
     let plan = decide(have.as_ref(), &want, req);
+    if let (Plan::Converge { .. }, Some(snapshot)) = (&plan, creds.get(RESTORED_FROM)) {
+        return set_restored_password(kube, c, req, &creds, snapshot).await;
+    }
     let calls = database::Calls {
-        create: create(&c.rds, req, &f, &want, &creds),
+        create: create(kube, &c.rds, req, &f, &want, &creds),
         modify: |changes| modify(&c.rds, &req.identifier, &want, changes),
     };
     let mut report = database::act::<Client, _, _, _>(c, req, have, plan, calls, |have| {
@@ -502,13 +505,27 @@ fn details(have: &Instance, want: &Desired, creds: &BTreeMap<String, String>) ->
     ]))
 }
 
+/// Kept in the credentials Secret while an instance restored from a
+/// snapshot still has its source's master password: written before the
+/// restore is requested and removed once this CR's password is set, so a
+/// kill in between sets it again rather than never.
+const RESTORED_FROM: &str = "restoredFrom";
+
+/// Creates the instance, or restores it from `req.restore_from_snapshot`.
 async fn create(
+    kube: &kube::Client,
     rds: &Client,
     req: &ResourceRequest,
     f: &Fields<'_>,
     want: &Desired,
     creds: &BTreeMap<String, String>,
 ) -> Result<(), ProviderError> {
+    if let Some(snapshot) = &req.restore_from_snapshot {
+        let mut marked = creds.clone();
+        marked.insert(RESTORED_FROM.into(), snapshot.clone());
+        credentials::write(kube, req, &credentials_secret(&req.name), &marked).await?;
+        return restore(rds, req, f, want, snapshot).await;
+    }
     let id = req.identifier.as_str();
     let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
     rds.create_db_instance()
@@ -542,6 +559,72 @@ async fn create(
         .await
         .map_err(|e| api_error("rds:CreateDBInstance", id, e))?;
     Ok(())
+}
+
+/// A new instance from `snapshot` with the tier's settings; those a
+/// restore cannot take (backups, windows, storage autoscaling) follow as
+/// drift once it is available.
+async fn restore(
+    rds: &Client,
+    req: &ResourceRequest,
+    f: &Fields<'_>,
+    want: &Desired,
+    snapshot: &str,
+) -> Result<(), ProviderError> {
+    let id = req.identifier.as_str();
+    let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
+    rds.restore_db_instance_from_db_snapshot()
+        .db_instance_identifier(id)
+        .db_snapshot_identifier(snapshot)
+        .db_instance_class(&want.class)
+        .port(want.port)
+        .multi_az(want.multi_az)
+        .deletion_protection(want.deletion_protection)
+        .auto_minor_version_upgrade(want.auto_minor_version_upgrade)
+        .publicly_accessible(want.publicly_accessible)
+        .copy_tags_to_snapshot(f.bool("CopyTagsToSnapshot")?.unwrap_or(true))
+        .set_storage_type(f.string("StorageType")?)
+        .set_iops(f.int("Iops")?)
+        .set_db_subnet_group_name(f.string("DBSubnetGroupName")?)
+        .set_vpc_security_group_ids(f.strings("VpcSecurityGroupIds")?)
+        .set_db_parameter_group_name(f.string("DBParameterGroupName")?)
+        .set_tags(Some(sdk_tags(&tags)))
+        .send()
+        .await
+        .map_err(|e| api_error("rds:RestoreDBInstanceFromDBSnapshot", id, e))?;
+    Ok(())
+}
+
+/// A restored instance gets this CR's master password (it came with its
+/// source's); then the mark goes.
+async fn set_restored_password(
+    kube: &kube::Client,
+    c: &Clients,
+    req: &ResourceRequest,
+    creds: &BTreeMap<String, String>,
+    snapshot: &str,
+) -> Result<Provisioned, ProviderError> {
+    let id = req.identifier.as_str();
+    c.rds
+        .modify_db_instance()
+        .db_instance_identifier(id)
+        .master_user_password(&creds["password"])
+        .apply_immediately(true)
+        .send()
+        .await
+        .map_err(|e| api_error("rds:ModifyDBInstance", id, e))?;
+    c.rds_listing.forget(id).await;
+    let mut unmarked = creds.clone();
+    unmarked.remove(RESTORED_FROM);
+    credentials::write(kube, req, &credentials_secret(&req.name), &unmarked).await?;
+    let mut report = Provisioned::new(
+        PROVIDER,
+        Outcome::InProgress(format!(
+            "setting the master password of RDS instance {id}, restored from snapshot {snapshot}"
+        )),
+    );
+    report.identifier = Some(id.to_string());
+    Ok(report)
 }
 
 /// Requests `changes.apply` in one ModifyDBInstance.

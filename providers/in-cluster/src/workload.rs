@@ -234,6 +234,7 @@ mod tests {
             },
             identifier: "id".into(),
             recorded_identifier: None,
+            restore_from_snapshot: None,
             final_snapshot_identifier: None,
             tier: "development".into(),
             strategy: json!({}),
