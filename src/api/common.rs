@@ -9,6 +9,36 @@ use super::lenient;
 /// A duration such as `1d`, `12h30m` or `0` (the Go operator's format).
 pub type Duration = String;
 
+/// Seconds in a duration of the CRD's format (`1d`, `12h30m`, `0`); `None`
+/// for `0` or empty (no schedule).
+pub fn seconds(duration: &str) -> Result<Option<u64>, String> {
+    let mut total = 0u64;
+    let mut digits = String::new();
+    for c in duration.trim().chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            'd' => 86_400,
+            'h' => 3_600,
+            'm' => 60,
+            _ => return Err(format!("{duration:?}: unknown unit {c:?}")),
+        };
+        let n: u64 = digits
+            .parse()
+            .map_err(|_| format!("{duration:?}: a number must come before {c:?}"))?;
+        total = total.saturating_add(n.saturating_mul(unit));
+        digits.clear();
+    }
+    if !digits.trim_start_matches('0').is_empty() {
+        return Err(format!(
+            "{duration:?}: the last number has no unit (d, h or m)"
+        ));
+    }
+    Ok((total > 0).then_some(total))
+}
+
 /// The spec of Postgres, Redis, BlobStorage and SMTPCredentialSet
 /// (`ResourceTypeSpec` in the Go operator).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
@@ -201,6 +231,24 @@ pub struct ResourceTypeStatus {
         deserialize_with = "lenient::field"
     )]
     pub adoption_hash: Option<String>,
+    /// The last rotation of the resource's credentials.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
+    pub credentials_rotation: Option<CredentialsRotation>,
+}
+
+/// A completed rotation of a resource's credentials.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialsRotation {
+    /// When the new credentials were in place (RFC 3339).
+    pub rotated_at: String,
+    /// The last `integreatly.org/rotate-credentials` value answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<String>,
 }
 
 /// One field of the live resource that differs from the tier.

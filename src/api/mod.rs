@@ -11,8 +11,8 @@ mod resources;
 mod snapshots;
 
 pub use common::{
-    Duration, PendingChange, Phase, ResourceTypeSpec, ResourceTypeStatus, SecretRef, SnapshotSpec,
-    SnapshotStatus,
+    CredentialsRotation, Duration, PendingChange, Phase, ResourceTypeSpec, ResourceTypeStatus,
+    SecretRef, SnapshotSpec, SnapshotStatus, seconds,
 };
 pub use resources::{
     BlobStorage, BlobStorageSpec, Postgres, PostgresSpec, Redis, RedisSpec, SMTPCredentialSet,

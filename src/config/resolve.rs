@@ -23,16 +23,55 @@ const DEFAULT_TIERS: [&str; 2] = ["development", "production"];
 /// provider's strategy.
 pub const CHANGE_POLICY_KEY: &str = "changePolicy";
 
+/// Tier keys of credential rotation, read by this operator too.
+pub const ROTATE_EVERY_KEY: &str = "rotateCredentialsEvery";
+pub const ROTATION_GRACE_KEY: &str = "credentialRotationGrace";
+
+/// How long a replaced access key keeps working after a rotation, unless
+/// the tier says otherwise.
+pub const DEFAULT_ROTATION_GRACE: u64 = 3600;
+
 /// A resolved tier.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Tier {
-    /// What the provider reads (without `changePolicy`).
+    /// What the provider reads (without the operator's keys).
     pub strategy: Value,
     pub change_policy: ChangePolicy,
+    /// `rotateCredentialsEvery`, in seconds.
+    pub rotate_every: Option<u64>,
+    /// `credentialRotationGrace`, in seconds.
+    pub rotation_grace: u64,
 }
 
-/// Splits a tier into its change policy and the provider's strategy.
+impl Default for Tier {
+    fn default() -> Self {
+        Tier {
+            strategy: Value::Object(Default::default()),
+            change_policy: ChangePolicy::Automatic,
+            rotate_every: None,
+            rotation_grace: DEFAULT_ROTATION_GRACE,
+        }
+    }
+}
+
+/// A duration key of a tier (`30d`, `12h`, `30m`), in seconds.
+fn tier_seconds(tier: &mut Value, key: &str) -> Result<Option<u64>, String> {
+    let Some(value) = tier.as_object_mut().and_then(|t| t.remove(key)) else {
+        return Ok(None);
+    };
+    let text = value.as_str().ok_or_else(|| {
+        format!("{key} {value} is not a duration; use days, hours and minutes such as \"30d\" or \"12h\"")
+    })?;
+    crate::api::seconds(text)
+        .map_err(|e| format!("{key} {e}; use days, hours and minutes such as \"30d\" or \"12h\""))
+}
+
+/// Splits a tier into what the operator reads (change policy, credential
+/// rotation) and the provider's strategy.
 pub fn split_tier(mut tier: Value) -> Result<Tier, String> {
+    let rotate_every = tier_seconds(&mut tier, ROTATE_EVERY_KEY)?;
+    let rotation_grace =
+        tier_seconds(&mut tier, ROTATION_GRACE_KEY)?.unwrap_or(DEFAULT_ROTATION_GRACE);
     let policy = tier
         .as_object_mut()
         .and_then(|t| t.remove(CHANGE_POLICY_KEY));
@@ -48,6 +87,8 @@ pub fn split_tier(mut tier: Value) -> Result<Tier, String> {
     Ok(Tier {
         strategy: tier,
         change_policy,
+        rotate_every,
+        rotation_grace,
     })
 }
 
@@ -258,10 +299,7 @@ pub fn resolve_tier(
     let resource = kind.config_key();
     let Some(cm) = strategies else {
         return if DEFAULT_TIERS.contains(&tier) {
-            Ok(Tier {
-                strategy: Value::Object(Default::default()),
-                change_policy: ChangePolicy::Automatic,
-            })
+            Ok(Tier::default())
         } else {
             Err(ConfigError::UnknownDefaultTier {
                 namespace: operator_namespace.to_string(),
@@ -444,7 +482,8 @@ mod tests {
             t("gated"),
             Ok(Tier {
                 strategy: json!({"region": "eu-west-1"}),
-                change_policy: ChangePolicy::Plan
+                change_policy: ChangePolicy::Plan,
+                ..Tier::default()
             })
         );
         assert_eq!(
@@ -458,5 +497,37 @@ mod tests {
                 && err.contains("\"Plan\""),
             "{err}"
         );
+    }
+
+    #[test]
+    fn credential_rotation_keys_are_the_operators_and_checked() {
+        let s = cm(
+            "cloud-resources-aws-strategies",
+            &[(
+                "postgres",
+                r#"{"monthly": {"rotateCredentialsEvery": "30d", "credentialRotationGrace": "2h", "region": "eu-west-1"}, "plain": {}, "typo": {"rotateCredentialsEvery": "30days"}, "number": {"credentialRotationGrace": 60}}"#,
+            )],
+        );
+        let t = |tier| resolve_tier(Some(&s), "ops", "aws", ResourceKind::Postgres, tier);
+        assert_eq!(
+            t("monthly"),
+            Ok(Tier {
+                strategy: json!({"region": "eu-west-1"}),
+                rotate_every: Some(30 * 86_400),
+                rotation_grace: 7200,
+                ..Tier::default()
+            })
+        );
+        assert_eq!(
+            t("plain").map(|t| (t.rotate_every, t.rotation_grace)),
+            Ok((None, DEFAULT_ROTATION_GRACE))
+        );
+        for (tier, key) in [
+            ("typo", "rotateCredentialsEvery"),
+            ("number", "credentialRotationGrace"),
+        ] {
+            let err = t(tier).unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains("30d"), "{err}");
+        }
     }
 }

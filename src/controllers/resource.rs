@@ -10,7 +10,7 @@ use cro_provider_api::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::{
     api::{
@@ -19,6 +19,7 @@ use crate::{
         SMTPCredentialSet, SecretRef,
     },
     config::{self, ConfigReader},
+    controllers::rotation,
     reconcile::{
         Context, Error, Managed, Report, Settings, in_progress_requeue, key,
         output_secret::{self, Target, Written},
@@ -121,6 +122,7 @@ fn report_of(status: Option<&ResourceTypeStatus>) -> Option<Report> {
         pending: s.pending_changes.clone(),
         plan_hash: s.plan_hash.clone(),
         adoption_hash: s.adoption_hash.clone(),
+        rotation: s.credentials_rotation.clone(),
     })
 }
 
@@ -137,6 +139,7 @@ fn status_json(report: &Report, conditions: Vec<Condition>, generation: Option<i
         pending_changes: report.pending.clone(),
         plan_hash: report.plan_hash.clone(),
         adoption_hash: report.adoption_hash.clone(),
+        credentials_rotation: report.rotation.clone(),
     };
     serde_json::to_value(status).unwrap_or(Value::Null)
 }
@@ -403,6 +406,9 @@ pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -
             snapshot_retention: spec.snapshot_retention.clone(),
             observed_within: (cr.status().and_then(|s| s.phase) == Some(Phase::Complete))
                 .then(|| settings.recheck_interval.min(BATCHED_OBSERVATION_AGE)),
+            // Decided by `provision` (from status and the clock).
+            rotate_credentials: None,
+            rotation_grace: Duration::from_secs(tier.rotation_grace),
         },
     }
 }
@@ -428,7 +434,7 @@ async fn reconcile<K: ResourceCr>(
 ) -> Result<(Report, Option<Duration>), Error> {
     let secret_ns = secret_namespace(cr, ctx)?;
     let provider_name = provider_name(cr, &ctx.config).await?;
-    let (provisioned, policy) = provision(cr, ctx, &provider_name).await?;
+    let (provisioned, policy, rotation) = provision(cr, ctx, &provider_name).await?;
     let takes_snapshots = provider(ctx, &provider_name)?.takes_snapshots();
     if let Some(id) = &provisioned.identifier
         && recorded_identifier(cr).as_ref() != Some(id)
@@ -445,11 +451,22 @@ async fn reconcile<K: ResourceCr>(
         version: provisioned
             .version
             .or_else(|| previous.as_ref().and_then(|p| p.version.clone())),
-        secret_ref: previous.and_then(|p| p.secret_ref),
+        secret_ref: previous.as_ref().and_then(|p| p.secret_ref.clone()),
         instance_id: provisioned.identifier.clone(),
         conditions: provisioned.conditions,
+        rotation: previous.and_then(|p| p.rotation),
         ..Report::new(Phase::InProgress, "")
     };
+    // Recorded only with the new credentials published (below, `Ready`).
+    let rotated = rotation.filter(|token| {
+        provisioned.rotated.as_ref() == Some(token)
+            && matches!(provisioned.outcome, Outcome::Ready(_))
+    });
+    if let Some(token) = rotated {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        report.rotation = Some(rotation::completed(&token, report.rotation.as_ref(), now));
+        info!(object = %key(cr), "credentials rotated");
+    }
     report.conditions.extend(adopted(
         provisioned.adoption.as_ref(),
         Managed::conditions(cr),
@@ -573,12 +590,13 @@ async fn restore_source<K: ResourceCr>(
 }
 
 /// Asks the provider for the resource, unless the same inputs just failed
-/// for a reason that needs a person; with the tier's change policy.
+/// for a reason that needs a person; with the tier's change policy and the
+/// credential rotation asked for.
 async fn provision<K: ResourceCr>(
     cr: &K,
     ctx: &Context,
     provider_name: &str,
-) -> Result<(cro_provider_api::Provisioned, ChangePolicy), Error> {
+) -> Result<(cro_provider_api::Provisioned, ChangePolicy, Option<String>), Error> {
     let tier_name = &cr.spec().tier;
     let tier = config::tier_strategy(&ctx.config, provider_name, K::KIND, tier_name).await?;
     let policy = tier.change_policy;
@@ -590,7 +608,16 @@ async fn provision<K: ResourceCr>(
         policy == ChangePolicy::Plan,
         provider_name,
     );
+    let rotate_every = tier.rotate_every;
     let mut req = request(cr, &ctx.settings, tier.clone());
+    req.options.rotate_credentials = rotation::due(
+        annotation(cr, rotation::ROTATE_ANNOTATION).as_deref(),
+        cr.status().and_then(|s| s.credentials_rotation.as_ref()),
+        cr.meta().creation_timestamp.as_ref().map(|t| t.0),
+        rotate_every,
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    let rotation = req.options.rotate_credentials.clone();
     if let Some(name) = cr.restore_from_snapshot()
         && req.recorded_identifier.is_none()
     {
@@ -598,7 +625,11 @@ async fn provision<K: ResourceCr>(
             Ok(snapshot_id) => req.restore_from_snapshot = Some(snapshot_id),
             Err(waiting) => {
                 let outcome = Outcome::InProgress(waiting);
-                return Ok((cro_provider_api::Provisioned::new("", outcome), policy));
+                return Ok((
+                    cro_provider_api::Provisioned::new("", outcome),
+                    policy,
+                    None,
+                ));
             }
         }
     }
@@ -614,7 +645,7 @@ async fn provision<K: ResourceCr>(
             .map_err(|e| with_tier_location(e, provider_name, K::KIND, tier_name))
     })
     .await?;
-    Ok((provisioned, policy))
+    Ok((provisioned, policy, rotation))
 }
 
 /// Writes the connection Secret and sets the report's phase and message
@@ -733,10 +764,7 @@ async fn cleanup<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error
             Err(e) => {
                 // Delete with the provider's safe defaults rather than never.
                 warn!(error = %e, "tier strategy unavailable during deletion; using defaults");
-                config::Tier {
-                    strategy: Value::Object(Default::default()),
-                    change_policy: ChangePolicy::Automatic,
-                }
+                config::Tier::default()
             }
         };
     match provider(ctx, &provider_name)?

@@ -89,35 +89,7 @@ pub fn decide(now: i64, every: u64, keep: Option<u64>, existing: &[Existing]) ->
     }
 }
 
-/// Seconds in a duration of the CRD's format (`1d`, `12h30m`, `0`); `None`
-/// for `0` or empty (no schedule).
-pub fn seconds(duration: &str) -> Result<Option<u64>, String> {
-    let mut total = 0u64;
-    let mut digits = String::new();
-    for c in duration.trim().chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let unit = match c {
-            'd' => 86_400,
-            'h' => 3_600,
-            'm' => 60,
-            _ => return Err(format!("{duration:?}: unknown unit {c:?}")),
-        };
-        let n: u64 = digits
-            .parse()
-            .map_err(|_| format!("{duration:?}: a number must come before {c:?}"))?;
-        total = total.saturating_add(n.saturating_mul(unit));
-        digits.clear();
-    }
-    if !digits.trim_start_matches('0').is_empty() {
-        return Err(format!(
-            "{duration:?}: the last number has no unit (d, h or m)"
-        ));
-    }
-    Ok((total > 0).then_some(total))
-}
+pub use crate::api::seconds;
 
 /// The snapshot kind of a resource kind.
 fn snapshot_resource(kind: ResourceKind) -> Option<ApiResource> {

@@ -31,6 +31,8 @@ pub struct Report {
     pub plan_hash: Option<String>,
     /// The hash a person adopts someone else's resource with.
     pub adoption_hash: Option<String>,
+    /// The last credential rotation.
+    pub rotation: Option<crate::api::CredentialsRotation>,
 }
 
 impl Report {
@@ -48,6 +50,7 @@ impl Report {
             pending: Vec::new(),
             plan_hash: None,
             adoption_hash: None,
+            rotation: None,
         }
     }
 }

@@ -680,7 +680,7 @@ async fn a_clone_is_restored_from_a_snapshot_with_its_own_password() {
             .collect();
         assert_eq!(set, vec![password], "the restored instance's master password was not set once to the clone's");
         let credentials = secrets.get("clone-aws-rds-credentials").await.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(value(&credentials, "restoredFrom"), None, "the restore mark stayed");
+        assert_eq!(value(&credentials, "passwordPending"), None, "the restore mark stayed");
         assert!(clone.metadata.annotations.is_some_and(|a| a.get("resourceIdentifier") == Some(&clone_id)));
 
         let cache_clone = wait_phase(&redis, "cache-clone", Phase::Complete).await;
@@ -697,6 +697,86 @@ async fn a_clone_is_restored_from_a_snapshot_with_its_own_password() {
         assert!(aws_actions_mentioning(&cloud_identifier("testcluster", &ns, "early")).is_empty(), "a clone without its snapshot called AWS");
         let crossed = wait_phase(&pgs, "crossed", Phase::Failed).await;
         assert!(Phased::message(&crossed).contains("RedisSnapshot"), "{}", Phased::message(&crossed));
+    })
+    .await;
+}
+
+/// Credential rotation (issue 14): annotating a CR rotates its
+/// credentials; an RDS master password changes at once, an IAM access key
+/// is replaced and the old one keeps working through the tier's grace
+/// period, then goes. Status records when and which request.
+#[tokio::test]
+async fn credentials_rotate_on_request_and_a_replaced_key_works_through_its_grace() {
+    use cloud_resource_operator::api::BlobStorage;
+    with_operator("rotate", |client, ns, _op| async move {
+        let tiers = json!({
+            "postgres": json!({"development": {}}).to_string(),
+            "blobstorage": json!({"development": {"credentialRotationGrace": "1m"}}).to_string(),
+        });
+        apply_config_map(&client, &ns, "cloud-resources-aws-strategies", tiers).await;
+        create_postgres(&client, &ns, "db", json!({})).await;
+        let blob: BlobStorage = serde_json::from_value(json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": "files"},
+            "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "files-sec"}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        blobs.create(&PostParams::default(), &blob).await.unwrap_or_else(|e| panic!("{e}"));
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        wait_phase(&pgs, "db", Phase::Complete).await;
+        wait_phase(&blobs, "files", Phase::Complete).await;
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let value = |s: &Secret, k: &str| s.data.as_ref().and_then(|d| d.get(k)).map(|v| String::from_utf8_lossy(&v.0).into_owned()).unwrap_or_default();
+        let read = |name: &'static str, key: &'static str| {
+            let secrets = secrets.clone();
+            async move { value(&secrets.get(name).await.unwrap_or_else(|e| panic!("{e}")), key) }
+        };
+        let (old_password, old_key) = (read("db-sec", "password").await, read("files-sec", "credentialKeyID").await);
+
+        let rotate = json!({"metadata": {"annotations": {"integreatly.org/rotate-credentials": "2026-11-23"}}});
+        pgs.patch("db", &PatchParams::default(), &Patch::Merge(&rotate)).await.unwrap_or_else(|e| panic!("{e}"));
+        blobs.patch("files", &PatchParams::default(), &Patch::Merge(&rotate)).await.unwrap_or_else(|e| panic!("{e}"));
+        let answered = |requested: Option<String>| requested.as_deref() == Some("2026-11-23");
+        let db = wait_for(&pgs, "db", "rotation recorded", DEFAULT_TIMEOUT, move |o: Option<&Postgres>| {
+            answered(o.and_then(|o| o.status.as_ref()?.credentials_rotation.as_ref()?.requested.clone()))
+        })
+        .await;
+        assert_eq!(db.status.as_ref().and_then(|s| s.phase), Some(Phase::Complete));
+        let new_password = read("db-sec", "password").await;
+        assert_ne!(new_password, old_password, "the published password did not change");
+        let id = cloud_identifier("testcluster", &ns, "db");
+        let set: Vec<String> = aws_requests()
+            .into_iter()
+            .filter(|r| r["action"] == "ModifyDBInstance" && r["params"].to_string().contains(&id))
+            .filter_map(|r| r["params"]["MasterUserPassword"][0].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(set, vec![new_password], "the instance's master password was not set once to the published one");
+
+        wait_for(&blobs, "files", "rotation recorded", DEFAULT_TIMEOUT, move |o: Option<&BlobStorage>| {
+            answered(o.and_then(|o| o.status.as_ref()?.credentials_rotation.as_ref()?.requested.clone()))
+        })
+        .await;
+        let new_key = read("files-sec", "credentialKeyID").await;
+        assert_ne!(new_key, old_key);
+        let iam = aws_sdk_iam::Client::new(&TestEnv::load().aws_config().await);
+        let bucket = cloud_identifier("testcluster", &ns, "files");
+        let keys = || async {
+            let mut ids: Vec<String> = iam.list_access_keys().user_name(&bucket).send().await.unwrap_or_else(|e| panic!("{e:?}"))
+                .access_key_metadata().iter().filter_map(|k| k.access_key_id().map(str::to_string)).collect();
+            ids.sort();
+            ids
+        };
+        let mut both = vec![old_key.clone(), new_key.clone()];
+        both.sort();
+        assert_eq!(keys().await, both, "the replaced key must keep working during the grace period");
+        // After the minute of grace, only the new key is left.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(150);
+        while keys().await != vec![new_key.clone()] {
+            assert!(tokio::time::Instant::now() < deadline, "the replaced key outlived its grace period: {:?}", keys().await);
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+        assert_eq!(read("files-aws-s3-credentials", "previousAccessKeyID").await, "", "the replaced key is still remembered");
+        assert_eq!(read("files-sec", "credentialKeyID").await, new_key);
     })
     .await;
 }

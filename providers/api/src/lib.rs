@@ -94,6 +94,12 @@ pub struct Options {
     /// other resources instead of reading it on its own. `None`: read it
     /// now (it is changing, or someone changed the CR).
     pub observed_within: Option<std::time::Duration>,
+    /// Rotate the credentials, once per distinct value: a token the
+    /// provider keeps with them, and reports in `Provisioned::rotated` once
+    /// the new credentials are in place.
+    pub rotate_credentials: Option<String>,
+    /// How long a replaced access key keeps working after a rotation.
+    pub rotation_grace: std::time::Duration,
 }
 
 /// One request to create or converge a backing service.
@@ -235,6 +241,9 @@ pub struct Provisioned {
     /// the CR's `spec.maintenanceWindow` goes back to false (as the Go
     /// operator does), so the next tier change waits for the next window.
     pub maintenance_window_used: bool,
+    /// The rotation token (`Options::rotate_credentials`) the credentials
+    /// in `outcome` answer.
+    pub rotated: Option<String>,
 }
 
 impl Provisioned {
@@ -250,6 +259,7 @@ impl Provisioned {
             pending: Vec::new(),
             adoption: None,
             maintenance_window_used: false,
+            rotated: None,
         }
     }
 }

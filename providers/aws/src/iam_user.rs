@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_iam::Client;
-use cro_provider_api::ProviderError;
+use cro_provider_api::{ProviderError, Provisioned};
 use serde_json::{Value, json};
 
 use cro_provider_api::ResourceRequest;
@@ -213,49 +213,140 @@ pub async fn ensure_user(
     Ok(())
 }
 
-/// The user's access key as stored in the Secret `secret_name`; a new key
+/// Keys of the credentials Secret besides the key itself: the rotation
+/// token the key answers, and the key it replaced with the time (Unix
+/// seconds) until which that one keeps working.
+const ROTATION: &str = "rotation";
+const PREVIOUS_KEY: &str = "previousAccessKeyID";
+const PREVIOUS_UNTIL: &str = "previousAccessKeyValidUntil";
+
+/// The user's key as the CR publishes it, and what a rotation left.
+#[derive(Debug)]
+pub struct Keys {
+    pub key: AccessKey,
+    /// The rotation token the key answers.
+    pub rotation: Option<String>,
+    /// When the replaced key is deleted (Unix seconds), while it still
+    /// works: look again then.
+    pub previous_until: Option<i64>,
+}
+
+impl Keys {
+    /// A key this operator does not manage (the Cloud Credential
+    /// Operator's, taken over from the Go operator): never rotated here.
+    pub fn minted(key: AccessKey) -> Self {
+        Keys {
+            key,
+            rotation: None,
+            previous_until: None,
+        }
+    }
+
+    /// The provider's report with these keys: the rotation they answer, and
+    /// a look again when the replaced key is due for deletion.
+    pub fn report(&self, mut report: Provisioned) -> Provisioned {
+        report.rotated = self.rotation.clone();
+        if let Some(until) = self.previous_until {
+            let now = k8s_openapi::jiff::Timestamp::now().as_second();
+            let wait = std::time::Duration::from_secs(u64::try_from(until - now).unwrap_or(0) + 1);
+            report.recheck_after = Some(report.recheck_after.map_or(wait, |r| r.min(wait)));
+        }
+        report
+    }
+}
+
+/// The user's access key as stored in the Secret `secret_name`. A new key
 /// is created (and stored at once, before anything else can fail) when the
-/// stored one is missing or no longer exists. Keys not stored are removed,
-/// so no credential leaks.
+/// stored one is missing or no longer exists, or a rotation asks for one;
+/// the key a rotation replaced keeps working for the grace period. Keys
+/// not stored are removed, so no credential leaks.
 pub async fn ensure_access_key(
     p: &AwsProvider,
     iam: &Client,
     req: &ResourceRequest,
     user: &str,
     secret_name: &str,
-) -> Result<AccessKey, ProviderError> {
-    let stored = credentials::read(&p.kube, req, secret_name)
+) -> Result<Keys, ProviderError> {
+    let mut data = credentials::read(&p.kube, req, secret_name)
         .await?
         .unwrap_or_default();
-    let stored = match (stored.get("accessKeyID"), stored.get("secretAccessKey")) {
+    let stored = match (data.get("accessKeyID"), data.get("secretAccessKey")) {
         (Some(id), Some(secret)) => Some(AccessKey {
             id: id.clone(),
             secret: secret.clone(),
         }),
         _ => None,
     };
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let previous = data
+        .get(PREVIOUS_KEY)
+        .cloned()
+        .zip(data.get(PREVIOUS_UNTIL).and_then(|u| u.parse::<i64>().ok()));
+    let rotate = req
+        .options
+        .rotate_credentials
+        .as_ref()
+        .filter(|token| data.get(ROTATION) != Some(*token));
     let live = access_key_ids(iam, user).await?;
-    let plan = decide_key(stored.as_ref().map(|k| k.id.as_str()), &live);
+    let plan = decide_key(
+        stored.as_ref().map(|k| k.id.as_str()),
+        previous
+            .as_ref()
+            .filter(|(_, until)| now < *until)
+            .map(|(id, _)| id.as_str()),
+        rotate.is_some(),
+        &live,
+    );
     delete_access_keys(iam, user, plan.delete().iter()).await?;
-    match (plan, stored) {
-        (KeyPlan::Keep { .. }, Some(key)) => Ok(key),
-        _ => {
-            let key = create_access_key(iam, user).await?;
-            let data = BTreeMap::from([
-                ("accessKeyID".to_string(), key.id.clone()),
-                ("secretAccessKey".to_string(), key.secret.clone()),
-            ]);
-            credentials::write(&p.kube, req, secret_name, &data).await?;
-            Ok(key)
+    let key = match (&plan, stored) {
+        (KeyPlan::Keep { .. }, Some(key)) => {
+            // The replaced key's grace period is over (it was deleted
+            // above if it still existed): forget it.
+            if previous.is_some_and(|(_, until)| now >= until) {
+                data.remove(PREVIOUS_KEY);
+                data.remove(PREVIOUS_UNTIL);
+                credentials::write(&p.kube, req, secret_name, &data).await?;
+            }
+            key
         }
-    }
+        (plan, stored) => {
+            let key = create_access_key(iam, user).await?;
+            data.insert("accessKeyID".into(), key.id.clone());
+            data.insert("secretAccessKey".into(), key.secret.clone());
+            match (plan, rotate, stored) {
+                (KeyPlan::Rotate { .. }, Some(token), Some(old)) => {
+                    let until = now.saturating_add(
+                        i64::try_from(req.options.rotation_grace.as_secs()).unwrap_or(i64::MAX),
+                    );
+                    data.insert(ROTATION.into(), token.clone());
+                    data.insert(PREVIOUS_KEY.into(), old.id);
+                    data.insert(PREVIOUS_UNTIL.into(), until.to_string());
+                }
+                _ => {
+                    data.remove(PREVIOUS_KEY);
+                    data.remove(PREVIOUS_UNTIL);
+                }
+            }
+            credentials::write(&p.kube, req, secret_name, &data).await?;
+            key
+        }
+    };
+    Ok(Keys {
+        key,
+        rotation: data.get(ROTATION).cloned(),
+        previous_until: data.get(PREVIOUS_UNTIL).and_then(|u| u.parse().ok()),
+    })
 }
 
 /// What to do about a user's access keys.
 #[derive(Debug, PartialEq)]
 pub enum KeyPlan {
-    /// The stored key is live: keep it, delete the others.
+    /// The stored key is live: keep it (and the replaced key still in its
+    /// grace period), delete the others.
     Keep { delete: Vec<String> },
+    /// A rotation: a second key, the stored one kept for the grace period;
+    /// any other goes first (IAM allows two keys per user).
+    Rotate { delete: Vec<String> },
     /// No usable key (none stored, or the stored one is gone): delete every
     /// live key first (their secrets were never stored, and IAM allows only
     /// two per user), then create one and store it at once.
@@ -265,16 +356,35 @@ pub enum KeyPlan {
 impl KeyPlan {
     fn delete(&self) -> &[String] {
         match self {
-            KeyPlan::Keep { delete } | KeyPlan::Replace { delete } => delete,
+            KeyPlan::Keep { delete } | KeyPlan::Rotate { delete } | KeyPlan::Replace { delete } => {
+                delete
+            }
         }
     }
 }
 
-/// The plan for a user's keys (pure).
-pub fn decide_key(stored: Option<&str>, live: &[String]) -> KeyPlan {
+/// The plan for a user's keys (pure): `stored` is the published key,
+/// `previous` the one a rotation replaced while its grace period lasts.
+pub fn decide_key(
+    stored: Option<&str>,
+    previous: Option<&str>,
+    rotate: bool,
+    live: &[String],
+) -> KeyPlan {
+    let others = |keep: &[Option<&str>]| {
+        live.iter()
+            .filter(|k| !keep.contains(&Some(k.as_str())))
+            .cloned()
+            .collect()
+    };
     match stored {
-        Some(id) if live.iter().any(|k| k == id) => KeyPlan::Keep {
-            delete: live.iter().filter(|k| *k != id).cloned().collect(),
+        Some(id) if live.iter().any(|k| k == id) => match rotate {
+            true => KeyPlan::Rotate {
+                delete: others(&[Some(id)]),
+            },
+            false => KeyPlan::Keep {
+                delete: others(&[Some(id), previous]),
+            },
         },
         _ => KeyPlan::Replace {
             delete: live.to_vec(),
@@ -402,37 +512,50 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_are_kept_replaced_or_cleaned_up() {
+    fn keys_are_kept_rotated_replaced_or_cleaned_up() {
         let live = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        // Row: (stored key, live keys, plan)
+        let keep = |ids: &[&str]| KeyPlan::Keep { delete: live(ids) };
+        let rotate = |ids: &[&str]| KeyPlan::Rotate { delete: live(ids) };
+        let replace = |ids: &[&str]| KeyPlan::Replace { delete: live(ids) };
+        // Row: (stored key, previous key in its grace period, rotate, live keys, plan)
         let rows = [
-            (Some("A"), live(&["A"]), KeyPlan::Keep { delete: vec![] }),
+            (Some("A"), None, false, live(&["A"]), keep(&[])),
+            (Some("A"), None, false, live(&["A", "B"]), keep(&["B"])),
+            (Some("A"), None, false, live(&["B"]), replace(&["B"])),
+            (Some("A"), None, false, live(&[]), replace(&[])),
+            (None, None, false, live(&["B", "C"]), replace(&["B", "C"])),
+            (None, None, false, live(&[]), replace(&[])),
+            // A rotation keeps the stored key for the grace period and
+            // makes room for the new one.
+            (Some("A"), None, true, live(&["A"]), rotate(&[])),
             (
                 Some("A"),
-                live(&["A", "B"]),
-                KeyPlan::Keep {
-                    delete: live(&["B"]),
-                },
+                Some("P"),
+                true,
+                live(&["A", "P"]),
+                rotate(&["P"]),
             ),
+            // During the grace period both keys stay; after it (no
+            // previous any more) the replaced key goes.
+            (Some("N"), Some("A"), false, live(&["N", "A"]), keep(&[])),
+            (Some("N"), None, false, live(&["N", "A"]), keep(&["A"])),
+            // A key created by an interrupted rotation and never stored goes.
             (
+                Some("N"),
                 Some("A"),
-                live(&["B"]),
-                KeyPlan::Replace {
-                    delete: live(&["B"]),
-                },
+                false,
+                live(&["N", "A", "X"]),
+                keep(&["X"]),
             ),
-            (Some("A"), live(&[]), KeyPlan::Replace { delete: vec![] }),
-            (
-                None,
-                live(&["B", "C"]),
-                KeyPlan::Replace {
-                    delete: live(&["B", "C"]),
-                },
-            ),
-            (None, live(&[]), KeyPlan::Replace { delete: vec![] }),
+            // Rotating without a usable key is a replacement.
+            (Some("A"), None, true, live(&["B"]), replace(&["B"])),
         ];
-        for (stored, live, plan) in rows {
-            assert_eq!(decide_key(stored, &live), plan, "{stored:?} {live:?}");
+        for (stored, previous, rotating, live, plan) in rows {
+            assert_eq!(
+                decide_key(stored, previous, rotating, &live),
+                plan,
+                "{stored:?} {previous:?} {rotating} {live:?}"
+            );
         }
     }
 

@@ -470,11 +470,12 @@ pub async fn reconcile(
         ],
     )
     .await?;
+    let creds = rotate_password(kube, req, creds).await?;
     let have = database::observe::<Client>(c, req).await?;
     let version = have.as_ref().map(|h| h.engine_version.clone());
     let plan = decide(have.as_ref(), &want, req);
-    if let (Plan::Converge { .. }, Some(snapshot)) = (&plan, creds.get(RESTORED_FROM)) {
-        return set_restored_password(kube, c, req, &creds, snapshot).await;
+    if let (Plan::Converge { .. }, Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
+        return set_password(kube, c, req, &creds, why).await;
     }
     let calls = database::Calls {
         create: create(kube, &c.rds, req, &f, &want, &creds),
@@ -485,6 +486,7 @@ pub async fn reconcile(
     })
     .await?;
     report.version = version;
+    report.rotated = creds.get(ROTATION).cloned();
     Ok(report)
 }
 
@@ -505,11 +507,37 @@ fn details(have: &Instance, want: &Desired, creds: &BTreeMap<String, String>) ->
     ]))
 }
 
-/// Kept in the credentials Secret while an instance restored from a
-/// snapshot still has its source's master password: written before the
-/// restore is requested and removed once this CR's password is set, so a
-/// kill in between sets it again rather than never.
-const RESTORED_FROM: &str = "restoredFrom";
+/// Kept in the credentials Secret, saying why, while the instance does not
+/// have the Secret's password yet (restored with its source's, or a
+/// rotation chose a new one): written before the call that makes it so
+/// and removed once the password is set, so a kill in between sets it
+/// again rather than never.
+const PASSWORD_PENDING: &str = "passwordPending";
+
+/// The rotation token (`Options::rotate_credentials`) the password in the
+/// credentials Secret answers.
+const ROTATION: &str = "rotation";
+
+/// A rotation asked for and not made yet: a new password in the Secret,
+/// marked to be set on the instance.
+async fn rotate_password(
+    kube: &kube::Client,
+    req: &ResourceRequest,
+    creds: BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, ProviderError> {
+    let Some(token) = &req.options.rotate_credentials else {
+        return Ok(creds);
+    };
+    if creds.get(ROTATION) == Some(token) {
+        return Ok(creds);
+    }
+    let mut rotated = creds;
+    rotated.insert("password".into(), credentials::random_password());
+    rotated.insert(ROTATION.into(), token.clone());
+    rotated.insert(PASSWORD_PENDING.into(), "credential rotation".into());
+    credentials::write(kube, req, &credentials_secret(&req.name), &rotated).await?;
+    Ok(rotated)
+}
 
 /// Creates the instance, or restores it from `req.restore_from_snapshot`.
 async fn create(
@@ -522,7 +550,10 @@ async fn create(
 ) -> Result<(), ProviderError> {
     if let Some(snapshot) = &req.restore_from_snapshot {
         let mut marked = creds.clone();
-        marked.insert(RESTORED_FROM.into(), snapshot.clone());
+        marked.insert(
+            PASSWORD_PENDING.into(),
+            format!("restored from snapshot {snapshot}"),
+        );
         credentials::write(kube, req, &credentials_secret(&req.name), &marked).await?;
         return restore(rds, req, f, want, snapshot).await;
     }
@@ -595,14 +626,14 @@ async fn restore(
     Ok(())
 }
 
-/// A restored instance gets this CR's master password (it came with its
-/// source's); then the mark goes.
-async fn set_restored_password(
+/// The instance gets the Secret's master password (restored with its
+/// source's, or rotated); then the mark goes.
+async fn set_password(
     kube: &kube::Client,
     c: &Clients,
     req: &ResourceRequest,
     creds: &BTreeMap<String, String>,
-    snapshot: &str,
+    why: &str,
 ) -> Result<Provisioned, ProviderError> {
     let id = req.identifier.as_str();
     c.rds
@@ -615,12 +646,12 @@ async fn set_restored_password(
         .map_err(|e| api_error("rds:ModifyDBInstance", id, e))?;
     c.rds_listing.forget(id).await;
     let mut unmarked = creds.clone();
-    unmarked.remove(RESTORED_FROM);
+    unmarked.remove(PASSWORD_PENDING);
     credentials::write(kube, req, &credentials_secret(&req.name), &unmarked).await?;
     let mut report = Provisioned::new(
         PROVIDER,
         Outcome::InProgress(format!(
-            "setting the master password of RDS instance {id}, restored from snapshot {snapshot}"
+            "setting the master password of RDS instance {id} ({why})"
         )),
     );
     report.identifier = Some(id.to_string());

@@ -211,15 +211,14 @@ pub async fn reconcile(
         }
     }
 
-    let key = access_key(p, c, req, bucket).await?;
-    Ok(provisioned(Outcome::Ready(ConnectionDetails(
-        BTreeMap::from([
-            ("bucketName".into(), bucket.to_string()),
-            ("bucketRegion".into(), region.to_string()),
-            ("credentialKeyID".into(), key.id),
-            ("credentialSecretKey".into(), key.secret),
-        ]),
-    ))))
+    let keys = access_key(p, c, req, bucket).await?;
+    let details = ConnectionDetails(BTreeMap::from([
+        ("bucketName".into(), bucket.to_string()),
+        ("bucketRegion".into(), region.to_string()),
+        ("credentialKeyID".into(), keys.key.id.clone()),
+        ("credentialSecretKey".into(), keys.key.secret.clone()),
+    ]));
+    Ok(keys.report(provisioned(Outcome::Ready(details))))
 }
 
 /// The bucket's credentials: this operator's IAM user (its key kept in
@@ -230,12 +229,12 @@ async fn access_key(
     c: &Clients,
     req: &ResourceRequest,
     bucket: &str,
-) -> Result<iam_user::AccessKey, ProviderError> {
+) -> Result<iam_user::Keys, ProviderError> {
     let ours = credentials::read(&p.kube, req, &credentials_secret(&req.name)).await?;
     if ours.is_none()
         && let Some(key) = cco::read(&p.kube, req, &cco::s3_request(bucket)).await?
     {
-        return Ok(key);
+        return Ok(iam_user::Keys::minted(key));
     }
     let policy = iam_user::bucket_policy(bucket);
     iam_user::ensure_user(c, req, bucket, POLICY_NAME, &policy).await?;

@@ -116,14 +116,15 @@ pub async fn reconcile(
     };
     // Taken over from the Go operator: its CCO-minted key stays; the
     // password is derived from it with AWS's current (SigV4) algorithm.
-    let key = match minted {
-        Some(key) => key,
+    let keys = match minted {
+        Some(key) => iam_user::Keys::minted(key),
         None => {
             let policy = iam_user::ses_send_policy();
             iam_user::ensure_user(c, req, user, POLICY_NAME, &policy).await?;
             iam_user::ensure_access_key(p, iam, req, user, &credentials_secret(&req.name)).await?
         }
     };
+    let key = &keys.key;
     let details = ConnectionDetails(BTreeMap::from([
         ("username".into(), key.id.clone()),
         ("password".into(), smtp_password(&key.secret, region)),
@@ -131,12 +132,12 @@ pub async fn reconcile(
         ("port".into(), "587".into()),
         ("tls".into(), "true".into()),
     ]));
-    Ok(Provisioned {
+    Ok(keys.report(Provisioned {
         identifier: Some(req.identifier.clone()),
         recheck_after: Some(RECHECK),
         conditions,
         ..Provisioned::new(PROVIDER, Outcome::Ready(details))
-    })
+    }))
 }
 
 /// Every change `reconcile` would make, from read-only calls.
