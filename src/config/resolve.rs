@@ -54,7 +54,7 @@ impl Default for Tier {
     }
 }
 
-/// A duration key of a tier (`30d`, `12h`, `30m`), in seconds.
+/// A duration key of a tier (`30d`, `12h`, `30m`, `0`), in seconds.
 fn tier_seconds(tier: &mut Value, key: &str) -> Result<Option<u64>, String> {
     let Some(value) = tier.as_object_mut().and_then(|t| t.remove(key)) else {
         return Ok(None);
@@ -63,13 +63,14 @@ fn tier_seconds(tier: &mut Value, key: &str) -> Result<Option<u64>, String> {
         format!("{key} {value} is not a duration; use days, hours and minutes such as \"30d\" or \"12h\"")
     })?;
     crate::api::seconds(text)
+        .map(|s| Some(s.unwrap_or(0)))
         .map_err(|e| format!("{key} {e}; use days, hours and minutes such as \"30d\" or \"12h\""))
 }
 
 /// Splits a tier into what the operator reads (change policy, credential
 /// rotation) and the provider's strategy.
 pub fn split_tier(mut tier: Value) -> Result<Tier, String> {
-    let rotate_every = tier_seconds(&mut tier, ROTATE_EVERY_KEY)?;
+    let rotate_every = tier_seconds(&mut tier, ROTATE_EVERY_KEY)?.filter(|s| *s > 0);
     let rotation_grace =
         tier_seconds(&mut tier, ROTATION_GRACE_KEY)?.unwrap_or(DEFAULT_ROTATION_GRACE);
     let policy = tier

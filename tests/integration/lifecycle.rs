@@ -1,21 +1,25 @@
-//! A database's life after creation (issue 14): scheduled snapshots.
+//! A database's life after creation (issue 14): scheduled snapshots, and
+//! rotation and restore through kills.
 
 use std::{collections::BTreeSet, time::Duration};
 
 use cloud_resource_operator::{
-    api::{Phase, Postgres, PostgresSnapshot},
+    api::{BlobStorage, Phase, Postgres, PostgresSnapshot},
     controllers::schedule::{PERIOD_LABEL, SCHEDULED_FOR_LABEL},
 };
+use cro_provider_api::cloud_identifier;
+use k8s_openapi::api::core::v1::Secret;
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, ListParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams},
 };
 use serde_json::json;
 
 use crate::{
     aws::create_postgres,
     support::{
-        DEFAULT_TIMEOUT, Launch, Operator, ensure_crds, wait_deleted, wait_phase, with_namespace,
+        DEFAULT_TIMEOUT, Launch, Operator, TestEnv, apply_config_map, aws_requests, create_json,
+        ensure_crds, wait_deleted, wait_for, wait_phase, with_namespace,
     },
 };
 
@@ -116,6 +120,131 @@ async fn scheduled_snapshots_keep_to_the_retention_through_a_kill() {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         drop(operator);
+    })
+    .await;
+}
+
+/// The calls after which a kill is most harmful: a key created but not
+/// yet stored, a password being set, a clone being restored.
+fn risky_step(r: &serde_json::Value, user: &str, db: &str, clone: &str) -> Option<&'static str> {
+    let params = r["params"].to_string();
+    match r["action"].as_str()? {
+        "CreateAccessKey" if params.contains(user) => Some("key"),
+        "ModifyDBInstance" if params.contains(db) && params.contains("MasterUserPassword") => {
+            Some("password")
+        }
+        "RestoreDBInstanceFromDBSnapshot" if params.contains(clone) => Some("restore"),
+        _ => None,
+    }
+}
+
+/// The master passwords set on `id`, oldest first.
+fn passwords_set(id: &str) -> Vec<String> {
+    aws_requests()
+        .into_iter()
+        .filter(|r| r["action"] == "ModifyDBInstance" && r["params"].to_string().contains(id))
+        .filter_map(|r| {
+            r["params"]["MasterUserPassword"][0]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn rotation_and_restore_survive_a_kill_at_their_riskiest_step() {
+    with_namespace("killsafe", |client, ns| async move {
+        ensure_crds(&client).await;
+        let tiers = json!({
+            "postgres": json!({"development": {}}).to_string(),
+            "blobstorage": json!({"development": {"credentialRotationGrace": "0"}}).to_string(),
+        });
+        apply_config_map(&client, &ns, "cloud-resources-aws-strategies", tiers).await;
+        let mut operator = Operator::launch(Launch::new(&ns)).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), &ns);
+        create_postgres(&client, &ns, "db", json!({})).await;
+        let _: BlobStorage = create_json(&client, &ns, json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": "files"},
+            "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "files-sec"}}
+        }))
+        .await;
+        wait_phase(&pgs, "db", Phase::Complete).await;
+        wait_phase(&blobs, "files", Phase::Complete).await;
+        let _: PostgresSnapshot = create_json(&client, &ns, json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot", "metadata": {"name": "snap"},
+            "spec": {"resourceName": "db"}
+        }))
+        .await;
+        wait_for(&snaps, "snap", "snapshot complete", DEFAULT_TIMEOUT, |o: Option<&PostgresSnapshot>| {
+            o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete)
+        })
+        .await;
+
+        let (user, db, clone) = (cloud_identifier("testcluster", &ns, "files"), cloud_identifier("testcluster", &ns, "db"), cloud_identifier("testcluster", &ns, "clone"));
+        let seen_before = aws_requests().len();
+        let rotate = json!({"metadata": {"annotations": {"integreatly.org/rotate-credentials": "1"}}});
+        pgs.patch("db", &PatchParams::default(), &Patch::Merge(&rotate)).await.unwrap_or_else(|e| panic!("{e}"));
+        blobs.patch("files", &PatchParams::default(), &Patch::Merge(&rotate)).await.unwrap_or_else(|e| panic!("{e}"));
+        create_postgres(&client, &ns, "clone", json!({"restoreFromSnapshot": "snap"})).await;
+
+        // SIGKILL right after each risky call (once per kind of step), and
+        // start again.
+        let mut killed_after = BTreeSet::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        while killed_after.len() < 3 && tokio::time::Instant::now() < deadline {
+            let requests = aws_requests();
+            let step = requests[seen_before.min(requests.len())..].iter().filter_map(|r| risky_step(r, &user, &db, &clone)).find(|s| !killed_after.contains(s));
+            match step {
+                Some(step) => {
+                    operator.kill().await;
+                    killed_after.insert(step);
+                    operator = Operator::launch(Launch::new(&ns)).await;
+                }
+                None => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+        assert_eq!(killed_after.len(), 3, "not every risky step was seen: killed after {killed_after:?}");
+
+        // Finished after the kills, with nothing lost or left over.
+        let answered = |requested: Option<String>| requested.as_deref() == Some("1");
+        wait_for(&pgs, "db", "rotation recorded", DEFAULT_TIMEOUT * 2, move |o: Option<&Postgres>| answered(o.and_then(|o| o.status.as_ref()?.credentials_rotation.as_ref()?.requested.clone()))).await;
+        wait_for(&blobs, "files", "rotation recorded", DEFAULT_TIMEOUT * 2, move |o: Option<&BlobStorage>| answered(o.and_then(|o| o.status.as_ref()?.credentials_rotation.as_ref()?.requested.clone()))).await;
+        wait_phase(&pgs, "clone", Phase::Complete).await;
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let value = |s: Secret, k: &str| s.data.and_then(|d| d.get(k).map(|v| String::from_utf8_lossy(&v.0).into_owned())).unwrap_or_default();
+        for (name, id) in [("db", &db), ("clone", &clone)] {
+            let password = value(secrets.get(&format!("{name}-sec")).await.unwrap_or_else(|e| panic!("{e}")), "password");
+            assert_eq!(passwords_set(id).last(), Some(&password), "{name}: the published password is not the instance's");
+        }
+        let restores = aws_requests().iter().filter(|r| r["action"] == "RestoreDBInstanceFromDBSnapshot" && r["params"].to_string().contains(&clone)).count();
+        assert_eq!(restores, 1, "the clone was restored more than once");
+        let published = value(secrets.get("files-sec").await.unwrap_or_else(|e| panic!("{e}")), "credentialKeyID");
+        let iam = aws_sdk_iam::Client::new(&TestEnv::load().aws_config().await);
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        loop {
+            let keys: Vec<String> = iam.list_access_keys().user_name(&user).send().await.unwrap_or_else(|e| panic!("{e:?}"))
+                .access_key_metadata().iter().filter_map(|k| k.access_key_id().map(str::to_string)).collect();
+            if keys == vec![published.clone()] {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "keys {keys:?}, published {published}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+
+        // Deleted with the operator running: nothing left behind.
+        for name in ["clone", "db"] {
+            pgs.delete(name, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        blobs.delete("files", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        snaps.delete("snap", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        for name in ["clone", "db"] {
+            wait_deleted(&pgs, name, DEFAULT_TIMEOUT * 2).await;
+        }
+        wait_deleted(&blobs, "files", DEFAULT_TIMEOUT).await;
+        wait_deleted(&snaps, "snap", DEFAULT_TIMEOUT).await;
+        operator.stop().await;
     })
     .await;
 }
