@@ -75,6 +75,22 @@ pub struct ResourceTypeSpec {
     pub snapshot_retention: Option<Duration>,
 }
 
+/// What Postgres and Redis add to the shared spec: a clone.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+pub struct RestoreSpec {
+    /// Create it from this snapshot CR of its kind (a PostgresSnapshot or
+    /// RedisSnapshot in the same namespace, `complete`): a clone with this
+    /// resource's tier. Read only while the resource is created; ignored
+    /// once it exists.
+    #[serde(
+        default,
+        rename = "restoreFromSnapshot",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(length(min = 1, max = 253))]
+    pub restore_from_snapshot: Option<String>,
+}
+
 /// A reference to the output Secret.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 pub struct SecretRef {

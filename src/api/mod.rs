@@ -12,7 +12,7 @@ mod snapshots;
 
 pub use common::{
     CredentialsRotation, Duration, PendingChange, Phase, ResourceTypeSpec, ResourceTypeStatus,
-    SecretRef, SnapshotSpec, SnapshotStatus, seconds,
+    RestoreSpec, SecretRef, SnapshotSpec, SnapshotStatus, seconds,
 };
 pub use resources::{
     BlobStorage, BlobStorageSpec, Postgres, PostgresSpec, Redis, RedisSpec, SMTPCredentialSet,

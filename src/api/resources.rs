@@ -1,6 +1,6 @@
 //! Postgres, Redis, BlobStorage and SMTPCredentialSet: one spec shape each.
 
-use super::common::{ResourceTypeSpec, ResourceTypeStatus};
+use super::common::{ResourceTypeSpec, ResourceTypeStatus, RestoreSpec};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -24,16 +24,8 @@ use serde::{Deserialize, Serialize};
 pub struct PostgresSpec {
     #[serde(flatten)]
     pub resource: ResourceTypeSpec,
-    /// Create it from this PostgresSnapshot (same namespace, `complete`): a
-    /// clone with this resource's tier. Read only while the resource is
-    /// created; ignored once it exists.
-    #[serde(
-        default,
-        rename = "restoreFromSnapshot",
-        skip_serializing_if = "Option::is_none"
-    )]
-    #[schemars(length(min = 1, max = 253))]
-    pub restore_from_snapshot: Option<String>,
+    #[serde(flatten)]
+    pub restore: RestoreSpec,
 }
 
 /// A Redis cache; the Secret holds `uri` and `port`.
@@ -55,16 +47,8 @@ pub struct PostgresSpec {
 pub struct RedisSpec {
     #[serde(flatten)]
     pub resource: ResourceTypeSpec,
-    /// Create it from this RedisSnapshot (same namespace, `complete`): a
-    /// clone with this resource's tier. Read only while the resource is
-    /// created; ignored once it exists.
-    #[serde(
-        default,
-        rename = "restoreFromSnapshot",
-        skip_serializing_if = "Option::is_none"
-    )]
-    #[schemars(length(min = 1, max = 253))]
-    pub restore_from_snapshot: Option<String>,
+    #[serde(flatten)]
+    pub restore: RestoreSpec,
 }
 
 /// An object-storage bucket; the Secret holds `bucketName`, `bucketRegion`, `credentialKeyID`, `credentialSecretKey`.

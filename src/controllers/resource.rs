@@ -98,10 +98,12 @@ macro_rules! resource_kind {
 
 resource_kind!(Postgres, ResourceKind::Postgres, |cr| cr
     .spec
+    .restore
     .restore_from_snapshot
     .as_deref());
 resource_kind!(Redis, ResourceKind::Redis, |cr| cr
     .spec
+    .restore
     .restore_from_snapshot
     .as_deref());
 resource_kind!(BlobStorage, ResourceKind::BlobStorage, |_| None);

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     DEFAULT_TIMEOUT, Phased, TestEnv, apply_config_map, aws_actions_mentioning, aws_requests,
-    wait_deleted, wait_for, wait_phase, with_operator,
+    passwords_set, wait_deleted, wait_for, wait_phase, with_operator,
 };
 
 async fn aws_strategies(client: &Client, ns: &str, postgres_tiers: Value) {
@@ -673,11 +673,7 @@ async fn a_clone_is_restored_from_a_snapshot_with_its_own_password() {
         let source_secret = secrets.get("source-sec").await.unwrap_or_else(|e| panic!("{e}"));
         let password = value(&clone_secret, "password").unwrap_or_default();
         assert_ne!(Some(password.clone()), value(&source_secret, "password"));
-        let set: Vec<String> = aws_requests()
-            .into_iter()
-            .filter(|r| r["action"] == "ModifyDBInstance" && r["params"].to_string().contains(&clone_id))
-            .filter_map(|r| r["params"]["MasterUserPassword"][0].as_str().map(str::to_string))
-            .collect();
+        let set = passwords_set(&clone_id);
         assert_eq!(set, vec![password], "the restored instance's master password was not set once to the clone's");
         let credentials = secrets.get("clone-aws-rds-credentials").await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(value(&credentials, "passwordPending"), None, "the restore mark stayed");
@@ -745,11 +741,7 @@ async fn credentials_rotate_on_request_and_a_replaced_key_works_through_its_grac
         let new_password = read("db-sec", "password").await;
         assert_ne!(new_password, old_password, "the published password did not change");
         let id = cloud_identifier("testcluster", &ns, "db");
-        let set: Vec<String> = aws_requests()
-            .into_iter()
-            .filter(|r| r["action"] == "ModifyDBInstance" && r["params"].to_string().contains(&id))
-            .filter_map(|r| r["params"]["MasterUserPassword"][0].as_str().map(str::to_string))
-            .collect();
+        let set = passwords_set(&id);
         assert_eq!(set, vec![new_password], "the instance's master password was not set once to the published one");
 
         wait_for(&blobs, "files", "rotation recorded", DEFAULT_TIMEOUT, move |o: Option<&BlobStorage>| {

@@ -19,7 +19,7 @@ use crate::{
     aws::create_postgres,
     support::{
         DEFAULT_TIMEOUT, Launch, Operator, TestEnv, apply_config_map, aws_requests, create_json,
-        ensure_crds, wait_deleted, wait_for, wait_phase, with_namespace,
+        ensure_crds, passwords_set, wait_deleted, wait_for, wait_phase, with_namespace,
     },
 };
 
@@ -136,19 +136,6 @@ fn risky_step(r: &serde_json::Value, user: &str, db: &str, clone: &str) -> Optio
         "RestoreDBInstanceFromDBSnapshot" if params.contains(clone) => Some("restore"),
         _ => None,
     }
-}
-
-/// The master passwords set on `id`, oldest first.
-fn passwords_set(id: &str) -> Vec<String> {
-    aws_requests()
-        .into_iter()
-        .filter(|r| r["action"] == "ModifyDBInstance" && r["params"].to_string().contains(id))
-        .filter_map(|r| {
-            r["params"]["MasterUserPassword"][0]
-                .as_str()
-                .map(str::to_string)
-        })
-        .collect()
 }
 
 #[tokio::test]

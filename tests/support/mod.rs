@@ -657,6 +657,20 @@ pub fn aws_requests() -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The master passwords set on RDS instance `id` (ModifyDBInstance), oldest
+/// first.
+pub fn passwords_set(id: &str) -> Vec<String> {
+    aws_requests()
+        .into_iter()
+        .filter(|r| r["action"] == "ModifyDBInstance" && r["params"].to_string().contains(id))
+        .filter_map(|r| {
+            r["params"]["MasterUserPassword"][0]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
 /// The actions of the calls moto served whose parameters mention `text`.
 pub fn aws_actions_mentioning(text: &str) -> Vec<String> {
     aws_requests()

@@ -30,6 +30,24 @@ pub trait Live: Clone + Default + Send + Sync + 'static {
     fn tags(&self) -> &BTreeMap<String, String>;
 }
 
+/// `Live` for a struct with `arn`, `status` and `tags` fields.
+macro_rules! live {
+    ($ty:ty) => {
+        impl $crate::database::Live for $ty {
+            fn arn(&self) -> &str {
+                &self.arn
+            }
+            fn status(&self) -> &str {
+                &self.status
+            }
+            fn tags(&self) -> &std::collections::BTreeMap<String, String> {
+                &self.tags
+            }
+        }
+    };
+}
+pub(crate) use live;
+
 /// What a state of the service's resource means.
 #[derive(Debug, PartialEq)]
 pub enum State {

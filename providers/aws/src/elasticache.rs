@@ -21,7 +21,7 @@ use cro_provider_api::{
 
 use crate::{
     clients::Clients,
-    database::{self, Begun, Database, Live, Plan, State},
+    database::{self, Begun, Database, Plan, State},
     errors::{api_error, unless_missing},
     listing::Listing,
     plan::{Split, change},
@@ -160,17 +160,7 @@ pub fn decide(have: Option<&Group>, want: &Desired, req: &ResourceRequest) -> Pl
     database::decide::<Client>(have, |h| differences(h, want), req)
 }
 
-impl Live for Group {
-    fn arn(&self) -> &str {
-        &self.arn
-    }
-    fn status(&self) -> &str {
-        &self.status
-    }
-    fn tags(&self) -> &BTreeMap<String, String> {
-        &self.tags
-    }
-}
+database::live!(Group);
 
 #[async_trait::async_trait]
 impl Database for Client {

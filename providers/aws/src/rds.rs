@@ -26,7 +26,7 @@ use cro_provider_api::{
 use crate::{
     clients::Clients,
     credentials,
-    database::{self, Begun, Database, Live, Plan, State},
+    database::{self, Begun, Database, Plan, State},
     errors::{api_error, unless_missing},
     listing::Listing,
     plan::{Split, change},
@@ -370,17 +370,7 @@ pub fn decide(have: Option<&Instance>, want: &Desired, req: &ResourceRequest) ->
     database::decide::<Client>(have, |h| differences(h, want), req)
 }
 
-impl Live for Instance {
-    fn arn(&self) -> &str {
-        &self.arn
-    }
-    fn status(&self) -> &str {
-        &self.status
-    }
-    fn tags(&self) -> &BTreeMap<String, String> {
-        &self.tags
-    }
-}
+database::live!(Instance);
 
 #[async_trait::async_trait]
 impl Database for Client {
@@ -507,6 +497,29 @@ fn details(have: &Instance, want: &Desired, creds: &BTreeMap<String, String>) ->
     ]))
 }
 
+/// The tier's settings CreateDBInstance and RestoreDBInstanceFromDBSnapshot
+/// both take, on either call's builder, with the request's tags.
+macro_rules! tier_settings {
+    ($call:expr, $req:expr, $f:expr, $want:expr) => {
+        $call
+            .db_instance_class(&$want.class)
+            .port($want.port)
+            .multi_az($want.multi_az)
+            .deletion_protection($want.deletion_protection)
+            .auto_minor_version_upgrade($want.auto_minor_version_upgrade)
+            .publicly_accessible($want.publicly_accessible)
+            .copy_tags_to_snapshot($f.bool("CopyTagsToSnapshot")?.unwrap_or(true))
+            .set_storage_type($f.string("StorageType")?)
+            .set_iops($f.int("Iops")?)
+            .set_db_subnet_group_name($f.string("DBSubnetGroupName")?)
+            .set_vpc_security_group_ids($f.strings("VpcSecurityGroupIds")?)
+            .set_db_parameter_group_name($f.string("DBParameterGroupName")?)
+            .set_tags(Some(sdk_tags(
+                &$req.tags.clone().into_iter().collect::<Vec<_>>(),
+            )))
+    };
+}
+
 /// Kept in the credentials Secret, saying why, while the instance does not
 /// have the Secret's password yet (restored with its source's, or a
 /// rotation chose a new one): written before the call that makes it so
@@ -558,34 +571,22 @@ async fn create(
         return restore(rds, req, f, want, snapshot).await;
     }
     let id = req.identifier.as_str();
-    let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
-    rds.create_db_instance()
+    let create = rds
+        .create_db_instance()
         .db_instance_identifier(id)
         .engine("postgres")
         .set_engine_version(want.engine_version.clone())
-        .db_instance_class(&want.class)
         .allocated_storage(want.storage)
         .max_allocated_storage(want.max_storage)
         .master_username(&creds["user"])
         .master_user_password(&creds["password"])
         .db_name(&want.db_name)
-        .port(want.port)
-        .multi_az(want.multi_az)
         .backup_retention_period(want.backup_retention)
-        .deletion_protection(want.deletion_protection)
-        .auto_minor_version_upgrade(want.auto_minor_version_upgrade)
-        .publicly_accessible(want.publicly_accessible)
         .set_preferred_backup_window(want.backup_window.clone())
         .set_preferred_maintenance_window(want.maintenance_window.clone())
         .storage_encrypted(f.bool("StorageEncrypted")?.unwrap_or(true))
-        .copy_tags_to_snapshot(f.bool("CopyTagsToSnapshot")?.unwrap_or(true))
-        .set_storage_type(f.string("StorageType")?)
-        .set_iops(f.int("Iops")?)
-        .set_kms_key_id(f.string("KmsKeyId")?)
-        .set_db_subnet_group_name(f.string("DBSubnetGroupName")?)
-        .set_vpc_security_group_ids(f.strings("VpcSecurityGroupIds")?)
-        .set_db_parameter_group_name(f.string("DBParameterGroupName")?)
-        .set_tags(Some(sdk_tags(&tags)))
+        .set_kms_key_id(f.string("KmsKeyId")?);
+    tier_settings!(create, req, f, want)
         .send()
         .await
         .map_err(|e| api_error("rds:CreateDBInstance", id, e))?;
@@ -603,23 +604,11 @@ async fn restore(
     snapshot: &str,
 ) -> Result<(), ProviderError> {
     let id = req.identifier.as_str();
-    let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
-    rds.restore_db_instance_from_db_snapshot()
+    let restore = rds
+        .restore_db_instance_from_db_snapshot()
         .db_instance_identifier(id)
-        .db_snapshot_identifier(snapshot)
-        .db_instance_class(&want.class)
-        .port(want.port)
-        .multi_az(want.multi_az)
-        .deletion_protection(want.deletion_protection)
-        .auto_minor_version_upgrade(want.auto_minor_version_upgrade)
-        .publicly_accessible(want.publicly_accessible)
-        .copy_tags_to_snapshot(f.bool("CopyTagsToSnapshot")?.unwrap_or(true))
-        .set_storage_type(f.string("StorageType")?)
-        .set_iops(f.int("Iops")?)
-        .set_db_subnet_group_name(f.string("DBSubnetGroupName")?)
-        .set_vpc_security_group_ids(f.strings("VpcSecurityGroupIds")?)
-        .set_db_parameter_group_name(f.string("DBParameterGroupName")?)
-        .set_tags(Some(sdk_tags(&tags)))
+        .db_snapshot_identifier(snapshot);
+    tier_settings!(restore, req, f, want)
         .send()
         .await
         .map_err(|e| api_error("rds:RestoreDBInstanceFromDBSnapshot", id, e))?;
