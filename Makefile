@@ -37,9 +37,11 @@ test: deps ## run the whole test suite (unit, integration, end-to-end)
 	[ $$was_up = 1 ] || $(TESTENV) down; \
 	exit $$status
 
-bench: deps ## rerunnable benchmarks: ready latency after the workload is Available (BENCH_N=10); AWS calls at rest
+bench: deps ## rerunnable benchmarks: ready latency (BENCH_N=10); AWS calls at rest; scale over BENCH_CRS (2000) in-cluster CRs, release build
 	@$(TESTENV) up
-	@set -a; . $(ENV_SH); set +a; cargo test --test integration -- --ignored --nocapture bench:: 2>&1 | grep -E 'latency|aws calls|test result|panicked'
+	cargo build --release --bin cloud-resource-operator
+	@set -a; . $(ENV_SH); set +a; CRO_BENCH_BIN=$(CURDIR)/target/release/cloud-resource-operator \
+	  cargo test --test integration -- --ignored --nocapture --test-threads 1 bench:: 2>&1 | grep -E 'latency|aws calls|scale over|test result|panicked'
 
 proptest-long: ## the property tests with 20,000 cases each (make test runs 256)
 	PROPTEST_CASES=20000 cargo test --release --test properties

@@ -99,7 +99,7 @@ where
         };
         watcher(api, config)
             .default_backoff()
-            .modify(|obj: &mut K| obj.managed_fields_mut().clear())
+            .modify(strip_unread)
             .reflect_shared(writer)
             .for_each(|event| async move {
                 match event {
@@ -219,6 +219,17 @@ where
     pub async fn ready(&self, limit: Duration) {
         futures::future::join_all(self.0.iter().map(|s| s.ready(limit))).await;
     }
+}
+
+/// The annotation `kubectl apply` fills with a copy of the whole object.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what no reconcile reads from a cached object: `managedFields` and
+/// kubectl's last-applied copy, together often more than the rest of it.
+/// Memory is what thousands of cached objects cost.
+pub fn strip_unread<K: Resource>(obj: &mut K) {
+    obj.managed_fields_mut().clear();
+    obj.annotations_mut().remove(LAST_APPLIED);
 }
 
 /// What the operator creates carries this label; only that is watched.

@@ -19,7 +19,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Resource, ResourceExt,
     core::DeserializeGuard,
-    runtime::{Controller, controller, reflector::ObjectRef, watcher},
+    runtime::{
+        Controller, WatchStreamExt, controller,
+        reflector::{self, ObjectRef},
+        watcher,
+    },
 };
 use serde::de::DeserializeOwned;
 use tracing::{debug, warn};
@@ -85,15 +89,24 @@ impl Scope {
     }
 }
 
+/// A controller whose store holds the CRs without what reconciles never
+/// read (see [`cache::strip_unread`]).
+fn controller_of<K>(api: Api<DeserializeGuard<K>>) -> Controller<DeserializeGuard<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let crs = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(cache::strip_unread)
+        .reflect(writer)
+        .applied_objects();
+    Controller::for_stream(crs, reader)
+}
+
 fn run_scope(ctx: Arc<Context>, scope: Scope, shutdown: Shutdown) -> impl Future<Output = ()> {
-    let postgres_snapshots = Controller::new(
-        scope.api::<DeserializeGuard<PostgresSnapshot>>(&ctx),
-        watcher::Config::default(),
-    );
-    let redis_snapshots = Controller::new(
-        scope.api::<DeserializeGuard<RedisSnapshot>>(&ctx),
-        watcher::Config::default(),
-    );
+    let postgres_snapshots = controller_of(scope.api::<DeserializeGuard<PostgresSnapshot>>(&ctx));
+    let redis_snapshots = controller_of(scope.api::<DeserializeGuard<RedisSnapshot>>(&ctx));
     let postgres = resource_controller::<Postgres>(&ctx, &scope, true);
     let redis = resource_controller::<Redis>(&ctx, &scope, true);
     let blobs = resource_controller::<BlobStorage>(&ctx, &scope, false);
@@ -141,10 +154,7 @@ fn resource_controller<K: ResourceCr>(
     scope: &Scope,
     workloads: bool,
 ) -> Controller<DeserializeGuard<K>> {
-    let controller = Controller::new(
-        scope.api::<DeserializeGuard<K>>(ctx),
-        watcher::Config::default(),
-    );
+    let controller = controller_of(scope.api::<DeserializeGuard<K>>(ctx));
     let by_types = controller.store();
     let by_operator_cm = controller.store();
     let ns = scope.0.as_deref();

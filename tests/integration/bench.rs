@@ -147,3 +147,138 @@ async fn aws_calls_per_resource_at_rest() {
     })
     .await;
 }
+
+/// CRs in the scale benchmark (`BENCH_CRS`, default 2,000).
+fn bench_crs() -> usize {
+    std::env::var("BENCH_CRS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2000)
+}
+
+/// Creates `n` objects named `<prefix><i>`, 16 at a time.
+async fn create_many<K>(api: &Api<K>, n: usize, object: impl Fn(usize) -> K)
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let obj = object(i);
+            async move {
+                api.create(&PostParams::default(), &obj)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"))
+            }
+        })
+        .buffer_unordered(16)
+        .for_each(|_| async {})
+        .await;
+}
+
+/// Requests and writes of `user` so far.
+fn requests_of(user: &str) -> (usize, usize) {
+    let all = crate::support::audited_requests_of(user);
+    let writes = all
+        .iter()
+        .filter(|r| !matches!(r.verb.as_str(), "get" | "list" | "watch"))
+        .count();
+    (all.len(), writes)
+}
+
+/// The scale figures of issue 12 over `BENCH_CRS` in-cluster BlobStorage:
+/// the API server's own ceiling (the same client creating as many plain
+/// ConfigMaps), time to all `complete`, requests and writes per CR at
+/// create, over an idle minute and at a restart (from the audit log, the
+/// operator running as its own ServiceAccount), and peak RSS. Measures the
+/// build in `CRO_BENCH_BIN` (`make bench` builds and passes the release
+/// binary), else this test build's.
+#[tokio::test]
+#[ignore = "benchmark: run with `make bench`"]
+async fn scale_over_many_in_cluster_crs() {
+    use cloud_resource_operator::api::BlobStorage;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let n = bench_crs();
+    crate::support::with_namespace("benchscale", move |client, ns| async move {
+        crate::support::ensure_crds(&client).await;
+        let (kubeconfig, user) = crate::support::cluster_admin_account(&client, &ns, "bench").await;
+        let binary = std::env::var_os("CRO_BENCH_BIN").map(std::path::PathBuf::from);
+        let launch = |log: &str| crate::support::Launch {
+            kubeconfig: Some(kubeconfig.clone()),
+            log_name: format!("operator-{ns}-{log}.log"),
+            binary: binary.clone(),
+            ..crate::support::Launch::new(&ns)
+        };
+
+        let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+        let started = Instant::now();
+        create_many(&cms, n, |i| serde_json::from_value(json!({"metadata": {"name": format!("ceiling-{i}")}, "data": {"k": "v"}})).unwrap_or_else(|e| panic!("{e}"))).await;
+        let ceiling = started.elapsed();
+
+        let mut operator = crate::support::Operator::launch(launch("first")).await;
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let started = Instant::now();
+        create_many(&blobs, n, |i| {
+            serde_json::from_value(json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": format!("blob-{i}")},
+                "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("blob-{i}-sec")}}}))
+            .unwrap_or_else(|e| panic!("{e}"))
+        })
+        .await;
+        let created = started.elapsed();
+        let deadline = Instant::now() + std::time::Duration::from_secs(1800);
+        loop {
+            let list = blobs.list(&kube::api::ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            let complete = list.items.iter().filter(|b| b.status.as_ref().and_then(|s| s.phase) == Some(Phase::Complete)).count();
+            if complete == n {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{complete} of {n} complete after 30 min");
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        let to_complete = started.elapsed();
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await; // the completions' own follow-ups
+        let (at_create, writes_at_create) = requests_of(&user);
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await; // the idle minute measured
+        let (after_idle, writes_after_idle) = requests_of(&user);
+        let peak_rss = operator.peak_rss_kib().unwrap_or_default();
+        operator.terminate(std::time::Duration::from_secs(60)).await;
+
+        let (before_restart, writes_before_restart) = requests_of(&user);
+        let restarted = crate::support::Operator::launch(launch("restarted")).await;
+        let deadline = Instant::now() + std::time::Duration::from_secs(600);
+        while restarted.logs().matches("reconciled object=BlobStorage").count() < n {
+            assert!(Instant::now() < deadline, "the restart did not reconcile every CR in 10 min");
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        let restart_rss = restarted.peak_rss_kib().unwrap_or_default();
+        let (after_restart, writes_after_restart) = requests_of(&user);
+        println!(
+            "scale over {n} in-cluster BlobStorage ({}): API server ceiling {:.1} s for {n} ConfigMaps; CRs created in {:.1} s, all complete {:.1} s after the first; per CR at create {:.1} requests, {:.1} writes; idle minute {} requests, {} writes; restart {} requests, {} writes; peak RSS {} MiB (restarted: {} MiB)",
+            if binary.is_some() { "release build" } else { "test build" },
+            ceiling.as_secs_f64(),
+            created.as_secs_f64(),
+            to_complete.as_secs_f64(),
+            at_create as f64 / n as f64,
+            writes_at_create as f64 / n as f64,
+            after_idle - at_create,
+            writes_after_idle - writes_at_create,
+            after_restart - before_restart,
+            writes_after_restart - writes_before_restart,
+            peak_rss / 1024,
+            restart_rss / 1024,
+        );
+
+        // The CRs go with the operator running (their finalizers).
+        blobs.delete_collection(&kube::api::DeleteParams::default(), &kube::api::ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let deadline = Instant::now() + std::time::Duration::from_secs(600);
+        while !blobs.list(&kube::api::ListParams::default().limit(1)).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty() {
+            assert!(Instant::now() < deadline, "CRs still present 10 min after deletion");
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+        restarted.stop().await;
+        kube::Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+            .delete(&format!("bench-{ns}"), &kube::api::DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    })
+    .await;
+}

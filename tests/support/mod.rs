@@ -250,6 +250,9 @@ pub struct Launch {
     /// Environment variables not to pass (e.g. `AWS_REGION`, to see the
     /// region come from elsewhere).
     pub env_remove: Vec<String>,
+    /// Another build of the operator (benchmarks measure the release
+    /// build); this test build's when `None`.
+    pub binary: Option<PathBuf>,
 }
 
 impl Launch {
@@ -267,6 +270,7 @@ impl Launch {
                 format!("--leader-election-lease-name=cro-{namespace}"),
             ],
             env_remove: Vec::new(),
+            binary: None,
         }
     }
 }
@@ -292,8 +296,11 @@ impl Operator {
             .unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
         let stderr = file.try_clone().unwrap_or_else(|e| panic!("{e}"));
         let ns = &launch.namespace;
-        let mut command =
-            tokio::process::Command::new(env!("CARGO_BIN_EXE_cloud-resource-operator"));
+        let binary = launch
+            .binary
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cloud-resource-operator")));
+        let mut command = tokio::process::Command::new(binary);
         command
             .args(["run", "--operator-namespace", ns, "--watch-namespaces", ns])
             .args(["--metrics-address", "127.0.0.1:0"]);
@@ -368,6 +375,15 @@ impl Operator {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// The process's peak resident memory so far (VmHWM), in KiB.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()?)).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
     }
 
     /// Everything the operator logged so far.
