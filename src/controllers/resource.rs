@@ -449,7 +449,7 @@ async fn reconcile<K: ResourceCr>(
     let previous = report_of(cr.status());
     let mut report = Report {
         provider: Some(provider_name),
-        service: Some(provisioned.provider),
+        service: Some(provisioned.provider).filter(|p| !p.is_empty()),
         version: provisioned
             .version
             .or_else(|| previous.as_ref().and_then(|p| p.version.clone())),
@@ -626,9 +626,11 @@ async fn provision<K: ResourceCr>(
         match restore_source::<K>(cr, ctx, provider_name, name).await? {
             Ok(snapshot_id) => req.restore_from_snapshot = Some(snapshot_id),
             Err(waiting) => {
+                // Nothing is provisioned yet: status keeps the provider it had.
+                let service = cr.status().and_then(|s| s.provider.clone());
                 let outcome = Outcome::InProgress(waiting);
                 return Ok((
-                    cro_provider_api::Provisioned::new("", outcome),
+                    cro_provider_api::Provisioned::new(&service.unwrap_or_default(), outcome),
                     policy,
                     None,
                 ));

@@ -689,7 +689,8 @@ async fn a_clone_is_restored_from_a_snapshot_with_its_own_password() {
             o.is_some_and(|o| Phased::message(o).contains("waiting for PostgresSnapshot later"))
         })
         .await;
-        assert_eq!(early.status.and_then(|s| s.phase), Some(Phase::InProgress));
+        assert_eq!(early.status.as_ref().and_then(|s| s.phase), Some(Phase::InProgress));
+        assert_eq!(early.status.and_then(|s| s.provider), None, "a clone waiting for its snapshot reports an empty provider");
         assert!(aws_actions_mentioning(&cloud_identifier("testcluster", &ns, "early")).is_empty(), "a clone without its snapshot called AWS");
         let crossed = wait_phase(&pgs, "crossed", Phase::Failed).await;
         assert!(Phased::message(&crossed).contains("RedisSnapshot"), "{}", Phased::message(&crossed));
