@@ -49,24 +49,19 @@ pub struct Settings {
     pub aws: cro_provider_aws::AwsSettings,
 }
 
-/// Builds every provider, in the registry's order.
-/// Builds every provider, in the registry's order; the in-cluster provider
-/// reads the objects it owns from `cache` when given.
+/// Builds every provider, in the registry's order; they read the objects
+/// the operator owns from `cache` when given.
 pub fn build(
     client: &kube::Client,
     settings: Settings,
-    cache: Option<Arc<dyn cro_provider_in_cluster::Cache>>,
+    cache: Option<Arc<crate::cache::Owned>>,
 ) -> Vec<Arc<dyn Provider>> {
     let mut in_cluster =
         cro_provider_in_cluster::InClusterProvider::new(client.clone(), settings.cluster_domain);
+    let mut aws = cro_provider_aws::AwsProvider::new(client.clone(), settings.aws);
     if let Some(cache) = cache {
-        in_cluster = in_cluster.with_cache(cache);
+        in_cluster = in_cluster.with_cache(cache.clone());
+        aws = aws.with_cache(cache);
     }
-    vec![
-        Arc::new(cro_provider_aws::AwsProvider::new(
-            client.clone(),
-            settings.aws,
-        )),
-        Arc::new(in_cluster),
-    ]
+    vec![Arc::new(aws), Arc::new(in_cluster)]
 }

@@ -408,6 +408,8 @@ pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -
             snapshot_retention: spec.snapshot_retention.clone(),
             observed_within: (cr.status().and_then(|s| s.phase) == Some(Phase::Complete))
                 .then(|| settings.recheck_interval.min(BATCHED_OBSERVATION_AGE)),
+            // Decided by `provision` (from what this process has seen).
+            defer_unbatched: false,
             // Decided by `provision` (from status and the clock).
             rotate_credentials: None,
             rotation_grace: Duration::from_secs(tier.rotation_grace),
@@ -435,9 +437,11 @@ async fn reconcile<K: ResourceCr>(
     ctx: &Context,
 ) -> Result<(Report, Option<Duration>), Error> {
     let secret_ns = secret_namespace(cr, ctx)?;
+    let first_look = !ctx.reconciled_since_start(&key(cr));
     let provider_name = provider_name(cr, &ctx.config).await?;
     let (provisioned, policy, rotation) = provision(cr, ctx, &provider_name).await?;
     let takes_snapshots = provider(ctx, &provider_name)?.takes_snapshots();
+    let rotates = provider(ctx, &provider_name)?.rotates_credentials();
     if let Some(id) = &provisioned.identifier
         && recorded_identifier(cr).as_ref() != Some(id)
     {
@@ -446,37 +450,7 @@ async fn reconcile<K: ResourceCr>(
     if provisioned.maintenance_window_used {
         close_maintenance_window(cr, ctx).await?;
     }
-    let previous = report_of(cr.status());
-    let mut report = Report {
-        provider: Some(provider_name),
-        service: Some(provisioned.provider).filter(|p| !p.is_empty()),
-        version: provisioned
-            .version
-            .or_else(|| previous.as_ref().and_then(|p| p.version.clone())),
-        secret_ref: previous.as_ref().and_then(|p| p.secret_ref.clone()),
-        instance_id: provisioned.identifier.clone(),
-        conditions: provisioned.conditions,
-        rotation: previous.and_then(|p| p.rotation),
-        ..Report::new(Phase::InProgress, "")
-    };
-    // Recorded only with the new credentials published (below, `Ready`).
-    let rotated = rotation.filter(|token| {
-        provisioned.rotated.as_ref() == Some(token)
-            && matches!(provisioned.outcome, Outcome::Ready(_))
-    });
-    if let Some(token) = rotated {
-        let now = k8s_openapi::jiff::Timestamp::now();
-        report.rotation = Some(rotation::completed(&token, report.rotation.as_ref(), now));
-        info!(object = %key(cr), "credentials rotated");
-    }
-    report.conditions.extend(adopted(
-        provisioned.adoption.as_ref(),
-        Managed::conditions(cr),
-    ));
-    if let Some(adoption) = provisioned.adoption {
-        report.adoption_hash = Some(adoption.hash);
-        report.pending = adoption.changes.into_iter().map(pending_change).collect();
-    }
+    let mut report = report_of_provisioned(cr, provider_name, &provisioned, rotation, rotates);
     match provisioned.outcome {
         Outcome::InProgress(reason) => {
             report.message = reason;
@@ -494,7 +468,7 @@ async fn reconcile<K: ResourceCr>(
             // The provider says whether to look again; the operator says when.
             let recheck = provisioned
                 .recheck_after
-                .map(|after| after.min(ctx.settings.recheck_interval));
+                .map(|after| after.min(ctx.recheck_within(first_look)));
             let scheduled = scheduled_snapshots(cr, ctx, takes_snapshots, &mut report).await?;
             let recheck = match (recheck, scheduled) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -503,6 +477,57 @@ async fn reconcile<K: ResourceCr>(
             Ok((report, recheck))
         }
     }
+}
+
+/// The status for what the provider reported, before its outcome is
+/// applied: what it runs, its conditions, adoption, and the credential
+/// rotation it completed (recorded only with the new credentials ready),
+/// or that it cannot rotate them.
+fn report_of_provisioned<K: ResourceCr>(
+    cr: &K,
+    provider_name: String,
+    provisioned: &cro_provider_api::Provisioned,
+    rotation: Option<String>,
+    rotates: bool,
+) -> Report {
+    let previous = report_of(cr.status());
+    let mut report = Report {
+        provider: Some(provider_name),
+        service: Some(provisioned.provider.clone()).filter(|p| !p.is_empty()),
+        version: (provisioned.version.clone())
+            .or_else(|| previous.as_ref().and_then(|p| p.version.clone())),
+        secret_ref: previous.as_ref().and_then(|p| p.secret_ref.clone()),
+        instance_id: provisioned.identifier.clone(),
+        conditions: provisioned.conditions.clone(),
+        rotation: previous.and_then(|p| p.rotation),
+        ..Report::new(Phase::InProgress, "")
+    };
+    let rotated = rotation.as_ref().filter(|token| {
+        provisioned.rotated.as_ref() == Some(*token)
+            && matches!(provisioned.outcome, Outcome::Ready(_))
+    });
+    if let Some(token) = rotated {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        report.rotation = Some(rotation::completed(token, report.rotation.as_ref(), now));
+        info!(object = %key(cr), "credentials rotated");
+    }
+    if rotation.is_some() && !rotates {
+        report.conditions.push(rotation::unsupported());
+    }
+    report.conditions.extend(adopted(
+        provisioned.adoption.as_ref(),
+        Managed::conditions(cr),
+    ));
+    if let Some(adoption) = &provisioned.adoption {
+        report.adoption_hash = Some(adoption.hash.clone());
+        report.pending = adoption
+            .changes
+            .iter()
+            .cloned()
+            .map(pending_change)
+            .collect();
+    }
+    report
 }
 
 /// Runs the snapshot schedule of a complete resource (paused otherwise);
@@ -642,6 +667,8 @@ async fn provision<K: ResourceCr>(
     if !ctx.unchanged_since_last_reconcile(&key(cr), cr.resource_version()) {
         req.options.observed_within = None;
     }
+    req.options.defer_unbatched =
+        req.options.observed_within.is_some() && !ctx.reconciled_since_start(&key(cr));
     let provisioned = unless_parked(ctx, &key(cr), &inputs, async {
         provider(ctx, provider_name)?
             .reconcile(&req)

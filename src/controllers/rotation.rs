@@ -50,6 +50,19 @@ pub fn completed(
     }
 }
 
+/// The condition of a CR whose provider cannot rotate its credentials
+/// (in-cluster workloads keep the passwords they were initialised with).
+pub fn unsupported() -> cro_provider_api::Condition {
+    cro_provider_api::Condition {
+        type_: "CredentialsRotated".into(),
+        status: false,
+        reason: "Unsupported".into(),
+        message: format!(
+            "a credential rotation is asked for (annotation {ROTATE_ANNOTATION} or the tier's rotateCredentialsEvery), but this resource's provider keeps the credentials it generated (its type maps to an in-cluster provider in cloud-resource-config): remove the annotation, or rotateCredentialsEvery from the tier"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -112,6 +112,24 @@ impl Context {
         left_at.get(key).is_none_or(|v| Some(v) == version.as_ref())
     }
 
+    /// Whether this process has reconciled `key` before.
+    pub fn reconciled_since_start(&self, key: &str) -> bool {
+        let left_at = self.left_at.lock().unwrap_or_else(|e| e.into_inner());
+        left_at.contains_key(key)
+    }
+
+    /// When to recheck a complete cloud resource at the latest: after the
+    /// recheck interval, but after a random part of it on the first look
+    /// since start, so the rechecks a restart starts are spread over one
+    /// interval and then stay spread, rather than all falling due at once.
+    pub fn recheck_within(&self, first_look: bool) -> Duration {
+        let interval = self.settings.recheck_interval;
+        match first_look {
+            true => interval.mul_f64(rand::random_range(0.0..1.0)),
+            false => interval,
+        }
+    }
+
     /// Records the version a reconcile left `key` at (`None`: it is gone).
     pub fn left_at(&self, key: &str, version: Option<String>) {
         let mut left_at = self.left_at.lock().unwrap_or_else(|e| e.into_inner());

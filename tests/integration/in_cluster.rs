@@ -765,3 +765,29 @@ async fn a_reconcile_with_nothing_to_change_writes_nothing() {
     })
     .await;
 }
+
+/// What the in-cluster provider cannot do is said in a condition, never
+/// silently dropped: scheduled snapshots and credential rotation. The
+/// resource stays `complete`, and no rotation is recorded.
+#[tokio::test]
+async fn snapshots_and_rotation_asked_of_an_in_cluster_resource_are_reported_unsupported() {
+    with_operator("unsupported", |client, ns, _op| async move {
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let mut pg: Postgres = cr("Postgres", "pg", json!({"type": "workshop", "tier": "development", "secretRef": {"name": "pg-sec"}, "snapshotFrequency": "1h"}));
+        pg.metadata.annotations = Some([("integreatly.org/rotate-credentials".to_string(), "now".to_string())].into());
+        create(&client, &ns, &pg).await;
+        let unsupported = |o: &Postgres, type_: &str| {
+            o.status.iter().flat_map(|s| s.conditions.iter()).any(|c| c.type_ == type_ && c.status == "False" && c.reason == "Unsupported")
+        };
+        let done = wait_for(&pgs, "pg", "both conditions Unsupported", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.is_some_and(|o| unsupported(o, "SnapshotsScheduled") && unsupported(o, "CredentialsRotated"))
+        })
+        .await;
+        let status = done.status.unwrap_or_else(|| panic!("no status"));
+        assert_eq!(status.phase, Some(Phase::Complete), "{:?}", status.message);
+        assert!(status.credentials_rotation.is_none(), "a rotation was recorded: {:?}", status.credentials_rotation);
+        let message = status.conditions.iter().find(|c| c.type_ == "CredentialsRotated").map(|c| c.message.clone()).unwrap_or_default();
+        assert!(message.contains("integreatly.org/rotate-credentials") && message.contains("rotateCredentialsEvery"), "{message}");
+    })
+    .await;
+}

@@ -94,6 +94,12 @@ pub struct Options {
     /// other resources instead of reading it on its own. `None`: read it
     /// now (it is changing, or someone changed the CR).
     pub observed_within: Option<std::time::Duration>,
+    /// Set on the operator's first look at a complete CR since it started
+    /// (with `observed_within`): checks that no batched observation covers
+    /// (an IAM user's access keys, listed one user at a time) may wait for
+    /// the next recheck, which the operator spreads over the recheck
+    /// interval, so a restart over N resources is not N calls at once.
+    pub defer_unbatched: bool,
     /// Rotate the credentials, once per distinct value: a token the
     /// provider keeps with them, and reports in `Provisioned::rotated` once
     /// the new credentials are in place.
@@ -391,6 +397,12 @@ pub trait Provider: Send + Sync {
     /// Whether `snapshot` can succeed at all (scheduled snapshots are only
     /// taken where it can).
     fn takes_snapshots(&self) -> bool {
+        true
+    }
+
+    /// Whether it honours `Options::rotate_credentials` (a rotation asked
+    /// of a provider that does not is reported, never silently dropped).
+    fn rotates_credentials(&self) -> bool {
         true
     }
 

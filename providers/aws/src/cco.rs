@@ -28,13 +28,11 @@ pub fn ses_request(identifier: &str) -> String {
 
 /// The CCO-minted key, when its Secret exists.
 pub async fn read(
-    kube: &kube::Client,
+    store: &credentials::Store,
     req: &ResourceRequest,
     name: &str,
 ) -> Result<Option<AccessKey>, ProviderError> {
-    let data = credentials::read(kube, req, name)
-        .await?
-        .unwrap_or_default();
+    let data = store.read(req, name).await?.unwrap_or_default();
     Ok(
         match (
             data.get("aws_access_key_id"),
@@ -52,20 +50,20 @@ pub async fn read(
 /// Deletes the CredentialsRequest `name` (CCO then removes the IAM user
 /// and the Secret); where no CCO runs, the Secret itself.
 pub async fn delete(
-    kube: &kube::Client,
+    store: &credentials::Store,
     req: &ResourceRequest,
     name: &str,
 ) -> Result<(), ProviderError> {
     let gvk = GroupVersionKind::gvk("cloudcredential.openshift.io", "v1", "CredentialsRequest");
     let api: Api<DynamicObject> = Api::namespaced_with(
-        kube.clone(),
+        store.client().clone(),
         &req.namespace,
         &ApiResource::from_gvk_with_plural(&gvk, "credentialsrequests"),
     );
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         // No such request, or no CCO on this cluster.
-        Err(kube::Error::Api(e)) if e.code == 404 => credentials::delete(kube, req, name).await,
+        Err(kube::Error::Api(e)) if e.code == 404 => store.delete(req, name).await,
         Err(kube::Error::Api(e)) if e.code == 403 => Err(ProviderError::permanent(format!(
             "deleting CredentialsRequest {}/{name} (the Go operator's credentials, which the Cloud Credential Operator removes with it) is forbidden: apply deploy/openshift-migration/rbac.yaml",
             req.namespace

@@ -2,7 +2,10 @@
 //! key) kept in a Secret beside the CR, so they are generated once and
 //! never lost. Values are never logged or put in errors.
 
-use std::collections::BTreeMap;
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex},
+};
 
 use cro_provider_api::{ProviderError, ResourceRequest};
 use k8s_openapi::{ByteString, api::core::v1::Secret};
@@ -36,50 +39,165 @@ fn decode(secret: &Secret) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Reads the Secret `name`.
-pub async fn read(
-    client: &Client,
-    req: &ResourceRequest,
-    name: &str,
-) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), &req.namespace);
-    let secret = api.get_opt(name).await.map_err(|e| {
-        ProviderError::transient(format!("reading Secret {}/{name}: {e}", req.namespace))
-    })?;
-    Ok(secret.as_ref().map(decode))
+/// The operator's watch of the Secrets it owns (labelled as managed by
+/// it), which these Secrets are.
+pub trait SecretCache: Send + Sync {
+    /// The Secret as last seen; `None` when the watch does not hold it.
+    fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>>;
 }
 
-/// Writes `data` to the Secret `name`, owned by the CR.
-pub async fn write(
-    client: &Client,
-    req: &ResourceRequest,
-    name: &str,
-    data: &BTreeMap<String, String>,
-) -> Result<(), ProviderError> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), &req.namespace);
-    let data: BTreeMap<String, ByteString> = data
-        .iter()
-        .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
-        .collect();
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {
-            "name": name, "namespace": req.namespace,
-            "labels": {MANAGED_BY_LABEL: MANAGED_BY, OWNER_UID_LABEL: req.owner.uid},
-            "ownerReferences": [{"apiVersion": req.owner.api_version, "kind": req.owner.kind, "name": req.owner.name,
-                                 "uid": req.owner.uid, "controller": true, "blockOwnerDeletion": true}],
-        },
-        "type": "Opaque",
-        "data": data,
-    });
-    api.patch(
-        name,
-        &PatchParams::apply("cloud-resource-operator").force(),
-        &Patch::Apply(&secret),
-    )
-    .await
-    .map_err(|e| kube_error(format!("writing Secret {}/{name}: {e}", req.namespace), &e))?;
-    Ok(())
+/// What this process last did to a Secret, until the watch shows it.
+enum Wrote {
+    Version(String),
+    Deleted,
+}
+
+/// Where the credentials Secrets are read and written: reads come from the
+/// operator's watch, so a recheck or a restart reads none from the API
+/// server; but a Secret this process changed is read from the API server
+/// until the watch shows that change, so no reconcile acts on credentials
+/// older than its own last write (e.g. replacing a key it just stored).
+pub struct Store {
+    client: Client,
+    cache: Option<Arc<dyn SecretCache>>,
+    written: Mutex<HashMap<(String, String), Wrote>>,
+}
+
+impl Store {
+    pub fn new(client: Client, cache: Option<Arc<dyn SecretCache>>) -> Self {
+        Store {
+            client,
+            cache,
+            written: Mutex::default(),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn api(&self, namespace: &str) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Records what this process did to `namespace/name` (only needed
+    /// where a watch may still show the Secret as it was).
+    fn wrote(&self, namespace: &str, name: &str, what: Wrote) {
+        if self.cache.is_some() {
+            let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+            written.insert((namespace.to_string(), name.to_string()), what);
+        }
+    }
+
+    /// The data of the Secret `name` in the request's namespace.
+    pub async fn read(
+        &self,
+        req: &ResourceRequest,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
+        let ns = req.namespace.as_str();
+        let cached = self.cache.as_ref().and_then(|c| c.secret(ns, name));
+        let version = |s: Option<&Secret>| s.map(|s| s.metadata.resource_version.clone());
+        let key = (ns.to_string(), name.to_string());
+        {
+            let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+            let caught_up = match written.get(&key) {
+                None => true,
+                Some(Wrote::Version(v)) => version(cached.as_deref()) == Some(Some(v.clone())),
+                Some(Wrote::Deleted) => cached.is_none(),
+            };
+            if caught_up {
+                written.remove(&key);
+                if let Some(secret) = &cached {
+                    return Ok(Some(decode(secret)));
+                }
+            }
+        }
+        let fresh = self
+            .api(ns)
+            .get_opt(name)
+            .await
+            .map_err(|e| kube_error(format!("reading Secret {ns}/{name}: {e}"), &e))?;
+        // The watch shows what the API server has, ours or a later change.
+        if version(fresh.as_ref()) == version(cached.as_deref()) {
+            let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+            written.remove(&key);
+        }
+        Ok(fresh.as_ref().map(decode))
+    }
+
+    /// Writes `data` to the Secret `name`, owned by the CR.
+    pub async fn write(
+        &self,
+        req: &ResourceRequest,
+        name: &str,
+        data: &BTreeMap<String, String>,
+    ) -> Result<(), ProviderError> {
+        let data: BTreeMap<String, ByteString> = data
+            .iter()
+            .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
+            .collect();
+        let secret = json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {
+                "name": name, "namespace": req.namespace,
+                "labels": {MANAGED_BY_LABEL: MANAGED_BY, OWNER_UID_LABEL: req.owner.uid},
+                "ownerReferences": [{"apiVersion": req.owner.api_version, "kind": req.owner.kind, "name": req.owner.name,
+                                     "uid": req.owner.uid, "controller": true, "blockOwnerDeletion": true}],
+            },
+            "type": "Opaque",
+            "data": data,
+        });
+        let params = PatchParams::apply("cloud-resource-operator").force();
+        let written = (self.api(&req.namespace))
+            .patch(name, &params, &Patch::Apply(&secret))
+            .await
+            .map_err(|e| kube_error(format!("writing Secret {}/{name}: {e}", req.namespace), &e))?;
+        if let Some(version) = written.metadata.resource_version {
+            self.wrote(&req.namespace, name, Wrote::Version(version));
+        }
+        Ok(())
+    }
+
+    /// `keys` from the Secret, generating (and storing) any that are missing.
+    pub async fn ensure(
+        &self,
+        req: &ResourceRequest,
+        name: &str,
+        defaults: &[(&str, Generator)],
+    ) -> Result<BTreeMap<String, String>, ProviderError> {
+        let mut data = self.read(req, name).await?.unwrap_or_default();
+        let missing: Vec<_> = defaults
+            .iter()
+            .filter(|(k, _)| data.get(*k).is_none_or(String::is_empty))
+            .collect();
+        if !missing.is_empty() {
+            for (k, make) in missing {
+                data.insert(k.to_string(), make());
+            }
+            self.write(req, name, &data).await?;
+        }
+        Ok(data)
+    }
+
+    pub async fn delete(&self, req: &ResourceRequest, name: &str) -> Result<(), ProviderError> {
+        match self
+            .api(&req.namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                return Err(ProviderError::transient(format!(
+                    "deleting Secret {}/{name}: {e}",
+                    req.namespace
+                )));
+            }
+        }
+        self.wrote(&req.namespace, name, Wrote::Deleted);
+        Ok(())
+    }
 }
 
 /// A failed call to the API server, as a provider error of the right kind:
@@ -93,41 +211,4 @@ fn kube_error(message: String, e: &kube::Error) -> ProviderError {
         cro_provider_api::ErrorKind::Transient
     };
     ProviderError::new(kind, message)
-}
-
-/// `keys` from the Secret, generating (and storing) any that are missing.
-pub async fn ensure(
-    client: &Client,
-    req: &ResourceRequest,
-    name: &str,
-    defaults: &[(&str, Generator)],
-) -> Result<BTreeMap<String, String>, ProviderError> {
-    let mut data = read(client, req, name).await?.unwrap_or_default();
-    let missing: Vec<_> = defaults
-        .iter()
-        .filter(|(k, _)| data.get(*k).is_none_or(String::is_empty))
-        .collect();
-    if !missing.is_empty() {
-        for (k, make) in missing {
-            data.insert(k.to_string(), make());
-        }
-        write(client, req, name, &data).await?;
-    }
-    Ok(data)
-}
-
-pub async fn delete(
-    client: &Client,
-    req: &ResourceRequest,
-    name: &str,
-) -> Result<(), ProviderError> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), &req.namespace);
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(ProviderError::transient(format!(
-            "deleting Secret {}/{name}: {e}",
-            req.namespace
-        ))),
-    }
 }

@@ -14,7 +14,6 @@ use cro_provider_api::ResourceRequest;
 use crate::{
     AwsProvider,
     clients::Clients,
-    credentials,
     errors::{api_error, unless_missing},
 };
 
@@ -168,14 +167,15 @@ pub async fn observe_user(
     describe_user(&c.iam, user, policy_name).await
 }
 
-/// The user exists, tagged, with exactly `policy` as its inline policy.
-pub async fn ensure_user(
+/// The user exists, tagged, with exactly `policy` as its inline policy;
+/// whether it existed already.
+async fn ensure_user(
     c: &Clients,
     req: &ResourceRequest,
     user: &str,
     policy_name: &str,
     policy: &Value,
-) -> Result<(), ProviderError> {
+) -> Result<bool, ProviderError> {
     let iam = &c.iam;
     let live = observe_user(c, req, user, policy_name).await?;
     match &live {
@@ -210,7 +210,7 @@ pub async fn ensure_user(
             .map_err(|e| api_error("iam:PutUserPolicy", user, e))?;
         c.iam_listing.forget(user).await;
     }
-    Ok(())
+    Ok(live.is_some())
 }
 
 /// Keys of the credentials Secret besides the key itself: the rotation
@@ -255,79 +255,119 @@ impl Keys {
     }
 }
 
-/// The user's access key as stored in the Secret `secret_name`. A new key
-/// is created (and stored at once, before anything else can fail) when the
-/// stored one is missing or no longer exists, or a rotation asks for one;
-/// the key a rotation replaced keeps working for the grace period. Keys
-/// not stored are removed, so no credential leaks.
-pub async fn ensure_access_key(
+/// The access key of the CR's user `user`, whose one inline policy is
+/// `policy`: ours, kept in the Secret `secret_name`; or, for a resource
+/// taken over from the Go operator (no Secret of ours), the key the Cloud
+/// Credential Operator minted for it through CredentialsRequest
+/// `cco_request`, which is used as it is.
+pub async fn user_keys(
+    p: &AwsProvider,
+    c: &Clients,
+    req: &ResourceRequest,
+    (user, policy_name, policy): (&str, &str, &Value),
+    (secret_name, cco_request): (&str, &str),
+) -> Result<Keys, ProviderError> {
+    let ours = p.credentials.read(req, secret_name).await?;
+    if ours.is_none()
+        && let Some(key) = crate::cco::read(&p.credentials, req, cco_request).await?
+    {
+        return Ok(Keys::minted(key));
+    }
+    let existed = ensure_user(c, req, user, policy_name, policy).await?;
+    let stored = Stored::new(ours.unwrap_or_default());
+    ensure_access_key(p, &c.iam, req, (user, secret_name), stored, existed).await
+}
+
+/// The Secret's data, and what it says of the user's keys.
+struct Stored {
+    data: BTreeMap<String, String>,
+    key: Option<AccessKey>,
+    /// The key a rotation replaced, and until when (Unix seconds) it works.
+    previous: Option<(String, i64)>,
+}
+
+impl Stored {
+    fn new(data: BTreeMap<String, String>) -> Self {
+        let key = match (data.get("accessKeyID"), data.get("secretAccessKey")) {
+            (Some(id), Some(secret)) => Some(AccessKey {
+                id: id.clone(),
+                secret: secret.clone(),
+            }),
+            _ => None,
+        };
+        let previous = (data.get(PREVIOUS_KEY).cloned())
+            .zip(data.get(PREVIOUS_UNTIL).and_then(|u| u.parse::<i64>().ok()));
+        Stored {
+            data,
+            key,
+            previous,
+        }
+    }
+
+    /// The replaced key while its grace period lasts.
+    fn previous_working(&self, now: i64) -> Option<&str> {
+        (self.previous.as_ref())
+            .filter(|(_, until)| now < *until)
+            .map(|(id, _)| id.as_str())
+    }
+}
+
+/// The user's access key as stored: a new key is created (and stored at
+/// once, before anything else can fail) when the stored one is missing or
+/// no longer exists, or a rotation asks for one; the key a rotation
+/// replaced keeps working for the grace period. Keys not stored are
+/// removed, so no credential leaks. On a first look after a restart, a
+/// stored key of a user that was there is trusted until the next recheck
+/// (IAM lists keys one user at a time).
+async fn ensure_access_key(
     p: &AwsProvider,
     iam: &Client,
     req: &ResourceRequest,
-    user: &str,
-    secret_name: &str,
+    (user, secret_name): (&str, &str),
+    mut stored: Stored,
+    user_existed: bool,
 ) -> Result<Keys, ProviderError> {
-    let mut data = credentials::read(&p.kube, req, secret_name)
-        .await?
-        .unwrap_or_default();
-    let stored = match (data.get("accessKeyID"), data.get("secretAccessKey")) {
-        (Some(id), Some(secret)) => Some(AccessKey {
-            id: id.clone(),
-            secret: secret.clone(),
-        }),
-        _ => None,
-    };
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let previous = data
-        .get(PREVIOUS_KEY)
-        .cloned()
-        .zip(data.get(PREVIOUS_UNTIL).and_then(|u| u.parse::<i64>().ok()));
-    let rotate = req
-        .options
-        .rotate_credentials
-        .as_ref()
-        .filter(|token| data.get(ROTATION) != Some(*token));
-    let live = access_key_ids(iam, user).await?;
+    let rotate = (req.options.rotate_credentials.as_ref())
+        .filter(|token| stored.data.get(ROTATION) != Some(*token));
+    let previous_over = stored.previous.as_ref().is_some_and(|(_, u)| now >= *u);
+    let live = match (&stored.key, req.options.defer_unbatched) {
+        (Some(key), true) if user_existed && rotate.is_none() && !previous_over => {
+            let previous = stored.previous_working(now).map(str::to_string);
+            [Some(key.id.clone()), previous]
+                .into_iter()
+                .flatten()
+                .collect()
+        }
+        _ => access_key_ids(iam, user).await?,
+    };
+    let previous = stored.previous_working(now);
     let plan = decide_key(
-        stored.as_ref().map(|k| k.id.as_str()),
-        previous
-            .as_ref()
-            .filter(|(_, until)| now < *until)
-            .map(|(id, _)| id.as_str()),
+        stored.key.as_ref().map(|k| k.id.as_str()),
+        previous,
         rotate.is_some(),
         &live,
     );
     delete_access_keys(iam, user, plan.delete().iter()).await?;
-    let key = match (&plan, stored) {
+    let data = &mut stored.data;
+    let key = match (&plan, stored.key) {
         (KeyPlan::Keep { .. }, Some(key)) => {
             // The replaced key's grace period is over (it was deleted
             // above if it still existed): forget it.
-            if previous.is_some_and(|(_, until)| now >= until) {
+            if previous_over {
                 data.remove(PREVIOUS_KEY);
                 data.remove(PREVIOUS_UNTIL);
-                credentials::write(&p.kube, req, secret_name, &data).await?;
+                p.credentials.write(req, secret_name, data).await?;
             }
             key
         }
-        (plan, stored) => {
+        (plan, old) => {
             let key = create_access_key(iam, user).await?;
-            data.insert("accessKeyID".into(), key.id.clone());
-            data.insert("secretAccessKey".into(), key.secret.clone());
-            match (plan, rotate, stored) {
-                (KeyPlan::Rotate { .. }, Some(token), Some(old)) => {
-                    let until = now.saturating_add(
-                        i64::try_from(req.options.rotation_grace.as_secs()).unwrap_or(i64::MAX),
-                    );
-                    data.insert(ROTATION.into(), token.clone());
-                    data.insert(PREVIOUS_KEY.into(), old.id);
-                    data.insert(PREVIOUS_UNTIL.into(), until.to_string());
-                }
-                _ => {
-                    data.remove(PREVIOUS_KEY);
-                    data.remove(PREVIOUS_UNTIL);
-                }
-            }
-            credentials::write(&p.kube, req, secret_name, &data).await?;
+            let rotation = rotate
+                .zip(old)
+                .filter(|_| matches!(plan, KeyPlan::Rotate { .. }));
+            record_new_key(data, &key, rotation, now, req.options.rotation_grace);
+            p.credentials.write(req, secret_name, data).await?;
             key
         }
     };
@@ -336,6 +376,31 @@ pub async fn ensure_access_key(
         rotation: data.get(ROTATION).cloned(),
         previous_until: data.get(PREVIOUS_UNTIL).and_then(|u| u.parse().ok()),
     })
+}
+
+/// The Secret's data for a new key; after a rotation (its token and the
+/// key it replaced), the replaced key and how long it keeps working.
+fn record_new_key(
+    data: &mut BTreeMap<String, String>,
+    key: &AccessKey,
+    rotation: Option<(&String, AccessKey)>,
+    now: i64,
+    grace: std::time::Duration,
+) {
+    data.insert("accessKeyID".into(), key.id.clone());
+    data.insert("secretAccessKey".into(), key.secret.clone());
+    match rotation {
+        Some((token, old)) => {
+            let grace = i64::try_from(grace.as_secs()).unwrap_or(i64::MAX);
+            data.insert(ROTATION.into(), token.clone());
+            data.insert(PREVIOUS_KEY.into(), old.id);
+            data.insert(PREVIOUS_UNTIL.into(), now.saturating_add(grace).to_string());
+        }
+        None => {
+            data.remove(PREVIOUS_KEY);
+            data.remove(PREVIOUS_UNTIL);
+        }
+    }
 }
 
 /// What to do about a user's access keys.
@@ -448,8 +513,29 @@ fn gone<E: aws_sdk_iam::error::ProvideErrorMetadata, R>(
     aws_sdk_iam::error::ProvideErrorMetadata::code(e) == Some("NoSuchEntity")
 }
 
+/// Deletes the CR's user `user` and its credentials: the Secret
+/// `secret_name` with our key, or, for a resource taken over from the Go
+/// operator, its CredentialsRequest `cco_request` (the Cloud Credential
+/// Operator then removes the user it made).
+pub async fn delete_user_and_keys(
+    p: &AwsProvider,
+    iam: &Client,
+    req: &ResourceRequest,
+    user: &str,
+    (secret_name, cco_request): (&str, &str),
+) -> Result<(), ProviderError> {
+    delete_user(iam, user).await?;
+    if crate::cco::read(&p.credentials, req, cco_request)
+        .await?
+        .is_some()
+    {
+        crate::cco::delete(&p.credentials, req, cco_request).await?;
+    }
+    p.credentials.delete(req, secret_name).await
+}
+
 /// Deletes keys, inline policies and the user; anything already gone is fine.
-pub async fn delete_user(iam: &Client, user: &str) -> Result<(), ProviderError> {
+async fn delete_user(iam: &Client, user: &str) -> Result<(), ProviderError> {
     let keys: Vec<String> = match iam.list_access_keys().user_name(user).send().await {
         Ok(out) => out
             .access_key_metadata()

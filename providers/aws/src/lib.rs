@@ -37,6 +37,7 @@ use strategy::Fields;
 use tokio::sync::Mutex;
 
 pub use budget::Budget;
+pub use credentials::SecretCache;
 pub use sdk::{AwsSettings, sdk_config};
 
 pub const NAME: &str = "aws";
@@ -46,7 +47,7 @@ pub const NAME: &str = "aws";
 pub const RECHECK: Duration = Duration::from_secs(3600);
 
 pub struct AwsProvider {
-    kube: kube::Client,
+    credentials: credentials::Store,
     settings: AwsSettings,
     calls: Calls,
     configs: Mutex<HashMap<Account, Arc<Clients>>>,
@@ -63,11 +64,17 @@ struct Account {
 impl AwsProvider {
     pub fn new(kube: kube::Client, settings: AwsSettings) -> Self {
         AwsProvider {
-            kube,
+            credentials: credentials::Store::new(kube, None),
             settings,
             calls: Calls::default(),
             configs: Mutex::default(),
         }
+    }
+
+    /// Reads its credentials Secrets from the operator's watch of them.
+    pub fn with_cache(mut self, cache: Arc<dyn SecretCache>) -> Self {
+        self.credentials = credentials::Store::new(self.credentials.client().clone(), Some(cache));
+        self
     }
 
     /// The clients for the tier: its region (or the operator's default),
@@ -174,7 +181,7 @@ impl Provider for AwsProvider {
         let tier = strategy::parse(&req.strategy)?;
         let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Postgres => rds::reconcile(&self.kube, &c, req, &tier).await,
+            ResourceKind::Postgres => rds::reconcile(&self.credentials, &c, req, &tier).await,
             ResourceKind::BlobStorage => s3::reconcile(self, &c, req).await,
             ResourceKind::Redis => elasticache::reconcile(&c, req, &tier).await,
             ResourceKind::Smtp => smtp::reconcile(self, &c, req, &tier).await,
@@ -186,7 +193,7 @@ impl Provider for AwsProvider {
         let tier = strategy::parse(&req.strategy)?;
         let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Postgres => rds::delete(&self.kube, &c, req, &tier).await,
+            ResourceKind::Postgres => rds::delete(&self.credentials, &c, req, &tier).await,
             ResourceKind::BlobStorage => s3::delete(self, &c.s3, &c.iam, req, &tier).await,
             ResourceKind::Redis => elasticache::delete(&c, req, &tier).await,
             ResourceKind::Smtp => smtp::delete(self, &c.iam, req).await,

@@ -443,32 +443,32 @@ fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
 }
 
 pub async fn reconcile(
-    kube: &kube::Client,
+    store: &credentials::Store,
     c: &Clients,
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
     let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
     let want = Desired::from_tier(&f)?;
-    let creds = credentials::ensure(
-        kube,
-        req,
-        &credentials_secret(&req.name),
-        &[
-            ("user", || "postgres".to_string()),
-            ("password", credentials::random_password),
-        ],
-    )
-    .await?;
-    let creds = rotate_password(kube, req, creds).await?;
+    let creds = store
+        .ensure(
+            req,
+            &credentials_secret(&req.name),
+            &[
+                ("user", || "postgres".to_string()),
+                ("password", credentials::random_password),
+            ],
+        )
+        .await?;
+    let creds = rotate_password(store, req, creds).await?;
     let have = database::observe::<Client>(c, req).await?;
     let version = have.as_ref().map(|h| h.engine_version.clone());
     let plan = decide(have.as_ref(), &want, req);
     if let (Plan::Converge { .. }, Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
-        return set_password(kube, c, req, &creds, why).await;
+        return set_password(store, c, req, &creds, why).await;
     }
     let calls = database::Calls {
-        create: create(kube, &c.rds, req, &f, &want, &creds),
+        create: create(store, &c.rds, req, &f, &want, &creds),
         modify: |changes| modify(&c.rds, &req.identifier, &want, changes),
     };
     let mut report = database::act::<Client, _, _, _>(c, req, have, plan, calls, |have| {
@@ -534,7 +534,7 @@ const ROTATION: &str = "rotation";
 /// A rotation asked for and not made yet: a new password in the Secret,
 /// marked to be set on the instance.
 async fn rotate_password(
-    kube: &kube::Client,
+    store: &credentials::Store,
     req: &ResourceRequest,
     creds: BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, String>, ProviderError> {
@@ -548,13 +548,15 @@ async fn rotate_password(
     rotated.insert("password".into(), credentials::random_password());
     rotated.insert(ROTATION.into(), token.clone());
     rotated.insert(PASSWORD_PENDING.into(), "credential rotation".into());
-    credentials::write(kube, req, &credentials_secret(&req.name), &rotated).await?;
+    store
+        .write(req, &credentials_secret(&req.name), &rotated)
+        .await?;
     Ok(rotated)
 }
 
 /// Creates the instance, or restores it from `req.restore_from_snapshot`.
 async fn create(
-    kube: &kube::Client,
+    store: &credentials::Store,
     rds: &Client,
     req: &ResourceRequest,
     f: &Fields<'_>,
@@ -567,7 +569,9 @@ async fn create(
             PASSWORD_PENDING.into(),
             format!("restored from snapshot {snapshot}"),
         );
-        credentials::write(kube, req, &credentials_secret(&req.name), &marked).await?;
+        store
+            .write(req, &credentials_secret(&req.name), &marked)
+            .await?;
         return restore(rds, req, f, want, snapshot).await;
     }
     let id = req.identifier.as_str();
@@ -618,7 +622,7 @@ async fn restore(
 /// The instance gets the Secret's master password (restored with its
 /// source's, or rotated); then the mark goes.
 async fn set_password(
-    kube: &kube::Client,
+    store: &credentials::Store,
     c: &Clients,
     req: &ResourceRequest,
     creds: &BTreeMap<String, String>,
@@ -636,7 +640,9 @@ async fn set_password(
     c.rds_listing.forget(id).await;
     let mut unmarked = creds.clone();
     unmarked.remove(PASSWORD_PENDING);
-    credentials::write(kube, req, &credentials_secret(&req.name), &unmarked).await?;
+    store
+        .write(req, &credentials_secret(&req.name), &unmarked)
+        .await?;
     let mut report = Provisioned::new(
         PROVIDER,
         Outcome::InProgress(format!(
@@ -687,7 +693,7 @@ async fn modify(
 }
 
 pub async fn delete(
-    kube: &kube::Client,
+    store: &credentials::Store,
     c: &Clients,
     req: &ResourceRequest,
     tier: &Tier,
@@ -697,7 +703,7 @@ pub async fn delete(
     let id = req.identifier.as_str();
     let db = match database::begin_delete::<Client>(c, req, skip_final).await? {
         Begun::Gone => {
-            credentials::delete(kube, req, &credentials_secret(&req.name)).await?;
+            store.delete(req, &credentials_secret(&req.name)).await?;
             return Ok(Deletion::Done);
         }
         Begun::NotOurs => return Ok(Deletion::Done),

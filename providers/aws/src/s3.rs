@@ -23,7 +23,6 @@ use tracing::warn;
 use crate::{
     AwsProvider, RECHECK, cco,
     clients::Clients,
-    credentials,
     errors::{api_error, unless_missing},
     iam_user,
     plan::{self, vanished},
@@ -230,15 +229,15 @@ async fn access_key(
     req: &ResourceRequest,
     bucket: &str,
 ) -> Result<iam_user::Keys, ProviderError> {
-    let ours = credentials::read(&p.kube, req, &credentials_secret(&req.name)).await?;
-    if ours.is_none()
-        && let Some(key) = cco::read(&p.kube, req, &cco::s3_request(bucket)).await?
-    {
-        return Ok(iam_user::Keys::minted(key));
-    }
     let policy = iam_user::bucket_policy(bucket);
-    iam_user::ensure_user(c, req, bucket, POLICY_NAME, &policy).await?;
-    iam_user::ensure_access_key(p, &c.iam, req, bucket, &credentials_secret(&req.name)).await
+    iam_user::user_keys(
+        p,
+        c,
+        req,
+        (bucket, POLICY_NAME, &policy),
+        (&credentials_secret(&req.name), &cco::s3_request(bucket)),
+    )
+    .await
 }
 
 pub async fn delete(
@@ -257,13 +256,8 @@ pub async fn delete(
         // Someone else's bucket (and user): deleting the CR never deletes them.
         return Ok(Deletion::Done);
     }
-    iam_user::delete_user(iam, bucket).await?;
-    if cco::read(&p.kube, req, &cco::s3_request(bucket))
-        .await?
-        .is_some()
-    {
-        cco::delete(&p.kube, req, &cco::s3_request(bucket)).await?;
-    }
+    let credentials: (&str, &str) = (&credentials_secret(&req.name), &cco::s3_request(bucket));
+    iam_user::delete_user_and_keys(p, iam, req, bucket, credentials).await?;
     if exists(s3, bucket).await? {
         let objects = list(s3, bucket).await?;
         if objects.is_empty() || force {
@@ -302,7 +296,6 @@ pub async fn delete(
             );
         }
     }
-    credentials::delete(&p.kube, req, &credentials_secret(&req.name)).await?;
     Ok(Deletion::Done)
 }
 

@@ -13,7 +13,6 @@ use cro_provider_api::{
 use crate::{
     AwsProvider, RECHECK, cco,
     clients::Clients,
-    credentials,
     errors::api_error,
     iam_user, plan,
     smtp_password::smtp_password,
@@ -103,27 +102,26 @@ pub async fn reconcile(
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
     let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
-    let (iam, region) = (&c.iam, c.region.as_str());
+    let region = c.region.as_str();
     let user = &user_name(&req.identifier);
     let mut conditions = Vec::new();
     if let Some(identity) = f.string("EmailIdentity")? {
         conditions.push(identity_condition(&c.ses, &identity).await?);
     }
-    let ours = credentials::read(&p.kube, req, &credentials_secret(&req.name)).await?;
-    let minted = match ours {
-        Some(_) => None,
-        None => cco::read(&p.kube, req, &cco::ses_request(&req.identifier)).await?,
-    };
     // Taken over from the Go operator: its CCO-minted key stays; the
     // password is derived from it with AWS's current (SigV4) algorithm.
-    let keys = match minted {
-        Some(key) => iam_user::Keys::minted(key),
-        None => {
-            let policy = iam_user::ses_send_policy();
-            iam_user::ensure_user(c, req, user, POLICY_NAME, &policy).await?;
-            iam_user::ensure_access_key(p, iam, req, user, &credentials_secret(&req.name)).await?
-        }
-    };
+    let policy = iam_user::ses_send_policy();
+    let keys = iam_user::user_keys(
+        p,
+        c,
+        req,
+        (user, POLICY_NAME, &policy),
+        (
+            &credentials_secret(&req.name),
+            &cco::ses_request(&req.identifier),
+        ),
+    )
+    .await?;
     let key = &keys.key;
     let details = ConnectionDetails(BTreeMap::from([
         ("username".into(), key.id.clone()),
@@ -158,13 +156,10 @@ pub async fn delete(
     iam: &aws_sdk_iam::Client,
     req: &ResourceRequest,
 ) -> Result<Deletion, ProviderError> {
-    iam_user::delete_user(iam, &user_name(&req.identifier)).await?;
-    if cco::read(&p.kube, req, &cco::ses_request(&req.identifier))
-        .await?
-        .is_some()
-    {
-        cco::delete(&p.kube, req, &cco::ses_request(&req.identifier)).await?;
-    }
-    credentials::delete(&p.kube, req, &credentials_secret(&req.name)).await?;
+    let credentials: (&str, &str) = (
+        &credentials_secret(&req.name),
+        &cco::ses_request(&req.identifier),
+    );
+    iam_user::delete_user_and_keys(p, iam, req, &user_name(&req.identifier), credentials).await?;
     Ok(Deletion::Done)
 }

@@ -511,6 +511,12 @@ impl Provider for InClusterProvider {
         false
     }
 
+    /// The generated passwords stay what the workloads were initialised
+    /// with.
+    fn rotates_credentials(&self) -> bool {
+        false
+    }
+
     async fn snapshot(&self, _req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
         Ok(Snapshotted {
             outcome: Outcome::Failed(
