@@ -148,12 +148,13 @@ async fn aws_calls_per_resource_at_rest() {
     .await;
 }
 
-/// CRs in the scale benchmark (`BENCH_CRS`, default 2,000).
-fn bench_crs() -> usize {
-    std::env::var("BENCH_CRS")
+/// How many objects a benchmark makes: the environment variable `var`
+/// (`BENCH_CRS`, `BENCH_AWS`, `BENCH_SHARD_CRS`), else `default`.
+fn count(var: &str, default: usize) -> usize {
+    std::env::var(var)
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(2000)
+        .unwrap_or(default)
 }
 
 /// Creates `n` objects named `<prefix><i>`, 16 at a time.
@@ -197,7 +198,7 @@ fn requests_of(user: &str) -> (usize, usize) {
 async fn scale_over_many_in_cluster_crs() {
     use cloud_resource_operator::api::BlobStorage;
     use k8s_openapi::api::core::v1::ConfigMap;
-    let n = bench_crs();
+    let n = count("BENCH_CRS", 2000);
     crate::support::with_namespace("benchscale", move |client, ns| async move {
         crate::support::ensure_crds(&client).await;
         let (kubeconfig, user) = crate::support::cluster_admin_account(&client, &ns, "bench").await;
@@ -281,4 +282,235 @@ async fn scale_over_many_in_cluster_crs() {
             .unwrap_or_else(|e| panic!("{e}"));
     })
     .await;
+}
+
+/// AWS calls of a restart over `BENCH_AWS` complete AWS resources in the
+/// emulator (Postgres, Redis, BlobStorage and SMTPCredentialSet, a quarter
+/// each), counted by the restarted operator until it reconciled every CR,
+/// per resource; and by operation, to show what is per resource.
+#[tokio::test]
+#[ignore = "benchmark: run with `make bench`"]
+async fn aws_calls_at_a_restart_over_many_resources() {
+    let n = count("BENCH_AWS", 500) / 4;
+    crate::support::with_namespace("benchaws", move |client, ns| async move {
+        crate::support::ensure_crds(&client).await;
+        let binary = std::env::var_os("CRO_BENCH_BIN").map(std::path::PathBuf::from);
+        let launch = |log: &str| crate::support::Launch {
+            log_name: format!("operator-{ns}-{log}.log"),
+            binary: binary.clone(),
+            ..crate::support::Launch::new(&ns)
+        };
+        let mut first = crate::support::Operator::launch(launch("first")).await;
+        let kinds = [("Postgres", "postgres"), ("Redis", "redis"), ("BlobStorage", "blobstorages"), ("SMTPCredentialSet", "smtpcredentialsets")];
+        let apis: Vec<_> = kinds
+            .iter()
+            .map(|(kind, plural)| {
+                let gvk = kube::api::GroupVersionKind::gvk("integreatly.org", "v1alpha1", kind);
+                (*kind, Api::<kube::api::DynamicObject>::namespaced_with(client.clone(), &ns, &kube::api::ApiResource::from_gvk_with_plural(&gvk, plural)))
+            })
+            .collect();
+        let started = Instant::now();
+        for (kind, api) in &apis {
+            create_many(api, n, |i| {
+                serde_json::from_value(json!({
+                    "apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": format!("r-{i}")},
+                    "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("r-{i}-{}", kind.to_lowercase())}}
+                }))
+                .unwrap_or_else(|e| panic!("{e}"))
+            })
+            .await;
+        }
+        let deadline = Instant::now() + std::time::Duration::from_secs(1800);
+        for (kind, api) in &apis {
+            loop {
+                let list = api.list(&kube::api::ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+                let complete = list.items.iter().filter(|o| o.data["status"]["phase"] == "complete").count();
+                if complete == n {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{complete} of {n} {kind} complete after 30 min");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        }
+        let to_complete = started.elapsed();
+        first.terminate(std::time::Duration::from_secs(60)).await;
+
+        let restarted = crate::support::Operator::launch(launch("restarted")).await;
+        let started = Instant::now();
+        let deadline = Instant::now() + std::time::Duration::from_secs(600);
+        while restarted.logs().matches("reconciled object=").count() < 4 * n {
+            assert!(Instant::now() < deadline, "the restart did not reconcile every CR in 10 min");
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+        let restart = started.elapsed();
+        let calls = restarted.aws_calls().await;
+        let total: u64 = calls.values().sum();
+        println!(
+            "aws calls at a restart over {} AWS resources ({n} each of Postgres, Redis, BlobStorage, SMTPCredentialSet; created and complete in {:.1} s): {total} calls = {:.3} per resource, every CR reconciled in {:.1} s; by operation: {calls:?}",
+            4 * n,
+            to_complete.as_secs_f64(),
+            total as f64 / (4 * n) as f64,
+            restart.as_secs_f64(),
+        );
+
+        // Deleted with the operator running: nothing left in the emulator.
+        for (_, api) in &apis {
+            api.delete_collection(&kube::api::DeleteParams::default(), &kube::api::ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        let deadline = Instant::now() + std::time::Duration::from_secs(1800);
+        for (kind, api) in &apis {
+            while !api.list(&kube::api::ListParams::default().limit(1)).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty() {
+                assert!(Instant::now() < deadline, "{kind} CRs still present 30 min after deletion");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        }
+        restarted.stop().await;
+    })
+    .await;
+}
+
+/// Three shards (`--shard-count=3`) over `BENCH_SHARD_CRS` in-cluster
+/// BlobStorage in 30 namespaces, with a standby replica of shard 0: time to
+/// all `complete`, each shard's CRs and peak RSS, and how long shard 0 is
+/// without a leader when its leader is killed (SIGKILL: no Lease release).
+#[tokio::test]
+#[ignore = "benchmark: run with `make bench`"]
+async fn three_shards_over_many_in_cluster_crs() {
+    use cloud_resource_operator::{api::BlobStorage, shard::Shard};
+    const NAMESPACES: usize = 30;
+    const SHARDS: u32 = 3;
+    let n = count("BENCH_SHARD_CRS", 6000) / NAMESPACES * NAMESPACES;
+    let client = crate::support::TestEnv::load().client().await;
+    crate::support::ensure_crds(&client).await;
+    let mut namespaces = Vec::new();
+    for _ in 0..NAMESPACES {
+        namespaces.push(crate::support::create_namespace(&client, "benchshard").await);
+    }
+    let home = namespaces[0].clone();
+    let binary = std::env::var_os("CRO_BENCH_BIN").map(std::path::PathBuf::from);
+    let launch = |index: u32, log: &str| {
+        let mut l = crate::support::Launch::new(&home);
+        l.log_name = format!("operator-{home}-{log}.log");
+        l.binary = binary.clone();
+        l.extra_args.extend([
+            format!("--watch-namespaces={}", namespaces.join(",")),
+            format!("--shard-count={SHARDS}"),
+            format!("--shard-index={index}"),
+        ]);
+        l
+    };
+    let mut operators = Vec::new();
+    for index in 0..SHARDS {
+        operators
+            .push(crate::support::Operator::launch(launch(index, &format!("shard{index}"))).await);
+    }
+    operators[0]
+        .wait_log("became the leader", DEFAULT_TIMEOUT)
+        .await;
+    let standby = crate::support::Operator::launch(launch(0, "shard0-standby")).await;
+
+    let per_ns = n / NAMESPACES;
+    let started = Instant::now();
+    futures::stream::iter(&namespaces)
+        .for_each_concurrent(4, |ns| {
+            let api = Api::<BlobStorage>::namespaced(client.clone(), ns);
+            async move {
+                create_many(&api, per_ns, |i| {
+                    serde_json::from_value(json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": format!("blob-{i}")},
+                        "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("blob-{i}-sec")}}}))
+                    .unwrap_or_else(|e| panic!("{e}"))
+                })
+                .await
+            }
+        })
+        .await;
+    let all = Api::<BlobStorage>::all(client.clone());
+    let ours = |b: &BlobStorage| namespaces.contains(&b.namespace().unwrap_or_default());
+    let deadline = Instant::now() + std::time::Duration::from_secs(1800);
+    loop {
+        let list = all
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let complete = list
+            .items
+            .iter()
+            .filter(|b| ours(b) && b.status.as_ref().and_then(|s| s.phase) == Some(Phase::Complete))
+            .count();
+        if complete == n {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{complete} of {n} complete after 30 min"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let to_complete = started.elapsed();
+    let shares: Vec<usize> = (0..SHARDS)
+        .map(|i| {
+            namespaces
+                .iter()
+                .filter(|ns| Shard::of(ns, SHARDS) == i)
+                .count()
+                * per_ns
+        })
+        .collect();
+    let rss: Vec<u64> = operators
+        .iter()
+        .map(|o| o.peak_rss_kib().unwrap_or_default() / 1024)
+        .collect();
+
+    // Shard 0's leader dies: its standby takes over when the Lease expires.
+    operators[0].kill().await;
+    let killed = Instant::now();
+    standby
+        .wait_log("became the leader", std::time::Duration::from_secs(120))
+        .await;
+    let takeover = killed.elapsed();
+    println!(
+        "{SHARDS} shards over {n} in-cluster BlobStorage in {NAMESPACES} namespaces ({}): all complete {:.1} s after the first create; CRs per shard {shares:?}; peak RSS per shard {rss:?} MiB; shard 0 leader killed, its standby led after {:.1} s",
+        if binary.is_some() {
+            "release build"
+        } else {
+            "test build"
+        },
+        to_complete.as_secs_f64(),
+        takeover.as_secs_f64(),
+    );
+
+    // Cleaned up with every shard led, so every finalizer is removed.
+    for ns in &namespaces {
+        Api::<BlobStorage>::namespaced(client.clone(), ns)
+            .delete_collection(
+                &kube::api::DeleteParams::default(),
+                &kube::api::ListParams::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(1800);
+    while all
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .items
+        .iter()
+        .any(&ours)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "CRs still present 30 min after deletion"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    drop(standby);
+    drop(operators);
+    let all_ns = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+    for ns in &namespaces {
+        all_ns
+            .delete(ns, &kube::api::DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
 }
