@@ -116,27 +116,7 @@ pub async fn write(
         .filter(|(_, v)| v.0.is_empty())
         .map(|(k, _)| k.clone())
         .collect();
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(target.name.to_string()),
-            namespace: Some(target.namespace.to_string()),
-            labels: Some(BTreeMap::from([
-                (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
-                (OWNER_UID_LABEL.to_string(), target.owner_uid.to_string()),
-            ])),
-            owner_references: target.owner_ref.clone().map(|o| vec![o]),
-            // The write fails (409) if the Secret changed since it was
-            // read, e.g. a person filled in a placeholder the cache has not
-            // seen yet; it is retried on what the watch sees then.
-            resource_version: existing
-                .as_ref()
-                .and_then(|s| s.metadata.resource_version.clone()),
-            ..Default::default()
-        },
-        data: Some(data),
-        type_: Some("Opaque".into()),
-        ..Default::default()
-    };
+    let secret = desired(target, data, existing.as_ref());
     if !existing.as_ref().is_some_and(|live| holds(live, &secret)) {
         api.patch(
             target.name,
@@ -150,6 +130,33 @@ pub async fn write(
         )))?;
     }
     Ok(Written::Ok { placeholders })
+}
+
+/// The Secret as this operator writes it for `target`.
+fn desired(
+    target: &Target<'_>,
+    data: BTreeMap<String, ByteString>,
+    existing: Option<&Secret>,
+) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(target.name.to_string()),
+            namespace: Some(target.namespace.to_string()),
+            labels: Some(BTreeMap::from([
+                (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
+                (OWNER_UID_LABEL.to_string(), target.owner_uid.to_string()),
+            ])),
+            owner_references: target.owner_ref.clone().map(|o| vec![o]),
+            // The write fails (409) if the Secret changed since it was
+            // read, e.g. a person filled in a placeholder the cache has not
+            // seen yet; it is retried on what the watch sees then.
+            resource_version: existing.and_then(|s| s.metadata.resource_version.clone()),
+            ..Default::default()
+        },
+        data: Some(data),
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    }
 }
 
 /// Whether `live` already has `desired`'s data, labels and owner.
