@@ -766,11 +766,12 @@ async fn a_reconcile_with_nothing_to_change_writes_nothing() {
     .await;
 }
 
-/// What the in-cluster provider cannot do is said in a condition, never
-/// silently dropped: scheduled snapshots and credential rotation. The
-/// resource stays `complete`, and no rotation is recorded.
+/// What the in-cluster provider cannot do is said, never silently dropped:
+/// scheduled snapshots and credential rotation in a condition (the resource
+/// stays `complete`, no rotation is recorded); a clone
+/// (`restoreFromSnapshot`) as `failed`, with nothing created.
 #[tokio::test]
-async fn snapshots_and_rotation_asked_of_an_in_cluster_resource_are_reported_unsupported() {
+async fn snapshots_rotation_and_clones_asked_of_in_cluster_resources_are_reported_unsupported() {
     with_operator("unsupported", |client, ns, _op| async move {
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
         let mut pg: Postgres = cr("Postgres", "pg", json!({"type": "workshop", "tier": "development", "secretRef": {"name": "pg-sec"}, "snapshotFrequency": "1h"}));
@@ -788,6 +789,14 @@ async fn snapshots_and_rotation_asked_of_an_in_cluster_resource_are_reported_uns
         assert!(status.credentials_rotation.is_none(), "a rotation was recorded: {:?}", status.credentials_rotation);
         let message = status.conditions.iter().find(|c| c.type_ == "CredentialsRotated").map(|c| c.message.clone()).unwrap_or_default();
         assert!(message.contains("integreatly.org/rotate-credentials") && message.contains("rotateCredentialsEvery"), "{message}");
+
+        // A clone cannot be: `failed` naming the field, nothing created.
+        create(&client, &ns, &cr::<Postgres>("Postgres", "clone", json!({"type": "workshop", "tier": "development", "secretRef": {"name": "clone-sec"}, "restoreFromSnapshot": "snap"}))).await;
+        let failed = wait_phase(&pgs, "clone", Phase::Failed).await;
+        let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(message.contains("spec.restoreFromSnapshot") && message.contains("cloud type"), "{message}");
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns).list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(deployments.items.iter().all(|d| !d.name_any().contains("clone")), "a clone workload was created: {:?}", deployments.items.iter().map(|d| d.name_any()).collect::<Vec<_>>());
     })
     .await;
 }
