@@ -182,27 +182,16 @@ mod tests {
 
     #[test]
     fn a_budget_that_cannot_work_names_its_flag() {
-        let zero = Budget {
-            rate: 0.0,
-            burst: 1,
+        // Row: (rate, burst, the flag the error names)
+        let rows = [
+            (0.0, 1, "--aws-api-rate"),
+            (f64::NAN, 1, "--aws-api-rate"),
+            (1.0, 0, "--aws-api-burst"),
+        ];
+        for (rate, burst, flag) in rows {
+            let e = Budget { rate, burst }.check().unwrap_err();
+            assert!(e.contains(flag), "{e}");
         }
-        .check()
-        .unwrap_err();
-        assert!(zero.contains("--aws-api-rate"), "{zero}");
-        let nan = Budget {
-            rate: f64::NAN,
-            burst: 1,
-        }
-        .check()
-        .unwrap_err();
-        assert!(nan.contains("--aws-api-rate"), "{nan}");
-        let burst = Budget {
-            rate: 1.0,
-            burst: 0,
-        }
-        .check()
-        .unwrap_err();
-        assert!(burst.contains("--aws-api-burst"), "{burst}");
         assert_eq!(Budget::default().check(), Ok(()));
     }
 }

@@ -209,36 +209,35 @@ mod tests {
 
     #[test]
     fn each_kind_of_aws_error_is_classified() {
-        let kind = |code: &str, status| classify(&service_error(code, status)).0;
-        for code in [
-            "Throttling",
-            "ThrottlingException",
-            "RequestLimitExceeded",
-            "SlowDown",
-        ] {
-            assert_eq!(kind(code, 400), ErrorKind::Throttled, "{code}");
+        use ErrorKind::{Permanent, Throttled, Transient};
+        // Row: (code, HTTP status, kind)
+        let rows = [
+            ("Throttling", 400, Throttled),
+            ("ThrottlingException", 400, Throttled),
+            ("RequestLimitExceeded", 400, Throttled),
+            ("SlowDown", 400, Throttled),
+            ("Anything", 429, Throttled),
+            ("InternalFailure", 500, Transient),
+            ("ServiceUnavailable", 503, Transient),
+            ("InvalidDBInstanceState", 400, Transient),
+            ("InvalidParameterValue", 400, Permanent),
+            ("InvalidParameterCombination", 400, Permanent),
+            ("AccessDenied", 400, Permanent),
+            ("AccessDeniedException", 400, Permanent),
+            ("InstanceQuotaExceeded", 400, Permanent),
+            ("StorageQuotaExceeded", 400, Permanent),
+            ("LimitExceeded", 400, Permanent),
+            ("StorageTypeNotSupported", 400, Permanent),
+            ("DBSubnetGroupNotFoundFault", 400, Permanent),
+            ("KMSKeyNotAccessibleFault", 400, Permanent),
+            ("InsufficientDBInstanceCapacity", 400, Permanent),
+            ("BucketAlreadyExists", 400, Permanent),
+            ("SomethingNew", 400, Transient),
+        ];
+        for (code, status, kind) in rows {
+            let got = classify(&service_error(code, status)).0;
+            assert_eq!(got, kind, "{code} {status}");
         }
-        assert_eq!(kind("Anything", 429), ErrorKind::Throttled);
-        assert_eq!(kind("InternalFailure", 500), ErrorKind::Transient);
-        assert_eq!(kind("ServiceUnavailable", 503), ErrorKind::Transient);
-        assert_eq!(kind("InvalidDBInstanceState", 400), ErrorKind::Transient);
-        for code in [
-            "InvalidParameterValue",
-            "InvalidParameterCombination",
-            "AccessDenied",
-            "AccessDeniedException",
-            "InstanceQuotaExceeded",
-            "StorageQuotaExceeded",
-            "LimitExceeded",
-            "StorageTypeNotSupported",
-            "DBSubnetGroupNotFoundFault",
-            "KMSKeyNotAccessibleFault",
-            "InsufficientDBInstanceCapacity",
-            "BucketAlreadyExists",
-        ] {
-            assert_eq!(kind(code, 400), ErrorKind::Permanent, "{code}");
-        }
-        assert_eq!(kind("SomethingNew", 400), ErrorKind::Transient);
     }
 
     #[test]

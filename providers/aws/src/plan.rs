@@ -244,48 +244,46 @@ mod tests {
         v.iter().map(|c| c.field.as_str()).collect()
     }
 
+    /// The gate of a CR with `spec.maintenanceWindow` and `spec.applyImmediately`.
+    fn gate(maintenance_window: bool, apply_immediately: bool) -> Gate {
+        Gate {
+            maintenance_window,
+            apply_immediately,
+            ..Gate::default()
+        }
+    }
+
     #[test]
     fn the_gate_decides_disruptive_changes_only() {
+        let (safe, disruptive, never) = ("DeletionProtection", "DBInstanceClass", "EngineVersion");
         // Row: gate -> (applied, immediately, pending, window used)
         let rows = [
             (
-                Gate::default(),
-                vec!["DeletionProtection"],
+                gate(false, false),
+                vec![safe],
                 true,
-                vec!["DBInstanceClass", "EngineVersion"],
+                vec![disruptive, never],
                 false,
             ),
             (
-                Gate {
-                    maintenance_window: true,
-                    apply_immediately: false,
-                    ..Gate::default()
-                },
-                vec!["DeletionProtection", "DBInstanceClass"],
+                gate(true, false),
+                vec![safe, disruptive],
                 false,
-                vec!["EngineVersion"],
+                vec![never],
                 true,
             ),
             (
-                Gate {
-                    maintenance_window: false,
-                    apply_immediately: true,
-                    ..Gate::default()
-                },
-                vec!["DeletionProtection", "DBInstanceClass"],
+                gate(false, true),
+                vec![safe, disruptive],
                 true,
-                vec!["EngineVersion"],
+                vec![never],
                 false,
             ),
             (
-                Gate {
-                    maintenance_window: true,
-                    apply_immediately: true,
-                    ..Gate::default()
-                },
-                vec!["DeletionProtection", "DBInstanceClass"],
+                gate(true, true),
+                vec![safe, disruptive],
                 true,
-                vec!["EngineVersion"],
+                vec![never],
                 true,
             ),
         ];
@@ -300,12 +298,7 @@ mod tests {
 
     #[test]
     fn requested_changes_settle_as_modifying_or_scheduled() {
-        let window = Gate {
-            maintenance_window: true,
-            apply_immediately: false,
-            ..Gate::default()
-        };
-        let Settled::Usable(pending) = settle(split(changes(), &window)) else {
+        let Settled::Usable(pending) = settle(split(changes(), &gate(true, false))) else {
             panic!("for the window, the resource stays usable")
         };
         let timings: Vec<_> = pending
@@ -320,13 +313,8 @@ mod tests {
                 ("DBInstanceClass", Timing::Scheduled)
             ]
         );
-        let now = Gate {
-            maintenance_window: false,
-            apply_immediately: true,
-            ..Gate::default()
-        };
         assert!(
-            matches!(settle(split(changes(), &now)), Settled::Modifying(m) if m.contains("DBInstanceClass db.t3.small -> db.m5.large"))
+            matches!(settle(split(changes(), &gate(false, true))), Settled::Modifying(m) if m.contains("DBInstanceClass db.t3.small -> db.m5.large"))
         );
         assert_eq!(
             settle(split(Vec::new(), &Gate::default())),

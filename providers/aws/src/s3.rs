@@ -325,6 +325,7 @@ async fn list(s3: &Client, bucket: &str) -> Result<Vec<String>, ProviderError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tags::map as tags;
 
     fn req(recorded: Option<&str>) -> ResourceRequest {
         let kind = cro_provider_api::ResourceKind::BlobStorage;
@@ -334,13 +335,6 @@ mod tests {
         req.owner_tag = ("clusterID".into(), "c1".into());
         req.tags = tags(&[("clusterID", "c1"), ("k", "v")]);
         req
-    }
-
-    fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
     }
 
     #[test]

@@ -254,19 +254,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const SECTION: Section = Section {
-        name: "createStrategy",
-        api: "rds:CreateDBInstance",
-        fields: &[
-            ("DBInstanceClass", FieldType::String),
-            ("AllocatedStorage", FieldType::Int),
-            ("MultiAZ", FieldType::Bool),
-        ],
-    };
-
     fn fields(v: Value) -> Result<i32, ProviderError> {
         let map = v.as_object().cloned().unwrap_or_default();
-        let f = Fields::new(&SECTION, &map)?;
+        let f = Fields::new(&crate::rds::CREATE_STRATEGY, &map)?;
         Ok(f.int("AllocatedStorage")?.unwrap_or_default())
     }
 
@@ -276,26 +266,25 @@ mod tests {
     }
 
     #[test]
-    fn wrong_type_names_the_field() {
-        let err = fields(json!({"AllocatedStorage": "abc"}))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("createStrategy.AllocatedStorage must be an integer"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn typo_is_refused_with_a_suggestion() {
-        let err = fields(json!({"DBInstanceClas": "db.t3.micro"}))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("createStrategy.DBInstanceClas")
-                && err.contains("did you mean DBInstanceClass?"),
-            "{err}"
-        );
+    fn a_wrong_type_or_a_typo_is_refused_naming_the_field() {
+        // Row: (section, what the error says)
+        let rows = [
+            (
+                json!({"AllocatedStorage": "abc"}),
+                vec!["createStrategy.AllocatedStorage must be an integer"],
+            ),
+            (
+                json!({"DBInstanceClas": "db.t3.micro"}),
+                vec![
+                    "createStrategy.DBInstanceClas",
+                    "did you mean DBInstanceClass?",
+                ],
+            ),
+        ];
+        for (section, says) in rows {
+            let err = fields(section).unwrap_err().to_string();
+            assert!(says.iter().all(|s| err.contains(s)), "{err}");
+        }
     }
 
     #[test]

@@ -207,16 +207,18 @@ pub fn iam_tags(tags: &[(String, String)]) -> Result<Vec<aws_sdk_iam::types::Tag
         .map_err(|e| ProviderError::transient(format!("building IAM tags: {e}")))
 }
 
+/// A map of tags, for tests.
+#[cfg(test)]
+pub fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     #[test]
     fn only_missing_or_changed_tags_differ() {
