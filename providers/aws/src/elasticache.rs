@@ -22,7 +22,7 @@ use cro_provider_api::{
 use crate::{
     clients::Clients,
     database::{self, Begun, Database, Plan, State},
-    errors::{api_error, unless_missing},
+    errors::Answer,
     listing::Listing,
     plan::{Split, change},
     strategy::{FieldType, Fields, Section, Tier},
@@ -176,15 +176,16 @@ impl Database for Client {
 
     /// The group and its tags (ListTagsForResource: describe has none).
     async fn describe(&self, id: &str) -> Result<Option<Group>, ProviderError> {
-        let out = unless_missing(
-            self.describe_replication_groups()
-                .replication_group_id(id)
-                .send()
-                .await,
-            |e| e.is_replication_group_not_found_fault(),
-            "elasticache:DescribeReplicationGroups",
-            id,
-        )?;
+        let out = self
+            .describe_replication_groups()
+            .replication_group_id(id)
+            .send()
+            .await
+            .unless_missing(
+                |e| e.is_replication_group_not_found_fault(),
+                "elasticache:DescribeReplicationGroups",
+                id,
+            )?;
         let Some(mut group) = out.and_then(|o| o.replication_groups().first().map(Group::from))
         else {
             return Ok(None);
@@ -212,8 +213,7 @@ impl Database for Client {
             .send();
         let mut all = BTreeMap::new();
         while let Some(page) = pages.next().await {
-            let page =
-                page.map_err(|e| api_error("elasticache:DescribeReplicationGroups", "(all)", e))?;
+            let page = page.named("elasticache:DescribeReplicationGroups", "(all)")?;
             for g in page.replication_groups() {
                 let Some(id) = g.replication_group_id() else {
                     continue;
@@ -313,7 +313,7 @@ async fn create(
         .set_tags(Some(sdk_tags(&tags)))
         .send()
         .await
-        .map_err(|e| api_error("elasticache:CreateReplicationGroup", id, e))?;
+        .named("elasticache:CreateReplicationGroup", id)?;
     Ok(())
 }
 
@@ -337,7 +337,7 @@ async fn modify(
     }
     call.send()
         .await
-        .map_err(|e| api_error("elasticache:ModifyReplicationGroup", id, e))?;
+        .named("elasticache:ModifyReplicationGroup", id)?;
     Ok(())
 }
 
@@ -365,7 +365,7 @@ pub async fn delete(
     delete
         .send()
         .await
-        .map_err(|e| api_error("elasticache:DeleteReplicationGroup", id, e))?;
+        .named("elasticache:DeleteReplicationGroup", id)?;
     Ok(Deletion::InProgress(format!(
         "deleting ElastiCache replication group {id}"
     )))

@@ -118,22 +118,40 @@ where
     }
 }
 
-/// The call's output, or `None` when AWS answers that what it names is
-/// not there (`missing` picks that error); any other error as
-/// [`api_error`]. Every "describe, else absent" reads the same way.
-pub fn unless_missing<T, E>(
-    result: Result<T, SdkError<E, HttpResponse>>,
-    missing: impl FnOnce(&E) -> bool,
-    operation: &str,
-    resource: &str,
-) -> Result<Option<T>, ProviderError>
+/// How every call site reads an SDK call's result: as its output, or as
+/// an error naming the operation and the resource ([`api_error`]).
+pub trait Answer<T, E> {
+    fn named(self, operation: &str, resource: &str) -> Result<T, ProviderError>;
+    /// `None` when AWS answers that what the call names is not there
+    /// (`missing` picks that error): every "describe, else absent" and
+    /// "delete, unless already gone" reads the same way.
+    fn unless_missing(
+        self,
+        missing: impl FnOnce(&E) -> bool,
+        operation: &str,
+        resource: &str,
+    ) -> Result<Option<T>, ProviderError>;
+}
+
+impl<T, E> Answer<T, E> for Result<T, SdkError<E, HttpResponse>>
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    match result {
-        Ok(out) => Ok(Some(out)),
-        Err(e) if e.as_service_error().is_some_and(missing) => Ok(None),
-        Err(e) => Err(api_error(operation, resource, e)),
+    fn named(self, operation: &str, resource: &str) -> Result<T, ProviderError> {
+        self.map_err(|e| api_error(operation, resource, e))
+    }
+
+    fn unless_missing(
+        self,
+        missing: impl FnOnce(&E) -> bool,
+        operation: &str,
+        resource: &str,
+    ) -> Result<Option<T>, ProviderError> {
+        match self {
+            Ok(out) => Ok(Some(out)),
+            Err(e) if e.as_service_error().is_some_and(missing) => Ok(None),
+            Err(e) => Err(api_error(operation, resource, e)),
+        }
     }
 }
 

@@ -5,17 +5,15 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_iam::Client;
+use aws_sdk_iam::{
+    Client, error::ProvideErrorMetadata, operation::list_access_keys::ListAccessKeysOutput,
+};
 use cro_provider_api::{ProviderError, Provisioned};
 use serde_json::{Value, json};
 
 use cro_provider_api::ResourceRequest;
 
-use crate::{
-    AwsProvider,
-    clients::Clients,
-    errors::{api_error, unless_missing},
-};
+use crate::{AwsProvider, clients::Clients, errors::Answer};
 
 pub struct AccessKey {
     pub id: String,
@@ -66,13 +64,13 @@ fn same_policy(document: &str, want: &Value) -> bool {
 
 /// Whether IAM user `user` exists.
 pub async fn user_exists(iam: &Client, user: &str) -> Result<bool, ProviderError> {
-    let found = unless_missing(
-        iam.get_user().user_name(user).send().await,
-        |e| e.is_no_such_entity_exception(),
-        "iam:GetUser",
-        user,
-    )?;
-    Ok(found.is_some())
+    let found = iam.get_user().user_name(user).send().await;
+    Ok(found.unless_missing(gone, "iam:GetUser", user)?.is_some())
+}
+
+/// IAM's answer that the user, or the part of it a call names, is not there.
+fn gone<E: ProvideErrorMetadata>(e: &E) -> bool {
+    e.code() == Some("NoSuchEntity")
 }
 
 /// A live user, as far as decisions need it.
@@ -93,7 +91,7 @@ pub async fn list_users(iam: &Client) -> Result<BTreeMap<String, User>, Provider
         .send();
     let mut all = BTreeMap::new();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| api_error("iam:GetAccountAuthorizationDetails", "(all)", e))?;
+        let page = page.named("iam:GetAccountAuthorizationDetails", "(all)")?;
         for u in page.user_detail_list() {
             let Some(name) = u.user_name() else { continue };
             let user = User {
@@ -129,16 +127,14 @@ async fn describe_user(
     if !user_exists(iam, user).await? {
         return Ok(None);
     }
-    let policy = unless_missing(
-        iam.get_user_policy()
-            .user_name(user)
-            .policy_name(policy_name)
-            .send()
-            .await,
-        |e| e.is_no_such_entity_exception(),
-        "iam:GetUserPolicy",
-        user,
-    )?;
+    let call = iam
+        .get_user_policy()
+        .user_name(user)
+        .policy_name(policy_name);
+    let policy = call
+        .send()
+        .await
+        .unless_missing(gone, "iam:GetUserPolicy", user)?;
     Ok(Some(User {
         tags: crate::tags::Tagging::tags(iam, user).await?,
         policies: policy
@@ -193,7 +189,7 @@ async fn ensure_user(
                 .set_tags(Some(crate::tags::iam_tags(&all)?))
                 .send()
                 .await
-                .map_err(|e| api_error("iam:CreateUser", user, e))?;
+                .named("iam:CreateUser", user)?;
         }
     }
     let up_to_date = live
@@ -207,7 +203,7 @@ async fn ensure_user(
             .policy_document(policy.to_string())
             .send()
             .await
-            .map_err(|e| api_error("iam:PutUserPolicy", user, e))?;
+            .named("iam:PutUserPolicy", user)?;
         c.iam_listing.forget(user).await;
     }
     Ok(live.is_some())
@@ -339,7 +335,10 @@ async fn ensure_access_key(
                 .flatten()
                 .collect()
         }
-        _ => access_key_ids(iam, user).await?,
+        _ => {
+            let listed = iam.list_access_keys().user_name(user).send().await;
+            key_ids(&listed.named("iam:ListAccessKeys", user)?)
+        }
     };
     let previous = stored.previous_working(now);
     let plan = decide_key(
@@ -348,7 +347,7 @@ async fn ensure_access_key(
         rotate.is_some(),
         &live,
     );
-    delete_access_keys(iam, user, plan.delete().iter()).await?;
+    delete_access_keys(iam, user, plan.delete()).await?;
     let data = &mut stored.data;
     let key = match (&plan, stored.key) {
         (KeyPlan::Keep { .. }, Some(key)) => {
@@ -457,47 +456,30 @@ pub fn decide_key(
     }
 }
 
-async fn delete_access_keys<'a>(
+/// Deletes `keys`; a key already gone is fine.
+async fn delete_access_keys(
     iam: &Client,
     user: &str,
-    keys: impl Iterator<Item = &'a String>,
+    keys: &[String],
 ) -> Result<(), ProviderError> {
     for key in keys {
-        if let Err(e) = iam
-            .delete_access_key()
-            .user_name(user)
-            .access_key_id(key)
-            .send()
+        let call = iam.delete_access_key().user_name(user).access_key_id(key);
+        call.send()
             .await
-            && !gone(&e)
-        {
-            return Err(api_error("iam:DeleteAccessKey", user, e));
-        }
+            .unless_missing(gone, "iam:DeleteAccessKey", user)?;
     }
     Ok(())
 }
 
-pub async fn access_key_ids(iam: &Client, user: &str) -> Result<Vec<String>, ProviderError> {
-    let out = iam
-        .list_access_keys()
-        .user_name(user)
-        .send()
-        .await
-        .map_err(|e| api_error("iam:ListAccessKeys", user, e))?;
-    Ok(out
-        .access_key_metadata()
-        .iter()
+fn key_ids(listed: &ListAccessKeysOutput) -> Vec<String> {
+    (listed.access_key_metadata().iter())
         .filter_map(|k| k.access_key_id().map(str::to_string))
-        .collect())
+        .collect()
 }
 
 pub async fn create_access_key(iam: &Client, user: &str) -> Result<AccessKey, ProviderError> {
-    let out = iam
-        .create_access_key()
-        .user_name(user)
-        .send()
-        .await
-        .map_err(|e| api_error("iam:CreateAccessKey", user, e))?;
+    let out = iam.create_access_key().user_name(user).send().await;
+    let out = out.named("iam:CreateAccessKey", user)?;
     let key = out.access_key().ok_or_else(|| {
         ProviderError::transient(format!("iam:CreateAccessKey {user}: no key returned"))
     })?;
@@ -505,12 +487,6 @@ pub async fn create_access_key(iam: &Client, user: &str) -> Result<AccessKey, Pr
         id: key.access_key_id().to_string(),
         secret: key.secret_access_key().to_string(),
     })
-}
-
-fn gone<E: aws_sdk_iam::error::ProvideErrorMetadata, R>(
-    e: &aws_sdk_iam::error::SdkError<E, R>,
-) -> bool {
-    aws_sdk_iam::error::ProvideErrorMetadata::code(e) == Some("NoSuchEntity")
 }
 
 /// Deletes the CR's user `user` and its credentials: the Secret
@@ -536,61 +512,38 @@ pub async fn delete_user_and_keys(
 
 /// Deletes keys, inline policies and the user; anything already gone is fine.
 async fn delete_user(iam: &Client, user: &str) -> Result<(), ProviderError> {
-    let keys: Vec<String> = match iam.list_access_keys().user_name(user).send().await {
-        Ok(out) => out
-            .access_key_metadata()
-            .iter()
-            .filter_map(|k| k.access_key_id().map(str::to_string))
-            .collect(),
-        Err(e) if gone(&e) => return Ok(()),
-        Err(e) => return Err(api_error("iam:ListAccessKeys", user, e)),
+    let listed = iam.list_access_keys().user_name(user).send().await;
+    let Some(listed) = listed.unless_missing(gone, "iam:ListAccessKeys", user)? else {
+        return Ok(());
     };
-    delete_access_keys(iam, user, keys.iter()).await?;
+    delete_access_keys(iam, user, &key_ids(&listed)).await?;
     // A managed policy attached by hand would make DeleteUser fail.
     let attached = iam
         .list_attached_user_policies()
         .user_name(user)
         .send()
-        .await
-        .map_err(|e| api_error("iam:ListAttachedUserPolicies", user, e))?;
+        .await;
+    let attached = attached.named("iam:ListAttachedUserPolicies", user)?;
     for arn in attached
         .attached_policies()
         .iter()
         .filter_map(|a| a.policy_arn())
     {
-        if let Err(e) = iam
-            .detach_user_policy()
-            .user_name(user)
-            .policy_arn(arn)
-            .send()
+        let call = iam.detach_user_policy().user_name(user).policy_arn(arn);
+        call.send()
             .await
-            && !gone(&e)
-        {
-            return Err(api_error("iam:DetachUserPolicy", user, e));
-        }
+            .unless_missing(gone, "iam:DetachUserPolicy", user)?;
     }
-    let policies = iam
-        .list_user_policies()
-        .user_name(user)
-        .send()
-        .await
-        .map_err(|e| api_error("iam:ListUserPolicies", user, e))?;
-    for policy in policies.policy_names() {
-        if let Err(e) = iam
-            .delete_user_policy()
-            .user_name(user)
-            .policy_name(policy)
-            .send()
+    let inline = iam.list_user_policies().user_name(user).send().await;
+    for policy in inline.named("iam:ListUserPolicies", user)?.policy_names() {
+        let call = iam.delete_user_policy().user_name(user).policy_name(policy);
+        call.send()
             .await
-            && !gone(&e)
-        {
-            return Err(api_error("iam:DeleteUserPolicy", user, e));
-        }
+            .unless_missing(gone, "iam:DeleteUserPolicy", user)?;
     }
-    match iam.delete_user().user_name(user).send().await {
-        Err(e) if !gone(&e) => Err(api_error("iam:DeleteUser", user, e)),
-        _ => Ok(()),
-    }
+    let deleted = iam.delete_user().user_name(user).send().await;
+    deleted.unless_missing(gone, "iam:DeleteUser", user)?;
+    Ok(())
 }
 
 #[cfg(test)]

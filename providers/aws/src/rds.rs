@@ -27,7 +27,7 @@ use crate::{
     clients::Clients,
     credentials,
     database::{self, Begun, Database, Plan, State},
-    errors::{api_error, unless_missing},
+    errors::Answer,
     listing::Listing,
     plan::{Split, change},
     strategy::{FieldType, Fields, Section, Tier},
@@ -385,15 +385,16 @@ impl Database for Client {
     }
 
     async fn describe(&self, id: &str) -> Result<Option<Instance>, ProviderError> {
-        let out = unless_missing(
-            self.describe_db_instances()
-                .db_instance_identifier(id)
-                .send()
-                .await,
-            |e| e.is_db_instance_not_found_fault(),
-            "rds:DescribeDBInstances",
-            id,
-        )?;
+        let out = self
+            .describe_db_instances()
+            .db_instance_identifier(id)
+            .send()
+            .await
+            .unless_missing(
+                |e| e.is_db_instance_not_found_fault(),
+                "rds:DescribeDBInstances",
+                id,
+            )?;
         Ok(out.and_then(|o| o.db_instances().first().map(Instance::from)))
     }
 
@@ -405,7 +406,7 @@ impl Database for Client {
             .send();
         let mut all = BTreeMap::new();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| api_error("rds:DescribeDBInstances", "(all)", e))?;
+            let page = page.named("rds:DescribeDBInstances", "(all)")?;
             for db in page.db_instances() {
                 if let Some(id) = db.db_instance_identifier() {
                     all.insert(id.to_string(), Instance::from(db));
@@ -593,7 +594,7 @@ async fn create(
     tier_settings!(create, req, f, want)
         .send()
         .await
-        .map_err(|e| api_error("rds:CreateDBInstance", id, e))?;
+        .named("rds:CreateDBInstance", id)?;
     Ok(())
 }
 
@@ -615,7 +616,7 @@ async fn restore(
     tier_settings!(restore, req, f, want)
         .send()
         .await
-        .map_err(|e| api_error("rds:RestoreDBInstanceFromDBSnapshot", id, e))?;
+        .named("rds:RestoreDBInstanceFromDBSnapshot", id)?;
     Ok(())
 }
 
@@ -636,7 +637,7 @@ async fn set_password(
         .apply_immediately(true)
         .send()
         .await
-        .map_err(|e| api_error("rds:ModifyDBInstance", id, e))?;
+        .named("rds:ModifyDBInstance", id)?;
     c.rds_listing.forget(id).await;
     let mut unmarked = creds.clone();
     unmarked.remove(PASSWORD_PENDING);
@@ -686,9 +687,7 @@ async fn modify(
             _ => call,
         };
     }
-    call.send()
-        .await
-        .map_err(|e| api_error("rds:ModifyDBInstance", id, e))?;
+    call.send().await.named("rds:ModifyDBInstance", id)?;
     Ok(())
 }
 
@@ -718,7 +717,7 @@ pub async fn delete(
             .apply_immediately(true)
             .send()
             .await
-            .map_err(|e| api_error("rds:ModifyDBInstance", id, e))?;
+            .named("rds:ModifyDBInstance", id)?;
         return Ok(Deletion::InProgress(format!(
             "lifting deletion protection of RDS instance {id}"
         )));
@@ -733,10 +732,7 @@ pub async fn delete(
     if !skip_final {
         delete = delete.final_db_snapshot_identifier(database::final_snapshot_id::<Client>(req));
     }
-    delete
-        .send()
-        .await
-        .map_err(|e| api_error("rds:DeleteDBInstance", id, e))?;
+    delete.send().await.named("rds:DeleteDBInstance", id)?;
     Ok(Deletion::InProgress(format!("deleting RDS instance {id}")))
 }
 

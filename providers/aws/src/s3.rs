@@ -23,7 +23,7 @@ use tracing::warn;
 use crate::{
     AwsProvider, RECHECK, cco,
     clients::Clients,
-    errors::{api_error, unless_missing},
+    errors::Answer,
     iam_user,
     plan::{self, vanished},
     strategy::{FieldType, Fields, Section, Tier},
@@ -47,13 +47,10 @@ fn build_error(e: impl std::fmt::Display) -> ProviderError {
 }
 
 async fn exists(s3: &Client, bucket: &str) -> Result<bool, ProviderError> {
-    let found = unless_missing(
-        s3.head_bucket().bucket(bucket).send().await,
-        |e| e.is_not_found(),
-        "s3:HeadBucket",
-        bucket,
-    )?;
-    Ok(found.is_some())
+    let found = s3.head_bucket().bucket(bucket).send().await;
+    Ok(found
+        .unless_missing(|e| e.is_not_found(), "s3:HeadBucket", bucket)?
+        .is_some())
 }
 
 async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), ProviderError> {
@@ -67,10 +64,7 @@ async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), 
                 .build(),
         );
     }
-    create
-        .send()
-        .await
-        .map_err(|e| api_error("s3:CreateBucket", bucket, e))?;
+    create.send().await.named("s3:CreateBucket", bucket)?;
     let block = PublicAccessBlockConfiguration::builder()
         .block_public_acls(true)
         .ignore_public_acls(true)
@@ -82,7 +76,7 @@ async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), 
         .public_access_block_configuration(block)
         .send()
         .await
-        .map_err(|e| api_error("s3:PutPublicAccessBlock", bucket, e))?;
+        .named("s3:PutPublicAccessBlock", bucket)?;
     let by_default = ServerSideEncryptionByDefault::builder()
         .sse_algorithm(ServerSideEncryption::Aes256)
         .build()
@@ -100,7 +94,7 @@ async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), 
         .server_side_encryption_configuration(encryption)
         .send()
         .await
-        .map_err(|e| api_error("s3:PutBucketEncryption", bucket, e))?;
+        .named("s3:PutBucketEncryption", bucket)?;
     let all: Vec<(String, String)> = req.tags.clone().into_iter().collect();
     s3.add_tags(bucket, &all).await
 }
@@ -281,13 +275,13 @@ pub async fn delete(
                     .delete(delete)
                     .send()
                     .await
-                    .map_err(|e| api_error("s3:DeleteObjects", bucket, e))?;
+                    .named("s3:DeleteObjects", bucket)?;
             }
             s3.delete_bucket()
                 .bucket(bucket)
                 .send()
                 .await
-                .map_err(|e| api_error("s3:DeleteBucket", bucket, e))?;
+                .named("s3:DeleteBucket", bucket)?;
         } else {
             warn!(
                 bucket,
@@ -309,7 +303,7 @@ async fn list(s3: &Client, bucket: &str) -> Result<Vec<String>, ProviderError> {
             .set_continuation_token(token)
             .send()
             .await
-            .map_err(|e| api_error("s3:ListObjectsV2", bucket, e))?;
+            .named("s3:ListObjectsV2", bucket)?;
         keys.extend(
             out.contents()
                 .iter()

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use aws_sdk_sesv2::operation::get_email_identity::GetEmailIdentityError;
 use cro_provider_api::{
     Change, Condition, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError,
     Provisioned, ResourceRequest,
@@ -13,7 +14,7 @@ use cro_provider_api::{
 use crate::{
     AwsProvider, RECHECK, cco,
     clients::Clients,
-    errors::api_error,
+    errors::Answer,
     iam_user, plan,
     smtp_password::smtp_password,
     strategy::{FieldType, Fields, Section, Tier},
@@ -38,13 +39,15 @@ async fn identity_condition(
         .email_identity(identity)
         .send()
         .await;
+    let missing = |e: &GetEmailIdentityError| e.is_not_found_exception();
+    let found = found.unless_missing(missing, "sesv2:GetEmailIdentity", identity)?;
     let (status, reason, message) = match found {
-        Ok(out) if out.verified_for_sending_status() => (
+        Some(out) if out.verified_for_sending_status() => (
             true,
             "Verified",
             format!("SES identity {identity} is verified for sending"),
         ),
-        Ok(out) => (
+        Some(out) => (
             false,
             "NotVerified",
             format!(
@@ -54,19 +57,13 @@ async fn identity_condition(
                     .unwrap_or("unknown")
             ),
         ),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_not_found_exception()) =>
-        {
-            (
-                false,
-                "NotFound",
-                format!(
-                    "SES identity {identity} does not exist in this region; create and verify it in SES"
-                ),
-            )
-        }
-        Err(e) => return Err(api_error("sesv2:GetEmailIdentity", identity, e)),
+        None => (
+            false,
+            "NotFound",
+            format!(
+                "SES identity {identity} does not exist in this region; create and verify it in SES"
+            ),
+        ),
     };
     Ok(Condition {
         type_: "SendingIdentityVerified".into(),

@@ -13,7 +13,7 @@ use cro_provider_api::{
 };
 
 use crate::{
-    errors::unless_missing,
+    errors::Answer,
     tags::{self, Tagging},
 };
 
@@ -113,15 +113,16 @@ pub async fn tag_final<S: Snapshots>(
 #[async_trait::async_trait]
 impl Snapshots for aws_sdk_rds::Client {
     async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
-        let out = unless_missing(
-            self.describe_db_snapshots()
-                .db_snapshot_identifier(id)
-                .send()
-                .await,
-            |e| e.is_db_snapshot_not_found_fault(),
-            "rds:DescribeDBSnapshots",
-            id,
-        )?;
+        let out = self
+            .describe_db_snapshots()
+            .db_snapshot_identifier(id)
+            .send()
+            .await
+            .unless_missing(
+                |e| e.is_db_snapshot_not_found_fault(),
+                "rds:DescribeDBSnapshots",
+                id,
+            )?;
         Ok(out.and_then(|o| {
             o.db_snapshots().first().map(|s| Found {
                 arn: s.db_snapshot_arn().unwrap_or_default().into(),
@@ -137,30 +138,31 @@ impl Snapshots for aws_sdk_rds::Client {
         tags: &[(String, String)],
     ) -> Result<bool, ProviderError> {
         let tags = tags::pairs(tags, |k, v| RdsTag::builder().key(k).value(v).build());
-        let created = unless_missing(
-            self.create_db_snapshot()
-                .db_instance_identifier(resource)
-                .db_snapshot_identifier(id)
-                .set_tags(Some(tags))
-                .send()
-                .await,
-            |e| e.is_db_instance_not_found_fault(),
-            "rds:CreateDBSnapshot",
-            id,
-        )?;
+        let created = self
+            .create_db_snapshot()
+            .db_instance_identifier(resource)
+            .db_snapshot_identifier(id)
+            .set_tags(Some(tags))
+            .send()
+            .await
+            .unless_missing(
+                |e| e.is_db_instance_not_found_fault(),
+                "rds:CreateDBSnapshot",
+                id,
+            )?;
         Ok(created.is_some())
     }
 
     async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
-        unless_missing(
-            self.delete_db_snapshot()
-                .db_snapshot_identifier(id)
-                .send()
-                .await,
-            |e| e.is_db_snapshot_not_found_fault(),
-            "rds:DeleteDBSnapshot",
-            id,
-        )?;
+        self.delete_db_snapshot()
+            .db_snapshot_identifier(id)
+            .send()
+            .await
+            .unless_missing(
+                |e| e.is_db_snapshot_not_found_fault(),
+                "rds:DeleteDBSnapshot",
+                id,
+            )?;
         Ok(())
     }
 }
@@ -168,12 +170,16 @@ impl Snapshots for aws_sdk_rds::Client {
 #[async_trait::async_trait]
 impl Snapshots for aws_sdk_elasticache::Client {
     async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
-        let out = unless_missing(
-            self.describe_snapshots().snapshot_name(id).send().await,
-            |e| e.is_snapshot_not_found_fault(),
-            "elasticache:DescribeSnapshots",
-            id,
-        )?;
+        let out = self
+            .describe_snapshots()
+            .snapshot_name(id)
+            .send()
+            .await
+            .unless_missing(
+                |e| e.is_snapshot_not_found_fault(),
+                "elasticache:DescribeSnapshots",
+                id,
+            )?;
         Ok(out.and_then(|o| {
             o.snapshots().first().map(|s| Found {
                 arn: s.arn().unwrap_or_default().into(),
@@ -189,27 +195,31 @@ impl Snapshots for aws_sdk_elasticache::Client {
         tags: &[(String, String)],
     ) -> Result<bool, ProviderError> {
         let tags = tags::pairs(tags, |k, v| EcTag::builder().key(k).value(v).build());
-        let created = unless_missing(
-            self.create_snapshot()
-                .replication_group_id(resource)
-                .snapshot_name(id)
-                .set_tags(Some(tags))
-                .send()
-                .await,
-            |e| e.is_replication_group_not_found_fault(),
-            "elasticache:CreateSnapshot",
-            id,
-        )?;
+        let created = self
+            .create_snapshot()
+            .replication_group_id(resource)
+            .snapshot_name(id)
+            .set_tags(Some(tags))
+            .send()
+            .await
+            .unless_missing(
+                |e| e.is_replication_group_not_found_fault(),
+                "elasticache:CreateSnapshot",
+                id,
+            )?;
         Ok(created.is_some())
     }
 
     async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
-        unless_missing(
-            self.delete_snapshot().snapshot_name(id).send().await,
-            |e| e.is_snapshot_not_found_fault(),
-            "elasticache:DeleteSnapshot",
-            id,
-        )?;
+        self.delete_snapshot()
+            .snapshot_name(id)
+            .send()
+            .await
+            .unless_missing(
+                |e| e.is_snapshot_not_found_fault(),
+                "elasticache:DeleteSnapshot",
+                id,
+            )?;
         Ok(())
     }
 }

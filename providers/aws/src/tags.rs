@@ -7,7 +7,11 @@ use std::collections::BTreeMap;
 
 use cro_provider_api::ProviderError;
 
-use crate::errors::api_error;
+use aws_sdk_s3::{
+    error::ProvideErrorMetadata, operation::get_bucket_tagging::GetBucketTaggingError,
+};
+
+use crate::errors::Answer;
 
 /// Reading and adding one resource's tags (an ARN, a bucket or a user).
 #[async_trait::async_trait]
@@ -61,7 +65,7 @@ pub async fn tagged(
         .send();
     let mut all = BTreeMap::new();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| api_error("tag:GetResources", service, e))?;
+        let page = page.named("tag:GetResources", service)?;
         for r in page.resource_tag_mapping_list() {
             let Some(key) = r.resource_arn().and_then(&key_of) else {
                 continue;
@@ -92,13 +96,9 @@ macro_rules! arn_tagging {
         #[async_trait::async_trait]
         impl Tagging for $sdk::Client {
             async fn tags(&self, arn: &str) -> Result<BTreeMap<String, String>, ProviderError> {
-                let out = self
-                    .list_tags_for_resource()
-                    .resource_name(arn)
-                    .send()
-                    .await;
-                let out =
-                    out.map_err(|e| api_error(concat!($service, ":ListTagsForResource"), arn, e))?;
+                let call = self.list_tags_for_resource().resource_name(arn);
+                let out = call.send().await;
+                let out = out.named(concat!($service, ":ListTagsForResource"), arn)?;
                 Ok(collect(out.tag_list().iter().map(|t| (t.key(), t.value()))))
             }
 
@@ -107,16 +107,12 @@ macro_rules! arn_tagging {
                 arn: &str,
                 tags: &[(String, String)],
             ) -> Result<(), ProviderError> {
+                let call = self.add_tags_to_resource().resource_name(arn);
                 let tags = pairs(tags, |k, v| {
                     $sdk::types::Tag::builder().key(k).value(v).build()
                 });
-                let call = self
-                    .add_tags_to_resource()
-                    .resource_name(arn)
-                    .set_tags(Some(tags));
-                call.send()
-                    .await
-                    .map_err(|e| api_error(concat!($service, ":AddTagsToResource"), arn, e))?;
+                let out = call.set_tags(Some(tags)).send().await;
+                out.named(concat!($service, ":AddTagsToResource"), arn)?;
                 Ok(())
             }
         }
@@ -129,17 +125,13 @@ arn_tagging!(aws_sdk_elasticache, "elasticache");
 #[async_trait::async_trait]
 impl Tagging for aws_sdk_s3::Client {
     async fn tags(&self, bucket: &str) -> Result<BTreeMap<String, String>, ProviderError> {
-        match self.get_bucket_tagging().bucket(bucket).send().await {
-            Ok(out) => Ok(collect(
-                out.tag_set()
-                    .iter()
-                    .map(|t| (Some(t.key()), Some(t.value()))),
-            )),
-            Err(e) if aws_sdk_s3::error::ProvideErrorMetadata::code(&e) == Some("NoSuchTagSet") => {
-                Ok(BTreeMap::new())
-            }
-            Err(e) => Err(api_error("s3:GetBucketTagging", bucket, e)),
-        }
+        // A bucket never tagged has no tag set (an error, not an empty one).
+        let no_tag_set = |e: &GetBucketTaggingError| e.code() == Some("NoSuchTagSet");
+        let out = self.get_bucket_tagging().bucket(bucket).send().await;
+        let out = out.unless_missing(no_tag_set, "s3:GetBucketTagging", bucket)?;
+        Ok(collect(
+            (out.iter().flat_map(|o| o.tag_set())).map(|t| (Some(t.key()), Some(t.value()))),
+        ))
     }
 
     /// PutBucketTagging replaces the whole set: the others are read first.
@@ -168,7 +160,7 @@ impl Tagging for aws_sdk_s3::Client {
             .tagging(tagging)
             .send()
             .await
-            .map_err(|e| api_error("s3:PutBucketTagging", bucket, e))?;
+            .named("s3:PutBucketTagging", bucket)?;
         Ok(())
     }
 }
@@ -181,7 +173,7 @@ impl Tagging for aws_sdk_iam::Client {
             .user_name(user)
             .send()
             .await
-            .map_err(|e| api_error("iam:ListUserTags", user, e))?;
+            .named("iam:ListUserTags", user)?;
         Ok(collect(
             out.tags().iter().map(|t| (Some(t.key()), Some(t.value()))),
         ))
@@ -194,7 +186,7 @@ impl Tagging for aws_sdk_iam::Client {
             .set_tags(Some(tags))
             .send()
             .await
-            .map_err(|e| api_error("iam:TagUser", user, e))?;
+            .named("iam:TagUser", user)?;
         Ok(())
     }
 }
