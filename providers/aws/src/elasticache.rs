@@ -10,10 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_elasticache::{
-    Client,
-    types::{ReplicationGroup, Tag},
-};
+use aws_sdk_elasticache::{Client, types::ReplicationGroup};
 use cro_provider_api::{
     Change, ConnectionDetails, Deletion, IdentifierRules, ProviderError, Provisioned,
     ResourceRequest, Timing,
@@ -26,7 +23,7 @@ use crate::{
     listing::Listing,
     plan::{Split, change},
     strategy::{FieldType, Fields, Section, Tier},
-    tags::Tagging,
+    tags::{self, Tagging},
 };
 
 pub const PROVIDER: &str = "aws-elasticache";
@@ -273,12 +270,6 @@ pub async fn reconcile(
     Ok(report)
 }
 
-fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
-    tags.iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build())
-        .collect()
-}
-
 async fn create(
     ec: &Client,
     req: &ResourceRequest,
@@ -310,7 +301,7 @@ async fn create(
         .set_port(f.int("Port")?)
         // A clone (spec.restoreFromSnapshot): seeded from the snapshot.
         .set_snapshot_name(req.restore_from_snapshot.clone())
-        .set_tags(Some(sdk_tags(&tags)))
+        .set_tags(Some(tags::sdk(&tags)))
         .send()
         .await
         .named("elasticache:CreateReplicationGroup", id)?;

@@ -14,10 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_rds::{
-    Client,
-    types::{DbInstance, Tag},
-};
+use aws_sdk_rds::{Client, types::DbInstance};
 use cro_provider_api::{
     Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError, Provisioned,
     ResourceRequest, Timing,
@@ -31,6 +28,7 @@ use crate::{
     listing::Listing,
     plan::{Split, change},
     strategy::{FieldType, Fields, Section, Tier},
+    tags,
     versions::is_upgrade,
 };
 
@@ -437,12 +435,6 @@ pub async fn plan(
     database::planned::<Client>(c, req, |h| differences(h, &want)).await
 }
 
-fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
-    tags.iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build())
-        .collect()
-}
-
 pub async fn reconcile(
     store: &credentials::Store,
     c: &Clients,
@@ -515,7 +507,7 @@ macro_rules! tier_settings {
             .set_db_subnet_group_name($f.string("DBSubnetGroupName")?)
             .set_vpc_security_group_ids($f.strings("VpcSecurityGroupIds")?)
             .set_db_parameter_group_name($f.string("DBParameterGroupName")?)
-            .set_tags(Some(sdk_tags(
+            .set_tags(Some(tags::sdk(
                 &$req.tags.clone().into_iter().collect::<Vec<_>>(),
             )))
     };

@@ -77,9 +77,14 @@ pub async fn tagged(
     Ok(all)
 }
 
-/// Tags in an SDK's own type.
-pub fn pairs<T>(tags: &[(String, String)], make: impl Fn(&str, &str) -> T) -> Vec<T> {
-    tags.iter().map(|(k, v)| make(k, v)).collect()
+/// A service's own tag type (RDS and ElastiCache build theirs alike).
+pub trait SdkTag {
+    fn new(key: &str, value: &str) -> Self;
+}
+
+/// Tags in a service's own type.
+pub fn sdk<T: SdkTag>(tags: &[(String, String)]) -> Vec<T> {
+    tags.iter().map(|(k, v)| T::new(k, v)).collect()
 }
 
 fn collect<'a>(
@@ -93,6 +98,12 @@ fn collect<'a>(
 /// RDS and ElastiCache tag by ARN with the same two calls.
 macro_rules! arn_tagging {
     ($sdk:ident, $service:literal) => {
+        impl SdkTag for $sdk::types::Tag {
+            fn new(key: &str, value: &str) -> Self {
+                Self::builder().key(key).value(value).build()
+            }
+        }
+
         #[async_trait::async_trait]
         impl Tagging for $sdk::Client {
             async fn tags(&self, arn: &str) -> Result<BTreeMap<String, String>, ProviderError> {
@@ -108,10 +119,7 @@ macro_rules! arn_tagging {
                 tags: &[(String, String)],
             ) -> Result<(), ProviderError> {
                 let call = self.add_tags_to_resource().resource_name(arn);
-                let tags = pairs(tags, |k, v| {
-                    $sdk::types::Tag::builder().key(k).value(v).build()
-                });
-                let out = call.set_tags(Some(tags)).send().await;
+                let out = call.set_tags(Some(sdk(tags))).send().await;
                 out.named(concat!($service, ":AddTagsToResource"), arn)?;
                 Ok(())
             }
