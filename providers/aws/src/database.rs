@@ -5,22 +5,25 @@
 //! - decide: [`decide`], pure: vanished, someone else's, the service's
 //!   state, then tags and the tier's differences;
 //! - act: [`act`] runs the plan: the service's own create and modify
-//!   calls, tags, and what the CR reports; [`begin_delete`] is every
-//!   deletion's first step.
+//!   calls, tags, and what the CR reports; [`delete`] runs every
+//!   deletion around the service's own calls;
+//! - plan: [`plan`], the changes a reconcile would make.
 
 use std::{collections::BTreeMap, future::Future};
 
 use cro_provider_api::{
-    Adoption, Change, ConnectionDetails, IdentifierRules, Outcome, ProviderError, Provisioned,
-    ResourceRequest,
+    Adoption, Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError,
+    Provisioned, ResourceRequest,
 };
 
 use crate::{
     RECHECK,
     clients::Clients,
+    credentials,
     listing::Listing,
     plan::{self, Gate, Settled, Split, settle, split, vanished},
     snapshots::{self, Snapshots},
+    strategy::{Fields, Section, Tier},
 };
 
 /// The live resource, as far as the shared steps need it.
@@ -58,27 +61,63 @@ pub enum State {
     Stuck(String),
 }
 
+/// What tells one database service from another in the shared steps.
+pub struct Service {
+    /// The report's `provider`: "aws-rds".
+    pub provider: &'static str,
+    /// For messages: "RDS instance".
+    pub what: &'static str,
+    /// The resource's AWS API name, for plan lines: "DBInstance".
+    pub api_name: &'static str,
+    /// The rules its final snapshots' identifiers follow.
+    pub snapshot_rules: IdentifierRules,
+    /// The tier's fields for its create and delete calls.
+    pub create_strategy: &'static Section,
+    pub delete_strategy: &'static Section,
+    /// The credentials Secret it keeps for a CR, by the CR's name; it goes
+    /// once the resource is gone.
+    pub credentials_secret: Option<fn(&str) -> String>,
+}
+
 /// One managed database service: RDS or ElastiCache.
 #[async_trait::async_trait]
 pub trait Database: Snapshots + Sized {
     type Live: Live;
-    /// The report's `provider`: "aws-rds".
-    const PROVIDER: &'static str;
-    /// For messages: "RDS instance".
-    const WHAT: &'static str;
-    /// The resource's AWS API name, for plan lines: "DBInstance".
-    const API_NAME: &'static str;
-    /// The rules its final snapshots' identifiers follow.
-    const SNAPSHOT_RULES: IdentifierRules;
+    /// What the tier asks for of a running resource.
+    type Desired: Send + Sync;
+    const SERVICE: Service;
 
     /// This service's client and listing among the account's clients.
     fn of(c: &Clients) -> (&Self, &Listing<Self::Live>);
+    /// What the tier's createStrategy (and the request) ask for.
+    fn desired(req: &ResourceRequest, f: &Fields<'_>) -> Result<Self::Desired, ProviderError>;
+    /// Every field of the resource that differs from `want` (pure).
+    fn differences(have: &Self::Live, want: &Self::Desired) -> Vec<Change>;
+    fn state(status: &str) -> State;
     /// One resource with its tags.
     async fn describe(&self, id: &str) -> Result<Option<Self::Live>, ProviderError>;
     /// Every resource of the account and region with its tags, by
     /// identifier: a few paginated calls, whatever their number.
     async fn list(&self, c: &Clients) -> Result<BTreeMap<String, Self::Live>, ProviderError>;
-    fn state(status: &str) -> State;
+    /// Requests `changes.apply` of `want` in one call.
+    async fn modify(
+        &self,
+        id: &str,
+        want: &Self::Desired,
+        changes: Split,
+    ) -> Result<(), ProviderError>;
+    async fn remove(&self, r: Removal<'_, Self::Live>) -> Result<Deletion, ProviderError>;
+}
+
+/// A deletion the service carries out: its resource, ours and not deleting
+/// yet, and how the tier deletes it.
+pub struct Removal<'a, L> {
+    pub id: &'a str,
+    pub live: L,
+    /// The tier's deleteStrategy.
+    pub f: Fields<'a>,
+    /// The final snapshot to leave; `None`: the tier skips it.
+    pub final_snapshot: Option<String>,
 }
 
 /// The resource under `req.identifier`, if it exists. A recheck reads it
@@ -115,79 +154,97 @@ pub enum Plan {
     },
 }
 
-/// The plan for the resource (`None`: not found) given its differences
-/// from the tier (pure). A recorded resource that is gone is reported,
-/// never created again empty.
+/// The plan for the resource (`None`: not found) under the tier's `want`
+/// (pure). A recorded resource that is gone is reported, never created
+/// again empty.
 pub fn decide<D: Database>(
     have: Option<&D::Live>,
-    differences: impl Fn(&D::Live) -> Vec<Change>,
+    want: &D::Desired,
     req: &ResourceRequest,
 ) -> Plan {
+    let what = D::SERVICE.what;
     let Some(have) = have else {
         return match req.recorded_identifier.as_deref() {
-            Some(id) => Plan::Fail(vanished(D::WHAT, id, "restore it from a snapshot")),
+            Some(id) => Plan::Fail(vanished(what, id, "restore it from a snapshot")),
             None => Plan::Create,
         };
     };
-    if let Some(adoption) = plan::adoption(req, have.tags(), &differences(have)) {
+    let differences = D::differences(have, want);
+    if let Some(adoption) = plan::adoption(req, have.tags(), &differences) {
         return Plan::Unadopted(adoption);
     }
     match D::state(have.status()) {
         State::Usable => Plan::Converge {
             tags: crate::tags::missing(&req.tags, have.tags()),
-            changes: split(differences(have), &Gate::of(&req.options)),
+            changes: split(differences, &Gate::of(&req.options)),
         },
-        State::Busy => Plan::Wait(format!("{} is {}", D::WHAT, have.status())),
+        State::Busy => Plan::Wait(format!("{what} is {}", have.status())),
         State::Stuck(why) => Plan::Fail(why),
     }
 }
 
-/// Every change a reconcile would make (for `plan`), from read-only calls.
-pub async fn planned<D: Database>(
+/// What a reconcile starts from: the tier's createStrategy and what it
+/// asks for, the resource as it is, and the plan.
+pub struct Looked<'t, D: Database> {
+    pub f: Fields<'t>,
+    pub want: D::Desired,
+    pub have: Option<D::Live>,
+    pub plan: Plan,
+}
+
+/// Reads the tier and the resource, and decides.
+pub async fn look<'t, D: Database>(
     c: &Clients,
     req: &ResourceRequest,
-    differences: impl Fn(&D::Live) -> Vec<Change>,
+    tier: &'t Tier,
+) -> Result<Looked<'t, D>, ProviderError> {
+    let f = Fields::new(D::SERVICE.create_strategy, &tier.create)?;
+    let want = D::desired(req, &f)?;
+    let have = observe::<D>(c, req).await?;
+    let plan = decide::<D>(have.as_ref(), &want, req);
+    Ok(Looked {
+        f,
+        want,
+        have,
+        plan,
+    })
+}
+
+/// Every change a reconcile would make (for `plan`), from read-only calls.
+pub async fn plan<D: Database>(
+    c: &Clients,
+    req: &ResourceRequest,
+    tier: &Tier,
 ) -> Result<Vec<Change>, ProviderError> {
+    let want = D::desired(req, &Fields::new(D::SERVICE.create_strategy, &tier.create)?)?;
     let have = observe::<D>(c, req).await?;
     Ok(plan::planned(
-        D::API_NAME,
+        D::SERVICE.api_name,
         req,
-        have.as_ref().map(|h| (h.tags(), differences(h))),
+        have.as_ref().map(|h| (h.tags(), D::differences(h, &want))),
     ))
 }
 
-/// The service's own calls for [`act`]: `create` runs only when the plan
-/// creates, `modify` with the changes to request now.
-pub struct Calls<C, M> {
-    pub create: C,
-    pub modify: M,
-}
-
-/// Runs `plan` against `have` and says what the CR reports; `ready` gives
+/// Runs `plan` against `have` and says what the CR reports: `create` (the
+/// service's own call) runs only when the plan creates, and `ready` gives
 /// the Secret's contents once the resource is usable.
-pub async fn act<D, C, M, MF>(
+pub async fn act<D: Database>(
     c: &Clients,
     req: &ResourceRequest,
-    have: Option<D::Live>,
-    plan: Plan,
-    calls: Calls<C, M>,
+    (have, plan): (Option<D::Live>, Plan),
+    want: &D::Desired,
+    create: impl Future<Output = Result<(), ProviderError>>,
     ready: impl FnOnce(&D::Live) -> ConnectionDetails,
-) -> Result<Provisioned, ProviderError>
-where
-    D: Database,
-    C: Future<Output = Result<(), ProviderError>>,
-    M: FnOnce(Split) -> MF,
-    MF: Future<Output = Result<(), ProviderError>>,
-{
+) -> Result<Provisioned, ProviderError> {
     let (svc, listing) = D::of(c);
-    let id = req.identifier.as_str();
-    let mut report = Provisioned::new(D::PROVIDER, Outcome::InProgress(String::new()));
+    let (id, what) = (req.identifier.as_str(), D::SERVICE.what);
+    let mut report = Provisioned::new(D::SERVICE.provider, Outcome::InProgress(String::new()));
     report.identifier = Some(id.to_string());
     report.recheck_after = Some(RECHECK);
     report.outcome = match plan {
         Plan::Create => {
-            calls.create.await?;
-            Outcome::InProgress(format!("creating {} {id}", D::WHAT))
+            create.await?;
+            Outcome::InProgress(format!("creating {what} {id}"))
         }
         Plan::Wait(why) => Outcome::InProgress(format!("{why} ({id})")),
         Plan::Fail(why) => Outcome::Failed(format!("{why} ({id})")),
@@ -195,7 +252,7 @@ where
             // Not recorded on the CR: recording would make it this CR's.
             report.identifier = None;
             report.adoption = Some(adoption);
-            Outcome::Failed(plan::unadopted_message(D::WHAT, id))
+            Outcome::Failed(plan::unadopted_message(what, id))
         }
         Plan::Converge { tags, changes } => {
             let have = have.unwrap_or_default();
@@ -207,12 +264,12 @@ where
             let to_request = !changes.apply.is_empty();
             let settled = settle(changes.clone());
             if to_request {
-                (calls.modify)(changes).await?;
+                svc.modify(id, want, changes).await?;
                 listing.forget(id).await;
             }
             match settled {
-                Settled::Modifying(what) => {
-                    Outcome::InProgress(format!("modifying {} {id}: {what}", D::WHAT))
+                Settled::Modifying(changes) => {
+                    Outcome::InProgress(format!("modifying {what} {id}: {changes}"))
                 }
                 Settled::Usable(pending) => {
                     report.pending = pending;
@@ -224,42 +281,50 @@ where
     Ok(report)
 }
 
-/// The final snapshot's identifier for this deletion.
-pub fn final_snapshot_id<D: Database>(req: &ResourceRequest) -> String {
-    snapshots::final_id(req, D::SNAPSHOT_RULES)
-}
-
-/// Where a deletion starts.
-pub enum Begun<L> {
-    /// Nothing to delete (its final snapshot, if any, is tagged).
-    Gone,
-    /// Someone else's: deleting the CR never deletes it.
-    NotOurs,
-    /// Deleting already; the message says so.
-    Deleting(String),
-    /// Ours and there: the service deletes it.
-    Present(L),
-}
-
-/// A deletion's first step, the same for every service.
-pub async fn begin_delete<D: Database>(
+/// Deletes the resource under `req.identifier`: nothing when it is
+/// someone else's or deleting already; its credentials Secret once nothing
+/// is left (its final snapshot, if any, tagged); else the service's own
+/// calls.
+pub async fn delete<D: Database>(
+    store: &credentials::Store,
     c: &Clients,
     req: &ResourceRequest,
-    skip_final: bool,
-) -> Result<Begun<D::Live>, ProviderError> {
+    tier: &Tier,
+) -> Result<Deletion, ProviderError> {
+    let f = Fields::new(D::SERVICE.delete_strategy, &tier.delete)?;
+    let skip_final = f.bool("SkipFinalSnapshot")?.unwrap_or(false);
+    let final_snapshot = snapshots::final_id(req, D::SERVICE.snapshot_rules);
     let (svc, _) = D::of(c);
     let id = req.identifier.as_str();
     let Some(live) = svc.describe(id).await? else {
         if !skip_final {
-            snapshots::tag_final(svc, &final_snapshot_id::<D>(req), &req.tags).await?;
+            snapshots::tag_final(svc, &final_snapshot, &req.tags).await?;
         }
-        return Ok(Begun::Gone);
+        if let Some(secret) = D::SERVICE.credentials_secret {
+            store.delete(req, &secret(&req.name)).await?;
+        }
+        return Ok(Deletion::Done);
     };
-    Ok(if !plan::ours(req, live.tags()) {
-        Begun::NotOurs
-    } else if live.status() == "deleting" {
-        Begun::Deleting(format!("{} {id} is deleting", D::WHAT))
-    } else {
-        Begun::Present(live)
+    if !plan::ours(req, live.tags()) {
+        return Ok(Deletion::Done);
+    }
+    if live.status() == "deleting" {
+        let why = format!("{} {id} is deleting", D::SERVICE.what);
+        return Ok(Deletion::InProgress(why));
+    }
+    svc.remove(Removal {
+        id,
+        live,
+        f,
+        final_snapshot: (!skip_final).then_some(final_snapshot),
     })
+    .await
+}
+
+/// What `tier`, a createStrategy, asks for (for tests).
+#[cfg(test)]
+pub fn desired<D: Database>(req: &ResourceRequest, tier: serde_json::Value) -> D::Desired {
+    let map = tier.as_object().cloned().unwrap_or_default();
+    let f = Fields::new(D::SERVICE.create_strategy, &map).unwrap_or_else(|e| panic!("{e}"));
+    D::desired(req, &f).unwrap_or_else(|e| panic!("{e}"))
 }

@@ -18,7 +18,7 @@ use cro_provider_api::{
 
 use crate::{
     clients::Clients,
-    database::{self, Begun, Database, Plan, State},
+    database::{self, Database, Looked, Removal, Service, State},
     errors::Answer,
     listing::Listing,
     plan::{Split, change},
@@ -63,24 +63,6 @@ pub struct Desired {
     pub maintenance_window: Option<String>,
 }
 
-impl Desired {
-    pub fn from_tier(req: &ResourceRequest, f: &Fields<'_>) -> Result<Self, ProviderError> {
-        // spec.size wins over the tier's CacheNodeType.
-        let size = req.options.size.clone().filter(|s| !s.is_empty());
-        Ok(Desired {
-            node_type: match size {
-                Some(size) => size,
-                None => f
-                    .string("CacheNodeType")?
-                    .unwrap_or_else(|| "cache.t3.micro".into()),
-            },
-            snapshot_retention: f.int("SnapshotRetentionLimit")?.unwrap_or(31),
-            snapshot_window: f.string("SnapshotWindow")?,
-            maintenance_window: f.string("PreferredMaintenanceWindow")?,
-        })
-    }
-}
-
 /// The live replication group, as far as decisions need it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Group {
@@ -114,61 +96,88 @@ impl From<&ReplicationGroup> for Group {
     }
 }
 
-/// Every field of the group that differs from the tier (pure).
-pub fn differences(have: &Group, want: &Desired) -> Vec<Change> {
-    let mut out = Vec::new();
-    if !have.node_type.is_empty() && have.node_type != want.node_type {
-        let timing = Timing::MaintenanceWindow;
-        out.push(change(
-            "CacheNodeType",
-            &have.node_type,
-            &want.node_type,
-            timing,
-            false,
-        ));
-    }
-    if have.snapshot_retention != want.snapshot_retention {
-        let (have, want) = (have.snapshot_retention, want.snapshot_retention);
-        out.push(change(
-            "SnapshotRetentionLimit",
-            have,
-            want,
-            Timing::Now,
-            false,
-        ));
-    }
-    if let Some(window) = want
-        .snapshot_window
-        .as_ref()
-        .filter(|w| !w.eq_ignore_ascii_case(&have.snapshot_window))
-    {
-        out.push(change(
-            "SnapshotWindow",
-            &have.snapshot_window,
-            window,
-            Timing::Now,
-            false,
-        ));
-    }
-    out
-}
-
-pub fn decide(have: Option<&Group>, want: &Desired, req: &ResourceRequest) -> Plan {
-    database::decide::<Client>(have, |h| differences(h, want), req)
-}
-
 database::live!(Group);
 
 #[async_trait::async_trait]
 impl Database for Client {
+    const SERVICE: Service = Service {
+        provider: PROVIDER,
+        what: "ElastiCache replication group",
+        api_name: "ReplicationGroup",
+        snapshot_rules: IdentifierRules::ElastiCacheSnapshot,
+        create_strategy: &CREATE_STRATEGY,
+        delete_strategy: &DELETE_STRATEGY,
+        credentials_secret: None,
+    };
     type Live = Group;
-    const PROVIDER: &'static str = PROVIDER;
-    const WHAT: &'static str = "ElastiCache replication group";
-    const API_NAME: &'static str = "ReplicationGroup";
-    const SNAPSHOT_RULES: IdentifierRules = IdentifierRules::ElastiCacheSnapshot;
+    type Desired = Desired;
 
     fn of(c: &Clients) -> (&Self, &Listing<Group>) {
         (&c.elasticache, &c.elasticache_listing)
+    }
+
+    /// `spec.size` wins over the tier's CacheNodeType.
+    fn desired(req: &ResourceRequest, f: &Fields<'_>) -> Result<Desired, ProviderError> {
+        let size = req.options.size.clone().filter(|s| !s.is_empty());
+        Ok(Desired {
+            node_type: match size {
+                Some(size) => size,
+                None => f
+                    .string("CacheNodeType")?
+                    .unwrap_or_else(|| "cache.t3.micro".into()),
+            },
+            snapshot_retention: f.int("SnapshotRetentionLimit")?.unwrap_or(31),
+            snapshot_window: f.string("SnapshotWindow")?,
+            maintenance_window: f.string("PreferredMaintenanceWindow")?,
+        })
+    }
+
+    fn differences(have: &Group, want: &Desired) -> Vec<Change> {
+        let mut out = Vec::new();
+        if !have.node_type.is_empty() && have.node_type != want.node_type {
+            let timing = Timing::MaintenanceWindow;
+            out.push(change(
+                "CacheNodeType",
+                &have.node_type,
+                &want.node_type,
+                timing,
+                false,
+            ));
+        }
+        if have.snapshot_retention != want.snapshot_retention {
+            let (have, want) = (have.snapshot_retention, want.snapshot_retention);
+            out.push(change(
+                "SnapshotRetentionLimit",
+                have,
+                want,
+                Timing::Now,
+                false,
+            ));
+        }
+        if let Some(window) = want
+            .snapshot_window
+            .as_ref()
+            .filter(|w| !w.eq_ignore_ascii_case(&have.snapshot_window))
+        {
+            out.push(change(
+                "SnapshotWindow",
+                &have.snapshot_window,
+                window,
+                Timing::Now,
+                false,
+            ));
+        }
+        out
+    }
+
+    fn state(status: &str) -> State {
+        match status {
+            "available" => State::Usable,
+            "create-failed" => State::Stuck(
+                "ElastiCache replication group failed to create; see its events in the ElastiCache console, fix the tier, then delete it to retry".into(),
+            ),
+            _ => State::Busy,
+        }
     }
 
     /// The group and its tags (ListTagsForResource: describe has none).
@@ -224,25 +233,31 @@ impl Database for Client {
         Ok(all)
     }
 
-    fn state(status: &str) -> State {
-        match status {
-            "available" => State::Usable,
-            "create-failed" => State::Stuck(
-                "ElastiCache replication group failed to create; see its events in the ElastiCache console, fix the tier, then delete it to retry".into(),
-            ),
-            _ => State::Busy,
-        }
+    async fn modify(&self, id: &str, want: &Desired, changes: Split) -> Result<(), ProviderError> {
+        let call = self.modify_replication_group().replication_group_id(id);
+        let call = changes.set_on(call, |call, field| match field {
+            "CacheNodeType" => call.cache_node_type(&want.node_type),
+            "SnapshotRetentionLimit" => call.snapshot_retention_limit(want.snapshot_retention),
+            "SnapshotWindow" => call.set_snapshot_window(want.snapshot_window.clone()),
+            _ => call,
+        });
+        let call = call.apply_immediately(changes.immediately);
+        let op = "elasticache:ModifyReplicationGroup";
+        call.send().await.named(op, id)?;
+        Ok(())
     }
-}
 
-/// Every change `reconcile` would make, from read-only calls.
-pub async fn plan(
-    c: &Clients,
-    req: &ResourceRequest,
-    tier: &Tier,
-) -> Result<Vec<Change>, ProviderError> {
-    let want = Desired::from_tier(req, &Fields::new(&CREATE_STRATEGY, &tier.create)?)?;
-    database::planned::<Client>(c, req, |h| differences(h, &want)).await
+    async fn remove(&self, r: Removal<'_, Group>) -> Result<Deletion, ProviderError> {
+        self.delete_replication_group()
+            .replication_group_id(r.id)
+            .retain_primary_cluster(false)
+            .set_final_snapshot_identifier(r.final_snapshot)
+            .send()
+            .await
+            .named("elasticache:DeleteReplicationGroup", r.id)?;
+        let what = Self::SERVICE.what;
+        Ok(Deletion::InProgress(format!("deleting {what} {}", r.id)))
+    }
 }
 
 pub async fn reconcile(
@@ -250,22 +265,21 @@ pub async fn reconcile(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
-    let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
-    let want = Desired::from_tier(req, &f)?;
-    let have = database::observe::<Client>(c, req).await?;
-    let plan = decide(have.as_ref(), &want, req);
-    let calls = database::Calls {
-        create: create(&c.elasticache, req, &f, &want),
-        modify: |changes| modify(&c.elasticache, &req.identifier, &want, changes),
-    };
-    let mut report = database::act::<Client, _, _, _>(c, req, have, plan, calls, |have| {
+    let Looked {
+        f,
+        want,
+        have,
+        plan,
+    } = database::look::<Client>(c, req, tier).await?;
+    let create = create(&c.elasticache, req, &f, &want);
+    let ready = |have: &Group| {
         let (host, port) = have.primary.clone().unwrap_or_default();
         ConnectionDetails(BTreeMap::from([
             ("uri".into(), host),
             ("port".into(), port.to_string()),
         ]))
-    })
-    .await?;
+    };
+    let mut report = database::act::<Client>(c, req, (have, plan), &want, create, ready).await?;
     report.version = f.string("EngineVersion")?;
     Ok(report)
 }
@@ -308,63 +322,10 @@ async fn create(
     Ok(())
 }
 
-async fn modify(
-    ec: &Client,
-    id: &str,
-    want: &Desired,
-    changes: Split,
-) -> Result<(), ProviderError> {
-    let mut call = ec
-        .modify_replication_group()
-        .replication_group_id(id)
-        .apply_immediately(changes.immediately);
-    for c in &changes.apply {
-        call = match c.field.as_str() {
-            "CacheNodeType" => call.cache_node_type(&want.node_type),
-            "SnapshotRetentionLimit" => call.snapshot_retention_limit(want.snapshot_retention),
-            "SnapshotWindow" => call.set_snapshot_window(want.snapshot_window.clone()),
-            _ => call,
-        };
-    }
-    call.send()
-        .await
-        .named("elasticache:ModifyReplicationGroup", id)?;
-    Ok(())
-}
-
-pub async fn delete(
-    c: &Clients,
-    req: &ResourceRequest,
-    tier: &Tier,
-) -> Result<Deletion, ProviderError> {
-    let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
-    let skip_final = f.bool("SkipFinalSnapshot")?.unwrap_or(false);
-    let id = req.identifier.as_str();
-    match database::begin_delete::<Client>(c, req, skip_final).await? {
-        Begun::Gone | Begun::NotOurs => return Ok(Deletion::Done),
-        Begun::Deleting(why) => return Ok(Deletion::InProgress(why)),
-        Begun::Present(_) => {}
-    }
-    let ec = &c.elasticache;
-    let mut delete = ec
-        .delete_replication_group()
-        .replication_group_id(id)
-        .retain_primary_cluster(false);
-    if !skip_final {
-        delete = delete.final_snapshot_identifier(database::final_snapshot_id::<Client>(req));
-    }
-    delete
-        .send()
-        .await
-        .named("elasticache:DeleteReplicationGroup", id)?;
-    Ok(Deletion::InProgress(format!(
-        "deleting ElastiCache replication group {id}"
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::database::Plan;
     use cro_provider_api::ResourceKind;
     use serde_json::{Value, json};
 
@@ -377,9 +338,7 @@ mod tests {
     }
 
     fn want(tier: Value, size: Option<&str>) -> Desired {
-        let map = tier.as_object().cloned().unwrap_or_default();
-        let f = Fields::new(&CREATE_STRATEGY, &map).unwrap_or_else(|e| panic!("{e}"));
-        Desired::from_tier(&req(size), &f).unwrap_or_else(|e| panic!("{e}"))
+        database::desired::<Client>(&req(size), tier)
     }
 
     /// A group as the Go operator creates one with an empty tier.
@@ -434,7 +393,7 @@ mod tests {
             ),
         ];
         for (tier, size, expected) in rows {
-            let got = differences(&go_created(), &want(tier.clone(), size));
+            let got = Client::differences(&go_created(), &want(tier.clone(), size));
             let got: Vec<(&str, Timing)> = got
                 .iter()
                 .map(|c| (c.field.as_str(), c.timing.clone()))
@@ -445,6 +404,7 @@ mod tests {
 
     #[test]
     fn the_plan_follows_the_group_state() {
+        let decide = database::decide::<Client>;
         let d = want(json!({}), None);
         assert_eq!(decide(None, &d, &req(None)), Plan::Create);
         let mut recorded = req(None);

@@ -26,12 +26,15 @@ mod versions;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
+use aws_sdk_elasticache::Client as ElastiCache;
+use aws_sdk_rds::Client as Rds;
 use calls::Calls;
 use clients::Clients;
 use cro_provider_api::{
     Change, Deletion, IdentifierRules, Provider, ProviderError, Provisioned, ResourceKind,
     ResourceRequest, SnapshotRequest, Snapshotted,
 };
+use database::Database;
 use serde_json::Value;
 use strategy::Fields;
 use tokio::sync::Mutex;
@@ -193,9 +196,13 @@ impl Provider for AwsProvider {
         let tier = strategy::parse(&req.strategy)?;
         let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Postgres => rds::delete(&self.credentials, &c, req, &tier).await,
+            ResourceKind::Postgres => {
+                database::delete::<Rds>(&self.credentials, &c, req, &tier).await
+            }
             ResourceKind::BlobStorage => s3::delete(self, &c.s3, &c.iam, req, &tier).await,
-            ResourceKind::Redis => elasticache::delete(&c, req, &tier).await,
+            ResourceKind::Redis => {
+                database::delete::<ElastiCache>(&self.credentials, &c, req, &tier).await
+            }
             ResourceKind::Smtp => smtp::delete(self, &c.iam, req).await,
         }
     }
@@ -206,8 +213,8 @@ impl Provider for AwsProvider {
         let tier = strategy::parse(&req.strategy)?;
         let c = self.clients(&tier).await?;
         match req.kind {
-            ResourceKind::Postgres => rds::plan(&c, req, &tier).await,
-            ResourceKind::Redis => elasticache::plan(&c, req, &tier).await,
+            ResourceKind::Postgres => database::plan::<Rds>(&c, req, &tier).await,
+            ResourceKind::Redis => database::plan::<ElastiCache>(&c, req, &tier).await,
             ResourceKind::BlobStorage => s3::plan(&c, req).await,
             ResourceKind::Smtp => smtp::plan(&c.iam, req).await,
         }
@@ -220,9 +227,9 @@ impl Provider for AwsProvider {
         let c = self.clients(&tier).await?;
         match req.kind {
             ResourceKind::Redis => {
-                snapshots::take(&c.elasticache, "ElastiCache replication group", req).await
+                snapshots::take(&c.elasticache, ElastiCache::SERVICE.what, req).await
             }
-            _ => snapshots::take(&c.rds, "RDS instance", req).await,
+            _ => snapshots::take(&c.rds, Rds::SERVICE.what, req).await,
         }
     }
 

@@ -45,6 +45,14 @@ pub struct Split {
     pub window_used: bool,
 }
 
+impl Split {
+    /// `call` with each change to request now set on it by `set`, the
+    /// service's setter for a field.
+    pub fn set_on<C>(&self, call: C, set: impl Fn(C, &str) -> C) -> C {
+        self.apply.iter().fold(call, |call, c| set(call, &c.field))
+    }
+}
+
 /// Under the `Automatic` policy, safe changes are applied at once and
 /// disruptive ones when the gate allows (the Go operator's rule: with
 /// `maintenanceWindow`, applied in the cloud's window unless

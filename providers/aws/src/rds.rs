@@ -23,7 +23,7 @@ use cro_provider_api::{
 use crate::{
     clients::Clients,
     credentials,
-    database::{self, Begun, Database, Plan, State},
+    database::{self, Database, Looked, Plan, Removal, Service, State},
     errors::Answer,
     listing::Listing,
     plan::{Split, change},
@@ -95,28 +95,6 @@ pub struct Desired {
     pub maintenance_window: Option<String>,
     pub db_name: String,
     pub port: i32,
-}
-
-impl Desired {
-    pub fn from_tier(f: &Fields<'_>) -> Result<Self, ProviderError> {
-        Ok(Desired {
-            class: f
-                .string("DBInstanceClass")?
-                .unwrap_or_else(|| "db.t3.small".into()),
-            storage: f.int("AllocatedStorage")?.unwrap_or(20),
-            max_storage: f.int("MaxAllocatedStorage")?.unwrap_or(100),
-            engine_version: f.string("EngineVersion")?,
-            multi_az: f.bool("MultiAZ")?.unwrap_or(true),
-            backup_retention: f.int("BackupRetentionPeriod")?.unwrap_or(31),
-            deletion_protection: f.bool("DeletionProtection")?.unwrap_or(true),
-            auto_minor_version_upgrade: f.bool("AutoMinorVersionUpgrade")?.unwrap_or(false),
-            publicly_accessible: f.bool("PubliclyAccessible")?.unwrap_or(false),
-            backup_window: f.string("PreferredBackupWindow")?,
-            maintenance_window: f.string("PreferredMaintenanceWindow")?,
-            db_name: f.string("DBName")?.unwrap_or_else(|| "postgres".into()),
-            port: f.int("Port")?.unwrap_or(5432),
-        })
-    }
 }
 
 /// The live instance, as far as decisions need it.
@@ -203,14 +181,6 @@ const STUCK: [&str; 6] = [
     "storage-full",
     "inaccessible-encryption-credentials",
 ];
-
-/// Every field of the instance that differs from the tier, with when it
-/// may change (pure: table-tested below).
-pub fn differences(have: &Instance, want: &Desired) -> Vec<Change> {
-    let mut out = disruptive(have, want);
-    out.extend(safe(have, want));
-    out
-}
 
 /// A disruptive change: for the maintenance window, or already scheduled
 /// there when AWS holds the desired value as pending.
@@ -363,23 +333,62 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
     out
 }
 
-/// The plan for the instance (`None`: not found) under the tier's `want`.
-pub fn decide(have: Option<&Instance>, want: &Desired, req: &ResourceRequest) -> Plan {
-    database::decide::<Client>(have, |h| differences(h, want), req)
-}
-
 database::live!(Instance);
 
 #[async_trait::async_trait]
 impl Database for Client {
+    const SERVICE: Service = Service {
+        provider: PROVIDER,
+        what: "RDS instance",
+        api_name: "DBInstance",
+        snapshot_rules: IdentifierRules::RdsSnapshot,
+        create_strategy: &CREATE_STRATEGY,
+        delete_strategy: &DELETE_STRATEGY,
+        credentials_secret: Some(credentials_secret),
+    };
     type Live = Instance;
-    const PROVIDER: &'static str = PROVIDER;
-    const WHAT: &'static str = "RDS instance";
-    const API_NAME: &'static str = "DBInstance";
-    const SNAPSHOT_RULES: IdentifierRules = IdentifierRules::RdsSnapshot;
+    type Desired = Desired;
 
     fn of(c: &Clients) -> (&Self, &Listing<Instance>) {
         (&c.rds, &c.rds_listing)
+    }
+
+    /// The Go operator's defaults where the tier sets nothing.
+    fn desired(_: &ResourceRequest, f: &Fields<'_>) -> Result<Desired, ProviderError> {
+        Ok(Desired {
+            class: f
+                .string("DBInstanceClass")?
+                .unwrap_or_else(|| "db.t3.small".into()),
+            storage: f.int("AllocatedStorage")?.unwrap_or(20),
+            max_storage: f.int("MaxAllocatedStorage")?.unwrap_or(100),
+            engine_version: f.string("EngineVersion")?,
+            multi_az: f.bool("MultiAZ")?.unwrap_or(true),
+            backup_retention: f.int("BackupRetentionPeriod")?.unwrap_or(31),
+            deletion_protection: f.bool("DeletionProtection")?.unwrap_or(true),
+            auto_minor_version_upgrade: f.bool("AutoMinorVersionUpgrade")?.unwrap_or(false),
+            publicly_accessible: f.bool("PubliclyAccessible")?.unwrap_or(false),
+            backup_window: f.string("PreferredBackupWindow")?,
+            maintenance_window: f.string("PreferredMaintenanceWindow")?,
+            db_name: f.string("DBName")?.unwrap_or_else(|| "postgres".into()),
+            port: f.int("Port")?.unwrap_or(5432),
+        })
+    }
+
+    /// With when each may change (pure: table-tested below).
+    fn differences(have: &Instance, want: &Desired) -> Vec<Change> {
+        let mut out = disruptive(have, want);
+        out.extend(safe(have, want));
+        out
+    }
+
+    fn state(status: &str) -> State {
+        match status {
+            "available" => State::Usable,
+            stuck if STUCK.contains(&stuck) => State::Stuck(format!(
+                "RDS instance is in state {stuck}; see the RDS console or events for the cause"
+            )),
+            _ => State::Busy,
+        }
     }
 
     async fn describe(&self, id: &str) -> Result<Option<Instance>, ProviderError> {
@@ -414,25 +423,60 @@ impl Database for Client {
         Ok(all)
     }
 
-    fn state(status: &str) -> State {
-        match status {
-            "available" => State::Usable,
-            stuck if STUCK.contains(&stuck) => State::Stuck(format!(
-                "RDS instance is in state {stuck}; see the RDS console or events for the cause"
-            )),
-            _ => State::Busy,
-        }
+    async fn modify(&self, id: &str, want: &Desired, changes: Split) -> Result<(), ProviderError> {
+        let call = self.modify_db_instance().db_instance_identifier(id);
+        let call = changes.set_on(call, |call, field| match field {
+            "DBInstanceClass" => call.db_instance_class(&want.class),
+            "AllocatedStorage" => call.allocated_storage(want.storage),
+            "EngineVersion" => call
+                .set_engine_version(want.engine_version.clone())
+                .allow_major_version_upgrade(true),
+            "MultiAZ" => call.multi_az(want.multi_az),
+            "BackupRetentionPeriod" => call.backup_retention_period(want.backup_retention),
+            "MaxAllocatedStorage" => call.max_allocated_storage(want.max_storage),
+            "DeletionProtection" => call.deletion_protection(want.deletion_protection),
+            "AutoMinorVersionUpgrade" => {
+                call.auto_minor_version_upgrade(want.auto_minor_version_upgrade)
+            }
+            "PubliclyAccessible" => call.publicly_accessible(want.publicly_accessible),
+            "PreferredBackupWindow" => call.set_preferred_backup_window(want.backup_window.clone()),
+            "PreferredMaintenanceWindow" => {
+                call.set_preferred_maintenance_window(want.maintenance_window.clone())
+            }
+            _ => call,
+        });
+        let call = call.apply_immediately(changes.immediately);
+        call.send().await.named("rds:ModifyDBInstance", id)?;
+        Ok(())
     }
-}
 
-/// Every change `reconcile` would make, from read-only calls.
-pub async fn plan(
-    c: &Clients,
-    req: &ResourceRequest,
-    tier: &Tier,
-) -> Result<Vec<Change>, ProviderError> {
-    let want = Desired::from_tier(&Fields::new(&CREATE_STRATEGY, &tier.create)?)?;
-    database::planned::<Client>(c, req, |h| differences(h, &want)).await
+    /// Deletion protection goes first, in a call of its own.
+    async fn remove(&self, r: Removal<'_, Instance>) -> Result<Deletion, ProviderError> {
+        let id = r.id;
+        if r.live.deletion_protection {
+            self.modify_db_instance()
+                .db_instance_identifier(id)
+                .deletion_protection(false)
+                .apply_immediately(true)
+                .send()
+                .await
+                .named("rds:ModifyDBInstance", id)?;
+            return Ok(Deletion::InProgress(format!(
+                "lifting deletion protection of RDS instance {id}"
+            )));
+        }
+        self.delete_db_instance()
+            .db_instance_identifier(id)
+            .skip_final_snapshot(r.final_snapshot.is_none())
+            .set_final_db_snapshot_identifier(r.final_snapshot)
+            // The Go operator's default: automated backups go with the
+            // instance (the final snapshot keeps the data).
+            .delete_automated_backups(r.f.bool("DeleteAutomatedBackups")?.unwrap_or(true))
+            .send()
+            .await
+            .named("rds:DeleteDBInstance", id)?;
+        Ok(Deletion::InProgress(format!("deleting RDS instance {id}")))
+    }
 }
 
 pub async fn reconcile(
@@ -441,8 +485,6 @@ pub async fn reconcile(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
-    let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
-    let want = Desired::from_tier(&f)?;
     let creds = store
         .ensure(
             req,
@@ -454,20 +496,19 @@ pub async fn reconcile(
         )
         .await?;
     let creds = rotate_password(store, req, creds).await?;
-    let have = database::observe::<Client>(c, req).await?;
+    let Looked {
+        f,
+        want,
+        have,
+        plan,
+    } = database::look::<Client>(c, req, tier).await?;
     let version = have.as_ref().map(|h| h.engine_version.clone());
-    let plan = decide(have.as_ref(), &want, req);
     if let (Plan::Converge { .. }, Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
         return set_password(store, c, req, &creds, why).await;
     }
-    let calls = database::Calls {
-        create: create(store, &c.rds, req, &f, &want, &creds),
-        modify: |changes| modify(&c.rds, &req.identifier, &want, changes),
-    };
-    let mut report = database::act::<Client, _, _, _>(c, req, have, plan, calls, |have| {
-        details(have, &want, &creds)
-    })
-    .await?;
+    let create = create(store, &c.rds, req, &f, &want, &creds);
+    let ready = |have: &Instance| details(have, &want, &creds);
+    let mut report = database::act::<Client>(c, req, (have, plan), &want, create, ready).await?;
     report.version = version;
     report.rotated = creds.get(ROTATION).cloned();
     Ok(report)
@@ -646,97 +687,13 @@ async fn set_password(
     Ok(report)
 }
 
-/// Requests `changes.apply` in one ModifyDBInstance.
-async fn modify(
-    rds: &Client,
-    id: &str,
-    want: &Desired,
-    changes: Split,
-) -> Result<(), ProviderError> {
-    let mut call = rds
-        .modify_db_instance()
-        .db_instance_identifier(id)
-        .apply_immediately(changes.immediately);
-    for c in &changes.apply {
-        call = match c.field.as_str() {
-            "DBInstanceClass" => call.db_instance_class(&want.class),
-            "AllocatedStorage" => call.allocated_storage(want.storage),
-            "EngineVersion" => call
-                .set_engine_version(want.engine_version.clone())
-                .allow_major_version_upgrade(true),
-            "MultiAZ" => call.multi_az(want.multi_az),
-            "BackupRetentionPeriod" => call.backup_retention_period(want.backup_retention),
-            "MaxAllocatedStorage" => call.max_allocated_storage(want.max_storage),
-            "DeletionProtection" => call.deletion_protection(want.deletion_protection),
-            "AutoMinorVersionUpgrade" => {
-                call.auto_minor_version_upgrade(want.auto_minor_version_upgrade)
-            }
-            "PubliclyAccessible" => call.publicly_accessible(want.publicly_accessible),
-            "PreferredBackupWindow" => call.set_preferred_backup_window(want.backup_window.clone()),
-            "PreferredMaintenanceWindow" => {
-                call.set_preferred_maintenance_window(want.maintenance_window.clone())
-            }
-            _ => call,
-        };
-    }
-    call.send().await.named("rds:ModifyDBInstance", id)?;
-    Ok(())
-}
-
-pub async fn delete(
-    store: &credentials::Store,
-    c: &Clients,
-    req: &ResourceRequest,
-    tier: &Tier,
-) -> Result<Deletion, ProviderError> {
-    let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
-    let skip_final = f.bool("SkipFinalSnapshot")?.unwrap_or(false);
-    let id = req.identifier.as_str();
-    let db = match database::begin_delete::<Client>(c, req, skip_final).await? {
-        Begun::Gone => {
-            store.delete(req, &credentials_secret(&req.name)).await?;
-            return Ok(Deletion::Done);
-        }
-        Begun::NotOurs => return Ok(Deletion::Done),
-        Begun::Deleting(why) => return Ok(Deletion::InProgress(why)),
-        Begun::Present(db) => db,
-    };
-    let rds = &c.rds;
-    if db.deletion_protection {
-        rds.modify_db_instance()
-            .db_instance_identifier(id)
-            .deletion_protection(false)
-            .apply_immediately(true)
-            .send()
-            .await
-            .named("rds:ModifyDBInstance", id)?;
-        return Ok(Deletion::InProgress(format!(
-            "lifting deletion protection of RDS instance {id}"
-        )));
-    }
-    let mut delete = rds
-        .delete_db_instance()
-        .db_instance_identifier(id)
-        .skip_final_snapshot(skip_final)
-        // The Go operator's default: automated backups go with the
-        // instance (the final snapshot keeps the data).
-        .delete_automated_backups(f.bool("DeleteAutomatedBackups")?.unwrap_or(true));
-    if !skip_final {
-        delete = delete.final_db_snapshot_identifier(database::final_snapshot_id::<Client>(req));
-    }
-    delete.send().await.named("rds:DeleteDBInstance", id)?;
-    Ok(Deletion::InProgress(format!("deleting RDS instance {id}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::{Value, json};
 
     fn want(tier: Value) -> Desired {
-        let map = tier.as_object().cloned().unwrap_or_default();
-        let f = Fields::new(&CREATE_STRATEGY, &map).unwrap_or_else(|e| panic!("{e}"));
-        Desired::from_tier(&f).unwrap_or_else(|e| panic!("{e}"))
+        database::desired::<Client>(&req(None), tier)
     }
 
     /// An instance as the Go operator creates one with an empty tier
@@ -789,11 +746,11 @@ mod tests {
 
     #[test]
     fn an_instance_the_go_operator_created_is_not_drift() {
-        assert!(differences(&go_created(), &want(json!({}))).is_empty());
+        assert!(Client::differences(&go_created(), &want(json!({}))).is_empty());
         // Its helper's strategy with every field null, plus its windows.
         let helper = json!({"DBInstanceClass": null, "MultiAZ": null, "EngineVersion": null,
             "PreferredBackupWindow": "02:00-03:00", "PreferredMaintenanceWindow": "mon:04:00-mon:05:00"});
-        assert!(differences(&go_created(), &want(helper)).is_empty());
+        assert!(Client::differences(&go_created(), &want(helper)).is_empty());
     }
 
     #[test]
@@ -889,7 +846,7 @@ mod tests {
         for (tier, edit, expected) in rows {
             let mut have = go_created();
             edit(&mut have);
-            let got = differences(&have, &want(tier.clone()));
+            let got = Client::differences(&have, &want(tier.clone()));
             let expected: Vec<(&str, &Timing)> = expected.iter().map(|(f, t)| (*f, t)).collect();
             assert_eq!(fields(&got), expected, "tier {tier}");
         }
@@ -915,6 +872,7 @@ mod tests {
 
     #[test]
     fn the_plan_follows_the_instance_state() {
+        let decide = database::decide::<Client>;
         let d = want(json!({}));
         assert_eq!(decide(None, &d, &req(None)), Plan::Create);
         assert!(
@@ -942,6 +900,7 @@ mod tests {
 
     #[test]
     fn someone_elses_instance_is_adopted_only_with_its_hash() {
+        let decide = database::decide::<Client>;
         let d = want(json!({"DBInstanceClass": "db.m5.large"}));
         // Recorded on the CR (the Go operator's, untagged): ours.
         assert!(matches!(
