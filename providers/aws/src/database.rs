@@ -61,6 +61,33 @@ pub enum State {
     Stuck(String),
 }
 
+/// RDS and ElastiCache describe their resources with one call, for one
+/// resource or by pages of a hundred; only the SDK's names differ: the call
+/// (`$op`), the identifier (its setter and getter share `$id`), the list
+/// in the answer, and the "not found" error. Makes `describe_one` and
+/// `describe_all` for the module's `Client`.
+macro_rules! describe_calls {
+    ($op:literal, $describe:ident, $id:ident, $items:ident, $gone:ident -> $live:ty) => {
+        /// The resource `id`, if it exists.
+        async fn describe_one(svc: &Client, id: &str) -> Result<Option<$live>, ProviderError> {
+            let out = svc.$describe().$id(id).send().await;
+            let out = out.unless_missing(|e| e.$gone(), $op, id)?;
+            Ok(out.and_then(|o| o.$items().first().map(<$live>::from)))
+        }
+
+        /// Every resource of the account and region, by identifier.
+        async fn describe_all(svc: &Client) -> Result<BTreeMap<String, $live>, ProviderError> {
+            let pages = svc.$describe().max_records(100).into_paginator().send();
+            let pages = pages.try_collect().await.named($op, "(all)")?;
+            let items = pages.iter().flat_map(|p| p.$items());
+            Ok(items
+                .filter_map(|i| Some((i.$id()?.to_string(), <$live>::from(i))))
+                .collect())
+        }
+    };
+}
+pub(crate) use describe_calls;
+
 /// What tells one database service from another in the shared steps.
 pub struct Service {
     /// The report's `provider`: "aws-rds".

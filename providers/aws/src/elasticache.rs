@@ -97,6 +97,13 @@ impl From<&ReplicationGroup> for Group {
 }
 
 database::live!(Group);
+database::describe_calls!(
+    "elasticache:DescribeReplicationGroups",
+    describe_replication_groups,
+    replication_group_id,
+    replication_groups,
+    is_replication_group_not_found_fault -> Group
+);
 
 #[async_trait::async_trait]
 impl Database for Client {
@@ -182,18 +189,7 @@ impl Database for Client {
 
     /// The group and its tags (ListTagsForResource: describe has none).
     async fn describe(&self, id: &str) -> Result<Option<Group>, ProviderError> {
-        let out = self
-            .describe_replication_groups()
-            .replication_group_id(id)
-            .send()
-            .await
-            .unless_missing(
-                |e| e.is_replication_group_not_found_fault(),
-                "elasticache:DescribeReplicationGroups",
-                id,
-            )?;
-        let Some(mut group) = out.and_then(|o| o.replication_groups().first().map(Group::from))
-        else {
+        let Some(mut group) = describe_one(self, id).await? else {
             return Ok(None);
         };
         if !group.arn.is_empty() {
@@ -212,25 +208,12 @@ impl Database for Client {
             arn.contains(":replicationgroup:").then(|| arn.to_string())
         })
         .await?;
-        let mut pages = self
-            .describe_replication_groups()
-            .max_records(100)
-            .into_paginator()
-            .send();
-        let mut all = BTreeMap::new();
-        while let Some(page) = pages.next().await {
-            let page = page.named("elasticache:DescribeReplicationGroups", "(all)")?;
-            for g in page.replication_groups() {
-                let Some(id) = g.replication_group_id() else {
-                    continue;
-                };
-                let mut group = Group::from(g);
-                // A group never tagged is not in the tagging API's answer.
-                group.tags = tags.remove(&group.arn).unwrap_or_default();
-                all.insert(id.to_string(), group);
-            }
+        let mut groups = describe_all(self).await?;
+        for group in groups.values_mut() {
+            // A group never tagged is not in the tagging API's answer.
+            group.tags = tags.remove(&group.arn).unwrap_or_default();
         }
-        Ok(all)
+        Ok(groups)
     }
 
     async fn modify(&self, id: &str, want: &Desired, changes: Split) -> Result<(), ProviderError> {

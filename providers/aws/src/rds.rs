@@ -334,6 +334,13 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
 }
 
 database::live!(Instance);
+database::describe_calls!(
+    "rds:DescribeDBInstances",
+    describe_db_instances,
+    db_instance_identifier,
+    db_instances,
+    is_db_instance_not_found_fault -> Instance
+);
 
 #[async_trait::async_trait]
 impl Database for Client {
@@ -392,35 +399,12 @@ impl Database for Client {
     }
 
     async fn describe(&self, id: &str) -> Result<Option<Instance>, ProviderError> {
-        let out = self
-            .describe_db_instances()
-            .db_instance_identifier(id)
-            .send()
-            .await
-            .unless_missing(
-                |e| e.is_db_instance_not_found_fault(),
-                "rds:DescribeDBInstances",
-                id,
-            )?;
-        Ok(out.and_then(|o| o.db_instances().first().map(Instance::from)))
+        describe_one(self, id).await
     }
 
+    /// Tags included: DescribeDBInstances carries them.
     async fn list(&self, _: &Clients) -> Result<BTreeMap<String, Instance>, ProviderError> {
-        let mut pages = self
-            .describe_db_instances()
-            .max_records(100)
-            .into_paginator()
-            .send();
-        let mut all = BTreeMap::new();
-        while let Some(page) = pages.next().await {
-            let page = page.named("rds:DescribeDBInstances", "(all)")?;
-            for db in page.db_instances() {
-                if let Some(id) = db.db_instance_identifier() {
-                    all.insert(id.to_string(), Instance::from(db));
-                }
-            }
-        }
-        Ok(all)
+        describe_all(self).await
     }
 
     async fn modify(&self, id: &str, want: &Desired, changes: Split) -> Result<(), ProviderError> {
