@@ -515,10 +515,10 @@ fn details(have: &Instance, want: &Desired, creds: &BTreeMap<String, String>) ->
     ]))
 }
 
-/// The tier's settings CreateDBInstance and RestoreDBInstanceFromDBSnapshot
-/// both take, on either call's builder, with the request's tags.
-macro_rules! tier_settings {
-    ($call:expr, $req:expr, $f:expr, $want:expr) => {
+/// Sends CreateDBInstance or RestoreDBInstanceFromDBSnapshot (`$op`)
+/// with the tier's settings both take and the request's tags.
+macro_rules! send_with_tier_settings {
+    ($call:expr, $op:literal, $req:expr, $f:expr, $want:expr) => {{
         $call
             .db_instance_class(&$want.class)
             .port($want.port)
@@ -535,7 +535,11 @@ macro_rules! tier_settings {
             .set_tags(Some(tags::sdk(
                 &$req.tags.clone().into_iter().collect::<Vec<_>>(),
             )))
-    };
+            .send()
+            .await
+            .named($op, &$req.identifier)?;
+        Ok(())
+    }};
 }
 
 /// Kept in the credentials Secret, saying why, while the instance does not
@@ -608,11 +612,7 @@ async fn create(
         .set_preferred_maintenance_window(want.maintenance_window.clone())
         .storage_encrypted(f.bool("StorageEncrypted")?.unwrap_or(true))
         .set_kms_key_id(f.string("KmsKeyId")?);
-    tier_settings!(create, req, f, want)
-        .send()
-        .await
-        .named("rds:CreateDBInstance", id)?;
-    Ok(())
+    send_with_tier_settings!(create, "rds:CreateDBInstance", req, f, want)
 }
 
 /// A new instance from `snapshot` with the tier's settings; those a
@@ -625,16 +625,11 @@ async fn restore(
     want: &Desired,
     snapshot: &str,
 ) -> Result<(), ProviderError> {
-    let id = req.identifier.as_str();
     let restore = rds
         .restore_db_instance_from_db_snapshot()
-        .db_instance_identifier(id)
+        .db_instance_identifier(&req.identifier)
         .db_snapshot_identifier(snapshot);
-    tier_settings!(restore, req, f, want)
-        .send()
-        .await
-        .named("rds:RestoreDBInstanceFromDBSnapshot", id)?;
-    Ok(())
+    send_with_tier_settings!(restore, "rds:RestoreDBInstanceFromDBSnapshot", req, f, want)
 }
 
 /// The instance gets the Secret's master password (restored with its
