@@ -108,6 +108,16 @@ impl AwsProvider {
         configs.insert(account, clients.clone());
         Ok(clients)
     }
+
+    /// A request's tier and the clients its calls go through.
+    async fn tier_clients(
+        &self,
+        strategy: &Value,
+    ) -> Result<(strategy::Tier, Arc<Clients>), ProviderError> {
+        let tier = strategy::parse(strategy)?;
+        let c = self.clients(&tier).await?;
+        Ok((tier, c))
+    }
 }
 
 /// Checks a tier's strategy for `kind` without calling AWS: every section
@@ -181,8 +191,7 @@ impl Provider for AwsProvider {
     async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
         validate_strategy(req.kind, &req.strategy)?;
         let req = &conformed(req);
-        let tier = strategy::parse(&req.strategy)?;
-        let c = self.clients(&tier).await?;
+        let (tier, c) = self.tier_clients(&req.strategy).await?;
         match req.kind {
             ResourceKind::Postgres => rds::reconcile(&self.credentials, &c, req, &tier).await,
             ResourceKind::BlobStorage => s3::reconcile(self, &c, req).await,
@@ -193,8 +202,7 @@ impl Provider for AwsProvider {
 
     async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError> {
         let req = &conformed(req);
-        let tier = strategy::parse(&req.strategy)?;
-        let c = self.clients(&tier).await?;
+        let (tier, c) = self.tier_clients(&req.strategy).await?;
         match req.kind {
             ResourceKind::Postgres => {
                 database::delete::<Rds>(&self.credentials, &c, req, &tier).await
@@ -210,8 +218,7 @@ impl Provider for AwsProvider {
     async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
         validate_strategy(req.kind, &req.strategy)?;
         let req = &conformed(req);
-        let tier = strategy::parse(&req.strategy)?;
-        let c = self.clients(&tier).await?;
+        let (tier, c) = self.tier_clients(&req.strategy).await?;
         match req.kind {
             ResourceKind::Postgres => database::plan::<Rds>(&c, req, &tier).await,
             ResourceKind::Redis => database::plan::<ElastiCache>(&c, req, &tier).await,
@@ -223,8 +230,7 @@ impl Provider for AwsProvider {
     async fn snapshot(&self, req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
         let req = &conformed_snapshot(req);
         // Snapshots live where their resource does: its tier's region.
-        let tier = strategy::parse(&req.strategy)?;
-        let c = self.clients(&tier).await?;
+        let (_, c) = self.tier_clients(&req.strategy).await?;
         match req.kind {
             ResourceKind::Redis => {
                 snapshots::take(&c.elasticache, ElastiCache::SERVICE.what, req).await
