@@ -293,7 +293,8 @@ async fn scale_over_many_in_cluster_crs() {
 /// AWS calls of a restart over `BENCH_AWS` complete AWS resources in the
 /// emulator (Postgres, Redis, BlobStorage and SMTPCredentialSet, a quarter
 /// each), counted by the restarted operator until it reconciled every CR,
-/// per resource; and by operation, to show what is per resource.
+/// per resource; then at rest over them, per resource and real recheck;
+/// both by operation, to show what is per resource.
 #[tokio::test]
 #[ignore = "benchmark: run with `make bench`"]
 async fn aws_calls_at_a_restart_over_many_resources() {
@@ -341,7 +342,7 @@ async fn aws_calls_at_a_restart_over_many_resources() {
         let to_complete = started.elapsed();
         first.terminate(std::time::Duration::from_secs(60)).await;
 
-        let restarted = crate::support::Operator::launch(launch("restarted")).await;
+        let mut restarted = crate::support::Operator::launch(launch("restarted")).await;
         let started = Instant::now();
         let deadline = Instant::now() + std::time::Duration::from_secs(600);
         while restarted.logs().matches("reconciled object=").count() < 4 * n {
@@ -357,6 +358,30 @@ async fn aws_calls_at_a_restart_over_many_resources() {
             to_complete.as_secs_f64(),
             total as f64 / (4 * n) as f64,
             restart.as_secs_f64(),
+        );
+
+        // At rest over all of them: real rechecks every minute (hourly by
+        // default), counted after the first, spread one, has passed.
+        restarted.terminate(std::time::Duration::from_secs(60)).await;
+        let mut rechecking = launch("rechecking");
+        rechecking.extra_args.push("--recheck-interval=60".into());
+        let restarted = crate::support::Operator::launch(rechecking).await;
+        tokio::time::sleep(std::time::Duration::from_secs(70)).await;
+        let reconciles = |op: &crate::support::Operator| op.logs().matches("reconciled object=").count();
+        let (calls_before, rechecks_before) = (restarted.aws_calls().await, reconciles(&restarted));
+        tokio::time::sleep(std::time::Duration::from_secs(120)).await; // the window measured
+        let (calls_after, rechecks) = (restarted.aws_calls().await, reconciles(&restarted) - rechecks_before);
+        let by_operation: BTreeMap<&String, u64> = calls_after
+            .iter()
+            .map(|(op, n)| (op, n - calls_before.get(op).copied().unwrap_or_default()))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        let calls: u64 = by_operation.values().sum();
+        assert!(rechecks >= 4 * n, "only {rechecks} rechecks of {} resources in 120 s", 4 * n);
+        println!(
+            "aws calls at rest over {} AWS resources: {calls} calls over {rechecks} rechecks = {:.3} per resource and recheck (hourly by default); by operation: {by_operation:?}",
+            4 * n,
+            calls as f64 / rechecks as f64,
         );
 
         // Deleted with the operator running: nothing left in the emulator.
