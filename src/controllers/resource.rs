@@ -439,7 +439,7 @@ async fn reconcile<K: ResourceCr>(
     let secret_ns = secret_namespace(cr, ctx)?;
     let first_look = !ctx.reconciled_since_start(&key(cr));
     let provider_name = provider_name(cr, &ctx.config).await?;
-    let (provisioned, policy, rotation) = provision(cr, ctx, &provider_name).await?;
+    let (provisioned, policy, rotation) = provision(cr, ctx, &provider_name, first_look).await?;
     let takes_snapshots = provider(ctx, &provider_name)?.takes_snapshots();
     let rotates = provider(ctx, &provider_name)?.rotates_credentials();
     if let Some(id) = &provisioned.identifier
@@ -619,10 +619,12 @@ async fn restore_source<K: ResourceCr>(
 /// Asks the provider for the resource, unless the same inputs just failed
 /// for a reason that needs a person; with the tier's change policy and the
 /// credential rotation asked for.
+/// `first_look`: this process has not reconciled the CR before.
 async fn provision<K: ResourceCr>(
     cr: &K,
     ctx: &Context,
     provider_name: &str,
+    first_look: bool,
 ) -> Result<(cro_provider_api::Provisioned, ChangePolicy, Option<String>), Error> {
     let tier_name = &cr.spec().tier;
     let tier = config::tier_strategy(&ctx.config, provider_name, K::KIND, tier_name).await?;
@@ -667,8 +669,7 @@ async fn provision<K: ResourceCr>(
     if !ctx.unchanged_since_last_reconcile(&key(cr), cr.resource_version()) {
         req.options.observed_within = None;
     }
-    req.options.defer_unbatched =
-        req.options.observed_within.is_some() && !ctx.reconciled_since_start(&key(cr));
+    req.options.defer_unbatched = req.options.observed_within.is_some() && first_look;
     let provisioned = unless_parked(ctx, &key(cr), &inputs, async {
         provider(ctx, provider_name)?
             .reconcile(&req)

@@ -52,6 +52,18 @@ enum Wrote {
     Deleted,
 }
 
+impl Wrote {
+    /// Whether the watch's copy (`None`: it holds none) shows this.
+    fn shown_by(&self, cached: Option<&Secret>) -> bool {
+        match self {
+            Wrote::Version(v) => {
+                cached.and_then(|s| s.metadata.resource_version.as_ref()) == Some(v)
+            }
+            Wrote::Deleted => cached.is_none(),
+        }
+    }
+}
+
 /// Where the credentials Secrets are read and written: reads come from the
 /// operator's watch, so a recheck or a restart reads none from the API
 /// server; but a Secret this process changed is read from the API server
@@ -81,12 +93,16 @@ impl Store {
     }
 
     /// Records what this process did to `namespace/name` (only needed
-    /// where a watch may still show the Secret as it was).
+    /// where a watch may still show the Secret as it was), and forgets
+    /// what the watch shows by now, so the record holds only writes in
+    /// flight, however many CRs come and go.
     fn wrote(&self, namespace: &str, name: &str, what: Wrote) {
-        if self.cache.is_some() {
-            let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-            written.insert((namespace.to_string(), name.to_string()), what);
-        }
+        let Some(cache) = &self.cache else {
+            return;
+        };
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        written.retain(|(ns, n), w| !w.shown_by(cache.secret(ns, n).as_deref()));
+        written.insert((namespace.to_string(), name.to_string()), what);
     }
 
     /// The data of the Secret `name` in the request's namespace.
@@ -101,11 +117,9 @@ impl Store {
         let key = (ns.to_string(), name.to_string());
         {
             let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-            let caught_up = match written.get(&key) {
-                None => true,
-                Some(Wrote::Version(v)) => version(cached.as_deref()) == Some(Some(v.clone())),
-                Some(Wrote::Deleted) => cached.is_none(),
-            };
+            let caught_up = written
+                .get(&key)
+                .is_none_or(|w| w.shown_by(cached.as_deref()));
             if caught_up {
                 written.remove(&key);
                 if let Some(secret) = &cached {
@@ -181,18 +195,15 @@ impl Store {
     }
 
     pub async fn delete(&self, req: &ResourceRequest, name: &str) -> Result<(), ProviderError> {
-        match self
-            .api(&req.namespace)
+        let deleted = (self.api(&req.namespace))
             .delete(name, &DeleteParams::default())
-            .await
-        {
+            .await;
+        match deleted {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => {
-                return Err(ProviderError::transient(format!(
-                    "deleting Secret {}/{name}: {e}",
-                    req.namespace
-                )));
+                let what = format!("deleting Secret {}/{name}: {e}", req.namespace);
+                return Err(kube_error(what, &e));
             }
         }
         self.wrote(&req.namespace, name, Wrote::Deleted);

@@ -327,20 +327,17 @@ async fn ensure_access_key(
     let rotate = (req.options.rotate_credentials.as_ref())
         .filter(|token| stored.data.get(ROTATION) != Some(*token));
     let previous_over = stored.previous.as_ref().is_some_and(|(_, u)| now >= *u);
-    let live = match (&stored.key, req.options.defer_unbatched) {
-        (Some(key), true) if user_existed && rotate.is_none() && !previous_over => {
-            let previous = stored.previous_working(now).map(str::to_string);
-            [Some(key.id.clone()), previous]
-                .into_iter()
-                .flatten()
-                .collect()
-        }
-        _ => {
+    let previous = stored.previous_working(now);
+    let stored_id = stored.key.as_ref().map(|k| k.id.as_str());
+    let first_look = req.options.defer_unbatched;
+    let act = rotate.is_some() || previous_over;
+    let live = match trusted_keys(stored_id, previous, first_look && user_existed && !act) {
+        Some(trusted) => trusted,
+        None => {
             let listed = iam.list_access_keys().user_name(user).send().await;
             key_ids(&listed.named("iam:ListAccessKeys", user)?)
         }
     };
-    let previous = stored.previous_working(now);
     let plan = decide_key(
         stored.key.as_ref().map(|k| k.id.as_str()),
         previous,
@@ -375,6 +372,21 @@ async fn ensure_access_key(
         rotation: data.get(ROTATION).cloned(),
         previous_until: data.get(PREVIOUS_UNTIL).and_then(|u| u.parse().ok()),
     })
+}
+
+/// The user's keys as the Secret records them, when they may be trusted
+/// without listing them (pure): `trust` (a first look after a start at a
+/// user that was there, with no rotation or expired key to act on) and a
+/// key stored. `None`: list them.
+fn trusted_keys(stored: Option<&str>, previous: Option<&str>, trust: bool) -> Option<Vec<String>> {
+    let stored = stored.filter(|_| trust)?;
+    Some(
+        [Some(stored), previous]
+            .into_iter()
+            .flatten()
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 /// The Secret's data for a new key; after a rotation (its token and the
@@ -549,6 +561,26 @@ async fn delete_user(iam: &Client, user: &str) -> Result<(), ProviderError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_keys_are_trusted_only_on_a_quiet_first_look() {
+        let ids = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        // Row: (stored key, previous key in its grace period, trust, trusted keys)
+        let rows = [
+            (Some("A"), None, true, ids(&["A"])),
+            (Some("A"), Some("P"), true, ids(&["A", "P"])),
+            (Some("A"), None, false, None),
+            (None, None, true, None),
+            (None, Some("P"), true, None),
+        ];
+        for (stored, previous, trust, want) in rows {
+            assert_eq!(
+                trusted_keys(stored, previous, trust),
+                want,
+                "{stored:?} {previous:?} {trust}"
+            );
+        }
+    }
 
     #[test]
     fn keys_are_kept_rotated_replaced_or_cleaned_up() {
