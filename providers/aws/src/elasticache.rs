@@ -22,36 +22,23 @@ use crate::{
     errors::Answer,
     listing::Listing,
     plan::{Split, change},
-    strategy::{FieldType, Fields, Section, Tier},
+    strategy::{Fields, Section, Tier, section},
     tags::{self, Tagging},
 };
 
 pub const PROVIDER: &str = "aws-elasticache";
 
-pub const CREATE_STRATEGY: Section = Section {
-    name: "createStrategy",
-    api: "elasticache:CreateReplicationGroup",
-    fields: &[
-        ("CacheNodeType", FieldType::String),
-        ("EngineVersion", FieldType::String),
-        ("NumCacheClusters", FieldType::Int),
-        ("AutomaticFailoverEnabled", FieldType::Bool),
-        ("MultiAZEnabled", FieldType::Bool),
-        ("AtRestEncryptionEnabled", FieldType::Bool),
-        ("TransitEncryptionEnabled", FieldType::Bool),
-        ("SnapshotRetentionLimit", FieldType::Int),
-        ("SnapshotWindow", FieldType::String),
-        ("PreferredMaintenanceWindow", FieldType::String),
-        ("CacheSubnetGroupName", FieldType::String),
-        ("SecurityGroupIds", FieldType::Strings),
-        ("CacheParameterGroupName", FieldType::String),
-        ("Port", FieldType::Int),
-    ],
+pub const CREATE_STRATEGY: Section = section! {
+    "createStrategy" for "elasticache:CreateReplicationGroup" {
+        String: CacheNodeType EngineVersion SnapshotWindow PreferredMaintenanceWindow
+            CacheSubnetGroupName CacheParameterGroupName;
+        Int: NumCacheClusters SnapshotRetentionLimit Port;
+        Bool: AutomaticFailoverEnabled MultiAZEnabled AtRestEncryptionEnabled TransitEncryptionEnabled;
+        Strings: SecurityGroupIds;
+    }
 };
-pub const DELETE_STRATEGY: Section = Section {
-    name: "deleteStrategy",
-    api: "elasticache:DeleteReplicationGroup",
-    fields: &[("SkipFinalSnapshot", FieldType::Bool)],
+pub const DELETE_STRATEGY: Section = section! {
+    "deleteStrategy" for "elasticache:DeleteReplicationGroup" { Bool: SkipFinalSnapshot; }
 };
 
 /// What the tier (and `spec.size`) asks for of a running group.
@@ -324,17 +311,28 @@ mod tests {
         database::desired::<Client>(&req(size), tier)
     }
 
-    /// A group as the Go operator creates one with an empty tier.
+    /// A group as the Go operator creates one with an empty tier
+    /// (buildElasticacheCreateStrategy, pkg/providers/aws/provider_redis.go),
+    /// read the way DescribeReplicationGroups returns it. Tags come from a
+    /// call of their own, so they are added after.
     fn go_created() -> Group {
-        Group {
-            arn: "arn".into(),
-            status: "available".into(),
-            node_type: "cache.t3.micro".into(),
-            snapshot_retention: 31,
-            snapshot_window: "02:00-03:00".into(),
-            primary: Some(("primary.example".into(), 6379)),
-            tags: BTreeMap::from([("clusterID".to_string(), "c1".to_string())]),
-        }
+        use aws_sdk_elasticache::types::{Endpoint, NodeGroup};
+        let primary = Endpoint::builder().address("primary.example").port(6379);
+        let group = ReplicationGroup::builder()
+            .arn("arn")
+            .status("available")
+            .cache_node_type("cache.t3.micro")
+            .snapshot_retention_limit(31)
+            .snapshot_window("02:00-03:00")
+            .node_groups(
+                NodeGroup::builder()
+                    .primary_endpoint(primary.build())
+                    .build(),
+            )
+            .build();
+        let mut g = Group::from(&group);
+        g.tags.insert("clusterID".into(), "c1".into());
+        g
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::{
     errors::Answer,
     listing::Listing,
     plan::{Split, change},
-    strategy::{FieldType, Fields, Section, Tier},
+    strategy::{Fields, Section, Tier, section},
     tags,
     versions::is_upgrade,
 };
@@ -35,41 +35,19 @@ use crate::{
 pub const PROVIDER: &str = "aws-rds";
 
 /// createStrategy fields the operator maps onto rds:CreateDBInstance.
-pub const CREATE_STRATEGY: Section = Section {
-    name: "createStrategy",
-    api: "rds:CreateDBInstance",
-    fields: &[
-        ("DBInstanceClass", FieldType::String),
-        ("AllocatedStorage", FieldType::Int),
-        ("MaxAllocatedStorage", FieldType::Int),
-        ("EngineVersion", FieldType::String),
-        ("MultiAZ", FieldType::Bool),
-        ("StorageType", FieldType::String),
-        ("Iops", FieldType::Int),
-        ("StorageEncrypted", FieldType::Bool),
-        ("KmsKeyId", FieldType::String),
-        ("PubliclyAccessible", FieldType::Bool),
-        ("DeletionProtection", FieldType::Bool),
-        ("BackupRetentionPeriod", FieldType::Int),
-        ("PreferredBackupWindow", FieldType::String),
-        ("PreferredMaintenanceWindow", FieldType::String),
-        ("AutoMinorVersionUpgrade", FieldType::Bool),
-        ("DBName", FieldType::String),
-        ("Port", FieldType::Int),
-        ("DBSubnetGroupName", FieldType::String),
-        ("VpcSecurityGroupIds", FieldType::Strings),
-        ("DBParameterGroupName", FieldType::String),
-        ("CopyTagsToSnapshot", FieldType::Bool),
-    ],
+pub const CREATE_STRATEGY: Section = section! {
+    "createStrategy" for "rds:CreateDBInstance" {
+        String: DBInstanceClass EngineVersion StorageType KmsKeyId PreferredBackupWindow
+            PreferredMaintenanceWindow DBName DBSubnetGroupName DBParameterGroupName;
+        Int: AllocatedStorage MaxAllocatedStorage Iops BackupRetentionPeriod Port;
+        Bool: MultiAZ StorageEncrypted PubliclyAccessible DeletionProtection
+            AutoMinorVersionUpgrade CopyTagsToSnapshot;
+        Strings: VpcSecurityGroupIds;
+    }
 };
 /// deleteStrategy fields for rds:DeleteDBInstance.
-pub const DELETE_STRATEGY: Section = Section {
-    name: "deleteStrategy",
-    api: "rds:DeleteDBInstance",
-    fields: &[
-        ("SkipFinalSnapshot", FieldType::Bool),
-        ("DeleteAutomatedBackups", FieldType::Bool),
-    ],
+pub const DELETE_STRATEGY: Section = section! {
+    "deleteStrategy" for "rds:DeleteDBInstance" { Bool: SkipFinalSnapshot DeleteAutomatedBackups; }
 };
 
 pub fn credentials_secret(name: &str) -> String {
@@ -80,21 +58,28 @@ pub fn credentials_secret(name: &str) -> String {
 /// defaults filled in.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
-    pub class: String,
-    pub storage: i32,
-    pub max_storage: i32,
     /// No default: AWS picks its current default major for a new instance,
     /// and an existing one keeps its version.
     pub engine_version: Option<String>,
+    pub settings: Settings,
+    pub max_storage: i32,
+    pub backup_window: Option<String>,
+    pub maintenance_window: Option<String>,
+    pub db_name: String,
+    pub port: i32,
+}
+
+/// What a tier sets that DescribeDBInstances reports back as it was set:
+/// compared field by field, so declared once for both sides.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Settings {
+    pub class: String,
+    pub storage: i32,
     pub multi_az: bool,
     pub backup_retention: i32,
     pub deletion_protection: bool,
     pub auto_minor_version_upgrade: bool,
     pub publicly_accessible: bool,
-    pub backup_window: Option<String>,
-    pub maintenance_window: Option<String>,
-    pub db_name: String,
-    pub port: i32,
 }
 
 /// The live instance, as far as decisions need it.
@@ -102,15 +87,9 @@ pub struct Desired {
 pub struct Instance {
     pub arn: String,
     pub status: String,
-    pub class: String,
-    pub storage: i32,
+    pub settings: Settings,
     pub max_storage: Option<i32>,
     pub engine_version: String,
-    pub multi_az: bool,
-    pub backup_retention: i32,
-    pub deletion_protection: bool,
-    pub auto_minor_version_upgrade: bool,
-    pub publicly_accessible: bool,
     pub backup_window: String,
     pub maintenance_window: String,
     pub address: String,
@@ -137,15 +116,17 @@ impl From<&DbInstance> for Instance {
         Instance {
             arn: db.db_instance_arn().unwrap_or_default().into(),
             status: db.db_instance_status().unwrap_or_default().into(),
-            class: db.db_instance_class().unwrap_or_default().into(),
-            storage: db.allocated_storage().unwrap_or_default(),
+            settings: Settings {
+                class: db.db_instance_class().unwrap_or_default().into(),
+                storage: db.allocated_storage().unwrap_or_default(),
+                multi_az: db.multi_az().unwrap_or_default(),
+                backup_retention: db.backup_retention_period().unwrap_or_default(),
+                deletion_protection: db.deletion_protection().unwrap_or_default(),
+                auto_minor_version_upgrade: db.auto_minor_version_upgrade().unwrap_or_default(),
+                publicly_accessible: db.publicly_accessible().unwrap_or_default(),
+            },
             max_storage: db.max_allocated_storage(),
             engine_version: db.engine_version().unwrap_or_default().into(),
-            multi_az: db.multi_az().unwrap_or_default(),
-            backup_retention: db.backup_retention_period().unwrap_or_default(),
-            deletion_protection: db.deletion_protection().unwrap_or_default(),
-            auto_minor_version_upgrade: db.auto_minor_version_upgrade().unwrap_or_default(),
-            publicly_accessible: db.publicly_accessible().unwrap_or_default(),
             backup_window: db.preferred_backup_window().unwrap_or_default().into(),
             maintenance_window: db.preferred_maintenance_window().unwrap_or_default().into(),
             address: db
@@ -201,65 +182,50 @@ fn gated(
 
 /// Class, storage growth, engine upgrades and Multi-AZ.
 fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
+    let (h, w, pending) = (&have.settings, &want.settings, &have.pending);
     let mut out = Vec::new();
-    let pending = &have.pending;
-    if have.class != want.class {
-        let scheduled = pending.class.as_deref() == Some(&want.class);
+    if h.class != w.class {
+        let scheduled = pending.class.as_ref() == Some(&w.class);
         out.push(gated(
             "DBInstanceClass",
-            &have.class,
-            &want.class,
+            &h.class,
+            &w.class,
             scheduled,
             true,
         ));
     }
-    if have.storage < want.storage {
-        let scheduled = pending.storage == Some(want.storage);
+    if h.storage < w.storage {
+        let scheduled = pending.storage == Some(w.storage);
         out.push(gated(
             "AllocatedStorage",
-            have.storage,
-            want.storage,
+            h.storage,
+            w.storage,
             scheduled,
             false,
         ));
-    } else if have.storage > want.storage {
+    } else if h.storage > w.storage {
         let never = Timing::Never("RDS storage cannot shrink".into());
         out.push(change(
             "AllocatedStorage",
-            have.storage,
-            want.storage,
+            h.storage,
+            w.storage,
             never,
             false,
         ));
     }
-    if let Some(wanted) = want
-        .engine_version
-        .as_ref()
-        .filter(|v| **v != have.engine_version)
-    {
-        out.push(if is_upgrade(&have.engine_version, wanted) {
+    let current = &have.engine_version;
+    if let Some(wanted) = want.engine_version.as_ref().filter(|v| *v != current) {
+        out.push(if is_upgrade(current, wanted) {
             let scheduled = pending.engine_version.as_ref() == Some(wanted);
-            gated(
-                "EngineVersion",
-                &have.engine_version,
-                wanted,
-                scheduled,
-                true,
-            )
+            gated("EngineVersion", current, wanted, scheduled, true)
         } else {
             let never = Timing::Never("engine versions only move up".into());
-            change("EngineVersion", &have.engine_version, wanted, never, true)
+            change("EngineVersion", current, wanted, never, true)
         });
     }
-    if have.multi_az != want.multi_az {
-        let scheduled = pending.multi_az == Some(want.multi_az);
-        out.push(gated(
-            "MultiAZ",
-            have.multi_az,
-            want.multi_az,
-            scheduled,
-            false,
-        ));
+    if h.multi_az != w.multi_az {
+        let scheduled = pending.multi_az == Some(w.multi_az);
+        out.push(gated("MultiAZ", h.multi_az, w.multi_az, scheduled, false));
     }
     out
 }
@@ -267,47 +233,38 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
 /// Settings AWS changes online, applied at once; backup retention to or
 /// from 0 restarts the instance, so it waits for the window.
 fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
+    let (h, w, now) = (&have.settings, &want.settings, Timing::Now);
     let mut out = Vec::new();
-    let (now, retention) = (Timing::Now, "BackupRetentionPeriod");
-    if have.backup_retention != want.backup_retention {
-        let (h, w) = (have.backup_retention, want.backup_retention);
-        out.push(if h == 0 || w == 0 {
-            gated(
-                retention,
-                h,
-                w,
-                have.pending.backup_retention == Some(w),
-                true,
-            )
+    let retention = "BackupRetentionPeriod";
+    let (from, to) = (h.backup_retention, w.backup_retention);
+    if from != to {
+        out.push(if from == 0 || to == 0 {
+            let scheduled = have.pending.backup_retention == Some(to);
+            gated(retention, from, to, scheduled, true)
         } else {
-            change(retention, h, w, now.clone(), false)
+            change(retention, from, to, now.clone(), false)
         });
     }
     if have.max_storage != Some(want.max_storage) {
         let current = have.max_storage.map_or("unset".into(), |m| m.to_string());
-        out.push(change(
-            "MaxAllocatedStorage",
-            current,
-            want.max_storage,
-            now.clone(),
-            false,
-        ));
+        let max = "MaxAllocatedStorage";
+        out.push(change(max, current, want.max_storage, now.clone(), false));
     }
     let flags = [
         (
             "DeletionProtection",
-            have.deletion_protection,
-            want.deletion_protection,
+            h.deletion_protection,
+            w.deletion_protection,
         ),
         (
             "AutoMinorVersionUpgrade",
-            have.auto_minor_version_upgrade,
-            want.auto_minor_version_upgrade,
+            h.auto_minor_version_upgrade,
+            w.auto_minor_version_upgrade,
         ),
         (
             "PubliclyAccessible",
-            have.publicly_accessible,
-            want.publicly_accessible,
+            h.publicly_accessible,
+            w.publicly_accessible,
         ),
     ];
     for (field, h, w) in flags.into_iter().filter(|(_, h, w)| h != w) {
@@ -362,18 +319,21 @@ impl Database for Client {
 
     /// The Go operator's defaults where the tier sets nothing.
     fn desired(_: &ResourceRequest, f: &Fields<'_>) -> Result<Desired, ProviderError> {
-        Ok(Desired {
+        let settings = Settings {
             class: f
                 .string("DBInstanceClass")?
                 .unwrap_or_else(|| "db.t3.small".into()),
             storage: f.int("AllocatedStorage")?.unwrap_or(20),
-            max_storage: f.int("MaxAllocatedStorage")?.unwrap_or(100),
-            engine_version: f.string("EngineVersion")?,
             multi_az: f.bool("MultiAZ")?.unwrap_or(true),
             backup_retention: f.int("BackupRetentionPeriod")?.unwrap_or(31),
             deletion_protection: f.bool("DeletionProtection")?.unwrap_or(true),
             auto_minor_version_upgrade: f.bool("AutoMinorVersionUpgrade")?.unwrap_or(false),
             publicly_accessible: f.bool("PubliclyAccessible")?.unwrap_or(false),
+        };
+        Ok(Desired {
+            engine_version: f.string("EngineVersion")?,
+            settings,
+            max_storage: f.int("MaxAllocatedStorage")?.unwrap_or(100),
             backup_window: f.string("PreferredBackupWindow")?,
             maintenance_window: f.string("PreferredMaintenanceWindow")?,
             db_name: f.string("DBName")?.unwrap_or_else(|| "postgres".into()),
@@ -410,19 +370,19 @@ impl Database for Client {
     async fn modify(&self, id: &str, want: &Desired, changes: Split) -> Result<(), ProviderError> {
         let call = self.modify_db_instance().db_instance_identifier(id);
         let call = changes.set_on(call, |call, field| match field {
-            "DBInstanceClass" => call.db_instance_class(&want.class),
-            "AllocatedStorage" => call.allocated_storage(want.storage),
+            "DBInstanceClass" => call.db_instance_class(&want.settings.class),
+            "AllocatedStorage" => call.allocated_storage(want.settings.storage),
             "EngineVersion" => call
                 .set_engine_version(want.engine_version.clone())
                 .allow_major_version_upgrade(true),
-            "MultiAZ" => call.multi_az(want.multi_az),
-            "BackupRetentionPeriod" => call.backup_retention_period(want.backup_retention),
+            "MultiAZ" => call.multi_az(want.settings.multi_az),
+            "BackupRetentionPeriod" => call.backup_retention_period(want.settings.backup_retention),
             "MaxAllocatedStorage" => call.max_allocated_storage(want.max_storage),
-            "DeletionProtection" => call.deletion_protection(want.deletion_protection),
+            "DeletionProtection" => call.deletion_protection(want.settings.deletion_protection),
             "AutoMinorVersionUpgrade" => {
-                call.auto_minor_version_upgrade(want.auto_minor_version_upgrade)
+                call.auto_minor_version_upgrade(want.settings.auto_minor_version_upgrade)
             }
-            "PubliclyAccessible" => call.publicly_accessible(want.publicly_accessible),
+            "PubliclyAccessible" => call.publicly_accessible(want.settings.publicly_accessible),
             "PreferredBackupWindow" => call.set_preferred_backup_window(want.backup_window.clone()),
             "PreferredMaintenanceWindow" => {
                 call.set_preferred_maintenance_window(want.maintenance_window.clone())
@@ -437,7 +397,7 @@ impl Database for Client {
     /// Deletion protection goes first, in a call of its own.
     async fn remove(&self, r: Removal<'_, Instance>) -> Result<Deletion, ProviderError> {
         let id = r.id;
-        if r.live.deletion_protection {
+        if r.live.settings.deletion_protection {
             self.modify_db_instance()
                 .db_instance_identifier(id)
                 .deletion_protection(false)
@@ -520,12 +480,12 @@ fn details(have: &Instance, want: &Desired, creds: &BTreeMap<String, String>) ->
 macro_rules! send_with_tier_settings {
     ($call:expr, $op:literal, $req:expr, $f:expr, $want:expr) => {{
         $call
-            .db_instance_class(&$want.class)
+            .db_instance_class(&$want.settings.class)
             .port($want.port)
-            .multi_az($want.multi_az)
-            .deletion_protection($want.deletion_protection)
-            .auto_minor_version_upgrade($want.auto_minor_version_upgrade)
-            .publicly_accessible($want.publicly_accessible)
+            .multi_az($want.settings.multi_az)
+            .deletion_protection($want.settings.deletion_protection)
+            .auto_minor_version_upgrade($want.settings.auto_minor_version_upgrade)
+            .publicly_accessible($want.settings.publicly_accessible)
             .copy_tags_to_snapshot($f.bool("CopyTagsToSnapshot")?.unwrap_or(true))
             .set_storage_type($f.string("StorageType")?)
             .set_iops($f.int("Iops")?)
@@ -602,12 +562,12 @@ async fn create(
         .db_instance_identifier(id)
         .engine("postgres")
         .set_engine_version(want.engine_version.clone())
-        .allocated_storage(want.storage)
+        .allocated_storage(want.settings.storage)
         .max_allocated_storage(want.max_storage)
         .master_username(&creds["user"])
         .master_user_password(&creds["password"])
         .db_name(&want.db_name)
-        .backup_retention_period(want.backup_retention)
+        .backup_retention_period(want.settings.backup_retention)
         .set_preferred_backup_window(want.backup_window.clone())
         .set_preferred_maintenance_window(want.maintenance_window.clone())
         .storage_encrypted(f.bool("StorageEncrypted")?.unwrap_or(true))
@@ -676,24 +636,25 @@ mod tests {
     }
 
     /// An instance as the Go operator creates one with an empty tier
-    /// (buildRDSCreateStrategy, pkg/providers/aws/provider_postgres.go).
+    /// (buildRDSCreateStrategy, pkg/providers/aws/provider_postgres.go), read
+    /// the way DescribeDBInstances returns it.
     fn go_created() -> Instance {
-        Instance {
-            arn: "arn:aws:rds:eu-west-1:1:db:x".into(),
-            status: "available".into(),
-            class: "db.t3.small".into(),
-            storage: 20,
-            max_storage: Some(100),
-            engine_version: "13.13".into(),
-            multi_az: true,
-            backup_retention: 31,
-            deletion_protection: true,
-            auto_minor_version_upgrade: false,
-            publicly_accessible: false,
-            backup_window: "02:00-03:00".into(),
-            maintenance_window: "mon:04:00-mon:05:00".into(),
-            ..Instance::default()
-        }
+        let db = DbInstance::builder()
+            .db_instance_arn("arn:aws:rds:eu-west-1:1:db:x")
+            .db_instance_status("available")
+            .db_instance_class("db.t3.small")
+            .allocated_storage(20)
+            .max_allocated_storage(100)
+            .engine_version("13.13")
+            .multi_az(true)
+            .backup_retention_period(31)
+            .deletion_protection(true)
+            .auto_minor_version_upgrade(false)
+            .publicly_accessible(false)
+            .preferred_backup_window("02:00-03:00")
+            .preferred_maintenance_window("mon:04:00-mon:05:00")
+            .build();
+        Instance::from(&db)
     }
 
     fn fields(changes: &[Change]) -> Vec<(&str, &Timing)> {
@@ -708,15 +669,19 @@ mod tests {
         let d = want(json!({}));
         assert_eq!(
             (
-                d.class.as_str(),
-                d.storage,
+                d.settings.class.as_str(),
+                d.settings.storage,
                 d.max_storage,
-                d.multi_az,
-                d.backup_retention
+                d.settings.multi_az,
+                d.settings.backup_retention
             ),
             ("db.t3.small", 20, 100, true, 31)
         );
-        assert!(d.deletion_protection && !d.auto_minor_version_upgrade && !d.publicly_accessible);
+        assert!(
+            d.settings.deletion_protection
+                && !d.settings.auto_minor_version_upgrade
+                && !d.settings.publicly_accessible
+        );
         assert_eq!(
             (d.db_name.as_str(), d.port, d.engine_version),
             ("postgres", 5432, None)
@@ -735,99 +700,81 @@ mod tests {
     #[test]
     fn each_drift_field_has_its_rule() {
         use Timing::*;
-        let never = |r: &str| Never(r.into());
-        // Row: (tier, live edit, expected (field, timing))
+        let never = |r: &str| Some(Never(r.into()));
+        // Row: (field a tier sets, its value, the change's timing against
+        // the Go-created instance; None: no change)
+        let asked = [
+            (
+                "DBInstanceClass",
+                json!("db.m5.large"),
+                Some(MaintenanceWindow),
+            ),
+            ("AllocatedStorage", json!(50), Some(MaintenanceWindow)),
+            ("EngineVersion", json!("16.4"), Some(MaintenanceWindow)),
+            (
+                "EngineVersion",
+                json!("12.9"),
+                never("engine versions only move up"),
+            ),
+            ("EngineVersion", json!("13.13"), None),
+            ("MultiAZ", json!(false), Some(MaintenanceWindow)),
+            ("BackupRetentionPeriod", json!(7), Some(Now)),
+            ("BackupRetentionPeriod", json!(0), Some(MaintenanceWindow)),
+            ("MaxAllocatedStorage", json!(200), Some(Now)),
+            ("AutoMinorVersionUpgrade", json!(true), Some(Now)),
+            ("PreferredBackupWindow", json!("03:00-04:00"), Some(Now)),
+            (
+                "PreferredMaintenanceWindow",
+                json!("MON:04:00-MON:05:00"),
+                None,
+            ),
+        ];
+        for (field, value, timing) in asked {
+            let tier = json!({ field: value });
+            let got = Client::differences(&go_created(), &want(tier.clone()));
+            let expected: Vec<_> = timing.iter().map(|t| (field, t)).collect();
+            assert_eq!(fields(&got), expected, "tier {tier}");
+        }
+        // Row: (tier, edit of the live instance, the one change expected)
         type Edit = fn(&mut Instance);
-        type Row<'a> = (Value, Edit, Vec<(&'a str, Timing)>);
-        let rows: Vec<Row> = vec![
+        let class = json!({"DBInstanceClass": "db.m5.large"});
+        let edited: [(Value, Edit, &str, Timing); 5] = [
             (
-                json!({"DBInstanceClass": "db.m5.large"}),
-                |_| {},
-                vec![("DBInstanceClass", MaintenanceWindow)],
-            ),
-            (
-                json!({"AllocatedStorage": 50}),
-                |_| {},
-                vec![("AllocatedStorage", MaintenanceWindow)],
+                json!({}),
+                |i| i.settings.storage = 40,
+                "AllocatedStorage",
+                never("RDS storage cannot shrink").unwrap(),
             ),
             (
                 json!({}),
-                |i| i.storage = 40,
-                vec![("AllocatedStorage", never("RDS storage cannot shrink"))],
-            ),
-            (
-                json!({"EngineVersion": "16.4"}),
-                |_| {},
-                vec![("EngineVersion", MaintenanceWindow)],
-            ),
-            (
-                json!({"EngineVersion": "12.9"}),
-                |_| {},
-                vec![("EngineVersion", never("engine versions only move up"))],
-            ),
-            (json!({"EngineVersion": "13.13"}), |_| {}, vec![]),
-            (
-                json!({"MultiAZ": false}),
-                |_| {},
-                vec![("MultiAZ", MaintenanceWindow)],
-            ),
-            (
-                json!({"BackupRetentionPeriod": 7}),
-                |_| {},
-                vec![("BackupRetentionPeriod", Now)],
-            ),
-            (
-                json!({"BackupRetentionPeriod": 0}),
-                |_| {},
-                vec![("BackupRetentionPeriod", MaintenanceWindow)],
-            ),
-            (
-                json!({"MaxAllocatedStorage": 200}),
-                |_| {},
-                vec![("MaxAllocatedStorage", Now)],
+                |i| i.settings.deletion_protection = false,
+                "DeletionProtection",
+                Now,
             ),
             (
                 json!({}),
-                |i| i.deletion_protection = false,
-                vec![("DeletionProtection", Now)],
+                |i| i.settings.publicly_accessible = true,
+                "PubliclyAccessible",
+                Now,
             ),
             (
-                json!({"AutoMinorVersionUpgrade": true}),
-                |_| {},
-                vec![("AutoMinorVersionUpgrade", Now)],
-            ),
-            (
-                json!({}),
-                |i| i.publicly_accessible = true,
-                vec![("PubliclyAccessible", Now)],
-            ),
-            (
-                json!({"PreferredBackupWindow": "03:00-04:00"}),
-                |_| {},
-                vec![("PreferredBackupWindow", Now)],
-            ),
-            (
-                json!({"PreferredMaintenanceWindow": "MON:04:00-MON:05:00"}),
-                |_| {},
-                vec![],
-            ),
-            (
-                json!({"DBInstanceClass": "db.m5.large"}),
+                class,
                 |i| i.pending.class = Some("db.m5.large".into()),
-                vec![("DBInstanceClass", Scheduled)],
+                "DBInstanceClass",
+                Scheduled,
             ),
             (
                 json!({"EngineVersion": "16.4"}),
                 |i| i.pending.engine_version = Some("16.4".into()),
-                vec![("EngineVersion", Scheduled)],
+                "EngineVersion",
+                Scheduled,
             ),
         ];
-        for (tier, edit, expected) in rows {
+        for (tier, edit, field, timing) in edited {
             let mut have = go_created();
             edit(&mut have);
             let got = Client::differences(&have, &want(tier.clone()));
-            let expected: Vec<(&str, &Timing)> = expected.iter().map(|(f, t)| (*f, t)).collect();
-            assert_eq!(fields(&got), expected, "tier {tier}");
+            assert_eq!(fields(&got), [(field, &timing)], "tier {tier}");
         }
     }
 

@@ -26,16 +26,14 @@ use crate::{
     errors::Answer,
     iam_user,
     plan::{self, vanished},
-    strategy::{FieldType, Fields, Section, Tier},
+    strategy::{Fields, Section, Tier, section},
     tags::Tagging,
 };
 
 pub const PROVIDER: &str = "aws-s3";
 const POLICY_NAME: &str = "cro-bucket-access";
-pub const DELETE_STRATEGY: Section = Section {
-    name: "deleteStrategy",
-    api: "the blob storage delete strategy",
-    fields: &[("forceBucketDeletion", FieldType::Bool)],
+pub const DELETE_STRATEGY: Section = section! {
+    "deleteStrategy" for "the blob storage delete strategy" { Bool: forceBucketDeletion; }
 };
 
 pub fn credentials_secret(name: &str) -> String {
@@ -71,12 +69,9 @@ async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), 
         .block_public_policy(true)
         .restrict_public_buckets(true)
         .build();
-    s3.put_public_access_block()
-        .bucket(bucket)
-        .public_access_block_configuration(block)
-        .send()
-        .await
-        .named("s3:PutPublicAccessBlock", bucket)?;
+    let call = s3.put_public_access_block().bucket(bucket);
+    let out = call.public_access_block_configuration(block).send().await;
+    out.named("s3:PutPublicAccessBlock", bucket)?;
     let by_default = ServerSideEncryptionByDefault::builder()
         .sse_algorithm(ServerSideEncryption::Aes256)
         .build()
@@ -89,12 +84,12 @@ async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), 
         )
         .build()
         .map_err(build_error)?;
-    s3.put_bucket_encryption()
-        .bucket(bucket)
+    let call = s3.put_bucket_encryption().bucket(bucket);
+    let out = call
         .server_side_encryption_configuration(encryption)
         .send()
-        .await
-        .named("s3:PutBucketEncryption", bucket)?;
+        .await;
+    out.named("s3:PutBucketEncryption", bucket)?;
     let all: Vec<(String, String)> = req.tags.clone().into_iter().collect();
     s3.add_tags(bucket, &all).await
 }

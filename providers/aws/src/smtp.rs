@@ -17,17 +17,15 @@ use crate::{
     errors::Answer,
     iam_user, plan,
     smtp_password::smtp_password,
-    strategy::{FieldType, Fields, Section, Tier},
+    strategy::{Fields, Section, Tier, section},
     tags::Tagging,
 };
 
 /// createStrategy fields: the SES identity (address or domain) mail is
 /// sent from, whose verification state is reported (not created: verifying
 /// a domain needs DNS records a person adds).
-pub const CREATE_STRATEGY: Section = Section {
-    name: "createStrategy",
-    api: "the SMTP credentials strategy",
-    fields: &[("EmailIdentity", FieldType::String)],
+pub const CREATE_STRATEGY: Section = section! {
+    "createStrategy" for "the SMTP credentials strategy" { String: EmailIdentity; }
 };
 
 async fn identity_condition(

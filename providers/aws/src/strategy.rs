@@ -134,6 +134,20 @@ pub struct Section {
     pub fields: &'static [(&'static str, FieldType)],
 }
 
+/// A [`Section`] with its fields grouped by type, one line a type:
+/// `section! { "deleteStrategy" for "rds:DeleteDBInstance" { Bool: SkipFinalSnapshot; } }`.
+/// Fields are the AWS input's own (PascalCase) names, as the ConfigMaps spell them.
+macro_rules! section {
+    ($name:literal for $api:literal { $($ty:ident: $($field:ident)+;)+ }) => {
+        $crate::strategy::Section {
+            name: $name,
+            api: $api,
+            fields: &[$($((stringify!($field), $crate::strategy::FieldType::$ty),)+)+],
+        }
+    };
+}
+pub(crate) use section;
+
 /// Typed, case-insensitive access to one strategy section.
 pub struct Fields<'a> {
     section: &'static str,
@@ -285,6 +299,18 @@ mod tests {
             let err = fields(section).unwrap_err().to_string();
             assert!(says.iter().all(|s| err.contains(s)), "{err}");
         }
+    }
+
+    #[test]
+    fn section_gives_each_field_the_type_of_its_line() {
+        let s = section! { "createStrategy" for "x:Y" { String: A B; Int: C; Strings: D; } };
+        let want = [
+            ("A", FieldType::String),
+            ("B", FieldType::String),
+            ("C", FieldType::Int),
+            ("D", FieldType::Strings),
+        ];
+        assert_eq!(s.fields, want);
     }
 
     #[test]

@@ -163,12 +163,13 @@ impl Tagging for aws_sdk_s3::Client {
             .set_tag_set(Some(set))
             .build()
             .map_err(build)?;
-        self.put_bucket_tagging()
+        let out = self
+            .put_bucket_tagging()
             .bucket(bucket)
             .tagging(tagging)
             .send()
-            .await
-            .named("s3:PutBucketTagging", bucket)?;
+            .await;
+        out.named("s3:PutBucketTagging", bucket)?;
         Ok(())
     }
 }
