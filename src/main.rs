@@ -283,27 +283,35 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
         recheck_interval: Duration::from_secs(3600),
         shard: Default::default(),
     };
+    let providers = provider_settings(args, infrastructure.as_ref())?;
+    Ok(Connected {
+        client,
+        settings,
+        providers,
+    })
+}
+
+/// The providers' settings: flags first, then what the OpenShift
+/// Infrastructure object says.
+fn provider_settings(
+    args: &ClusterArgs,
+    infrastructure: Option<&serde_json::Value>,
+) -> anyhow::Result<providers::Settings> {
     let budget = cro_provider_aws::Budget {
         rate: args.aws_api_rate,
         burst: args.aws_api_burst,
     };
     budget.check().map_err(anyhow::Error::msg)?;
-    let aws_region = args.aws_region.clone().or_else(|| {
-        infrastructure
-            .as_ref()
-            .and_then(cluster_id::infrastructure_region)
-    });
-    let providers = providers::Settings {
+    let aws_region = args
+        .aws_region
+        .clone()
+        .or_else(|| infrastructure.and_then(cluster_id::infrastructure_region));
+    Ok(providers::Settings {
         cluster_domain: args.cluster_domain.clone(),
         aws: cro_provider_aws::AwsSettings {
             region: aws_region,
             budget,
         },
-    };
-    Ok(Connected {
-        client,
-        settings,
-        providers,
     })
 }
 

@@ -15,7 +15,7 @@ use prometheus_client::{
         gauge::Gauge,
         histogram::{Histogram, exponential_buckets},
     },
-    registry::Registry,
+    registry::{Metric, Registry},
 };
 
 use crate::api::Phase;
@@ -99,59 +99,56 @@ pub struct Metrics {
     leader: Gauge,
 }
 
+/// `metric`, registered under `name`.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl Metrics {
     /// The operator's families, plus those `providers` register.
     pub fn new(providers: &[Arc<dyn cro_provider_api::Provider>]) -> Self {
         let mut registry = Registry::default();
-        let reconciles = Family::<KindLabels, Counter>::default();
-        registry.register(
+        let r = &mut registry;
+        let reconciles = registered(
+            r,
             "cro_reconciles",
             "Reconciles run, by kind",
-            reconciles.clone(),
+            Family::default(),
         );
-        let failures = Family::<ErrorLabels, Counter>::default();
-        registry.register(
+        let failures = registered(
+            r,
             "cro_reconcile_errors",
             "Reconciles that failed, by kind and error label",
-            failures.clone(),
+            Family::default(),
         );
-        let duration = Family::<KindLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-            duration_histogram,
-        );
-        registry.register(
+        let duration = registered(
+            r,
             "cro_reconcile_duration_seconds",
             "Reconcile duration, by kind",
-            duration.clone(),
+            Family::new_with_constructor(duration_histogram as fn() -> Histogram),
         );
         let phases = PHASE_GAUGES
             .iter()
             .map(|(kind, name)| {
-                let family = Family::<PhaseLabels, Gauge>::default();
-                registry.register(
-                    *name,
-                    format!("1 for the current status phase of each {kind}"),
-                    family.clone(),
-                );
-                (*kind, family)
+                let help = format!("1 for the current status phase of each {kind}");
+                (*kind, registered(r, name, &help, Family::default()))
             })
             .collect();
-        let time_to_ready =
-            Family::<ReadyLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                ready_histogram,
-            );
-        registry.register(
+        let time_to_ready = registered(
+            r,
             "cro_time_to_ready_seconds",
             "Seconds from a resource's creation to its first complete phase, by kind, provider and tier",
-            time_to_ready.clone(),
+            Family::new_with_constructor(ready_histogram as fn() -> Histogram),
         );
-        let leader = Gauge::default();
-        registry.register(
+        let leader = registered(
+            r,
             "cro_leader",
             "1 while this process holds the leader-election Lease (or runs without leader election)",
-            leader.clone(),
+            Gauge::default(),
         );
         for provider in providers {
-            provider.register_metrics(&mut registry);
+            provider.register_metrics(r);
         }
         Metrics {
             registry,

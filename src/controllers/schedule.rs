@@ -132,24 +132,7 @@ pub async fn run<K: ResourceCr>(cr: &K, ctx: &Context, every: u64) -> Result<Dur
     let ns = cr.namespace().unwrap_or_default();
     let uid = cr.meta().uid.clone().unwrap_or_default();
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &resource);
-    let listed = api
-        .list(&ListParams::default().labels(&format!("{SCHEDULED_FOR_LABEL}={uid}")))
-        .await
-        .map_err(Error::kube(format!(
-            "listing the scheduled {}s in {ns}",
-            resource.kind
-        )))?;
-    let existing: Vec<Existing> = listed
-        .items
-        .iter()
-        .filter_map(|o| {
-            Some(Existing {
-                name: o.name_any(),
-                period: o.labels().get(PERIOD_LABEL)?.parse().ok()?,
-                terminating: o.metadata.deletion_timestamp.is_some(),
-            })
-        })
-        .collect();
+    let existing = existing(&api, &uid, &resource.kind, &ns).await?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
@@ -182,6 +165,27 @@ pub async fn run<K: ResourceCr>(cr: &K, ctx: &Context, every: u64) -> Result<Dur
         }
     }
     Ok(decision.again_in)
+}
+
+/// The scheduled snapshots of the CR `uid` that exist in `ns`.
+async fn existing(
+    api: &Api<DynamicObject>,
+    uid: &str,
+    kind: &str,
+    ns: &str,
+) -> Result<Vec<Existing>, Error> {
+    let scheduled = ListParams::default().labels(&format!("{SCHEDULED_FOR_LABEL}={uid}"));
+    let listed = api.list(&scheduled).await.map_err(Error::kube(format!(
+        "listing the scheduled {kind}s in {ns}"
+    )))?;
+    let existing = listed.items.iter().filter_map(|o| {
+        Some(Existing {
+            name: o.name_any(),
+            period: o.labels().get(PERIOD_LABEL)?.parse().ok()?,
+            terminating: o.metadata.deletion_timestamp.is_some(),
+        })
+    });
+    Ok(existing.collect())
 }
 
 /// The snapshot CR of `period`, owned by `cr` (not as controller, so it is

@@ -293,15 +293,7 @@ async fn write_status<K: Managed>(
     let version = put_status::<K>(ctx, obj, desired).await?;
 
     if became_ready_first_time(obj, previous.as_ref(), &report) {
-        let created = obj.meta().creation_timestamp.as_ref().map(|t| t.0);
-        if let Some(age) = created.and_then(|c| (Timestamp::now() - c).try_into().ok()) {
-            ctx.metrics.time_to_ready(
-                &K::kind(&()),
-                report.provider.as_deref().unwrap_or_default(),
-                obj.tier().unwrap_or_default(),
-                age,
-            );
-        }
+        record_time_to_ready(ctx, obj, &report);
     }
     let changed = previous.as_ref().is_none_or(|p| {
         p.phase != report.phase || (report.phase == Phase::Failed && p.message != report.message)
@@ -322,6 +314,19 @@ async fn write_status<K: Managed>(
         .await;
     }
     Ok(version)
+}
+
+/// Observes the time from `obj`'s creation to its first complete phase.
+fn record_time_to_ready<K: Managed>(ctx: &Context, obj: &K, report: &Report) {
+    let created = obj.meta().creation_timestamp.as_ref().map(|t| t.0);
+    if let Some(age) = created.and_then(|c| (Timestamp::now() - c).try_into().ok()) {
+        ctx.metrics.time_to_ready(
+            &K::kind(&()),
+            report.provider.as_deref().unwrap_or_default(),
+            obj.tier().unwrap_or_default(),
+            age,
+        );
+    }
 }
 
 /// The Go operator's labels for `obj`'s phase gauge.
