@@ -440,8 +440,8 @@ async fn reconcile<K: ResourceCr>(
     let first_look = !ctx.reconciled_since_start(&key(cr));
     let provider_name = provider_name(cr, &ctx.config).await?;
     let (provisioned, policy, rotation) = provision(cr, ctx, &provider_name, first_look).await?;
-    let takes_snapshots = provider(ctx, &provider_name)?.takes_snapshots();
-    let rotates = provider(ctx, &provider_name)?.rotates_credentials();
+    let found = provider(ctx, &provider_name)?;
+    let (takes_snapshots, rotates) = (found.takes_snapshots(), found.rotates_credentials());
     if let Some(id) = &provisioned.identifier
         && recorded_identifier(cr).as_ref() != Some(id)
     {
@@ -546,7 +546,7 @@ async fn scheduled_snapshots<K: ResourceCr>(
     };
     if !takes_snapshots {
         report.conditions.push(cro_provider_api::Condition {
-            type_: "SnapshotsScheduled".into(),
+            type_: crate::reconcile::status::SNAPSHOTS_SCHEDULED.into(),
             status: false,
             reason: "Unsupported".into(),
             message: "spec.snapshotFrequency is set, but this resource's provider takes no snapshots (its type maps to an in-cluster provider in cloud-resource-config)".into(),

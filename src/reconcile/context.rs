@@ -124,9 +124,10 @@ impl Context {
     /// interval and then stay spread, rather than all falling due at once.
     pub fn recheck_within(&self, first_look: bool) -> Duration {
         let interval = self.settings.recheck_interval;
-        match first_look {
-            true => interval.mul_f64(rand::random_range(0.0..1.0)),
-            false => interval,
+        if first_look {
+            interval.mul_f64(rand::random_range(0.0..1.0))
+        } else {
+            interval
         }
     }
 

@@ -94,9 +94,16 @@ pub fn ready_condition(
     }
 }
 
-/// Conditions with Ready and the provider's conditions replaced (others,
-/// e.g. set by another writer, kept). A condition keeps its
-/// `lastTransitionTime` while its status stays the same.
+/// Conditions the operator reports only while they hold (a feature asked of
+/// a provider that lacks it): once not reported, they are removed, not kept
+/// as if another writer had set them.
+pub const SNAPSHOTS_SCHEDULED: &str = "SnapshotsScheduled";
+pub const CREDENTIALS_ROTATED: &str = "CredentialsRotated";
+const WHILE_THEY_HOLD: [&str; 2] = [SNAPSHOTS_SCHEDULED, CREDENTIALS_ROTATED];
+
+/// Conditions with Ready, the provider's conditions and those reported
+/// while they hold replaced (others, e.g. set by another writer, kept). A
+/// condition keeps its `lastTransitionTime` while its status stays the same.
 pub fn merged(
     previous: &[Condition],
     ready: Condition,
@@ -121,7 +128,9 @@ pub fn merged(
             }
         })
         .collect();
-    let replaced = |t: &str| t == "Ready" || extra.iter().any(|e| e.type_ == t);
+    let replaced = |t: &str| {
+        t == "Ready" || WHILE_THEY_HOLD.contains(&t) || extra.iter().any(|e| e.type_ == t)
+    };
     let mut out = vec![ready];
     out.extend(extra.iter().cloned());
     out.extend(previous.iter().filter(|c| !replaced(&c.type_)).cloned());
@@ -153,5 +162,36 @@ mod tests {
         );
         assert_eq!(done.status, "True");
         assert_ne!(done.last_transition_time, old.last_transition_time);
+    }
+
+    #[test]
+    fn a_condition_reported_while_it_holds_goes_when_it_no_longer_does() {
+        let condition = |type_: &str| Condition {
+            type_: type_.into(),
+            status: "False".into(),
+            reason: "Unsupported".into(),
+            message: String::new(),
+            observed_generation: Some(1),
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        };
+        let previous = [
+            condition(SNAPSHOTS_SCHEDULED),
+            condition("SetByAnotherWriter"),
+        ];
+        let ready = condition("Ready");
+        let kept = merged(&previous, ready.clone(), &[], Some(1));
+        let types: Vec<&str> = kept.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, ["Ready", "SetByAnotherWriter"]);
+        let still = cro_provider_api::Condition {
+            type_: SNAPSHOTS_SCHEDULED.into(),
+            status: false,
+            reason: "Unsupported".into(),
+            message: String::new(),
+        };
+        let kept = merged(&previous, ready, &[still], Some(1));
+        assert_eq!(
+            kept[1].last_transition_time,
+            previous[0].last_transition_time
+        );
     }
 }

@@ -790,6 +790,18 @@ async fn snapshots_rotation_and_clones_asked_of_in_cluster_resources_are_reporte
         let message = status.conditions.iter().find(|c| c.type_ == "CredentialsRotated").map(|c| c.message.clone()).unwrap_or_default();
         assert!(message.contains("integreatly.org/rotate-credentials") && message.contains("rotateCredentialsEvery"), "{message}");
 
+        // Asked no more, neither condition stays behind.
+        let withdraw = json!({"metadata": {"annotations": {"integreatly.org/rotate-credentials": null}}, "spec": {"snapshotFrequency": null}});
+        pgs.patch("pg", &PatchParams::default(), &Patch::Merge(withdraw)).await.unwrap_or_else(|e| panic!("{e}"));
+        let cleared = wait_for(&pgs, "pg", "both conditions gone", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.is_some_and(|o| {
+                let types: Vec<&str> = o.status.iter().flat_map(|s| s.conditions.iter()).map(|c| c.type_.as_str()).collect();
+                !types.contains(&"SnapshotsScheduled") && !types.contains(&"CredentialsRotated") && types.contains(&"Ready")
+            })
+        })
+        .await;
+        assert_eq!(cleared.status.and_then(|s| s.phase), Some(Phase::Complete));
+
         // A clone cannot be: `failed` naming the field, nothing created.
         create(&client, &ns, &cr::<Postgres>("Postgres", "clone", json!({"type": "workshop", "tier": "development", "secretRef": {"name": "clone-sec"}, "restoreFromSnapshot": "snap"}))).await;
         let failed = wait_phase(&pgs, "clone", Phase::Failed).await;

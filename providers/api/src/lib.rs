@@ -73,6 +73,40 @@ pub struct Owner {
     pub uid: String,
 }
 
+impl Owner {
+    /// The `ownerReferences` entry that makes this object the controller of
+    /// another: deleted with it, and its changes wake the owner.
+    pub fn controller_reference(&self) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        })
+    }
+}
+
+/// An Opaque Secret to apply, with `metadata` and string `data` (encoded as
+/// the API server stores it, so a live Secret compares equal).
+pub fn opaque_secret<'a>(
+    metadata: serde_json::Value,
+    data: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> serde_json::Value {
+    let data: BTreeMap<&str, String> = data
+        .into_iter()
+        .map(|(k, v)| (k, data_encoding::BASE64.encode(v.as_bytes())))
+        .collect();
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "Opaque",
+        "data": data,
+    })
+}
+
 /// Spec knobs a provider may honour.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Options {
@@ -418,6 +452,29 @@ pub trait Provider: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_opaque_secret_carries_its_data_as_the_api_server_stores_it() {
+        let owner = Owner {
+            api_version: "v1".into(),
+            kind: "Postgres".into(),
+            name: "db".into(),
+            uid: "u1".into(),
+        };
+        let meta =
+            serde_json::json!({"name": "s", "ownerReferences": [owner.controller_reference()]});
+        let secret = opaque_secret(meta, [("password", "p@ss"), ("empty", "")]);
+        assert_eq!(
+            secret["data"],
+            serde_json::json!({"password": "cEBzcw==", "empty": ""})
+        );
+        assert_eq!(secret["type"], "Opaque");
+        let reference = &secret["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            (reference["uid"].as_str(), reference["controller"].as_bool()),
+            (Some("u1"), Some(true))
+        );
+    }
 
     #[test]
     fn connection_details_debug_shows_keys_only() {

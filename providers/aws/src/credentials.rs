@@ -7,16 +7,16 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use cro_provider_api::{ProviderError, ResourceRequest};
-use k8s_openapi::{ByteString, api::core::v1::Secret};
+use cro_provider_api::{
+    MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, ProviderError, ResourceRequest, opaque_secret,
+};
+use k8s_openapi::api::core::v1::Secret;
 use kube::{
     Api, Client,
     api::{DeleteParams, Patch, PatchParams},
 };
 use rand::{Rng, distr::Alphanumeric};
 use serde_json::json;
-
-use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL};
 
 /// Makes a missing credential value.
 pub type Generator = fn() -> String;
@@ -147,21 +147,13 @@ impl Store {
         name: &str,
         data: &BTreeMap<String, String>,
     ) -> Result<(), ProviderError> {
-        let data: BTreeMap<String, ByteString> = data
-            .iter()
-            .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
-            .collect();
-        let secret = json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {
-                "name": name, "namespace": req.namespace,
-                "labels": {MANAGED_BY_LABEL: MANAGED_BY, OWNER_UID_LABEL: req.owner.uid},
-                "ownerReferences": [{"apiVersion": req.owner.api_version, "kind": req.owner.kind, "name": req.owner.name,
-                                     "uid": req.owner.uid, "controller": true, "blockOwnerDeletion": true}],
-            },
-            "type": "Opaque",
-            "data": data,
+        let metadata = json!({
+            "name": name, "namespace": req.namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY, OWNER_UID_LABEL: req.owner.uid},
+            "ownerReferences": [req.owner.controller_reference()],
         });
+        let data = data.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let secret = opaque_secret(metadata, data);
         let params = PatchParams::apply("cloud-resource-operator").force();
         let written = (self.api(&req.namespace))
             .patch(name, &params, &Patch::Apply(&secret))

@@ -338,12 +338,7 @@ async fn ensure_access_key(
             key_ids(&listed.named("iam:ListAccessKeys", user)?)
         }
     };
-    let plan = decide_key(
-        stored.key.as_ref().map(|k| k.id.as_str()),
-        previous,
-        rotate.is_some(),
-        &live,
-    );
+    let plan = decide_key(stored_id, previous, rotate.is_some(), &live);
     delete_access_keys(iam, user, plan.delete()).await?;
     let data = &mut stored.data;
     let key = match (&plan, stored.key) {

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use cro_provider_api::{ProviderError, ResourceRequest};
-use k8s_openapi::{ByteString, api::core::v1::Secret};
+use cro_provider_api::{ProviderError, ResourceRequest, opaque_secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 use rand::{Rng, distr::Alphanumeric};
 use serde_json::json;
@@ -61,20 +61,12 @@ pub async fn ensure(
         password: pick("password", &generate_password),
         database: pick("database", &|| "app".into()),
     };
-    let data: BTreeMap<String, ByteString> = [
-        ("username", &creds.username),
+    let data = [
+        ("username", creds.username.as_str()),
         ("password", &creds.password),
         ("database", &creds.database),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), ByteString(v.clone().into_bytes())))
-    .collect();
-    let desired = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": metadata(req, &name, "postgres"),
-        "type": "Opaque",
-        "data": data,
-    });
+    ];
+    let desired = opaque_secret(metadata(req, &name, "postgres"), data);
     let current = live.map(|s| serde_json::to_value(s).unwrap_or_default());
     if !current.is_some_and(|c| is_subset(&desired, &c)) {
         api.patch(
@@ -108,16 +100,11 @@ pub async fn adopt_go_postgres(
             ("database".to_string(), req.name.clone()),
         ])
     });
-    let data: BTreeMap<String, ByteString> = creds
-        .iter()
-        .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
-        .collect();
-    let desired = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": crate::legacy::adopted_metadata(req, &name, "postgres"),
-        "type": "Opaque",
-        "data": data,
-    });
+    let metadata = crate::legacy::adopted_metadata(req, &name, "postgres");
+    let desired = opaque_secret(
+        metadata,
+        creds.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
     crate::apply::adopt(api, &desired).await?;
     Ok(Credentials {
         username: creds["user"].clone(),

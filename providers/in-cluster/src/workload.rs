@@ -61,14 +61,7 @@ pub fn metadata(req: &ResourceRequest, name: &str, app: &str) -> Value {
         "name": name,
         "namespace": req.namespace,
         "labels": labels(req, app),
-        "ownerReferences": [{
-            "apiVersion": req.owner.api_version,
-            "kind": req.owner.kind,
-            "name": req.owner.name,
-            "uid": req.owner.uid,
-            "controller": true,
-            "blockOwnerDeletion": true,
-        }],
+        "ownerReferences": [req.owner.controller_reference()],
     })
 }
 
