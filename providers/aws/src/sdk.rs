@@ -17,9 +17,22 @@ pub struct AwsSettings {
     pub budget: crate::Budget,
 }
 
+/// How long a call may wait for a connection, and for AWS's answer once
+/// sent. An answer lost on a live connection would otherwise hold its
+/// reconcile forever; after this the SDK retries, and a retry that meets
+/// what the lost call did is answered by looking (see `errors::created`).
+/// The call budget's own wait comes before the request is sent, so it
+/// does not count.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The SDK configuration from the standard chain, in `region` when set.
 pub async fn sdk_config(region: Option<&str>) -> SdkConfig {
-    let mut loader = aws_config::defaults(BehaviorVersion::latest());
+    let timeouts = aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .read_timeout(ANSWER_TIMEOUT)
+        .build();
+    let mut loader = aws_config::defaults(BehaviorVersion::latest()).timeout_config(timeouts);
     if let Some(region) = region {
         loader = loader.region(Region::new(region.to_string()));
     }
