@@ -20,6 +20,7 @@ use crate::{
     RECHECK,
     clients::Clients,
     credentials,
+    errors::{Created, not_yet_visible, taken},
     listing::Listing,
     plan::{self, Gate, Settled, Split, settle, split, vanished},
     snapshots::{self, Snapshots},
@@ -260,7 +261,7 @@ pub async fn act<D: Database>(
     req: &ResourceRequest,
     (have, plan): (Option<D::Live>, Plan),
     want: &D::Desired,
-    create: impl Future<Output = Result<(), ProviderError>>,
+    create: impl Future<Output = Result<Created, ProviderError>>,
     ready: impl FnOnce(&D::Live) -> ConnectionDetails,
 ) -> Result<Provisioned, ProviderError> {
     let (svc, listing) = D::of(c);
@@ -270,7 +271,11 @@ pub async fn act<D: Database>(
     report.recheck_after = Some(RECHECK);
     report.outcome = match plan {
         Plan::Create => {
-            create.await?;
+            let created = create.await;
+            listing.wrote(id);
+            if created? == Created::Already {
+                made_for_it::<D>(svc, req).await?;
+            }
             Outcome::InProgress(format!("creating {what} {id}"))
         }
         Plan::Wait(why) => Outcome::InProgress(format!("{why} ({id})")),
@@ -284,15 +289,17 @@ pub async fn act<D: Database>(
         Plan::Converge { tags, changes } => {
             let have = have.unwrap_or_default();
             if !tags.is_empty() {
-                svc.add_tags(have.arn(), &tags).await?;
-                listing.forget(id).await;
+                let tagged = svc.add_tags(have.arn(), &tags).await;
+                listing.wrote(id);
+                tagged?;
             }
             report.maintenance_window_used = changes.window_used;
             let to_request = !changes.apply.is_empty();
             let settled = settle(changes.clone());
             if to_request {
-                svc.modify(id, want, changes).await?;
-                listing.forget(id).await;
+                let modified = svc.modify(id, want, changes).await;
+                listing.wrote(id);
+                modified?;
             }
             match settled {
                 Settled::Modifying(changes) => {
@@ -306,6 +313,18 @@ pub async fn act<D: Database>(
         }
     };
     Ok(report)
+}
+
+/// After a create met a resource of its name (a retry whose first
+/// attempt's answer was lost, or a race with someone else): whether a
+/// fresh look finds it made for this CR; an error says what else.
+async fn made_for_it<D: Database>(svc: &D, req: &ResourceRequest) -> Result<(), ProviderError> {
+    let (id, what) = (req.identifier.as_str(), D::SERVICE.what);
+    match svc.describe(id).await? {
+        Some(live) if crate::tags::made_for(&req.tags, live.tags()) => Ok(()),
+        Some(_) => Err(taken(what, id)),
+        None => Err(not_yet_visible(what, id)),
+    }
 }
 
 /// Deletes the resource under `req.identifier`: nothing when it is

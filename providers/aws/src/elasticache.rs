@@ -10,7 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_elasticache::{Client, types::ReplicationGroup};
+use aws_sdk_elasticache::{
+    Client, operation::delete_replication_group::DeleteReplicationGroupError,
+    types::ReplicationGroup,
+};
 use cro_provider_api::{
     Change, ConnectionDetails, Deletion, IdentifierRules, ProviderError, Provisioned,
     ResourceRequest, Timing,
@@ -19,7 +22,7 @@ use cro_provider_api::{
 use crate::{
     clients::Clients,
     database::{self, Database, Looked, Removal, Service, State},
-    errors::Answer,
+    errors::{Answer, Created, created},
     listing::Listing,
     plan::{Split, change},
     strategy::{Fields, Section, Tier, section},
@@ -218,13 +221,16 @@ impl Database for Client {
     }
 
     async fn remove(&self, r: Removal<'_, Group>) -> Result<Deletion, ProviderError> {
+        // Already gone (a lost answer's call acted): the next pass's
+        // describe finds that and finishes.
+        let gone = |e: &DeleteReplicationGroupError| e.is_replication_group_not_found_fault();
         self.delete_replication_group()
             .replication_group_id(r.id)
             .retain_primary_cluster(false)
             .set_final_snapshot_identifier(r.final_snapshot)
             .send()
             .await
-            .named("elasticache:DeleteReplicationGroup", r.id)?;
+            .unless_missing(gone, "elasticache:DeleteReplicationGroup", r.id)?;
         let what = Self::SERVICE.what;
         Ok(Deletion::InProgress(format!("deleting {what} {}", r.id)))
     }
@@ -259,10 +265,11 @@ async fn create(
     req: &ResourceRequest,
     f: &Fields<'_>,
     want: &Desired,
-) -> Result<(), ProviderError> {
+) -> Result<Created, ProviderError> {
     let id = req.identifier.as_str();
     let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
-    ec.create_replication_group()
+    let sent = ec
+        .create_replication_group()
         .replication_group_id(id)
         .replication_group_description(format!(
             "{}/{} (cloud-resource-operator)",
@@ -287,9 +294,8 @@ async fn create(
         .set_snapshot_name(req.restore_from_snapshot.clone())
         .set_tags(Some(tags::sdk(&tags)))
         .send()
-        .await
-        .named("elasticache:CreateReplicationGroup", id)?;
-    Ok(())
+        .await;
+    created(sent, "elasticache:CreateReplicationGroup", id)
 }
 
 #[cfg(test)]

@@ -70,8 +70,11 @@ fn advice(code: &str) -> Option<&'static str> {
             || c == "InvalidBucketName"
         {
             "AWS refused a value: fix the tier's createStrategy (cloud-resources-aws-strategies)"
-        } else if c == "BucketAlreadyExists" || is("AlreadyExists") && !is("OwnedByYou") {
-            "the name is taken by a resource this operator did not create (bucket names are global): delete or rename that resource, or use another cluster ID"
+        } else if c == "BucketAlreadyExists" {
+            // Bucket names are global: another account holds this one. Any
+            // other "already exists" is looked at, never judged by its code
+            // (see `Answer::unless_exists`).
+            "the bucket name is taken in another AWS account (bucket names are global): use another cluster ID, or ask that account's owner to delete it"
         } else {
             return None;
         },
@@ -131,6 +134,60 @@ pub trait Answer<T, E> {
         operation: &str,
         resource: &str,
     ) -> Result<Option<T>, ProviderError>;
+}
+
+/// Whether AWS answered a create that what it names exists already: the
+/// answer a retry gets when the first attempt's answer was lost. Codes from
+/// each API reference: RDS `DBInstanceAlreadyExists`, `DBSnapshotAlreadyExists`,
+/// `DBSubnetGroupAlreadyExists`; ElastiCache `ReplicationGroupAlreadyExists`,
+/// `SnapshotAlreadyExistsFault`; IAM `EntityAlreadyExists`; S3
+/// `BucketAlreadyOwnedByYou` (this account's bucket).
+pub fn already_exists(code: &str) -> bool {
+    code.contains("AlreadyExists") && code != "BucketAlreadyExists"
+        || code == "BucketAlreadyOwnedByYou"
+}
+
+/// What a create call found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Created {
+    /// Made by this call.
+    Now,
+    /// Already there (made by an attempt whose answer was lost, or by
+    /// someone else): the caller looks at it before going on.
+    Already,
+}
+
+/// A create call's answer: made now, or already there (never an error,
+/// whatever the code says: only a look tells whose it is).
+pub fn created<T, E>(
+    result: Result<T, SdkError<E, HttpResponse>>,
+    operation: &str,
+    resource: &str,
+) -> Result<Created, ProviderError>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match result {
+        Ok(_) => Ok(Created::Now),
+        Err(e) if e.code().is_some_and(already_exists) => Ok(Created::Already),
+        Err(e) => Err(api_error(operation, resource, e)),
+    }
+}
+
+/// A resource found under the name a CR asked for that was not made for
+/// it: a conflict only a person can settle.
+pub fn taken(what: &str, id: &str) -> ProviderError {
+    ProviderError::permanent(format!(
+        "{what} {id} already exists and its tags say it was not made for this resource (another cluster ID or resource name): delete or rename it, or give this cluster another cluster ID"
+    ))
+}
+
+/// AWS said a create's resource exists, and a look does not find it (yet:
+/// AWS's reads are eventually consistent): look again.
+pub fn not_yet_visible(what: &str, id: &str) -> ProviderError {
+    ProviderError::transient(format!(
+        "{what} {id} exists by AWS's answer to its create but is not visible yet; looking again"
+    ))
 }
 
 impl<T, E> Answer<T, E> for Result<T, SdkError<E, HttpResponse>>
@@ -250,11 +307,39 @@ mod tests {
             ("KMSKeyNotAccessibleFault", 400, Permanent),
             ("InsufficientDBInstanceCapacity", 400, Permanent),
             ("BucketAlreadyExists", 400, Permanent),
+            // Looked at by the caller; unknown to the classification.
+            ("DBInstanceAlreadyExists", 400, Transient),
             ("SomethingNew", 400, Transient),
         ];
         for (code, status, kind) in rows {
             let got = classify(&service_error(code, status)).0;
             assert_eq!(got, kind, "{code} {status}");
+        }
+    }
+
+    #[test]
+    fn a_create_meeting_its_own_name_is_already_there_never_an_error() {
+        use aws_sdk_rds::operation::create_db_instance::CreateDbInstanceOutput;
+        let ok: Result<_, SdkError<CreateDBInstanceError, HttpResponse>> =
+            Ok(CreateDbInstanceOutput::builder().build());
+        assert_eq!(created(ok, "op", "db1").ok(), Some(Created::Now));
+        for code in [
+            "DBInstanceAlreadyExists",
+            "DBSnapshotAlreadyExists",
+            "ReplicationGroupAlreadyExists",
+            "SnapshotAlreadyExistsFault",
+            "EntityAlreadyExists",
+            "BucketAlreadyOwnedByYou",
+        ] {
+            let got =
+                created::<CreateDbInstanceOutput, _>(Err(service_error(code, 400)), "op", "x");
+            assert_eq!(got.ok(), Some(Created::Already), "{code}");
+        }
+        // Another account's bucket, or any other error, stays an error.
+        for code in ["BucketAlreadyExists", "AccessDenied"] {
+            let got =
+                created::<CreateDbInstanceOutput, _>(Err(service_error(code, 400)), "op", "x");
+            assert!(got.is_err(), "{code}");
         }
     }
 

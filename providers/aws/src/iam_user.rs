@@ -13,7 +13,11 @@ use serde_json::{Value, json};
 
 use cro_provider_api::ResourceRequest;
 
-use crate::{AwsProvider, clients::Clients, errors::Answer};
+use crate::{
+    AwsProvider,
+    clients::Clients,
+    errors::{Answer, Created, created, not_yet_visible, taken},
+};
 
 pub struct AccessKey {
     pub id: String,
@@ -173,23 +177,28 @@ async fn ensure_user(
     policy: &Value,
 ) -> Result<bool, ProviderError> {
     let iam = &c.iam;
-    let live = observe_user(c, req, user, policy_name).await?;
+    let mut live = observe_user(c, req, user, policy_name).await?;
     match &live {
         Some(live) => {
             let missing = crate::tags::missing(&req.tags, &live.tags);
             if !missing.is_empty() {
-                crate::tags::Tagging::add_tags(iam, user, &missing).await?;
-                c.iam_listing.forget(user).await;
+                let tagged = crate::tags::Tagging::add_tags(iam, user, &missing).await;
+                c.iam_listing.wrote(user);
+                tagged?;
             }
         }
         None => {
             let all: Vec<(String, String)> = req.tags.clone().into_iter().collect();
-            iam.create_user()
+            let sent = iam
+                .create_user()
                 .user_name(user)
                 .set_tags(Some(crate::tags::iam_tags(&all)?))
                 .send()
-                .await
-                .named("iam:CreateUser", user)?;
+                .await;
+            c.iam_listing.wrote(user);
+            if created(sent, "iam:CreateUser", user)? == Created::Already {
+                live = Some(made_for_it(iam, req, user, policy_name).await?);
+            }
         }
     }
     let up_to_date = live
@@ -197,16 +206,33 @@ async fn ensure_user(
         .and_then(|u| u.policies.get(policy_name))
         .is_some_and(|document| same_policy(document, policy));
     if !up_to_date {
-        iam.put_user_policy()
+        let sent = iam
+            .put_user_policy()
             .user_name(user)
             .policy_name(policy_name)
             .policy_document(policy.to_string())
             .send()
-            .await
-            .named("iam:PutUserPolicy", user)?;
-        c.iam_listing.forget(user).await;
+            .await;
+        c.iam_listing.wrote(user);
+        sent.named("iam:PutUserPolicy", user)?;
     }
     Ok(live.is_some())
+}
+
+/// After CreateUser met a user of its name (a retry whose first attempt's
+/// answer was lost): the user, when a fresh look finds it made for this
+/// CR; an error says what else.
+async fn made_for_it(
+    iam: &Client,
+    req: &ResourceRequest,
+    user: &str,
+    policy_name: &str,
+) -> Result<User, ProviderError> {
+    match describe_user(iam, user, policy_name).await? {
+        Some(live) if crate::tags::made_for(&req.tags, &live.tags) => Ok(live),
+        Some(_) => Err(taken("IAM user", user)),
+        None => Err(not_yet_visible("IAM user", user)),
+    }
 }
 
 /// Keys of the credentials Secret besides the key itself: the rotation
@@ -484,8 +510,15 @@ fn key_ids(listed: &ListAccessKeysOutput) -> Vec<String> {
         .collect()
 }
 
+/// A new access key of `user`. Sent once, never retried by the SDK: a
+/// retry after a lost answer would make a second key (keys have no name
+/// to meet), and IAM allows two. The next reconcile lists the user's keys
+/// and deletes any that no Secret holds.
 pub async fn create_access_key(iam: &Client, user: &str) -> Result<AccessKey, ProviderError> {
-    let out = iam.create_access_key().user_name(user).send().await;
+    let once = aws_sdk_iam::config::Builder::default()
+        .retry_config(aws_sdk_iam::config::retry::RetryConfig::disabled());
+    let call = iam.create_access_key().user_name(user).customize();
+    let out = call.config_override(once).send().await;
     let out = out.named("iam:CreateAccessKey", user)?;
     let key = out.access_key().ok_or_else(|| {
         ProviderError::transient(format!("iam:CreateAccessKey {user}: no key returned"))

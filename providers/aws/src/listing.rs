@@ -6,11 +6,17 @@
 //! Only rechecks are judged from a listing (the operator says how old an
 //! observation may be, `Options::observed_within`, a minute by default).
 //! A resource the listing lacks (new, or gone) and any resource the
-//! operator is changing are described on their own, and a resource the
-//! operator just wrote to is dropped from the listing, so no decision is
-//! taken twice on the state from before its own call.
+//! operator is changing are described on their own, and a listing taken
+//! before the operator's last write to a resource no longer speaks for it
+//! — whether that write was answered or not (a lost answer may still have
+//! acted) — so no decision is taken twice on the state from before its
+//! own call.
 
-use std::{collections::BTreeMap, future::Future, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    future::Future,
+    time::Duration,
+};
 
 use cro_provider_api::ProviderError;
 use tokio::{sync::Mutex, time::Instant};
@@ -18,6 +24,8 @@ use tokio::{sync::Mutex, time::Instant};
 /// The last listing of one service, by resource identifier.
 pub struct Listing<T> {
     taken: Mutex<Option<Taken<T>>>,
+    /// When this process last wrote to each resource (the write's end).
+    written: std::sync::Mutex<HashMap<String, Instant>>,
 }
 
 struct Taken<T> {
@@ -29,6 +37,7 @@ impl<T> Default for Listing<T> {
     fn default() -> Self {
         Listing {
             taken: Mutex::new(None),
+            written: std::sync::Mutex::default(),
         }
     }
 }
@@ -57,15 +66,24 @@ impl<T: Clone> Listing<T> {
                 items: list().await?,
             });
         }
-        Ok(taken.as_ref().and_then(|t| t.items.get(id).cloned()))
+        let taken = taken.as_ref().filter(|t| !self.written_since(id, t.at));
+        Ok(taken.and_then(|t| t.items.get(id).cloned()))
     }
 
-    /// Drops `id`: the operator changed it, so the listing no longer says
-    /// how it is.
-    pub async fn forget(&self, id: &str) {
-        if let Some(t) = self.taken.lock().await.as_mut() {
-            t.items.remove(id);
-        }
+    /// Says the operator just wrote to `id` (answered or not): listings
+    /// taken until now no longer say how it is.
+    pub fn wrote(&self, id: &str) {
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        written.insert(id.to_string(), Instant::now());
+    }
+
+    /// Whether this process wrote to `id` since `at` (ever, with `None`).
+    pub fn written_since(&self, id: &str, at: impl Into<Option<Instant>>) -> bool {
+        let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let at = at.into();
+        written
+            .get(id)
+            .is_some_and(|w| at.is_none_or(|at| *w >= at))
     }
 }
 
@@ -102,10 +120,17 @@ mod tests {
     async fn a_resource_just_changed_is_not_judged_from_the_listing() {
         let (listing, calls) = (Listing::default(), AtomicUsize::new(0));
         assert_eq!(listed(&listing, "a", &calls).await, Some(1));
-        listing.forget("a").await;
+        assert!(!listing.written_since("a", None));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        listing.wrote("a");
+        assert!(listing.written_since("a", None));
         assert_eq!(listed(&listing, "a", &calls).await, None);
         assert_eq!(listed(&listing, "b", &calls).await, Some(2));
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+        // A listing taken after the write speaks for it again.
+        tokio::time::advance(MAX_AGE + Duration::from_secs(1)).await;
+        assert_eq!(listed(&listing, "a", &calls).await, Some(1));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

@@ -14,7 +14,13 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_rds::{Client, types::DbInstance};
+use aws_sdk_rds::{
+    Client,
+    operation::{
+        delete_db_instance::DeleteDBInstanceError, modify_db_instance::ModifyDBInstanceError,
+    },
+    types::DbInstance,
+};
 use cro_provider_api::{
     Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError, Provisioned,
     ResourceRequest, Timing,
@@ -24,7 +30,7 @@ use crate::{
     clients::Clients,
     credentials,
     database::{self, Database, Looked, Plan, Removal, Service, State},
-    errors::Answer,
+    errors::{Answer, Created},
     listing::Listing,
     plan::{Split, change},
     strategy::{Fields, Section, Tier, section},
@@ -397,6 +403,9 @@ impl Database for Client {
     /// Deletion protection goes first, in a call of its own.
     async fn remove(&self, r: Removal<'_, Instance>) -> Result<Deletion, ProviderError> {
         let id = r.id;
+        // An instance already gone (a lost answer's call acted) is what
+        // the next pass's describe finds; its final steps follow there.
+        let gone = |e: &ModifyDBInstanceError| e.is_db_instance_not_found_fault();
         if r.live.settings.deletion_protection {
             self.modify_db_instance()
                 .db_instance_identifier(id)
@@ -404,11 +413,12 @@ impl Database for Client {
                 .apply_immediately(true)
                 .send()
                 .await
-                .named("rds:ModifyDBInstance", id)?;
+                .unless_missing(gone, "rds:ModifyDBInstance", id)?;
             return Ok(Deletion::InProgress(format!(
                 "lifting deletion protection of RDS instance {id}"
             )));
         }
+        let gone = |e: &DeleteDBInstanceError| e.is_db_instance_not_found_fault();
         self.delete_db_instance()
             .db_instance_identifier(id)
             .skip_final_snapshot(r.final_snapshot.is_none())
@@ -418,7 +428,7 @@ impl Database for Client {
             .delete_automated_backups(r.f.bool("DeleteAutomatedBackups")?.unwrap_or(true))
             .send()
             .await
-            .named("rds:DeleteDBInstance", id)?;
+            .unless_missing(gone, "rds:DeleteDBInstance", id)?;
         Ok(Deletion::InProgress(format!("deleting RDS instance {id}")))
     }
 }
@@ -479,7 +489,7 @@ fn details(have: &Instance, want: &Desired, creds: &BTreeMap<String, String>) ->
 /// with the tier's settings both take and the request's tags.
 macro_rules! send_with_tier_settings {
     ($call:expr, $op:literal, $req:expr, $f:expr, $want:expr) => {{
-        $call
+        let sent = $call
             .db_instance_class(&$want.settings.class)
             .port($want.port)
             .multi_az($want.settings.multi_az)
@@ -496,9 +506,8 @@ macro_rules! send_with_tier_settings {
                 &$req.tags.clone().into_iter().collect::<Vec<_>>(),
             )))
             .send()
-            .await
-            .named($op, &$req.identifier)?;
-        Ok(())
+            .await;
+        crate::errors::created(sent, $op, &$req.identifier)
     }};
 }
 
@@ -544,7 +553,7 @@ async fn create(
     f: &Fields<'_>,
     want: &Desired,
     creds: &BTreeMap<String, String>,
-) -> Result<(), ProviderError> {
+) -> Result<Created, ProviderError> {
     if let Some(snapshot) = &req.restore_from_snapshot {
         let mut marked = creds.clone();
         marked.insert(
@@ -584,7 +593,7 @@ async fn restore(
     f: &Fields<'_>,
     want: &Desired,
     snapshot: &str,
-) -> Result<(), ProviderError> {
+) -> Result<Created, ProviderError> {
     let restore = rds
         .restore_db_instance_from_db_snapshot()
         .db_instance_identifier(&req.identifier)
@@ -602,15 +611,16 @@ async fn set_password(
     why: &str,
 ) -> Result<Provisioned, ProviderError> {
     let id = req.identifier.as_str();
-    c.rds
+    let sent = c
+        .rds
         .modify_db_instance()
         .db_instance_identifier(id)
         .master_user_password(&creds["password"])
         .apply_immediately(true)
         .send()
-        .await
-        .named("rds:ModifyDBInstance", id)?;
-    c.rds_listing.forget(id).await;
+        .await;
+    c.rds_listing.wrote(id);
+    sent.named("rds:ModifyDBInstance", id)?;
     let mut unmarked = creds.clone();
     unmarked.remove(PASSWORD_PENDING);
     store

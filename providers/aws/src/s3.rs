@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use aws_sdk_s3::{
     Client,
+    error::ProvideErrorMetadata,
+    operation::delete_bucket::DeleteBucketError,
     types::{
         BucketLocationConstraint, CreateBucketConfiguration, Delete, ObjectIdentifier,
         PublicAccessBlockConfiguration, ServerSideEncryption, ServerSideEncryptionByDefault,
@@ -23,7 +25,7 @@ use tracing::warn;
 use crate::{
     AwsProvider, RECHECK, cco,
     clients::Clients,
-    errors::Answer,
+    errors::{Answer, Created, created, not_yet_visible, taken},
     iam_user,
     plan::{self, vanished},
     strategy::{Fields, Section, Tier, section},
@@ -51,8 +53,12 @@ async fn exists(s3: &Client, bucket: &str) -> Result<bool, ProviderError> {
         .is_some())
 }
 
-async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), ProviderError> {
-    let bucket = req.identifier.as_str();
+/// Creates the bucket and sets it up. S3 takes no tags with CreateBucket,
+/// so a bucket may exist untagged for a moment: one this process made (its
+/// create answered or not, see [`decide`]) is set up again, never judged
+/// someone else's.
+async fn create(c: &Clients, req: &ResourceRequest, region: &str) -> Result<(), ProviderError> {
+    let (s3, bucket) = (&c.s3, req.identifier.as_str());
     let mut create = s3.create_bucket().bucket(bucket);
     // us-east-1 is the one region that must not be named.
     if region != "us-east-1" {
@@ -62,7 +68,24 @@ async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), 
                 .build(),
         );
     }
-    create.send().await.named("s3:CreateBucket", bucket)?;
+    let sent = create.send().await;
+    c.s3_listing.wrote(bucket);
+    if created(sent, "s3:CreateBucket", bucket)? == Created::Already {
+        // This account's bucket: ours when untagged (the retry of a create
+        // whose answer was lost) or tagged for this CR.
+        match describe(s3, bucket).await? {
+            Some(tags) if tags.is_empty() || crate::tags::made_for(&req.tags, &tags) => {}
+            Some(_) => return Err(taken("S3 bucket", bucket)),
+            None => return Err(not_yet_visible("S3 bucket", bucket)),
+        }
+    }
+    set_up(s3, req).await
+}
+
+/// Public access blocked, default encryption, the CR's tags: each call
+/// idempotent, so a set-up cut short is simply made again.
+async fn set_up(s3: &Client, req: &ResourceRequest) -> Result<(), ProviderError> {
+    let bucket = req.identifier.as_str();
     let block = PublicAccessBlockConfiguration::builder()
         .block_public_acls(true)
         .ignore_public_acls(true)
@@ -98,6 +121,9 @@ async fn create(s3: &Client, req: &ResourceRequest, region: &str) -> Result<(), 
 #[derive(Debug, PartialEq)]
 pub enum Plan {
     Create,
+    /// This process made it and its set-up was cut short (it has no tags
+    /// yet): set it up.
+    SetUp,
     /// It is this cluster's: add the tags it lacks.
     Tag(Vec<(String, String)>),
     /// Someone else's bucket: changed only once a person approves.
@@ -107,8 +133,14 @@ pub enum Plan {
 
 /// The plan for the bucket from its tags (`None`: no such bucket), pure:
 /// a recorded bucket that is gone is reported, never created again empty.
-pub fn decide(live_tags: Option<&BTreeMap<String, String>>, req: &ResourceRequest) -> Plan {
+/// `made_here`: this process created (or tried to create) it.
+pub fn decide(
+    live_tags: Option<&BTreeMap<String, String>>,
+    req: &ResourceRequest,
+    made_here: bool,
+) -> Plan {
     match (live_tags, req.recorded_identifier.as_deref()) {
+        (Some(tags), None) if tags.is_empty() && made_here => Plan::SetUp,
         (Some(tags), _) => match plan::adoption(req, tags, &[]) {
             Some(adoption) => Plan::Unadopted(adoption),
             None => Plan::Tag(crate::tags::missing(&req.tags, tags)),
@@ -179,13 +211,20 @@ pub async fn reconcile(
         recheck_after: Some(RECHECK),
         ..Provisioned::new(PROVIDER, outcome)
     };
-    match decide(observe(c, req).await?.as_ref(), req) {
+    let made_here = c.s3_listing.written_since(bucket, None);
+    match decide(observe(c, req).await?.as_ref(), req, made_here) {
         Plan::Tag(missing) if missing.is_empty() => {}
         Plan::Tag(missing) => {
-            s3.add_tags(bucket, &missing).await?;
-            c.s3_listing.forget(bucket).await;
+            let tagged = s3.add_tags(bucket, &missing).await;
+            c.s3_listing.wrote(bucket);
+            tagged?;
         }
-        Plan::Create => create(s3, req, region).await?,
+        Plan::Create => create(c, req, region).await?,
+        Plan::SetUp => {
+            let done = set_up(s3, req).await;
+            c.s3_listing.wrote(bucket);
+            done?;
+        }
         Plan::Fail(why) => return Ok(provisioned(Outcome::Failed(why))),
         Plan::Unadopted(adoption) => {
             let mut report = provisioned(Outcome::Failed(plan::unadopted_message(
@@ -272,11 +311,13 @@ pub async fn delete(
                     .await
                     .named("s3:DeleteObjects", bucket)?;
             }
+            // Already gone: a lost answer's call acted.
+            let gone = |e: &DeleteBucketError| e.code() == Some("NoSuchBucket");
             s3.delete_bucket()
                 .bucket(bucket)
                 .send()
                 .await
-                .named("s3:DeleteBucket", bucket)?;
+                .unless_missing(gone, "s3:DeleteBucket", bucket)?;
         } else {
             warn!(
                 bucket,
@@ -328,24 +369,37 @@ mod tests {
 
     #[test]
     fn a_bucket_is_created_once_adopted_only_when_approved() {
-        assert_eq!(decide(None, &req(None)), Plan::Create);
+        assert_eq!(decide(None, &req(None), false), Plan::Create);
         assert!(
-            matches!(decide(None, &req(Some("b"))), Plan::Fail(m) if m.contains("S3 bucket b") && m.contains("no longer exists"))
+            matches!(decide(None, &req(Some("b")), false), Plan::Fail(m) if m.contains("S3 bucket b") && m.contains("no longer exists"))
         );
         // Ours by tag, or by the recorded identifier (the Go operator's).
         assert_eq!(
-            decide(Some(&tags(&[("clusterID", "c1"), ("k", "v")])), &req(None)),
+            decide(
+                Some(&tags(&[("clusterID", "c1"), ("k", "v")])),
+                &req(None),
+                false
+            ),
             Plan::Tag(vec![])
         );
-        assert!(matches!(decide(Some(&tags(&[])), &req(Some("b"))), Plan::Tag(t) if t.len() == 2));
+        assert!(
+            matches!(decide(Some(&tags(&[])), &req(Some("b")), false), Plan::Tag(t) if t.len() == 2)
+        );
+        // Untagged: set up when this process made it (a create whose
+        // answer was lost), else someone else's.
+        assert_eq!(decide(Some(&tags(&[])), &req(None), true), Plan::SetUp);
+        assert!(matches!(
+            decide(Some(&tags(&[])), &req(None), false),
+            Plan::Unadopted(_)
+        ));
         // Someone else's: adoption waits for its hash.
         let theirs = tags(&[("clusterID", "other")]);
-        let Plan::Unadopted(adoption) = decide(Some(&theirs), &req(None)) else {
+        let Plan::Unadopted(adoption) = decide(Some(&theirs), &req(None), true) else {
             panic!("adopted without approval")
         };
         assert_eq!(adoption.changes.len(), 2, "{adoption:?}");
         let mut approved = req(None);
         approved.options.approved_adoption = Some(adoption.hash.clone());
-        assert!(matches!(decide(Some(&theirs), &approved), Plan::Tag(t) if t.len() == 2));
+        assert!(matches!(decide(Some(&theirs), &approved, false), Plan::Tag(t) if t.len() == 2));
     }
 }

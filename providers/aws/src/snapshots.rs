@@ -11,7 +11,7 @@ use cro_provider_api::{
 };
 
 use crate::{
-    errors::Answer,
+    errors::{Answer, Created, created, not_yet_visible, taken},
     tags::{self, Tagging},
 };
 
@@ -26,13 +26,13 @@ pub struct Found {
 #[async_trait::async_trait]
 pub trait Snapshots: Tagging {
     async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError>;
-    /// `Ok(false)`: the resource to snapshot does not exist.
+    /// `Ok(None)`: the resource to snapshot does not exist.
     async fn create_snapshot(
         &self,
         resource: &str,
         id: &str,
         tags: &[(String, String)],
-    ) -> Result<bool, ProviderError>;
+    ) -> Result<Option<Created>, ProviderError>;
     /// Succeeds when the snapshot is already gone.
     async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError>;
 }
@@ -61,20 +61,37 @@ pub async fn take<S: Snapshots>(
         Some(outcome) => outcome,
         None => {
             let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
-            if svc
+            match svc
                 .create_snapshot(&req.resource_identifier, id, &tags)
                 .await?
             {
-                Outcome::InProgress(format!("creating snapshot {id}"))
-            } else {
-                Outcome::Failed(format!(
+                Some(Created::Now) => Outcome::InProgress(format!("creating snapshot {id}")),
+                Some(Created::Already) => {
+                    made_for_it(svc, req).await?;
+                    Outcome::InProgress(format!("creating snapshot {id}"))
+                }
+                None => Outcome::Failed(format!(
                     "{what} {} of {} does not exist; nothing to snapshot",
                     req.resource_identifier, req.name
-                ))
+                )),
             }
         }
     };
     Ok(Snapshotted { outcome })
+}
+
+/// After a create met a snapshot of its name (a retry whose first
+/// attempt's answer was lost): whether a fresh look finds it made for
+/// this snapshot CR; an error says what else.
+async fn made_for_it<S: Snapshots>(svc: &S, req: &SnapshotRequest) -> Result<(), ProviderError> {
+    let id = req.identifier.as_str();
+    let Some(found) = svc.find_snapshot(id).await? else {
+        return Err(not_yet_visible("snapshot", id));
+    };
+    match tags::made_for(&req.tags, &svc.tags(&found.arn).await?) {
+        true => Ok(()),
+        false => Err(taken("snapshot", id)),
+    }
 }
 
 pub async fn remove<S: Snapshots>(
@@ -135,11 +152,14 @@ macro_rules! snapshot_calls {
                 resource: &str,
                 id: &str,
                 tags: &[(String, String)],
-            ) -> Result<bool, ProviderError> {
+            ) -> Result<Option<Created>, ProviderError> {
                 let op = concat!($service, ":Create", $noun);
                 let call = self.$create().$of(resource).$id(id);
                 let out = call.set_tags(Some(tags::sdk(tags))).send().await;
-                Ok(out.unless_missing(|e| e.$no_source(), op, id)?.is_some())
+                match out {
+                    Err(e) if e.as_service_error().is_some_and(|e| e.$no_source()) => Ok(None),
+                    out => created(out, op, id).map(Some),
+                }
             }
 
             async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {

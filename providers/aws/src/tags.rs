@@ -36,6 +36,18 @@ pub fn missing(
         .collect()
 }
 
+/// Whether a resource found under the name a create asked for was made
+/// for the same CR: it carries the request's cluster and resource-name
+/// tags (`<prefix>clusterID`, `<prefix>resource-name`). What a retry after
+/// a lost answer finds is the operator's own; anything else is a conflict.
+pub fn made_for(want: &BTreeMap<String, String>, have: &BTreeMap<String, String>) -> bool {
+    let mut identity = want
+        .iter()
+        .filter(|(k, _)| k.ends_with("clusterID") || k.ends_with("resource-name"))
+        .peekable();
+    identity.peek().is_some() && identity.all(|(k, v)| have.get(k) == Some(v))
+}
+
 /// Adds what `resource` lacks of `want`.
 pub async fn ensure<T: Tagging + ?Sized>(
     svc: &T,
@@ -220,6 +232,41 @@ pub fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resource_is_made_for_a_cr_when_its_cluster_and_name_tags_match() {
+        let want = map(&[
+            ("integreatly.org/clusterID", "c1"),
+            ("integreatly.org/resource-name", "db"),
+            ("integreatly.org/resource-type", "managed"),
+        ]);
+        // Row: (live tags, made for the CR)
+        let rows = [
+            (want.clone(), true),
+            (
+                map(&[
+                    ("integreatly.org/clusterID", "c1"),
+                    ("integreatly.org/resource-name", "db"),
+                    ("other", "x"),
+                ]),
+                true,
+            ),
+            (map(&[("integreatly.org/clusterID", "c1")]), false),
+            (
+                map(&[
+                    ("integreatly.org/clusterID", "c2"),
+                    ("integreatly.org/resource-name", "db"),
+                ]),
+                false,
+            ),
+            (map(&[]), false),
+        ];
+        for (have, made) in rows {
+            assert_eq!(made_for(&want, &have), made, "{have:?}");
+        }
+        // A request with no identity tags recognises nothing.
+        assert!(!made_for(&map(&[("k", "v")]), &map(&[("k", "v")])));
+    }
 
     #[test]
     fn only_missing_or_changed_tags_differ() {
