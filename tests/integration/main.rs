@@ -12,6 +12,7 @@ mod foundation;
 mod in_cluster;
 mod leader;
 mod lifecycle;
+mod lost_answers;
 mod migration;
 mod observability;
 mod plan;

@@ -250,6 +250,9 @@ pub struct Launch {
     /// Environment variables not to pass (e.g. `AWS_REGION`, to see the
     /// region come from elsewhere).
     pub env_remove: Vec<String>,
+    /// Environment variables set last (e.g. `AWS_ENDPOINT_URL` of a
+    /// fault-injecting proxy).
+    pub env: Vec<(String, String)>,
     /// Another build of the operator (benchmarks measure the release
     /// build); this test build's when `None`.
     pub binary: Option<PathBuf>,
@@ -270,6 +273,7 @@ impl Launch {
                 format!("--leader-election-lease-name=cro-{namespace}"),
             ],
             env_remove: Vec::new(),
+            env: Vec::new(),
             binary: None,
         }
     }
@@ -321,6 +325,7 @@ impl Operator {
         for var in &launch.env_remove {
             command.env_remove(var);
         }
+        command.envs(launch.env.iter().map(|(k, v)| (k, v)));
         let child = command
             .stdout(file)
             .stderr(stderr)
@@ -600,6 +605,22 @@ where
         move |o: Option<&K>| o.and_then(Phased::phase) == Some(phase),
     )
     .await
+}
+
+/// The Events of a namespace's objects that entered the `failed` phase
+/// (reason `Failed`), as `name: message`.
+pub async fn failed_events(client: &Client, ns: &str) -> Vec<String> {
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
+        .list(&Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing the Events of {ns}: {e}"));
+    (events.items.into_iter())
+        .filter(|e| e.reason.as_deref() == Some("Failed"))
+        .map(|e| {
+            let name = e.involved_object.name.unwrap_or_default();
+            format!("{name}: {}", e.message.unwrap_or_default())
+        })
+        .collect()
 }
 
 /// Creates a fresh namespace labelled as a test namespace; its name.

@@ -10,7 +10,10 @@ must be exercised. This launcher wraps the backends so that:
   CRO_MOTO_TRANSITION_SECONDS (default 3) before `available`;
 - a new replication group is `creating` for that long, and a deleted one
   `deleting` for that long and then gone;
-- DeleteReplicationGroup with FinalSnapshotIdentifier takes that snapshot.
+- DeleteReplicationGroup with FinalSnapshotIdentifier takes that snapshot;
+- ModifyReplicationGroup (missing from stock moto) changes the snapshot
+  retention and window, node type and maintenance window, and leaves the
+  group `modifying` for that long.
 
 Two test hooks, for query-protocol services (RDS, ElastiCache, IAM, STS):
 
@@ -118,9 +121,29 @@ def ec_delete_response(self):
     return result
 
 
+def ec_modify_response(self):
+    """ModifyReplicationGroup, which stock moto lacks: the settings the
+    operator changes, then `modifying` for a while, as AWS does."""
+    from moto.core.responses import ActionResult
+
+    group_id = self._get_param("ReplicationGroupId")
+    group = self.elasticache_backend.describe_replication_groups(group_id)[0]
+    retention = self._get_int_param("SnapshotRetentionLimit")
+    if retention is not None:
+        group.snapshot_retention_limit = retention
+    for param, attr in (("SnapshotWindow", "snapshot_window"), ("CacheNodeType", "cache_node_type"),
+                        ("PreferredMaintenanceWindow", "preferred_maintenance_window")):
+        value = self._get_param(param)
+        if value is not None:
+            setattr(group, attr, value)
+    _transition(group, "modifying", "available")
+    return ActionResult({"ReplicationGroup": group})
+
+
 ElastiCacheBackend.create_replication_group = ec_create
 ElastiCacheBackend.describe_replication_groups = ec_describe
 ElastiCacheResponse.delete_replication_group = ec_delete_response
+ElastiCacheResponse.modify_replication_group = ec_modify_response
 
 # --- request log and fault injection ------------------------------------------
 from moto.core.responses import BaseResponse

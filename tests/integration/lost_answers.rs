@@ -1,0 +1,491 @@
+//! Lost answers (issue 23): every AWS kind through create, edit, rotation,
+//! snapshot and delete with an AWS endpoint that loses 20 % of requests
+//! before they arrive and 20 % of answers after AWS acted
+//! (tests/testenv/fault_proxy.py in front of moto), over five seeds at
+//! once. The first answer of every create, modify and delete is lost on
+//! top, so each one's retry meets what the lost call did. Every CR
+//! completes and is deleted without ever being `failed`, and moto is left
+//! with nothing of it but the final snapshots its tiers ask for.
+
+use std::{collections::BTreeSet, fmt::Debug, path::PathBuf, process::Stdio, time::Duration};
+
+use cloud_resource_operator::api::{
+    BlobStorage, Phase, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SMTPCredentialSet,
+};
+use cro_provider_api::{IdentifierRules, cloud_identifier};
+use k8s_openapi::{NamespaceResourceScope, api::core::v1::Secret};
+use kube::{
+    Api, Client, Resource,
+    api::{Patch, PatchParams},
+};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+use crate::support::{
+    Phased, TestEnv, apply_config_map, create_json, failed_events, passwords_set, wait_deleted,
+    wait_for, with_operator_launched,
+};
+
+const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
+/// The share of requests lost before they arrive, and of answers lost
+/// after AWS acted.
+const LOSS: &str = "0.2";
+/// The calls whose first answer is lost whatever the dice say.
+const LOSE_FIRST: &str = "CreateDBInstance,CreateReplicationGroup,CreateBucket,CreateUser,\
+CreateAccessKey,PutUserPolicy,CreateDBSnapshot,CreateSnapshot,ModifyDBInstance,\
+ModifyReplicationGroup,DeleteDBInstance,DeleteReplicationGroup,DeleteDBSnapshot,DeleteSnapshot,\
+DeleteBucket,DeleteAccessKey,DeleteUser";
+/// Room for a few backoffs after consecutive lost calls.
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The fault-injecting endpoint of one seed.
+struct Proxy {
+    _child: tokio::process::Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Proxy {
+    async fn start(seed: u64) -> Proxy {
+        let env = TestEnv::load();
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let log = root.join(format!("target/testenv/logs/fault-proxy-seed{seed}.jsonl"));
+        let _ = std::fs::remove_file(&log);
+        let mut child = tokio::process::Command::new("python3")
+            .arg(root.join("tests/testenv/fault_proxy.py"))
+            .args([
+                "--upstream",
+                &env.aws_endpoint_url,
+                "--seed",
+                &seed.to_string(),
+            ])
+            .args(["--drop-request", LOSS, "--drop-answer", LOSS])
+            .args(["--lose-first-answer", LOSE_FIRST, "--log"])
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting the fault proxy: {e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
+        let line = match first {
+            Ok(Ok(Some(line))) => line,
+            other => panic!("the fault proxy did not start: {other:?}"),
+        };
+        let address = line
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected fault proxy output {line:?}"));
+        Proxy {
+            url: format!("http://{address}"),
+            _child: child,
+            log,
+        }
+    }
+
+    /// What it did: the calls whose answer it lost, and how many calls it
+    /// saw, lost the request of, and lost the answer of.
+    fn losses(&self) -> Losses {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let calls: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let with = |outcome: &str| calls.iter().filter(|c| c["outcome"] == outcome).count();
+        Losses {
+            answers_of: (calls.iter())
+                .filter(|c| c["outcome"] == "answer-dropped")
+                .filter_map(|c| c["call"].as_str().map(str::to_string))
+                .collect(),
+            calls: calls.len(),
+            requests: with("request-dropped"),
+            answers: with("answer-dropped"),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Losses {
+    answers_of: BTreeSet<String>,
+    calls: usize,
+    requests: usize,
+    answers: usize,
+}
+
+fn cr(kind: &str, name: &str) -> Value {
+    json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
+           "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}})
+}
+
+fn snapshot(kind: &str, name: &str, of: &str) -> Value {
+    json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
+           "spec": {"resourceName": of}})
+}
+
+/// Waits for `name` to be complete and to satisfy `also`.
+async fn complete<K>(client: &Client, ns: &str, name: &str, also: fn(&K) -> bool) -> K
+where
+    K: Phased
+        + Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api = Api::<K>::namespaced(client.clone(), ns);
+    wait_for(
+        &api,
+        name,
+        "phase complete",
+        TIMEOUT,
+        move |o: Option<&K>| o.is_some_and(|o| o.phase() == Some(Phase::Complete) && also(o)),
+    )
+    .await
+}
+
+/// Polls `check` (reading the emulator directly, not through the proxy)
+/// until it holds.
+async fn eventually<F, Fut>(what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn delete_cr<K>(client: &Client, ns: &str, name: &str)
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api = Api::<K>::namespaced(client.clone(), ns);
+    api.delete(name, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting {name}: {e}"));
+    wait_deleted(&api, name, TIMEOUT).await;
+}
+
+/// The rotation the test asked for is answered.
+fn rotated(status: Option<&cloud_resource_operator::api::ResourceTypeStatus>) -> bool {
+    let requested = status.and_then(|s| s.credentials_rotation.as_ref()?.requested.as_deref());
+    requested == Some("lost-answers")
+}
+
+async fn secret_value(client: &Client, ns: &str, name: &str, key: &str) -> String {
+    let secret = Api::<Secret>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading Secret {name}: {e}"));
+    let value = secret.data.and_then(|d| d.get(key).cloned());
+    value
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        .unwrap_or_default()
+}
+
+/// The access keys IAM holds for `user`.
+async fn keys_of(iam: &aws_sdk_iam::Client, user: &str) -> BTreeSet<String> {
+    let listed = iam.list_access_keys().user_name(user).send().await;
+    let listed = listed.unwrap_or_else(|e| panic!("listing the keys of {user}: {e:?}"));
+    (listed.access_key_metadata().iter())
+        .filter_map(|k| k.access_key_id().map(str::to_string))
+        .collect()
+}
+
+async fn tagged(
+    iam: &aws_sdk_iam::Client,
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    user: &str,
+) -> bool {
+    let product = |k: &str, v: &str| k == "integreatly.org/product-name" && v == "lossy";
+    let bucket_tags = s3.get_bucket_tagging().bucket(bucket).send().await;
+    let user_tags = iam.list_user_tags().user_name(user).send().await;
+    bucket_tags.is_ok_and(|t| t.tag_set().iter().any(|t| product(t.key(), t.value())))
+        && user_tags.is_ok_and(|t| t.tags().iter().any(|t| product(t.key(), t.value())))
+}
+
+/// One seed's whole run: its own proxy, operator and namespace.
+async fn one_seed(seed: u64) -> Losses {
+    let proxy = Proxy::start(seed).await;
+    let endpoint = ("AWS_ENDPOINT_URL".to_string(), proxy.url.clone());
+    with_operator_launched(
+        &format!("lost{seed}"),
+        |launch| launch.env.push(endpoint),
+        |client, ns, _op| async move { lifecycle(client, ns).await },
+    )
+    .await;
+    proxy.losses()
+}
+
+/// Create, edit, rotate, snapshot and delete every AWS kind.
+async fn lifecycle(client: Client, ns: String) {
+    let env = TestEnv::load();
+    let config = env.aws_config().await;
+    let (rds, ec) = (
+        aws_sdk_rds::Client::new(&config),
+        aws_sdk_elasticache::Client::new(&config),
+    );
+    let (iam, s3) = (aws_sdk_iam::Client::new(&config), env.s3().await);
+    let id = |name: &str| cloud_identifier("testcluster", &ns, name);
+    let (db, cache, files) = (id("db"), id("cache"), id("files"));
+    let mail_user = IdentifierRules::IamUser.conform(&format!("{}-ses", id("mail")));
+    let strategies = |postgres: Value, redis: Value| {
+        json!({
+            "postgres": json!({"development": {"createStrategy": postgres}}).to_string(),
+            "redis": json!({"development": {"createStrategy": redis}}).to_string(),
+            "blobstorage": json!({"development": {}}).to_string(),
+            "smtpcredentials": json!({"development": {}}).to_string(),
+        })
+    };
+    let config_map = "cloud-resources-aws-strategies";
+    apply_config_map(&client, &ns, config_map, strategies(json!({}), json!({}))).await;
+
+    // Create.
+    create_json::<Postgres>(&client, &ns, cr("Postgres", "db")).await;
+    create_json::<Redis>(&client, &ns, cr("Redis", "cache")).await;
+    create_json::<BlobStorage>(&client, &ns, cr("BlobStorage", "files")).await;
+    create_json::<SMTPCredentialSet>(&client, &ns, cr("SMTPCredentialSet", "mail")).await;
+    complete::<Postgres>(&client, &ns, "db", |_| true).await;
+    complete::<Redis>(&client, &ns, "cache", |_| true).await;
+    complete::<BlobStorage>(&client, &ns, "files", |_| true).await;
+    complete::<SMTPCredentialSet>(&client, &ns, "mail", |_| true).await;
+    let key = secret_value(&client, &ns, "files-sec", "credentialKeyID").await;
+    assert_eq!(
+        keys_of(&iam, &files).await,
+        BTreeSet::from([key]),
+        "one key, the published one"
+    );
+
+    // Edit: a tier field applied at once on each database, a tag on each
+    // IAM-backed kind.
+    let edited = strategies(
+        json!({"BackupRetentionPeriod": 7}),
+        json!({"SnapshotRetentionLimit": 5}),
+    );
+    apply_config_map(&client, &ns, config_map, edited).await;
+    let label = Patch::Merge(json!({"metadata": {"labels": {"productName": "lossy"}}}));
+    let params = PatchParams::default();
+    Api::<BlobStorage>::namespaced(client.clone(), &ns)
+        .patch("files", &params, &label)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns)
+        .patch("mail", &params, &label)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    eventually("the instance's backup retention is 7", || async {
+        let found = rds
+            .describe_db_instances()
+            .db_instance_identifier(&db)
+            .send()
+            .await;
+        found.is_ok_and(|o| {
+            o.db_instances()
+                .first()
+                .and_then(|i| i.backup_retention_period())
+                == Some(7)
+        })
+    })
+    .await;
+    eventually("the group's snapshot retention is 5", || async {
+        let found = ec
+            .describe_replication_groups()
+            .replication_group_id(&cache)
+            .send()
+            .await;
+        found.is_ok_and(|o| {
+            o.replication_groups()
+                .first()
+                .and_then(|g| g.snapshot_retention_limit())
+                == Some(5)
+        })
+    })
+    .await;
+    eventually(
+        "the bucket and both users carry the new product tag",
+        || async {
+            tagged(&iam, &s3, &files, &files).await && tagged(&iam, &s3, &files, &mail_user).await
+        },
+    )
+    .await;
+
+    // Rotation.
+    let rotate = Patch::Merge(
+        json!({"metadata": {"annotations": {"integreatly.org/rotate-credentials": "lost-answers"}}}),
+    );
+    Api::<Postgres>::namespaced(client.clone(), &ns)
+        .patch("db", &params, &rotate)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    Api::<BlobStorage>::namespaced(client.clone(), &ns)
+        .patch("files", &params, &rotate)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns)
+        .patch("mail", &params, &rotate)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    complete::<Postgres>(&client, &ns, "db", |o| rotated(o.status.as_ref())).await;
+    complete::<BlobStorage>(&client, &ns, "files", |o| rotated(o.status.as_ref())).await;
+    complete::<SMTPCredentialSet>(&client, &ns, "mail", |o| rotated(o.status.as_ref())).await;
+    let password = secret_value(&client, &ns, "db-sec", "password").await;
+    let set: BTreeSet<String> = passwords_set(&db).into_iter().collect();
+    assert_eq!(
+        set,
+        BTreeSet::from([password]),
+        "the instance got exactly the published password"
+    );
+    for (user, secret, key) in [
+        (&files, "files-sec", "credentialKeyID"),
+        (&mail_user, "mail-sec", "username"),
+    ] {
+        let published = secret_value(&client, &ns, secret, key).await;
+        let live = keys_of(&iam, user).await;
+        // The published key, and at most the one it replaced (in its grace).
+        assert!(
+            live.contains(&published) && live.len() <= 2,
+            "keys of {user}: {live:?}, published {published}"
+        );
+    }
+
+    // Snapshots, taken and deleted.
+    create_json::<PostgresSnapshot>(&client, &ns, snapshot("PostgresSnapshot", "psnap", "db"))
+        .await;
+    create_json::<RedisSnapshot>(&client, &ns, snapshot("RedisSnapshot", "rsnap", "cache")).await;
+    let psnap = complete::<PostgresSnapshot>(&client, &ns, "psnap", |_| true).await;
+    let rsnap = complete::<RedisSnapshot>(&client, &ns, "rsnap", |_| true).await;
+    let psnap = psnap.status.and_then(|s| s.snapshot_id).unwrap_or_default();
+    let rsnap = rsnap.status.and_then(|s| s.snapshot_id).unwrap_or_default();
+    delete_cr::<PostgresSnapshot>(&client, &ns, "psnap").await;
+    delete_cr::<RedisSnapshot>(&client, &ns, "rsnap").await;
+    assert!(
+        rds.describe_db_snapshots()
+            .db_snapshot_identifier(&psnap)
+            .send()
+            .await
+            .is_err(),
+        "RDS snapshot {psnap} left behind"
+    );
+    let left = ec.describe_snapshots().snapshot_name(&rsnap).send().await;
+    assert_eq!(
+        left.map(|o| o.snapshots().len()).unwrap_or(0),
+        0,
+        "ElastiCache snapshot {rsnap} left behind"
+    );
+
+    // Delete.
+    delete_cr::<Postgres>(&client, &ns, "db").await;
+    delete_cr::<Redis>(&client, &ns, "cache").await;
+    delete_cr::<BlobStorage>(&client, &ns, "files").await;
+    delete_cr::<SMTPCredentialSet>(&client, &ns, "mail").await;
+
+    // Nothing left but one final snapshot of each database.
+    let instance = rds
+        .describe_db_instances()
+        .db_instance_identifier(&db)
+        .send()
+        .await;
+    assert!(instance.is_err(), "RDS instance {db} left behind");
+    let group = ec
+        .describe_replication_groups()
+        .replication_group_id(&cache)
+        .send()
+        .await;
+    assert!(group.is_err(), "replication group {cache} left behind");
+    assert!(
+        s3.head_bucket().bucket(&files).send().await.is_err(),
+        "bucket {files} left behind"
+    );
+    for user in [&files, &mail_user] {
+        assert!(
+            iam.get_user().user_name(user).send().await.is_err(),
+            "IAM user {user} left behind"
+        );
+    }
+    let finals = rds
+        .describe_db_snapshots()
+        .db_instance_identifier(&db)
+        .send()
+        .await;
+    let finals = finals.unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(
+        finals.db_snapshots().len(),
+        1,
+        "RDS snapshots of {db}: {:?}",
+        finals.db_snapshots()
+    );
+    // Filtering by a group that no longer exists is an error: read them all.
+    let pages = ec.describe_snapshots().into_paginator().send();
+    let all = pages
+        .try_collect()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let finals: Vec<_> = (all.iter().flat_map(|p| p.snapshots()))
+        .filter(|s| s.replication_group_id() == Some(cache.as_str()))
+        .collect();
+    assert_eq!(
+        finals.len(),
+        1,
+        "ElastiCache snapshots of {cache}: {finals:?}"
+    );
+
+    // No CR was ever failed along the way.
+    let failed = failed_events(&client, &ns).await;
+    assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
+}
+
+#[tokio::test]
+async fn every_aws_kind_survives_lost_requests_and_answers_over_five_seeds() {
+    let runs: Vec<_> = SEEDS
+        .iter()
+        .map(|seed| tokio::spawn(one_seed(*seed)))
+        .collect();
+    let mut lost_everywhere: Option<BTreeSet<String>> = None;
+    for (seed, run) in SEEDS.iter().zip(runs) {
+        let losses = run
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        let Losses {
+            calls,
+            requests,
+            answers,
+            ..
+        } = losses;
+        eprintln!("seed {seed}: {calls} AWS calls, {requests} requests and {answers} answers lost");
+        assert!(requests > 0, "seed {seed}: no request was lost");
+        lost_everywhere = Some(match lost_everywhere {
+            None => losses.answers_of,
+            Some(before) => before.intersection(&losses.answers_of).cloned().collect(),
+        });
+    }
+    // Every create met what its lost call made, in every seed.
+    let lost = lost_everywhere.unwrap_or_default();
+    for call in [
+        "CreateDBInstance",
+        "CreateReplicationGroup",
+        "CreateBucket",
+        "CreateUser",
+        "CreateAccessKey",
+        "CreateDBSnapshot",
+        "CreateSnapshot",
+        "DeleteDBInstance",
+        "DeleteBucket",
+    ] {
+        assert!(
+            lost.contains(call),
+            "not every seed lost an answer of {call}: {lost:?}"
+        );
+    }
+}
