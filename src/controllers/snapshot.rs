@@ -178,6 +178,18 @@ async fn reconcile<K: SnapshotCr>(
         };
         return Ok((report, Some(Duration::from_secs(1))));
     };
+    // A database still being made has nothing to snapshot yet: wait for
+    // it, as the Go operator does ("waiting for postgres instance to be
+    // available"); failing here would be final for the user.
+    let parent_phase = parent.status().and_then(|s| s.phase);
+    if parent_phase != Some(Phase::Complete) {
+        let report = Report {
+            provider: Some(provider_name),
+            snapshot_id: Some(id),
+            ..Report::new(Phase::InProgress, waiting_for_parent(snap, parent_phase))
+        };
+        return Ok((report, Some(in_progress_requeue(Managed::conditions(snap)))));
+    }
     let kind = <K::Parent as ResourceCr>::KIND;
     let strategy = config::tier_strategy(&ctx.config, &provider_name, kind, &parent.spec().tier)
         .await?
@@ -195,6 +207,16 @@ async fn reconcile<K: SnapshotCr>(
         ..Report::new(Phase::InProgress, "")
     };
     Ok(outcome_report(snap, report, snapshotted.outcome))
+}
+
+/// What a snapshot of a database that is not complete waits for.
+fn waiting_for_parent<K: SnapshotCr>(snap: &K, phase: Option<Phase>) -> String {
+    format!(
+        "waiting for {} {:?} to be complete (it is {}); the snapshot is taken then",
+        K::Parent::kind(&()),
+        snap.spec().resource_name,
+        phase.map_or("not reconciled yet", |p| p.as_str()),
+    )
 }
 
 /// The parent's provider: the one it recorded, else its type's.

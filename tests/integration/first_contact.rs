@@ -340,14 +340,28 @@ async fn a_tier_can_run_in_another_account_through_a_role() {
 }
 
 /// `make run`'s quick start, as a new user meets it: the shipped
-/// configuration ConfigMaps, no `--cluster-id`, and every shipped sample
-/// (in-cluster and AWS, snapshots included) reaches `complete`.
+/// configuration ConfigMaps, no `--cluster-id`, and both sample sets
+/// (in-cluster and AWS, snapshots included) applied at once in ten fresh
+/// namespaces: every sample reaches `complete`, a snapshot reconciled
+/// before its database has an instance included (it waits, it does not
+/// fail).
 #[tokio::test]
 async fn the_quick_start_samples_all_complete() {
     use crate::foundation::{api_for, objects_in};
+    let client = crate::support::TestEnv::load().client().await;
+    let mut others = Vec::new();
+    for _ in 0..9 {
+        others.push(create_namespace(&client, "quickstart").await);
+    }
+    let watched = others.join(",");
     with_operator_launched(
         "quickstart",
-        |launch| launch.cluster_id = None,
+        |launch| {
+            launch.cluster_id = None;
+            launch
+                .extra_args
+                .push(format!("--watch-namespaces={watched}"));
+        },
         |client, ns, _op| async move {
             for (file, cm) in objects_in("config") {
                 let cm: ConfigMap =
@@ -360,25 +374,51 @@ async fn the_quick_start_samples_all_complete() {
             let mut samples = objects_in("config/samples");
             samples.extend(objects_in("config/samples/aws"));
             assert!(samples.len() >= 10, "{samples:?}");
-            for (file, obj) in &samples {
-                api_for(&client, &ns, obj)
-                    .create(&Default::default(), obj)
-                    .await
-                    .unwrap_or_else(|e| panic!("{file}: {e}"));
+            let namespaces: Vec<String> = std::iter::once(ns).chain(others).collect();
+            // As `kubectl apply -f config/samples/ -f config/samples/aws/`
+            // in every namespace, all at once.
+            let applies = namespaces.iter().map(|ns| {
+                let (client, samples) = (client.clone(), &samples);
+                async move {
+                    for (file, obj) in samples {
+                        api_for(&client, ns, obj)
+                            .create(&Default::default(), obj)
+                            .await
+                            .unwrap_or_else(|e| panic!("{ns}: {file}: {e}"));
+                    }
+                }
+            });
+            futures::future::join_all(applies).await;
+            for ns in &namespaces {
+                for (_, obj) in &samples {
+                    let name = obj.name_any();
+                    crate::support::wait_for(
+                        &api_for(&client, ns, obj),
+                        &name,
+                        "phase complete",
+                        DEFAULT_TIMEOUT * 3,
+                        |o: Option<&kube::api::DynamicObject>| {
+                            o.is_some_and(|o| o.data["status"]["phase"] == "complete")
+                        },
+                    )
+                    .await;
+                }
+                let failed = crate::support::failed_events(&client, ns).await;
+                assert!(
+                    failed.is_empty(),
+                    "{ns}: samples went failed on the way: {failed:#?}"
+                );
             }
-            for (file, obj) in &samples {
-                let name = obj.name_any();
-                crate::support::wait_for(
-                    &api_for(&client, &ns, obj),
-                    &name,
-                    "phase complete",
-                    DEFAULT_TIMEOUT * 2,
-                    |o: Option<&kube::api::DynamicObject>| {
-                        o.is_some_and(|o| o.data["status"]["phase"] == "complete")
-                    },
-                )
-                .await;
-                eprintln!("{file}: {name} complete");
+            // The other namespaces go while the operator still runs, so
+            // their finalizers are honoured.
+            let all: Api<Namespace> = Api::all(client.clone());
+            for ns in &namespaces[1..] {
+                all.delete(ns, &Default::default())
+                    .await
+                    .unwrap_or_else(|e| panic!("deleting {ns}: {e}"));
+            }
+            for ns in &namespaces[1..] {
+                crate::support::wait_deleted(&all, ns, DEFAULT_TIMEOUT * 3).await;
             }
         },
     )

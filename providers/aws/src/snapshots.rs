@@ -70,8 +70,10 @@ pub async fn take<S: Snapshots>(
                     made_for_it(svc, req).await?;
                     Outcome::InProgress(format!("creating snapshot {id}"))
                 }
-                None => Outcome::Failed(format!(
-                    "{what} {} of {} does not exist; nothing to snapshot",
+                // Its CR is complete, so the resource is coming back
+                // (restored) or its CR reports it vanished: wait either way.
+                None => Outcome::InProgress(format!(
+                    "waiting for {what} {} to exist; the snapshot {} is taken then",
                     req.resource_identifier, req.name
                 )),
             }
