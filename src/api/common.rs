@@ -276,9 +276,9 @@ pub struct PendingChange {
     pub field: String,
     pub current: String,
     pub desired: String,
-    /// `now`, `maintenanceWindow` (set spec.maintenanceWindow or
-    /// spec.applyImmediately), `scheduled for the next maintenance window`,
-    /// or `never: <reason>`.
+    /// `now`, `maintenanceWindow` (set spec.maintenanceWindow; with
+    /// spec.applyImmediately too, applied at once), `scheduled for the next
+    /// maintenance window`, or `never: <reason>`.
     pub when: String,
     /// Applying it restarts the resource.
     #[serde(default, skip_serializing_if = "is_false")]

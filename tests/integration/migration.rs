@@ -718,3 +718,129 @@ async fn in_cluster_workloads_the_go_operator_made_are_adopted_without_an_outage
     })
     .await;
 }
+
+/// Takeover, second round (#24 items 1–3): RDS instances as the Go
+/// operator leaves them (buildRDSCreateStrategy, provider_postgres.go),
+/// held by the emulator as AWS holds changes for the maintenance window
+/// (tests/testenv/moto_server.py), and CRs as products leave them during
+/// an upgrade. The Go operator modified only under `maintenanceWindow`,
+/// sent ApplyImmediately only for engine upgrades the CR asked to apply
+/// at once (buildRDSUpdateStrategy), and cleared `maintenanceWindow` after
+/// every pass over an available instance (ReconcilePostgres). Asserted:
+/// no modify carries ApplyImmediately, a class change the Go operator
+/// queued stays queued (and shows in pendingChanges) while an online
+/// change goes out, `applyImmediately` alone applies nothing disruptive,
+/// and `maintenanceWindow` is cleared though nothing differed.
+#[tokio::test]
+async fn queued_changes_and_maintenance_flags_are_read_as_the_go_operator_did() {
+    with_namespace("migrate-window", |client, ns| async move {
+        ensure_crds(&client).await;
+        let rds = aws_sdk_rds::Client::new(&TestEnv::load().aws_config().await);
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resources-aws-strategies"}, "data": go_strategies()}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &cm).await.unwrap_or_else(|e| panic!("{e}"));
+        let password = "5d1c8e7f2a9b4c3d6e0f1a2b3c4d5e6f";
+        // Row: (CR name, its live class, CR spec flags)
+        let rows = [
+            ("queued", "db.t3.small", json!({})),
+            ("armed", "db.t3.small", json!({"maintenanceWindow": true})),
+            ("immediate", "db.t3.micro", json!({"applyImmediately": true})),
+        ];
+        let id = |name: &str| cloud_identifier(CLUSTER, &ns, name);
+        for (name, class, _) in &rows {
+            let mut tags = go_tags(name);
+            tags.push(("cro-test/maintenance-window".into(), "held".into()));
+            rds.create_db_instance()
+                .db_instance_identifier(id(name)).engine("postgres").engine_version("13.13")
+                .db_instance_class(*class).allocated_storage(20).max_allocated_storage(100)
+                .master_username("postgres").master_user_password(password).db_name("postgres").port(5432)
+                .multi_az(true).auto_minor_version_upgrade(false).backup_retention_period(31)
+                .deletion_protection(true).storage_encrypted(true).publicly_accessible(false).copy_tags_to_snapshot(true)
+                .preferred_backup_window("02:00-03:00").preferred_maintenance_window("mon:04:00-mon:05:00")
+                .set_tags(Some(tags.into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
+                .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        }
+        let describe = |name: &str| {
+            let (rds, id) = (rds.clone(), id(name));
+            async move {
+                let out = rds.describe_db_instances().db_instance_identifier(&id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+                out.db_instances().first().cloned().unwrap_or_else(|| panic!("no instance {id}"))
+            }
+        };
+        for (name, _, _) in &rows {
+            while describe(name).await.db_instance_status() != Some("available") {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        }
+        // The Go operator queued a class change for the window on
+        // "queued" (ModifyDBInstance without ApplyImmediately); someone
+        // then lifted its deletion protection in the console.
+        rds.modify_db_instance().db_instance_identifier(id("queued")).db_instance_class("db.m5.large").apply_immediately(false)
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        rds.modify_db_instance().db_instance_identifier(id("queued")).deletion_protection(false).apply_immediately(false)
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let queued = describe("queued").await;
+        assert_eq!(queued.pending_modified_values().and_then(|p| p.db_instance_class()), Some("db.m5.large"), "the emulator did not hold the change");
+        for (name, _, flags) in &rows {
+            let mut spec = json!({"type": "aws", "tier": "production", "secretRef": {"name": format!("{name}-sec")}});
+            spec.as_object_mut().into_iter().for_each(|s| s.extend(flags.as_object().cloned().unwrap_or_default()));
+            create_secret(&client, &ns, plain_secret(&format!("{name}-aws-rds-credentials"), &[("user", "postgres"), ("password", password)])).await;
+            let _: Postgres = go_cr(&client, &ns, "Postgres", name, spec, GO_FINALIZER, Some(&id(name))).await;
+            go_status::<Postgres>(&client, &ns, name, json!({"strategy": "aws", "provider": "aws-rds", "version": "13.13", "phase": "complete",
+                "message": format!("rds instance {} is as expected, aws rds status is available", id(name))})).await;
+        }
+
+        let since = aws_requests().len();
+        let op = Operator::start(&ns).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let pending = |pg: &Postgres| -> Vec<(String, String)> {
+            pg.status.iter().flat_map(|s| &s.pending_changes).map(|c| (c.field.clone(), c.when.clone())).collect()
+        };
+        // The online change goes out; the queued class stays queued.
+        wait_for(&pgs, "queued", "deletion protection restored", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.is_some_and(|o| o.status.as_ref().and_then(|s| s.phase) == Some(Phase::Complete))
+        })
+        .await;
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        while describe("queued").await.deletion_protection() != Some(true) {
+            assert!(tokio::time::Instant::now() < deadline, "deletion protection was not restored");
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        let queued = describe("queued").await;
+        assert_eq!(queued.db_instance_class(), Some("db.t3.small"), "the queued class change was pulled forward");
+        assert_eq!(queued.pending_modified_values().and_then(|p| p.db_instance_class()), Some("db.m5.large"));
+        let pg = wait_for(&pgs, "queued", "the queued change shown", DEFAULT_TIMEOUT, move |o: Option<&Postgres>| {
+            o.is_some_and(|o| pending(o).contains(&("DBInstanceClass".into(), "scheduled for the next maintenance window".into())))
+        })
+        .await;
+        assert_eq!(pg.status.as_ref().and_then(|s| s.phase), Some(Phase::Complete));
+
+        // `maintenanceWindow` is cleared though nothing differed.
+        let armed = wait_for(&pgs, "armed", "maintenanceWindow cleared", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.is_some_and(|o| !o.spec.resource.maintenance_window)
+        })
+        .await;
+        assert_eq!(armed.status.as_ref().and_then(|s| s.phase), Some(Phase::Complete));
+
+        // `applyImmediately` alone applies nothing disruptive.
+        let immediate: Postgres = taken_over(&client, &ns, "immediate").await;
+        assert_eq!(pending(&immediate), [("DBInstanceClass".to_string(), "maintenanceWindow".to_string())]);
+        assert_eq!(describe("immediate").await.db_instance_class(), Some("db.t3.micro"));
+
+        let modifies: Vec<Value> = aws_requests().into_iter().skip(since).filter(|r| r["action"] == "ModifyDBInstance").collect();
+        let immediately: Vec<&Value> = modifies.iter().filter(|r| r["params"]["ApplyImmediately"] == json!(["true"])).collect();
+        assert!(immediately.is_empty(), "modifies carrying ApplyImmediately: {immediately:#?}");
+        for name in ["armed", "immediate"] {
+            assert_eq!(writes_mentioning(since, &id(name)), Vec::<String>::new(), "AWS writes for {name}");
+        }
+        assert_eq!(writes_mentioning(since, &id("queued")), ["ModifyDBInstance"], "{modifies:#?}");
+        for (name, _, _) in &rows {
+            pgs.delete(name, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        for (name, _, _) in &rows {
+            wait_deleted(&pgs, name, DEFAULT_TIMEOUT * 2).await;
+        }
+        op.stop().await;
+    })
+    .await;
+}

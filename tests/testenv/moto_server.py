@@ -8,6 +8,12 @@ must be exercised. This launcher wraps the backends so that:
 
 - a new RDS instance is `creating`, and a modified one `modifying`, for
   CRO_MOTO_TRANSITION_SECONDS (default 3) before `available`;
+- an RDS instance tagged `cro-test/maintenance-window=held` keeps what AWS
+  defers to the maintenance window (class, storage, engine version,
+  Multi-AZ) in PendingModifiedValues unless a modify says ApplyImmediately,
+  which then applies everything pending, as AWS does (no window ever comes:
+  tests see exactly what was pulled forward); untagged instances apply every
+  change at once, as stock moto;
 - a new replication group is `creating` for that long, and a deleted one
   `deleting` for that long and then gone;
 - DeleteReplicationGroup with FinalSnapshotIdentifier takes that snapshot;
@@ -76,8 +82,42 @@ def rds_describe(self, *args, **kwargs):
     return _rds_describe(self, *args, **kwargs)
 
 
-def rds_modify(self, *args, **kwargs):
-    db = _rds_modify(self, *args, **kwargs)
+# What AWS defers to the instance's maintenance window unless the request
+# says ApplyImmediately (ModifyDBInstance in the RDS API reference).
+WINDOW_PARAMS = ("DBInstanceClass", "AllocatedStorage", "EngineVersion", "MultiAZ")
+HOLD_TAG = "cro-test/maintenance-window"
+
+
+def _param(kwargs, name):
+    snake = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+    for key in (name, snake, snake.replace("d_b_", "db_")):
+        if key in kwargs:
+            return key
+    return None
+
+
+def _holds_changes(db):
+    return any(t.get("Key") == HOLD_TAG and t.get("Value") == "held" for t in getattr(db, "tags", []) or [])
+
+
+def rds_modify(self, db_instance_identifier, db_kwargs):
+    db = self.describe_db_instances(db_instance_identifier)[0]
+    if _holds_changes(db):
+        key = _param(db_kwargs, "ApplyImmediately")
+        immediately = key is not None and str(db_kwargs[key]).lower() == "true"
+        pending = dict(getattr(db, "pending_modified_values", None) or {})
+        if immediately:
+            # AWS applies everything pending with the request.
+            for name, value in pending.items():
+                db_kwargs.setdefault(_param(db_kwargs, name) or name, value)
+            pending = {}
+        else:
+            for name in WINDOW_PARAMS:
+                key = _param(db_kwargs, name)
+                if key is not None:
+                    pending[name] = db_kwargs.pop(key)
+        db.pending_modified_values = pending or None
+    db = _rds_modify(self, db_instance_identifier, db_kwargs)
     _transition(db, "modifying", "available")
     return db
 

@@ -277,9 +277,11 @@ pub struct Provisioned {
     /// The live resource exists but was not made by this cluster, and no
     /// person approved adopting it: nothing was changed.
     pub adoption: Option<Adoption>,
-    /// The disruptive changes `maintenanceWindow` allowed were requested:
-    /// the CR's `spec.maintenanceWindow` goes back to false (as the Go
-    /// operator does), so the next tier change waits for the next window.
+    /// A pass with `maintenanceWindow` set reached the usable resource and
+    /// requested what the window allowed (perhaps nothing): the CR's
+    /// `spec.maintenanceWindow` goes back to false, as the Go operator sets
+    /// it after every such pass, so the next tier change waits for the next
+    /// window.
     pub maintenance_window_used: bool,
     /// The rotation token (`Options::rotate_credentials`) the credentials
     /// in `outcome` answer.

@@ -293,7 +293,6 @@ pub async fn act<D: Database>(
                 listing.wrote(id);
                 tagged?;
             }
-            report.maintenance_window_used = changes.window_used;
             let to_request = !changes.apply.is_empty();
             let settled = settle(changes.clone());
             if to_request {
@@ -301,6 +300,10 @@ pub async fn act<D: Database>(
                 listing.wrote(id);
                 modified?;
             }
+            // A pass over the usable resource used the window, whether or
+            // not anything differed: the Go operator clears it after every
+            // such pass (ReconcilePostgres, CreateRedis).
+            report.maintenance_window_used = req.options.maintenance_window;
             match settled {
                 Settled::Modifying(changes) => {
                     Outcome::InProgress(format!("modifying {what} {id}: {changes}"))

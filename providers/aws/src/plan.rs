@@ -37,12 +37,12 @@ impl Gate {
 pub struct Split {
     /// Request these now.
     pub apply: Vec<Change>,
-    /// With the cloud's `ApplyImmediately`.
+    /// With the cloud's `ApplyImmediately`: only when the CR asked for it.
+    /// AWS then applies *every* modification pending on the resource at
+    /// once, including ones queued earlier for the maintenance window.
     pub immediately: bool,
     /// Reported, not requested (gated, scheduled, or never).
     pub pending: Vec<Change>,
-    /// The maintenance window allowed a disruptive change.
-    pub window_used: bool,
 }
 
 impl Split {
@@ -53,37 +53,33 @@ impl Split {
     }
 }
 
-/// Under the `Automatic` policy, safe changes are applied at once and
-/// disruptive ones when the gate allows (the Go operator's rule: with
-/// `maintenanceWindow`, applied in the cloud's window unless
-/// `applyImmediately`; `applyImmediately` alone applies them at once, which
-/// the Go operator did not do). Under `Plan`, nothing is applied until a
-/// person approves exactly these changes by their hash; then every change
-/// that can be made is made at once.
+/// Under the `Automatic` policy, the Go operator's gate
+/// (`buildRDSUpdateStrategy`, `buildElasticacheUpdateStrategy`):
+/// disruptive changes only with `spec.maintenanceWindow`, requested for the
+/// cloud's maintenance window; `spec.applyImmediately` is read only with
+/// it, and only then is `ApplyImmediately` sent. Changes AWS makes online
+/// whatever `ApplyImmediately` says (`Timing::Now`) are requested at once,
+/// without it, so nothing queued is pulled forward. Under `Plan`, nothing
+/// is applied until a person approves exactly these changes by their hash;
+/// then every change that can be made is made at once.
 pub fn split(changes: Vec<Change>, gate: &Gate) -> Split {
     if gate.policy == ChangePolicy::Plan {
         let approved = gate.approved.as_deref() == Some(plan_hash(&changes).as_str());
-        let (apply, pending) = changes
+        let (apply, pending): (Vec<_>, _) = changes
             .into_iter()
             .partition(|c| approved && !matches!(c.timing, Timing::Never(_)));
         return Split {
+            immediately: !apply.is_empty(),
             apply,
-            immediately: true,
             pending,
-            window_used: false,
         };
     }
-    let mut out = Split {
-        immediately: true,
-        ..Split::default()
-    };
-    let disruptive_allowed = gate.maintenance_window || gate.apply_immediately;
+    let mut out = Split::default();
     for change in changes {
         match change.timing {
             Timing::Now => out.apply.push(change),
-            Timing::MaintenanceWindow if disruptive_allowed => {
-                out.window_used |= gate.maintenance_window;
-                out.immediately &= gate.apply_immediately;
+            Timing::MaintenanceWindow if gate.maintenance_window => {
+                out.immediately |= gate.apply_immediately;
                 out.apply.push(change);
             }
             _ => out.pending.push(change),
@@ -95,17 +91,18 @@ pub fn split(changes: Vec<Change>, gate: &Gate) -> Split {
 /// Where a resource stands once the changes of `split` were requested.
 #[derive(Debug, PartialEq)]
 pub enum Settled {
-    /// Applied at once: the resource is modifying; these are the changes.
+    /// Being applied now (online changes, or `ApplyImmediately`): the
+    /// resource is modifying; these are the changes.
     Modifying(String),
-    /// Usable; what still differs (requested ones now scheduled).
+    /// Usable; what still differs (requested ones now scheduled for the
+    /// maintenance window).
     Usable(Vec<Change>),
 }
 
 pub fn settle(split: Split) -> Settled {
-    if !split.apply.is_empty() && split.immediately {
-        let list: Vec<String> = split
-            .apply
-            .iter()
+    let now = |c: &Change| split.immediately || c.timing == Timing::Now;
+    if split.apply.iter().any(now) {
+        let list: Vec<String> = (split.apply.iter().filter(|c| now(c)))
             .map(|c| format!("{} {} -> {}", c.field, c.current, c.desired))
             .collect();
         return Settled::Modifying(list.join(", "));
@@ -262,51 +259,47 @@ mod tests {
     }
 
     #[test]
-    fn the_gate_decides_disruptive_changes_only() {
+    fn the_gate_is_the_go_operators() {
         let (safe, disruptive, never) = ("DeletionProtection", "DBInstanceClass", "EngineVersion");
-        // Row: gate -> (applied, immediately, pending, window used)
+        // Row: gate (maintenanceWindow, applyImmediately) -> (applied,
+        // ApplyImmediately sent, pending). applyImmediately alone is
+        // ignored, as the Go operator reads it only with the window; online
+        // changes never carry ApplyImmediately on their own.
         let rows = [
             (
                 gate(false, false),
                 vec![safe],
-                true,
-                vec![disruptive, never],
                 false,
+                vec![disruptive, never],
+            ),
+            (
+                gate(false, true),
+                vec![safe],
+                false,
+                vec![disruptive, never],
             ),
             (
                 gate(true, false),
                 vec![safe, disruptive],
                 false,
                 vec![never],
-                true,
             ),
-            (
-                gate(false, true),
-                vec![safe, disruptive],
-                true,
-                vec![never],
-                false,
-            ),
-            (
-                gate(true, true),
-                vec![safe, disruptive],
-                true,
-                vec![never],
-                true,
-            ),
+            (gate(true, true), vec![safe, disruptive], true, vec![never]),
         ];
-        for (gate, applied, immediately, pending, used) in rows {
+        for (gate, applied, immediately, pending) in rows {
             let s = split(changes(), &gate);
             assert_eq!(fields(&s.apply), applied, "{gate:?}");
             assert_eq!(s.immediately, immediately, "{gate:?}");
             assert_eq!(fields(&s.pending), pending, "{gate:?}");
-            assert_eq!(s.window_used, used, "{gate:?}");
         }
+        let online_only = vec![changes().remove(0)];
+        assert!(!split(online_only, &gate(false, true)).immediately);
     }
 
     #[test]
     fn requested_changes_settle_as_modifying_or_scheduled() {
-        let Settled::Usable(pending) = settle(split(changes(), &gate(true, false))) else {
+        let window_only: Vec<Change> = changes().into_iter().skip(1).collect();
+        let Settled::Usable(pending) = settle(split(window_only, &gate(true, false))) else {
             panic!("for the window, the resource stays usable")
         };
         let timings: Vec<_> = pending
@@ -317,12 +310,15 @@ mod tests {
             timings,
             [
                 ("EngineVersion", Timing::Never("downgrade".into())),
-                ("DeletionProtection", Timing::Scheduled),
                 ("DBInstanceClass", Timing::Scheduled)
             ]
         );
+        // Online changes are made at once, ApplyImmediately or not.
         assert!(
-            matches!(settle(split(changes(), &gate(false, true))), Settled::Modifying(m) if m.contains("DBInstanceClass db.t3.small -> db.m5.large"))
+            matches!(settle(split(changes(), &gate(true, false))), Settled::Modifying(m) if m == "DeletionProtection false -> true")
+        );
+        assert!(
+            matches!(settle(split(changes(), &gate(true, true))), Settled::Modifying(m) if m.contains("DBInstanceClass db.t3.small -> db.m5.large"))
         );
         assert_eq!(
             settle(split(Vec::new(), &Gate::default())),

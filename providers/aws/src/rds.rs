@@ -209,7 +209,7 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
             scheduled,
             false,
         ));
-    } else if h.storage > w.storage {
+    } else if h.storage > w.storage && !autoscaled(have) {
         let never = Timing::Never("RDS storage cannot shrink".into());
         out.push(change(
             "AllocatedStorage",
@@ -232,6 +232,58 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
     if h.multi_az != w.multi_az {
         let scheduled = pending.multi_az == Some(w.multi_az);
         out.push(gated("MultiAZ", h.multi_az, w.multi_az, scheduled, false));
+    }
+    out
+}
+
+/// Storage autoscaling grew the instance within its MaxAllocatedStorage:
+/// AWS's doing, as the tier allows, not drift.
+fn autoscaled(have: &Instance) -> bool {
+    have.max_storage
+        .is_some_and(|max| have.settings.storage <= max)
+}
+
+/// Modifications queued on the instance (by the Go operator, a person, or
+/// AWS) that the tier does not ask for: shown as scheduled, as AWS will
+/// make them in its window; never pulled forward, never undone.
+fn queued(have: &Instance, want: &Desired) -> Vec<Change> {
+    let (h, w, p) = (&have.settings, &want.settings, &have.pending);
+    let scheduled = |field: &str, current: String, queued: String| {
+        change(field, current, queued, Timing::Scheduled, false)
+    };
+    let mut out = Vec::new();
+    if let Some(class) = p.class.as_ref().filter(|c| **c != w.class) {
+        out.push(scheduled("DBInstanceClass", h.class.clone(), class.clone()));
+    }
+    if let Some(storage) = p.storage.filter(|s| *s != w.storage) {
+        out.push(scheduled(
+            "AllocatedStorage",
+            h.storage.to_string(),
+            storage.to_string(),
+        ));
+    }
+    if let Some(version) =
+        (p.engine_version.as_ref()).filter(|v| want.engine_version.as_ref() != Some(*v))
+    {
+        out.push(scheduled(
+            "EngineVersion",
+            have.engine_version.clone(),
+            version.clone(),
+        ));
+    }
+    if let Some(multi_az) = p.multi_az.filter(|m| *m != w.multi_az) {
+        out.push(scheduled(
+            "MultiAZ",
+            h.multi_az.to_string(),
+            multi_az.to_string(),
+        ));
+    }
+    if let Some(retention) = p.backup_retention.filter(|r| *r != w.backup_retention) {
+        out.push(scheduled(
+            "BackupRetentionPeriod",
+            h.backup_retention.to_string(),
+            retention.to_string(),
+        ));
     }
     out
 }
@@ -351,6 +403,7 @@ impl Database for Client {
     fn differences(have: &Instance, want: &Desired) -> Vec<Change> {
         let mut out = disruptive(have, want);
         out.extend(safe(have, want));
+        out.extend(queued(have, want));
         out
     }
 
@@ -407,10 +460,11 @@ impl Database for Client {
         // the next pass's describe finds; its final steps follow there.
         let gone = |e: &ModifyDBInstanceError| e.is_db_instance_not_found_fault();
         if r.live.settings.deletion_protection {
+            // Made at once by AWS; ApplyImmediately would also pull
+            // forward anything queued, as the Go operator never did here.
             self.modify_db_instance()
                 .db_instance_identifier(id)
                 .deletion_protection(false)
-                .apply_immediately(true)
                 .send()
                 .await
                 .unless_missing(gone, "rds:ModifyDBInstance", id)?;
@@ -615,8 +669,9 @@ async fn set_password(
         .rds
         .modify_db_instance()
         .db_instance_identifier(id)
+        // Applied as soon as possible without ApplyImmediately, which
+        // would also pull forward every modification queued for the window.
         .master_user_password(&creds["password"])
-        .apply_immediately(true)
         .send()
         .await;
     c.rds_listing.wrote(id);
@@ -748,12 +803,26 @@ mod tests {
         // Row: (tier, edit of the live instance, the one change expected)
         type Edit = fn(&mut Instance);
         let class = json!({"DBInstanceClass": "db.m5.large"});
-        let edited: [(Value, Edit, &str, Timing); 5] = [
+        let edited: [(Value, Edit, &str, Timing); 7] = [
             (
-                json!({}),
-                |i| i.settings.storage = 40,
+                json!({"MaxAllocatedStorage": 30}),
+                |i| (i.settings.storage, i.max_storage) = (40, Some(30)),
                 "AllocatedStorage",
                 never("RDS storage cannot shrink").unwrap(),
+            ),
+            // Queued on the instance (the Go operator queued it for the
+            // window), not asked for by the tier: shown, never undone.
+            (
+                json!({}),
+                |i| i.pending.class = Some("db.m5.large".into()),
+                "DBInstanceClass",
+                Scheduled,
+            ),
+            (
+                json!({}),
+                |i| i.pending.multi_az = Some(false),
+                "MultiAZ",
+                Scheduled,
             ),
             (
                 json!({}),
@@ -786,6 +855,10 @@ mod tests {
             let got = Client::differences(&have, &want(tier.clone()));
             assert_eq!(fields(&got), [(field, &timing)], "tier {tier}");
         }
+        // Storage autoscaling grew it within MaxAllocatedStorage: no drift.
+        let mut autoscaled = go_created();
+        autoscaled.settings.storage = 40;
+        assert!(Client::differences(&autoscaled, &want(json!({}))).is_empty());
     }
 
     /// A request owned by cluster `c1`, wanting tag k=v.
