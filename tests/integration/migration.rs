@@ -844,3 +844,59 @@ async fn queued_changes_and_maintenance_flags_are_read_as_the_go_operator_did() 
     })
     .await;
 }
+
+/// Takeover, second round (#24 item 7): a Redis CR from before the Go
+/// operator wrote the `resourceIdentifier` annotation, whose replication
+/// group carries no tags because the Go operator tagged its nodes
+/// (`TagElasticacheNode`, provider_redis.go: the first node group's
+/// members, by hand-built `cluster:` ARNs). It is recognised as this
+/// cluster's by its first node's tags: complete, nothing modified.
+#[tokio::test]
+async fn an_old_redis_is_recognised_by_its_nodes_tags() {
+    with_namespace("migrate-oldredis", |client, ns| async move {
+        ensure_crds(&client).await;
+        let env = TestEnv::load();
+        let ec = aws_sdk_elasticache::Client::new(&env.aws_config().await);
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resources-aws-strategies"}, "data": go_strategies()}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &cm).await.unwrap_or_else(|e| panic!("{e}"));
+        let cache_id = cloud_identifier(CLUSTER, &ns, "cache");
+        ec.create_replication_group()
+            .replication_group_id(&cache_id).replication_group_description("A Redis replication group")
+            .engine("redis").engine_version("7.1").cache_node_type("cache.t3.micro").num_cache_clusters(2)
+            .automatic_failover_enabled(true).snapshot_retention_limit(31).at_rest_encryption_enabled(true)
+            .transit_encryption_enabled(false).snapshot_window("02:00-03:00").preferred_maintenance_window("mon:04:00-mon:05:00")
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let group = loop {
+            let out = ec.describe_replication_groups().replication_group_id(&cache_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            let g = out.replication_groups().first().cloned().unwrap_or_else(|| panic!("no group"));
+            if g.status() == Some("available") { break g; }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        };
+        let arn = group.arn().unwrap_or_default();
+        let (prefix, _) = arn.rsplit_once(":replicationgroup:").unwrap_or_else(|| panic!("unexpected ARN {arn}"));
+        for member in group.member_clusters() {
+            let tags = go_tags("cache").into_iter().map(|(k, v)| aws_sdk_elasticache::types::Tag::builder().key(k).value(v).build());
+            ec.add_tags_to_resource().resource_name(format!("{prefix}:cluster:{member}")).set_tags(Some(tags.collect()))
+                .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        }
+        let spec = json!({"type": "aws", "tier": "production", "secretRef": {"name": "cache-sec"}});
+        let cache: Redis = go_cr(&client, &ns, "Redis", "cache", spec, GO_FINALIZER, None).await;
+        let primary = group.node_groups().first().and_then(|n| n.primary_endpoint()).and_then(|e| e.address()).unwrap_or_default().to_string();
+        go_output_secret(&client, &ns, &cache, "cache-sec", &[("uri", &primary), ("port", "6379")]).await;
+        go_status::<Redis>(&client, &ns, "cache", json!({"strategy": "aws", "provider": "aws-elasticache", "version": "7.1", "secretRef": {"name": "cache-sec"},
+            "phase": "complete", "message": "successfully created and tagged, aws elasticache status is available"})).await;
+
+        let since = aws_requests().len();
+        let op = Operator::start(&ns).await;
+        let taken: Redis = taken_over(&client, &ns, "cache").await;
+        let adopted = taken.status.iter().flat_map(|s| &s.conditions).find(|c| c.type_ == "Adopted").map(|c| c.status.clone());
+        assert_ne!(adopted.as_deref(), Some("False"), "waiting for adoption: {:?}", taken.status);
+        assert_eq!(writes_mentioning(since, &cache_id), Vec::<String>::new(), "AWS writes for {cache_id}");
+        let redis = Api::<Redis>::namespaced(client.clone(), &ns);
+        redis.delete("cache", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&redis, "cache", DEFAULT_TIMEOUT * 2).await;
+        op.stop().await;
+    })
+    .await;
+}

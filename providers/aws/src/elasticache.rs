@@ -62,8 +62,21 @@ pub struct Group {
     pub snapshot_retention: i32,
     pub snapshot_window: String,
     pub primary: Option<(String, i32)>,
+    /// Its first member cache cluster (node), where the Go operator put
+    /// its tags (`TagElasticacheNode`, provider_redis.go).
+    pub first_member: Option<String>,
     /// Read separately (ListTagsForResource): describe does not carry them.
+    /// A group never tagged has its first node's.
     pub tags: BTreeMap<String, String>,
+}
+
+impl Group {
+    /// The ARN of its first node: the group's ARN with
+    /// `replicationgroup:<id>` replaced by `cluster:<node>`.
+    fn first_member_arn(&self) -> Option<String> {
+        let (prefix, _) = self.arn.rsplit_once(":replicationgroup:")?;
+        Some(format!("{prefix}:cluster:{}", self.first_member.as_ref()?))
+    }
 }
 
 impl From<&ReplicationGroup> for Group {
@@ -81,6 +94,7 @@ impl From<&ReplicationGroup> for Group {
                     e.port().unwrap_or(6379),
                 )
             }),
+            first_member: g.member_clusters().first().cloned(),
             tags: BTreeMap::new(),
         }
     }
@@ -185,6 +199,11 @@ impl Database for Client {
         if !group.arn.is_empty() {
             group.tags = self.tags(&group.arn).await?;
         }
+        if group.tags.is_empty()
+            && let Some(node) = group.first_member_arn()
+        {
+            group.tags = self.tags(&node).await?;
+        }
         Ok(Some(group))
     }
 
@@ -195,13 +214,24 @@ impl Database for Client {
         // AWS's documentation of GetResources), narrowed to replication
         // groups by their ARNs (`arn:aws:elasticache:…:replicationgroup:<id>`).
         let mut tags = crate::tags::tagged(&c.tagging, "elasticache", |arn| {
-            arn.contains(":replicationgroup:").then(|| arn.to_string())
+            (arn.contains(":replicationgroup:") || arn.contains(":cluster:"))
+                .then(|| arn.to_string())
         })
         .await?;
         let mut groups = describe_all(self).await?;
         for group in groups.values_mut() {
-            // A group never tagged is not in the tagging API's answer.
+            // A group never tagged is not in the tagging API's answer; the
+            // Go operator tagged its nodes instead (one read each, for
+            // those of its groups only).
             group.tags = tags.remove(&group.arn).unwrap_or_default();
+            if group.tags.is_empty()
+                && let Some(node) = group.first_member_arn()
+            {
+                group.tags = match tags.remove(&node) {
+                    Some(node_tags) => node_tags,
+                    None => self.tags(&node).await?,
+                };
+            }
         }
         Ok(groups)
     }
@@ -339,6 +369,23 @@ mod tests {
         let mut g = Group::from(&group);
         g.tags.insert("clusterID".into(), "c1".into());
         g
+    }
+
+    #[test]
+    fn the_go_operators_tags_are_read_from_the_first_node() {
+        let group = ReplicationGroup::builder()
+            .arn("arn:aws:elasticache:eu-west-1:123456789012:replicationgroup:g1")
+            .member_clusters("g1-001")
+            .member_clusters("g1-002")
+            .build();
+        assert_eq!(
+            Group::from(&group).first_member_arn().as_deref(),
+            Some("arn:aws:elasticache:eu-west-1:123456789012:cluster:g1-001")
+        );
+        let no_members = ReplicationGroup::builder()
+            .arn("arn:aws:elasticache:r:1:replicationgroup:g")
+            .build();
+        assert_eq!(Group::from(&no_members).first_member_arn(), None);
     }
 
     #[test]
