@@ -69,21 +69,55 @@ pub async fn discover(
     Ok((from_kube_system_uid(&uid), Source::KubeSystem))
 }
 
+/// Why `Infrastructure/cluster` could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InfrastructureError {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    /// OpenShift, where it holds the Go operator's cluster ID, but the
+    /// operator may not read it: another cluster ID would rename every
+    /// resource the Go operator made.
+    #[error(
+        "this is an OpenShift cluster (API group {INFRASTRUCTURE_GROUP} is served) but the operator may not get infrastructures.{INFRASTRUCTURE_GROUP} \"cluster\", which holds the cluster ID the Go operator named every cloud resource with: grant it (deploy/rbac/cluster_role.yaml, or the Helm chart's RBAC), or set --cluster-id (CLUSTER_ID) to that infrastructure name"
+    )]
+    Forbidden,
+}
+
+const INFRASTRUCTURE_GROUP: &str = "config.openshift.io";
+
 /// OpenShift's `Infrastructure/cluster` (`None` on other clusters), where
 /// the Go operator reads the cluster ID, the default AWS region and the
 /// user-defined resource tags.
-pub async fn infrastructure(client: &Client) -> Result<Option<serde_json::Value>, kube::Error> {
-    let gvk = GroupVersionKind::gvk("config.openshift.io", "v1", "Infrastructure");
+pub async fn infrastructure(
+    client: &Client,
+) -> Result<Option<serde_json::Value>, InfrastructureError> {
+    let gvk = GroupVersionKind::gvk(INFRASTRUCTURE_GROUP, "v1", "Infrastructure");
     let infra: Api<DynamicObject> = Api::all_with(
         client.clone(),
         &ApiResource::from_gvk_with_plural(&gvk, "infrastructures"),
     );
-    // Absent on non-OpenShift clusters: a 404 for the whole resource type.
     match infra.get_opt("cluster").await {
         Ok(obj) => Ok(obj.map(|o| o.data)),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 403 => Ok(None),
-        Err(e) => Err(e),
+        // Absent on other clusters: a 404 for the whole resource type.
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        // Authorization comes before routing, so a plain cluster answers
+        // 403 too when RBAC grants nothing: only discovery (readable by
+        // every authenticated user) tells OpenShift apart.
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            let groups = client.list_api_groups().await?;
+            match forbidden_matters(groups.groups.iter().map(|g| g.name.as_str())) {
+                true => Err(InfrastructureError::Forbidden),
+                false => Ok(None),
+            }
+        }
+        Err(e) => Err(e.into()),
     }
+}
+
+/// Whether a forbidden Infrastructure read hides the cluster ID (pure):
+/// only where the cluster serves its API group.
+fn forbidden_matters<'a>(mut groups: impl Iterator<Item = &'a str>) -> bool {
+    groups.any(|g| g == INFRASTRUCTURE_GROUP)
 }
 
 /// The Infrastructure's default AWS region (`status.platformStatus.aws.region`).
@@ -115,6 +149,19 @@ pub fn infrastructure_tags(infrastructure: &serde_json::Value) -> BTreeMap<Strin
 mod tests {
     use super::*;
     use cro_provider_api::{IdentifierRules, cloud_identifier};
+
+    #[test]
+    fn a_forbidden_infrastructure_matters_only_on_openshift() {
+        assert!(forbidden_matters(
+            ["apps", "config.openshift.io"].into_iter()
+        ));
+        assert!(!forbidden_matters(["apps", "batch"].into_iter()));
+        let message = InfrastructureError::Forbidden.to_string();
+        assert!(
+            message.contains("--cluster-id") && message.contains("cluster_role.yaml"),
+            "{message}"
+        );
+    }
 
     #[test]
     fn configured_ids_must_start_with_a_letter() {

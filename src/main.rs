@@ -253,9 +253,16 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
     if let Some(id) = args.cluster_id.as_deref().filter(|id| !id.is_empty()) {
         cluster_id::check_configured(id).map_err(anyhow::Error::msg)?;
     }
-    let infrastructure = cluster_id::infrastructure(&client)
-        .await
-        .context("reading the OpenShift Infrastructure object (cluster ID, region and tags)")?;
+    let configured_id = args.cluster_id.as_deref().is_some_and(|id| !id.is_empty());
+    let infrastructure = match cluster_id::infrastructure(&client).await {
+        Err(e @ cluster_id::InfrastructureError::Forbidden) if configured_id => {
+            // The ID is given; the region and tags it also holds are not.
+            warn!(error = %e, "reading the OpenShift Infrastructure object; going on with the configured cluster ID, without its region and resource tags");
+            None
+        }
+        read => read
+            .context("reading the OpenShift Infrastructure object (cluster ID, region and tags)")?,
+    };
     let (cluster_id, cluster_id_source) =
         cluster_id::discover(&client, args.cluster_id.as_deref(), infrastructure.as_ref())
             .await

@@ -219,7 +219,38 @@ async fn scenario(client: Client) {
         .unwrap_or_else(|e| panic!("{e}"));
     wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
     wait_deleted(&blobs, "blob", DEFAULT_TIMEOUT).await;
+    op.stop().await;
+    an_unreadable_infrastructure_stops_the_operator(&client, &ns).await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
-    op.stop().await;
+}
+
+/// On OpenShift, an operator whose RBAC does not let it read the
+/// Infrastructure (#24 item 9) stops with a message, rather than taking
+/// the kube-system cluster ID and renaming every resource the Go operator
+/// made: the Go operator fails there too (GetClusterID, pkg/resources/cluster.go).
+async fn an_unreadable_infrastructure_stops_the_operator(client: &Client, ns: &str) {
+    let sa: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "no-rbac"}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+    Api::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &sa)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = crate::support::service_account_kubeconfig(client, ns, "no-rbac").await;
+    let mut op = Operator::launch(Launch {
+        cluster_id: None,
+        kubeconfig: Some(kubeconfig),
+        log_name: format!("operator-{ns}-no-rbac.log"),
+        ..Launch::new(ns)
+    })
+    .await;
+    let status = op.wait_exit(DEFAULT_TIMEOUT).await;
+    let log = op.logs();
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("may not get infrastructures.config.openshift.io")
+            && log.contains("--cluster-id"),
+        "{log}"
+    );
 }
