@@ -281,7 +281,7 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
         concurrency: 1,
         cluster_id,
         tag_key_prefix: args.tag_key_prefix.clone(),
-        extra_tags: args.extra_tags.iter().cloned().collect::<BTreeMap<_, _>>(),
+        extra_tags: extra_tags(&args.extra_tags, infrastructure.is_some()),
         infrastructure_tags: infrastructure
             .as_ref()
             .map(cluster_id::infrastructure_tags)
@@ -296,6 +296,18 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
         settings,
         providers,
     })
+}
+
+/// The configured extra tags; on OpenShift also the Go operator's
+/// `red-hat-managed=true` (`GetDefaultResourceTags`, pkg/resources/tags.go),
+/// unless configured otherwise.
+fn extra_tags(configured: &[(String, String)], openshift: bool) -> BTreeMap<String, String> {
+    let mut tags: BTreeMap<_, _> = configured.iter().cloned().collect();
+    if openshift {
+        tags.entry("red-hat-managed".into())
+            .or_insert_with(|| "true".into());
+    }
+    tags
 }
 
 /// The providers' settings: flags first, then what the OpenShift

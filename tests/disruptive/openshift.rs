@@ -189,6 +189,11 @@ async fn scenario(client: Client) {
         "{tags:?}"
     );
     assert_eq!(
+        tags.get("red-hat-managed").map(String::as_str),
+        Some("true"),
+        "the Go operator's tag on OpenShift: {tags:?}"
+    );
+    assert_eq!(
         tags.get("integreatly.org/resource-type")
             .map(String::as_str),
         Some("from-infrastructure"),
