@@ -900,3 +900,52 @@ async fn an_old_redis_is_recognised_by_its_nodes_tags() {
     })
     .await;
 }
+
+/// Takeover, second round (#24 item 8): the Go operator used the
+/// identifiers its strategies name as given (buildRDSCreateStrategy,
+/// buildRDSDeleteConfig, buildElasticacheDeleteConfig), and honoured
+/// `RetainPrimaryCluster`. A tier that pins a Postgres's instance and final
+/// snapshot names, and a Redis deleteStrategy as its helper writes it,
+/// work: the instance is created and found under the tier's name, and
+/// deleting leaves the final snapshot the tier names.
+#[tokio::test]
+async fn identifiers_a_tier_names_are_used_as_given() {
+    use crate::support::{create_json, wait_phase};
+    with_namespace("migrate-pinned", |client, ns| async move {
+        ensure_crds(&client).await;
+        let rds = aws_sdk_rds::Client::new(&TestEnv::load().aws_config().await);
+        let pinned = format!("pinned{}", ns.replace('-', ""));
+        let final_snapshot = format!("{pinned}-last");
+        let tiers = json!({
+            "postgres": json!({"production": {"createStrategy": {"DBInstanceIdentifier": pinned},
+                "deleteStrategy": {"DBInstanceIdentifier": null, "FinalDBSnapshotIdentifier": final_snapshot, "SkipFinalSnapshot": null}}}).to_string(),
+            "redis": json!({"production": {"deleteStrategy": {"ReplicationGroupId": null, "RetainPrimaryCluster": false, "FinalSnapshotIdentifier": null}}}).to_string(),
+        });
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resources-aws-strategies"}, "data": tiers}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &cm).await.unwrap_or_else(|e| panic!("{e}"));
+        let op = Operator::start(&ns).await;
+        let cr = |kind: &str, name: &str| json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
+            "spec": {"type": "aws", "tier": "production", "secretRef": {"name": format!("{name}-sec")}}});
+        create_json::<Postgres>(&client, &ns, cr("Postgres", "db")).await;
+        create_json::<Redis>(&client, &ns, cr("Redis", "cache")).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let redis = Api::<Redis>::namespaced(client.clone(), &ns);
+        let db = wait_phase(&pgs, "db", Phase::Complete).await;
+        wait_phase(&redis, "cache", Phase::Complete).await;
+        assert_eq!(db.annotations().get("resourceIdentifier"), Some(&pinned));
+        rds.describe_db_instances().db_instance_identifier(&pinned).send().await
+            .unwrap_or_else(|e| panic!("no instance under the tier's name {pinned}: {e:?}"));
+
+        for (api, name) in [(&pgs, "db")] {
+            api.delete(name, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(api, name, DEFAULT_TIMEOUT * 2).await;
+        }
+        redis.delete("cache", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&redis, "cache", DEFAULT_TIMEOUT * 2).await;
+        rds.describe_db_snapshots().db_snapshot_identifier(&final_snapshot).send().await
+            .unwrap_or_else(|e| panic!("no final snapshot under the tier's name {final_snapshot}: {e:?}"));
+        op.stop().await;
+    })
+    .await;
+}

@@ -99,6 +99,12 @@ pub struct Service {
     pub api_name: &'static str,
     /// The rules its final snapshots' identifiers follow.
     pub snapshot_rules: IdentifierRules,
+    /// The strategies' fields naming the resource (both sections) and its
+    /// final snapshot (deleteStrategy), which the Go operator used as
+    /// given (buildRDSCreateStrategy, buildRDSDeleteConfig, and their
+    /// ElastiCache twins).
+    pub identifier_field: &'static str,
+    pub final_snapshot_field: &'static str,
     /// The tier's fields for its create and delete calls.
     pub create_strategy: &'static Section,
     pub delete_strategy: &'static Section,
@@ -146,6 +152,20 @@ pub struct Removal<'a, L> {
     pub f: Fields<'a>,
     /// The final snapshot to leave; `None`: the tier skips it.
     pub final_snapshot: Option<String>,
+}
+
+/// The identifier the tier names for the resource, when the CR records
+/// none: the deleteStrategy's when deleting, else the createStrategy's (the
+/// Go operator's order, buildRDSDeleteConfig). A platform that pinned one
+/// in a tier keeps finding its resource under it.
+pub fn named_by_tier<D: Database>(
+    tier: &Tier,
+    deleting: bool,
+) -> Result<Option<String>, ProviderError> {
+    let field = D::SERVICE.identifier_field;
+    let create = Fields::new(D::SERVICE.create_strategy, &tier.create)?.string(field)?;
+    let delete = Fields::new(D::SERVICE.delete_strategy, &tier.delete)?.string(field)?;
+    Ok(if deleting { delete.or(create) } else { create })
 }
 
 /// The resource under `req.identifier`, if it exists. A recheck reads it
@@ -342,7 +362,10 @@ pub async fn delete<D: Database>(
 ) -> Result<Deletion, ProviderError> {
     let f = Fields::new(D::SERVICE.delete_strategy, &tier.delete)?;
     let skip_final = f.bool("SkipFinalSnapshot")?.unwrap_or(false);
-    let final_snapshot = snapshots::final_id(req, D::SERVICE.snapshot_rules);
+    let final_snapshot = match f.string(D::SERVICE.final_snapshot_field)? {
+        Some(named) => D::SERVICE.snapshot_rules.conform(&named),
+        None => snapshots::final_id(req, D::SERVICE.snapshot_rules),
+    };
     let (svc, _) = D::of(c);
     let id = req.identifier.as_str();
     let Some(live) = svc.describe(id).await? else {

@@ -33,7 +33,7 @@ pub const PROVIDER: &str = "aws-elasticache";
 
 pub const CREATE_STRATEGY: Section = section! {
     "createStrategy" for "elasticache:CreateReplicationGroup" {
-        String: CacheNodeType EngineVersion SnapshotWindow PreferredMaintenanceWindow
+        String: ReplicationGroupId CacheNodeType EngineVersion SnapshotWindow PreferredMaintenanceWindow
             CacheSubnetGroupName CacheParameterGroupName;
         Int: NumCacheClusters SnapshotRetentionLimit Port;
         Bool: AutomaticFailoverEnabled MultiAZEnabled AtRestEncryptionEnabled TransitEncryptionEnabled;
@@ -41,7 +41,10 @@ pub const CREATE_STRATEGY: Section = section! {
     }
 };
 pub const DELETE_STRATEGY: Section = section! {
-    "deleteStrategy" for "elasticache:DeleteReplicationGroup" { Bool: SkipFinalSnapshot; }
+    "deleteStrategy" for "elasticache:DeleteReplicationGroup" {
+        String: ReplicationGroupId FinalSnapshotIdentifier;
+        Bool: SkipFinalSnapshot RetainPrimaryCluster;
+    }
 };
 
 /// What the tier (and `spec.size`) asks for of a running group.
@@ -116,6 +119,8 @@ impl Database for Client {
         what: "ElastiCache replication group",
         api_name: "ReplicationGroup",
         snapshot_rules: IdentifierRules::ElastiCacheSnapshot,
+        identifier_field: "ReplicationGroupId",
+        final_snapshot_field: "FinalSnapshotIdentifier",
         create_strategy: &CREATE_STRATEGY,
         delete_strategy: &DELETE_STRATEGY,
         credentials_secret: None,
@@ -256,7 +261,7 @@ impl Database for Client {
         let gone = |e: &DeleteReplicationGroupError| e.is_replication_group_not_found_fault();
         self.delete_replication_group()
             .replication_group_id(r.id)
-            .retain_primary_cluster(false)
+            .retain_primary_cluster(r.f.bool("RetainPrimaryCluster")?.unwrap_or(false))
             .set_final_snapshot_identifier(r.final_snapshot)
             .send()
             .await

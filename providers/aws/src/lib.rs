@@ -166,6 +166,23 @@ fn conformed(req: &ResourceRequest) -> ResourceRequest {
     }
 }
 
+/// `req` for a database the tier names itself (`DBInstanceIdentifier`,
+/// `ReplicationGroupId`) while the CR records no identifier yet: under that
+/// name, as the Go operator used it.
+fn pinned<D: Database>(
+    req: &ResourceRequest,
+    tier: &strategy::Tier,
+    deleting: bool,
+) -> Result<ResourceRequest, ProviderError> {
+    let mut req = req.clone();
+    if req.recorded_identifier.is_none()
+        && let Some(id) = database::named_by_tier::<D>(tier, deleting)?
+    {
+        req.identifier = rules(req.kind).conform(&id);
+    }
+    Ok(req)
+}
+
 fn conformed_snapshot(req: &SnapshotRequest) -> SnapshotRequest {
     let snapshot_rules = match req.kind {
         ResourceKind::Redis => IdentifierRules::ElastiCacheSnapshot,
@@ -193,9 +210,15 @@ impl Provider for AwsProvider {
         let req = &conformed(req);
         let (tier, c) = self.tier_clients(&req.strategy).await?;
         match req.kind {
-            ResourceKind::Postgres => rds::reconcile(&self.credentials, &c, req, &tier).await,
+            ResourceKind::Postgres => {
+                let req = &pinned::<Rds>(req, &tier, false)?;
+                rds::reconcile(&self.credentials, &c, req, &tier).await
+            }
             ResourceKind::BlobStorage => s3::reconcile(self, &c, req).await,
-            ResourceKind::Redis => elasticache::reconcile(&c, req, &tier).await,
+            ResourceKind::Redis => {
+                let req = &pinned::<ElastiCache>(req, &tier, false)?;
+                elasticache::reconcile(&c, req, &tier).await
+            }
             ResourceKind::Smtp => smtp::reconcile(self, &c, req, &tier).await,
         }
     }
@@ -205,10 +228,12 @@ impl Provider for AwsProvider {
         let (tier, c) = self.tier_clients(&req.strategy).await?;
         match req.kind {
             ResourceKind::Postgres => {
+                let req = &pinned::<Rds>(req, &tier, true)?;
                 database::delete::<Rds>(&self.credentials, &c, req, &tier).await
             }
             ResourceKind::BlobStorage => s3::delete(self, &c.s3, &c.iam, req, &tier).await,
             ResourceKind::Redis => {
+                let req = &pinned::<ElastiCache>(req, &tier, true)?;
                 database::delete::<ElastiCache>(&self.credentials, &c, req, &tier).await
             }
             ResourceKind::Smtp => smtp::delete(self, &c.iam, req).await,
@@ -220,8 +245,13 @@ impl Provider for AwsProvider {
         let req = &conformed(req);
         let (tier, c) = self.tier_clients(&req.strategy).await?;
         match req.kind {
-            ResourceKind::Postgres => database::plan::<Rds>(&c, req, &tier).await,
-            ResourceKind::Redis => database::plan::<ElastiCache>(&c, req, &tier).await,
+            ResourceKind::Postgres => {
+                database::plan::<Rds>(&c, &pinned::<Rds>(req, &tier, false)?, &tier).await
+            }
+            ResourceKind::Redis => {
+                let req = &pinned::<ElastiCache>(req, &tier, false)?;
+                database::plan::<ElastiCache>(&c, req, &tier).await
+            }
             ResourceKind::BlobStorage => s3::plan(&c, req).await,
             ResourceKind::Smtp => smtp::plan(&c.iam, req).await,
         }
@@ -291,6 +321,44 @@ mod tests {
             json!({"createStrategy": {"VpcSecurityGroupIds": ["sg-1", 2]}}),
         );
         assert!(e.contains("must be a list of strings"), "{e}");
+    }
+
+    #[test]
+    fn a_database_the_tier_names_is_looked_for_under_that_name() {
+        let mut req = ResourceRequest::offline(ResourceKind::Postgres, json!({}));
+        req.identifier = "computed".into();
+        let tier = |v: Value| strategy::parse(&v).unwrap_or_else(|e| panic!("{e}"));
+        let named = tier(
+            json!({"createStrategy": {"DBInstanceIdentifier": "pinned-db"},
+            "deleteStrategy": {"DBInstanceIdentifier": "other-db", "FinalDBSnapshotIdentifier": "last"}}),
+        );
+        // Row: (tier, recorded identifier, deleting, identifier used)
+        let rows = [
+            (tier(json!({})), None, false, "computed"),
+            (named.clone(), None, false, "pinned-db"),
+            (named.clone(), None, true, "other-db"),
+            (
+                tier(json!({"createStrategy": {"DBInstanceIdentifier": "pinned-db"}})),
+                None,
+                true,
+                "pinned-db",
+            ),
+            // What the CR records wins: the Go operator recorded the name it used.
+            (named, Some("computed"), false, "computed"),
+        ];
+        for (tier, recorded, deleting, want) in rows {
+            req.recorded_identifier = recorded.map(str::to_string);
+            let got = pinned::<Rds>(&req, &tier, deleting).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(got.identifier, want, "{tier:?} {recorded:?} {deleting}");
+        }
+        let redis = tier(
+            json!({"createStrategy": {"ReplicationGroupId": "pinned-cache"},
+            "deleteStrategy": {"RetainPrimaryCluster": false, "FinalSnapshotIdentifier": "last"}}),
+        );
+        let mut req = ResourceRequest::offline(ResourceKind::Redis, json!({}));
+        req.identifier = "computed".into();
+        let got = pinned::<ElastiCache>(&req, &redis, true).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got.identifier, "pinned-cache");
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub const PROVIDER: &str = "aws-rds";
 /// createStrategy fields the operator maps onto rds:CreateDBInstance.
 pub const CREATE_STRATEGY: Section = section! {
     "createStrategy" for "rds:CreateDBInstance" {
-        String: DBInstanceClass EngineVersion StorageType KmsKeyId PreferredBackupWindow
+        String: DBInstanceIdentifier DBInstanceClass EngineVersion StorageType KmsKeyId PreferredBackupWindow
             PreferredMaintenanceWindow DBName DBSubnetGroupName DBParameterGroupName;
         Int: AllocatedStorage MaxAllocatedStorage Iops BackupRetentionPeriod Port;
         Bool: MultiAZ StorageEncrypted PubliclyAccessible DeletionProtection
@@ -53,7 +53,10 @@ pub const CREATE_STRATEGY: Section = section! {
 };
 /// deleteStrategy fields for rds:DeleteDBInstance.
 pub const DELETE_STRATEGY: Section = section! {
-    "deleteStrategy" for "rds:DeleteDBInstance" { Bool: SkipFinalSnapshot DeleteAutomatedBackups; }
+    "deleteStrategy" for "rds:DeleteDBInstance" {
+        String: DBInstanceIdentifier FinalDBSnapshotIdentifier;
+        Bool: SkipFinalSnapshot DeleteAutomatedBackups;
+    }
 };
 
 pub fn credentials_secret(name: &str) -> String {
@@ -364,6 +367,8 @@ impl Database for Client {
         what: "RDS instance",
         api_name: "DBInstance",
         snapshot_rules: IdentifierRules::RdsSnapshot,
+        identifier_field: "DBInstanceIdentifier",
+        final_snapshot_field: "FinalDBSnapshotIdentifier",
         create_strategy: &CREATE_STRATEGY,
         delete_strategy: &DELETE_STRATEGY,
         credentials_secret: Some(credentials_secret),

@@ -6,7 +6,7 @@
 use cro_provider_api::ProviderError;
 use serde_json::{Map, Value};
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Tier {
     pub region: Option<String>,
     /// The role the tier's calls run as (another AWS account, typically),
