@@ -1,4 +1,10 @@
-use std::{collections::BTreeMap, io::IsTerminal, path::PathBuf, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    io::IsTerminal,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -117,6 +123,15 @@ struct ClusterArgs {
     /// region and service.
     #[arg(long, env = "AWS_API_BURST", default_value_t = cro_provider_aws::Budget::default().burst)]
     aws_api_burst: u32,
+    /// In STS mode (Secret `sts-credentials` with key `role_arn` in the
+    /// operator's namespace, as the Go operator's), the token the role is
+    /// assumed with: the pod's projected ServiceAccount token.
+    #[arg(
+        long,
+        env = "STS_TOKEN_FILE",
+        default_value = "/var/run/secrets/openshift/serviceaccount/token"
+    )]
+    sts_token_file: PathBuf,
 }
 
 #[derive(Args)]
@@ -290,7 +305,11 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
         recheck_interval: Duration::from_secs(3600),
         shard: Default::default(),
     };
-    let providers = provider_settings(args, infrastructure.as_ref())?;
+    let sts = sts_mode(&client, &settings.operator_namespace, &args.sts_token_file).await?;
+    if let Some(sts) = &sts {
+        info!(role_arn = %sts.role_arn, "STS mode: AWS calls run as the role of Secret sts-credentials; BlobStorage gets no IAM user");
+    }
+    let providers = provider_settings(args, infrastructure.as_ref(), sts)?;
     Ok(Connected {
         client,
         settings,
@@ -310,11 +329,45 @@ fn extra_tags(configured: &[(String, String)], openshift: bool) -> BTreeMap<Stri
     tags
 }
 
+/// The Go operator's STS mode (NewCredentialManager,
+/// pkg/providers/aws/credentials.go): on when Secret `sts-credentials` of
+/// the operator's namespace exists, its role in key `role_arn`.
+async fn sts_mode(
+    client: &kube::Client,
+    namespace: &str,
+    token_file: &Path,
+) -> anyhow::Result<Option<cro_provider_aws::Sts>> {
+    const SECRET: &str = "sts-credentials";
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let Some(secret) = secrets
+        .get_opt(SECRET)
+        .await
+        .with_context(|| format!("reading Secret {namespace}/{SECRET} (STS mode)"))?
+    else {
+        return Ok(None);
+    };
+    let role_arn = (secret.data.as_ref())
+        .and_then(|d| d.get("role_arn"))
+        .map(|v| String::from_utf8_lossy(&v.0).trim().to_string())
+        .filter(|r| !r.is_empty());
+    let Some(role_arn) = role_arn else {
+        bail!(
+            "Secret {namespace}/{SECRET} turns STS mode on but has no role_arn: set its key role_arn to the role the operator runs as, or delete the Secret"
+        );
+    };
+    Ok(Some(cro_provider_aws::Sts {
+        role_arn,
+        token_file: token_file.to_path_buf(),
+    }))
+}
+
 /// The providers' settings: flags first, then what the OpenShift
 /// Infrastructure object says.
 fn provider_settings(
     args: &ClusterArgs,
     infrastructure: Option<&serde_json::Value>,
+    sts: Option<cro_provider_aws::Sts>,
 ) -> anyhow::Result<providers::Settings> {
     let budget = cro_provider_aws::Budget {
         rate: args.aws_api_rate,
@@ -330,6 +383,7 @@ fn provider_settings(
         aws: cro_provider_aws::AwsSettings {
             region: aws_region,
             budget,
+            sts,
         },
     })
 }

@@ -773,3 +773,54 @@ async fn credentials_rotate_on_request_and_a_replaced_key_works_through_its_grac
     })
     .await;
 }
+
+/// STS mode (#24 item 5), as the Go operator detects it
+/// (NewCredentialManager, pkg/providers/aws/credentials.go): Secret
+/// `sts-credentials` with `role_arn` in the operator's namespace. AWS calls
+/// run as that role, assumed with the pod's token; a BlobStorage gets its
+/// bucket and no IAM user, its key fields empty (CreateStorage,
+/// provider_blobstorage.go), and deleting it touches no IAM user.
+#[tokio::test]
+async fn sts_mode_runs_as_the_role_and_makes_no_iam_user() {
+    use cloud_resource_operator::api::BlobStorage;
+    let role = "arn:aws:iam::123456789012:role/cro-sts";
+    let token_file = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("target/testenv/sts-token-{}", std::process::id()));
+    std::fs::write(&token_file, "eyJhbGciOiJSUzI1NiJ9.e30.c2ln").unwrap_or_else(|e| panic!("{e}"));
+    crate::support::with_namespace("sts", |client, ns| async move {
+            crate::support::ensure_crds(&client).await;
+            // Read when the operator starts, as the Go operator reads it.
+            let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "sts-credentials"}, "stringData": {"role_arn": role}}))
+                .unwrap_or_else(|e| panic!("{e}"));
+            Api::<Secret>::namespaced(client.clone(), &ns).create(&PostParams::default(), &secret).await.unwrap_or_else(|e| panic!("{e}"));
+            let mut launch = crate::support::Launch::new(&ns);
+            launch.extra_args.push(format!("--sts-token-file={}", token_file.display()));
+            let restarted = crate::support::Operator::launch(launch).await;
+            restarted.wait_log("STS mode", DEFAULT_TIMEOUT).await;
+            let blob: BlobStorage = serde_json::from_value(json!({
+                "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": "files"},
+                "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "files-sec"}}
+            }))
+            .unwrap_or_else(|e| panic!("{e}"));
+            let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+            blobs.create(&PostParams::default(), &blob).await.unwrap_or_else(|e| panic!("{e}"));
+            wait_phase(&blobs, "files", Phase::Complete).await;
+            let secret = Api::<Secret>::namespaced(client.clone(), &ns).get("files-sec").await.unwrap_or_else(|e| panic!("{e}"));
+            let data: BTreeMap<String, String> = secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned())).collect();
+            let bucket = cloud_identifier("testcluster", &ns, "files");
+            assert_eq!(data.get("bucketName"), Some(&bucket));
+            assert_eq!((data["credentialKeyID"].as_str(), data["credentialSecretKey"].as_str()), ("", ""), "{:?}", data.keys());
+            let iam = aws_sdk_iam::Client::new(&TestEnv::load().aws_config().await);
+            assert!(iam.get_user().user_name(&bucket).send().await.is_err(), "an IAM user was made in STS mode");
+            let assumed = aws_requests().into_iter().any(|r| r["action"] == "AssumeRoleWithWebIdentity" && r["params"].to_string().contains(role));
+            assert!(assumed, "the role of sts-credentials was not assumed");
+
+            blobs.delete("files", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&blobs, "files", DEFAULT_TIMEOUT).await;
+            // The test's own GetUser above aside.
+            let iam_calls: Vec<String> = aws_actions_mentioning(&bucket).into_iter().filter(|a| a != "GetUser" && (a.contains("User") || a.contains("AccessKey"))).collect();
+            assert!(iam_calls.is_empty(), "IAM calls in STS mode: {iam_calls:?}");
+            restarted.stop().await;
+    })
+    .await;
+}

@@ -41,7 +41,7 @@ use tokio::sync::Mutex;
 
 pub use budget::Budget;
 pub use credentials::SecretCache;
-pub use sdk::{AwsSettings, sdk_config};
+pub use sdk::{AwsSettings, Sts, sdk_config};
 
 pub const NAME: &str = "aws";
 
@@ -94,7 +94,7 @@ impl AwsProvider {
         if let Some(c) = configs.get(&account) {
             return Ok(c.clone());
         }
-        let base = sdk_config(account.region.as_deref()).await;
+        let base = sdk_config(account.region.as_deref(), self.settings.sts.as_ref()).await;
         if base.region().is_none() {
             return Err(ProviderError::invalid_strategy(
                 "no AWS region: set \"region\" in the tier of cloud-resources-aws-strategies, or give the operator a default region (--aws-region / AWS_REGION, or the OpenShift Infrastructure's)",

@@ -238,14 +238,23 @@ pub async fn reconcile(
         }
     }
 
+    let details = |id: &str, secret: &str| {
+        ConnectionDetails(BTreeMap::from([
+            ("bucketName".into(), bucket.to_string()),
+            ("bucketRegion".into(), region.to_string()),
+            ("credentialKeyID".into(), id.to_string()),
+            ("credentialSecretKey".into(), secret.to_string()),
+        ]))
+    };
+    // STS mode: workloads reach the bucket through roles of their own; no
+    // IAM user, and the key fields empty, as the Go operator writes them
+    // (CreateStorage, provider_blobstorage.go).
+    if p.settings.sts.is_some() {
+        return Ok(provisioned(Outcome::Ready(details("", ""))));
+    }
     let keys = access_key(p, c, req, bucket).await?;
-    let details = ConnectionDetails(BTreeMap::from([
-        ("bucketName".into(), bucket.to_string()),
-        ("bucketRegion".into(), region.to_string()),
-        ("credentialKeyID".into(), keys.key.id.clone()),
-        ("credentialSecretKey".into(), keys.key.secret.clone()),
-    ]));
-    Ok(keys.report(provisioned(Outcome::Ready(details))))
+    let ready = details(&keys.key.id, &keys.key.secret);
+    Ok(keys.report(provisioned(Outcome::Ready(ready))))
 }
 
 /// The bucket's credentials: this operator's IAM user (its key kept in
@@ -284,8 +293,11 @@ pub async fn delete(
         // Someone else's bucket (and user): deleting the CR never deletes them.
         return Ok(Deletion::Done);
     }
-    let credentials: (&str, &str) = (&credentials_secret(&req.name), &cco::s3_request(bucket));
-    iam_user::delete_user_and_keys(p, iam, req, bucket, credentials).await?;
+    // STS mode made no user (and its role may not touch IAM).
+    if p.settings.sts.is_none() {
+        let credentials: (&str, &str) = (&credentials_secret(&req.name), &cco::s3_request(bucket));
+        iam_user::delete_user_and_keys(p, iam, req, bucket, credentials).await?;
+    }
     if exists(s3, bucket).await? {
         let objects = list(s3, bucket).await?;
         if objects.is_empty() || force {

@@ -15,7 +15,22 @@ pub struct AwsSettings {
     pub region: Option<String>,
     /// Calls per second and burst per account, region and service.
     pub budget: crate::Budget,
+    /// OpenShift's STS mode, as the Go operator detects it: its calls run
+    /// as this role, and BlobStorage gets no IAM user.
+    pub sts: Option<Sts>,
 }
+
+/// The Go operator's STS mode (credentials_sts_manager.go): the role in
+/// Secret `sts-credentials` (key `role_arn`) of the operator's namespace,
+/// assumed with the pod's projected ServiceAccount token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sts {
+    pub role_arn: String,
+    pub token_file: std::path::PathBuf,
+}
+
+/// The session name the Go operator assumes its STS role with.
+const STS_SESSION: &str = "Red-Hat-cloud-resources-operator";
 
 /// How long a call may wait for a connection, and for AWS's answer once
 /// sent. An answer lost on a live connection would otherwise hold its
@@ -26,15 +41,32 @@ pub struct AwsSettings {
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// The SDK configuration from the standard chain, in `region` when set.
-pub async fn sdk_config(region: Option<&str>) -> SdkConfig {
+/// The SDK configuration from the standard chain, in `region` when set;
+/// in STS mode, with the credentials of its role.
+pub async fn sdk_config(region: Option<&str>, sts: Option<&Sts>) -> SdkConfig {
     let timeouts = aws_config::timeout::TimeoutConfig::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(ANSWER_TIMEOUT)
         .build();
     let mut loader = aws_config::defaults(BehaviorVersion::latest()).timeout_config(timeouts);
-    if let Some(region) = region {
-        loader = loader.region(Region::new(region.to_string()));
+    let region = region.map(|r| Region::new(r.to_string()));
+    if let Some(region) = &region {
+        loader = loader.region(region.clone());
+    }
+    if let Some(sts) = sts {
+        use aws_config::{
+            provider_config::ProviderConfig,
+            web_identity_token::{StaticConfiguration, WebIdentityTokenCredentialsProvider},
+        };
+        let provider = WebIdentityTokenCredentialsProvider::builder()
+            .configure(&ProviderConfig::default().with_region(region))
+            .static_configuration(StaticConfiguration {
+                web_identity_token_file: sts.token_file.clone(),
+                role_arn: sts.role_arn.clone(),
+                session_name: STS_SESSION.into(),
+            })
+            .build();
+        loader = loader.credentials_provider(provider);
     }
     loader.load().await
 }
