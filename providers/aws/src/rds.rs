@@ -35,7 +35,7 @@ use crate::{
     plan::{Split, change},
     strategy::{Fields, Section, Tier, section},
     tags,
-    versions::is_upgrade,
+    versions::{is_upgrade, postgres_major},
 };
 
 pub const PROVIDER: &str = "aws-rds";
@@ -47,7 +47,7 @@ pub const CREATE_STRATEGY: Section = section! {
             PreferredMaintenanceWindow DBName DBSubnetGroupName DBParameterGroupName;
         Int: AllocatedStorage MaxAllocatedStorage Iops BackupRetentionPeriod Port;
         Bool: MultiAZ StorageEncrypted PubliclyAccessible DeletionProtection
-            AutoMinorVersionUpgrade CopyTagsToSnapshot;
+            AutoMinorVersionUpgrade CopyTagsToSnapshot AllowMajorVersionUpgrade;
         Strings: VpcSecurityGroupIds;
     }
 };
@@ -70,6 +70,11 @@ pub struct Desired {
     /// No default: AWS picks its current default major for a new instance,
     /// and an existing one keeps its version.
     pub engine_version: Option<String>,
+    /// `AllowMajorVersionUpgrade` (ModifyDBInstance's name): an existing
+    /// instance moves to a higher major only when the tier says so. The Go
+    /// operator forced its supported version at create and never made a
+    /// major upgrade; a tier version it overrode must not become one.
+    pub allow_major_upgrade: bool,
     pub settings: Settings,
     pub max_storage: i32,
     pub backup_window: Option<String>,
@@ -224,9 +229,13 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
     }
     let current = &have.engine_version;
     if let Some(wanted) = want.engine_version.as_ref().filter(|v| *v != current) {
-        out.push(if is_upgrade(current, wanted) {
+        let major = postgres_major(current) != postgres_major(wanted);
+        out.push(if is_upgrade(current, wanted) && (!major || want.allow_major_upgrade) {
             let scheduled = pending.engine_version.as_ref() == Some(wanted);
             gated("EngineVersion", current, wanted, scheduled, true)
+        } else if is_upgrade(current, wanted) {
+            let why = "a major version upgrade is made only when the tier's createStrategy sets AllowMajorVersionUpgrade: true";
+            change("EngineVersion", current, wanted, Timing::Never(why.into()), true)
         } else {
             let never = Timing::Never("engine versions only move up".into());
             change("EngineVersion", current, wanted, never, true)
@@ -395,6 +404,7 @@ impl Database for Client {
         };
         Ok(Desired {
             engine_version: f.string("EngineVersion")?,
+            allow_major_upgrade: f.bool("AllowMajorVersionUpgrade")?.unwrap_or(false),
             settings,
             max_storage: f.int("MaxAllocatedStorage")?.unwrap_or(100),
             backup_window: f.string("PreferredBackupWindow")?,
@@ -780,7 +790,14 @@ mod tests {
                 Some(MaintenanceWindow),
             ),
             ("AllocatedStorage", json!(50), Some(MaintenanceWindow)),
-            ("EngineVersion", json!("16.4"), Some(MaintenanceWindow)),
+            ("EngineVersion", json!("13.15"), Some(MaintenanceWindow)),
+            (
+                "EngineVersion",
+                json!("16.4"),
+                never(
+                    "a major version upgrade is made only when the tier's createStrategy sets AllowMajorVersionUpgrade: true",
+                ),
+            ),
             (
                 "EngineVersion",
                 json!("12.9"),
@@ -848,7 +865,7 @@ mod tests {
                 Scheduled,
             ),
             (
-                json!({"EngineVersion": "16.4"}),
+                json!({"EngineVersion": "16.4", "AllowMajorVersionUpgrade": true}),
                 |i| i.pending.engine_version = Some("16.4".into()),
                 "EngineVersion",
                 Scheduled,
@@ -860,6 +877,10 @@ mod tests {
             let got = Client::differences(&have, &want(tier.clone()));
             assert_eq!(fields(&got), [(field, &timing)], "tier {tier}");
         }
+        // A major upgrade the tier allows waits for the window.
+        let allowed = json!({"EngineVersion": "16.4", "AllowMajorVersionUpgrade": true});
+        let got = Client::differences(&go_created(), &want(allowed));
+        assert_eq!(fields(&got), [("EngineVersion", &MaintenanceWindow)]);
         // Storage autoscaling grew it within MaxAllocatedStorage: no drift.
         let mut autoscaled = go_created();
         autoscaled.settings.storage = 40;

@@ -14,9 +14,33 @@ pub fn is_upgrade(have: &str, wanted: &str) -> bool {
     parse(wanted) > parse(have)
 }
 
+/// A PostgreSQL version's major: its first number from 10 on, its first
+/// two before (9.6 is a major of its own).
+pub fn postgres_major(version: &str) -> String {
+    let mut parts = version.split('.');
+    let first = parts.next().unwrap_or_default();
+    match first.parse::<u64>() {
+        Ok(n) if n < 10 => format!("{first}.{}", parts.next().unwrap_or("0")),
+        _ => first.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn postgres_majors() {
+        // Row: (version, major)
+        for (v, major) in [
+            ("13.13", "13"),
+            ("16.4", "16"),
+            ("9.6.22", "9.6"),
+            ("10.1", "10"),
+        ] {
+            assert_eq!(postgres_major(v), major, "{v}");
+        }
+    }
 
     #[test]
     fn only_newer_versions_are_upgrades() {
