@@ -25,6 +25,12 @@ pub struct ConfigReader {
     operator: Arc<Shared<ConfigMap>>,
     /// `cloud-resource-config` in each watched scope.
     types: Scoped<ConfigMap>,
+    /// Where the Go operator reads the strategies ConfigMaps: its
+    /// `WATCH_NAMESPACE` (pkg/providers/aws/config.go,
+    /// `DefaultConfigMapNamespace`), when that is one namespace other than
+    /// the operator's. Its ConfigMaps stand in for those the operator
+    /// namespace lacks.
+    go_namespace: Option<(String, Arc<Shared<ConfigMap>>)>,
     /// ConfigMaps that stand in for the cluster's of the same namespace
     /// and name (`plan --config`).
     overrides: Vec<Located>,
@@ -47,11 +53,23 @@ impl ConfigReader {
         let by_name =
             watcher::Config::default().fields(&format!("metadata.name={TYPES_CONFIG_MAP}"));
         let types = Scoped::new(&client, scopes, &by_name);
+        let go_namespace = match scopes {
+            [Some(ns)] if *ns != operator_namespace => Some((
+                ns.clone(),
+                Arc::new(Shared::new(
+                    Api::namespaced(client.clone(), ns),
+                    Some(ns.clone()),
+                    watcher::Config::default(),
+                )),
+            )),
+            _ => None,
+        };
         ConfigReader {
             client,
             operator_namespace,
             operator: Arc::new(operator),
             types,
+            go_namespace,
             overrides: Vec::new(),
         }
     }
@@ -69,17 +87,33 @@ impl ConfigReader {
 
     /// Runs the watches until dropped.
     pub async fn run(&self) {
-        tokio::join!(self.operator.run(), self.types.run());
+        let go = async {
+            if let Some((_, go)) = &self.go_namespace {
+                go.run().await;
+            }
+        };
+        tokio::join!(self.operator.run(), self.types.run(), go);
     }
 
     /// Resolves once the watches have listed (or `limit` has passed).
     pub async fn ready(&self, limit: std::time::Duration) {
-        tokio::join!(self.operator.ready(limit), self.types.ready(limit));
+        let go = async {
+            if let Some((_, go)) = &self.go_namespace {
+                go.ready(limit).await;
+            }
+        };
+        tokio::join!(self.operator.ready(limit), self.types.ready(limit), go);
     }
 
     /// Every change to a ConfigMap of the operator namespace.
     pub fn subscribe_operator(&self) -> Option<Subscription<ConfigMap>> {
         self.operator.subscribe()
+    }
+
+    /// Every change to a ConfigMap of the Go operator's strategies
+    /// namespace, when it is watched.
+    pub fn subscribe_go_namespace(&self) -> Option<Subscription<ConfigMap>> {
+        self.go_namespace.as_ref()?.1.subscribe()
     }
 
     /// Every change to `cloud-resource-config` in `scope`.
@@ -100,6 +134,9 @@ impl ConfigReader {
             name: name.to_string(),
             error,
         };
+        let go = (self.go_namespace.as_ref())
+            .filter(|(ns, _)| ns == namespace)
+            .map(|(_, go)| go);
         let cached = if namespace == self.operator_namespace {
             Some(
                 self.operator
@@ -107,6 +144,8 @@ impl ConfigReader {
                     .await
                     .map_err(read_error)?,
             )
+        } else if let Some(go) = go {
+            Some(go.get(namespace, name).await.map_err(read_error)?)
         } else if name == TYPES_CONFIG_MAP {
             self.types.get(namespace, name).await.map_err(read_error)?
         } else {
@@ -140,10 +179,19 @@ impl ConfigReader {
         self.get(&self.operator_namespace, TYPES_CONFIG_MAP).await
     }
 
-    /// The provider's strategies ConfigMap in the operator's namespace.
+    /// The provider's strategies ConfigMap in the operator's namespace,
+    /// else where the Go operator reads it (its single watch namespace):
+    /// a cluster that switches keeps its tiers rather than meeting the
+    /// built-in ones.
     pub async fn strategies(&self, provider: &str) -> Result<Option<Located>, ConfigError> {
-        self.get(&self.operator_namespace, &strategies_config_map(provider))
-            .await
+        let name = strategies_config_map(provider);
+        if let Some(cm) = self.get(&self.operator_namespace, &name).await? {
+            return Ok(Some(cm));
+        }
+        match &self.go_namespace {
+            Some((ns, _)) => self.get(ns, &name).await,
+            None => Ok(None),
+        }
     }
 }
 

@@ -189,11 +189,18 @@ fn resource_controller<K: ResourceCr>(
         "cloud-resource-config",
         |c, s| c.watches_shared_stream(s, move |cm| crs_in_namespace(&by_types, &cm)),
     );
-    subscribed(
+    let by_go_cm = by_operator_cm.clone();
+    c = subscribed(
         c,
         ctx.config.subscribe_operator(),
         "operator ConfigMaps",
         |c, s| c.watches_shared_stream(s, move |cm| crs_configured_by(&by_operator_cm, &cm)),
+    );
+    subscribed(
+        c,
+        ctx.config.subscribe_go_namespace(),
+        "the Go operator's strategies ConfigMaps",
+        |c, s| c.watches_shared_stream(s, move |cm| crs_configured_by(&by_go_cm, &cm)),
     )
 }
 

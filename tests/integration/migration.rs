@@ -949,3 +949,46 @@ async fn identifiers_a_tier_names_are_used_as_given() {
     })
     .await;
 }
+
+/// Takeover, second round (#24 item 6): the Go operator reads its
+/// strategies ConfigMaps from its WATCH_NAMESPACE (`DefaultConfigMapNamespace`,
+/// pkg/providers/aws/config.go). Run with that one namespace watched and
+/// another operator namespace holding no strategies, the operator uses the
+/// Go operator's tiers (not its built-in ones) and follows their edits.
+#[tokio::test]
+async fn strategies_are_found_where_the_go_operator_reads_them() {
+    use crate::support::{Launch, create_json, create_namespace, wait_phase};
+    with_namespace("migrate-where", |client, ns| async move {
+        ensure_crds(&client).await;
+        let rds = aws_sdk_rds::Client::new(&TestEnv::load().aws_config().await);
+        let elsewhere = create_namespace(&client, "migrate-opns").await;
+        let tiers = |class: &str| json!({"postgres": json!({"production": {"createStrategy": {"DBInstanceClass": class}}}).to_string()});
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resources-aws-strategies"}, "data": tiers("db.t3.micro")}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+        cms.create(&PostParams::default(), &cm).await.unwrap_or_else(|e| panic!("{e}"));
+        let op = Operator::launch(Launch { operator_namespace: Some(elsewhere.clone()), ..Launch::new(&ns) }).await;
+        create_json::<Postgres>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"},
+            "spec": {"type": "aws", "tier": "production", "secretRef": {"name": "db-sec"}}})).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        wait_phase(&pgs, "db", Phase::Complete).await;
+        let id = cloud_identifier(CLUSTER, &ns, "db");
+        let class = || async {
+            let out = rds.describe_db_instances().db_instance_identifier(&id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            out.db_instances().first().and_then(|d| d.db_instance_class()).unwrap_or_default().to_string()
+        };
+        assert_eq!(class().await, "db.t3.micro", "the built-in tier was used");
+        // An edit of the Go operator's ConfigMap reaches the CR.
+        cms.patch("cloud-resources-aws-strategies", &PatchParams::default(), &Patch::Merge(json!({"data": tiers("db.t3.medium")})))
+            .await.unwrap_or_else(|e| panic!("{e}"));
+        wait_for(&pgs, "db", "the edited tier's difference", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.is_some_and(|o| o.status.iter().flat_map(|s| &s.pending_changes).any(|c| c.field == "DBInstanceClass" && c.desired == "db.t3.medium"))
+        })
+        .await;
+        pgs.delete("db", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&pgs, "db", DEFAULT_TIMEOUT * 2).await;
+        op.stop().await;
+        let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).delete(&elsewhere, &DeleteParams::default()).await;
+    })
+    .await;
+}

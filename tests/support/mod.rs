@@ -237,8 +237,10 @@ pub async fn ensure_crds(client: &Client) {
 #[derive(Clone, Debug)]
 pub struct Launch {
     /// Watched namespace, also the operator namespace (so a test's
-    /// configuration ConfigMaps are its own).
+    /// configuration ConfigMaps are its own) unless `operator_namespace`.
     pub namespace: String,
+    /// Another operator namespace than the watched one.
+    pub operator_namespace: Option<String>,
     /// Log file name under target/testenv/logs.
     pub log_name: String,
     /// Kubeconfig to run with; the admin's when `None`.
@@ -265,6 +267,7 @@ impl Launch {
     pub fn new(namespace: &str) -> Launch {
         Launch {
             namespace: namespace.to_string(),
+            operator_namespace: None,
             log_name: format!("operator-{namespace}.log"),
             kubeconfig: None,
             cluster_id: Some("testcluster".into()),
@@ -306,7 +309,9 @@ impl Operator {
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cloud-resource-operator")));
         let mut command = tokio::process::Command::new(binary);
         command
-            .args(["run", "--operator-namespace", ns, "--watch-namespaces", ns])
+            .args(["run", "--operator-namespace"])
+            .arg(launch.operator_namespace.as_deref().unwrap_or(ns))
+            .args(["--watch-namespaces", ns])
             .args(["--metrics-address", "127.0.0.1:0"]);
         if let Some(id) = &launch.cluster_id {
             command.args(["--cluster-id", id]);
