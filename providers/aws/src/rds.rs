@@ -106,6 +106,7 @@ pub struct Instance {
     pub engine_version: String,
     pub backup_window: String,
     pub maintenance_window: String,
+    pub ca_certificate: String,
     pub address: String,
     pub port: Option<i32>,
     pub master_username: Option<String>,
@@ -117,6 +118,7 @@ pub struct Instance {
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Pending {
+    pub ca_certificate: Option<String>,
     pub class: Option<String>,
     pub storage: Option<i32>,
     pub engine_version: Option<String>,
@@ -143,6 +145,7 @@ impl From<&DbInstance> for Instance {
             engine_version: db.engine_version().unwrap_or_default().into(),
             backup_window: db.preferred_backup_window().unwrap_or_default().into(),
             maintenance_window: db.preferred_maintenance_window().unwrap_or_default().into(),
+            ca_certificate: db.ca_certificate_identifier().unwrap_or_default().into(),
             address: db
                 .endpoint()
                 .and_then(|e| e.address())
@@ -152,6 +155,8 @@ impl From<&DbInstance> for Instance {
             master_username: db.master_username().map(str::to_string),
             db_name: db.db_name().map(str::to_string),
             pending: Pending {
+                ca_certificate: pending
+                    .and_then(|p| p.ca_certificate_identifier().map(str::to_string)),
                 class: pending.and_then(|p| p.db_instance_class().map(str::to_string)),
                 storage: pending.and_then(|p| p.allocated_storage()),
                 engine_version: pending.and_then(|p| p.engine_version().map(str::to_string)),
@@ -246,6 +251,24 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
         out.push(gated("MultiAZ", h.multi_az, w.multi_az, scheduled, false));
     }
     out
+}
+
+/// The CA the Go operator moved instances off, and the one it moved them
+/// to, in the maintenance window (buildRDSUpdateStrategy).
+const RETIRED_CA: &str = "rds-ca-2019";
+const NEW_CA: &str = "rds-ca-rsa2048-g1";
+
+/// An instance still on the retired CA moves to its successor in the
+/// maintenance window, as the Go operator moved it (clients must trust
+/// the new CA: the instance restarts).
+fn ca_certificate(have: &Instance) -> Option<Change> {
+    (have.ca_certificate == RETIRED_CA).then(|| {
+        let window = match have.pending.ca_certificate.as_deref() {
+            Some(NEW_CA) => Timing::Scheduled,
+            _ => Timing::MaintenanceWindow,
+        };
+        change("CACertificateIdentifier", RETIRED_CA, NEW_CA, window, true)
+    })
 }
 
 /// Storage autoscaling grew the instance within its MaxAllocatedStorage:
@@ -419,6 +442,7 @@ impl Database for Client {
         let mut out = disruptive(have, want);
         out.extend(safe(have, want));
         out.extend(queued(have, want));
+        out.extend(ca_certificate(have));
         out
     }
 
@@ -458,6 +482,7 @@ impl Database for Client {
             }
             "PubliclyAccessible" => call.publicly_accessible(want.settings.publicly_accessible),
             "PreferredBackupWindow" => call.set_preferred_backup_window(want.backup_window.clone()),
+            "CACertificateIdentifier" => call.ca_certificate_identifier(NEW_CA),
             "PreferredMaintenanceWindow" => {
                 call.set_preferred_maintenance_window(want.maintenance_window.clone())
             }
@@ -877,6 +902,17 @@ mod tests {
             let got = Client::differences(&have, &want(tier.clone()));
             assert_eq!(fields(&got), [(field, &timing)], "tier {tier}");
         }
+        // The Go operator's CA move, in the window; then scheduled.
+        let mut old_ca = go_created();
+        old_ca.ca_certificate = RETIRED_CA.into();
+        let got = Client::differences(&old_ca, &want(json!({})));
+        assert_eq!(
+            fields(&got),
+            [("CACertificateIdentifier", &MaintenanceWindow)]
+        );
+        old_ca.pending.ca_certificate = Some(NEW_CA.into());
+        let got = Client::differences(&old_ca, &want(json!({})));
+        assert_eq!(fields(&got), [("CACertificateIdentifier", &Scheduled)]);
         // A major upgrade the tier allows waits for the window.
         let allowed = json!({"EngineVersion": "16.4", "AllowMajorVersionUpgrade": true});
         let got = Client::differences(&go_created(), &want(allowed));
