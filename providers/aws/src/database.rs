@@ -170,7 +170,9 @@ pub fn named_by_tier<D: Database>(
 
 /// The resource under `req.identifier`, if it exists. A recheck reads it
 /// from the service's listing (one call for a hundred resources); anything
-/// else, and anything the listing lacks, is read on its own.
+/// else, anything the listing lacks, and anything it shows untagged (a
+/// group the Go operator tagged through its nodes reads its tags from
+/// them) is read on its own.
 pub async fn observe<D: Database>(
     c: &Clients,
     req: &ResourceRequest,
@@ -179,6 +181,7 @@ pub async fn observe<D: Database>(
     let id = req.identifier.as_str();
     if let Some(max_age) = req.options.observed_within
         && let Some(live) = listing.get(id, max_age, || svc.list(c)).await?
+        && !live.tags().is_empty()
     {
         return Ok(Some(live));
     }

@@ -219,24 +219,14 @@ impl Database for Client {
         // AWS's documentation of GetResources), narrowed to replication
         // groups by their ARNs (`arn:aws:elasticache:…:replicationgroup:<id>`).
         let mut tags = crate::tags::tagged(&c.tagging, "elasticache", |arn| {
-            (arn.contains(":replicationgroup:") || arn.contains(":cluster:"))
-                .then(|| arn.to_string())
+            arn.contains(":replicationgroup:").then(|| arn.to_string())
         })
         .await?;
         let mut groups = describe_all(self).await?;
         for group in groups.values_mut() {
-            // A group never tagged is not in the tagging API's answer; the
-            // Go operator tagged its nodes instead (one read each, for
-            // those of its groups only).
+            // A group never tagged is not in the tagging API's answer (and
+            // is then read on its own, see `database::observe`).
             group.tags = tags.remove(&group.arn).unwrap_or_default();
-            if group.tags.is_empty()
-                && let Some(node) = group.first_member_arn()
-            {
-                group.tags = match tags.remove(&node) {
-                    Some(node_tags) => node_tags,
-                    None => self.tags(&node).await?,
-                };
-            }
         }
         Ok(groups)
     }
