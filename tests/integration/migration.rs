@@ -203,6 +203,45 @@ fn read_secret(s: &Secret) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The Go operator's strategies ConfigMap (`go_strategies`) in `ns`.
+async fn create_go_strategies(client: &Client, ns: &str) {
+    let cm: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "cloud-resources-aws-strategies"}, "data": go_strategies()}),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The replication group `id` once the emulator's creating phase is over,
+/// as the Go operator waited for it.
+async fn available_group(
+    ec: &aws_sdk_elasticache::Client,
+    id: &str,
+) -> aws_sdk_elasticache::types::ReplicationGroup {
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+    loop {
+        let out = ec
+            .describe_replication_groups()
+            .replication_group_id(id)
+            .send()
+            .await;
+        let out = out.unwrap_or_else(|e| panic!("{e:?}"));
+        let group = out.replication_groups().first().cloned();
+        let group = group.unwrap_or_else(|| panic!("no group {id}"));
+        if group.status() == Some("available") {
+            return group;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "group {id} never available"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
 /// A CR as the Go controllers leave it: our CRD types, the Go finalizer,
 /// the `resourceIdentifier` annotation its providers write on create.
 async fn go_cr<K>(
@@ -353,9 +392,7 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
         let ec = aws_sdk_elasticache::Client::new(&config);
         let s3 = env.s3().await;
         let iam = aws_sdk_iam::Client::new(&config);
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resources-aws-strategies"}, "data": go_strategies()}))
-            .unwrap_or_else(|e| panic!("{e}"));
-        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &cm).await.unwrap_or_else(|e| panic!("{e}"));
+        create_go_strategies(&client, &ns).await;
         let spec = |secret: &str| json!({"type": "aws", "tier": "production", "secretRef": {"name": secret}});
 
         // --- Postgres: buildRDSCreateStrategy + buildDefaultRDSSecret
@@ -423,12 +460,7 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
             if db.db_instance_status() == Some("available") { break db; }
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         };
-        let group = loop {
-            let out = ec.describe_replication_groups().replication_group_id(&cache_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
-            let g = out.replication_groups().first().cloned().unwrap_or_else(|| panic!("no group"));
-            if g.status() == Some("available") { break g; }
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        };
+        let group = available_group(&ec, &cache_id).await;
 
         // Output Secrets (ReconcileResultSecret) and complete statuses.
         let host = db.endpoint().and_then(|e| e.address()).unwrap_or_default().to_string();
@@ -736,9 +768,7 @@ async fn queued_changes_and_maintenance_flags_are_read_as_the_go_operator_did() 
     with_namespace("migrate-window", |client, ns| async move {
         ensure_crds(&client).await;
         let rds = aws_sdk_rds::Client::new(&TestEnv::load().aws_config().await);
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resources-aws-strategies"}, "data": go_strategies()}))
-            .unwrap_or_else(|e| panic!("{e}"));
-        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &cm).await.unwrap_or_else(|e| panic!("{e}"));
+        create_go_strategies(&client, &ns).await;
         let password = "5d1c8e7f2a9b4c3d6e0f1a2b3c4d5e6f";
         // Row: (CR name, its live class, CR spec flags)
         let rows = [
@@ -857,9 +887,7 @@ async fn an_old_redis_is_recognised_by_its_nodes_tags() {
         ensure_crds(&client).await;
         let env = TestEnv::load();
         let ec = aws_sdk_elasticache::Client::new(&env.aws_config().await);
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resources-aws-strategies"}, "data": go_strategies()}))
-            .unwrap_or_else(|e| panic!("{e}"));
-        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &cm).await.unwrap_or_else(|e| panic!("{e}"));
+        create_go_strategies(&client, &ns).await;
         let cache_id = cloud_identifier(CLUSTER, &ns, "cache");
         ec.create_replication_group()
             .replication_group_id(&cache_id).replication_group_description("A Redis replication group")
@@ -867,12 +895,7 @@ async fn an_old_redis_is_recognised_by_its_nodes_tags() {
             .automatic_failover_enabled(true).snapshot_retention_limit(31).at_rest_encryption_enabled(true)
             .transit_encryption_enabled(false).snapshot_window("02:00-03:00").preferred_maintenance_window("mon:04:00-mon:05:00")
             .send().await.unwrap_or_else(|e| panic!("{e:?}"));
-        let group = loop {
-            let out = ec.describe_replication_groups().replication_group_id(&cache_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
-            let g = out.replication_groups().first().cloned().unwrap_or_else(|| panic!("no group"));
-            if g.status() == Some("available") { break g; }
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        };
+        let group = available_group(&ec, &cache_id).await;
         let arn = group.arn().unwrap_or_default();
         let (prefix, _) = arn.rsplit_once(":replicationgroup:").unwrap_or_else(|| panic!("unexpected ARN {arn}"));
         for member in group.member_clusters() {
