@@ -533,6 +533,24 @@ async fn redis_on_elasticache_through_creating_and_deleting() {
             assert_eq!(tags.get(&k), Some(&v), "tag {k} on {id}");
         }
 
+        // Version and maintenance window live on the nodes (#24 item 9):
+        // status.version is what they run, and a tier's window reaches them.
+        let node_id = group.member_clusters().first().cloned().unwrap_or_else(|| panic!("no member of {id}"));
+        let node = |ec: aws_sdk_elasticache::Client, node_id: String| async move {
+            let out = ec.describe_cache_clusters().cache_cluster_id(&node_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            out.cache_clusters().first().cloned().unwrap_or_else(|| panic!("no node {node_id}"))
+        };
+        let running = node(ec.clone(), node_id.clone()).await.engine_version().unwrap_or_default().to_string();
+        let cache = redis.get("cache").await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cache.status.and_then(|s| s.version), Some(running));
+        aws_strategies_for(&client, &ns, "redis", json!({"development": {"createStrategy": {"PreferredMaintenanceWindow": "tue:03:00-tue:04:00"}}})).await;
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        while node(ec.clone(), node_id.clone()).await.preferred_maintenance_window() != Some("tue:03:00-tue:04:00") {
+            assert!(tokio::time::Instant::now() < deadline, "the tier's maintenance window did not reach {node_id}");
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        wait_for(&redis, "cache", "complete again", DEFAULT_TIMEOUT, phase(Phase::Complete, "")).await;
+
         redis.delete("cache", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
         let final_id = final_snapshot_id(&redis, &ns, "cache").await;
         wait_for(&redis, "cache", "deletion in progress", DEFAULT_TIMEOUT, phase(Phase::DeleteInProgress, "")).await;

@@ -17,6 +17,8 @@ must be exercised. This launcher wraps the backends so that:
 - a new replication group is `creating` for that long, and a deleted one
   `deleting` for that long and then gone;
 - DeleteReplicationGroup with FinalSnapshotIdentifier takes that snapshot;
+- a replication group's members are cache clusters (nodes), holding the
+  engine version and maintenance window AWS shows only there, gone with it;
 - ModifyReplicationGroup (missing from stock moto) changes the snapshot
   retention and window, node type and maintenance window, and leaves the
   group `modifying` for that long.
@@ -128,13 +130,32 @@ RDSBackend.modify_db_instance = rds_modify
 
 # --- ElastiCache -------------------------------------------------------------
 _ec_create = ElastiCacheBackend.create_replication_group
+_ec_create_cluster = ElastiCacheBackend.create_cache_cluster
 _ec_describe = ElastiCacheBackend.describe_replication_groups
 _ec_delete_response = ElastiCacheResponse.delete_replication_group
+
+
+# What each member cache cluster (node) of a replication group holds and
+# the group does not show: AWS reports a group's engine version and
+# maintenance window only on its nodes (DescribeCacheClusters).
+NODE_DEFAULTS = {"engine_version": "7.1", "preferred_maintenance_window": "sun:05:00-sun:06:00"}
 
 
 def ec_create(self, *args, **kwargs):
     group = _ec_create(self, *args, **kwargs)
     _transition(group, "creating", "available")
+    for member in group.member_clusters:
+        if member in self.cache_clusters:
+            continue
+        node = {name: None for name in _ec_create_cluster.__code__.co_varnames[1:_ec_create_cluster.__code__.co_argcount]}
+        node.update(cache_cluster_id=member, replication_group_id=group.replication_group_id, num_cache_nodes=1,
+                    cache_node_type=group.cache_node_type, engine="redis", tags=[], preferred_availability_zones=[],
+                    cache_security_group_names=[], security_group_ids=[], snapshot_arns=[], preferred_outpost_arns=[],
+                    log_delivery_configurations=[], cache_node_ids_to_remove=[], cache_node_ids_to_reboot=[],
+                    engine_version=kwargs.get("engine_version") or NODE_DEFAULTS["engine_version"],
+                    preferred_maintenance_window=kwargs.get("preferred_maintenance_window")
+                    or NODE_DEFAULTS["preferred_maintenance_window"])
+        _ec_create_cluster(self, **node)
     return group
 
 
@@ -142,6 +163,8 @@ def ec_describe(self, *args, **kwargs):
     for group_id, group in list(self.replication_groups.items()):
         if group.status == "deleting" and time.time() >= group._cro_until:
             del self.replication_groups[group_id]
+            for member in group.member_clusters:
+                self.cache_clusters.pop(member, None)
         else:
             _settle(group)
     return _ec_describe(self, *args, **kwargs)
@@ -176,6 +199,10 @@ def ec_modify_response(self):
         value = self._get_param(param)
         if value is not None:
             setattr(group, attr, value)
+            for member in group.member_clusters:
+                node = self.elasticache_backend.cache_clusters.get(member)
+                if node is not None and hasattr(node, attr):
+                    setattr(node, attr, value)
     _transition(group, "modifying", "available")
     return ActionResult({"ReplicationGroup": group})
 

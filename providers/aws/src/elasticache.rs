@@ -11,7 +11,11 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_elasticache::{
-    Client, operation::delete_replication_group::DeleteReplicationGroupError,
+    Client,
+    operation::{
+        delete_replication_group::DeleteReplicationGroupError,
+        describe_cache_clusters::DescribeCacheClustersError,
+    },
     types::ReplicationGroup,
 };
 use cro_provider_api::{
@@ -68,9 +72,56 @@ pub struct Group {
     /// Its first member cache cluster (node), where the Go operator put
     /// its tags (`TagElasticacheNode`, provider_redis.go).
     pub first_member: Option<String>,
+    /// What AWS shows only on the nodes (DescribeCacheClusters): the
+    /// engine version and maintenance window, as the first node has them.
+    pub node: Node,
     /// Read separately (ListTagsForResource): describe does not carry them.
     /// A group never tagged has its first node's.
     pub tags: BTreeMap<String, String>,
+}
+
+/// What a group's node says of it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Node {
+    pub engine_version: String,
+    pub maintenance_window: String,
+}
+
+impl From<&aws_sdk_elasticache::types::CacheCluster> for Node {
+    fn from(c: &aws_sdk_elasticache::types::CacheCluster) -> Self {
+        Node {
+            engine_version: c.engine_version().unwrap_or_default().into(),
+            maintenance_window: c.preferred_maintenance_window().unwrap_or_default().into(),
+        }
+    }
+}
+
+/// Every node of the account and region, by cache cluster id.
+async fn describe_nodes(svc: &Client) -> Result<BTreeMap<String, Node>, ProviderError> {
+    let op = "elasticache:DescribeCacheClusters";
+    let pages = svc
+        .describe_cache_clusters()
+        .max_records(100)
+        .into_paginator()
+        .send();
+    let pages = pages.try_collect().await.named(op, "(all)")?;
+    let nodes = pages.iter().flat_map(|p| p.cache_clusters());
+    Ok(nodes
+        .filter_map(|n| Some((n.cache_cluster_id()?.to_string(), Node::from(n))))
+        .collect())
+}
+
+/// The node `id`, if it exists.
+async fn describe_node(svc: &Client, id: &str) -> Result<Option<Node>, ProviderError> {
+    let op = "elasticache:DescribeCacheClusters";
+    let out = svc
+        .describe_cache_clusters()
+        .cache_cluster_id(id)
+        .send()
+        .await;
+    let gone = |e: &DescribeCacheClustersError| e.is_cache_cluster_not_found_fault();
+    let out = out.unless_missing(gone, op, id)?;
+    Ok(out.and_then(|o| o.cache_clusters().first().map(Node::from)))
 }
 
 impl Group {
@@ -98,6 +149,7 @@ impl From<&ReplicationGroup> for Group {
                 )
             }),
             first_member: g.member_clusters().first().cloned(),
+            node: Node::default(),
             tags: BTreeMap::new(),
         }
     }
@@ -183,6 +235,15 @@ impl Database for Client {
                 false,
             ));
         }
+        // Compared on the nodes, as the Go operator compares it
+        // (buildElasticacheUpdateStrategy); AWS changes it online.
+        let window = &have.node.maintenance_window;
+        if let Some(w) = (want.maintenance_window.as_ref())
+            .filter(|w| !window.is_empty() && !w.eq_ignore_ascii_case(window))
+        {
+            let field = "PreferredMaintenanceWindow";
+            out.push(change(field, window, w, Timing::Now, false));
+        }
         out
     }
 
@@ -209,6 +270,9 @@ impl Database for Client {
         {
             group.tags = self.tags(&node).await?;
         }
+        if let Some(member) = &group.first_member {
+            group.node = describe_node(self, member).await?.unwrap_or_default();
+        }
         Ok(Some(group))
     }
 
@@ -223,10 +287,13 @@ impl Database for Client {
         })
         .await?;
         let mut groups = describe_all(self).await?;
+        let mut nodes = describe_nodes(self).await?;
         for group in groups.values_mut() {
             // A group never tagged is not in the tagging API's answer (and
             // is then read on its own, see `database::observe`).
             group.tags = tags.remove(&group.arn).unwrap_or_default();
+            let node = group.first_member.as_ref().and_then(|m| nodes.remove(m));
+            group.node = node.unwrap_or_default();
         }
         Ok(groups)
     }
@@ -237,6 +304,9 @@ impl Database for Client {
             "CacheNodeType" => call.cache_node_type(&want.node_type),
             "SnapshotRetentionLimit" => call.snapshot_retention_limit(want.snapshot_retention),
             "SnapshotWindow" => call.set_snapshot_window(want.snapshot_window.clone()),
+            "PreferredMaintenanceWindow" => {
+                call.set_preferred_maintenance_window(want.maintenance_window.clone())
+            }
             _ => call,
         });
         let call = call.apply_immediately(changes.immediately);
@@ -280,8 +350,13 @@ pub async fn reconcile(
             ("port".into(), port.to_string()),
         ]))
     };
+    // The engine version as its nodes run it (what status.version shows),
+    // else what the tier asked for at create.
+    let version = (have.as_ref().map(|h| h.node.engine_version.clone()))
+        .filter(|v| !v.is_empty())
+        .or(f.string("EngineVersion")?);
     let mut report = database::act::<Client>(c, req, (have, plan), &want, create, ready).await?;
-    report.version = f.string("EngineVersion")?;
+    report.version = version;
     Ok(report)
 }
 
@@ -363,6 +438,10 @@ mod tests {
             .build();
         let mut g = Group::from(&group);
         g.tags.insert("clusterID".into(), "c1".into());
+        g.node = Node {
+            engine_version: "7.1".into(),
+            maintenance_window: "mon:04:00-mon:05:00".into(),
+        };
         g
     }
 
@@ -419,6 +498,17 @@ mod tests {
                 json!({"SnapshotWindow": "05:00-06:00"}),
                 None,
                 vec![("SnapshotWindow", Now)],
+            ),
+            // The window the nodes have, compared as the Go operator did.
+            (
+                json!({"PreferredMaintenanceWindow": "Mon:04:00-Mon:05:00"}),
+                None,
+                vec![],
+            ),
+            (
+                json!({"PreferredMaintenanceWindow": "tue:04:00-tue:05:00"}),
+                None,
+                vec![("PreferredMaintenanceWindow", Now)],
             ),
         ];
         for (tier, size, expected) in rows {
