@@ -29,6 +29,7 @@ use crate::{
     errors::{Answer, Created, created},
     listing::Listing,
     plan::{Split, change},
+    service_updates,
     strategy::{Fields, Section, Tier, section},
     tags::{self, Tagging},
 };
@@ -357,6 +358,19 @@ pub async fn reconcile(
         .or(f.string("EngineVersion")?);
     let mut report = database::act::<Client>(c, req, (have, plan), &want, create, ready).await?;
     report.version = version;
+    // The tier's serviceUpdates, on every pass over the usable group, as
+    // the Go operator applies them (applySpecifiedSecurityUpdates).
+    if matches!(report.outcome, cro_provider_api::Outcome::Ready(_)) {
+        let (ec, id) = (&c.elasticache, req.identifier.as_str());
+        let applied = service_updates::apply_elasticache(ec, id, &tier.service_updates).await?;
+        if !applied.is_empty() {
+            c.elasticache_listing.wrote(id);
+            report.outcome = cro_provider_api::Outcome::InProgress(format!(
+                "applying ElastiCache service updates {} to {id} (serviceUpdates)",
+                applied.join(", ")
+            ));
+        }
+    }
     Ok(report)
 }
 

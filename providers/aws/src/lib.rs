@@ -17,6 +17,7 @@ mod plan;
 mod rds;
 mod s3;
 mod sdk;
+mod service_updates;
 mod smtp;
 pub mod smtp_password;
 mod snapshots;

@@ -33,6 +33,7 @@ use crate::{
     errors::{Answer, Created},
     listing::Listing,
     plan::{Split, change},
+    service_updates,
     strategy::{Fields, Section, Tier, section},
     tags,
     versions::{is_upgrade, postgres_major},
@@ -554,11 +555,27 @@ pub async fn reconcile(
     if let (Plan::Converge { .. }, Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
         return set_password(store, c, req, &creds, why).await;
     }
+    let arn = have.as_ref().map(|h| h.arn.clone()).unwrap_or_default();
     let create = create(store, &c.rds, req, &f, &want, &creds);
     let ready = |have: &Instance| details(have, &want, &creds);
     let mut report = database::act::<Client>(c, req, (have, plan), &want, create, ready).await?;
     report.version = version;
     report.rotated = creds.get(ROTATION).cloned();
+    // The tier's serviceUpdates, under the window only, once the instance
+    // is usable; the window stays open until a pass applies none, as the
+    // Go operator keeps it (ReconcilePostgres).
+    if matches!(report.outcome, Outcome::Ready(_)) && req.options.maintenance_window {
+        let applied = service_updates::apply_rds(&c.rds, &arn, &tier.service_updates).await?;
+        if !applied.is_empty() {
+            c.rds_listing.wrote(&req.identifier);
+            report.maintenance_window_used = false;
+            report.outcome = Outcome::InProgress(format!(
+                "applying RDS pending maintenance actions {} to {} (serviceUpdates)",
+                applied.join(", "),
+                req.identifier
+            ));
+        }
+    }
     Ok(report)
 }
 

@@ -15,12 +15,16 @@ pub struct Tier {
     pub external_id: Option<String>,
     pub create: Map<String, Value>,
     pub delete: Map<String, Value>,
+    /// `serviceUpdates`: Unix times (Postgres) or ElastiCache service
+    /// update names (Redis).
+    pub service_updates: Vec<String>,
 }
 
 /// Keys of an aws tier. `_network` is the Go operator's standalone-VPC
 /// setting (its helper writes `"_network": ""` into every tier); this
 /// operator uses the subnet and security groups the createStrategy names,
-/// so it is accepted and ignored, as is `serviceUpdates`.
+/// so it is accepted and ignored. `serviceUpdates`: see
+/// [`crate::service_updates`].
 const TIER_KEYS: [&str; 7] = [
     "region",
     "roleArn",
@@ -72,12 +76,26 @@ pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
             "roleArn {arn:?} is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)"
         )));
     }
+    let service_updates = match obj.get("serviceUpdates") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => items
+            .iter()
+            .filter_map(|i| i.as_str().map(str::to_string))
+            .collect(),
+        Some(other) => {
+            return Err(invalid(format!(
+                "serviceUpdates must be a list of strings (Postgres: Unix times, Redis: ElastiCache service update names), found {}",
+                shown(other)
+            )));
+        }
+    };
     Ok(Tier {
         region: text("region")?,
         role_arn,
         external_id: text("externalId")?,
         create: section("createStrategy")?,
         delete: section("deleteStrategy")?,
+        service_updates,
     })
 }
 
