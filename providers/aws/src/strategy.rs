@@ -39,17 +39,12 @@ pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
     if tier.is_null() {
         return Ok(Tier::default());
     }
-    let Some(obj) = tier.as_object() else {
+    let Some(given) = tier.as_object() else {
         return Err(invalid(
             "the tier must be an object with region, createStrategy, deleteStrategy".into(),
         ));
     };
-    if let Some(k) = obj.keys().find(|k| !TIER_KEYS.contains(&k.as_str())) {
-        return Err(invalid(format!(
-            "{k} is not a key of an aws tier; use {}",
-            TIER_KEYS.join(", ")
-        )));
-    }
+    let obj = &canonical_keys(given)?;
     let section = |name: &str| match obj.get(name) {
         None | Some(Value::Null) => Ok(Map::new()),
         Some(Value::Object(m)) => Ok(m.clone()),
@@ -97,6 +92,25 @@ pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
         delete: section("deleteStrategy")?,
         service_updates,
     })
+}
+
+/// The tier with its keys as [`TIER_KEYS`] spell them. The Go operator's
+/// JSON decoding matched them case-insensitively (`CreateStrategy`,
+/// `Region` worked), an exact match winning over one that differs in case.
+fn canonical_keys(given: &Map<String, Value>) -> Result<Map<String, Value>, ProviderError> {
+    let mut out = Map::new();
+    for (k, v) in given {
+        let Some(key) = TIER_KEYS.iter().find(|t| t.eq_ignore_ascii_case(k)) else {
+            return Err(invalid(format!(
+                "{k} is not a key of an aws tier; use {}",
+                TIER_KEYS.join(", ")
+            )));
+        };
+        if k == key || !given.contains_key(*key) {
+            out.insert(key.to_string(), v.clone());
+        }
+    }
+    Ok(out)
 }
 
 /// A value as shown in a message: cut, so a huge value cannot make a
@@ -340,5 +354,19 @@ mod tests {
         assert!(parse(&json!({"region": ""})).unwrap().region.is_none());
         assert!(parse(&json!({"createStrategy": []})).is_err());
         assert!(parse(&json!({"creatStrategy": {}})).is_err());
+    }
+
+    #[test]
+    fn tier_keys_match_case_insensitively_as_in_the_go_operator() {
+        let t = parse(
+            &json!({"Region": "eu-west-1", "CreateStrategy": {"A": 1}, "ServiceUpdates": ["1"]}),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(t.region.as_deref(), Some("eu-west-1"));
+        assert_eq!((t.create.len(), t.service_updates.len()), (1, 1));
+        // The exact spelling wins over one that differs in case.
+        let t = parse(&json!({"REGION": "us-east-1", "region": "eu-west-1"}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(t.region.as_deref(), Some("eu-west-1"));
     }
 }
