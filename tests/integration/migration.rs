@@ -1015,3 +1015,57 @@ async fn strategies_are_found_where_the_go_operator_reads_them() {
     })
     .await;
 }
+
+/// Takeover, second round (#24 item 4): the Go operator forced its
+/// supported engine version at create (`buildRDSCreateStrategy`: 13.13
+/// unless the tier names 13.11-13.13), so an instance it made under a tier
+/// that says 15.2 runs 13.13. Taken over, that tier version is no major
+/// upgrade at the next window: it shows as `never`, saying what to set,
+/// and nothing is modified.
+#[tokio::test]
+async fn a_version_the_go_operator_overrode_is_no_major_upgrade() {
+    with_namespace("migrate-version", |client, ns| async move {
+        ensure_crds(&client).await;
+        let rds = aws_sdk_rds::Client::new(&TestEnv::load().aws_config().await);
+        let tiers = json!({"postgres": json!({"production": {"createStrategy": {"EngineVersion": "15.2"}}}).to_string()});
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resources-aws-strategies"}, "data": tiers}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &cm).await.unwrap_or_else(|e| panic!("{e}"));
+        let id = cloud_identifier(CLUSTER, &ns, "db");
+        let password = "6e2d9f8a3b0c5d4e7f1a2b3c4d5e6f70";
+        rds.create_db_instance()
+            .db_instance_identifier(&id).engine("postgres").engine_version("13.13")
+            .db_instance_class("db.t3.small").allocated_storage(20).max_allocated_storage(100)
+            .master_username("postgres").master_user_password(password).db_name("postgres").port(5432)
+            .multi_az(true).auto_minor_version_upgrade(false).backup_retention_period(31)
+            .deletion_protection(true).storage_encrypted(true).publicly_accessible(false).copy_tags_to_snapshot(true)
+            .set_tags(Some(go_tags("db").into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        create_secret(&client, &ns, plain_secret("db-aws-rds-credentials", &[("user", "postgres"), ("password", password)])).await;
+        let spec = json!({"type": "aws", "tier": "production", "maintenanceWindow": true, "secretRef": {"name": "db-sec"}});
+        let _: Postgres = go_cr(&client, &ns, "Postgres", "db", spec, GO_FINALIZER, Some(&id)).await;
+        go_status::<Postgres>(&client, &ns, "db", json!({"strategy": "aws", "provider": "aws-rds", "version": "13.13", "phase": "complete",
+            "message": format!("rds instance {id} is as expected, aws rds status is available")})).await;
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        loop {
+            let out = rds.describe_db_instances().db_instance_identifier(&id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            if out.db_instances().first().and_then(|d| d.db_instance_status()) == Some("available") { break; }
+            assert!(tokio::time::Instant::now() < deadline, "instance {id} never available");
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+
+        let since = aws_requests().len();
+        let op = Operator::start(&ns).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let pg = wait_for(&pgs, "db", "the version difference shown", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.is_some_and(|o| o.status.iter().flat_map(|s| &s.pending_changes).any(|c| c.field == "EngineVersion" && c.when.contains("AllowMajorVersionUpgrade")))
+        })
+        .await;
+        assert_eq!(pg.status.as_ref().and_then(|s| s.phase), Some(Phase::Complete));
+        assert_eq!(writes_mentioning(since, &id), Vec::<String>::new(), "AWS writes for {id}");
+        pgs.delete("db", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&pgs, "db", DEFAULT_TIMEOUT * 2).await;
+        op.stop().await;
+    })
+    .await;
+}
