@@ -203,6 +203,45 @@ fn read_secret(s: &Secret) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// An RDS instance as `buildRDSCreateStrategy` (provider_postgres.go)
+/// creates one for a tier that sets only the windows: its defaults, its
+/// forced engine version 13.13, and `tags`.
+async fn go_rds_instance(
+    rds: &aws_sdk_rds::Client,
+    id: &str,
+    class: &str,
+    password: &str,
+    tags: Vec<(String, String)>,
+) {
+    let tags = tags
+        .into_iter()
+        .map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build());
+    rds.create_db_instance()
+        .db_instance_identifier(id)
+        .engine("postgres")
+        .engine_version("13.13")
+        .db_instance_class(class)
+        .allocated_storage(20)
+        .max_allocated_storage(100)
+        .master_username("postgres")
+        .master_user_password(password)
+        .db_name("postgres")
+        .port(5432)
+        .multi_az(true)
+        .auto_minor_version_upgrade(false)
+        .backup_retention_period(31)
+        .deletion_protection(true)
+        .storage_encrypted(true)
+        .publicly_accessible(false)
+        .copy_tags_to_snapshot(true)
+        .preferred_backup_window("02:00-03:00")
+        .preferred_maintenance_window("mon:04:00-mon:05:00")
+        .set_tags(Some(tags.collect()))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("creating {id}: {e:?}"));
+}
+
 /// The Go operator's strategies ConfigMap (`go_strategies`) in `ns`.
 async fn create_go_strategies(client: &Client, ns: &str) {
     let cm: ConfigMap = serde_json::from_value(
@@ -399,15 +438,7 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
         // (pkg/providers/aws/provider_postgres.go).
         let db_id = cloud_identifier(CLUSTER, &ns, "db");
         let password = "3f2c9d1e8a7b4c6d9e0f1a2b3c4d5e6f";
-        rds.create_db_instance()
-            .db_instance_identifier(&db_id).engine("postgres").engine_version("13.13")
-            .db_instance_class("db.t3.small").allocated_storage(20).max_allocated_storage(100)
-            .master_username("postgres").master_user_password(password).db_name("postgres").port(5432)
-            .multi_az(true).auto_minor_version_upgrade(false).backup_retention_period(31)
-            .deletion_protection(true).storage_encrypted(true).publicly_accessible(false).copy_tags_to_snapshot(true)
-            .preferred_backup_window("02:00-03:00").preferred_maintenance_window("mon:04:00-mon:05:00")
-            .set_tags(Some(go_tags("db").into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        go_rds_instance(&rds, &db_id, "db.t3.small", password, go_tags("db")).await;
         create_secret(&client, &ns, plain_secret("db-aws-rds-credentials", &[("user", "postgres"), ("password", password)])).await;
         let pg: Postgres = go_cr(&client, &ns, "Postgres", "db", spec("db-sec"), GO_FINALIZER, Some(&db_id)).await;
 
@@ -780,15 +811,7 @@ async fn queued_changes_and_maintenance_flags_are_read_as_the_go_operator_did() 
         for (name, class, _) in &rows {
             let mut tags = go_tags(name);
             tags.push(("cro-test/maintenance-window".into(), "held".into()));
-            rds.create_db_instance()
-                .db_instance_identifier(id(name)).engine("postgres").engine_version("13.13")
-                .db_instance_class(*class).allocated_storage(20).max_allocated_storage(100)
-                .master_username("postgres").master_user_password(password).db_name("postgres").port(5432)
-                .multi_az(true).auto_minor_version_upgrade(false).backup_retention_period(31)
-                .deletion_protection(true).storage_encrypted(true).publicly_accessible(false).copy_tags_to_snapshot(true)
-                .preferred_backup_window("02:00-03:00").preferred_maintenance_window("mon:04:00-mon:05:00")
-                .set_tags(Some(tags.into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
-                .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            go_rds_instance(&rds, &id(name), class, password, tags).await;
         }
         let describe = |name: &str| {
             let (rds, id) = (rds.clone(), id(name));
@@ -1033,14 +1056,7 @@ async fn a_version_the_go_operator_overrode_is_no_major_upgrade() {
         Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &cm).await.unwrap_or_else(|e| panic!("{e}"));
         let id = cloud_identifier(CLUSTER, &ns, "db");
         let password = "6e2d9f8a3b0c5d4e7f1a2b3c4d5e6f70";
-        rds.create_db_instance()
-            .db_instance_identifier(&id).engine("postgres").engine_version("13.13")
-            .db_instance_class("db.t3.small").allocated_storage(20).max_allocated_storage(100)
-            .master_username("postgres").master_user_password(password).db_name("postgres").port(5432)
-            .multi_az(true).auto_minor_version_upgrade(false).backup_retention_period(31)
-            .deletion_protection(true).storage_encrypted(true).publicly_accessible(false).copy_tags_to_snapshot(true)
-            .set_tags(Some(go_tags("db").into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        go_rds_instance(&rds, &id, "db.t3.small", password, go_tags("db")).await;
         create_secret(&client, &ns, plain_secret("db-aws-rds-credentials", &[("user", "postgres"), ("password", password)])).await;
         let spec = json!({"type": "aws", "tier": "production", "maintenanceWindow": true, "secretRef": {"name": "db-sec"}});
         let _: Postgres = go_cr(&client, &ns, "Postgres", "db", spec, GO_FINALIZER, Some(&id)).await;
