@@ -36,8 +36,9 @@ const LOSE_FIRST: &str = "CreateDBInstance,CreateReplicationGroup,CreateBucket,C
 CreateAccessKey,PutUserPolicy,CreateDBSnapshot,CreateSnapshot,ModifyDBInstance,\
 ModifyReplicationGroup,DeleteDBInstance,DeleteReplicationGroup,DeleteDBSnapshot,DeleteSnapshot,\
 DeleteBucket,DeleteAccessKey,DeleteUser";
-/// Room for a few backoffs after consecutive lost calls.
-const TIMEOUT: Duration = Duration::from_secs(300);
+/// Room for a few backoffs after consecutive lost calls (5 s doubling to
+/// 300 s: six failed reconciles in a row wait 315 s).
+const TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The fault-injecting endpoint of one seed.
 struct Proxy {

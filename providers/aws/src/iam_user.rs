@@ -365,6 +365,11 @@ async fn ensure_access_key(
         }
     };
     let plan = decide_key(stored_id, previous, rotate.is_some(), &live);
+    // A rotation keeps the stored key through its grace period.
+    let keep: Vec<String> = match plan {
+        KeyPlan::Rotate { .. } => stored_id.map(str::to_string).into_iter().collect(),
+        _ => Vec::new(),
+    };
     delete_access_keys(iam, user, plan.delete()).await?;
     let data = &mut stored.data;
     let key = match (&plan, stored.key) {
@@ -379,7 +384,7 @@ async fn ensure_access_key(
             key
         }
         (plan, old) => {
-            let key = create_access_key(iam, user).await?;
+            let key = create_access_key_looking(iam, user, &keep).await?;
             let rotation = rotate
                 .zip(old)
                 .filter(|_| matches!(plan, KeyPlan::Rotate { .. }));
@@ -527,6 +532,35 @@ pub async fn create_access_key(iam: &Client, user: &str) -> Result<AccessKey, Pr
         id: key.access_key_id().to_string(),
         secret: key.secret_access_key().to_string(),
     })
+}
+
+/// Lost answers of CreateAccessKey looked after within one reconcile: at
+/// most this many tries.
+const KEY_TRIES: usize = 3;
+
+/// A new access key of `user`. After an attempt whose answer was lost, the
+/// user's keys are listed and any the lost call may have made (every key
+/// but `keep`: none of them is in a Secret) deleted before trying again,
+/// so no key is orphaned and IAM's two-key limit is never met; the CR need
+/// not wait out a reconcile backoff for each lost answer.
+async fn create_access_key_looking(
+    iam: &Client,
+    user: &str,
+    keep: &[String],
+) -> Result<AccessKey, ProviderError> {
+    let mut tries = 1;
+    loop {
+        match create_access_key(iam, user).await {
+            Err(e) if e.kind() == cro_provider_api::ErrorKind::Transient && tries < KEY_TRIES => {
+                tries += 1;
+                let listed = iam.list_access_keys().user_name(user).send().await;
+                let live = key_ids(&listed.named("iam:ListAccessKeys", user)?);
+                let made: Vec<String> = live.into_iter().filter(|k| !keep.contains(k)).collect();
+                delete_access_keys(iam, user, &made).await?;
+            }
+            answered => return answered,
+        }
+    }
 }
 
 /// Deletes the CR's user `user` and its credentials: the Secret
