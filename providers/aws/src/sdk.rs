@@ -58,8 +58,14 @@ pub async fn sdk_config(region: Option<&str>, sts: Option<&Sts>) -> SdkConfig {
             provider_config::ProviderConfig,
             web_identity_token::{StaticConfiguration, WebIdentityTokenCredentialsProvider},
         };
+        // STS needs a region to be reached; with none configured, the
+        // standard chain's (AWS_REGION, profile), as the SDK clients use.
+        let provider_config = match region {
+            Some(region) => ProviderConfig::default().with_region(Some(region)),
+            None => ProviderConfig::with_default_region().await,
+        };
         let provider = WebIdentityTokenCredentialsProvider::builder()
-            .configure(&ProviderConfig::default().with_region(region))
+            .configure(&provider_config)
             .static_configuration(StaticConfiguration {
                 web_identity_token_file: sts.token_file.clone(),
                 role_arn: sts.role_arn.clone(),
