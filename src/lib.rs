@@ -6,6 +6,7 @@ pub mod api;
 pub mod cache;
 pub mod cluster_id;
 pub mod config;
+pub mod connectivity;
 pub mod controllers;
 pub mod leader;
 pub mod metrics;

@@ -13,6 +13,7 @@ use cloud_resource_operator::{
     cache::{self, Owned},
     cluster_id,
     config::ConfigReader,
+    connectivity::Checker,
     controllers, leader,
     metrics::{self, Metrics},
     plan, providers,
@@ -190,6 +191,11 @@ struct RunArgs {
     /// outside the operator (console, CLI): each costs a few read calls.
     #[arg(long, env = "RECHECK_INTERVAL", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
     recheck_interval: u64,
+    /// Seconds between connection checks of a complete Postgres or Redis
+    /// (the `Connectable` condition): a login from the operator's pod with
+    /// the Secret's credentials, no cloud API call.
+    #[arg(long, env = "CONNECTION_CHECK_INTERVAL", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    connection_check_interval: u64,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     metrics_address: std::net::SocketAddr,
@@ -234,6 +240,10 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// deserialize; a body can hold Secrets, so that module logs errors only
 /// unless RUST_LOG names it explicitly.
 const QUIET_KUBE_BODIES: &str = "kube_client::client=error";
+
+/// How long one connection check may take, name lookup to login: a
+/// server that answers at all answers well within it.
+const CONNECTION_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn init_logging(format: LogFormat) {
     let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -412,7 +422,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         &cache::scopes(&settings.watch_namespaces),
     ));
     let providers = providers::build(&client, providers, Some(owned.clone()));
-    let metrics = Arc::new(Metrics::new(&providers));
+    let connectivity = Arc::new(Checker::new(
+        Duration::from_secs(args.connection_check_interval),
+        CONNECTION_CHECK_TIMEOUT,
+    ));
+    tokio::spawn(connectivity.clone().run());
+    let metrics = Arc::new(Metrics::new(&providers, &connectivity));
     let elector = elector(&args, &client, &settings.operator_namespace)?;
     let ctx = Arc::new(Context::new(
         client,
@@ -420,6 +435,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         owned,
         providers,
         metrics.clone(),
+        connectivity,
     ));
     serve(ctx, elector, metrics, args.metrics_address).await
 }

@@ -107,7 +107,10 @@ fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str
 
 impl Metrics {
     /// The operator's families, plus those `providers` register.
-    pub fn new(providers: &[Arc<dyn cro_provider_api::Provider>]) -> Self {
+    pub fn new(
+        providers: &[Arc<dyn cro_provider_api::Provider>],
+        connectivity: &crate::connectivity::Checker,
+    ) -> Self {
         let mut registry = Registry::default();
         let r = &mut registry;
         let reconciles = registered(
@@ -150,6 +153,7 @@ impl Metrics {
         for provider in providers {
             provider.register_metrics(r);
         }
+        connectivity.register_metrics(r);
         Metrics {
             registry,
             reconciles,

@@ -11,6 +11,7 @@ pub mod snapshot;
 
 use std::{fmt::Debug, sync::Arc, time::Duration};
 
+use cro_provider_api::ResourceKind;
 use futures::{
     FutureExt, StreamExt,
     future::{BoxFuture, Shared},
@@ -26,6 +27,7 @@ use kube::{
     },
 };
 use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
 use tracing::{debug, warn};
 
 use crate::{
@@ -189,6 +191,9 @@ fn resource_controller<K: ResourceCr>(
         "cloud-resource-config",
         |c, s| c.watches_shared_stream(s, move |cm| crs_in_namespace(&by_types, &cm)),
     );
+    if matches!(K::KIND, ResourceKind::Postgres | ResourceKind::Redis) {
+        c = c.reconcile_on(connection_verdicts::<K>(ctx, scope));
+    }
     let by_go_cm = by_operator_cm.clone();
     c = subscribed(
         c,
@@ -202,6 +207,28 @@ fn resource_controller<K: ResourceCr>(
         "the Go operator's strategies ConfigMaps",
         |c, s| c.watches_shared_stream(s, move |cm| crs_configured_by(&by_go_cm, &cm)),
     )
+}
+
+/// The CRs of kind `K` in `scope` whose connection verdict changed.
+fn connection_verdicts<K: ResourceCr>(
+    ctx: &Context,
+    scope: &Scope,
+) -> impl futures::Stream<Item = ObjectRef<DeserializeGuard<K>>> + Send + 'static {
+    let namespace = scope.0.clone();
+    futures::stream::unfold(ctx.connectivity.subscribe(), |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(changed) => return Some((changed, rx)),
+                // Missed wakes are picked up by the next recheck.
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .filter_map(move |c| {
+        let ours = c.kind == K::KIND && namespace.as_ref().is_none_or(|ns| *ns == c.namespace);
+        futures::future::ready(ours.then(|| ObjectRef::new(&c.name).within(&c.namespace)))
+    })
 }
 
 fn subscription<K>(scoped: &cache::Scoped<K>, scope: Option<&str>) -> Option<cache::Subscription<K>>

@@ -19,9 +19,10 @@ use crate::{
         SMTPCredentialSet, SecretRef,
     },
     config::{self, ConfigReader},
+    connectivity::{self, Changed},
     controllers::rotation,
     reconcile::{
-        Context, Error, Managed, Report, Settings, in_progress_requeue, key,
+        Context, Error, Managed, Report, Settings, in_progress_requeue, key, metric_labels,
         output_secret::{self, Target, Written},
         unless_parked,
     },
@@ -453,10 +454,12 @@ async fn reconcile<K: ResourceCr>(
     let mut report = report_of_provisioned(cr, provider_name, &provisioned, rotation, rotates);
     match provisioned.outcome {
         Outcome::InProgress(reason) => {
+            ctx.connectivity.forget(&key(cr));
             report.message = reason;
             Ok((report, Some(in_progress_requeue(Managed::conditions(cr)))))
         }
         Outcome::Failed(reason) => {
+            ctx.connectivity.forget(&key(cr));
             report.phase = Phase::Failed;
             report.message = reason;
             Ok((report, None))
@@ -465,6 +468,7 @@ async fn reconcile<K: ResourceCr>(
             let approved = annotation(cr, APPROVE_PLAN_ANNOTATION);
             report_pending(&mut report, provisioned.pending, policy, approved);
             publish_secret(cr, ctx, &secret_ns, &details, &mut report).await?;
+            connectable(cr, ctx, &details, &mut report);
             // The provider says whether to look again; the operator says when.
             let recheck = provisioned
                 .recheck_after
@@ -476,6 +480,42 @@ async fn reconcile<K: ResourceCr>(
             };
             Ok((report, recheck))
         }
+    }
+}
+
+/// Checks the connection of a complete Postgres or Redis from now on (off
+/// this reconcile) and reports the last verdict as `Connectable`.
+fn connectable<K: ResourceCr>(
+    cr: &K,
+    ctx: &Context,
+    details: &cro_provider_api::ConnectionDetails,
+    report: &mut Report,
+) {
+    let key = key(cr);
+    let target = (report.phase == Phase::Complete)
+        .then(|| connectivity::Target::of(K::KIND, details))
+        .flatten();
+    let Some(target) = target else {
+        ctx.connectivity.forget(&key);
+        return;
+    };
+    let changed = Changed {
+        kind: K::KIND,
+        namespace: cr.namespace().unwrap_or_default(),
+        name: cr.name_any(),
+    };
+    let labels = metric_labels(ctx, cr, Some(report));
+    let shown = Managed::conditions(cr)
+        .iter()
+        .find(|c| c.type_ == connectivity::CONNECTABLE)
+        .map(|c| cro_provider_api::Condition {
+            type_: c.type_.clone(),
+            status: c.status == "True",
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+        });
+    if let Some(c) = ctx.connectivity.watch(&key, changed, target, labels, shown) {
+        report.conditions.push(c);
     }
 }
 
@@ -782,6 +822,7 @@ fn not_controller(mut o: OwnerReference) -> OwnerReference {
 }
 
 async fn cleanup<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
+    ctx.connectivity.forget(&key(cr));
     // Nothing was ever provisioned when no provider was recorded.
     let Some(provider_name) = cr
         .status()

@@ -16,6 +16,7 @@ use kube::{
 use crate::{
     cache::{self, Owned},
     config::ConfigReader,
+    connectivity::Checker,
     metrics::Metrics,
 };
 
@@ -54,6 +55,8 @@ pub struct Context {
     pub providers: BTreeMap<&'static str, Arc<dyn Provider>>,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
+    /// Connection checks of complete Postgres and Redis.
+    pub connectivity: Arc<Checker>,
     /// Consecutive transient failures by object, and when the last was.
     failures: Mutex<HashMap<String, (u32, Instant)>>,
     /// Failures that need a person, by object: what they failed with.
@@ -84,6 +87,7 @@ impl Context {
         owned: Arc<Owned>,
         providers: Vec<Arc<dyn Provider>>,
         metrics: Arc<Metrics>,
+        connectivity: Arc<Checker>,
     ) -> Self {
         let reporter = Reporter {
             controller: "cloud-resource-operator".into(),
@@ -98,6 +102,7 @@ impl Context {
             client,
             settings,
             metrics,
+            connectivity,
             failures: Mutex::default(),
             parked: Mutex::default(),
             left_at: Mutex::default(),

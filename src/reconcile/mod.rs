@@ -330,7 +330,7 @@ fn record_time_to_ready<K: Managed>(ctx: &Context, obj: &K, report: &Report) {
 }
 
 /// The Go operator's labels for `obj`'s phase gauge.
-fn metric_labels<K: Managed>(ctx: &Context, obj: &K, report: Option<&Report>) -> ObjectLabels {
+pub fn metric_labels<K: Managed>(ctx: &Context, obj: &K, report: Option<&Report>) -> ObjectLabels {
     let label = |key: &str| obj.labels().get(key).cloned().unwrap_or_default();
     let instance = report
         .and_then(|r| r.instance_id.clone().or_else(|| r.snapshot_id.clone()))

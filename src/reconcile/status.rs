@@ -99,7 +99,11 @@ pub fn ready_condition(
 /// as if another writer had set them.
 pub const SNAPSHOTS_SCHEDULED: &str = "SnapshotsScheduled";
 pub const CREDENTIALS_ROTATED: &str = "CredentialsRotated";
-const WHILE_THEY_HOLD: [&str; 2] = [SNAPSHOTS_SCHEDULED, CREDENTIALS_ROTATED];
+const WHILE_THEY_HOLD: [&str; 3] = [
+    SNAPSHOTS_SCHEDULED,
+    CREDENTIALS_ROTATED,
+    crate::connectivity::CONNECTABLE,
+];
 
 /// Conditions with Ready, the provider's conditions and those reported
 /// while they hold replaced (others, e.g. set by another writer, kept). A

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make test` and `make run` need and a fresh machine may lack:
-# Debian packages (openssl, curl, flock/setsid, python3 venv). Go and Rust
+# Debian packages (openssl, curl, flock/setsid, python3 venv, PostgreSQL,
+# redis-tools). Go and Rust
 # come with the machine; Kubernetes tools and moto are built/installed into
 # a cache by testenv.sh.
 set -euo pipefail
@@ -11,6 +12,10 @@ command -v flock >/dev/null || missing+=(util-linux)
 command -v setsid >/dev/null || missing+=(util-linux)
 command -v python3 >/dev/null || missing+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+# Real servers for the connection check's tests (testenv.sh starts them).
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+command -v psql >/dev/null || missing+=(postgresql-client)
+command -v redis-check-rdb >/dev/null || missing+=(redis-tools)
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo

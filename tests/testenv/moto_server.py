@@ -23,6 +23,11 @@ must be exercised. This launcher wraps the backends so that:
   retention and window, node type and maintenance window, and leaves the
   group `modifying` for that long.
 
+An RDS instance or replication group tagged with the value
+`cro-test-real-backend` answers at the real PostgreSQL / Redis of the test
+environment (CRO_MOTO_REAL_POSTGRES, CRO_MOTO_REAL_REDIS): its master user
+is created there with its password, as RDS does.
+
 Two test hooks, for query-protocol services (RDS, ElastiCache, IAM, STS):
 
 - every call is appended to CRO_MOTO_REQUEST_LOG (JSON lines: time,
@@ -46,7 +51,7 @@ from xml.sax.saxutils import escape
 
 from moto.elasticache.models import ElastiCacheBackend
 from moto.elasticache.responses import ElastiCacheResponse
-from moto.rds.models import RDSBackend
+from moto.rds.models import DBInstance, RDSBackend
 from moto.server import main
 
 DELAY = float(os.environ.get("CRO_MOTO_TRANSITION_SECONDS", "3"))
@@ -128,6 +133,68 @@ RDSBackend.create_db_instance = rds_create
 RDSBackend.describe_db_instances = rds_describe
 RDSBackend.modify_db_instance = rds_modify
 
+# --- real servers behind marked instances ------------------------------------
+# An RDS instance or replication group with a tag whose value is
+# REAL_BACKEND_MARK (the operator's product-name tag, from the CR's
+# productName label) answers at the test environment's real PostgreSQL or
+# Redis, as RDS does: the master user exists with the master password, and
+# a password change reaches the server.
+REAL_BACKEND_MARK = "cro-test-real-backend"
+REAL_POSTGRES = os.environ.get("CRO_MOTO_REAL_POSTGRES")
+REAL_POSTGRES_PASSWORD = os.environ.get("CRO_MOTO_REAL_POSTGRES_PASSWORD", "")
+REAL_REDIS = os.environ.get("CRO_MOTO_REAL_REDIS")
+
+
+def _marked(tags):
+    return any((t.get("Value") if isinstance(t, dict) else None) == REAL_BACKEND_MARK for t in tags or [])
+
+
+def _psql(sql):
+    import subprocess
+
+    host, port = REAL_POSTGRES.rsplit(":", 1)
+    subprocess.run(["psql", "-q", "-h", host, "-p", port, "-U", "cro_admin", "-d", "postgres", "-c", sql],
+                   env=dict(os.environ, PGPASSWORD=REAL_POSTGRES_PASSWORD, PGSSLMODE="disable"),
+                   check=False, capture_output=True, timeout=30)
+
+
+def _quoted(text, tag="$cro$"):
+    return f"{tag}{text}{tag}"
+
+
+def _real_master(db, password):
+    user = '"' + db.master_username.replace('"', '""') + '"'
+    _psql(f"CREATE ROLE {user} LOGIN CREATEDB CREATEROLE")
+    _psql(f"ALTER ROLE {user} PASSWORD {_quoted(password)}")
+    if db.db_name:
+        _psql(f'CREATE DATABASE "{db.db_name}" OWNER {user}')
+
+
+def _real_rds_create(self, db_kwargs):
+    key = _param(db_kwargs, "MasterUserPassword")
+    password = (db_kwargs.get(key) if key else None) or ""  # moto keeps it write-only
+    db = rds_create(self, db_kwargs)
+    if REAL_POSTGRES and _marked(db.tags):
+        _real_master(db, password)
+        db._cro_address, port = REAL_POSTGRES.rsplit(":", 1)
+        db.port = int(port)
+    return db
+
+
+def _real_rds_modify(self, db_instance_identifier, db_kwargs):
+    key = _param(db_kwargs, "MasterUserPassword")
+    password = db_kwargs.get(key) if key else None
+    db = rds_modify(self, db_instance_identifier, db_kwargs)
+    if password and getattr(db, "_cro_address", None):
+        _real_master(db, password)
+    return db
+
+
+_rds_address = DBInstance.address
+DBInstance.address = property(lambda db: getattr(db, "_cro_address", None) or _rds_address.fget(db))
+RDSBackend.create_db_instance = _real_rds_create
+RDSBackend.modify_db_instance = _real_rds_modify
+
 # --- ElastiCache -------------------------------------------------------------
 _ec_create = ElastiCacheBackend.create_replication_group
 _ec_create_cluster = ElastiCacheBackend.create_cache_cluster
@@ -156,6 +223,17 @@ def ec_create(self, *args, **kwargs):
                     preferred_maintenance_window=kwargs.get("preferred_maintenance_window")
                     or NODE_DEFAULTS["preferred_maintenance_window"])
         _ec_create_cluster(self, **node)
+    return group
+
+
+def _real_ec_create(self, *args, **kwargs):
+    group = ec_create(self, *args, **kwargs)
+    if REAL_REDIS and _marked(kwargs.get("tags")):
+        host, port = REAL_REDIS.rsplit(":", 1)
+        for node_group in group.node_groups:
+            node_group["primary_endpoint_address"] = host
+            node_group["port"] = int(port)
+            node_group["primary_endpoint"] = {"address": host, "port": int(port)}
     return group
 
 
@@ -207,7 +285,7 @@ def ec_modify_response(self):
     return ActionResult({"ReplicationGroup": group})
 
 
-ElastiCacheBackend.create_replication_group = ec_create
+ElastiCacheBackend.create_replication_group = _real_ec_create
 ElastiCacheBackend.describe_replication_groups = ec_describe
 ElastiCacheResponse.delete_replication_group = ec_delete_response
 ElastiCacheResponse.modify_replication_group = ec_modify_response

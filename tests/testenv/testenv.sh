@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The local test environment: a real control plane (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler) plus kwok fake nodes, and a moto
-# server as the AWS API emulator, all on 127.0.0.1.
+# kube-controller-manager, kube-scheduler) plus kwok fake nodes, a moto
+# server as the AWS API emulator, and real PostgreSQL and Redis servers
+# (from the system's packages) for connection checks, all on 127.0.0.1.
 #
 #   testenv.sh build   build/install every tool into the cache (idempotent)
 #   testenv.sh up      build if needed, start everything, write env.sh
@@ -256,13 +257,21 @@ export CRO_TESTENV_AUDIT_LOG='$state/logs/audit.log'
 export CRO_TESTENV_MOTO_REQUEST_LOG='$state/logs/moto-requests.jsonl'
 export CRO_TESTENV_MOTO_FAULTS='$state/moto-faults.json'
 EOF
+  # shellcheck disable=SC1091
+  . "$state/databases.env"
+  cat >>"$state/env.sh" <<EOF
+export CRO_TESTENV_POSTGRES='127.0.0.1:$pg_port'
+export CRO_TESTENV_REDIS='127.0.0.1:$redis_port'
+export CRO_TESTENV_REDIS_AUTH='127.0.0.1:$redis_auth_port'
+export CRO_TESTENV_DB_PASSWORD='$db_password'
+EOF
 }
 
 pid_alive() { [ -f "$state/pids/$1.pid" ] && kill -0 "$(cat "$state/pids/$1.pid")" 2>/dev/null; }
 
 cmd_status() {
   local p
-  for p in etcd kube-apiserver kube-controller-manager kube-scheduler kwok moto; do
+  for p in etcd kube-apiserver kube-controller-manager kube-scheduler kwok moto postgres redis redis-auth; do
     pid_alive "$p" || return 1
   done
   [ -f "$state/env.sh" ] && kctl get --raw /readyz >/dev/null 2>&1
@@ -297,11 +306,13 @@ start_apiserver() {
 
 # Stops one process `up` started (SIGTERM, then SIGKILL), by its pid file
 # and only while its command line is still the binary we started.
+# stop_one NAME [MARKER]: MARKER (default: the cache directory) must be in
+# the process's command line.
 stop_one() {
-  local f=$state/pids/$1.pid pid
+  local f=$state/pids/$1.pid pid marker=${2:-$cache}
   [ -f "$f" ] || return 0
   pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$cache"; then
+  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$marker"; then
     kill "$pid" 2>/dev/null || true
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     # SIGKILL is delivered asynchronously: wait until the process (and
@@ -332,6 +343,74 @@ cmd_restart() {
   esac
   wait_for "kube-apiserver /readyz" 60 kctl get --raw /readyz
   log "restarted $1"
+}
+
+# Real database servers from the system's packages, for the connection
+# check: PostgreSQL with TLS, SCRAM (cro_admin) and MD5 (cro_md5) logins,
+# and Redis with and without a password. PostgreSQL runs as `nobody` when
+# we are root (it refuses root); data lives under /tmp, which `nobody` can
+# reach wherever the repository is.
+pg_bindir() {
+  local d
+  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$d" ] && [ -x "$d/initdb" ] && echo "$d"
+}
+unprivileged() {
+  if [ "$(id -u)" = 0 ]; then setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; else "$@"; fi
+}
+start_databases() {
+  local pg_port=$1 redis_port=$2 redis_auth_port=$3 password=$4 bindir dir
+  bindir=$(pg_bindir) || die "PostgreSQL server binaries not found under /usr/lib/postgresql (tests/testenv/install-deps.sh installs them)"
+  dir=$(mktemp -d /tmp/cro-testenv-db.XXXXXX)
+  echo "$dir" >"$state/dbdir"
+  printf '%s\n' "$password" >"$dir/pwfile"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=localhost \
+    -keyout "$dir/server.key" -out "$dir/server.crt" >/dev/null 2>&1
+  chmod 600 "$dir/server.key"
+  chmod 755 "$dir"
+  [ "$(id -u)" != 0 ] || chown -R nobody:nogroup "$dir"
+  unprivileged "$bindir/initdb" -D "$dir/pg" -U cro_admin --pwfile "$dir/pwfile" \
+    -A scram-sha-256 >"$state/logs/initdb.log" 2>&1 || { cat "$state/logs/initdb.log" >&2; die "initdb failed"; }
+  cat >>"$dir/pg/postgresql.conf" <<EOF
+listen_addresses = '127.0.0.1'
+port = $pg_port
+unix_socket_directories = '$dir'
+ssl = on
+ssl_cert_file = '$dir/server.crt'
+ssl_key_file = '$dir/server.key'
+EOF
+  cat >"$dir/pg/pg_hba.conf" <<EOF
+local all all trust
+host all cro_md5 127.0.0.1/32 md5
+host all all 127.0.0.1/32 scram-sha-256
+EOF
+  local as=()
+  [ "$(id -u)" != 0 ] || as=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
+  start postgres "${as[@]}" "$bindir/postgres" -D "$dir/pg"
+  # The redis-server binary ships in redis-tools as redis-check-rdb; it
+  # takes its mode from the name it is started under.
+  ln -sf "$(command -v redis-check-rdb)" "$dir/redis-server"
+  start redis "$dir/redis-server" --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no --dir "$dir"
+  start redis-auth "$dir/redis-server" --bind 127.0.0.1 --port "$redis_auth_port" --save '' --appendonly no \
+    --dir "$dir" --requirepass "$password"
+}
+# Once PostgreSQL answers: the role that logs in with MD5.
+seed_databases() {
+  local password=$1 dir
+  dir=$(cat "$state/dbdir")
+  unprivileged psql -q -h "$dir" -p "$(sed -n 's/^port = //p' "$dir/pg/postgresql.conf")" -U cro_admin -d postgres \
+    -v ON_ERROR_STOP=1 -c "SET password_encryption = 'md5'; CREATE ROLE cro_md5 LOGIN PASSWORD '$password';" >/dev/null
+}
+stop_databases() {
+  local dir
+  stop_one redis-auth redis-server
+  stop_one redis redis-server
+  stop_one postgres postgres
+  if [ -f "$state/dbdir" ]; then
+    dir=$(cat "$state/dbdir")
+    case $dir in /tmp/cro-testenv-db.*) rm -rf "$dir" ;; esac
+    rm -f "$state/dbdir"
+  fi
 }
 
 # No dynamic provisioner runs here, so PVCs bind to a pool of static
@@ -374,16 +453,22 @@ cmd_up() {
   mkdir -p "$state/logs" "$state/pids"
   make_certs
 
-  local etcd_port etcd_peer api_port moto_port token
+  local etcd_port etcd_peer api_port moto_port token pg_port redis_port redis_auth_port db_password
   etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port); moto_port=$(free_port)
+  pg_port=$(free_port); redis_port=$(free_port); redis_auth_port=$(free_port)
+  db_password=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
   token=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
   echo "$token" >"$admin_token_file"
   printf '%s,cro-testenv-admin,cro-testenv-admin,"system:masters"\n' "$token" >"$state/pki/tokens.csv"
 
   start_etcd "$etcd_port" "$etcd_peer"
+  start_databases "$pg_port" "$redis_port" "$redis_auth_port" "$db_password"
   # moto with realistic creating/modifying/deleting transitions.
-  # Its request log and fault file are the tests' view into AWS calls.
+  # Its request log and fault file are the tests' view into AWS calls;
+  # instances marked for it are backed by the real servers above.
   start moto env CRO_MOTO_REQUEST_LOG="$state/logs/moto-requests.jsonl" CRO_MOTO_FAULTS="$state/moto-faults.json" \
+    CRO_MOTO_REAL_POSTGRES="127.0.0.1:$pg_port" CRO_MOTO_REAL_POSTGRES_PASSWORD="$db_password" \
+    CRO_MOTO_REAL_REDIS="127.0.0.1:$redis_port" \
     "$moto_venv/bin/python" "$here/moto_server.py" -H 127.0.0.1 -p "$moto_port"
 
   # Requests made with ServiceAccount credentials are audited: the RBAC
@@ -428,10 +513,15 @@ status:
   capacity: {cpu: "32", memory: 256Gi, pods: "250"}
 EOF
   create_volumes
+  wait_for "PostgreSQL" 60 "$(pg_bindir)/pg_isready" -q -h 127.0.0.1 -p "$pg_port"
+  seed_databases "$db_password"
+  wait_for "Redis" 30 bash -c "exec 3<>/dev/tcp/127.0.0.1/$redis_port 4<>/dev/tcp/127.0.0.1/$redis_auth_port"
   wait_for "moto server" 60 curl -sf "http://127.0.0.1:$moto_port/moto-api/"
   wait_for "the default ServiceAccount (kube-controller-manager)" 60 kctl -n default get serviceaccount default
   wait_for "kwok-node-0 Ready (kwok)" 60 \
     sh -c "'$k8s_bin/kubectl' --kubeconfig '$state/kubeconfig' get node kwok-node-0 -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+  printf 'pg_port=%s\nredis_port=%s\nredis_auth_port=%s\ndb_password=%s\n' \
+    "$pg_port" "$redis_port" "$redis_auth_port" "$db_password" >"$state/databases.env"
   write_env "$moto_port"
   log "up; source $state/env.sh"
 }
@@ -444,6 +534,7 @@ cmd_down() {
   for name in kwok kube-scheduler kube-controller-manager kube-apiserver moto etcd; do
     stop_one "$name"
   done
+  stop_databases
   rm -f "$state/env.sh"
   log "down"
 }

@@ -1,0 +1,513 @@
+//! Whether a complete Postgres or Redis can be used: the operator logs in
+//! to the host and port of its Secret, with its credentials, from its own
+//! pod, and reports the `Connectable` condition and the Go operator's
+//! `cro_postgres_connection` / `cro_redis_connection` gauges.
+//!
+//! Checks run off the reconcile path, a bounded number at a time, each
+//! within a timeout. A reconcile registers what to check and reads the last
+//! verdict; a verdict that changes wakes a reconcile of its CR, which
+//! writes it into the status with everything else (one status writer).
+
+pub mod postgres;
+pub mod redis;
+mod tls;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use cro_provider_api::{ConnectionDetails, ResourceKind};
+use futures::StreamExt;
+use prometheus_client::{
+    metrics::{family::Family, gauge::Gauge},
+    registry::Registry,
+};
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    net::TcpStream,
+    sync::{Notify, broadcast},
+    time::Instant,
+};
+use tracing::debug;
+
+use crate::metrics::ObjectLabels;
+
+/// The condition type.
+pub const CONNECTABLE: &str = "Connectable";
+
+/// Where to log in, from a connection Secret's keys.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Target {
+    Postgres {
+        host: String,
+        port: u16,
+        user: String,
+        password: String,
+        database: String,
+    },
+    Redis {
+        host: String,
+        port: u16,
+        password: Option<String>,
+    },
+}
+
+impl std::fmt::Debug for Target {
+    // Never the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (host, port) = self.address();
+        write!(f, "{host}:{port}")
+    }
+}
+
+impl Target {
+    /// What to check for `kind` given the Secret's `details`; `None` for
+    /// kinds without a server, or a Secret without a host and port (a
+    /// placeholder a person fills in).
+    pub fn of(kind: ResourceKind, details: &ConnectionDetails) -> Option<Target> {
+        let get = |k: &str| details.0.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let port = |default: u16| get("port").map_or(Some(default), |p| p.parse().ok());
+        match kind {
+            ResourceKind::Postgres => Some(Target::Postgres {
+                host: get("host")?.to_string(),
+                port: port(5432)?,
+                user: get("username")?.to_string(),
+                password: get("password")?.to_string(),
+                database: get("database").unwrap_or("postgres").to_string(),
+            }),
+            ResourceKind::Redis => Some(Target::Redis {
+                host: get("uri")?.to_string(),
+                port: port(6379)?,
+                password: get("password").map(str::to_string),
+            }),
+            ResourceKind::BlobStorage | ResourceKind::Smtp => None,
+        }
+    }
+
+    fn address(&self) -> (&str, u16) {
+        match self {
+            Target::Postgres { host, port, .. } | Target::Redis { host, port, .. } => (host, *port),
+        }
+    }
+}
+
+/// What one check found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Logged in (with a note when the check stopped short of it).
+    Connected(String),
+    NameNotResolved(String),
+    TimedOut,
+    /// No route, network down: the message of the operating system.
+    Unreachable(String),
+    ConnectionRefused,
+    AuthenticationFailed(String),
+    /// The server turned the login away for another reason.
+    Refused(String),
+    /// The server does not speak the protocol as expected.
+    Protocol(String),
+}
+
+impl Verdict {
+    pub fn connected(&self) -> bool {
+        matches!(self, Verdict::Connected(_))
+    }
+
+    /// The `Connectable` condition: True, or False with what to do.
+    pub fn condition(&self, target: &Target, timeout: Duration) -> cro_provider_api::Condition {
+        let (host, port) = target.address();
+        let (reason, message) = match self {
+            Verdict::Connected(note) if note.is_empty() => (
+                "Connected",
+                format!(
+                    "logged in to {host}:{port} with the Secret's credentials from the operator's pod"
+                ),
+            ),
+            Verdict::Connected(note) => ("Connected", format!("reached {host}:{port}: {note}")),
+            Verdict::NameNotResolved(e) => (
+                "NameNotResolved",
+                format!(
+                    "{host} does not resolve from the operator's pod ({e}): the Secret names a host this cluster's DNS does not know, or the resource was deleted outside the operator"
+                ),
+            ),
+            Verdict::TimedOut => (
+                "TimedOut",
+                format!(
+                    "no answer from {host}:{port} within {}s: a network path or security group blocks the operator's pod (check the database's subnet group, its security group's ingress from the cluster's CIDR, and peering to the cluster's network)",
+                    timeout.as_secs()
+                ),
+            ),
+            Verdict::Unreachable(e) => (
+                "Unreachable",
+                format!(
+                    "{host}:{port} is unreachable from the operator's pod ({e}): the database is in a network the cluster has no route to (check its subnet group and peering to the cluster's network)"
+                ),
+            ),
+            Verdict::ConnectionRefused => (
+                "ConnectionRefused",
+                format!(
+                    "{host}:{port} refused the connection: nothing listens there (the server is stopped or starting, or the Secret's port is wrong)"
+                ),
+            ),
+            Verdict::AuthenticationFailed(e) => (
+                "AuthenticationFailed",
+                format!(
+                    "{host}:{port} rejected the Secret's credentials ({e}): the Secret is stale or the password was changed outside the operator; annotate the resource with integreatly.org/rotate-credentials to set new ones"
+                ),
+            ),
+            Verdict::Refused(e) => ("LoginRefused", format!("{host}:{port}: {e}")),
+            Verdict::Protocol(e) => ("ProtocolError", format!("{host}:{port}: {e}")),
+        };
+        cro_provider_api::Condition {
+            type_: CONNECTABLE.into(),
+            status: self.connected(),
+            reason: reason.into(),
+            message,
+        }
+    }
+}
+
+/// A connection of either kind, plain or TLS.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+type Stream = Box<dyn Io>;
+
+/// Resolves, connects and logs in to `target`, all within `timeout`.
+pub async fn check(target: &Target, timeout: Duration) -> Verdict {
+    let deadline = Instant::now() + timeout;
+    let (host, port) = target.address();
+    let resolved = tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await;
+    let addrs: Vec<_> = match resolved {
+        Err(_) => return Verdict::TimedOut,
+        Ok(Err(e)) => return Verdict::NameNotResolved(e.to_string()),
+        Ok(Ok(a)) => a.collect(),
+    };
+    let mut last = Verdict::NameNotResolved("no addresses".into());
+    for addr in addrs {
+        let tcp = match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
+            Err(_) => return Verdict::TimedOut,
+            Ok(Ok(tcp)) => tcp,
+            Ok(Err(e)) => {
+                last = match e.kind() {
+                    std::io::ErrorKind::ConnectionRefused => Verdict::ConnectionRefused,
+                    std::io::ErrorKind::TimedOut => Verdict::TimedOut,
+                    _ => Verdict::Unreachable(e.to_string()),
+                };
+                continue;
+            }
+        };
+        let login = async {
+            match target {
+                Target::Postgres {
+                    user,
+                    password,
+                    database,
+                    ..
+                } => {
+                    let login = postgres::Login {
+                        user,
+                        password,
+                        database,
+                    };
+                    postgres::check(tcp, host, &login).await
+                }
+                Target::Redis { password, .. } => redis::check(tcp, password.as_deref()).await,
+            }
+        };
+        return tokio::time::timeout_at(deadline, login)
+            .await
+            .unwrap_or(Verdict::TimedOut);
+    }
+    last
+}
+
+/// A CR whose connection is checked.
+struct Entry {
+    kind: ResourceKind,
+    namespace: String,
+    name: String,
+    target: Target,
+    labels: ObjectLabels,
+    verdict: Option<Verdict>,
+    /// The condition the CR's status shows: a verdict that reads the same
+    /// wakes no reconcile (a restart rechecks everything, writes nothing).
+    shown: Option<cro_provider_api::Condition>,
+    due: Instant,
+    running: bool,
+}
+
+/// A CR whose verdict changed: its reconcile writes the new condition.
+#[derive(Clone, Debug)]
+pub struct Changed {
+    pub kind: ResourceKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The checks of every complete Postgres and Redis this process reconciles.
+pub struct Checker {
+    entries: Mutex<HashMap<String, Entry>>,
+    changed: broadcast::Sender<Changed>,
+    wake: Notify,
+    every: Duration,
+    timeout: Duration,
+    postgres: Family<ObjectLabels, Gauge>,
+    redis: Family<ObjectLabels, Gauge>,
+}
+
+/// Checks run at once; each is mostly waiting on the network.
+const PARALLEL: usize = 16;
+
+impl Checker {
+    /// Checks every `every`, each within `timeout`.
+    pub fn new(every: Duration, timeout: Duration) -> Self {
+        Checker {
+            entries: Mutex::default(),
+            changed: broadcast::channel(1024).0,
+            wake: Notify::new(),
+            every,
+            timeout,
+            postgres: Family::default(),
+            redis: Family::default(),
+        }
+    }
+
+    /// The Go operator's connection gauges.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            "cro_postgres_connection",
+            "1 when the operator logs in to the Postgres with its Secret, 0 when it cannot (see the Connectable condition)",
+            self.postgres.clone(),
+        );
+        registry.register(
+            "cro_redis_connection",
+            "1 when the operator reaches and authenticates to the Redis with its Secret, 0 when it cannot (see the Connectable condition)",
+            self.redis.clone(),
+        );
+    }
+
+    /// CRs whose verdict changed, for the controllers to reconcile.
+    pub fn subscribe(&self) -> broadcast::Receiver<Changed> {
+        self.changed.subscribe()
+    }
+
+    /// Checks `target` for the CR `key` from now on (at once when it is new
+    /// or changed); `shown` is the condition its status shows. The
+    /// condition to report: the last verdict's, else the one shown.
+    pub fn watch(
+        &self,
+        key: &str,
+        changed: Changed,
+        target: Target,
+        labels: ObjectLabels,
+        shown: Option<cro_provider_api::Condition>,
+    ) -> Option<cro_provider_api::Condition> {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let entry = entries.entry(key.to_string()).or_insert_with(|| Entry {
+            kind: changed.kind,
+            namespace: changed.namespace,
+            name: changed.name,
+            target: target.clone(),
+            labels: labels.clone(),
+            verdict: None,
+            shown: None,
+            due: now,
+            running: false,
+        });
+        entry.shown = shown;
+        if entry.target != target {
+            entry.target = target;
+            entry.due = now;
+            self.wake.notify_one();
+        }
+        if entry.labels != labels {
+            self.gauges(entry.kind).remove(&entry.labels);
+            entry.labels = labels;
+            if let Some(v) = &entry.verdict {
+                self.set_gauge(entry.kind, &entry.labels, v);
+            }
+        }
+        if entry.verdict.is_none() && entry.due <= now {
+            self.wake.notify_one();
+        }
+        match &entry.verdict {
+            Some(v) => Some(v.condition(&entry.target, self.timeout)),
+            None => entry.shown.clone(),
+        }
+    }
+
+    /// Stops checking the CR `key` (not complete, or gone).
+    pub fn forget(&self, key: &str) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = entries.remove(key) {
+            self.gauges(e.kind).remove(&e.labels);
+        }
+    }
+
+    fn gauges(&self, kind: ResourceKind) -> &Family<ObjectLabels, Gauge> {
+        match kind {
+            ResourceKind::Redis => &self.redis,
+            _ => &self.postgres,
+        }
+    }
+
+    fn set_gauge(&self, kind: ResourceKind, labels: &ObjectLabels, verdict: &Verdict) {
+        self.gauges(kind)
+            .get_or_create(labels)
+            .set(i64::from(verdict.connected()));
+    }
+
+    /// Runs the checks that are due, forever.
+    pub async fn run(self: Arc<Self>) {
+        loop {
+            let (due, next) = self.take_due();
+            futures::stream::iter(due)
+                .for_each_concurrent(PARALLEL, |(key, target)| {
+                    let this = self.clone();
+                    async move {
+                        let verdict = check(&target, this.timeout).await;
+                        this.record(&key, &target, verdict);
+                    }
+                })
+                .await;
+            match next {
+                Some(at) if at > Instant::now() => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(at) => {}
+                        () = self.wake.notified() => {}
+                    }
+                }
+                Some(_) => {}
+                None => self.wake.notified().await,
+            }
+        }
+    }
+
+    /// The checks due now, marked running, and when the next one is due.
+    fn take_due(&self) -> (Vec<(String, Target)>, Option<Instant>) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let mut due = Vec::new();
+        for (key, e) in entries.iter_mut() {
+            if !e.running && e.due <= now {
+                e.running = true;
+                due.push((key.clone(), e.target.clone()));
+            }
+        }
+        let next = entries.values().filter(|e| !e.running).map(|e| e.due).min();
+        (due, next)
+    }
+
+    fn record(&self, key: &str, target: &Target, verdict: Verdict) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(e) = entries.get_mut(key) else {
+            return; // forgotten meanwhile
+        };
+        e.running = false;
+        if e.target != *target {
+            return; // checked the old target; the new one is due already
+        }
+        e.due = Instant::now() + self.every;
+        self.set_gauge(e.kind, &e.labels, &verdict);
+        let condition = verdict.condition(target, self.timeout);
+        e.verdict = Some(verdict);
+        if e.shown.as_ref() != Some(&condition) {
+            debug!(object = %key, connected = condition.status, "connection verdict changed");
+            // Shown once the reconcile this wakes writes it.
+            e.shown = Some(condition);
+            let _ = self.changed.send(Changed {
+                kind: e.kind,
+                namespace: e.namespace.clone(),
+                name: e.name.clone(),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changed() -> Changed {
+        Changed {
+            kind: ResourceKind::Redis,
+            namespace: "ns".into(),
+            name: "cache".into(),
+        }
+    }
+
+    fn target() -> Target {
+        Target::Redis {
+            host: "cache.ns.svc".into(),
+            port: 6379,
+            password: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_verdict_wakes_a_reconcile_only_when_the_status_would_change() {
+        let checker = Checker::new(Duration::from_secs(60), Duration::from_secs(5));
+        let mut woken = checker.subscribe();
+        let labels = ObjectLabels::default();
+        let first = checker.watch("k", changed(), target(), labels.clone(), None);
+        assert_eq!(first, None, "nothing known, nothing shown");
+        checker.record("k", &target(), Verdict::ConnectionRefused);
+        assert_eq!(woken.try_recv().map(|c| c.name).ok(), Some("cache".into()));
+        let shown = checker.watch("k", changed(), target(), labels.clone(), None);
+        assert_eq!(
+            shown.as_ref().map(|c| (c.status, c.reason.as_str())),
+            Some((false, "ConnectionRefused"))
+        );
+        // Written by that reconcile: the same verdict again wakes nothing.
+        checker.watch("k", changed(), target(), labels.clone(), shown.clone());
+        checker.record("k", &target(), Verdict::ConnectionRefused);
+        assert!(woken.try_recv().is_err());
+        // After a restart the status still shows it: reported until checked.
+        let restarted = Checker::new(Duration::from_secs(60), Duration::from_secs(5));
+        let mut woken = restarted.subscribe();
+        let kept = restarted.watch("k", changed(), target(), labels, shown.clone());
+        assert_eq!(kept, shown);
+        restarted.record("k", &target(), Verdict::ConnectionRefused);
+        assert!(woken.try_recv().is_err());
+        restarted.record("k", &target(), Verdict::Connected(String::new()));
+        assert!(woken.try_recv().is_ok());
+    }
+
+    #[test]
+    fn targets_come_from_the_secret_keys_and_never_print_the_password() {
+        let details = |pairs: &[(&str, &str)]| {
+            ConnectionDetails(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+        };
+        let pg = details(&[
+            ("host", "db"),
+            ("port", "5433"),
+            ("username", "u"),
+            ("password", "s3cret"),
+            ("database", "d"),
+        ]);
+        let t = Target::of(ResourceKind::Postgres, &pg);
+        assert!(matches!(&t, Some(Target::Postgres { port: 5433, .. })));
+        assert_eq!(format!("{t:?}"), "Some(db:5433)");
+        let placeholder = details(&[
+            ("host", ""),
+            ("port", "5432"),
+            ("username", "u"),
+            ("password", "p"),
+        ]);
+        assert_eq!(Target::of(ResourceKind::Postgres, &placeholder), None);
+        let redis = details(&[("uri", "cache"), ("port", "6379")]);
+        assert!(matches!(
+            Target::of(ResourceKind::Redis, &redis),
+            Some(Target::Redis { password: None, .. })
+        ));
+        assert_eq!(Target::of(ResourceKind::BlobStorage, &redis), None);
+    }
+}
