@@ -384,9 +384,8 @@ pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -
     let recorded = recorded_identifier(cr);
     ResourceRequest {
         kind: K::KIND,
-        identifier: recorded
-            .clone()
-            .unwrap_or_else(|| cloud_identifier(&settings.cluster_id, &ns, &name)),
+        // The provider acts on the recorded one only if it is this CR's own.
+        identifier: cloud_identifier(&settings.cluster_id, &ns, &name),
         recorded_identifier: recorded,
         // Resolved from the snapshot CR by `provision`.
         restore_from_snapshot: None,

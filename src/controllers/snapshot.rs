@@ -105,9 +105,10 @@ fn request<K: SnapshotCr>(
 ) -> SnapshotRequest {
     let ns = snap.namespace().unwrap_or_default();
     let parent_name = &snap.spec().resource_name;
+    let resource_default_identifier = cloud_identifier(&ctx.settings.cluster_id, &ns, parent_name);
     let resource_identifier = parent
         .and_then(|p| p.annotations().get(RESOURCE_IDENTIFIER_ANNOTATION).cloned())
-        .unwrap_or_else(|| cloud_identifier(&ctx.settings.cluster_id, &ns, parent_name));
+        .unwrap_or_else(|| resource_default_identifier.clone());
     let deployment_type = parent.map(|p| p.spec().r#type.clone()).unwrap_or_default();
     SnapshotRequest {
         kind: <K::Parent as ResourceCr>::KIND,
@@ -115,6 +116,7 @@ fn request<K: SnapshotCr>(
         name: snap.name_any(),
         owner: owner(snap),
         resource_identifier,
+        resource_default_identifier,
         identifier: id.to_string(),
         strategy,
         tags: tags(&ctx.settings, snap, &deployment_type),

@@ -842,3 +842,41 @@ async fn sts_mode_runs_as_the_role_and_makes_no_iam_user() {
     })
     .await;
 }
+
+/// A tenant who writes another database's identifier into the
+/// `resourceIdentifier` annotation of their own Postgres, and asks for new
+/// credentials, reaches nothing: their CR fails naming the annotation, the
+/// other database's password is not reset, and deleting their CR leaves it
+/// alone.
+#[tokio::test]
+async fn an_annotation_naming_another_database_reaches_nothing() {
+    with_operator("claim", |client, ns, _op| async move {
+        create_postgres(&client, &ns, "victim", json!({})).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        wait_phase(&pgs, "victim", Phase::Complete).await;
+        let victim = cloud_identifier("testcluster", &ns, "victim");
+        let passwords = passwords_set(&victim).len();
+
+        let thief: Postgres = serde_json::from_value(json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres",
+            "metadata": {"name": "thief", "annotations": {"resourceIdentifier": victim, "integreatly.org/rotate-credentials": "now"}},
+            "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "thief-sec"}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        pgs.create(&PostParams::default(), &thief).await.unwrap_or_else(|e| panic!("{e}"));
+        let failed = wait_phase(&pgs, "thief", Phase::Failed).await;
+        assert!(failed.message().contains(&format!("annotation resourceIdentifier \"{victim}\"")), "{}", failed.message());
+        assert_eq!(passwords_set(&victim).len(), passwords, "the victim's password was reset");
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        assert!(secrets.get_opt("thief-sec").await.unwrap_or_else(|e| panic!("{e}")).is_none());
+
+        pgs.delete("thief", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&pgs, "thief", DEFAULT_TIMEOUT).await;
+        let db = instance(&rds().await, &victim).await.unwrap_or_else(|| panic!("the victim's instance {victim} is gone"));
+        assert_eq!(db.deletion_protection(), Some(true));
+        let writes: Vec<String> = aws_actions_mentioning(&victim).into_iter().filter(|a| a.starts_with("Modify") || a.starts_with("Delete")).collect();
+        assert!(writes.iter().all(|a| a != "DeleteDBInstance"), "{writes:?}");
+        assert_eq!(pgs.get("victim").await.unwrap_or_else(|e| panic!("{e}")).phase(), Some(Phase::Complete));
+    })
+    .await;
+}

@@ -212,8 +212,11 @@ pub struct SnapshotRequest {
     pub namespace: String,
     pub name: String,
     pub owner: Owner,
-    /// Identifier of the resource to snapshot.
+    /// Identifier of the resource to snapshot: what its CR records.
     pub resource_identifier: String,
+    /// The identifier the operator computes for the resource's CR (its
+    /// namespace and name): a recorded one must be the CR's own.
+    pub resource_default_identifier: String,
     /// Identifier of the snapshot itself (`<clusterID>-<namespace>-<name>`
     /// of the snapshot CR, shortened).
     pub identifier: String,

@@ -158,42 +158,84 @@ fn rules(kind: ResourceKind) -> IdentifierRules {
     }
 }
 
-/// The request with identifiers AWS accepts (unchanged when they already
-/// are, as every identifier the Go operator used successfully is).
-fn conformed(req: &ResourceRequest) -> ResourceRequest {
-    ResourceRequest {
-        identifier: rules(req.kind).conform(&req.identifier),
-        ..req.clone()
-    }
+/// The identifiers this CR's own request gives, conformed to AWS's rules:
+/// the one its tier pins (`DBInstanceIdentifier`, `ReplicationGroupId`, as
+/// the Go operator used them), else the default for its namespace and name
+/// (`default`, computed by the operator).
+fn own_identifiers(
+    kind: ResourceKind,
+    default: &str,
+    tier: &strategy::Tier,
+    deleting: bool,
+) -> Result<(String, Option<String>), ProviderError> {
+    let pinned = match kind {
+        ResourceKind::Postgres => database::named_by_tier::<Rds>(tier, deleting)?,
+        ResourceKind::Redis => database::named_by_tier::<ElastiCache>(tier, deleting)?,
+        ResourceKind::BlobStorage | ResourceKind::Smtp => None,
+    };
+    let rules = rules(kind);
+    Ok((rules.conform(default), pinned.map(|p| rules.conform(&p))))
 }
 
-/// `req` for a database the tier names itself (`DBInstanceIdentifier`,
-/// `ReplicationGroupId`) while the CR records no identifier yet: under that
-/// name, as the Go operator used it.
-fn pinned<D: Database>(
+/// The request with the identifier it may act on. The CR's
+/// `resourceIdentifier` annotation (`recorded_identifier`) is written by
+/// the operator but can be written by anyone who may edit the CR, so it is
+/// accepted only when it is one of the CR's own identifiers; another would
+/// let a CR reset, rotate, snapshot or delete a resource that is not its
+/// own. A delete ignores such an annotation (it removes only what is the
+/// CR's own), so the CR can still go.
+fn claimed(
     req: &ResourceRequest,
     tier: &strategy::Tier,
     deleting: bool,
 ) -> Result<ResourceRequest, ProviderError> {
+    let (default, pinned) = own_identifiers(req.kind, &req.identifier, tier, deleting)?;
     let mut req = req.clone();
-    if req.recorded_identifier.is_none()
-        && let Some(id) = database::named_by_tier::<D>(tier, deleting)?
+    let own = pinned.clone().unwrap_or_else(|| default.clone());
+    match req
+        .recorded_identifier
+        .as_deref()
+        .map(|r| rules(req.kind).conform(r))
     {
-        req.identifier = rules(req.kind).conform(&id);
+        None => req.identifier = own,
+        Some(r) if r == default || Some(&r) == pinned.as_ref() => req.identifier = r,
+        Some(_) if deleting => {
+            req.recorded_identifier = None;
+            req.identifier = own;
+        }
+        Some(r) => return Err(foreign_annotation(&r, &own)),
     }
     Ok(req)
 }
 
-fn conformed_snapshot(req: &SnapshotRequest) -> SnapshotRequest {
+fn foreign_annotation(recorded: &str, own: &str) -> ProviderError {
+    ProviderError::permanent(format!(
+        "annotation resourceIdentifier {recorded:?} is not this resource's identifier ({own:?}): the operator records it, and a resource may not name another one; remove the annotation (the operator records {own:?} again)"
+    ))
+}
+
+/// The request with identifiers AWS accepts, for the resource's own
+/// identifier only (see [`claimed`]).
+fn conformed_snapshot(req: &SnapshotRequest) -> Result<SnapshotRequest, ProviderError> {
     let snapshot_rules = match req.kind {
         ResourceKind::Redis => IdentifierRules::ElastiCacheSnapshot,
         _ => IdentifierRules::RdsSnapshot,
     };
-    SnapshotRequest {
-        identifier: snapshot_rules.conform(&req.identifier),
-        resource_identifier: rules(req.kind).conform(&req.resource_identifier),
-        ..req.clone()
+    let tier = strategy::parse(&req.strategy).unwrap_or_default();
+    let (default, pinned) =
+        own_identifiers(req.kind, &req.resource_default_identifier, &tier, false)?;
+    let resource = rules(req.kind).conform(&req.resource_identifier);
+    if resource != default && Some(&resource) != pinned.as_ref() {
+        return Err(foreign_annotation(
+            &resource,
+            pinned.as_ref().unwrap_or(&default),
+        ));
     }
+    Ok(SnapshotRequest {
+        identifier: snapshot_rules.conform(&req.identifier),
+        resource_identifier: resource,
+        ..req.clone()
+    })
 }
 
 #[async_trait::async_trait]
@@ -208,33 +250,25 @@ impl Provider for AwsProvider {
 
     async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
         validate_strategy(req.kind, &req.strategy)?;
-        let req = &conformed(req);
         let (tier, c) = self.tier_clients(&req.strategy).await?;
+        let req = &claimed(req, &tier, false)?;
         match req.kind {
-            ResourceKind::Postgres => {
-                let req = &pinned::<Rds>(req, &tier, false)?;
-                rds::reconcile(&self.credentials, &c, req, &tier).await
-            }
+            ResourceKind::Postgres => rds::reconcile(&self.credentials, &c, req, &tier).await,
             ResourceKind::BlobStorage => s3::reconcile(self, &c, req).await,
-            ResourceKind::Redis => {
-                let req = &pinned::<ElastiCache>(req, &tier, false)?;
-                elasticache::reconcile(&c, req, &tier).await
-            }
+            ResourceKind::Redis => elasticache::reconcile(&c, req, &tier).await,
             ResourceKind::Smtp => smtp::reconcile(self, &c, req, &tier).await,
         }
     }
 
     async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError> {
-        let req = &conformed(req);
         let (tier, c) = self.tier_clients(&req.strategy).await?;
+        let req = &claimed(req, &tier, true)?;
         match req.kind {
             ResourceKind::Postgres => {
-                let req = &pinned::<Rds>(req, &tier, true)?;
                 database::delete::<Rds>(&self.credentials, &c, req, &tier).await
             }
             ResourceKind::BlobStorage => s3::delete(self, &c.s3, &c.iam, req, &tier).await,
             ResourceKind::Redis => {
-                let req = &pinned::<ElastiCache>(req, &tier, true)?;
                 database::delete::<ElastiCache>(&self.credentials, &c, req, &tier).await
             }
             ResourceKind::Smtp => smtp::delete(self, &c.iam, req).await,
@@ -243,23 +277,18 @@ impl Provider for AwsProvider {
 
     async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
         validate_strategy(req.kind, &req.strategy)?;
-        let req = &conformed(req);
         let (tier, c) = self.tier_clients(&req.strategy).await?;
+        let req = &claimed(req, &tier, false)?;
         match req.kind {
-            ResourceKind::Postgres => {
-                database::plan::<Rds>(&c, &pinned::<Rds>(req, &tier, false)?, &tier).await
-            }
-            ResourceKind::Redis => {
-                let req = &pinned::<ElastiCache>(req, &tier, false)?;
-                database::plan::<ElastiCache>(&c, req, &tier).await
-            }
+            ResourceKind::Postgres => database::plan::<Rds>(&c, req, &tier).await,
+            ResourceKind::Redis => database::plan::<ElastiCache>(&c, req, &tier).await,
             ResourceKind::BlobStorage => s3::plan(&c, req).await,
             ResourceKind::Smtp => smtp::plan(&c.iam, req).await,
         }
     }
 
     async fn snapshot(&self, req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
-        let req = &conformed_snapshot(req);
+        let req = &conformed_snapshot(req)?;
         // Snapshots live where their resource does: its tier's region.
         let (_, c) = self.tier_clients(&req.strategy).await?;
         match req.kind {
@@ -271,7 +300,16 @@ impl Provider for AwsProvider {
     }
 
     async fn delete_snapshot(&self, req: &SnapshotRequest) -> Result<Deletion, ProviderError> {
-        let req = &conformed_snapshot(req);
+        // A snapshot is deleted by its own identifier; which resource it
+        // was of does not matter.
+        let snapshot_rules = match req.kind {
+            ResourceKind::Redis => IdentifierRules::ElastiCacheSnapshot,
+            _ => IdentifierRules::RdsSnapshot,
+        };
+        let req = &SnapshotRequest {
+            identifier: snapshot_rules.conform(&req.identifier),
+            ..req.clone()
+        };
         let tier = strategy::parse(&req.strategy).unwrap_or_default();
         let c = self.clients(&tier).await?;
         match req.kind {
@@ -345,11 +383,14 @@ mod tests {
                 "pinned-db",
             ),
             // What the CR records wins: the Go operator recorded the name it used.
-            (named, Some("computed"), false, "computed"),
+            (named.clone(), Some("computed"), false, "computed"),
+            (named.clone(), Some("pinned-db"), false, "pinned-db"),
+            // A delete ignores a recorded identifier that is not the CR's own.
+            (named, Some("someone-elses-db"), true, "other-db"),
         ];
         for (tier, recorded, deleting, want) in rows {
             req.recorded_identifier = recorded.map(str::to_string);
-            let got = pinned::<Rds>(&req, &tier, deleting).unwrap_or_else(|e| panic!("{e}"));
+            let got = claimed(&req, &tier, deleting).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(got.identifier, want, "{tier:?} {recorded:?} {deleting}");
         }
         let redis = tier(
@@ -358,8 +399,38 @@ mod tests {
         );
         let mut req = ResourceRequest::offline(ResourceKind::Redis, json!({}));
         req.identifier = "computed".into();
-        let got = pinned::<ElastiCache>(&req, &redis, true).unwrap_or_else(|e| panic!("{e}"));
+        let got = claimed(&req, &redis, true).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(got.identifier, "pinned-cache");
+    }
+
+    #[test]
+    fn a_recorded_identifier_that_is_not_the_crs_own_is_refused() {
+        let tier = strategy::parse(&json!({})).unwrap_or_else(|e| panic!("{e}"));
+        for kind in ResourceKind::ALL {
+            let mut req = ResourceRequest::offline(kind, json!({}));
+            req.identifier = "testcluster-team-a-db".into();
+            req.recorded_identifier = Some("testclusterteambdb".into());
+            let e = claimed(&req, &tier, false).map(|r| r.identifier);
+            let e = e.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                e.contains("annotation resourceIdentifier \"testclusterteambdb\""),
+                "{kind:?}: {e}"
+            );
+            let mut snap = SnapshotRequest {
+                kind,
+                namespace: "team-a".into(),
+                name: "snap".into(),
+                owner: req.owner.clone(),
+                resource_identifier: "testclusterteambdb".into(),
+                resource_default_identifier: req.identifier.clone(),
+                identifier: "snap-1".into(),
+                strategy: json!({}),
+                tags: Default::default(),
+            };
+            assert!(conformed_snapshot(&snap).is_err(), "{kind:?}");
+            snap.resource_identifier = snap.resource_default_identifier.clone();
+            assert!(conformed_snapshot(&snap).is_ok(), "{kind:?}");
+        }
     }
 
     #[test]
