@@ -191,6 +191,12 @@ struct RunArgs {
     /// outside the operator (console, CLI): each costs a few read calls.
     #[arg(long, env = "RECHECK_INTERVAL", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
     recheck_interval: u64,
+    /// Read a CR's own namespace's `cloud-resource-config` before the
+    /// operator namespace's (as the Go operator did). Turn off on a
+    /// multi-tenant cluster: a tenant's ConfigMap could map its CRs to any
+    /// provider.
+    #[arg(long, env = "NAMESPACE_CONFIG", default_value_t = true, action = clap::ArgAction::Set)]
+    namespace_config: bool,
     /// Seconds between connection checks of a complete Postgres or Redis
     /// (the `Connectable` condition): a login from the operator's pod with
     /// the Secret's credentials, no cloud API call.
@@ -314,6 +320,7 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
         allow_cross_namespace_secrets: false,
         recheck_interval: Duration::from_secs(3600),
         shard: Default::default(),
+        namespace_config: true,
     };
     let sts = sts_mode(&client, &settings.operator_namespace, &args.sts_token_file).await?;
     if let Some(sts) = &sts {
@@ -416,6 +423,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     settings.concurrency = args.concurrency;
     settings.allow_cross_namespace_secrets = args.allow_cross_namespace_secrets;
     settings.recheck_interval = Duration::from_secs(args.recheck_interval);
+    settings.namespace_config = args.namespace_config;
     info!("starting cloud-resource-operator");
     let owned = Arc::new(Owned::new(
         &client,

@@ -4,6 +4,7 @@
 //!
 //! `resolve` holds the pure rules; `source` reads the ConfigMaps.
 
+pub mod access;
 mod resolve;
 mod source;
 

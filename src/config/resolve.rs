@@ -41,6 +41,8 @@ pub struct Tier {
     pub rotate_every: Option<u64>,
     /// `credentialRotationGrace`, in seconds.
     pub rotation_grace: u64,
+    /// The namespaces that may use the tier (`None`: all).
+    pub access: Option<super::access::Access>,
 }
 
 impl Default for Tier {
@@ -50,6 +52,7 @@ impl Default for Tier {
             change_policy: ChangePolicy::Automatic,
             rotate_every: None,
             rotation_grace: DEFAULT_ROTATION_GRACE,
+            access: None,
         }
     }
 }
@@ -70,6 +73,7 @@ fn tier_seconds(tier: &mut Value, key: &str) -> Result<Option<u64>, String> {
 /// Splits a tier into what the operator reads (change policy, credential
 /// rotation) and the provider's strategy.
 pub fn split_tier(mut tier: Value) -> Result<Tier, String> {
+    let access = super::access::Access::take(&mut tier)?;
     let rotate_every = tier_seconds(&mut tier, ROTATE_EVERY_KEY)?.filter(|s| *s > 0);
     let rotation_grace =
         tier_seconds(&mut tier, ROTATION_GRACE_KEY)?.unwrap_or(DEFAULT_ROTATION_GRACE);
@@ -90,6 +94,7 @@ pub fn split_tier(mut tier: Value) -> Result<Tier, String> {
         change_policy,
         rotate_every,
         rotation_grace,
+        access,
     })
 }
 
@@ -233,6 +238,16 @@ pub enum ConfigError {
         resource: String,
         tier: String,
         error: String,
+    },
+    #[error(
+        "tier {tier:?} of {at} key {resource:?} is not open to namespace {namespace} (it admits {admits}); ask the platform team to admit this namespace, or use another tier"
+    )]
+    TierRefused {
+        at: String,
+        resource: String,
+        tier: String,
+        namespace: String,
+        admits: String,
     },
     #[error("reading ConfigMap {namespace}/{name}: {error}")]
     Read {

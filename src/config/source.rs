@@ -34,6 +34,9 @@ pub struct ConfigReader {
     /// ConfigMaps that stand in for the cluster's of the same namespace
     /// and name (`plan --config`).
     overrides: Vec<Located>,
+    /// Whether a CR's own namespace's `cloud-resource-config` is read
+    /// (`--namespace-config`); off, only the operator namespace's is.
+    namespace_config: bool,
 }
 
 impl ConfigReader {
@@ -71,7 +74,14 @@ impl ConfigReader {
             types,
             go_namespace,
             overrides: Vec::new(),
+            namespace_config: true,
         }
+    }
+
+    /// Whether a CR's own namespace's `cloud-resource-config` is read.
+    pub fn with_namespace_config(mut self, read: bool) -> Self {
+        self.namespace_config = read;
+        self
     }
 
     /// Reads `overrides` instead of the cluster's ConfigMaps of the same
@@ -167,10 +177,13 @@ impl ConfigReader {
         }))
     }
 
-    /// `cloud-resource-config` from the resource's namespace, else the
-    /// operator's namespace, else `None` (built-in defaults).
+    /// `cloud-resource-config` from the resource's namespace (unless the
+    /// operator reads no namespace's own), else the operator's namespace,
+    /// else `None` (built-in defaults).
     pub async fn types(&self, namespace: &str) -> Result<Option<Located>, ConfigError> {
-        if let Some(cm) = self.get(namespace, TYPES_CONFIG_MAP).await? {
+        if self.namespace_config
+            && let Some(cm) = self.get(namespace, TYPES_CONFIG_MAP).await?
+        {
             return Ok(Some(cm));
         }
         if namespace == self.operator_namespace {

@@ -655,6 +655,43 @@ async fn restore_source<K: ResourceCr>(
     }
 }
 
+/// Refuses a tier whose `allowedNamespaces` / `allowedNamespaceSelector`
+/// do not admit `namespace` (a tier may hold a production account's role).
+async fn admitted(
+    ctx: &Context,
+    tier: &config::Tier,
+    namespace: &str,
+    provider: &str,
+    kind: ResourceKind,
+    tier_name: &str,
+) -> Result<(), Error> {
+    let Some(access) = &tier.access else {
+        return Ok(());
+    };
+    if access.admits_name(namespace) {
+        return Ok(());
+    }
+    if access.has_selector() {
+        let ns = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(ctx.client.clone())
+            .get(namespace)
+            .await
+            .map_err(Error::kube(format!(
+                "reading Namespace {namespace} for the tier's allowedNamespaceSelector"
+            )))?;
+        if access.admits_labels(ns.labels()) {
+            return Ok(());
+        }
+    }
+    Err(config::ConfigError::TierRefused {
+        at: format!("ConfigMap {}", config::strategies_config_map(provider)),
+        resource: kind.config_key().to_string(),
+        tier: tier_name.to_string(),
+        namespace: namespace.to_string(),
+        admits: access.describe(),
+    }
+    .into())
+}
+
 /// Asks the provider for the resource, unless the same inputs just failed
 /// for a reason that needs a person; with the tier's change policy and the
 /// credential rotation asked for.
@@ -667,6 +704,8 @@ async fn provision<K: ResourceCr>(
 ) -> Result<(cro_provider_api::Provisioned, ChangePolicy, Option<String>), Error> {
     let tier_name = &cr.spec().tier;
     let tier = config::tier_strategy(&ctx.config, provider_name, K::KIND, tier_name).await?;
+    let namespace = cr.namespace().unwrap_or_default();
+    admitted(ctx, &tier, &namespace, provider_name, K::KIND, tier_name).await?;
     let policy = tier.change_policy;
     let inputs = (
         cr.spec(),

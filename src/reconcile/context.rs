@@ -43,6 +43,8 @@ pub struct Settings {
     pub recheck_interval: Duration,
     /// The namespaces this process reconciles (all without sharding).
     pub shard: crate::shard::Shard,
+    /// Read a CR's own namespace's `cloud-resource-config`.
+    pub namespace_config: bool,
 }
 
 /// Shared by all reconciles of all controllers.
@@ -95,7 +97,8 @@ impl Context {
         };
         let scopes = cache::scopes(&settings.watch_namespaces);
         Context {
-            config: ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes),
+            config: ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes)
+                .with_namespace_config(settings.namespace_config),
             owned,
             recorder: Recorder::new(client.clone(), reporter),
             providers: providers.into_iter().map(|p| (p.name(), p)).collect(),

@@ -350,7 +350,9 @@ async fn in_cluster_scenario(client: &Client, ns: &str, operator: &Operator) {
         "metadata": {"name": "cloud-resources-openshift-strategies", "namespace": ns},
         "data": {
             "postgres": json!({"development": {"strategy": {}}, "broken": {"strategy": {"deploymentSpec": {"replicas": -1}}}}).to_string(),
-            "redis": default_tier, "blobstorage": default_tier, "smtpcredentials": default_tier,
+            // A tier open to selected namespaces: the operator reads the namespace's labels.
+            "redis": json!({"development": {"strategy": {}, "allowedNamespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "Exists"}]}}}).to_string(),
+            "blobstorage": default_tier, "smtpcredentials": default_tier,
         }
     }))
     .unwrap_or_else(|e| panic!("{e}"));

@@ -18,4 +18,5 @@ mod migration;
 mod observability;
 mod plan;
 mod scale;
+mod tenancy;
 mod validate;

@@ -1,0 +1,75 @@
+//! What a platform team decides for its tenants: which namespaces may use
+//! a tier, and whether a namespace's own `cloud-resource-config` is read.
+
+use cloud_resource_operator::api::{BlobStorage, Phase};
+use kube::Api;
+use serde_json::json;
+
+use crate::support::{
+    Phased, TestEnv, apply_config_map, create_json, create_namespace, wait_phase, with_operator,
+    with_operator_launched,
+};
+
+async fn blob(client: &kube::Client, ns: &str, name: &str, deployment_type: &str, tier: &str) {
+    let _: BlobStorage = create_json(
+        client,
+        ns,
+        json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": name},
+               "spec": {"type": deployment_type, "tier": tier, "secretRef": {"name": format!("{name}-sec")}}}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_tier_admits_only_the_namespaces_it_names_or_selects() {
+    with_operator("tieracl", |client, ns, _op| async move {
+        let tiers = |admitted: &str| {
+            json!({"blobstorage": json!({
+                "development": {"strategy": {}, "allowedNamespaces": [admitted]},
+                "selected": {"strategy": {}, "allowedNamespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+            })
+            .to_string()})
+        };
+        apply_config_map(&client, &ns, "cloud-resources-openshift-strategies", tiers("someone-else")).await;
+        blob(&client, &ns, "refused", "workshop", "development").await;
+        blob(&client, &ns, "selected", "workshop", "selected").await;
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let refused = wait_phase(&blobs, "refused", Phase::Failed).await;
+        let message = refused.message();
+        assert!(
+            message.contains(&format!("is not open to namespace {ns}")) && message.contains("allowedNamespaces [\"someone-else\"]"),
+            "{message}"
+        );
+        wait_phase(&blobs, "selected", Phase::Complete).await;
+        // The platform admits the namespace: the CR heals without a restart.
+        apply_config_map(&client, &ns, "cloud-resources-openshift-strategies", tiers(&ns)).await;
+        wait_phase(&blobs, "refused", Phase::Complete).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn with_namespace_config_off_a_tenants_own_cloud_resource_config_is_not_read() {
+    let admin = TestEnv::load().client().await;
+    let ops = create_namespace(&admin, "nsconf-ops").await;
+    let operator_namespace = ops.clone();
+    let adjust = move |l: &mut crate::support::Launch| {
+        l.operator_namespace = Some(operator_namespace);
+        l.extra_args.push("--namespace-config=false".into());
+    };
+    with_operator_launched("nsconf", adjust, |client, ns, _op| async move {
+        // The tenant maps `workshop` to AWS in its own namespace.
+        let mapping = json!({"blobstorage": "aws", "postgres": "aws", "redis": "aws", "smtpcredentials": "aws"});
+        apply_config_map(&client, &ns, "cloud-resource-config", json!({"workshop": mapping.to_string()})).await;
+        blob(&client, &ns, "mine", "workshop", "development").await;
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let done = wait_phase(&blobs, "mine", Phase::Complete).await;
+        let provider = done.status.and_then(|s| s.strategy);
+        assert_eq!(provider.as_deref(), Some("openshift"), "the tenant's mapping was read");
+    })
+    .await;
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(admin);
+    if let Err(e) = namespaces.delete(&ops, &Default::default()).await {
+        eprintln!("warning: deleting {ops}: {e}");
+    }
+}
