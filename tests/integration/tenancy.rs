@@ -73,3 +73,38 @@ async fn with_namespace_config_off_a_tenants_own_cloud_resource_config_is_not_re
         eprintln!("warning: deleting {ops}: {e}");
     }
 }
+
+/// A Service a person made, named like a new Postgres: the Postgres fails
+/// naming it, and neither creating nor deleting the Postgres changes it.
+#[tokio::test]
+async fn an_object_the_operator_did_not_make_is_never_overwritten_or_deleted() {
+    use k8s_openapi::api::core::v1::Service;
+    with_operator("notours", |client, ns, _op| async move {
+        let services = Api::<Service>::namespaced(client.clone(), &ns);
+        let theirs: Service = create_json(
+            &client,
+            &ns,
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                   "spec": {"ports": [{"port": 8080}], "selector": {"app": "web"}}}),
+        )
+        .await;
+        let _: cloud_resource_operator::api::Postgres = create_json(
+            &client,
+            &ns,
+            json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "web"},
+                   "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "web-db"}}}),
+        )
+        .await;
+        let pgs = Api::<cloud_resource_operator::api::Postgres>::namespaced(client.clone(), &ns);
+        let failed = wait_phase(&pgs, "web", Phase::Failed).await;
+        assert!(failed.message().contains(&format!("Service {ns}/web exists and was not made for Postgres web")), "{}", failed.message());
+        let unchanged = |s: &Service| (s.metadata.resource_version.clone(), s.spec.clone());
+        let live = services.get("web").await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(unchanged(&live), unchanged(&theirs), "the person's Service was changed");
+        pgs.delete("web", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        crate::support::wait_deleted(&pgs, "web", crate::support::DEFAULT_TIMEOUT).await;
+        let live = services.get("web").await.unwrap_or_else(|e| panic!("the person's Service was deleted: {e}"));
+        assert_eq!(unchanged(&live), unchanged(&theirs));
+    })
+    .await;
+}

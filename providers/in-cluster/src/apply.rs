@@ -4,7 +4,8 @@
 
 use std::fmt::Debug;
 
-use cro_provider_api::ProviderError;
+use cro_provider_api::{OWNER_UID_LABEL, Owner, ProviderError};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Resource,
     api::{DeleteParams, Patch, PatchParams},
@@ -68,12 +69,53 @@ where
         .map_err(|e| api_error("reading", desired, e))
 }
 
-pub async fn ensure<K>(api: &Objects<K>, desired: &Value) -> Result<Applied<K>, ProviderError>
+/// Whether an object is `owner`'s to change or delete: made for it (the
+/// owner-uid label or a controller reference to it), or for an earlier CR
+/// of the same kind and name (its objects outlive it until garbage
+/// collection). A person's object, or another CR's, is not.
+pub fn is_ours(meta: &ObjectMeta, owner: &Owner) -> bool {
+    let labelled = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(OWNER_UID_LABEL))
+        .is_some_and(|uid| *uid == owner.uid);
+    let controlled = meta.owner_references.iter().flatten().any(|r| {
+        r.controller == Some(true)
+            && (r.uid == owner.uid
+                || (r.kind == owner.kind
+                    && r.name == owner.name
+                    && r.api_version == owner.api_version))
+    });
+    labelled || controlled
+}
+
+/// The error for an object in the way that is not the CR's own.
+pub fn not_ours(kind: &str, meta: &ObjectMeta, owner: &Owner) -> ProviderError {
+    ProviderError::permanent(format!(
+        "{kind} {}/{} exists and was not made for {} {}: the operator neither changes nor deletes it; rename or remove that {kind}, or give the {} another name",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+        owner.kind,
+        owner.name,
+        owner.kind,
+    ))
+}
+
+/// Applies `desired` for `owner`, refusing an object of the same name
+/// that is not its own.
+pub async fn ensure<K>(
+    api: &Objects<K>,
+    desired: &Value,
+    owner: &Owner,
+) -> Result<Applied<K>, ProviderError>
 where
-    K: Resource + Cached + Debug + Serialize + DeserializeOwned,
+    K: Resource<DynamicType = ()> + Cached + Debug + Serialize + DeserializeOwned,
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     if let Some(live) = read(api, desired).await? {
+        if !is_ours(live.meta(), owner) {
+            return Err(not_ours(&K::kind(&()), live.meta(), owner));
+        }
         if live.meta().deletion_timestamp.is_some() {
             return Ok(Applied::Terminating);
         }
@@ -96,13 +138,17 @@ where
 /// Adopts an object another operator made (the Go operator's): when it
 /// exists, only this operator's labels and owner references are added and
 /// its spec is left as it is; when it is missing, `desired` is created.
-pub async fn adopt<K>(api: &Objects<K>, desired: &Value) -> Result<Applied<K>, ProviderError>
+pub async fn adopt<K>(
+    api: &Objects<K>,
+    desired: &Value,
+    owner: &Owner,
+) -> Result<Applied<K>, ProviderError>
 where
-    K: Resource + Cached + Debug + Serialize + DeserializeOwned,
+    K: Resource<DynamicType = ()> + Cached + Debug + Serialize + DeserializeOwned,
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     let Some(live) = read(api, desired).await? else {
-        return ensure(api, desired).await;
+        return ensure(api, desired, owner).await;
     };
     if live.meta().deletion_timestamp.is_some() {
         return Ok(Applied::Terminating);
@@ -151,8 +197,15 @@ where
     Ok(live.map(|l| serde_json::to_value(&l).unwrap_or(Value::Null)))
 }
 
-/// Deletes the named object if present; true when it is gone.
-pub async fn delete<K>(api: &Objects<K>, name: &str) -> Result<bool, ProviderError>
+/// Deletes the named object if present and `owner`'s (or, with `adopted`,
+/// the Go operator's layout this CR took over); true when it is gone, or
+/// is not the CR's to delete.
+pub async fn delete<K>(
+    api: &Objects<K>,
+    name: &str,
+    owner: &Owner,
+    adopted: bool,
+) -> Result<bool, ProviderError>
 where
     K: Resource<DynamicType = ()> + Cached + Debug + DeserializeOwned,
 {
@@ -161,6 +214,9 @@ where
     let Some(live) = api.fresh(name).await.map_err(context)? else {
         return Ok(true);
     };
+    if !adopted && !is_ours(live.meta(), owner) {
+        return Ok(true);
+    }
     if live.meta().deletion_timestamp.is_none() {
         match api.delete(name, &DeleteParams::background()).await {
             Ok(_) => {}
@@ -169,4 +225,71 @@ where
         }
     }
     Ok(api.fresh(name).await.map_err(context)?.is_none())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(uid: &str) -> Owner {
+        Owner {
+            api_version: "integreatly.org/v1alpha1".into(),
+            kind: "Postgres".into(),
+            name: "web".into(),
+            uid: uid.into(),
+        }
+    }
+
+    fn meta(labels: serde_json::Value, refs: serde_json::Value) -> ObjectMeta {
+        serde_json::from_value(serde_json::json!({"name": "web", "namespace": "team", "labels": labels, "ownerReferences": refs}))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn only_objects_made_for_the_cr_are_its_own() {
+        let me = owner("u1");
+        let controller = |kind: &str, name: &str, uid: &str| serde_json::json!([{"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "name": name, "uid": uid, "controller": true}]);
+        assert!(is_ours(
+            &meta(
+                serde_json::json!({OWNER_UID_LABEL: "u1"}),
+                serde_json::json!([])
+            ),
+            &me
+        ));
+        assert!(is_ours(
+            &meta(serde_json::json!({}), controller("Postgres", "web", "u1")),
+            &me
+        ));
+        // An earlier Postgres of that name, gone, its objects not collected yet.
+        assert!(is_ours(
+            &meta(serde_json::json!({}), controller("Postgres", "web", "u0")),
+            &me
+        ));
+        // A person's Service, another kind's or another CR's objects.
+        assert!(!is_ours(
+            &meta(serde_json::json!({"app": "web"}), serde_json::json!([])),
+            &me
+        ));
+        assert!(!is_ours(
+            &meta(serde_json::json!({}), controller("Redis", "web", "u2")),
+            &me
+        ));
+        assert!(!is_ours(
+            &meta(
+                serde_json::json!({OWNER_UID_LABEL: "u2"}),
+                serde_json::json!([])
+            ),
+            &me
+        ));
+        let e = not_ours(
+            "Service",
+            &meta(serde_json::json!({}), serde_json::json!([])),
+            &me,
+        )
+        .to_string();
+        assert!(
+            e.contains("Service team/web exists and was not made for Postgres web"),
+            "{e}"
+        );
+    }
 }

@@ -40,6 +40,12 @@ pub async fn ensure(
         crate::apply::kube_error(format!("{verb} Secret {}/{name}: {e}", req.namespace), &e)
     };
     let live = api.get_opt(&name).await.map_err(|e| err("reading", e))?;
+    if let Some(l) = live
+        .as_ref()
+        .filter(|l| !crate::apply::is_ours(&l.metadata, &req.owner))
+    {
+        return Err(crate::apply::not_ours("Secret", &l.metadata, &req.owner));
+    }
     let existing: BTreeMap<String, String> = live
         .as_ref()
         .and_then(|s| s.data.clone())
@@ -105,7 +111,7 @@ pub async fn adopt_go_postgres(
         metadata,
         creds.iter().map(|(k, v)| (k.as_str(), v.as_str())),
     );
-    crate::apply::adopt(api, &desired).await?;
+    crate::apply::adopt(api, &desired, &req.owner).await?;
     Ok(Credentials {
         username: creds["user"].clone(),
         password: creds["password"].clone(),

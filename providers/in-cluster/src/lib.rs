@@ -160,8 +160,10 @@ impl InClusterProvider {
         macro_rules! put {
             ($kind:ty, $object:expr) => {
                 match layout {
-                    Layout::Ours => ensure(&self.api::<$kind>(req), $object).await?,
-                    Layout::GoOperator => adopt(&self.api::<$kind>(req), $object).await?,
+                    Layout::Ours => ensure(&self.api::<$kind>(req), $object, &req.owner).await?,
+                    Layout::GoOperator => {
+                        adopt(&self.api::<$kind>(req), $object, &req.owner).await?
+                    }
                 }
             };
         }
@@ -465,25 +467,36 @@ impl Provider for InClusterProvider {
             return Ok(Deletion::Done);
         }
         let name = req.name.as_str();
-        let (secrets, config_maps) = self.owned_extras(req, self.layout(req).await?).await?;
+        let layout = self.layout(req).await?;
+        let (secrets, config_maps) = self.owned_extras(req, layout).await?;
+        // Objects in the CR's namespace that are not its own (a person's
+        // Service of the same name) are left alone.
+        let (owner, adopted) = (&req.owner, layout == Layout::GoOperator);
         // Deployment first, so the PVC's pod goes and the PVC can follow.
         let mut left = Vec::new();
-        if !apply::delete(&self.api::<Deployment>(req), name).await? {
+        if !apply::delete(&self.api::<Deployment>(req), name, owner, adopted).await? {
             left.push(format!("Deployment {name}"));
         }
-        if !apply::delete(&self.api::<Service>(req), name).await? {
+        if !apply::delete(&self.api::<Service>(req), name, owner, adopted).await? {
             left.push(format!("Service {name}"));
         }
-        if !apply::delete(&self.api::<PersistentVolumeClaim>(req), name).await? {
+        if !apply::delete(
+            &self.api::<PersistentVolumeClaim>(req),
+            name,
+            owner,
+            adopted,
+        )
+        .await?
+        {
             left.push(format!("PersistentVolumeClaim {name}"));
         }
         for secret in secrets {
-            if !apply::delete(&self.api::<Secret>(req), &secret).await? {
+            if !apply::delete(&self.api::<Secret>(req), &secret, owner, adopted).await? {
                 left.push(format!("Secret {secret}"));
             }
         }
         for cm in config_maps {
-            if !apply::delete(&self.api::<ConfigMap>(req), &cm).await? {
+            if !apply::delete(&self.api::<ConfigMap>(req), &cm, owner, adopted).await? {
                 left.push(format!("ConfigMap {cm}"));
             }
         }
