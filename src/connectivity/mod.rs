@@ -225,9 +225,8 @@ pub async fn check(target: &Target, timeout: Duration) -> Verdict {
 
 /// A CR whose connection is checked.
 struct Entry {
-    kind: ResourceKind,
-    namespace: String,
-    name: String,
+    /// Which CR, for the wake its verdict may send.
+    cr: Changed,
     target: Target,
     labels: ObjectLabels,
     verdict: Option<Verdict>,
@@ -307,9 +306,7 @@ impl Checker {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         let entry = entries.entry(key.to_string()).or_insert_with(|| Entry {
-            kind: changed.kind,
-            namespace: changed.namespace,
-            name: changed.name,
+            cr: changed,
             target: target.clone(),
             labels: labels.clone(),
             verdict: None,
@@ -324,10 +321,10 @@ impl Checker {
             self.wake.notify_one();
         }
         if entry.labels != labels {
-            self.gauges(entry.kind).remove(&entry.labels);
+            self.gauges(entry.cr.kind).remove(&entry.labels);
             entry.labels = labels;
             if let Some(v) = &entry.verdict {
-                self.set_gauge(entry.kind, &entry.labels, v);
+                self.set_gauge(entry.cr.kind, &entry.labels, v);
             }
         }
         if entry.verdict.is_none() && entry.due <= now {
@@ -343,7 +340,7 @@ impl Checker {
     pub fn forget(&self, key: &str) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = entries.remove(key) {
-            self.gauges(e.kind).remove(&e.labels);
+            self.gauges(e.cr.kind).remove(&e.labels);
         }
     }
 
@@ -411,18 +408,14 @@ impl Checker {
             return; // checked the old target; the new one is due already
         }
         e.due = Instant::now() + self.every;
-        self.set_gauge(e.kind, &e.labels, &verdict);
+        self.set_gauge(e.cr.kind, &e.labels, &verdict);
         let condition = verdict.condition(target, self.timeout);
         e.verdict = Some(verdict);
         if e.shown.as_ref() != Some(&condition) {
             debug!(object = %key, connected = condition.status, "connection verdict changed");
             // Shown once the reconcile this wakes writes it.
             e.shown = Some(condition);
-            let _ = self.changed.send(Changed {
-                kind: e.kind,
-                namespace: e.namespace.clone(),
-                name: e.name.clone(),
-            });
+            let _ = self.changed.send(e.cr.clone());
         }
     }
 }

@@ -2,7 +2,7 @@
 //! password) and `PING`, in RESP2 as documented in the Redis protocol
 //! specification.
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use super::Verdict;
 
@@ -70,8 +70,6 @@ async fn read_line<S: tokio::io::AsyncBufRead + Unpin>(stream: &mut S) -> std::i
 fn truncated(s: &str) -> &str {
     s.get(..80).unwrap_or(s)
 }
-
-use tokio::io::AsyncReadExt as _;
 
 #[cfg(test)]
 mod tests {
