@@ -43,9 +43,56 @@ fn first_time(log: &str, needle: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Waits for every CR of kind `K` to be complete; the CRs not complete at
-/// the deadline are named.
-async fn all_complete<K>(client: &Client, ns: &str, names: &[String], timeout: Duration) -> Vec<K>
+/// An operator replica started again whenever it exits, as the kubelet does
+/// for a pod with `restartPolicy: Always`: a replica that cannot renew its
+/// Lease while the API server is down exits by design, and when both do,
+/// only the restart brings reconciling back. Each run logs to its own file.
+struct Replica {
+    launch: Launch,
+    current: Operator,
+    earlier_logs: String,
+    runs: usize,
+}
+
+impl Replica {
+    async fn start(launch: Launch) -> Replica {
+        let current = Operator::launch(launch.clone()).await;
+        Replica {
+            launch,
+            current,
+            earlier_logs: String::new(),
+            runs: 1,
+        }
+    }
+
+    async fn revive(&mut self) {
+        if self.current.exited() {
+            self.earlier_logs.push_str(&self.current.logs());
+            self.runs += 1;
+            let log_name = format!("{}.{}", self.launch.log_name, self.runs);
+            self.current = Operator::launch(Launch {
+                log_name,
+                ..self.launch.clone()
+            })
+            .await;
+        }
+    }
+
+    /// Every run's log, oldest first.
+    fn logs(&self) -> String {
+        format!("{}{}", self.earlier_logs, self.current.logs())
+    }
+}
+
+/// Waits for every CR of kind `K` to be complete, restarting replicas that
+/// exited; the CRs not complete at the deadline are named.
+async fn all_complete<K>(
+    client: &Client,
+    ns: &str,
+    names: &[String],
+    timeout: Duration,
+    replicas: &mut [Replica],
+) -> Vec<K>
 where
     K: Phased
         + kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -56,6 +103,9 @@ where
     let api = Api::<K>::namespaced(client.clone(), ns);
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
+        for replica in replicas.iter_mut() {
+            replica.revive().await;
+        }
         let list = api.list(&ListParams::default()).await.map(|l| l.items);
         if let Ok(items) = list {
             let pending: Vec<String> = names
@@ -73,9 +123,10 @@ where
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "{} {} not complete: {pending:?}",
+                "{} {} not complete: {pending:?} (replica runs: {:?})",
                 pending.len(),
-                K::kind(&())
+                K::kind(&()),
+                replicas.iter().map(|r| r.runs).collect::<Vec<_>>()
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -89,20 +140,25 @@ async fn the_api_server_restarts_twice_under_a_hundred_crs() {
     ensure_crds(&client).await;
     let ns = create_namespace(&client, "faults").await;
     // Two replicas electing a leader on one Lease.
-    let first = Operator::launch(Launch {
+    let first = Replica::start(Launch {
         log_name: format!("operator-{ns}-a.log"),
         ..Launch::new(&ns)
     })
     .await;
-    first.wait_log("became the leader", DEFAULT_TIMEOUT).await;
-    let second = Operator::launch(Launch {
+    first
+        .current
+        .wait_log("became the leader", DEFAULT_TIMEOUT)
+        .await;
+    let second = Replica::start(Launch {
         log_name: format!("operator-{ns}-b.log"),
         ..Launch::new(&ns)
     })
     .await;
     second
+        .current
         .wait_log("waiting to become the leader", DEFAULT_TIMEOUT)
         .await;
+    let mut replicas = [first, second];
 
     let names = |prefix: &str, n: usize| (0..n).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>();
     let (blobs, redis, s3, smtp) = (
@@ -134,9 +190,11 @@ async fn the_api_server_restarts_twice_under_a_hundred_crs() {
     let timeout = Duration::from_secs(300);
     let mut all_blobs = blobs.clone();
     all_blobs.extend(s3.iter().cloned());
-    let blob_crs: Vec<BlobStorage> = all_complete(&client, &ns, &all_blobs, timeout).await;
-    let redis_crs: Vec<Redis> = all_complete(&client, &ns, &redis, timeout).await;
-    let smtp_crs: Vec<SMTPCredentialSet> = all_complete(&client, &ns, &smtp, timeout).await;
+    let blob_crs: Vec<BlobStorage> =
+        all_complete(&client, &ns, &all_blobs, timeout, &mut replicas).await;
+    let redis_crs: Vec<Redis> = all_complete(&client, &ns, &redis, timeout, &mut replicas).await;
+    let smtp_crs: Vec<SMTPCredentialSet> =
+        all_complete(&client, &ns, &smtp, timeout, &mut replicas).await;
     let messages: Vec<String> = blob_crs
         .iter()
         .map(Phased::message)
@@ -203,7 +261,7 @@ async fn the_api_server_restarts_twice_under_a_hundred_crs() {
 
     // One leader at a time: the standby reconciled nothing before the
     // first replica lost its Lease (if it did).
-    let (a, b) = (first.logs(), second.logs());
+    let (a, b) = (replicas[0].logs(), replicas[1].logs());
     let b_first_work = first_time(&b, "reconcile finished");
     match first_time(&a, "lost leadership") {
         None => assert_eq!(
@@ -223,8 +281,12 @@ async fn the_api_server_restarts_twice_under_a_hundred_crs() {
     while matches!(namespaces.get_opt(&ns).await, Ok(Some(_)))
         && tokio::time::Instant::now() < deadline
     {
+        for replica in replicas.iter_mut() {
+            replica.revive().await;
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    first.stop().await;
-    second.stop().await;
+    for replica in replicas {
+        replica.current.stop().await;
+    }
 }

@@ -363,6 +363,11 @@ impl Operator {
             .unwrap_or_else(|e| panic!("killing the operator: {e}"));
     }
 
+    /// Whether the process has exited (by itself or killed).
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// Waits for the process to exit by itself (panics after `timeout`).
     pub async fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
         match tokio::time::timeout(timeout, self.child.wait()).await {
