@@ -124,6 +124,11 @@ struct ClusterArgs {
     /// region and service.
     #[arg(long, env = "AWS_API_BURST", default_value_t = cro_provider_aws::Budget::default().burst)]
     aws_api_burst: u32,
+    /// The VPC the cluster's pods run in, where AWS databases are placed
+    /// when a tier names no subnet group; found from the subnets' cluster
+    /// tag or the nodes' providerID when unset.
+    #[arg(long, env = "AWS_VPC_ID")]
+    aws_vpc_id: Option<String>,
     /// In STS mode (Secret `sts-credentials` with key `role_arn` in the
     /// operator's namespace, as the Go operator's), the token the role is
     /// assumed with: the pod's projected ServiceAccount token.
@@ -326,7 +331,8 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
     if let Some(sts) = &sts {
         info!(role_arn = %sts.role_arn, "STS mode: AWS calls run as the role of Secret sts-credentials; BlobStorage gets no IAM user");
     }
-    let providers = provider_settings(args, infrastructure.as_ref(), sts)?;
+    let nodes = node_instances(&client).await;
+    let providers = provider_settings(args, infrastructure.as_ref(), sts, nodes)?;
     Ok(Connected {
         client,
         settings,
@@ -344,6 +350,30 @@ fn extra_tags(configured: &[(String, String)], openshift: bool) -> BTreeMap<Stri
             .or_insert_with(|| "true".into());
     }
     tags
+}
+
+/// The EC2 instances of a few nodes, from their `spec.providerID`
+/// (`aws:///<zone>/<instance>`): on any Kubernetes on AWS they say which
+/// VPC the cluster runs in. None where nodes are not on AWS, or may not be
+/// listed (the operator then needs the subnets' cluster tag or
+/// --aws-vpc-id to place databases).
+async fn node_instances(client: &kube::Client) -> Vec<String> {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    match nodes
+        .list(&kube::api::ListParams::default().limit(20))
+        .await
+    {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref())
+            .filter_map(cro_provider_aws::instance_of_provider_id)
+            .collect(),
+        Err(e) => {
+            warn!(error = %e, "listing nodes (to find the cluster's VPC from their providerID); AWS databases are placed by the subnets' cluster tag or --aws-vpc-id");
+            Vec::new()
+        }
+    }
 }
 
 /// The Go operator's STS mode (NewCredentialManager,
@@ -385,6 +415,7 @@ fn provider_settings(
     args: &ClusterArgs,
     infrastructure: Option<&serde_json::Value>,
     sts: Option<cro_provider_aws::Sts>,
+    node_instances: Vec<String>,
 ) -> anyhow::Result<providers::Settings> {
     let budget = cro_provider_aws::Budget {
         rate: args.aws_api_rate,
@@ -401,6 +432,10 @@ fn provider_settings(
             region: aws_region,
             budget,
             sts,
+            vpc: cro_provider_aws::VpcHint {
+                vpc_id: args.aws_vpc_id.clone().filter(|v| !v.is_empty()),
+                node_instances,
+            },
         },
     })
 }

@@ -16,8 +16,8 @@ use serde_json::Value;
 use crate::{
     api::{PostgresSnapshotSpec, ResourceTypeSpec},
     config::{
-        Located, TYPES_CONFIG_MAP, known_provider, provider_of_strategies_map, resolve_provider,
-        resolve_tier, split_tier, tier_mapping, type_mapping,
+        Located, NETWORK_KEY, TYPES_CONFIG_MAP, known_provider, provider_of_strategies_map,
+        resolve_provider, resolve_tier, split_tier, tier_mapping, type_mapping,
     },
 };
 
@@ -252,9 +252,6 @@ fn check_types(doc: &Document, findings: &mut Vec<Finding>) {
     }
 }
 
-/// A key of `cloud-resources-aws-strategies` that is not a resource type.
-const NETWORK_KEY: &str = "_network";
-
 fn check_strategies(doc: &Document, provider: &str, findings: &mut Vec<Finding>) {
     if !crate::providers::is_known(provider) {
         findings.push(doc.finding(
@@ -267,8 +264,22 @@ fn check_strategies(doc: &Document, provider: &str, findings: &mut Vec<Finding>)
         return;
     }
     let cm = doc.config_map();
-    // The Go operator's BuildDefaultConfigMap adds a `_network` key (its
-    // standalone VPC's CIDR); this operator does not manage networks.
+    // The Go operator's `_network` key: per tier, the CIDR block of the
+    // network AWS databases are placed in.
+    if let Some(raw) = cm.data.get(NETWORK_KEY).filter(|_| provider == "aws") {
+        let at = format!("key {NETWORK_KEY}");
+        match serde_json::from_str::<std::collections::BTreeMap<String, serde_json::Value>>(raw) {
+            Err(e) => findings.push(doc.finding(Some(at), format!("not a JSON map of tiers: {e}"))),
+            Ok(tiers) => {
+                for (tier, value) in &tiers {
+                    if let Err(e) = cro_provider_aws::validate_network_strategy(value) {
+                        findings
+                            .push(doc.finding(Some(format!("{at}, tier {tier}")), e.to_string()));
+                    }
+                }
+            }
+        }
+    }
     for key in cm.data.keys().filter(|k| *k != NETWORK_KEY) {
         let at = format!("key {key}");
         let Some(kind) = ResourceKind::from_config_key(key) else {

@@ -9,8 +9,8 @@ mod resolve;
 mod source;
 
 pub use resolve::{
-    BUILTIN_TYPES, CHANGE_POLICY_KEY, ConfigError, Located, Tier, known_provider, resolve_provider,
-    resolve_tier, split_tier, tier_mapping, type_mapping,
+    BUILTIN_TYPES, CHANGE_POLICY_KEY, ConfigError, Located, NETWORK_KEY, Tier, known_provider,
+    network_tier, resolve_provider, resolve_tier, split_tier, tier_mapping, type_mapping,
 };
 pub use source::{ConfigReader, provider_for, tier_strategy};
 

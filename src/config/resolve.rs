@@ -43,6 +43,8 @@ pub struct Tier {
     pub rotation_grace: u64,
     /// The namespaces that may use the tier (`None`: all).
     pub access: Option<super::access::Access>,
+    /// The same tier under the strategies ConfigMap's `_network` key.
+    pub network: Option<Value>,
 }
 
 impl Default for Tier {
@@ -53,6 +55,7 @@ impl Default for Tier {
             rotate_every: None,
             rotation_grace: DEFAULT_ROTATION_GRACE,
             access: None,
+            network: None,
         }
     }
 }
@@ -95,7 +98,31 @@ pub fn split_tier(mut tier: Value) -> Result<Tier, String> {
         rotate_every,
         rotation_grace,
         access,
+        network: None,
     })
+}
+
+/// The key of the Go operator's network strategy (`NetworkResourceType`,
+/// pkg/providers/types.go): per tier, the CIDR block of the network AWS
+/// databases are placed in.
+pub const NETWORK_KEY: &str = "_network";
+
+/// `tier` under the strategies ConfigMap's `_network` key, if both exist.
+pub fn network_tier(
+    strategies: Option<&Located>,
+    tier: &str,
+) -> Result<Option<Value>, ConfigError> {
+    let Some(raw) = strategies.and_then(|cm| cm.data.get(NETWORK_KEY).map(|raw| (cm, raw))) else {
+        return Ok(None);
+    };
+    let (cm, raw) = raw;
+    let tiers: BTreeMap<String, Value> =
+        serde_json::from_str(raw).map_err(|e| ConfigError::MalformedStrategies {
+            at: cm.at(),
+            resource: NETWORK_KEY.to_string(),
+            error: e.to_string(),
+        })?;
+    Ok(tiers.get(tier).cloned())
 }
 
 /// ConfigMap data together with where it came from (for messages).

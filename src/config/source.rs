@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client, runtime::watcher};
 
 use super::{
-    ConfigError, Located, TYPES_CONFIG_MAP, Tier, resolve_provider, resolve_tier,
+    ConfigError, Located, TYPES_CONFIG_MAP, Tier, network_tier, resolve_provider, resolve_tier,
     strategies_config_map,
 };
 use crate::cache::{Scoped, Shared, Subscription};
@@ -227,11 +227,15 @@ pub async fn tier_strategy(
     tier: &str,
 ) -> Result<Tier, ConfigError> {
     let strategies = reader.strategies(provider).await?;
-    resolve_tier(
+    let mut resolved = resolve_tier(
         strategies.as_ref(),
         reader.operator_namespace(),
         provider,
         kind,
         tier,
-    )
+    )?;
+    if matches!(kind, ResourceKind::Postgres | ResourceKind::Redis) {
+        resolved.network = network_tier(strategies.as_ref(), tier)?;
+    }
+    Ok(resolved)
 }

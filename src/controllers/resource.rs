@@ -395,6 +395,7 @@ pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -
         owner: owner(cr),
         tier: spec.tier.clone(),
         strategy: tier.strategy,
+        network: tier.network,
         tags: tags(settings, cr, &spec.r#type),
         owner_tag: owner_tag(settings),
         options: Options {

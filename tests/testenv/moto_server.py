@@ -285,6 +285,57 @@ def ec_modify_response(self):
     return ActionResult({"ReplicationGroup": group})
 
 
+def ec_delete_subnet_group_response(self):
+    """DeleteCacheSubnetGroup, which stock moto lacks; refused while a
+    replication group uses the group (`CacheSubnetGroupInUse`), as AWS does."""
+    from moto.core.responses import EmptyResult
+    from moto.elasticache.exceptions import CacheSubnetGroupNotFound
+
+    name = self._get_param("CacheSubnetGroupName")
+    backend = self.elasticache_backend
+    if name not in backend.cache_subnet_groups:
+        raise CacheSubnetGroupNotFound(name)
+    users = [g for g, group in backend.replication_groups.items()
+             if getattr(group, "cache_subnet_group_name", None) == name]
+    if users:
+        body = (
+            "<ErrorResponse><Error><Type>Sender</Type><Code>CacheSubnetGroupInUse</Code>"
+            f"<Message>Cache subnet group {escape(name)} is in use by {escape(users[0])}</Message>"
+            "</Error><RequestId>cro-moto-shim</RequestId></ErrorResponse>"
+        )
+        return 400, {"Content-Type": "text/xml"}, body
+    del backend.cache_subnet_groups[name]
+    return EmptyResult()
+
+
+def ec_modify_subnet_group_response(self):
+    """ModifyCacheSubnetGroup, which stock moto lacks: the new subnets."""
+    from moto.core.responses import ActionResult
+
+    name = self._get_param("CacheSubnetGroupName")
+    group = self.elasticache_backend.describe_cache_subnet_groups(name)[0]
+    subnet_ids = self._get_param("SubnetIds", [])
+    if subnet_ids:
+        group.subnet_ids = subnet_ids
+    return ActionResult({"CacheSubnetGroup": group})
+
+
+def rds_delete_subnet_group(self, subnet_name):
+    """Refused while an instance uses the group, as AWS does
+    (`InvalidDBSubnetGroupStateFault`)."""
+    from moto.rds.exceptions import RDSClientError
+
+    for db in self.databases.values():
+        if getattr(db, "db_subnet_group_name", None) == subnet_name:
+            raise RDSClientError("InvalidDBSubnetGroupStateFault",
+                                 f"DB subnet group {subnet_name} is in use by {db.db_instance_identifier}")
+    return _rds_delete_subnet_group(self, subnet_name)
+
+
+_rds_delete_subnet_group = RDSBackend.delete_subnet_group
+RDSBackend.delete_subnet_group = rds_delete_subnet_group
+ElastiCacheResponse.delete_cache_subnet_group = ec_delete_subnet_group_response
+ElastiCacheResponse.modify_cache_subnet_group = ec_modify_subnet_group_response
 ElastiCacheBackend.create_replication_group = _real_ec_create
 ElastiCacheBackend.describe_replication_groups = ec_describe
 ElastiCacheResponse.delete_replication_group = ec_delete_response

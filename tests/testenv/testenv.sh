@@ -500,6 +500,12 @@ EOF
     --manage-all-nodes=false --manage-nodes-with-label-selector type=kwok \
     --node-lease-duration-seconds 40 --server-address ""
 
+  # The cluster's VPC and the node's EC2 instance, as on EKS: the
+  # operator finds where to place databases from the node's providerID.
+  wait_for "moto server" 60 curl -sf "http://127.0.0.1:$moto_port/moto-api/"
+  local node_zone node_instance
+  read -r node_zone node_instance < <("$moto_venv/bin/python" "$here/aws_cluster.py" \
+    "http://127.0.0.1:$moto_port" "$aws_region" testcluster) || die "laying out the cluster's VPC in moto failed"
   # One fake node that kwok keeps Ready and whose pods kwok marks Running.
   kctl apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -508,6 +514,8 @@ metadata:
   name: kwok-node-0
   labels: {type: kwok, kubernetes.io/hostname: kwok-node-0, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
   annotations: {kwok.x-k8s.io/node: fake}
+spec:
+  providerID: aws:///$node_zone/$node_instance
 status:
   allocatable: {cpu: "32", memory: 256Gi, pods: "250"}
   capacity: {cpu: "32", memory: 256Gi, pods: "250"}

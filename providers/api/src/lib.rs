@@ -167,6 +167,10 @@ pub struct ResourceRequest {
     /// the provider.
     pub tier: String,
     pub strategy: serde_json::Value,
+    /// The same tier's `_network` strategy of the provider's strategies
+    /// ConfigMap (the Go operator's: the CIDR of the network databases get),
+    /// when it has one.
+    pub network: Option<serde_json::Value>,
     /// Tags/labels for everything created.
     pub tags: BTreeMap<String, String>,
     /// The tag (one of `tags`) that marks a cloud resource this cluster
@@ -197,6 +201,7 @@ impl ResourceRequest {
             final_snapshot_identifier: None,
             tier: String::new(),
             strategy,
+            network: None,
             tags: BTreeMap::new(),
             owner_tag: Default::default(),
             options: Options::default(),

@@ -20,6 +20,10 @@ pub struct Clients {
     pub iam: aws_sdk_iam::Client,
     pub ses: aws_sdk_sesv2::Client,
     pub tagging: aws_sdk_resourcegroupstagging::Client,
+    pub ec2: aws_sdk_ec2::Client,
+    /// Held while the cluster's database network is made or removed, so
+    /// two reconciles never make two of it.
+    pub network: tokio::sync::Mutex<()>,
     /// The last listings, shared by every resource of this account and
     /// region (see [`crate::listing`]).
     pub rds_listing: Listing<Instance>,
@@ -63,6 +67,10 @@ impl Clients {
             tagging: aws_sdk_resourcegroupstagging::Client::from_conf(
                 client!(aws_sdk_resourcegroupstagging, config, calls, budget).build(),
             ),
+            ec2: aws_sdk_ec2::Client::from_conf(
+                client!(aws_sdk_ec2, config, calls, budget).build(),
+            ),
+            network: tokio::sync::Mutex::new(()),
             rds_listing: Listing::default(),
             elasticache_listing: Listing::default(),
             iam_listing: Listing::default(),

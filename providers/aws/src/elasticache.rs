@@ -28,7 +28,9 @@ use crate::{
     database::{self, Database, Looked, Removal, Service, State},
     errors::{Answer, Created, created},
     listing::Listing,
+    network::{self, Engine},
     plan::{Split, change},
+    sdk::VpcHint,
     service_updates,
     strategy::{Fields, Section, Tier, section},
     tags::{self, Tagging},
@@ -334,6 +336,7 @@ impl Database for Client {
 
 pub async fn reconcile(
     c: &Clients,
+    hint: &VpcHint,
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
@@ -343,7 +346,7 @@ pub async fn reconcile(
         have,
         plan,
     } = database::look::<Client>(c, req, tier).await?;
-    let create = create(&c.elasticache, req, &f, &want);
+    let create = create(c, hint, req, &f, &want, tier);
     let ready = |have: &Group| {
         let (host, port) = have.primary.clone().unwrap_or_default();
         ConnectionDetails(BTreeMap::from([
@@ -375,11 +378,18 @@ pub async fn reconcile(
 }
 
 async fn create(
-    ec: &Client,
+    c: &Clients,
+    hint: &VpcHint,
     req: &ResourceRequest,
     f: &Fields<'_>,
     want: &Desired,
+    tier: &Tier,
 ) -> Result<Created, ProviderError> {
+    let port = f.int("Port")?.unwrap_or(6379);
+    let (placed, _held) =
+        network::placement(c, req, hint, Engine::Redis, port, &tier.create).await?;
+    let was_placed = placed.is_some();
+    let ec = &c.elasticache;
     let id = req.identifier.as_str();
     let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
     let sent = ec
@@ -400,8 +410,14 @@ async fn create(
         .snapshot_retention_limit(want.snapshot_retention)
         .set_snapshot_window(want.snapshot_window.clone())
         .set_preferred_maintenance_window(want.maintenance_window.clone())
-        .set_cache_subnet_group_name(f.string("CacheSubnetGroupName")?)
-        .set_security_group_ids(f.strings("SecurityGroupIds")?)
+        .set_cache_subnet_group_name(
+            f.string("CacheSubnetGroupName")?
+                .or(placed.as_ref().map(|p| p.subnet_group.clone())),
+        )
+        .set_security_group_ids(
+            f.strings("SecurityGroupIds")?
+                .or(placed.map(|p| vec![p.security_group_id])),
+        )
         .set_cache_parameter_group_name(f.string("CacheParameterGroupName")?)
         .set_port(f.int("Port")?)
         // A clone (spec.restoreFromSnapshot): seeded from the snapshot.
@@ -410,6 +426,7 @@ async fn create(
         .send()
         .await;
     created(sent, "elasticache:CreateReplicationGroup", id)
+        .map_err(|e| network::when_placed(e, was_placed))
 }
 
 #[cfg(test)]

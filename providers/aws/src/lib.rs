@@ -13,6 +13,7 @@ mod elasticache;
 mod errors;
 mod iam_user;
 mod listing;
+mod network;
 mod plan;
 mod rds;
 mod s3;
@@ -42,7 +43,7 @@ use tokio::sync::Mutex;
 
 pub use budget::Budget;
 pub use credentials::SecretCache;
-pub use sdk::{AwsSettings, Sts, sdk_config};
+pub use sdk::{AwsSettings, Sts, VpcHint, instance_of_provider_id, sdk_config};
 
 pub const NAME: &str = "aws";
 
@@ -144,6 +145,12 @@ pub fn validate_strategy(kind: ResourceKind, strategy: &Value) -> Result<(), Pro
         Fields::new(section, &tier.delete)?;
     }
     Ok(())
+}
+
+/// Checks a tier of the `_network` key (its `createStrategy.CidrBlock`)
+/// without calling AWS.
+pub fn validate_network_strategy(strategy: &Value) -> Result<(), ProviderError> {
+    network::requested_block(Some(strategy)).map(|_| ())
 }
 
 /// The identifier rules of the resource `kind` is provisioned as.
@@ -253,9 +260,11 @@ impl Provider for AwsProvider {
         let (tier, c) = self.tier_clients(&req.strategy).await?;
         let req = &claimed(req, &tier, false)?;
         match req.kind {
-            ResourceKind::Postgres => rds::reconcile(&self.credentials, &c, req, &tier).await,
+            ResourceKind::Postgres => {
+                rds::reconcile(&self.credentials, &c, &self.settings.vpc, req, &tier).await
+            }
             ResourceKind::BlobStorage => s3::reconcile(self, &c, req).await,
-            ResourceKind::Redis => elasticache::reconcile(&c, req, &tier).await,
+            ResourceKind::Redis => elasticache::reconcile(&c, &self.settings.vpc, req, &tier).await,
             ResourceKind::Smtp => smtp::reconcile(self, &c, req, &tier).await,
         }
     }
@@ -263,16 +272,22 @@ impl Provider for AwsProvider {
     async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError> {
         let (tier, c) = self.tier_clients(&req.strategy).await?;
         let req = &claimed(req, &tier, true)?;
-        match req.kind {
-            ResourceKind::Postgres => {
-                database::delete::<Rds>(&self.credentials, &c, req, &tier).await
-            }
-            ResourceKind::BlobStorage => s3::delete(self, &c.s3, &c.iam, req, &tier).await,
-            ResourceKind::Redis => {
-                database::delete::<ElastiCache>(&self.credentials, &c, req, &tier).await
-            }
-            ResourceKind::Smtp => smtp::delete(self, &c.iam, req).await,
+        let (deleted, engine) = match req.kind {
+            ResourceKind::Postgres => (
+                database::delete::<Rds>(&self.credentials, &c, req, &tier).await?,
+                network::Engine::Postgres,
+            ),
+            ResourceKind::Redis => (
+                database::delete::<ElastiCache>(&self.credentials, &c, req, &tier).await?,
+                network::Engine::Redis,
+            ),
+            ResourceKind::BlobStorage => return s3::delete(self, &c.s3, &c.iam, req, &tier).await,
+            ResourceKind::Smtp => return smtp::delete(self, &c.iam, req).await,
+        };
+        if deleted == Deletion::Done {
+            network::released(&c, req, &self.settings.vpc, engine, &tier.create).await?;
         }
+        Ok(deleted)
     }
 
     async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {

@@ -32,7 +32,9 @@ use crate::{
     database::{self, Database, Looked, Plan, Removal, Service, State},
     errors::{Answer, Created},
     listing::Listing,
+    network::{self, Engine, Placement},
     plan::{Split, change},
+    sdk::VpcHint,
     service_updates,
     strategy::{Fields, Section, Tier, section},
     tags,
@@ -531,6 +533,7 @@ impl Database for Client {
 pub async fn reconcile(
     store: &credentials::Store,
     c: &Clients,
+    hint: &VpcHint,
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
@@ -556,7 +559,7 @@ pub async fn reconcile(
         return set_password(store, c, req, &creds, why).await;
     }
     let arn = have.as_ref().map(|h| h.arn.clone()).unwrap_or_default();
-    let create = create(store, &c.rds, req, &f, &want, &creds);
+    let create = create(store, (c, hint, tier), req, &f, &want, &creds);
     let ready = |have: &Instance| details(have, &want, &creds);
     let mut report = database::act::<Client>(c, req, (have, plan), &want, create, ready).await?;
     report.version = version;
@@ -599,7 +602,8 @@ fn details(have: &Instance, want: &Desired, creds: &BTreeMap<String, String>) ->
 /// Sends CreateDBInstance or RestoreDBInstanceFromDBSnapshot (`$op`)
 /// with the tier's settings both take and the request's tags.
 macro_rules! send_with_tier_settings {
-    ($call:expr, $op:literal, $req:expr, $f:expr, $want:expr) => {{
+    ($call:expr, $op:literal, $req:expr, $f:expr, $want:expr, $placed:expr) => {{
+        let placed: Option<Placement> = $placed;
         let sent = $call
             .db_instance_class(&$want.settings.class)
             .port($want.port)
@@ -610,8 +614,14 @@ macro_rules! send_with_tier_settings {
             .copy_tags_to_snapshot($f.bool("CopyTagsToSnapshot")?.unwrap_or(true))
             .set_storage_type($f.string("StorageType")?)
             .set_iops($f.int("Iops")?)
-            .set_db_subnet_group_name($f.string("DBSubnetGroupName")?)
-            .set_vpc_security_group_ids($f.strings("VpcSecurityGroupIds")?)
+            .set_db_subnet_group_name(
+                $f.string("DBSubnetGroupName")?
+                    .or(placed.as_ref().map(|p| p.subnet_group.clone())),
+            )
+            .set_vpc_security_group_ids(
+                $f.strings("VpcSecurityGroupIds")?
+                    .or(placed.map(|p| vec![p.security_group_id])),
+            )
             .set_db_parameter_group_name($f.string("DBParameterGroupName")?)
             .set_tags(Some(tags::sdk(
                 &$req.tags.clone().into_iter().collect::<Vec<_>>(),
@@ -659,12 +669,16 @@ async fn rotate_password(
 /// Creates the instance, or restores it from `req.restore_from_snapshot`.
 async fn create(
     store: &credentials::Store,
-    rds: &Client,
+    (c, hint, tier): (&Clients, &VpcHint, &Tier),
     req: &ResourceRequest,
     f: &Fields<'_>,
     want: &Desired,
     creds: &BTreeMap<String, String>,
 ) -> Result<Created, ProviderError> {
+    let (placed, _held) =
+        network::placement(c, req, hint, Engine::Postgres, want.port, &tier.create).await?;
+    let was_placed = placed.is_some();
+    let rds = &c.rds;
     if let Some(snapshot) = &req.restore_from_snapshot {
         let mut marked = creds.clone();
         marked.insert(
@@ -674,7 +688,9 @@ async fn create(
         store
             .write(req, &credentials_secret(&req.name), &marked)
             .await?;
-        return restore(rds, req, f, want, snapshot).await;
+        return restore(rds, req, f, want, snapshot, placed)
+            .await
+            .map_err(|e| network::when_placed(e, was_placed));
     }
     let id = req.identifier.as_str();
     let create = rds
@@ -692,7 +708,8 @@ async fn create(
         .set_preferred_maintenance_window(want.maintenance_window.clone())
         .storage_encrypted(f.bool("StorageEncrypted")?.unwrap_or(true))
         .set_kms_key_id(f.string("KmsKeyId")?);
-    send_with_tier_settings!(create, "rds:CreateDBInstance", req, f, want)
+    send_with_tier_settings!(create, "rds:CreateDBInstance", req, f, want, placed)
+        .map_err(|e| network::when_placed(e, was_placed))
 }
 
 /// A new instance from `snapshot` with the tier's settings; those a
@@ -704,12 +721,20 @@ async fn restore(
     f: &Fields<'_>,
     want: &Desired,
     snapshot: &str,
+    placed: Option<Placement>,
 ) -> Result<Created, ProviderError> {
     let restore = rds
         .restore_db_instance_from_db_snapshot()
         .db_instance_identifier(&req.identifier)
         .db_snapshot_identifier(snapshot);
-    send_with_tier_settings!(restore, "rds:RestoreDBInstanceFromDBSnapshot", req, f, want)
+    send_with_tier_settings!(
+        restore,
+        "rds:RestoreDBInstanceFromDBSnapshot",
+        req,
+        f,
+        want,
+        placed
+    )
 }
 
 /// The instance gets the Secret's master password (restored with its

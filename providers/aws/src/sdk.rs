@@ -18,6 +18,24 @@ pub struct AwsSettings {
     /// OpenShift's STS mode, as the Go operator detects it: its calls run
     /// as this role, and BlobStorage gets no IAM user.
     pub sts: Option<Sts>,
+    /// What says which VPC the cluster runs in.
+    pub vpc: VpcHint,
+}
+
+/// What the operator knows of the cluster's VPC before asking EC2: the VPC
+/// given outright (`--aws-vpc-id`), and some nodes' EC2 instances.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VpcHint {
+    pub vpc_id: Option<String>,
+    pub node_instances: Vec<String>,
+}
+
+/// The EC2 instance of a node's `spec.providerID` on AWS
+/// (`aws:///<zone>/<instance>`, or `aws:///<instance>`).
+pub fn instance_of_provider_id(provider_id: &str) -> Option<String> {
+    let rest = provider_id.strip_prefix("aws://")?;
+    let id = rest.rsplit('/').next()?;
+    id.starts_with("i-").then(|| id.to_string())
 }
 
 /// The Go operator's STS mode (credentials_sts_manager.go): the role in

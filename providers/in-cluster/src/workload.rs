@@ -231,6 +231,7 @@ mod tests {
             final_snapshot_identifier: None,
             tier: "development".into(),
             strategy: json!({}),
+            network: None,
             tags: Default::default(),
             owner_tag: Default::default(),
             options: Options::default(),

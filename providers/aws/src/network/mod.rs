@@ -1,0 +1,208 @@
+//! Where RDS instances and ElastiCache groups go when a tier names no
+//! subnet group or security groups: a network the cluster's pods reach,
+//! laid out as the Go operator lays it out (pkg/providers/aws/
+//! cluster_network_provider.go, cluster_vpc.go) and under its names, so a
+//! cluster it ran keeps its network objects and a new one gets the same.
+//!
+//! - *standalone* (the Go operator's default): a VPC of the tier's
+//!   `_network` CIDR block, two private subnets in two zones, RDS and
+//!   ElastiCache subnet groups over them, a security group, a peering
+//!   connection to the cluster's VPC and routes both ways; removed when
+//!   the cluster's last database goes.
+//! - *bundled* (clusters the Go operator set up before standalone
+//!   networks: subnets of the cluster's VPC tagged with its cluster ID):
+//!   subnet groups over the cluster VPC's private subnets and a security
+//!   group in it.
+//!
+//! Every step looks before it makes, and everything made is tagged or
+//! named at creation, so a retry after a lost answer or a kill finds it
+//! rather than making a second one.
+
+mod bundled;
+mod cidr;
+mod cluster;
+mod ec2;
+mod groups;
+mod security;
+mod standalone;
+
+use aws_sdk_ec2::Client as Ec2;
+use cro_provider_api::{ProviderError, ResourceRequest};
+use serde_json::{Map, Value};
+use tokio::sync::MutexGuard;
+
+use crate::{clients::Clients, sdk::VpcHint};
+
+pub use cidr::Cidr;
+pub use standalone::requested_block;
+
+/// The engines placed, each with its port (the security group admits the
+/// cluster on it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Postgres,
+    Redis,
+}
+
+/// Where a database goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub subnet_group: String,
+    pub security_group_id: String,
+}
+
+/// One cluster's network in one account and region.
+pub struct Network<'a> {
+    pub ec2: &'a Ec2,
+    pub rds: &'a aws_sdk_rds::Client,
+    pub elasticache: &'a aws_sdk_elasticache::Client,
+    /// The cluster ID (the Go operator's infrastructure name).
+    pub infra: &'a str,
+    /// The tag key marking what this cluster made (`integreatly.org/clusterID`).
+    pub owner_key: &'a str,
+    pub hint: &'a VpcHint,
+}
+
+impl<'a> Network<'a> {
+    pub fn of(c: &'a Clients, req: &'a ResourceRequest, hint: &'a VpcHint) -> Network<'a> {
+        Network {
+            ec2: &c.ec2,
+            rds: &c.rds,
+            elasticache: &c.elasticache,
+            infra: &req.owner_tag.1,
+            owner_key: &req.owner_tag.0,
+            hint,
+        }
+    }
+
+    /// The RDS and ElastiCache subnet groups' name (`BuildInfraName(..,
+    /// "subnet-group", 40)`).
+    pub fn subnet_group(&self) -> String {
+        cro_provider_api::shorten(&format!("{}-subnet-group", self.infra), 40)
+    }
+
+    /// The security group's name (`BuildInfraName(.., "security-group", 40)`).
+    pub fn security_group(&self) -> String {
+        cro_provider_api::shorten(&format!("{}-security-group", self.infra), 40)
+    }
+
+    /// The Go operator's network tags (`getDefaultNetworkTags`), with a
+    /// `Name` when given.
+    fn tags(&self, name: Option<&str>) -> Vec<(String, String)> {
+        let mut tags = vec![
+            (self.owner_key.to_string(), self.infra.to_string()),
+            ("red-hat-managed".to_string(), "true".to_string()),
+        ];
+        if let Some(name) = name {
+            tags.push(("Name".to_string(), name.to_string()));
+        }
+        tags
+    }
+}
+
+/// Whether the operator places a database of this tier: only when its
+/// createStrategy names neither a subnet group nor security groups (a tier
+/// that does keeps full control).
+pub fn placed_by_operator(engine: Engine, create: &Map<String, Value>) -> bool {
+    let (group, security) = match engine {
+        Engine::Postgres => ("DBSubnetGroupName", "VpcSecurityGroupIds"),
+        Engine::Redis => ("CacheSubnetGroupName", "SecurityGroupIds"),
+    };
+    let named = |key: &str| {
+        create
+            .iter()
+            .any(|(k, v)| k.eq_ignore_ascii_case(key) && !v.is_null())
+    };
+    !named(group) && !named(security)
+}
+
+/// Where a new database of `engine` on `port` goes: `None` when the tier
+/// places it itself, else the cluster's network, made if missing. The
+/// caller holds the guard until its create call returns, so the network
+/// cannot be removed (by the last other database going) in between.
+pub async fn placement<'c>(
+    c: &'c Clients,
+    req: &ResourceRequest,
+    hint: &VpcHint,
+    engine: Engine,
+    port: i32,
+    create: &Map<String, Value>,
+) -> Result<(Option<Placement>, Option<MutexGuard<'c, ()>>), ProviderError> {
+    if !placed_by_operator(engine, create) {
+        return Ok((None, None));
+    }
+    let held = c.network.lock().await;
+    let net = Network::of(c, req, hint);
+    let placed = place(&net, engine, port, req.network.as_ref()).await?;
+    Ok((Some(placed), Some(held)))
+}
+
+/// A create's error when the operator placed the database: a subnet group
+/// it just made and found missing again was removed in between (by
+/// another operator process's last database): look again rather than
+/// tell a person to fix the tier.
+pub fn when_placed(e: ProviderError, placed: bool) -> ProviderError {
+    if placed && e.to_string().contains("SubnetGroupNotFoundFault") {
+        ProviderError::transient(format!("{e}; the database network is made again"))
+    } else {
+        e
+    }
+}
+
+/// After a database of a tier the operator places went: the network goes
+/// with the cluster's last database of this account and region (one
+/// tagged with the cluster ID, the Go operator's or this one's).
+pub async fn released(
+    c: &Clients,
+    req: &ResourceRequest,
+    hint: &VpcHint,
+    engine: Engine,
+    create: &Map<String, Value>,
+) -> Result<(), ProviderError> {
+    if !placed_by_operator(engine, create) {
+        return Ok(());
+    }
+    let _one_at_a_time = c.network.lock().await;
+    let ours = |tags: &std::collections::BTreeMap<String, String>| {
+        tags.get(&req.owner_tag.0) == Some(&req.owner_tag.1)
+    };
+    use crate::database::Database;
+    let remaining = c.rds.list(c).await?.values().any(|i| ours(&i.tags))
+        || c.elasticache.list(c).await?.values().any(|g| ours(&g.tags));
+    release(&Network::of(c, req, hint), remaining).await
+}
+
+/// Makes sure the cluster's database network exists (looking first, as
+/// the Go operator's layout it finds) and says where a database of
+/// `engine` goes. `network` is the tier's `_network` strategy.
+async fn place(
+    net: &Network<'_>,
+    engine: Engine,
+    port: i32,
+    network: Option<&Value>,
+) -> Result<Placement, ProviderError> {
+    let cluster = cluster::find(net).await?;
+    if bundled::in_use(net, &cluster).await? {
+        bundled::ensure(net, &cluster, engine, port).await
+    } else {
+        standalone::ensure(net, &cluster, port, standalone::requested_block(network)?).await
+    }
+}
+
+/// After a database went: when no other database of the cluster is left
+/// in this account and region, its network goes too (`remaining` says
+/// whether one is).
+async fn release(net: &Network<'_>, remaining: bool) -> Result<(), ProviderError> {
+    if remaining {
+        return Ok(());
+    }
+    let Some(cluster) = cluster::find_quietly(net).await? else {
+        // No cluster VPC to be found: nothing was ever placed from here.
+        return Ok(());
+    };
+    if bundled::in_use(net, &cluster).await? {
+        bundled::remove(net, &cluster).await
+    } else {
+        standalone::remove(net, &cluster).await
+    }
+}

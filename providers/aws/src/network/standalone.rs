@@ -1,0 +1,524 @@
+//! The Go operator's standalone network (cluster_network_provider.go):
+//! a VPC of its own, peered with the cluster's.
+
+use aws_sdk_ec2::types::{LocationType, ResourceType, RouteTable, Subnet};
+use cro_provider_api::ProviderError;
+use serde_json::Value;
+
+use super::{
+    Cidr, Network, Placement,
+    cidr::{check_standalone, default_block},
+    cluster::ClusterVpc,
+    ec2::{at_creation, filter, has_all, tags},
+    groups, security,
+};
+use crate::errors::Answer;
+
+// The Go operator's Name tags (cluster_network_provider.go constants).
+const VPC_NAME: &str = "Cloud Resource VPC";
+const SUBNET_NAME: &str = "Cloud Resource Subnet";
+const ROUTE_TABLE_NAME: &str = "Cloud Resource Route Table";
+const SECURITY_GROUP_NAME: &str = "Cloud Resource Security Group";
+const PEERING_NAME: &str = "Cloud Resource VPC Peering Connection";
+const SECURITY_GROUP_DESCRIPTION: &str = "rhmi cro security group for cro standalone vpc";
+/// The instance types a zone must offer (the Go operator's default RDS and
+/// ElastiCache classes without their prefix).
+const INSTANCE_TYPES: [&str; 2] = ["t3.micro", "t3.small"];
+/// Peering states that are over: a new connection is made instead.
+const ENDED: [&str; 5] = ["deleted", "deleting", "rejected", "failed", "expired"];
+
+/// The tier's `_network` `createStrategy.CidrBlock` (keys matched without
+/// case, as Go's JSON decoding does), if set.
+pub fn requested_block(network: Option<&Value>) -> Result<Option<Cidr>, ProviderError> {
+    let create = network.and_then(|n| n.get("createStrategy"));
+    let block = create
+        .and_then(Value::as_object)
+        .and_then(|o| o.iter().find(|(k, _)| k.eq_ignore_ascii_case("CidrBlock")))
+        .map(|(_, v)| v);
+    match block {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) => s.parse().map(Some).map_err(|e| {
+            ProviderError::invalid_strategy(format!(
+                "_network createStrategy.CidrBlock: {e}; fix it in cloud-resources-aws-strategies"
+            ))
+        }),
+        Some(other) => Err(ProviderError::invalid_strategy(format!(
+            "_network createStrategy.CidrBlock {other} must be a string such as \"10.1.0.0/26\"; fix it in cloud-resources-aws-strategies"
+        ))),
+    }
+}
+
+pub async fn ensure(
+    net: &Network<'_>,
+    cluster: &ClusterVpc,
+    port: i32,
+    requested: Option<Cidr>,
+) -> Result<Placement, ProviderError> {
+    let (vpc, block) = match find_vpc(net).await? {
+        Some(found) => found,
+        None => create_vpc(net, cluster, requested).await?,
+    };
+    let subnets = ensure_subnets(net, &vpc, &block).await?;
+    groups::ensure(net, &subnets, &net.tags(None)).await?;
+    let group = security::ensure(
+        net,
+        &vpc,
+        SECURITY_GROUP_DESCRIPTION,
+        &net.tags(Some(SECURITY_GROUP_NAME)),
+    )
+    .await?;
+    security::admit(net, &group, &cluster.blocks, port).await?;
+    let peering = ensure_peering(net, &vpc, &cluster.id).await?;
+    let own_tables = route_tables(net, &vpc).await?;
+    tag_route_tables(net, &own_tables).await?;
+    for table in route_tables(net, &cluster.id).await? {
+        ensure_route(net, &table, &block, &peering).await?;
+    }
+    for table in &own_tables {
+        for cluster_block in &cluster.blocks {
+            ensure_route(net, table, cluster_block, &peering).await?;
+        }
+    }
+    Ok(Placement {
+        subnet_group: net.subnet_group(),
+        security_group_id: group,
+    })
+}
+
+/// The VPC tagged with the cluster ID (`getStandaloneVpc`) and its block.
+async fn find_vpc(net: &Network<'_>) -> Result<Option<(String, Cidr)>, ProviderError> {
+    let tag = format!("tag:{}", net.owner_key);
+    let out = net
+        .ec2
+        .describe_vpcs()
+        .filters(filter(&tag, &[net.infra]))
+        .send()
+        .await
+        .named("ec2:DescribeVpcs", &format!("{tag}={}", net.infra))?;
+    let mut found: Vec<(String, Cidr)> = out
+        .vpcs()
+        .iter()
+        .filter_map(|v| Some((v.vpc_id()?.to_string(), v.cidr_block()?.parse().ok()?)))
+        .collect();
+    found.sort();
+    Ok(found.into_iter().next())
+}
+
+async fn create_vpc(
+    net: &Network<'_>,
+    cluster: &ClusterVpc,
+    requested: Option<Cidr>,
+) -> Result<(String, Cidr), ProviderError> {
+    let block = match requested {
+        Some(block) => block,
+        None => default_block(&cluster.blocks).ok_or_else(|| {
+            ProviderError::invalid_strategy(
+                "no default CIDR block for the database network is clear of the cluster VPC's: set CidrBlock in the tier's _network createStrategy (cloud-resources-aws-strategies)",
+            )
+        })?,
+    };
+    check_standalone(&block, &cluster.blocks).map_err(ProviderError::invalid_strategy)?;
+    let out = net
+        .ec2
+        .create_vpc()
+        .cidr_block(block.to_string())
+        .tag_specifications(at_creation(ResourceType::Vpc, &net.tags(Some(VPC_NAME))))
+        .send()
+        .await
+        .named("ec2:CreateVpc", &block.to_string())?;
+    let id = out.vpc().and_then(|v| v.vpc_id()).ok_or_else(|| {
+        ProviderError::transient("ec2:CreateVpc: no VPC id in AWS's answer; looking again")
+    })?;
+    Ok((id.to_string(), block))
+}
+
+/// The two halves of the block as subnets in the first two zones (by
+/// name) that offer the default instance types; every subnet of the VPC.
+async fn ensure_subnets(
+    net: &Network<'_>,
+    vpc: &str,
+    block: &Cidr,
+) -> Result<Vec<String>, ProviderError> {
+    let halves = block.halves().filter(|_| block.prefix() < 27).ok_or_else(|| {
+        ProviderError::invalid_strategy(format!(
+            "_network CidrBlock {block} cannot hold two /27 subnets; use a block from /16 to /26"
+        ))
+    })?;
+    let mut have = subnets(net, vpc).await?;
+    let missing: Vec<&Cidr> = halves
+        .iter()
+        .filter(|h| {
+            !have
+                .iter()
+                .any(|s| s.cidr_block() == Some(h.to_string().as_str()))
+        })
+        .collect();
+    if !missing.is_empty() {
+        let zones = zones(net).await?;
+        for half in missing {
+            let zone = if *half == halves[0] {
+                &zones[0]
+            } else {
+                &zones[1]
+            };
+            let sent = net
+                .ec2
+                .create_subnet()
+                .vpc_id(vpc)
+                .cidr_block(half.to_string())
+                .availability_zone(zone)
+                .tag_specifications(at_creation(ResourceType::Subnet, &subnet_tags(net)))
+                .send()
+                .await;
+            match sent {
+                Ok(_) => {}
+                // Made by an attempt whose answer was lost: looked at below.
+                Err(e)
+                    if aws_sdk_ec2::error::ProvideErrorMetadata::code(&e)
+                        == Some("InvalidSubnet.Conflict") => {}
+                Err(e) => {
+                    return Err(crate::errors::api_error(
+                        "ec2:CreateSubnet",
+                        &half.to_string(),
+                        e,
+                    ));
+                }
+            }
+        }
+        have = subnets(net, vpc).await?;
+        if let Some(half) = halves.iter().find(|h| {
+            !have
+                .iter()
+                .any(|s| s.cidr_block() == Some(h.to_string().as_str()))
+        }) {
+            return Err(ProviderError::transient(format!(
+                "subnet {half} of VPC {vpc} is not visible yet (or another subnet overlaps it); looking again"
+            )));
+        }
+    }
+    Ok(have
+        .iter()
+        .filter_map(|s| s.subnet_id().map(str::to_string))
+        .collect())
+}
+
+/// The Go operator's subnet tags (`getDefaultSubnetTags`, cluster_vpc.go).
+fn subnet_tags(net: &Network<'_>) -> Vec<(String, String)> {
+    let mut tags = vec![(
+        "kubernetes.io/role/internal-elb".to_string(),
+        "1".to_string(),
+    )];
+    tags.extend(net.tags(Some(SUBNET_NAME)));
+    tags
+}
+
+async fn subnets(net: &Network<'_>, vpc: &str) -> Result<Vec<Subnet>, ProviderError> {
+    let out = net
+        .ec2
+        .describe_subnets()
+        .filters(filter("vpc-id", &[vpc]))
+        .send()
+        .await
+        .named("ec2:DescribeSubnets", vpc)?;
+    Ok(out.subnets().to_vec())
+}
+
+/// The first two zones, by name, offering an instance type the defaults use.
+async fn zones(net: &Network<'_>) -> Result<[String; 2], ProviderError> {
+    let out = net
+        .ec2
+        .describe_instance_type_offerings()
+        .location_type(LocationType::AvailabilityZone)
+        .filters(filter("instance-type", &INSTANCE_TYPES))
+        .send()
+        .await
+        .named("ec2:DescribeInstanceTypeOfferings", "t3.micro, t3.small")?;
+    let mut zones: Vec<String> = out
+        .instance_type_offerings()
+        .iter()
+        .filter_map(|o| o.location().map(str::to_string))
+        .collect();
+    zones.sort();
+    zones.dedup();
+    match zones.as_slice() {
+        [a, b, ..] => Ok([a.clone(), b.clone()]),
+        _ => Err(ProviderError::permanent(format!(
+            "the database network needs two availability zones offering t3.micro or t3.small, and this region has {}: use a region with two, or name a DBSubnetGroupName / CacheSubnetGroupName in the tier",
+            zones.len()
+        ))),
+    }
+}
+
+async fn route_tables(net: &Network<'_>, vpc: &str) -> Result<Vec<RouteTable>, ProviderError> {
+    let out = net
+        .ec2
+        .describe_route_tables()
+        .filters(filter("vpc-id", &[vpc]))
+        .send()
+        .await
+        .named("ec2:DescribeRouteTables", vpc)?;
+    Ok(out.route_tables().to_vec())
+}
+
+/// The standalone VPC's route tables carry the network tags (the Go
+/// operator finds them by them, `getCRORouteTables`).
+async fn tag_route_tables(net: &Network<'_>, tables: &[RouteTable]) -> Result<(), ProviderError> {
+    let want = net.tags(Some(ROUTE_TABLE_NAME));
+    for table in tables {
+        let Some(id) = table.route_table_id() else {
+            continue;
+        };
+        if has_all(table.tags(), &want) {
+            continue;
+        }
+        net.ec2
+            .create_tags()
+            .resources(id)
+            .set_tags(Some(tags(&want)))
+            .send()
+            .await
+            .named("ec2:CreateTags", id)?;
+    }
+    Ok(())
+}
+
+/// The peering from the standalone VPC (requester) to the cluster's
+/// (accepter), made and accepted when missing; its id once active.
+async fn ensure_peering(
+    net: &Network<'_>,
+    vpc: &str,
+    cluster: &str,
+) -> Result<String, ProviderError> {
+    let (id, state) = match find_peering(net, vpc, cluster).await? {
+        Some(found) => found,
+        None => {
+            let out = net
+                .ec2
+                .create_vpc_peering_connection()
+                .vpc_id(vpc)
+                .peer_vpc_id(cluster)
+                .tag_specifications(at_creation(
+                    ResourceType::VpcPeeringConnection,
+                    &net.tags(Some(PEERING_NAME)),
+                ))
+                .send()
+                .await
+                .named(
+                    "ec2:CreateVpcPeeringConnection",
+                    &format!("{vpc} to {cluster}"),
+                )?;
+            let p = out.vpc_peering_connection();
+            let id = p
+                .and_then(|p| p.vpc_peering_connection_id())
+                .unwrap_or_default();
+            let state = p
+                .and_then(|p| p.status())
+                .and_then(|s| s.code())
+                .map(|c| c.as_str().to_string());
+            (id.to_string(), state.unwrap_or_default())
+        }
+    };
+    match state.as_str() {
+        "active" => Ok(id),
+        "pending-acceptance" => {
+            net.ec2
+                .accept_vpc_peering_connection()
+                .vpc_peering_connection_id(&id)
+                .send()
+                .await
+                .named("ec2:AcceptVpcPeeringConnection", &id)?;
+            Ok(id)
+        }
+        other => Err(ProviderError::transient(format!(
+            "VPC peering connection {id} from the database network to the cluster's VPC is {other}; waiting for it to be active"
+        ))),
+    }
+}
+
+async fn find_peering(
+    net: &Network<'_>,
+    vpc: &str,
+    cluster: &str,
+) -> Result<Option<(String, String)>, ProviderError> {
+    let out = net
+        .ec2
+        .describe_vpc_peering_connections()
+        .filters(filter("requester-vpc-info.vpc-id", &[vpc]))
+        .filters(filter("accepter-vpc-info.vpc-id", &[cluster]))
+        .send()
+        .await
+        .named(
+            "ec2:DescribeVpcPeeringConnections",
+            &format!("{vpc} to {cluster}"),
+        )?;
+    Ok(out.vpc_peering_connections().iter().find_map(|p| {
+        let state = p.status()?.code()?.as_str().to_string();
+        (!ENDED.contains(&state.as_str()))
+            .then(|| Some((p.vpc_peering_connection_id()?.to_string(), state)))
+            .flatten()
+    }))
+}
+
+/// A route in `table` to `to` through `peering`. A route to the same block
+/// through something else is a conflict a person settles (another network
+/// has that block): it is never replaced.
+async fn ensure_route(
+    net: &Network<'_>,
+    table: &RouteTable,
+    to: &Cidr,
+    peering: &str,
+) -> Result<(), ProviderError> {
+    let Some(id) = table.route_table_id() else {
+        return Ok(());
+    };
+    let dest = to.to_string();
+    if routed(table, &dest, peering)? {
+        return Ok(());
+    }
+    let sent = net
+        .ec2
+        .create_route()
+        .route_table_id(id)
+        .destination_cidr_block(&dest)
+        .vpc_peering_connection_id(peering)
+        .send()
+        .await;
+    let code = match &sent {
+        Ok(_) => return Ok(()),
+        Err(e) => aws_sdk_ec2::error::ProvideErrorMetadata::code(e),
+    };
+    match code {
+        // The Go operator skips tables that cannot take it.
+        Some("RouteNotSupported") => Ok(()),
+        // A lost answer's retry, or a route made since the look: look again.
+        Some("RouteAlreadyExists") => {
+            let out = net
+                .ec2
+                .describe_route_tables()
+                .route_table_ids(id)
+                .send()
+                .await
+                .named("ec2:DescribeRouteTables", id)?;
+            match out.route_tables().first() {
+                Some(t) if routed(t, &dest, peering)? => Ok(()),
+                _ => Err(ProviderError::transient(format!(
+                    "route table {id}: the route to {dest} is not visible yet; looking again"
+                ))),
+            }
+        }
+        _ => sent
+            .map(|_| ())
+            .named("ec2:CreateRoute", &format!("{id} {dest}")),
+    }
+}
+
+/// Whether `table` routes `dest` through `peering`; an error when it
+/// routes it elsewhere.
+fn routed(table: &RouteTable, dest: &str, peering: &str) -> Result<bool, ProviderError> {
+    let Some(route) = table
+        .routes()
+        .iter()
+        .find(|r| r.destination_cidr_block() == Some(dest))
+    else {
+        return Ok(false);
+    };
+    if route.vpc_peering_connection_id() == Some(peering) {
+        return Ok(true);
+    }
+    let target = (route.vpc_peering_connection_id())
+        .or(route.gateway_id())
+        .or(route.transit_gateway_id())
+        .or(route.nat_gateway_id())
+        .or(route.network_interface_id())
+        .unwrap_or("another target");
+    Err(ProviderError::permanent(format!(
+        "route table {} already routes {dest} to {target}, so the database network cannot use that block: set another CidrBlock in the tier's _network createStrategy (cloud-resources-aws-strategies), or remove that route",
+        table.route_table_id().unwrap_or_default()
+    )))
+}
+
+/// Removes the network, everything that leads to it before it: the
+/// security group, the cluster's routes to it, the subnets, the subnet
+/// groups, the peering (the last link), then the VPC.
+pub async fn remove(net: &Network<'_>, cluster: &ClusterVpc) -> Result<(), ProviderError> {
+    let Some((vpc, block)) = find_vpc(net).await? else {
+        return Ok(());
+    };
+    security::remove(net, &vpc).await?;
+    let peering = find_peering(net, &vpc, &cluster.id)
+        .await?
+        .map(|(id, _)| id);
+    for table in route_tables(net, &cluster.id).await? {
+        let Some(id) = table.route_table_id() else {
+            continue;
+        };
+        let dest = block.to_string();
+        let ours = table.routes().iter().any(|r| {
+            r.destination_cidr_block() == Some(dest.as_str())
+                && r.vpc_peering_connection_id().is_some()
+                && r.vpc_peering_connection_id() == peering.as_deref()
+        });
+        if ours {
+            net.ec2
+                .delete_route()
+                .route_table_id(id)
+                .destination_cidr_block(&dest)
+                .send()
+                .await
+                .unless_missing(
+                    |e| {
+                        aws_sdk_ec2::error::ProvideErrorMetadata::code(e)
+                            == Some("InvalidRoute.NotFound")
+                    },
+                    "ec2:DeleteRoute",
+                    &format!("{id} {dest}"),
+                )?;
+        }
+    }
+    for subnet in subnets(net, &vpc).await? {
+        let Some(id) = subnet.subnet_id() else {
+            continue;
+        };
+        net.ec2
+            .delete_subnet()
+            .subnet_id(id)
+            .send()
+            .await
+            .unless_missing(
+                |e| {
+                    aws_sdk_ec2::error::ProvideErrorMetadata::code(e)
+                        == Some("InvalidSubnetID.NotFound")
+                },
+                "ec2:DeleteSubnet",
+                id,
+            )?;
+    }
+    groups::remove(net).await?;
+    if let Some(id) = &peering {
+        net.ec2
+            .delete_vpc_peering_connection()
+            .vpc_peering_connection_id(id)
+            .send()
+            .await
+            .unless_missing(
+                |e| {
+                    aws_sdk_ec2::error::ProvideErrorMetadata::code(e)
+                        == Some("InvalidVpcPeeringConnectionID.NotFound")
+                },
+                "ec2:DeleteVpcPeeringConnection",
+                id,
+            )?;
+    }
+    net.ec2
+        .delete_vpc()
+        .vpc_id(&vpc)
+        .send()
+        .await
+        .unless_missing(
+            |e| aws_sdk_ec2::error::ProvideErrorMetadata::code(e) == Some("InvalidVpcID.NotFound"),
+            "ec2:DeleteVpc",
+            &vpc,
+        )?;
+    Ok(())
+}

@@ -1,0 +1,37 @@
+"""Lays out the test clusters' side of AWS in moto. As the OpenShift
+installer leaves it: a VPC whose subnets (two zones, private) are tagged
+kubernetes.io/cluster/<id> (the tests' fixed cluster ID). As EKS leaves
+it: another VPC with the kwok node's EC2 instance, whose providerID then
+names it (a cluster ID discovered from kube-system's UID finds it so).
+Prints "<zone> <instance id>".
+
+Usage: aws_cluster.py <endpoint> <region> <cluster id>
+"""
+
+import sys
+
+import boto3
+
+endpoint, region, cluster = sys.argv[1:4]
+ec2 = boto3.client("ec2", endpoint_url=endpoint, region_name=region,
+                   aws_access_key_id="testing", aws_secret_access_key="testing")
+zones = sorted(z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"])[:2]
+
+
+def vpc(block, name, subnet_tags):
+    vpc_id = ec2.create_vpc(CidrBlock=f"{block}.0.0/16", TagSpecifications=[
+        {"ResourceType": "vpc", "Tags": [{"Key": "Name", "Value": name}]}])["Vpc"]["VpcId"]
+    tags = [{"Key": k, "Value": v} for k, v in subnet_tags.items()]
+    subnets = [ec2.create_subnet(VpcId=vpc_id, CidrBlock=f"{block}.{16 * i}.0/20", AvailabilityZone=zone,
+                                 TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}])["Subnet"]["SubnetId"]
+               for i, zone in enumerate(zones)]
+    return subnets
+
+
+vpc("10.100", "cro-testenv-openshift", {f"kubernetes.io/cluster/{cluster}": "owned",
+                                        "kubernetes.io/role/internal-elb": "1"})
+eks = vpc("10.101", "cro-testenv-eks", {"kubernetes.io/cluster/cro-testenv-eks": "shared",
+                                        "kubernetes.io/role/internal-elb": "1"})
+instance = ec2.run_instances(ImageId="ami-03cf127a", InstanceType="t3.medium", MinCount=1, MaxCount=1,
+                             SubnetId=eks[0])["Instances"][0]["InstanceId"]
+print(zones[0], instance)
