@@ -172,8 +172,11 @@ async fn peering(ec2: &aws_sdk_ec2::Client, requester: &str, accepter: &str) -> 
         .send()
         .await
         .unwrap_or_else(|e| panic!("{e:?}"));
+    // moto ignores these filters; AWS applies them.
     out.vpc_peering_connections()
         .iter()
+        .filter(|p| p.requester_vpc_info().and_then(|i| i.vpc_id()) == Some(requester))
+        .filter(|p| p.accepter_vpc_info().and_then(|i| i.vpc_id()) == Some(accepter))
         .find(|p| p.status().and_then(|s| s.code()).map(|c| c.as_str()) == Some("active"))
         .and_then(|p| p.vpc_peering_connection_id().map(str::to_string))
 }
@@ -477,5 +480,401 @@ async fn standalone_network_from_the_first_database_to_the_last() {
 
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = namespaces.delete(&ns, &Default::default()).await;
+    operator.stop().await;
+}
+
+/// What the Go operator's standalone network code leaves behind
+/// (pkg/providers/aws/cluster_network_provider.go), built call by call as
+/// it makes them, for cluster `id` with cluster VPC `cluster`
+/// (`cluster_block`): the ids of everything made, and the security group.
+async fn go_standalone_network(
+    ec2: &aws_sdk_ec2::Client,
+    id: &str,
+    cluster: &str,
+    cluster_block: &str,
+    block: &str,
+) -> (Vec<String>, String) {
+    let network_tags = |name: Option<&'static str>| {
+        let mut t = vec![
+            ("integreatly.org/clusterID", id),
+            ("red-hat-managed", "true"),
+        ];
+        t.extend(name.map(|n| ("Name", n)));
+        t
+    };
+    let mut made = Vec::new();
+    // CreateNetwork: the VPC, tagged at creation.
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block(block)
+        .tag_specifications(tagged(
+            ResourceType::Vpc,
+            &network_tags(Some("Cloud Resource VPC")),
+        ))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let vpc = vpc
+        .vpc()
+        .and_then(|v| v.vpc_id())
+        .unwrap_or_default()
+        .to_string();
+    made.push(vpc.clone());
+    // reconcileStandaloneRouteTableTags: its route tables tagged.
+    for table in routes(ec2, &vpc).await.into_keys() {
+        ec2.create_tags()
+            .resources(&table)
+            .set_tags(Some(
+                network_tags(Some("Cloud Resource Route Table"))
+                    .iter()
+                    .map(|(k, v)| tag(k, v))
+                    .collect(),
+            ))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        made.push(table);
+    }
+    // reconcileStandaloneVPCSubnets: the two halves in the first two zones,
+    // then tagPrivateSubnet with getDefaultSubnetTags (cluster_vpc.go).
+    let halves = match block {
+        "10.210.0.0/26" => ["10.210.0.0/27", "10.210.0.32/27"],
+        other => panic!("no halves for {other}"),
+    };
+    let mut subnets = Vec::new();
+    for (half, zone) in halves.iter().zip(zones(ec2).await) {
+        let subnet = ec2
+            .create_subnet()
+            .vpc_id(&vpc)
+            .cidr_block(*half)
+            .availability_zone(zone)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let subnet = subnet
+            .subnet()
+            .and_then(|s| s.subnet_id())
+            .unwrap_or_default()
+            .to_string();
+        let mut tags = vec![("kubernetes.io/role/internal-elb", "1")];
+        tags.extend(network_tags(Some("Cloud Resource Subnet")));
+        ec2.create_tags()
+            .resources(&subnet)
+            .set_tags(Some(tags.iter().map(|(k, v)| tag(k, v)).collect()))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        subnets.push(subnet);
+    }
+    made.extend(subnets.clone());
+    // reconcileRDSVpcConfiguration / reconcileElasticacheVPCConfiguration:
+    // BuildInfraName(.., "subnet-group", 40), defaultSubnetGroupDesc, every
+    // subnet of the VPC, defaultNetworkTags.
+    let group_name = shorten(&format!("{id}-subnet-group"), 40);
+    let description = "Subnet group created and managed by the Cloud Resource Operator";
+    let rds = crate::aws::rds().await;
+    rds.create_db_subnet_group()
+        .db_subnet_group_name(&group_name)
+        .db_subnet_group_description(description)
+        .set_subnet_ids(Some(subnets.clone()))
+        .set_tags(Some(
+            network_tags(None)
+                .iter()
+                .map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(*k).value(*v).build())
+                .collect(),
+        ))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    elasticache()
+        .await
+        .create_cache_subnet_group()
+        .cache_subnet_group_name(&group_name)
+        .cache_subnet_group_description(description)
+        .set_subnet_ids(Some(subnets))
+        .set_tags(Some(
+            network_tags(None)
+                .iter()
+                .map(|(k, v)| {
+                    aws_sdk_elasticache::types::Tag::builder()
+                        .key(*k)
+                        .value(*v)
+                        .build()
+                })
+                .collect(),
+        ))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    made.push(group_name);
+    // reconcileStandaloneSecurityGroup: every protocol from the cluster's
+    // block.
+    let group = ec2
+        .create_security_group()
+        .group_name(shorten(&format!("{id}-security-group"), 40))
+        .description("rhmi cro security group for cro standalone vpc")
+        .vpc_id(&vpc)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let group = group.group_id().unwrap_or_default().to_string();
+    ec2.authorize_security_group_ingress()
+        .group_id(&group)
+        .ip_permissions(
+            IpPermission::builder()
+                .ip_protocol("-1")
+                .ip_ranges(IpRange::builder().cidr_ip(cluster_block).build())
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    made.push(group.clone());
+    // CreateNetworkPeering: requester the standalone VPC, accepted with
+    // the same credentials.
+    let pcx = ec2
+        .create_vpc_peering_connection()
+        .vpc_id(&vpc)
+        .peer_vpc_id(cluster)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let pcx = pcx
+        .vpc_peering_connection()
+        .and_then(|p| p.vpc_peering_connection_id())
+        .unwrap_or_default()
+        .to_string();
+    ec2.accept_vpc_peering_connection()
+        .vpc_peering_connection_id(&pcx)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    made.push(pcx.clone());
+    // CreateNetworkConnection: routes in every cluster route table and in
+    // the standalone ones.
+    for (vpc_id, dest) in [(cluster, block), (vpc.as_str(), cluster_block)] {
+        for table in routes(ec2, vpc_id).await.into_keys() {
+            ec2.create_route()
+                .route_table_id(&table)
+                .destination_cidr_block(dest)
+                .vpc_peering_connection_id(&pcx)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            made.push(table);
+        }
+    }
+    (made, group)
+}
+
+#[tokio::test]
+async fn the_go_operators_network_is_adopted_and_a_new_database_joins_it() {
+    let client = TestEnv::load().client().await;
+    ensure_crds(&client).await;
+    let ec2 = ec2().await;
+    let id = cluster_id("netgo");
+    let cluster = openshift_vpc(&ec2, &id, "10.160").await;
+    let (made, group) =
+        go_standalone_network(&ec2, &id, &cluster, "10.160.0.0/16", "10.210.0.0/26").await;
+    let ns = create_namespace(&client, "network").await;
+    // The Go operator's default ConfigMap: `_network` tiers with no CIDR
+    // (BuildDefaultConfigMap); the VPC it made says which.
+    strategies(
+        &client,
+        &ns,
+        json!({"development": {"region": "", "createStrategy": {}, "deleteStrategy": {}}}),
+    )
+    .await;
+    let from = aws_requests().len();
+    let operator = Operator::launch(launch(&ns, &id, "a")).await;
+    let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+    let _: Postgres = create_json(&client, &ns, cr("Postgres", "joins", "development")).await;
+    let pg = wait_phase(&pgs, "joins", Phase::Complete).await;
+
+    let mut ours = made.clone();
+    ours.push(id.clone());
+    ours.push(cluster.clone());
+    let changes: Vec<String> = changes_since(from, &ours)
+        .into_iter()
+        .filter(|a| a != "CreateDBInstance")
+        .collect();
+    assert_eq!(
+        changes,
+        Vec::<String>::new(),
+        "the Go operator's network was changed"
+    );
+    let identifier = pg
+        .annotations()
+        .get("resourceIdentifier")
+        .cloned()
+        .unwrap_or_default();
+    let rds = crate::aws::rds().await;
+    let instance = crate::aws::instance(&rds, &identifier)
+        .await
+        .unwrap_or_else(|| panic!("no instance {identifier}"));
+    assert_eq!(
+        instance
+            .db_subnet_group()
+            .and_then(|g| g.db_subnet_group_name()),
+        Some(shorten(&format!("{id}-subnet-group"), 40).as_str())
+    );
+    let groups: Vec<&str> = instance
+        .vpc_security_groups()
+        .iter()
+        .filter_map(|g| g.vpc_security_group_id())
+        .collect();
+    assert_eq!(groups, [group.as_str()]);
+    assert_eq!(
+        standalone_vpc(&ec2, &id).await.map(|v| v.1).as_deref(),
+        Some("10.210.0.0/26"),
+        "a second network was made"
+    );
+
+    pgs.delete("joins", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&pgs, "joins", DEFAULT_TIMEOUT).await;
+    assert_eq!(
+        standalone_vpc(&ec2, &id).await,
+        None,
+        "the network outlived its last database"
+    );
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(&ns, &Default::default()).await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn the_cluster_vpc_comes_from_the_nodes_or_the_flag_and_a_tier_may_place_its_own() {
+    let client = TestEnv::load().client().await;
+    ensure_crds(&client).await;
+    let ec2 = ec2().await;
+    // EKS: no subnet carries this cluster ID; the kwok node's instance
+    // (testenv's EKS-style VPC) says where the cluster runs.
+    let eks = ec2
+        .describe_vpcs()
+        .filters(filter("tag:Name", "cro-testenv-eks"))
+        .send()
+        .await;
+    let eks = eks.unwrap_or_else(|e| panic!("{e:?}"));
+    let eks = eks
+        .vpcs()
+        .first()
+        .and_then(|v| v.vpc_id())
+        .unwrap_or_default()
+        .to_string();
+    let id = cluster_id("neteks");
+    // The nodes' VPC is shared by every run on this test environment: a
+    // block of this run's own, so a run that failed midway is no conflict.
+    let n: u32 = id
+        .rsplit('-')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let block = format!("10.203.{}.0/26", n % 256);
+    let ns = create_namespace(&client, "network").await;
+    // A tier that names its own subnet group keeps it.
+    let own_group = format!("team-owned-{id}");
+    let eks_subnets = ec2
+        .describe_subnets()
+        .filters(filter("vpc-id", &eks))
+        .send()
+        .await;
+    let eks_subnets: Vec<String> = eks_subnets
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .subnets()
+        .iter()
+        .filter_map(|s| s.subnet_id().map(str::to_string))
+        .collect();
+    let rds = crate::aws::rds().await;
+    rds.create_db_subnet_group()
+        .db_subnet_group_name(&own_group)
+        .db_subnet_group_description("the team's own")
+        .set_subnet_ids(Some(eks_subnets))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let tiers =
+        json!({"development": {}, "custom": {"createStrategy": {"DBSubnetGroupName": own_group}}});
+    apply_config_map(
+        &client,
+        &ns,
+        "cloud-resources-aws-strategies",
+        json!({"postgres": tiers.to_string(), "redis": json!({"development": {}}).to_string(),
+               "_network": json!({"development": {"createStrategy": {"CidrBlock": block}},
+                                  "custom": {"createStrategy": {"CidrBlock": block}}}).to_string()}),
+    )
+    .await;
+    let operator = Operator::launch(launch(&ns, &id, "a")).await;
+    let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+    let _: Postgres = create_json(&client, &ns, cr("Postgres", "placed", "development")).await;
+    let _: Postgres = create_json(&client, &ns, cr("Postgres", "own", "custom")).await;
+    wait_phase(&pgs, "placed", Phase::Complete).await;
+    let own = wait_phase(&pgs, "own", Phase::Complete).await;
+    let (vpc, _) = standalone_vpc(&ec2, &id)
+        .await
+        .unwrap_or_else(|| panic!("no database network"));
+    assert!(
+        peering(&ec2, &vpc, &eks).await.is_some(),
+        "not peered with the nodes' VPC {eks}"
+    );
+    let identifier = own
+        .annotations()
+        .get("resourceIdentifier")
+        .cloned()
+        .unwrap_or_default();
+    let instance = crate::aws::instance(&rds, &identifier)
+        .await
+        .unwrap_or_else(|| panic!("no instance {identifier}"));
+    assert_eq!(
+        instance
+            .db_subnet_group()
+            .and_then(|g| g.db_subnet_group_name()),
+        Some(own_group.as_str())
+    );
+    let create = aws_requests()
+        .into_iter()
+        .find(|r| {
+            r["action"] == "CreateDBInstance" && r["params"].to_string().contains(&identifier)
+        })
+        .unwrap_or_else(|| panic!("no CreateDBInstance for {identifier}"));
+    assert!(
+        !create["params"].to_string().contains("VpcSecurityGroupIds"),
+        "the operator added a security group to a tier that places its own instances: {create}"
+    );
+    for name in ["placed", "own"] {
+        pgs.delete(name, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&pgs, name, DEFAULT_TIMEOUT).await;
+    }
+    assert_eq!(standalone_vpc(&ec2, &id).await, None);
+    operator.stop().await;
+
+    // A VPC given that does not exist: failed, naming the flag.
+    let operator = Operator::launch(Launch {
+        extra_args: {
+            let mut a = launch(&ns, &id, "b").extra_args;
+            a.push("--aws-vpc-id=vpc-0000000000deadbee".into());
+            a
+        },
+        ..launch(&ns, &id, "b")
+    })
+    .await;
+    let _: Postgres = create_json(&client, &ns, cr("Postgres", "nowhere", "development")).await;
+    let failed = wait_phase(&pgs, "nowhere", Phase::Failed).await;
+    let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(
+        message.contains("--aws-vpc-id vpc-0000000000deadbee: no such VPC"),
+        "{message}"
+    );
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(&ns, &Default::default()).await;
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+    while matches!(namespaces.get_opt(&ns).await, Ok(Some(_)))
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
     operator.stop().await;
 }

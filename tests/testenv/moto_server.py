@@ -326,7 +326,7 @@ def rds_delete_subnet_group(self, subnet_name):
     from moto.rds.exceptions import RDSClientError
 
     for db in self.databases.values():
-        if getattr(db, "db_subnet_group_name", None) == subnet_name:
+        if getattr(db, "_db_subnet_group_name", None) == subnet_name:
             raise RDSClientError("InvalidDBSubnetGroupStateFault",
                                  f"DB subnet group {subnet_name} is in use by {db.db_instance_identifier}")
     return _rds_delete_subnet_group(self, subnet_name)

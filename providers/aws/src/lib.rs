@@ -272,20 +272,18 @@ impl Provider for AwsProvider {
     async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError> {
         let (tier, c) = self.tier_clients(&req.strategy).await?;
         let req = &claimed(req, &tier, true)?;
-        let (deleted, engine) = match req.kind {
-            ResourceKind::Postgres => (
-                database::delete::<Rds>(&self.credentials, &c, req, &tier).await?,
-                network::Engine::Postgres,
-            ),
-            ResourceKind::Redis => (
-                database::delete::<ElastiCache>(&self.credentials, &c, req, &tier).await?,
-                network::Engine::Redis,
-            ),
+        let deleted = match req.kind {
+            ResourceKind::Postgres => {
+                database::delete::<Rds>(&self.credentials, &c, req, &tier).await?
+            }
+            ResourceKind::Redis => {
+                database::delete::<ElastiCache>(&self.credentials, &c, req, &tier).await?
+            }
             ResourceKind::BlobStorage => return s3::delete(self, &c.s3, &c.iam, req, &tier).await,
             ResourceKind::Smtp => return smtp::delete(self, &c.iam, req).await,
         };
         if deleted == Deletion::Done {
-            network::released(&c, req, &self.settings.vpc, engine, &tier.create).await?;
+            network::released(&c, req, &self.settings.vpc).await?;
         }
         Ok(deleted)
     }

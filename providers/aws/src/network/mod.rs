@@ -149,27 +149,48 @@ pub fn when_placed(e: ProviderError, placed: bool) -> ProviderError {
     }
 }
 
-/// After a database of a tier the operator places went: the network goes
-/// with the cluster's last database of this account and region (one
-/// tagged with the cluster ID, the Go operator's or this one's).
+/// After a database went (of any tier: one that placed its own may have
+/// been the cluster's last): the network goes with the cluster's last
+/// database of this account and region (one tagged with the cluster ID,
+/// the Go operator's or this one's). Where no cluster VPC can be found
+/// (a wrong --aws-vpc-id), nothing was placed from here: the deletion
+/// goes on.
 pub async fn released(
     c: &Clients,
     req: &ResourceRequest,
     hint: &VpcHint,
-    engine: Engine,
-    create: &Map<String, Value>,
 ) -> Result<(), ProviderError> {
-    if !placed_by_operator(engine, create) {
+    let _one_at_a_time = c.network.lock().await;
+    let net = Network::of(c, req, hint);
+    let Ok(Some(cluster)) = cluster::find_quietly(&net).await else {
+        return Ok(());
+    };
+    let bundled = bundled::in_use(&net, &cluster).await?;
+    let exists = if bundled {
+        groups::rds_subnets(&net, &net.subnet_group())
+            .await?
+            .is_some()
+            || security::find(&net, &cluster.id).await?.is_some()
+    } else {
+        standalone::exists(&net).await?
+    };
+    if !exists {
         return Ok(());
     }
-    let _one_at_a_time = c.network.lock().await;
     let ours = |tags: &std::collections::BTreeMap<String, String>| {
         tags.get(&req.owner_tag.0) == Some(&req.owner_tag.1)
     };
     use crate::database::Database;
-    let remaining = c.rds.list(c).await?.values().any(|i| ours(&i.tags))
-        || c.elasticache.list(c).await?.values().any(|g| ours(&g.tags));
-    release(&Network::of(c, req, hint), remaining).await
+    if c.rds.list(c).await?.values().any(|i| ours(&i.tags))
+        || c.elasticache.list(c).await?.values().any(|g| ours(&g.tags))
+    {
+        return Ok(());
+    }
+    if bundled {
+        bundled::remove(&net, &cluster).await
+    } else {
+        standalone::remove(&net, &cluster).await
+    }
 }
 
 /// Makes sure the cluster's database network exists (looking first, as
@@ -186,23 +207,5 @@ async fn place(
         bundled::ensure(net, &cluster, engine, port).await
     } else {
         standalone::ensure(net, &cluster, port, standalone::requested_block(network)?).await
-    }
-}
-
-/// After a database went: when no other database of the cluster is left
-/// in this account and region, its network goes too (`remaining` says
-/// whether one is).
-async fn release(net: &Network<'_>, remaining: bool) -> Result<(), ProviderError> {
-    if remaining {
-        return Ok(());
-    }
-    let Some(cluster) = cluster::find_quietly(net).await? else {
-        // No cluster VPC to be found: nothing was ever placed from here.
-        return Ok(());
-    };
-    if bundled::in_use(net, &cluster).await? {
-        bundled::remove(net, &cluster).await
-    } else {
-        standalone::remove(net, &cluster).await
     }
 }

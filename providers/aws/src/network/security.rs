@@ -67,7 +67,8 @@ pub async fn find(net: &Network<'_>, vpc: &str) -> Result<Option<String>, Provid
         .named("ec2:DescribeSecurityGroups", &name)?;
     Ok(out
         .security_groups()
-        .first()
+        .iter()
+        .find(|g| g.group_name() == Some(name.as_str()) && g.vpc_id() == Some(vpc))
         .and_then(|g| g.group_id().map(str::to_string)))
 }
 

@@ -86,6 +86,11 @@ pub async fn ensure(
     })
 }
 
+/// Whether the cluster has a database network of its own.
+pub async fn exists(net: &Network<'_>) -> Result<bool, ProviderError> {
+    Ok(find_vpc(net).await?.is_some())
+}
+
 /// The VPC tagged with the cluster ID (`getStandaloneVpc`) and its block.
 async fn find_vpc(net: &Network<'_>) -> Result<Option<(String, Cidr)>, ProviderError> {
     let tag = format!("tag:{}", net.owner_key);
@@ -221,7 +226,8 @@ async fn subnets(net: &Network<'_>, vpc: &str) -> Result<Vec<Subnet>, ProviderEr
         .send()
         .await
         .named("ec2:DescribeSubnets", vpc)?;
-    Ok(out.subnets().to_vec())
+    let in_vpc = |s: &&Subnet| s.vpc_id() == Some(vpc);
+    Ok(out.subnets().iter().filter(in_vpc).cloned().collect())
 }
 
 /// The first two zones, by name, offering an instance type the defaults use.
@@ -258,7 +264,8 @@ async fn route_tables(net: &Network<'_>, vpc: &str) -> Result<Vec<RouteTable>, P
         .send()
         .await
         .named("ec2:DescribeRouteTables", vpc)?;
-    Ok(out.route_tables().to_vec())
+    let in_vpc = |t: &&RouteTable| t.vpc_id() == Some(vpc);
+    Ok(out.route_tables().iter().filter(in_vpc).cloned().collect())
 }
 
 /// The standalone VPC's route tables carry the network tags (the Go
@@ -352,12 +359,22 @@ async fn find_peering(
             "ec2:DescribeVpcPeeringConnections",
             &format!("{vpc} to {cluster}"),
         )?;
-    Ok(out.vpc_peering_connections().iter().find_map(|p| {
-        let state = p.status()?.code()?.as_str().to_string();
-        (!ENDED.contains(&state.as_str()))
-            .then(|| Some((p.vpc_peering_connection_id()?.to_string(), state)))
-            .flatten()
-    }))
+    // The filters are checked here too: a wrong peering would carry routes
+    // (and be removed) for another network.
+    let between = |p: &aws_sdk_ec2::types::VpcPeeringConnection| {
+        p.requester_vpc_info().and_then(|i| i.vpc_id()) == Some(vpc)
+            && p.accepter_vpc_info().and_then(|i| i.vpc_id()) == Some(cluster)
+    };
+    Ok(out
+        .vpc_peering_connections()
+        .iter()
+        .filter(|p| between(p))
+        .find_map(|p| {
+            let state = p.status()?.code()?.as_str().to_string();
+            (!ENDED.contains(&state.as_str()))
+                .then(|| Some((p.vpc_peering_connection_id()?.to_string(), state)))
+                .flatten()
+        }))
 }
 
 /// A route in `table` to `to` through `peering`. A route to the same block
@@ -373,8 +390,26 @@ async fn ensure_route(
         return Ok(());
     };
     let dest = to.to_string();
-    if routed(table, &dest, peering)? {
-        return Ok(());
+    match routed(table, &dest, peering) {
+        Ok(true) => return Ok(()),
+        Ok(false) => {}
+        Err(conflict) => {
+            // A route left to a peering that is gone carries nothing: it
+            // is pointed at this one. Any other is a conflict.
+            let dead = dead_peering(net, table, &dest).await?;
+            if !dead {
+                return Err(conflict);
+            }
+            net.ec2
+                .replace_route()
+                .route_table_id(id)
+                .destination_cidr_block(&dest)
+                .vpc_peering_connection_id(peering)
+                .send()
+                .await
+                .named("ec2:ReplaceRoute", &format!("{id} {dest}"))?;
+            return Ok(());
+        }
     }
     let sent = net
         .ec2
@@ -411,6 +446,48 @@ async fn ensure_route(
             .map(|_| ())
             .named("ec2:CreateRoute", &format!("{id} {dest}")),
     }
+}
+
+/// Whether `table`'s route to `dest` leads to a peering connection that
+/// is over (or gone): a blackhole.
+async fn dead_peering(
+    net: &Network<'_>,
+    table: &RouteTable,
+    dest: &str,
+) -> Result<bool, ProviderError> {
+    let route = table
+        .routes()
+        .iter()
+        .find(|r| r.destination_cidr_block() == Some(dest));
+    let Some(route) = route else {
+        return Ok(false);
+    };
+    if route.state().is_some_and(|s| s.as_str() == "blackhole") {
+        return Ok(true);
+    }
+    let Some(other) = route.vpc_peering_connection_id() else {
+        return Ok(false);
+    };
+    let out = net
+        .ec2
+        .describe_vpc_peering_connections()
+        .vpc_peering_connection_ids(other)
+        .send()
+        .await
+        .unless_missing(
+            |e| {
+                aws_sdk_ec2::error::ProvideErrorMetadata::code(e)
+                    == Some("InvalidVpcPeeringConnectionID.NotFound")
+            },
+            "ec2:DescribeVpcPeeringConnections",
+            other,
+        )?;
+    let state = out
+        .as_ref()
+        .and_then(|o| o.vpc_peering_connections().first())
+        .and_then(|p| p.status()?.code())
+        .map(|c| c.as_str().to_string());
+    Ok(state.is_none_or(|s| ENDED.contains(&s.as_str())))
 }
 
 /// Whether `table` routes `dest` through `peering`; an error when it
