@@ -878,3 +878,104 @@ async fn the_cluster_vpc_comes_from_the_nodes_or_the_flag_and_a_tier_may_place_i
     }
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc() {
+    let client = TestEnv::load().client().await;
+    ensure_crds(&client).await;
+    let ec2 = ec2().await;
+    let id = cluster_id("netbd");
+    let cluster = openshift_vpc(&ec2, &id, "10.170").await;
+    // The Go operator's first layout: createPrivateSubnet (cluster_vpc.go)
+    // made a /27 per zone in the cluster's VPC, the highest free first,
+    // tagged with getDefaultSubnetTags.
+    for (i, zone) in zones(&ec2).await.iter().enumerate() {
+        ec2.create_subnet()
+            .vpc_id(&cluster)
+            .cidr_block(format!("10.170.255.{}/27", 224 - 32 * i))
+            .availability_zone(zone)
+            .tag_specifications(tagged(
+                ResourceType::Subnet,
+                &[
+                    ("kubernetes.io/role/internal-elb", "1"),
+                    ("integreatly.org/clusterID", &id),
+                    ("Name", "Cloud Resource Subnet"),
+                    ("red-hat-managed", "true"),
+                ],
+            ))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}"));
+    }
+    let private = ec2
+        .describe_subnets()
+        .filters(filter("vpc-id", &cluster))
+        .filters(filter("tag-key", "kubernetes.io/role/internal-elb"))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let mut private: Vec<String> = private
+        .subnets()
+        .iter()
+        .filter_map(|s| s.subnet_id().map(str::to_string))
+        .collect();
+    private.sort();
+    let ns = create_namespace(&client, "network").await;
+    strategies(&client, &ns, json!({"development": {"createStrategy": {}}})).await;
+    let operator = Operator::launch(launch(&ns, &id, "a")).await;
+    let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+    let _: Postgres = create_json(&client, &ns, cr("Postgres", "bundled", "development")).await;
+    let pg = wait_phase(&pgs, "bundled", Phase::Complete).await;
+
+    assert_eq!(standalone_vpc(&ec2, &id).await, None, "a standalone network was made");
+    let subnet_group = shorten(&format!("{id}-subnet-group"), 40);
+    let rds = crate::aws::rds().await;
+    let group = rds
+        .describe_db_subnet_groups()
+        .db_subnet_group_name(&subnet_group)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let mut members: Vec<String> = group.db_subnet_groups()[0]
+        .subnets()
+        .iter()
+        .filter_map(|s| s.subnet_identifier().map(str::to_string))
+        .collect();
+    members.sort();
+    assert_eq!(members, private, "the subnet group spans the cluster's private subnets");
+    let (security, rules) = security_group(&ec2, &shorten(&format!("{id}-security-group"), 40), &cluster)
+        .await
+        .unwrap_or_else(|| panic!("no security group in the cluster's VPC"));
+    assert_eq!(
+        ingress(&rules),
+        [("tcp".to_string(), 5432, 5432, "10.170.0.0/16".to_string())]
+    );
+    let identifier = pg.annotations().get("resourceIdentifier").cloned().unwrap_or_default();
+    let instance = crate::aws::instance(&rds, &identifier)
+        .await
+        .unwrap_or_else(|| panic!("no instance {identifier}"));
+    assert_eq!(
+        instance.db_subnet_group().and_then(|g| g.db_subnet_group_name()),
+        Some(subnet_group.as_str())
+    );
+    let groups: Vec<&str> = instance
+        .vpc_security_groups()
+        .iter()
+        .filter_map(|g| g.vpc_security_group_id())
+        .collect();
+    assert_eq!(groups, [security.as_str()]);
+
+    // The last database goes: the subnet groups and the security group
+    // with it; the cluster's subnets stay.
+    pgs.delete("bundled", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&pgs, "bundled", DEFAULT_TIMEOUT).await;
+    let gone = rds.describe_db_subnet_groups().db_subnet_group_name(&subnet_group).send().await;
+    assert!(gone.is_err(), "the DB subnet group is left");
+    let sg_name = shorten(&format!("{id}-security-group"), 40);
+    assert_eq!(security_group(&ec2, &sg_name, &cluster).await.map(|g| g.0), None);
+    let left = ec2.describe_subnets().filters(filter("vpc-id", &cluster)).send().await;
+    assert_eq!(left.unwrap_or_else(|e| panic!("{e:?}")).subnets().len(), 4);
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(&ns, &Default::default()).await;
+    operator.stop().await;
+}
