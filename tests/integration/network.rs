@@ -979,3 +979,93 @@ async fn a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc() {
     let _ = namespaces.delete(&ns, &Default::default()).await;
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_kill_after_any_network_call_leaves_one_of_each() {
+    let client = TestEnv::load().client().await;
+    ensure_crds(&client).await;
+    let ec2 = ec2().await;
+    let id = cluster_id("netkill");
+    let cluster = openshift_vpc(&ec2, &id, "10.180").await;
+    let ns = create_namespace(&client, "network").await;
+    strategies(
+        &client,
+        &ns,
+        json!({"development": {"createStrategy": {"CidrBlock": "10.204.0.0/26"}}}),
+    )
+    .await;
+    let _: Postgres = create_json(&client, &ns, cr("Postgres", "db", "development")).await;
+    let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+    // One replica (no Lease to wait for after each kill), SIGKILLed as soon
+    // as the emulator has served another EC2 write, then started again.
+    let start = |run: usize| {
+        let mut l = launch(&ns, &id, &format!("run{run}"));
+        l.extra_args.push("--leader-election=false".into());
+        Operator::launch(l)
+    };
+    let ec2_writes = || {
+        aws_requests()
+            .iter()
+            .filter(|r| r["service"] == "ec2")
+            .filter(|r| {
+                let a = r["action"].as_str().unwrap_or_default();
+                ["Create", "Accept", "Authorize", "Replace"].iter().any(|p| a.starts_with(p))
+            })
+            .count()
+    };
+    let mut operator = start(0).await;
+    let (mut kills, mut seen) = (0, ec2_writes());
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT * 4;
+    loop {
+        let done = pgs
+            .get_opt("db")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|p| p.status)
+            .and_then(|s| s.phase)
+            == Some(Phase::Complete);
+        if done {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "not complete after {kills} kills");
+        let now = ec2_writes();
+        if now > seen && kills < 12 {
+            operator.kill().await;
+            kills += 1;
+            seen = now;
+            operator = start(kills).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(kills >= 4, "only {kills} kills: the network was made in fewer calls than expected");
+
+    // One of each, however the calls were cut.
+    let (vpc, _) = standalone_vpc(&ec2, &id).await.unwrap_or_else(|| panic!("no network"));
+    let subnets = ec2.describe_subnets().filters(filter("vpc-id", &vpc)).send().await;
+    assert_eq!(subnets.unwrap_or_else(|e| panic!("{e:?}")).subnets().len(), 2);
+    let peerings = ec2.describe_vpc_peering_connections().send().await;
+    let peerings = peerings.unwrap_or_else(|e| panic!("{e:?}"));
+    let between = peerings
+        .vpc_peering_connections()
+        .iter()
+        .filter(|p| p.requester_vpc_info().and_then(|i| i.vpc_id()) == Some(vpc.as_str()))
+        .count();
+    assert_eq!(between, 1, "peerings of the network");
+    let name = shorten(&format!("{id}-security-group"), 40);
+    let groups = ec2.describe_security_groups().filters(filter("group-name", &name)).send().await;
+    let groups = groups.unwrap_or_else(|e| panic!("{e:?}"));
+    let named = groups
+        .security_groups()
+        .iter()
+        .filter(|g| g.group_name() == Some(name.as_str()))
+        .count();
+    assert_eq!(named, 1, "security groups named {name}");
+
+    pgs.delete("db", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
+    assert_eq!(standalone_vpc(&ec2, &id).await, None);
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(&ns, &Default::default()).await;
+    operator.stop().await;
+}
