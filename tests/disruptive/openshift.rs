@@ -107,6 +107,38 @@ async fn uninstall_infrastructure(client: &Client) {
     .await;
 }
 
+/// The cluster's VPC as the OpenShift installer leaves it in `REGION`
+/// (once per test environment): subnets in two zones tagged
+/// `kubernetes.io/cluster/<infrastructure name>`.
+async fn installer_vpc(ec2: &aws_sdk_ec2::Client) {
+    let tag = format!("kubernetes.io/cluster/{INFRA_NAME}");
+    let filter = aws_sdk_ec2::types::Filter::builder()
+        .name(format!("tag:{tag}"))
+        .values("owned")
+        .build();
+    let found = ec2.describe_subnets().filters(filter).send().await;
+    if !found.unwrap_or_else(|e| panic!("{e:?}")).subnets().is_empty() {
+        return;
+    }
+    let vpc = ec2.create_vpc().cidr_block("10.110.0.0/16").send().await;
+    let vpc = vpc.unwrap_or_else(|e| panic!("{e:?}"));
+    let vpc = vpc.vpc().and_then(|v| v.vpc_id()).unwrap_or_default();
+    for (i, zone) in ["us-west-2a", "us-west-2b"].iter().enumerate() {
+        let tags = aws_sdk_ec2::types::TagSpecification::builder()
+            .resource_type(aws_sdk_ec2::types::ResourceType::Subnet)
+            .tags(aws_sdk_ec2::types::Tag::builder().key(&tag).value("owned").build())
+            .build();
+        ec2.create_subnet()
+            .vpc_id(vpc)
+            .cidr_block(format!("10.110.{}.0/20", 16 * i))
+            .availability_zone(*zone)
+            .tag_specifications(tags)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}"));
+    }
+}
+
 #[tokio::test]
 async fn cluster_id_region_and_tags_come_from_the_infrastructure() {
     let _serial = crate::SERIAL.lock().await;
@@ -132,6 +164,17 @@ async fn scenario(client: Client) {
         json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
                "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}})
     };
+    // The OpenShift installer tags the cluster's subnets with the
+    // infrastructure name: that is where databases are placed.
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(REGION))
+        .endpoint_url(TestEnv::load().aws_endpoint_url)
+        .credentials_provider(aws_sdk_s3::config::Credentials::new(
+            "testing", "testing", None, None, "t",
+        ))
+        .load()
+        .await;
+    installer_vpc(&aws_sdk_ec2::Client::new(&config)).await;
     create_json::<Postgres>(&client, &ns, managed("Postgres", "db")).await;
     create_json::<BlobStorage>(&client, &ns, managed("BlobStorage", "blob")).await;
     let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
@@ -147,15 +190,6 @@ async fn scenario(client: Client) {
         "{go_db} -> {db_id}"
     );
     let bucket = cloud_identifier(INFRA_NAME, &ns, "blob");
-
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new(REGION))
-        .endpoint_url(TestEnv::load().aws_endpoint_url)
-        .credentials_provider(aws_sdk_s3::config::Credentials::new(
-            "testing", "testing", None, None, "t",
-        ))
-        .load()
-        .await;
     let rds = aws_sdk_rds::Client::new(&config);
     let db = rds
         .describe_db_instances()

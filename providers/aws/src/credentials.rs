@@ -39,6 +39,31 @@ fn decode(secret: &Secret) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Whether the credentials Secret is this request's: made for its CR (its
+/// owner UID label or owner reference), or left by the Go operator, which
+/// wrote `<name>-aws-rds-credentials` with neither labels nor owner. A
+/// Secret of the same name made for anything else is never read,
+/// overwritten or deleted: a CR's name must not reach what is not its own.
+fn claimable(secret: &Secret, req: &ResourceRequest) -> bool {
+    let uid = req.owner.uid.as_str();
+    let labels = secret.metadata.labels.as_ref();
+    let owners = secret.metadata.owner_references.as_deref().unwrap_or_default();
+    let labelled = labels.and_then(|l| l.get(OWNER_UID_LABEL)).is_some_and(|u| u == uid);
+    let owned = owners.iter().any(|o| o.uid == uid);
+    let go_shaped = owners.is_empty() && labels.is_none_or(|l| l.is_empty());
+    labelled || owned || go_shaped
+}
+
+fn not_claimable(req: &ResourceRequest, name: &str) -> ProviderError {
+    ProviderError::permanent(format!(
+        "Secret {}/{name} exists and was not made for {} {}/{} (its labels and owner say so): the operator keeps this resource's credentials there; delete or rename that Secret, or give the resource another name",
+        req.namespace,
+        req.kind.cr_kind(),
+        req.namespace,
+        req.name
+    ))
+}
+
 /// The operator's watch of the Secrets it owns (labelled as managed by
 /// it), which these Secrets are.
 pub trait SecretCache: Send + Sync {
@@ -123,6 +148,9 @@ impl Store {
             if caught_up {
                 written.remove(&key);
                 if let Some(secret) = &cached {
+                    if !claimable(secret, req) {
+                        return Err(not_claimable(req, name));
+                    }
                     return Ok(Some(decode(secret)));
                 }
             }
@@ -137,7 +165,10 @@ impl Store {
             let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
             written.remove(&key);
         }
-        Ok(fresh.as_ref().map(decode))
+        match &fresh {
+            Some(secret) if !claimable(secret, req) => Err(not_claimable(req, name)),
+            _ => Ok(fresh.as_ref().map(decode)),
+        }
     }
 
     /// Writes `data` to the Secret `name`, owned by the CR.
@@ -186,7 +217,18 @@ impl Store {
         Ok(data)
     }
 
+    /// Deletes the Secret if it is the request's (see [`claimable`]); one
+    /// made for anything else stays.
     pub async fn delete(&self, req: &ResourceRequest, name: &str) -> Result<(), ProviderError> {
+        let found = (self.api(&req.namespace)).get_opt(name).await;
+        let found = found.map_err(|e| {
+            kube_error(format!("reading Secret {}/{name}: {e}", req.namespace), &e)
+        })?;
+        match found {
+            None => return Ok(()),
+            Some(secret) if !claimable(&secret, req) => return Ok(()),
+            Some(_) => {}
+        }
         let deleted = (self.api(&req.namespace))
             .delete(name, &DeleteParams::default())
             .await;
