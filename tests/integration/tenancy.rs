@@ -108,3 +108,55 @@ async fn an_object_the_operator_did_not_make_is_never_overwritten_or_deleted() {
     })
     .await;
 }
+
+/// The RDS master credentials live in `<name>-aws-rds-credentials`: a
+/// Secret of that name that another workload owns is neither read (its
+/// values would become the database's password), overwritten nor deleted.
+#[tokio::test]
+async fn a_credentials_secret_the_operator_did_not_make_is_left_alone() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    with_operator("notours", |client, ns, _op| async move {
+        let owner: ConfigMap = create_json(
+            &client,
+            &ns,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other-app"}}),
+        )
+        .await;
+        let uid = owner.metadata.uid.clone().unwrap_or_default();
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let theirs: Secret = create_json(
+            &client,
+            &ns,
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "web-aws-rds-credentials", "labels": {"app": "other"},
+                                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "other-app", "uid": uid}]},
+                   "stringData": {"user": "other", "password": "theirs-not-yours"}}),
+        )
+        .await;
+        let _: cloud_resource_operator::api::Postgres = create_json(
+            &client,
+            &ns,
+            json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "web"},
+                   "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "web-db"}}}),
+        )
+        .await;
+        let pgs = Api::<cloud_resource_operator::api::Postgres>::namespaced(client.clone(), &ns);
+        let failed = wait_phase(&pgs, "web", Phase::Failed).await;
+        assert!(
+            failed.message().contains(&format!("Secret {ns}/web-aws-rds-credentials exists and was not made for Postgres {ns}/web")),
+            "{}",
+            failed.message()
+        );
+        let version = |s: &Secret| s.metadata.resource_version.clone();
+        let live = secrets.get("web-aws-rds-credentials").await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(version(&live), version(&theirs), "their Secret was changed");
+        pgs.delete("web", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        crate::support::wait_deleted(&pgs, "web", crate::support::DEFAULT_TIMEOUT).await;
+        let live = secrets
+            .get("web-aws-rds-credentials")
+            .await
+            .unwrap_or_else(|e| panic!("their Secret was deleted: {e}"));
+        assert_eq!(version(&live), version(&theirs));
+    })
+    .await;
+}
