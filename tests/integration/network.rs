@@ -220,6 +220,27 @@ fn ingress(rules: &[IpPermission]) -> Vec<(String, i32, i32, String)> {
     all
 }
 
+/// The instance identifier of a Postgres, and its instance's subnet group
+/// and security groups.
+async fn placement_of(pg: &Postgres) -> (String, String, Vec<String>) {
+    let identifier = pg
+        .annotations()
+        .get("resourceIdentifier")
+        .cloned()
+        .unwrap_or_default();
+    let rds = crate::aws::rds().await;
+    let instance = crate::aws::instance(&rds, &identifier)
+        .await
+        .unwrap_or_else(|| panic!("no instance {identifier}"));
+    let group = instance.db_subnet_group().and_then(|g| g.db_subnet_group_name());
+    let behind = instance
+        .vpc_security_groups()
+        .iter()
+        .filter_map(|g| g.vpc_security_group_id().map(str::to_string))
+        .collect();
+    (identifier, group.unwrap_or_default().to_string(), behind)
+}
+
 fn cr(kind: &str, name: &str, tier: &str) -> Value {
     json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
            "spec": {"type": "managed", "tier": tier, "secretRef": {"name": format!("{name}-sec")}}})
@@ -338,26 +359,8 @@ async fn standalone_network_from_the_first_database_to_the_last() {
         ]
     );
     let rds = crate::aws::rds().await;
-    let identifier = pg
-        .annotations()
-        .get("resourceIdentifier")
-        .cloned()
-        .unwrap_or_default();
-    let instance = crate::aws::instance(&rds, &identifier)
-        .await
-        .unwrap_or_else(|| panic!("no instance {identifier}"));
-    assert_eq!(
-        instance
-            .db_subnet_group()
-            .and_then(|g| g.db_subnet_group_name()),
-        Some(subnet_group.as_str())
-    );
-    let instance_groups: Vec<&str> = instance
-        .vpc_security_groups()
-        .iter()
-        .filter_map(|g| g.vpc_security_group_id())
-        .collect();
-    assert_eq!(instance_groups, [group.as_str()]);
+    let (_, in_group, behind) = placement_of(&pg).await;
+    assert_eq!((in_group, behind), (subnet_group.clone(), vec![group.clone()]));
     let create_group = aws_requests()
         .into_iter()
         .find(|r| {
@@ -703,27 +706,9 @@ async fn the_go_operators_network_is_adopted_and_a_new_database_joins_it() {
         Vec::<String>::new(),
         "the Go operator's network was changed"
     );
-    let identifier = pg
-        .annotations()
-        .get("resourceIdentifier")
-        .cloned()
-        .unwrap_or_default();
-    let rds = crate::aws::rds().await;
-    let instance = crate::aws::instance(&rds, &identifier)
-        .await
-        .unwrap_or_else(|| panic!("no instance {identifier}"));
-    assert_eq!(
-        instance
-            .db_subnet_group()
-            .and_then(|g| g.db_subnet_group_name()),
-        Some(shorten(&format!("{id}-subnet-group"), 40).as_str())
-    );
-    let groups: Vec<&str> = instance
-        .vpc_security_groups()
-        .iter()
-        .filter_map(|g| g.vpc_security_group_id())
-        .collect();
-    assert_eq!(groups, [group.as_str()]);
+    let (_, in_group, behind) = placement_of(&pg).await;
+    let go_group = shorten(&format!("{id}-subnet-group"), 40);
+    assert_eq!((in_group, behind), (go_group, vec![group.clone()]));
     assert_eq!(
         standalone_vpc(&ec2, &id).await.map(|v| v.1).as_deref(),
         Some("10.210.0.0/26"),
@@ -818,20 +803,8 @@ async fn the_cluster_vpc_comes_from_the_nodes_or_the_flag_and_a_tier_may_place_i
         peering(&ec2, &vpc, &eks).await.is_some(),
         "not peered with the nodes' VPC {eks}"
     );
-    let identifier = own
-        .annotations()
-        .get("resourceIdentifier")
-        .cloned()
-        .unwrap_or_default();
-    let instance = crate::aws::instance(&rds, &identifier)
-        .await
-        .unwrap_or_else(|| panic!("no instance {identifier}"));
-    assert_eq!(
-        instance
-            .db_subnet_group()
-            .and_then(|g| g.db_subnet_group_name()),
-        Some(own_group.as_str())
-    );
+    let (identifier, in_group, _) = placement_of(&own).await;
+    assert_eq!(in_group, own_group);
     let create = aws_requests()
         .into_iter()
         .find(|r| {
@@ -950,20 +923,8 @@ async fn a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc() {
         ingress(&rules),
         [("tcp".to_string(), 5432, 5432, "10.170.0.0/16".to_string())]
     );
-    let identifier = pg.annotations().get("resourceIdentifier").cloned().unwrap_or_default();
-    let instance = crate::aws::instance(&rds, &identifier)
-        .await
-        .unwrap_or_else(|| panic!("no instance {identifier}"));
-    assert_eq!(
-        instance.db_subnet_group().and_then(|g| g.db_subnet_group_name()),
-        Some(subnet_group.as_str())
-    );
-    let groups: Vec<&str> = instance
-        .vpc_security_groups()
-        .iter()
-        .filter_map(|g| g.vpc_security_group_id())
-        .collect();
-    assert_eq!(groups, [security.as_str()]);
+    let (_, in_group, behind) = placement_of(&pg).await;
+    assert_eq!((in_group, behind), (subnet_group.clone(), vec![security.clone()]));
 
     // The last database goes: the subnet groups and the security group
     // with it; the cluster's subnets stay.
