@@ -288,7 +288,10 @@ async fn a_tier_can_run_in_another_account_through_a_role() {
             &client,
             &ns,
             json!({"postgres": {
-                "production": {"roleArn": role, "externalId": "platform-team"},
+                // A tier in another account brings its own network: the
+                // cluster's VPC is in the cluster's account.
+                "production": {"roleArn": role, "externalId": "platform-team",
+                               "createStrategy": {"VpcSecurityGroupIds": ["sg-0platformteam"]}},
                 "locked": {"roleArn": denied}
             }}),
         )

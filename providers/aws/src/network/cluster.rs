@@ -18,7 +18,7 @@ pub struct ClusterVpc {
 pub async fn find(net: &Network<'_>) -> Result<ClusterVpc, ProviderError> {
     find_quietly(net).await?.ok_or_else(|| {
         ProviderError::permanent(format!(
-            "cannot find the cluster's VPC, where databases must be placed for its pods to reach them: no subnet is tagged kubernetes.io/cluster/{} (owned or shared) and no node has an AWS providerID (aws:///<zone>/<instance>); start the operator with --aws-vpc-id (AWS_VPC_ID) set to the cluster's VPC, or name DBSubnetGroupName and VpcSecurityGroupIds (Redis: CacheSubnetGroupName and SecurityGroupIds) in the tier's createStrategy",
+            "cannot find the cluster's VPC, where databases must be placed for its pods to reach them: no subnet is tagged kubernetes.io/cluster/{} (owned or shared) and no node has an AWS providerID (aws:///<zone>/<instance>); start the operator with --aws-vpc-id (AWS_VPC_ID) set to the cluster's VPC, or name DBSubnetGroupName and VpcSecurityGroupIds (Redis: CacheSubnetGroupName and SecurityGroupIds) in the tier's createStrategy (the way for a tier with roleArn: its account does not hold the cluster's VPC)",
             net.infra
         ))
     })
