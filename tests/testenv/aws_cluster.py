@@ -3,7 +3,11 @@ installer leaves it: a VPC whose subnets (two zones, private) are tagged
 kubernetes.io/cluster/<id> (the tests' fixed cluster ID). As EKS leaves
 it: another VPC with the kwok node's EC2 instance, whose providerID then
 names it (a cluster ID discovered from kube-system's UID finds it so).
-Prints "<zone> <instance id>".
+A database tagged with the tests' cluster ID stands for the ones a real
+cluster keeps: tests of that cluster ID run side by side, each with its
+own operator process, and without it one test deleting its last database
+would remove the network another is creating in (the network tests use
+cluster IDs of their own to show that removal). Prints "<zone> <instance id>".
 
 Usage: aws_cluster.py <endpoint> <region> <cluster id>
 """
@@ -34,4 +38,9 @@ eks = vpc("10.101", "cro-testenv-eks", {"kubernetes.io/cluster/cro-testenv-eks":
                                         "kubernetes.io/role/internal-elb": "1"})
 instance = ec2.run_instances(ImageId="ami-03cf127a", InstanceType="t3.medium", MinCount=1, MaxCount=1,
                              SubnetId=eks[0])["Instances"][0]["InstanceId"]
+rds = boto3.client("rds", endpoint_url=endpoint, region_name=region,
+                   aws_access_key_id="testing", aws_secret_access_key="testing")
+rds.create_db_instance(DBInstanceIdentifier="cro-testenv-keeper", DBInstanceClass="db.t3.micro", Engine="postgres",
+                       MasterUsername="keeper", MasterUserPassword="keeper-password", AllocatedStorage=20,
+                       Tags=[{"Key": "integreatly.org/clusterID", "Value": cluster}])
 print(zones[0], instance)

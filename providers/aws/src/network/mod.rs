@@ -133,17 +133,24 @@ pub async fn placement<'c>(
     }
     let held = c.network.lock().await;
     let net = Network::of(c, req, hint);
-    let placed = place(&net, engine, port, req.network.as_ref()).await?;
+    let placed = place(&net, engine, port, req.network.as_ref())
+        .await
+        .map_err(|e| when_placed(e, true))?;
     Ok((Some(placed), Some(held)))
 }
 
-/// A create's error when the operator placed the database: a subnet group
-/// it just made and found missing again was removed in between (by
-/// another operator process's last database): look again rather than
-/// tell a person to fix the tier.
+/// An error while the operator places a database, or of the create it
+/// placed: a network object it found or made and then did not find (AWS's
+/// `*.NotFound` codes, `*NotFoundFault`) was removed in between, by
+/// another replica (a shard) removing the network with the cluster's last
+/// database. That heals by making it again: not a person's to fix.
 pub fn when_placed(e: ProviderError, placed: bool) -> ProviderError {
-    if placed && e.to_string().contains("SubnetGroupNotFoundFault") {
-        ProviderError::transient(format!("{e}; the database network is made again"))
+    let text = e.to_string();
+    let raced = text.contains(".NotFound") || text.contains("NotFoundFault");
+    if placed && raced && e.kind() == cro_provider_api::ErrorKind::Permanent {
+        ProviderError::transient(format!(
+            "{text}; the database network changed while it was used (another replica removed it with the cluster's last database): making it again"
+        ))
     } else {
         e
     }
