@@ -117,7 +117,11 @@ async fn installer_vpc(ec2: &aws_sdk_ec2::Client) {
         .values("owned")
         .build();
     let found = ec2.describe_subnets().filters(filter).send().await;
-    if !found.unwrap_or_else(|e| panic!("{e:?}")).subnets().is_empty() {
+    if !found
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .subnets()
+        .is_empty()
+    {
         return;
     }
     let vpc = ec2.create_vpc().cidr_block("10.110.0.0/16").send().await;
@@ -126,7 +130,12 @@ async fn installer_vpc(ec2: &aws_sdk_ec2::Client) {
     for (i, zone) in ["us-west-2a", "us-west-2b"].iter().enumerate() {
         let tags = aws_sdk_ec2::types::TagSpecification::builder()
             .resource_type(aws_sdk_ec2::types::ResourceType::Subnet)
-            .tags(aws_sdk_ec2::types::Tag::builder().key(&tag).value("owned").build())
+            .tags(
+                aws_sdk_ec2::types::Tag::builder()
+                    .key(&tag)
+                    .value("owned")
+                    .build(),
+            )
             .build();
         ec2.create_subnet()
             .vpc_id(vpc)

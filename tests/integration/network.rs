@@ -232,7 +232,9 @@ async fn placement_of(pg: &Postgres) -> (String, String, Vec<String>) {
     let instance = crate::aws::instance(&rds, &identifier)
         .await
         .unwrap_or_else(|| panic!("no instance {identifier}"));
-    let group = instance.db_subnet_group().and_then(|g| g.db_subnet_group_name());
+    let group = instance
+        .db_subnet_group()
+        .and_then(|g| g.db_subnet_group_name());
     let behind = instance
         .vpc_security_groups()
         .iter()
@@ -360,7 +362,10 @@ async fn standalone_network_from_the_first_database_to_the_last() {
     );
     let rds = crate::aws::rds().await;
     let (_, in_group, behind) = placement_of(&pg).await;
-    assert_eq!((in_group, behind), (subnet_group.clone(), vec![group.clone()]));
+    assert_eq!(
+        (in_group, behind),
+        (subnet_group.clone(), vec![group.clone()])
+    );
     let create_group = aws_requests()
         .into_iter()
         .find(|r| {
@@ -900,7 +905,11 @@ async fn a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc() {
     let _: Postgres = create_json(&client, &ns, cr("Postgres", "bundled", "development")).await;
     let pg = wait_phase(&pgs, "bundled", Phase::Complete).await;
 
-    assert_eq!(standalone_vpc(&ec2, &id).await, None, "a standalone network was made");
+    assert_eq!(
+        standalone_vpc(&ec2, &id).await,
+        None,
+        "a standalone network was made"
+    );
     let subnet_group = shorten(&format!("{id}-subnet-group"), 40);
     let rds = crate::aws::rds().await;
     let group = rds
@@ -915,26 +924,49 @@ async fn a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc() {
         .filter_map(|s| s.subnet_identifier().map(str::to_string))
         .collect();
     members.sort();
-    assert_eq!(members, private, "the subnet group spans the cluster's private subnets");
-    let (security, rules) = security_group(&ec2, &shorten(&format!("{id}-security-group"), 40), &cluster)
-        .await
-        .unwrap_or_else(|| panic!("no security group in the cluster's VPC"));
+    assert_eq!(
+        members, private,
+        "the subnet group spans the cluster's private subnets"
+    );
+    let (security, rules) = security_group(
+        &ec2,
+        &shorten(&format!("{id}-security-group"), 40),
+        &cluster,
+    )
+    .await
+    .unwrap_or_else(|| panic!("no security group in the cluster's VPC"));
     assert_eq!(
         ingress(&rules),
         [("tcp".to_string(), 5432, 5432, "10.170.0.0/16".to_string())]
     );
     let (_, in_group, behind) = placement_of(&pg).await;
-    assert_eq!((in_group, behind), (subnet_group.clone(), vec![security.clone()]));
+    assert_eq!(
+        (in_group, behind),
+        (subnet_group.clone(), vec![security.clone()])
+    );
 
     // The last database goes: the subnet groups and the security group
     // with it; the cluster's subnets stay.
-    pgs.delete("bundled", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+    pgs.delete("bundled", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     wait_deleted(&pgs, "bundled", DEFAULT_TIMEOUT).await;
-    let gone = rds.describe_db_subnet_groups().db_subnet_group_name(&subnet_group).send().await;
+    let gone = rds
+        .describe_db_subnet_groups()
+        .db_subnet_group_name(&subnet_group)
+        .send()
+        .await;
     assert!(gone.is_err(), "the DB subnet group is left");
     let sg_name = shorten(&format!("{id}-security-group"), 40);
-    assert_eq!(security_group(&ec2, &sg_name, &cluster).await.map(|g| g.0), None);
-    let left = ec2.describe_subnets().filters(filter("vpc-id", &cluster)).send().await;
+    assert_eq!(
+        security_group(&ec2, &sg_name, &cluster).await.map(|g| g.0),
+        None
+    );
+    let left = ec2
+        .describe_subnets()
+        .filters(filter("vpc-id", &cluster))
+        .send()
+        .await;
     assert_eq!(left.unwrap_or_else(|e| panic!("{e:?}")).subnets().len(), 4);
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = namespaces.delete(&ns, &Default::default()).await;
@@ -970,7 +1002,9 @@ async fn a_kill_after_any_network_call_leaves_one_of_each() {
             .filter(|r| r["service"] == "ec2")
             .filter(|r| {
                 let a = r["action"].as_str().unwrap_or_default();
-                ["Create", "Accept", "Authorize", "Replace"].iter().any(|p| a.starts_with(p))
+                ["Create", "Accept", "Authorize", "Replace"]
+                    .iter()
+                    .any(|p| a.starts_with(p))
             })
             .count()
     };
@@ -989,7 +1023,10 @@ async fn a_kill_after_any_network_call_leaves_one_of_each() {
         if done {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "not complete after {kills} kills");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not complete after {kills} kills"
+        );
         let now = ec2_writes();
         if now > seen && kills < 12 {
             operator.kill().await;
@@ -999,22 +1036,39 @@ async fn a_kill_after_any_network_call_leaves_one_of_each() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert!(kills >= 4, "only {kills} kills: the network was made in fewer calls than expected");
+    assert!(
+        kills >= 4,
+        "only {kills} kills: the network was made in fewer calls than expected"
+    );
 
     // One of each, however the calls were cut.
-    let (vpc, _) = standalone_vpc(&ec2, &id).await.unwrap_or_else(|| panic!("no network"));
-    let subnets = ec2.describe_subnets().filters(filter("vpc-id", &vpc)).send().await;
-    assert_eq!(subnets.unwrap_or_else(|e| panic!("{e:?}")).subnets().len(), 2);
+    let (vpc, _) = standalone_vpc(&ec2, &id)
+        .await
+        .unwrap_or_else(|| panic!("no network"));
+    let subnets = ec2
+        .describe_subnets()
+        .filters(filter("vpc-id", &vpc))
+        .send()
+        .await;
+    assert_eq!(
+        subnets.unwrap_or_else(|e| panic!("{e:?}")).subnets().len(),
+        2
+    );
     let peerings = ec2.describe_vpc_peering_connections().send().await;
     let peerings = peerings.unwrap_or_else(|e| panic!("{e:?}"));
     let between = peerings
         .vpc_peering_connections()
         .iter()
         .filter(|p| p.requester_vpc_info().and_then(|i| i.vpc_id()) == Some(vpc.as_str()))
+        .filter(|p| p.accepter_vpc_info().and_then(|i| i.vpc_id()) == Some(cluster.as_str()))
         .count();
     assert_eq!(between, 1, "peerings of the network");
     let name = shorten(&format!("{id}-security-group"), 40);
-    let groups = ec2.describe_security_groups().filters(filter("group-name", &name)).send().await;
+    let groups = ec2
+        .describe_security_groups()
+        .filters(filter("group-name", &name))
+        .send()
+        .await;
     let groups = groups.unwrap_or_else(|e| panic!("{e:?}"));
     let named = groups
         .security_groups()
@@ -1023,7 +1077,9 @@ async fn a_kill_after_any_network_call_leaves_one_of_each() {
         .count();
     assert_eq!(named, 1, "security groups named {name}");
 
-    pgs.delete("db", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+    pgs.delete("db", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
     assert_eq!(standalone_vpc(&ec2, &id).await, None);
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());

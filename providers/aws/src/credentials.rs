@@ -47,8 +47,14 @@ fn decode(secret: &Secret) -> BTreeMap<String, String> {
 fn claimable(secret: &Secret, req: &ResourceRequest) -> bool {
     let uid = req.owner.uid.as_str();
     let labels = secret.metadata.labels.as_ref();
-    let owners = secret.metadata.owner_references.as_deref().unwrap_or_default();
-    let labelled = labels.and_then(|l| l.get(OWNER_UID_LABEL)).is_some_and(|u| u == uid);
+    let owners = secret
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default();
+    let labelled = labels
+        .and_then(|l| l.get(OWNER_UID_LABEL))
+        .is_some_and(|u| u == uid);
     let owned = owners.iter().any(|o| o.uid == uid);
     let go_shaped = owners.is_empty() && labels.is_none_or(|l| l.is_empty());
     labelled || owned || go_shaped
@@ -221,9 +227,8 @@ impl Store {
     /// made for anything else stays.
     pub async fn delete(&self, req: &ResourceRequest, name: &str) -> Result<(), ProviderError> {
         let found = (self.api(&req.namespace)).get_opt(name).await;
-        let found = found.map_err(|e| {
-            kube_error(format!("reading Secret {}/{name}: {e}", req.namespace), &e)
-        })?;
+        let found = found
+            .map_err(|e| kube_error(format!("reading Secret {}/{name}: {e}", req.namespace), &e))?;
         match found {
             None => return Ok(()),
             Some(secret) if !claimable(&secret, req) => return Ok(()),
