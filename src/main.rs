@@ -120,6 +120,12 @@ struct ClusterArgs {
     /// other tools of the account keep the rest). Calls over it wait.
     #[arg(long, env = "AWS_API_RATE", default_value_t = cro_provider_aws::Budget::default().rate)]
     aws_api_rate: f64,
+    /// Read a CR's own namespace's `cloud-resource-config` before the
+    /// operator namespace's (as the Go operator did). Turn off on a
+    /// multi-tenant cluster: a tenant's ConfigMap could map its CRs to any
+    /// provider.
+    #[arg(long, env = "NAMESPACE_CONFIG", default_value_t = true, action = clap::ArgAction::Set)]
+    namespace_config: bool,
     /// AWS calls that may go at once after a quiet period, per account,
     /// region and service.
     #[arg(long, env = "AWS_API_BURST", default_value_t = cro_provider_aws::Budget::default().burst)]
@@ -196,12 +202,6 @@ struct RunArgs {
     /// outside the operator (console, CLI): each costs a few read calls.
     #[arg(long, env = "RECHECK_INTERVAL", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
     recheck_interval: u64,
-    /// Read a CR's own namespace's `cloud-resource-config` before the
-    /// operator namespace's (as the Go operator did). Turn off on a
-    /// multi-tenant cluster: a tenant's ConfigMap could map its CRs to any
-    /// provider.
-    #[arg(long, env = "NAMESPACE_CONFIG", default_value_t = true, action = clap::ArgAction::Set)]
-    namespace_config: bool,
     /// Seconds between connection checks of a complete Postgres or Redis
     /// (the `Connectable` condition): a login from the operator's pod with
     /// the Secret's credentials, no cloud API call.
@@ -325,7 +325,7 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
         allow_cross_namespace_secrets: false,
         recheck_interval: Duration::from_secs(3600),
         shard: Default::default(),
-        namespace_config: true,
+        namespace_config: args.namespace_config,
     };
     let sts = sts_mode(&client, &settings.operator_namespace, &args.sts_token_file).await?;
     if let Some(sts) = &sts {
@@ -458,7 +458,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     settings.concurrency = args.concurrency;
     settings.allow_cross_namespace_secrets = args.allow_cross_namespace_secrets;
     settings.recheck_interval = Duration::from_secs(args.recheck_interval);
-    settings.namespace_config = args.namespace_config;
     info!("starting cloud-resource-operator");
     let owned = Arc::new(Owned::new(
         &client,
@@ -500,6 +499,7 @@ async fn plan(args: PlanArgs) -> anyhow::Result<i32> {
         .map_err(anyhow::Error::msg)?;
     let scopes = cache::scopes(&args.namespaces);
     let config = ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes)
+        .with_namespace_config(settings.namespace_config)
         .with_overrides(overrides);
     let watches = config.clone();
     tokio::spawn(async move { watches.run().await });
