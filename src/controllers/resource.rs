@@ -829,7 +829,10 @@ fn with_tier_location(
                 .with_source(e)
                 .into()
         }
-        ErrorKind::Transient | ErrorKind::Throttled | ErrorKind::NamespaceTerminating => e.into(),
+        ErrorKind::Transient
+        | ErrorKind::Throttled
+        | ErrorKind::NamespaceTerminating
+        | ErrorKind::ApiServerUnavailable => e.into(),
     }
 }
 

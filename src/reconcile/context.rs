@@ -149,8 +149,12 @@ impl Context {
     }
 
     /// Records one more consecutive failure of `key` and returns how long
-    /// to wait before retrying: 5s doubling to at most 5 minutes.
-    pub fn backoff(&self, key: &str) -> Duration {
+    /// to wait before retrying: 5s doubling to at most 5 minutes, or to at
+    /// most 30s (spread by up to a fifth) when the API server was
+    /// unavailable: every object failed alike then, and each should resume
+    /// soon after the server is back (a control-plane upgrade), not minutes
+    /// later, while the spread keeps them from all retrying at once.
+    pub fn backoff(&self, key: &str, api_server_unavailable: bool) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         failures.retain(|_, (_, last)| now.duration_since(*last) < FORGET_AFTER);
@@ -158,7 +162,11 @@ impl Context {
         *n = n.saturating_add(1);
         *last = now;
         let secs = 5u64.saturating_mul(1 << (*n - 1).min(6));
-        Duration::from_secs(secs.min(300))
+        if api_server_unavailable {
+            Duration::from_secs(secs.min(30)).mul_f64(rand::random_range(0.8..1.0))
+        } else {
+            Duration::from_secs(secs.min(300))
+        }
     }
 
     /// Forgets the failures of `key` (it succeeded, or is gone).

@@ -36,11 +36,7 @@ pub enum Error {
     Internal(String),
 }
 
-/// The cause the API server gives when a namespace being deleted refuses
-/// new objects (its NamespaceLifecycle admission).
-pub fn namespace_terminating(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")))
-}
+pub use cro_provider_api::namespace_terminating;
 
 impl Error {
     pub fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -50,6 +46,9 @@ impl Error {
 
     pub fn label(&self) -> &'static str {
         match self {
+            Error::Kube { source, .. } if cro_provider_api::api_server_unavailable(source) => {
+                "kube_unavailable"
+            }
             Error::Kube { .. } => "kube_api",
             Error::Config(e) => e.label(),
             Error::Provider(e) => e.label(),
@@ -68,6 +67,19 @@ impl Error {
         match self {
             Error::Kube { source, .. } => namespace_terminating(source),
             Error::Provider(e) => e.kind() == cro_provider_api::ErrorKind::NamespaceTerminating,
+            _ => false,
+        }
+    }
+
+    /// The API server could not be reached or could not serve: the whole
+    /// cluster waits for it, so the retry is not backed off as far as for
+    /// a failure of this object's own.
+    pub fn api_server_unavailable(&self) -> bool {
+        match self {
+            Error::Kube { source, .. } => cro_provider_api::api_server_unavailable(source),
+            Error::Provider(e) => e.kind() == cro_provider_api::ErrorKind::ApiServerUnavailable,
+            // A watch that never finished listing: the API server is down.
+            Error::Cache(_) => true,
             _ => false,
         }
     }
@@ -119,5 +131,41 @@ mod tests {
             "applying Service",
         ));
         assert!(provider.namespace_terminating() && !provider.is_transient());
+    }
+
+    fn status(code: u16) -> kube::Error {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": code, "message": "m"
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn an_api_server_that_does_not_answer_is_told_from_a_refusal() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let down = [
+            kube::Error::Service(Box::new(refused)),
+            status(503),
+            status(504),
+        ];
+        for e in down {
+            let shown = e.to_string();
+            assert!(
+                Error::kube("reading")(e).api_server_unavailable(),
+                "{shown}"
+            );
+        }
+        for code in [404, 409, 403, 422, 429] {
+            assert!(
+                !Error::kube("reading")(status(code)).api_server_unavailable(),
+                "{code}"
+            );
+        }
+        // From a provider, by kind: the providers classify with the same rule.
+        let provider = ProviderError::from_kube("reading Secret s", &status(503));
+        assert!(Error::Provider(provider).api_server_unavailable());
+        let provider = ProviderError::from_kube("reading Secret s", &status(409));
+        assert!(!Error::Provider(provider).api_server_unavailable());
     }
 }

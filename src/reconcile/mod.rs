@@ -205,10 +205,10 @@ async fn reconcile_valid<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
 /// Retry policy for transient errors (the others never reach here).
 pub fn error_policy<K: Managed>(
     obj: Arc<DeserializeGuard<K>>,
-    _err: &Error,
+    err: &Error,
     ctx: Arc<Context>,
 ) -> Action {
-    Action::requeue(ctx.backoff(&key(obj.as_ref())))
+    Action::requeue(ctx.backoff(&key(obj.as_ref()), err.api_server_unavailable()))
 }
 
 async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, Error> {

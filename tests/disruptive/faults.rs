@@ -121,13 +121,23 @@ where
             if pending.is_empty() {
                 return items;
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{} {} not complete: {pending:?} (replica runs: {:?})",
-                pending.len(),
-                K::kind(&()),
-                replicas.iter().map(|r| r.runs).collect::<Vec<_>>()
-            );
+            if tokio::time::Instant::now() >= deadline {
+                let states: Vec<String> = pending
+                    .iter()
+                    .map(|n| {
+                        let item = items.iter().find(|i| i.meta().name.as_ref() == Some(n));
+                        let phase = item.and_then(Phased::phase);
+                        let message = item.map(Phased::message).unwrap_or_default();
+                        format!("{n}: {phase:?} {message:?}")
+                    })
+                    .collect();
+                panic!(
+                    "{} {} not complete: {states:?} (replica runs: {:?})",
+                    pending.len(),
+                    K::kind(&()),
+                    replicas.iter().map(|r| r.runs).collect::<Vec<_>>()
+                );
+            }
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

@@ -346,6 +346,10 @@ pub enum ErrorKind {
     /// The resource's namespace is being deleted and refuses new objects:
     /// nothing to do but wait for the CR's own deletion.
     NamespaceTerminating,
+    /// The Kubernetes API server did not answer or could not serve
+    /// (connection refused or reset, 5xx): not this resource's fault, every
+    /// resource waits for it alike, so it is retried soon after it is back.
+    ApiServerUnavailable,
 }
 
 /// A provider call that failed for a reason other than the resource's state
@@ -409,12 +413,45 @@ impl ProviderError {
             ErrorKind::Permanent => "provider_permanent",
             ErrorKind::InvalidStrategy => "invalid_strategy",
             ErrorKind::NamespaceTerminating => "namespace_terminating",
+            ErrorKind::ApiServerUnavailable => "kube_unavailable",
         }
     }
 
     /// Whether retrying without a change can help.
     pub fn is_transient(&self) -> bool {
-        matches!(self.kind, ErrorKind::Throttled | ErrorKind::Transient)
+        matches!(
+            self.kind,
+            ErrorKind::Throttled | ErrorKind::Transient | ErrorKind::ApiServerUnavailable
+        )
+    }
+
+    /// A failed call to the API server, as a provider error of the right
+    /// kind (read from the error, never from its text).
+    pub fn from_kube(message: impl Into<String>, e: &kube::Error) -> Self {
+        let kind = if namespace_terminating(e) {
+            ErrorKind::NamespaceTerminating
+        } else if api_server_unavailable(e) {
+            ErrorKind::ApiServerUnavailable
+        } else {
+            ErrorKind::Transient
+        };
+        Self::new(kind, message)
+    }
+}
+
+/// The cause the API server gives when a namespace being deleted refuses
+/// new objects (its NamespaceLifecycle admission).
+pub fn namespace_terminating(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")))
+}
+
+/// The API server could not be reached or could not serve the request
+/// (it is restarting, or its etcd is): transport errors and 500/503/504.
+pub fn api_server_unavailable(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        kube::Error::Api(s) => matches!(s.code, 500 | 503 | 504),
+        _ => false,
     }
 }
 

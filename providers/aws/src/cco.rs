@@ -68,9 +68,9 @@ pub async fn delete(
             "deleting CredentialsRequest {}/{name} (the Go operator's credentials, which the Cloud Credential Operator removes with it) is forbidden: apply deploy/openshift-migration/rbac.yaml",
             req.namespace
         ))),
-        Err(e) => Err(ProviderError::transient(format!(
-            "deleting CredentialsRequest {}/{name}: {e}",
-            req.namespace
-        ))),
+        Err(e) => Err(ProviderError::from_kube(
+            format!("deleting CredentialsRequest {}/{name}: {e}", req.namespace),
+            &e,
+        )),
     }
 }

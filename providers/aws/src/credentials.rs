@@ -250,15 +250,6 @@ impl Store {
     }
 }
 
-/// A failed call to the API server, as a provider error of the right kind:
-/// a namespace being deleted (its NamespaceLifecycle admission says so in
-/// the status's causes) is waited out, anything else retried.
 fn kube_error(message: String, e: &kube::Error) -> ProviderError {
-    let terminating = matches!(e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")));
-    let kind = if terminating {
-        cro_provider_api::ErrorKind::NamespaceTerminating
-    } else {
-        cro_provider_api::ErrorKind::Transient
-    };
-    ProviderError::new(kind, message)
+    ProviderError::from_kube(message, e)
 }

@@ -28,20 +28,9 @@ pub enum Applied<K> {
     Terminating,
 }
 
-/// The cause the API server gives when a namespace being deleted refuses
-/// new objects (its NamespaceLifecycle admission).
-pub fn namespace_terminating(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")))
-}
-
 /// A failed call to the API server, as a provider error of the right kind.
 pub fn kube_error(message: String, e: &kube::Error) -> ProviderError {
-    let kind = if namespace_terminating(e) {
-        cro_provider_api::ErrorKind::NamespaceTerminating
-    } else {
-        cro_provider_api::ErrorKind::Transient
-    };
-    ProviderError::new(kind, message)
+    ProviderError::from_kube(message, e)
 }
 
 fn api_error(verb: &str, desired: &Value, e: kube::Error) -> ProviderError {
@@ -209,8 +198,7 @@ pub async fn delete<K>(
 where
     K: Resource<DynamicType = ()> + Cached + Debug + DeserializeOwned,
 {
-    let context =
-        |e: kube::Error| ProviderError::transient(format!("deleting {} {name}: {e}", K::kind(&())));
+    let context = |e: kube::Error| kube_error(format!("deleting {} {name}: {e}", K::kind(&())), &e);
     let Some(live) = api.fresh(name).await.map_err(context)? else {
         return Ok(true);
     };

@@ -222,10 +222,10 @@ impl InClusterProvider {
     /// credentials Secret or its unlabelled PVC.
     async fn layout(&self, req: &ResourceRequest) -> Result<Layout, ProviderError> {
         let read = |kind: &str, e: kube::Error| {
-            ProviderError::transient(format!(
-                "reading {kind} {}/{}: {e}",
-                req.namespace, req.name
-            ))
+            apply::kube_error(
+                format!("reading {kind} {}/{}: {e}", req.namespace, req.name),
+                &e,
+            )
         };
         let name = req.name.as_str();
         if let Some(d) = self
@@ -339,10 +339,10 @@ impl InClusterProvider {
                     .list(&Default::default())
                     .await
                     .map_err(|e| {
-                        ProviderError::transient(format!(
-                            "listing Deployments in {}: {e}",
-                            req.namespace
-                        ))
+                        apply::kube_error(
+                            format!("listing Deployments in {}: {e}", req.namespace),
+                            &e,
+                        )
                     })?
                     .items
                     .into_iter()
