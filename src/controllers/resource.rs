@@ -301,6 +301,15 @@ fn owner_tag(settings: &Settings) -> (String, String) {
     )
 }
 
+/// The tag binding a cloud resource to the CR's namespace, written when
+/// the resource is made (see `ResourceRequest::namespace_tag`).
+fn namespace_tag(settings: &Settings, namespace: &str) -> (String, String) {
+    (
+        format!("{}resource-namespace", settings.tag_key_prefix),
+        namespace.to_string(),
+    )
+}
+
 /// Tags for cloud resources (DESIGN §4).
 pub fn tags<K: Resource>(
     settings: &Settings,
@@ -382,6 +391,7 @@ pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -
     let name = cr.name_any();
     let spec = cr.spec();
     let recorded = recorded_identifier(cr);
+    let namespace_tag = namespace_tag(settings, &ns);
     ResourceRequest {
         kind: K::KIND,
         // The provider acts on the recorded one only if it is this CR's own.
@@ -398,6 +408,7 @@ pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -
         network: tier.network,
         tags: tags(settings, cr, &spec.r#type),
         owner_tag: owner_tag(settings),
+        namespace_tag,
         options: Options {
             apply_immediately: spec.apply_immediately,
             maintenance_window: spec.maintenance_window,

@@ -160,3 +160,79 @@ async fn a_credentials_secret_the_operator_did_not_make_is_left_alone() {
     })
     .await;
 }
+
+/// The Go operator's identifiers drop '-': `<ns>/db` and `<ns minus its
+/// last letter>/<that letter>db` share one. A tenant who picks such a
+/// namespace and name reaches neither the other's database nor its SES
+/// user: their CRs fail naming the other namespace, and deleting them
+/// leaves the other's resources and keys.
+#[tokio::test]
+async fn a_colliding_identifier_in_another_namespace_reaches_nothing() {
+    use cloud_resource_operator::api::{Postgres, SMTPCredentialSet};
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::PostParams;
+
+    // The attacker's namespace: the victim's (the operator's test
+    // namespace) without its last character, also watched.
+    let attacker_of = |victim: &str| victim[..victim.len() - 1].to_string();
+    let adjust = move |l: &mut crate::support::Launch| {
+        let attacker = attacker_of(&l.namespace);
+        l.extra_args.push(format!("--watch-namespaces={attacker}"));
+    };
+    with_operator_launched("tcoll", adjust, |client, ns, _op| async move {
+        let attacker = attacker_of(&ns);
+        let last = &ns[ns.len() - 1..];
+        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": attacker, "labels": {"cro.integreatly.org/test": "true"}}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.unwrap_or_else(|e| panic!("creating {attacker}: {e}"));
+        let cr = |kind: &str, name: &str| json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
+            "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}});
+        let (pg_name, mail_name) = (format!("{last}db"), format!("{last}mail"));
+        let id = cro_provider_api::cloud_identifier("testcluster", &ns, "db");
+        assert_eq!(id, cro_provider_api::cloud_identifier("testcluster", &attacker, &pg_name));
+        let user = cro_provider_api::IdentifierRules::IamUser.conform(&format!("{}-ses", cro_provider_api::cloud_identifier("testcluster", &ns, "mail")));
+
+        let _: Postgres = create_json(&client, &ns, cr("Postgres", "db")).await;
+        let _: SMTPCredentialSet = create_json(&client, &ns, cr("SMTPCredentialSet", "mail")).await;
+        wait_phase(&Api::<Postgres>::namespaced(client.clone(), &ns), "db", Phase::Complete).await;
+        wait_phase(&Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns), "mail", Phase::Complete).await;
+        let iam = aws_sdk_iam::Client::new(&TestEnv::load().aws_config().await);
+        let keys = || async {
+            let listed = iam.list_access_keys().user_name(&user).send().await.unwrap_or_else(|e| panic!("{user}: {e:?}"));
+            listed.access_key_metadata().iter().filter_map(|k| k.access_key_id().map(str::to_string)).collect::<Vec<_>>()
+        };
+        let victim_keys = keys().await;
+        let passwords = crate::support::passwords_set(&id).len();
+        let since = crate::support::aws_requests().len();
+
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &attacker);
+        let smtps = Api::<SMTPCredentialSet>::namespaced(client.clone(), &attacker);
+        let _: Postgres = create_json(&client, &attacker, cr("Postgres", &pg_name)).await;
+        let _: SMTPCredentialSet = create_json(&client, &attacker, cr("SMTPCredentialSet", &mail_name)).await;
+        for failed in [wait_phase(&pgs, &pg_name, Phase::Failed).await.message(), wait_phase(&smtps, &mail_name, Phase::Failed).await.message()] {
+            assert!(failed.contains(&format!("was made for namespace {ns}")), "{failed}");
+        }
+        pgs.delete(&pg_name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        smtps.delete(&mail_name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        crate::support::wait_deleted(&pgs, &pg_name, crate::support::DEFAULT_TIMEOUT).await;
+        crate::support::wait_deleted(&smtps, &mail_name, crate::support::DEFAULT_TIMEOUT).await;
+
+        // Nothing of the victim's was written: no password, key, user or
+        // instance change, and both are still there.
+        let writes: Vec<String> = crate::support::aws_requests()
+            .into_iter()
+            .skip(since)
+            .filter(|r| { let p = r["params"].to_string(); p.contains(&id) || p.contains(&user) })
+            .filter_map(|r| r["action"].as_str().map(str::to_string))
+            .filter(|a| ["Create", "Modify", "Delete", "Put", "Tag", "Add", "Update"].iter().any(|w| a.starts_with(w)))
+            .collect();
+        assert_eq!(writes, Vec::<String>::new(), "AWS writes against the victim's resources");
+        assert_eq!(crate::support::passwords_set(&id).len(), passwords);
+        assert_eq!(keys().await, victim_keys);
+        let rds = aws_sdk_rds::Client::new(&TestEnv::load().aws_config().await);
+        let db = rds.describe_db_instances().db_instance_identifier(&id).send().await.unwrap_or_else(|e| panic!("the victim's instance {id}: {e:?}"));
+        assert_eq!(db.db_instances().len(), 1);
+        let _ = Api::<Namespace>::all(client.clone()).delete(&attacker, &Default::default()).await;
+    })
+    .await;
+}

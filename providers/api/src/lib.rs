@@ -177,10 +177,26 @@ pub struct ResourceRequest {
     /// made: a resource found without it (and not recorded on the CR) was
     /// made by someone else and is only adopted when a person approves.
     pub owner_tag: (String, String),
+    /// The tag binding a resource to the CR's namespace
+    /// (`<prefix>resource-namespace`): written on what the operator makes,
+    /// never added to what was made before (so a takeover changes
+    /// nothing). A resource of this cluster carrying it with another
+    /// namespace is another CR's, whatever its identifier.
+    pub namespace_tag: (String, String),
     pub options: Options,
 }
 
 impl ResourceRequest {
+    /// The tags a resource is made with: `tags` and the namespace binding.
+    pub fn creation_tags(&self) -> BTreeMap<String, String> {
+        let mut tags = self.tags.clone();
+        let (key, value) = &self.namespace_tag;
+        if !key.is_empty() {
+            tags.insert(key.clone(), value.clone());
+        }
+        tags
+    }
+
     /// A request for checking a tier's `strategy` offline (no cluster, no
     /// cloud): what providers build from it is validated, never applied.
     pub fn offline(kind: ResourceKind, strategy: serde_json::Value) -> Self {
@@ -204,6 +220,7 @@ impl ResourceRequest {
             network: None,
             tags: BTreeMap::new(),
             owner_tag: Default::default(),
+            namespace_tag: Default::default(),
             options: Options::default(),
         }
     }

@@ -220,6 +220,9 @@ pub fn decide<D: Database>(
             None => Plan::Create,
         };
     };
+    if let Some(owner) = plan::another_crs(req, have.tags()) {
+        return Plan::Fail(plan::another_crs_message(what, &req.identifier, &owner));
+    }
     let differences = D::differences(have, want);
     if let Some(adoption) = plan::adoption(req, have.tags(), &differences) {
         return Plan::Unadopted(adoption);
@@ -347,7 +350,7 @@ pub async fn act<D: Database>(
 async fn made_for_it<D: Database>(svc: &D, req: &ResourceRequest) -> Result<(), ProviderError> {
     let (id, what) = (req.identifier.as_str(), D::SERVICE.what);
     match svc.describe(id).await? {
-        Some(live) if crate::tags::made_for(&req.tags, live.tags()) => Ok(()),
+        Some(live) if crate::tags::made_for(&req.creation_tags(), live.tags()) => Ok(()),
         Some(_) => Err(taken(what, id)),
         None => Err(not_yet_visible(what, id)),
     }

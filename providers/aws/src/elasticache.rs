@@ -391,7 +391,7 @@ async fn create(
     let was_placed = placed.is_some();
     let ec = &c.elasticache;
     let id = req.identifier.as_str();
-    let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
+    let tags: Vec<(String, String)> = req.creation_tags().into_iter().collect();
     let sent = ec
         .create_replication_group()
         .replication_group_id(id)

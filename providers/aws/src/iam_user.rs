@@ -179,6 +179,17 @@ async fn ensure_user(
     let iam = &c.iam;
     let mut live = observe_user(c, req, user, policy_name).await?;
     match &live {
+        // Keys of a user that is not this CR's are never made or deleted.
+        Some(live) if !crate::plan::ours(req, &live.tags) => {
+            return Err(ProviderError::permanent(
+                match crate::plan::another_crs(req, &live.tags) {
+                    Some(owner) => crate::plan::another_crs_message("IAM user", user, &owner),
+                    None => format!(
+                        "IAM user {user} exists and was not made by this cluster (it lacks this cluster's owner tag): its keys are neither used, changed nor deleted; give this CR another name or remove the user"
+                    ),
+                },
+            ));
+        }
         Some(live) => {
             let missing = crate::tags::missing(&req.tags, &live.tags);
             if !missing.is_empty() {
@@ -188,7 +199,7 @@ async fn ensure_user(
             }
         }
         None => {
-            let all: Vec<(String, String)> = req.tags.clone().into_iter().collect();
+            let all: Vec<(String, String)> = req.creation_tags().into_iter().collect();
             let sent = iam
                 .create_user()
                 .user_name(user)
@@ -229,7 +240,7 @@ async fn made_for_it(
     policy_name: &str,
 ) -> Result<User, ProviderError> {
     match describe_user(iam, user, policy_name).await? {
-        Some(live) if crate::tags::made_for(&req.tags, &live.tags) => Ok(live),
+        Some(live) if crate::tags::made_for(&req.creation_tags(), &live.tags) => Ok(live),
         Some(_) => Err(taken("IAM user", user)),
         None => Err(not_yet_visible("IAM user", user)),
     }
@@ -574,7 +585,13 @@ pub async fn delete_user_and_keys(
     user: &str,
     (secret_name, cco_request): (&str, &str),
 ) -> Result<(), ProviderError> {
-    delete_user(iam, user).await?;
+    // A user of this name that is not the CR's (another CR's, or made by
+    // someone else) stays, with its keys.
+    let tags = iam.list_user_tags().user_name(user).send().await;
+    match tags.unless_missing(gone, "iam:ListUserTags", user)? {
+        Some(out) if !crate::plan::ours(req, &crate::tags::of_iam(out.tags())) => {}
+        _ => delete_user(iam, user).await?,
+    }
     if crate::cco::read(&p.credentials, req, cco_request)
         .await?
         .is_some()

@@ -115,13 +115,46 @@ pub fn settle(split: Split) -> Settled {
     Settled::Usable(pending)
 }
 
-/// Whether a resource found under the CR's identifier is this cluster's:
+/// Whether a resource found under the CR's identifier is this CR's:
 /// recorded on the CR when it was created (by this operator or the Go
-/// operator), or carrying this cluster's owner tag.
+/// operator), or carrying this cluster's owner tag, and in either case
+/// not another CR's by its tags (see [`another_crs`]).
 pub fn ours(req: &ResourceRequest, live_tags: &BTreeMap<String, String>) -> bool {
     let (key, value) = &req.owner_tag;
-    req.recorded_identifier.as_deref() == Some(req.identifier.as_str())
-        || live_tags.get(key) == Some(value)
+    another_crs(req, live_tags).is_none()
+        && (req.recorded_identifier.as_deref() == Some(req.identifier.as_str())
+            || live_tags.get(key) == Some(value))
+}
+
+/// Which other CR of this cluster a resource was made for, by its tags: a
+/// namespace binding (written on everything this operator makes) naming
+/// another namespace, or, on a resource made before that tag (by the Go
+/// operator or an earlier release), a `resource-name` naming another CR.
+/// The Go operator's identifiers drop separators, so `team-a/db` and
+/// `teama/db` share one; neither the identifier nor the annotation (which
+/// a tenant can write) proves whose a resource is, the tags do.
+pub fn another_crs(req: &ResourceRequest, live_tags: &BTreeMap<String, String>) -> Option<String> {
+    let (owner_key, cluster) = &req.owner_tag;
+    if live_tags.get(owner_key) != Some(cluster) {
+        return None;
+    }
+    let (namespace_key, namespace) = &req.namespace_tag;
+    if let Some(other) = live_tags.get(namespace_key) {
+        return (other != namespace).then(|| format!("namespace {other}"));
+    }
+    let (name_key, name) = req
+        .tags
+        .iter()
+        .find(|(k, _)| k.ends_with("resource-name"))?;
+    let other = live_tags.get(name_key)?;
+    (other != name).then(|| format!("a CR named {other}"))
+}
+
+/// The message of a CR whose identifier names another CR's resource.
+pub fn another_crs_message(what: &str, id: &str, owner: &str) -> String {
+    format!(
+        "{what} {id} was made for {owner} (its tags say so): this CR's namespace and name give the same identifier once the Go operator's naming drops '-' and '.', so it is neither used, changed nor deleted; give this CR another name"
+    )
 }
 
 /// For a resource someone else made: what adopting it would change (its
@@ -135,7 +168,8 @@ pub fn adoption(
     if ours(req, live_tags) {
         return None;
     }
-    let mut changes = tag_changes(&req.tags, live_tags);
+    // Adopting binds it to this CR's namespace.
+    let mut changes = tag_changes(&req.creation_tags(), live_tags);
     changes.extend(drift.iter().cloned());
     let hash = plan_hash(&changes);
     (req.options.approved_adoption.as_deref() != Some(hash.as_str()))
@@ -256,6 +290,64 @@ mod tests {
             apply_immediately,
             ..Gate::default()
         }
+    }
+
+    /// The request of CR `ns/name` in cluster `c1`, with the recorded identifier.
+    fn request(ns: &str, name: &str, recorded: Option<&str>) -> ResourceRequest {
+        let mut req =
+            ResourceRequest::offline(cro_provider_api::ResourceKind::Postgres, Default::default());
+        req.identifier = "c1teamadb".into();
+        req.recorded_identifier = recorded.map(str::to_string);
+        req.owner_tag = ("p/clusterID".into(), "c1".into());
+        req.namespace_tag = ("p/resource-namespace".into(), ns.into());
+        req.namespace = ns.into();
+        req.name = name.into();
+        req.tags = crate::tags::map(&[("p/clusterID", "c1"), ("p/resource-name", name)])
+            .into_iter()
+            .collect();
+        req
+    }
+
+    #[test]
+    fn a_resource_is_a_crs_own_only_when_its_tags_do_not_name_another() {
+        let tags = |pairs: &[(&str, &str)]| crate::tags::map(pairs);
+        let bound = tags(&[
+            ("p/clusterID", "c1"),
+            ("p/resource-name", "db"),
+            ("p/resource-namespace", "teama"),
+        ]);
+        // `team-a/db` and `teama/db` share the identifier; the binding tells them apart,
+        // and an annotation (anyone may write it) changes nothing.
+        for recorded in [None, Some("c1teamadb")] {
+            assert!(ours(&request("teama", "db", recorded), &bound));
+            let thief = request("team-a", "db", recorded);
+            assert!(!ours(&thief, &bound));
+            assert_eq!(
+                another_crs(&thief, &bound).as_deref(),
+                Some("namespace teama")
+            );
+        }
+        // Made before the binding (the Go operator): its resource-name tells
+        // `team/adb` from `teama/db`, nothing tells `team-a/db`.
+        let go = tags(&[("p/clusterID", "c1"), ("p/resource-name", "db")]);
+        assert!(ours(&request("teama", "db", Some("c1teamadb")), &go));
+        assert_eq!(
+            another_crs(&request("team", "adb", None), &go).as_deref(),
+            Some("a CR named db")
+        );
+        // Another cluster's resource is not another CR's: it is adopted or not.
+        let foreign = tags(&[("p/clusterID", "c2"), ("p/resource-namespace", "x")]);
+        assert_eq!(another_crs(&request("teama", "db", None), &foreign), None);
+        assert!(!ours(&request("teama", "db", None), &foreign));
+        // Adopting binds the resource to the CR's namespace.
+        let adoption = adoption(&request("teama", "db", None), &foreign, &[]);
+        let fields: Vec<String> = adoption
+            .map(|a| a.changes.into_iter().map(|c| c.field).collect())
+            .unwrap_or_default();
+        assert!(
+            fields.iter().any(|f| f.contains("p/resource-namespace")),
+            "{fields:?}"
+        );
     }
 
     #[test]

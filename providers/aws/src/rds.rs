@@ -624,7 +624,7 @@ macro_rules! send_with_tier_settings {
             )
             .set_db_parameter_group_name($f.string("DBParameterGroupName")?)
             .set_tags(Some(tags::sdk(
-                &$req.tags.clone().into_iter().collect::<Vec<_>>(),
+                &$req.creation_tags().into_iter().collect::<Vec<_>>(),
             )))
             .send()
             .await;

@@ -74,7 +74,8 @@ async fn create(c: &Clients, req: &ResourceRequest, region: &str) -> Result<(), 
         // This account's bucket: ours when untagged (the retry of a create
         // whose answer was lost) or tagged for this CR.
         match describe(s3, bucket).await? {
-            Some(tags) if tags.is_empty() || crate::tags::made_for(&req.tags, &tags) => {}
+            Some(tags) if tags.is_empty() || crate::tags::made_for(&req.creation_tags(), &tags) => {
+            }
             Some(_) => return Err(taken("S3 bucket", bucket)),
             None => return Err(not_yet_visible("S3 bucket", bucket)),
         }
@@ -113,7 +114,7 @@ async fn set_up(s3: &Client, req: &ResourceRequest) -> Result<(), ProviderError>
         .send()
         .await;
     out.named("s3:PutBucketEncryption", bucket)?;
-    let all: Vec<(String, String)> = req.tags.clone().into_iter().collect();
+    let all: Vec<(String, String)> = req.creation_tags().into_iter().collect();
     s3.add_tags(bucket, &all).await
 }
 
@@ -141,6 +142,9 @@ pub fn decide(
 ) -> Plan {
     match (live_tags, req.recorded_identifier.as_deref()) {
         (Some(tags), None) if tags.is_empty() && made_here => Plan::SetUp,
+        (Some(tags), _) if let Some(owner) = plan::another_crs(req, tags) => Plan::Fail(
+            plan::another_crs_message("S3 bucket", &req.identifier, &owner),
+        ),
         (Some(tags), _) => match plan::adoption(req, tags, &[]) {
             Some(adoption) => Plan::Unadopted(adoption),
             None => Plan::Tag(crate::tags::missing(&req.tags, tags)),

@@ -37,13 +37,18 @@ pub fn missing(
 }
 
 /// Whether a resource found under the name a create asked for was made
-/// for the same CR: it carries the request's cluster and resource-name
-/// tags (`<prefix>clusterID`, `<prefix>resource-name`). What a retry after
+/// for the same CR: it carries the request's cluster, resource-name and
+/// namespace tags (`<prefix>clusterID`, `<prefix>resource-name`,
+/// `<prefix>resource-namespace`). What a retry after
 /// a lost answer finds is the operator's own; anything else is a conflict.
 pub fn made_for(want: &BTreeMap<String, String>, have: &BTreeMap<String, String>) -> bool {
     let mut identity = want
         .iter()
-        .filter(|(k, _)| k.ends_with("clusterID") || k.ends_with("resource-name"))
+        .filter(|(k, _)| {
+            ["clusterID", "resource-name", "resource-namespace"]
+                .iter()
+                .any(|suffix| k.ends_with(suffix))
+        })
         .peekable();
     identity.peek().is_some() && identity.all(|(k, v)| have.get(k) == Some(v))
 }
@@ -195,9 +200,7 @@ impl Tagging for aws_sdk_iam::Client {
             .send()
             .await
             .named("iam:ListUserTags", user)?;
-        Ok(collect(
-            out.tags().iter().map(|t| (Some(t.key()), Some(t.value()))),
-        ))
+        Ok(of_iam(out.tags()))
     }
 
     async fn add_tags(&self, user: &str, tags: &[(String, String)]) -> Result<(), ProviderError> {
@@ -210,6 +213,11 @@ impl Tagging for aws_sdk_iam::Client {
             .named("iam:TagUser", user)?;
         Ok(())
     }
+}
+
+/// IAM's tags as a map.
+pub fn of_iam(tags: &[aws_sdk_iam::types::Tag]) -> BTreeMap<String, String> {
+    collect(tags.iter().map(|t| (Some(t.key()), Some(t.value()))))
 }
 
 /// Tags as IAM takes them.

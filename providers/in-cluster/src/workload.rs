@@ -234,6 +234,7 @@ mod tests {
             network: None,
             tags: Default::default(),
             owner_tag: Default::default(),
+            namespace_tag: Default::default(),
             options: Options::default(),
         }
     }
