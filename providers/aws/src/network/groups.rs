@@ -32,16 +32,13 @@ pub async fn ensure(
                 .named("rds:ModifyDBSubnetGroup", &name)?;
         }
         None => {
-            let tags = tags
-                .iter()
-                .map(|(k, v)| RdsTag::builder().key(k).value(v).build());
             let sent = net
                 .rds
                 .create_db_subnet_group()
                 .db_subnet_group_name(&name)
                 .db_subnet_group_description(DESCRIPTION)
                 .set_subnet_ids(Some(subnets.to_vec()))
-                .set_tags(Some(tags.collect()))
+                .set_tags(Some(crate::tags::sdk::<RdsTag>(tags)))
                 .send()
                 .await;
             created(sent, "rds:CreateDBSubnetGroup", &name)?;
@@ -59,16 +56,13 @@ pub async fn ensure(
                 .named("elasticache:ModifyCacheSubnetGroup", &name)?;
         }
         None => {
-            let tags = tags
-                .iter()
-                .map(|(k, v)| CacheTag::builder().key(k).value(v).build());
             let sent = net
                 .elasticache
                 .create_cache_subnet_group()
                 .cache_subnet_group_name(&name)
                 .cache_subnet_group_description(DESCRIPTION)
                 .set_subnet_ids(Some(subnets.to_vec()))
-                .set_tags(Some(tags.collect()))
+                .set_tags(Some(crate::tags::sdk::<CacheTag>(tags)))
                 .send()
                 .await;
             created(sent, "elasticache:CreateCacheSubnetGroup", &name)?;

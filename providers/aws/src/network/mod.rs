@@ -36,8 +36,9 @@ use crate::{clients::Clients, sdk::VpcHint};
 pub use cidr::Cidr;
 pub use standalone::requested_block;
 
-/// The engines placed, each with its port (the security group admits the
-/// cluster on it).
+/// The engines placed: which subnet group (RDS or ElastiCache) and which
+/// tier fields concern each (the port the security group admits comes
+/// with the request).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Engine {
     Postgres,
