@@ -101,9 +101,17 @@ async fn find_vpc(net: &Network<'_>) -> Result<Option<(String, Cidr)>, ProviderE
         .send()
         .await
         .named("ec2:DescribeVpcs", &format!("{tag}={}", net.infra))?;
+    // The tag is checked here too: an emulator (or a proxy) that ignored
+    // the filter must not hand us another VPC.
+    let tagged = |v: &&aws_sdk_ec2::types::Vpc| {
+        v.tags()
+            .iter()
+            .any(|t| t.key() == Some(net.owner_key) && t.value() == Some(net.infra))
+    };
     let mut found: Vec<(String, Cidr)> = out
         .vpcs()
         .iter()
+        .filter(tagged)
         .filter_map(|v| Some((v.vpc_id()?.to_string(), v.cidr_block()?.parse().ok()?)))
         .collect();
     found.sort();
