@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use cro_provider_api::{
     Deletion, IdentifierRules, Outcome, ResourceKind, SnapshotRequest, cloud_identifier,
-    timestamped_identifier,
+    separate_identifier, timestamped_identifier,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Api, Resource, ResourceExt};
@@ -106,6 +106,8 @@ fn request<K: SnapshotCr>(
     let ns = snap.namespace().unwrap_or_default();
     let parent_name = &snap.spec().resource_name;
     let resource_default_identifier = cloud_identifier(&ctx.settings.cluster_id, &ns, parent_name);
+    let resource_separate_identifier =
+        separate_identifier(&ctx.settings.cluster_id, &ns, parent_name);
     let resource_identifier = parent
         .and_then(|p| p.annotations().get(RESOURCE_IDENTIFIER_ANNOTATION).cloned())
         .unwrap_or_else(|| resource_default_identifier.clone());
@@ -117,6 +119,7 @@ fn request<K: SnapshotCr>(
         owner: owner(snap),
         resource_identifier,
         resource_default_identifier,
+        resource_separate_identifier,
         identifier: id.to_string(),
         strategy,
         tags: tags(&ctx.settings, snap, &deployment_type),

@@ -163,14 +163,17 @@ async fn a_credentials_secret_the_operator_did_not_make_is_left_alone() {
 
 /// The Go operator's identifiers drop '-': `<ns>/db` and `<ns minus its
 /// last letter>/<that letter>db` share one. A tenant who picks such a
-/// namespace and name reaches neither the other's database nor its SES
-/// user: their CRs fail naming the other namespace, and deleting them
-/// leaves the other's resources and keys.
+/// namespace and name never reaches the other's database or SES user:
+/// claiming the shared identifier in the annotation fails naming the other
+/// namespace; without it their CRs get resources of their own, under
+/// separate identifiers; deleting them leaves the other's resources and
+/// keys, and nothing of the other's is written.
 #[tokio::test]
 async fn a_colliding_identifier_in_another_namespace_reaches_nothing() {
     use cloud_resource_operator::api::{Postgres, SMTPCredentialSet};
+    use cro_provider_api::{IdentifierRules, cloud_identifier, separate_identifier};
     use k8s_openapi::api::core::v1::Namespace;
-    use kube::api::PostParams;
+    use kube::api::{Patch, PatchParams, PostParams};
 
     // The attacker's namespace: the victim's (the operator's test
     // namespace) without its last character, also watched.
@@ -185,53 +188,74 @@ async fn a_colliding_identifier_in_another_namespace_reaches_nothing() {
         let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": attacker, "labels": {"cro.integreatly.org/test": "true"}}}))
             .unwrap_or_else(|e| panic!("{e}"));
         Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.unwrap_or_else(|e| panic!("creating {attacker}: {e}"));
+        // The second team acts through its own token, with edit rights on
+        // the operator's CRs in its namespace only.
+        let tenant = crate::support::tenant_client(&client, &attacker).await;
         let cr = |kind: &str, name: &str| json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
             "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}});
         let (pg_name, mail_name) = (format!("{last}db"), format!("{last}mail"));
-        let id = cro_provider_api::cloud_identifier("testcluster", &ns, "db");
-        assert_eq!(id, cro_provider_api::cloud_identifier("testcluster", &attacker, &pg_name));
-        let user = cro_provider_api::IdentifierRules::IamUser.conform(&format!("{}-ses", cro_provider_api::cloud_identifier("testcluster", &ns, "mail")));
+        let id = cloud_identifier("testcluster", &ns, "db");
+        assert_eq!(id, cloud_identifier("testcluster", &attacker, &pg_name));
+        let ses_user = |id: &str| IdentifierRules::IamUser.conform(&format!("{id}-ses"));
+        let user = ses_user(&cloud_identifier("testcluster", &ns, "mail"));
 
         let _: Postgres = create_json(&client, &ns, cr("Postgres", "db")).await;
         let _: SMTPCredentialSet = create_json(&client, &ns, cr("SMTPCredentialSet", "mail")).await;
         wait_phase(&Api::<Postgres>::namespaced(client.clone(), &ns), "db", Phase::Complete).await;
         wait_phase(&Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns), "mail", Phase::Complete).await;
         let iam = aws_sdk_iam::Client::new(&TestEnv::load().aws_config().await);
-        let keys = || async {
-            let listed = iam.list_access_keys().user_name(&user).send().await.unwrap_or_else(|e| panic!("{user}: {e:?}"));
-            listed.access_key_metadata().iter().filter_map(|k| k.access_key_id().map(str::to_string)).collect::<Vec<_>>()
+        let keys = |user: String| {
+            let iam = iam.clone();
+            async move {
+                let listed = iam.list_access_keys().user_name(&user).send().await.unwrap_or_else(|e| panic!("{user}: {e:?}"));
+                listed.access_key_metadata().iter().filter_map(|k| k.access_key_id().map(str::to_string)).collect::<Vec<_>>()
+            }
         };
-        let victim_keys = keys().await;
-        let passwords = crate::support::passwords_set(&id).len();
+        let victim_keys = keys(user.clone()).await;
         let since = crate::support::aws_requests().len();
 
-        let pgs = Api::<Postgres>::namespaced(client.clone(), &attacker);
-        let smtps = Api::<SMTPCredentialSet>::namespaced(client.clone(), &attacker);
-        let _: Postgres = create_json(&client, &attacker, cr("Postgres", &pg_name)).await;
-        let _: SMTPCredentialSet = create_json(&client, &attacker, cr("SMTPCredentialSet", &mail_name)).await;
-        for failed in [wait_phase(&pgs, &pg_name, Phase::Failed).await.message(), wait_phase(&smtps, &mail_name, Phase::Failed).await.message()] {
-            assert!(failed.contains(&format!("was made for namespace {ns}")), "{failed}");
-        }
+        // Claimed in the annotation: refused, naming whose it is.
+        let pgs = Api::<Postgres>::namespaced(tenant.clone(), &attacker);
+        let mut claiming = cr("Postgres", &pg_name);
+        claiming["metadata"]["annotations"] = json!({"resourceIdentifier": id, "integreatly.org/rotate-credentials": "now"});
+        let _: Postgres = create_json(&tenant, &attacker, claiming).await;
+        let failed = wait_phase(&pgs, &pg_name, Phase::Failed).await.message();
+        assert!(failed.contains(&format!("was made for namespace {ns}")), "{failed}");
+
+        // Without the annotation, and for the SES user: resources of their own.
+        let unclaim = json!({"metadata": {"annotations": {"resourceIdentifier": null}}});
+        pgs.patch(&pg_name, &PatchParams::default(), &Patch::Merge(&unclaim)).await.unwrap_or_else(|e| panic!("{e}"));
+        let smtps = Api::<SMTPCredentialSet>::namespaced(tenant.clone(), &attacker);
+        let _: SMTPCredentialSet = create_json(&tenant, &attacker, cr("SMTPCredentialSet", &mail_name)).await;
+        let own_pg = wait_phase(&pgs, &pg_name, Phase::Complete).await;
+        let own_mail = wait_phase(&smtps, &mail_name, Phase::Complete).await;
+        let recorded = |annotations: Option<&std::collections::BTreeMap<String, String>>| annotations.and_then(|a| a.get("resourceIdentifier")).cloned();
+        let own_id = separate_identifier("testcluster", &attacker, &pg_name);
+        assert_eq!(recorded(own_pg.metadata.annotations.as_ref()).as_deref(), Some(own_id.as_str()));
+        let own_mail_id = separate_identifier("testcluster", &attacker, &mail_name);
+        assert_eq!(recorded(own_mail.metadata.annotations.as_ref()).as_deref(), Some(own_mail_id.as_str()));
+        assert_eq!(keys(ses_user(&own_mail_id)).await.len(), 1, "the second tenant's own SES user has its key");
+
         pgs.delete(&pg_name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
         smtps.delete(&mail_name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
         crate::support::wait_deleted(&pgs, &pg_name, crate::support::DEFAULT_TIMEOUT).await;
         crate::support::wait_deleted(&smtps, &mail_name, crate::support::DEFAULT_TIMEOUT).await;
 
-        // Nothing of the victim's was written: no password, key, user or
-        // instance change, and both are still there.
+        // Nothing of the victim's was written (parameters naming exactly its
+        // instance or user): no password, key, user or instance change.
+        let (quoted_id, quoted_user) = (format!("\"{id}\""), format!("\"{user}\""));
         let writes: Vec<String> = crate::support::aws_requests()
             .into_iter()
             .skip(since)
-            .filter(|r| { let p = r["params"].to_string(); p.contains(&id) || p.contains(&user) })
+            .filter(|r| { let p = r["params"].to_string(); p.contains(&quoted_id) || p.contains(&quoted_user) })
             .filter_map(|r| r["action"].as_str().map(str::to_string))
             .filter(|a| ["Create", "Modify", "Delete", "Put", "Tag", "Add", "Update"].iter().any(|w| a.starts_with(w)))
             .collect();
         assert_eq!(writes, Vec::<String>::new(), "AWS writes against the victim's resources");
-        assert_eq!(crate::support::passwords_set(&id).len(), passwords);
-        assert_eq!(keys().await, victim_keys);
+        assert_eq!(keys(user.clone()).await, victim_keys);
         let rds = aws_sdk_rds::Client::new(&TestEnv::load().aws_config().await);
         let db = rds.describe_db_instances().db_instance_identifier(&id).send().await.unwrap_or_else(|e| panic!("the victim's instance {id}: {e:?}"));
-        assert_eq!(db.db_instances().len(), 1);
+        assert_eq!(db.db_instances().first().and_then(|d| d.db_instance_status()), Some("available"));
         let _ = Api::<Namespace>::all(client.clone()).delete(&attacker, &Default::default()).await;
     })
     .await;

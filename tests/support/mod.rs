@@ -764,6 +764,45 @@ pub async fn service_account_kubeconfig(client: &Client, ns: &str, sa: &str) -> 
     path
 }
 
+/// A client acting as a tenant, not as the admin: ServiceAccount `tenant`
+/// in `ns`, allowed to read, create, edit and delete the operator's CRs in
+/// `ns` and nothing else, through a token of its own.
+pub async fn tenant_client(admin: &Client, ns: &str) -> Client {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "tenant"}}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let role: Role = serde_json::from_value(json!({"metadata": {"name": "tenant"}, "rules": [{
+        "apiGroups": ["integreatly.org"],
+        "resources": ["postgres", "redis", "blobstorages", "smtpcredentialsets", "postgressnapshots", "redissnapshots"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]}))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let binding: RoleBinding = serde_json::from_value(json!({"metadata": {"name": "tenant"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+        "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": ns}]}))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let created = |e: kube::Error| panic!("setting up the tenant of {ns}: {e}");
+    let params = PostParams::default();
+    let sa = Api::<ServiceAccount>::namespaced(admin.clone(), ns)
+        .create(&params, &sa)
+        .await;
+    sa.map_err(created).ok();
+    let role = Api::<Role>::namespaced(admin.clone(), ns)
+        .create(&params, &role)
+        .await;
+    role.map_err(created).ok();
+    let binding = Api::<RoleBinding>::namespaced(admin.clone(), ns)
+        .create(&params, &binding)
+        .await;
+    binding.map_err(created).ok();
+    let path = service_account_kubeconfig(admin, ns, "tenant").await;
+    let kubeconfig =
+        Kubeconfig::read_from(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()));
+    Client::try_from(config).unwrap_or_else(|e| panic!("building the tenant's client: {e}"))
+}
+
 /// A ServiceAccount `name` in `ns` bound to cluster-admin (binding
 /// `<name>-<ns>`, removed by the caller): whatever a process running as it
 /// does not do, it did not do by choice. Its kubeconfig and user name (for

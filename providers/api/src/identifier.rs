@@ -17,6 +17,27 @@ pub fn cloud_identifier(cluster_id: &str, namespace: &str, name: &str) -> String
     )
 }
 
+/// The identifier of a CR whose [`cloud_identifier`] names another CR's
+/// resource: the Go operator's naming drops separators, so `team-a/db` and
+/// `teama/db` share one. Its stripped `<clusterID><namespace><name>` cut
+/// to 31 characters, `-`, and 8 characters of the base32 SHA-256 of
+/// `<clusterID>/<namespace>/<name>`, whose separators keep the two apart:
+/// at most 40 characters, never equal to a `cloud_identifier` (which has
+/// no `-` before its 36th character).
+pub fn separate_identifier(cluster_id: &str, namespace: &str, name: &str) -> String {
+    const KEPT: usize = 31;
+    const HASH_LEN: usize = 8;
+    let stripped: String = format!("{cluster_id}{namespace}{name}")
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    let cut = stripped.len().min(KEPT);
+    let hash = BASE32.encode(&Sha256::digest(
+        format!("{cluster_id}/{namespace}/{name}").as_bytes(),
+    ));
+    format!("{}-{}", &stripped[..cut], &hash[..HASH_LEN]).to_ascii_lowercase()
+}
+
 /// `<clusterID>-<namespace>-<name>-<suffix>`, shortened to 40 characters:
 /// the Go operator's `BuildTimestampedInfraNameFromObject` (suffix: unix
 /// seconds, for final snapshots) and `...FromObjectCreation` (suffix: the
@@ -199,6 +220,35 @@ fn check_bucket(id: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn separate_identifiers_keep_colliding_crs_apart_and_follow_every_rule() {
+        let crs = [("team-a", "db"), ("teama", "db"), ("team", "adb")];
+        let shared = cloud_identifier("k61ac4a43", "team-a", "db");
+        let mut seen = std::collections::BTreeSet::new();
+        for (ns, name) in crs {
+            assert_eq!(cloud_identifier("k61ac4a43", ns, name), shared);
+            let own = separate_identifier("k61ac4a43", ns, name);
+            assert_ne!(own, shared);
+            assert!(own.len() <= DEFAULT_IDENTIFIER_LENGTH, "{own}");
+            assert!(seen.insert(own.clone()), "{own} twice");
+            for rules in [
+                IdentifierRules::RdsInstance,
+                IdentifierRules::ElastiCacheReplicationGroup,
+                IdentifierRules::S3Bucket,
+                IdentifierRules::IamUser,
+            ] {
+                assert_eq!(rules.conform(&own), own, "{rules:?}");
+            }
+        }
+        // Long names too: never a `cloud_identifier`, still 40 at most.
+        let long = separate_identifier("k61ac4a43", &"n".repeat(60), &"x".repeat(60));
+        assert_eq!(long.len(), 40);
+        assert_ne!(
+            long,
+            cloud_identifier("k61ac4a43", &"n".repeat(60), &"x".repeat(60))
+        );
+    }
 
     #[test]
     fn short_input_is_stripped_and_lowercased() {

@@ -8,7 +8,8 @@ mod identifier;
 pub use change::{Adoption, Change, ChangePolicy, Timing, plan_hash};
 
 pub use identifier::{
-    DEFAULT_IDENTIFIER_LENGTH, IdentifierRules, cloud_identifier, shorten, timestamped_identifier,
+    DEFAULT_IDENTIFIER_LENGTH, IdentifierRules, cloud_identifier, separate_identifier, shorten,
+    timestamped_identifier,
 };
 
 use std::collections::BTreeMap;
@@ -239,6 +240,9 @@ pub struct SnapshotRequest {
     /// The identifier the operator computes for the resource's CR (its
     /// namespace and name): a recorded one must be the CR's own.
     pub resource_default_identifier: String,
+    /// The identifier the resource's CR gets when its default one is
+    /// another CR's resource (`separate_identifier`): recorded on it then.
+    pub resource_separate_identifier: String,
     /// Identifier of the snapshot itself (`<clusterID>-<namespace>-<name>`
     /// of the snapshot CR, shortened).
     pub identifier: String,

@@ -587,9 +587,8 @@ pub async fn delete_user_and_keys(
 ) -> Result<(), ProviderError> {
     // A user of this name that is not the CR's (another CR's, or made by
     // someone else) stays, with its keys.
-    let tags = iam.list_user_tags().user_name(user).send().await;
-    match tags.unless_missing(gone, "iam:ListUserTags", user)? {
-        Some(out) if !crate::plan::ours(req, &crate::tags::of_iam(out.tags())) => {}
+    match user_tags(iam, user).await? {
+        Some(tags) if !crate::plan::ours(req, &tags) => {}
         _ => delete_user(iam, user).await?,
     }
     if crate::cco::read(&p.credentials, req, cco_request)
@@ -599,6 +598,16 @@ pub async fn delete_user_and_keys(
         crate::cco::delete(&p.credentials, req, cco_request).await?;
     }
     p.credentials.delete(req, secret_name).await
+}
+
+/// The tags of user `user`, if it exists.
+pub async fn user_tags(
+    iam: &Client,
+    user: &str,
+) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
+    let tags = iam.list_user_tags().user_name(user).send().await;
+    let tags = tags.unless_missing(gone, "iam:ListUserTags", user)?;
+    Ok(tags.map(|out| crate::tags::of_iam(out.tags())))
 }
 
 /// Deletes keys, inline policies and the user; anything already gone is fine.

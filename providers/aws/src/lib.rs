@@ -12,6 +12,7 @@ mod database;
 mod elasticache;
 mod errors;
 mod iam_user;
+mod identity;
 mod listing;
 mod network;
 mod plan;
@@ -197,6 +198,7 @@ fn claimed(
     deleting: bool,
 ) -> Result<ResourceRequest, ProviderError> {
     let (default, pinned) = own_identifiers(req.kind, &req.identifier, tier, deleting)?;
+    let separate = identity::own_separate(req);
     let mut req = req.clone();
     let own = pinned.clone().unwrap_or_else(|| default.clone());
     match req
@@ -205,12 +207,34 @@ fn claimed(
         .map(|r| rules(req.kind).conform(r))
     {
         None => req.identifier = own,
-        Some(r) if r == default || Some(&r) == pinned.as_ref() => req.identifier = r,
+        Some(r) if r == default || r == separate || Some(&r) == pinned.as_ref() => {
+            req.identifier = r
+        }
         Some(_) if deleting => {
             req.recorded_identifier = None;
             req.identifier = own;
         }
         Some(r) => return Err(foreign_annotation(&r, &own)),
+    }
+    Ok(req)
+}
+
+/// [`claimed`], then, for a CR that recorded no identifier and whose tier
+/// pins none, its separate identifier when the shared one is another
+/// CR's (see `identity`).
+async fn resolved(
+    c: &Clients,
+    req: &ResourceRequest,
+    tier: &strategy::Tier,
+    deleting: bool,
+) -> Result<ResourceRequest, ProviderError> {
+    let (_, pinned) = own_identifiers(req.kind, &req.identifier, tier, deleting)?;
+    let mut req = claimed(req, tier, deleting)?;
+    if req.recorded_identifier.is_none()
+        && pinned.is_none()
+        && let Some(own) = identity::separate(c, &req).await?
+    {
+        req.identifier = own;
     }
     Ok(req)
 }
@@ -232,7 +256,8 @@ fn conformed_snapshot(req: &SnapshotRequest) -> Result<SnapshotRequest, Provider
     let (default, pinned) =
         own_identifiers(req.kind, &req.resource_default_identifier, &tier, false)?;
     let resource = rules(req.kind).conform(&req.resource_identifier);
-    if resource != default && Some(&resource) != pinned.as_ref() {
+    let separate = rules(req.kind).conform(&req.resource_separate_identifier);
+    if resource != default && resource != separate && Some(&resource) != pinned.as_ref() {
         return Err(foreign_annotation(
             &resource,
             pinned.as_ref().unwrap_or(&default),
@@ -258,7 +283,7 @@ impl Provider for AwsProvider {
     async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
         validate_strategy(req.kind, &req.strategy)?;
         let (tier, c) = self.tier_clients(&req.strategy).await?;
-        let req = &claimed(req, &tier, false)?;
+        let req = &resolved(&c, req, &tier, false).await?;
         match req.kind {
             ResourceKind::Postgres => {
                 rds::reconcile(&self.credentials, &c, &self.settings.vpc, req, &tier).await
@@ -271,7 +296,7 @@ impl Provider for AwsProvider {
 
     async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError> {
         let (tier, c) = self.tier_clients(&req.strategy).await?;
-        let req = &claimed(req, &tier, true)?;
+        let req = &resolved(&c, req, &tier, true).await?;
         let deleted = match req.kind {
             ResourceKind::Postgres => {
                 database::delete::<Rds>(&self.credentials, &c, req, &tier).await?
@@ -291,7 +316,7 @@ impl Provider for AwsProvider {
     async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
         validate_strategy(req.kind, &req.strategy)?;
         let (tier, c) = self.tier_clients(&req.strategy).await?;
-        let req = &claimed(req, &tier, false)?;
+        let req = &resolved(&c, req, &tier, false).await?;
         match req.kind {
             ResourceKind::Postgres => database::plan::<Rds>(&c, req, &tier).await,
             ResourceKind::Redis => database::plan::<ElastiCache>(&c, req, &tier).await,
@@ -429,6 +454,15 @@ mod tests {
                 e.contains("annotation resourceIdentifier \"testclusterteambdb\""),
                 "{kind:?}: {e}"
             );
+            // Its separate identifier is its own; another CR's is not.
+            req.recorded_identifier = Some(identity::own_separate(&req));
+            assert!(claimed(&req, &tier, false).is_ok(), "{kind:?}");
+            let other = ResourceRequest {
+                name: "other".into(),
+                ..req.clone()
+            };
+            req.recorded_identifier = Some(identity::own_separate(&other));
+            assert!(claimed(&req, &tier, false).is_err(), "{kind:?}");
             let mut snap = SnapshotRequest {
                 kind,
                 namespace: "team-a".into(),
@@ -436,12 +470,15 @@ mod tests {
                 owner: req.owner.clone(),
                 resource_identifier: "testclusterteambdb".into(),
                 resource_default_identifier: req.identifier.clone(),
+                resource_separate_identifier: "testclusterteamadb-abcdefgh".into(),
                 identifier: "snap-1".into(),
                 strategy: json!({}),
                 tags: Default::default(),
             };
             assert!(conformed_snapshot(&snap).is_err(), "{kind:?}");
             snap.resource_identifier = snap.resource_default_identifier.clone();
+            assert!(conformed_snapshot(&snap).is_ok(), "{kind:?}");
+            snap.resource_identifier = snap.resource_separate_identifier.clone();
             assert!(conformed_snapshot(&snap).is_ok(), "{kind:?}");
         }
     }

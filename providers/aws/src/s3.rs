@@ -183,7 +183,7 @@ async fn observe(
 }
 
 /// The bucket's tags if it exists, read on its own.
-async fn describe(
+pub async fn describe(
     s3: &Client,
     bucket: &str,
 ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
