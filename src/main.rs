@@ -135,6 +135,16 @@ struct ClusterArgs {
     /// tag or the nodes' providerID when unset.
     #[arg(long, env = "AWS_VPC_ID")]
     aws_vpc_id: Option<String>,
+    /// IAM path of the users the operator makes (BlobStorage, SMTP), so
+    /// its own IAM policy can be limited to them; users made before keep
+    /// theirs.
+    #[arg(long, env = "IAM_USER_PATH", default_value = cro_provider_aws::DEFAULT_IAM_PATH)]
+    iam_user_path: String,
+    /// Managed policy ARN set as the permissions boundary of every IAM
+    /// user the operator makes: whatever their policies say, they can
+    /// never do more.
+    #[arg(long, env = "IAM_PERMISSIONS_BOUNDARY")]
+    iam_permissions_boundary: Option<String>,
     /// In STS mode (Secret `sts-credentials` with key `role_arn` in the
     /// operator's namespace, as the Go operator's), the token the role is
     /// assumed with: the pod's projected ServiceAccount token.
@@ -422,6 +432,11 @@ fn provider_settings(
         burst: args.aws_api_burst,
     };
     budget.check().map_err(anyhow::Error::msg)?;
+    let iam_users = cro_provider_aws::IamUsers::new(
+        &args.iam_user_path,
+        args.iam_permissions_boundary.as_deref(),
+    )
+    .map_err(anyhow::Error::msg)?;
     let aws_region = args
         .aws_region
         .clone()
@@ -436,6 +451,7 @@ fn provider_settings(
                 vpc_id: args.aws_vpc_id.clone().filter(|v| !v.is_empty()),
                 node_instances,
             },
+            iam_users,
         },
     })
 }

@@ -382,6 +382,57 @@ async fn blob_storage_on_s3_with_a_bucket_scoped_user() {
     .await;
 }
 
+/// The users the operator makes sit under its IAM path, bounded by the
+/// managed policy `--iam-permissions-boundary` names.
+#[tokio::test]
+async fn iam_users_go_under_the_path_with_the_boundary() {
+    use cloud_resource_operator::api::SMTPCredentialSet;
+    let config = TestEnv::load().aws_config().await;
+    let iam = aws_sdk_iam::Client::new(&config);
+    let account = aws_sdk_sts::Client::new(&config)
+        .get_caller_identity()
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let boundary = format!(
+        "arn:aws:iam::{}:policy/cro-test-boundary",
+        account.account().unwrap_or_default()
+    );
+    let document = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["ses:SendRawEmail", "s3:*"], "Resource": "*"}]});
+    // Made once per emulator; a second run finds it.
+    let _ = iam
+        .create_policy()
+        .policy_name("cro-test-boundary")
+        .policy_document(document.to_string())
+        .send()
+        .await;
+    let flag = format!("--iam-permissions-boundary={boundary}");
+    crate::support::with_operator_launched("iampath", move |l| l.extra_args.push(flag), |client, ns, _op| async move {
+        let smtps = Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns);
+        let cr: SMTPCredentialSet = serde_json::from_value(json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "SMTPCredentialSet", "metadata": {"name": "mail"},
+            "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "mail-sec"}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        smtps.create(&PostParams::default(), &cr).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_phase(&smtps, "mail", Phase::Complete).await;
+        let name = IdentifierRules::IamUser.conform(&format!("{}-ses", cloud_identifier("testcluster", &ns, "mail")));
+        let iam = aws_sdk_iam::Client::new(&TestEnv::load().aws_config().await);
+        let user = iam.get_user().user_name(&name).send().await.unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        let user = user.user().unwrap_or_else(|| panic!("{name}: no user in the answer"));
+        assert_eq!(user.path(), cro_provider_aws::DEFAULT_IAM_PATH);
+        // The emulator keeps permissions boundaries of roles only, so the
+        // user's is read from the CreateUser call it was made with.
+        let created: Vec<Value> = aws_requests()
+            .into_iter()
+            .filter(|r| r["action"] == "CreateUser" && r["params"]["UserName"][0] == name.as_str())
+            .collect();
+        assert_eq!(created.len(), 1, "{created:?}");
+        assert_eq!(created[0]["params"]["PermissionsBoundary"][0], boundary.as_str());
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn smtp_credentials_through_iam_and_ses() {
     use cloud_resource_operator::api::SMTPCredentialSet;
@@ -470,10 +521,14 @@ async fn smtp_credentials_through_iam_and_ses() {
             .send()
             .await
             .unwrap_or_else(|e| panic!("{e:?}"));
-        assert!(
-            policy.policy_document().contains("SendRawEmail")
-                && !policy.policy_document().contains("s3:")
-        );
+        // Only through the tier's identity, only from its address.
+        let document = percent_encoding::percent_decode_str(policy.policy_document()).decode_utf8_lossy().into_owned();
+        let document: Value = serde_json::from_str(&document).unwrap_or_else(|e| panic!("{e}: {document}"));
+        let statement = &document["Statement"][0];
+        let identity = format!("noreply@{ns}.example.com");
+        assert_eq!(statement["Resource"], format!("arn:aws:ses:{}:*:identity/{identity}", env.aws_region));
+        assert_eq!(statement["Condition"]["StringLike"]["ses:FromAddress"], identity);
+        assert_eq!(statement["Action"], json!(["ses:SendRawEmail", "ses:SendEmail"]));
 
         smtps
             .delete("mail", &Default::default())

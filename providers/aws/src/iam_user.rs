@@ -32,12 +32,43 @@ impl std::fmt::Debug for AccessKey {
     }
 }
 
-/// Sending mail through SES, nothing else.
-pub fn ses_send_policy() -> Value {
+/// Sending mail through SES, nothing else: when the tier names its
+/// `EmailIdentity` (an address or a domain), only through that identity
+/// and only from that address or the domain's addresses (condition key
+/// `ses:FromAddress`, see "Identity and access management in Amazon SES");
+/// else through any identity of the account.
+pub fn ses_send_policy(identity: Option<&str>, region: &str) -> Value {
+    let actions = ["ses:SendRawEmail", "ses:SendEmail"];
+    let Some(identity) = identity else {
+        return json!({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]
+        });
+    };
+    let from = match identity.contains('@') {
+        true => identity.to_string(),
+        false => format!("*@{identity}"),
+    };
     json!({
         "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": ["ses:SendRawEmail", "ses:SendEmail"], "Resource": "*"}]
+        "Statement": [{
+            "Effect": "Allow",
+            "Action": actions,
+            "Resource": format!("arn:{}:ses:{region}:*:identity/{identity}", partition(region)),
+            "Condition": {"StringLike": {"ses:FromAddress": from}}
+        }]
     })
+}
+
+/// The ARN partition of `region` (China and GovCloud have their own).
+fn partition(region: &str) -> &'static str {
+    if region.starts_with("cn-") {
+        "aws-cn"
+    } else if region.starts_with("us-gov-") {
+        "aws-us-gov"
+    } else {
+        "aws"
+    }
 }
 
 /// Read/write/list on one bucket and its objects, nothing else.
@@ -171,6 +202,7 @@ pub async fn observe_user(
 /// whether it existed already.
 async fn ensure_user(
     c: &Clients,
+    placed: &crate::IamUsers,
     req: &ResourceRequest,
     user: &str,
     policy_name: &str,
@@ -203,6 +235,8 @@ async fn ensure_user(
             let sent = iam
                 .create_user()
                 .user_name(user)
+                .path(&placed.path)
+                .set_permissions_boundary(placed.permissions_boundary.clone())
                 .set_tags(Some(crate::tags::iam_tags(&all)?))
                 .send()
                 .await;
@@ -306,7 +340,7 @@ pub async fn user_keys(
     {
         return Ok(Keys::minted(key));
     }
-    let existed = ensure_user(c, req, user, policy_name, policy).await?;
+    let existed = ensure_user(c, &p.settings.iam_users, req, user, policy_name, policy).await?;
     let stored = Stored::new(ours.unwrap_or_default());
     ensure_access_key(p, &c.iam, req, (user, secret_name), stored, existed).await
 }
@@ -723,6 +757,36 @@ mod tests {
         let p = bucket_policy("b1").to_string();
         assert!(p.contains("arn:aws:s3:::b1\"") && p.contains("arn:aws:s3:::b1/*"));
         assert!(!p.contains("s3:*") && !p.contains("\"*\""));
+    }
+
+    #[test]
+    fn ses_sending_is_scoped_to_the_tiers_identity_and_its_from_addresses() {
+        let statement = |identity: Option<&str>, region: &str| {
+            ses_send_policy(identity, region)["Statement"][0].clone()
+        };
+        let address = statement(Some("noreply@example.com"), "eu-west-1");
+        assert_eq!(
+            address["Resource"],
+            "arn:aws:ses:eu-west-1:*:identity/noreply@example.com"
+        );
+        assert_eq!(
+            address["Condition"]["StringLike"]["ses:FromAddress"],
+            "noreply@example.com"
+        );
+        let domain = statement(Some("example.com"), "cn-north-1");
+        assert_eq!(
+            domain["Resource"],
+            "arn:aws-cn:ses:cn-north-1:*:identity/example.com"
+        );
+        assert_eq!(
+            domain["Condition"]["StringLike"]["ses:FromAddress"],
+            "*@example.com"
+        );
+        // No identity in the tier: any of the account's, as before.
+        assert_eq!(statement(None, "eu-west-1")["Resource"], "*");
+        for s in [address, domain] {
+            assert_eq!(s["Action"], json!(["ses:SendRawEmail", "ses:SendEmail"]));
+        }
     }
 
     #[test]

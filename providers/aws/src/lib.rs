@@ -44,7 +44,9 @@ use tokio::sync::Mutex;
 
 pub use budget::Budget;
 pub use credentials::SecretCache;
-pub use sdk::{AwsSettings, Sts, VpcHint, instance_of_provider_id, sdk_config};
+pub use sdk::{
+    AwsSettings, DEFAULT_IAM_PATH, IamUsers, Sts, VpcHint, instance_of_provider_id, sdk_config,
+};
 
 pub const NAME: &str = "aws";
 

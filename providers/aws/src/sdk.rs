@@ -20,6 +20,62 @@ pub struct AwsSettings {
     pub sts: Option<Sts>,
     /// What says which VPC the cluster runs in.
     pub vpc: VpcHint,
+    /// Where the IAM users the operator makes go, and their boundary.
+    pub iam_users: IamUsers,
+}
+
+/// The IAM path new users are made under (so the operator's own policy
+/// can be limited to `arn:aws:iam::<account>:user<path>*`) and the managed
+/// policy that bounds what they may ever be granted. Both are set when a
+/// user is made; users made before keep theirs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IamUsers {
+    pub path: String,
+    pub permissions_boundary: Option<String>,
+}
+
+impl Default for IamUsers {
+    fn default() -> Self {
+        IamUsers {
+            path: DEFAULT_IAM_PATH.into(),
+            permissions_boundary: None,
+        }
+    }
+}
+
+/// The default `--iam-user-path`.
+pub const DEFAULT_IAM_PATH: &str = "/cloud-resource-operator/";
+
+impl IamUsers {
+    /// Refuses a path or boundary IAM would refuse, naming the flag: a
+    /// path is `/` or `/` + printable ASCII + `/`, at most 512 characters
+    /// (CreateUser, IAM API reference); a boundary is a managed policy ARN.
+    pub fn new(path: &str, permissions_boundary: Option<&str>) -> Result<Self, String> {
+        let printable = |c: char| ('\u{21}'..='\u{7e}').contains(&c);
+        let path_ok = path == "/"
+            || (path.len() <= 512
+                && path.len() > 2
+                && path.starts_with('/')
+                && path.ends_with('/')
+                && path.chars().all(printable));
+        if !path_ok {
+            return Err(format!(
+                "--iam-user-path (IAM_USER_PATH) {path:?} is not an IAM path: it must be \"/\" or start and end with \"/\" with printable ASCII between, at most 512 characters (e.g. {DEFAULT_IAM_PATH})"
+            ));
+        }
+        let boundary = permissions_boundary.filter(|b| !b.is_empty());
+        if let Some(b) = boundary
+            && !(b.starts_with("arn:") && b.contains(":iam::") && b.contains(":policy/"))
+        {
+            return Err(format!(
+                "--iam-permissions-boundary (IAM_PERMISSIONS_BOUNDARY) {b:?} is not a managed policy ARN (arn:aws:iam::<account>:policy/<name>)"
+            ));
+        }
+        Ok(IamUsers {
+            path: path.into(),
+            permissions_boundary: boundary.map(str::to_string),
+        })
+    }
 }
 
 /// What the operator knows of the cluster's VPC before asking EC2: the VPC
@@ -118,4 +174,31 @@ pub async fn assume_role(
         .to_builder()
         .credentials_provider(SharedCredentialsProvider::new(provider))
         .build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iam_paths_and_boundaries_iam_refuses_are_refused_at_start() {
+        let boundary = "arn:aws:iam::123456789012:policy/cro-boundary";
+        for path in ["/", DEFAULT_IAM_PATH, "/a/b/"] {
+            assert!(IamUsers::new(path, Some(boundary)).is_ok(), "{path}");
+        }
+        let long = format!("/{}/", "a".repeat(511));
+        for path in ["", "//", "cro/", "/cro", "/with space/", long.as_str()] {
+            let e = IamUsers::new(path, None).err().unwrap_or_default();
+            assert!(e.contains("--iam-user-path"), "{path:?}: {e}");
+        }
+        let e = IamUsers::new("/", Some("cro-boundary"))
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("--iam-permissions-boundary"), "{e}");
+        // An empty value (an unset variable in a manifest) is no boundary.
+        assert_eq!(
+            IamUsers::new("/", Some("")).map(|u| u.permissions_boundary),
+            Ok(None)
+        );
+    }
 }

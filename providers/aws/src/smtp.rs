@@ -100,12 +100,13 @@ pub async fn reconcile(
     let region = c.region.as_str();
     let user = &user_name(&req.identifier);
     let mut conditions = Vec::new();
-    if let Some(identity) = f.string("EmailIdentity")? {
-        conditions.push(identity_condition(&c.ses, &identity).await?);
+    let identity = f.string("EmailIdentity")?;
+    if let Some(identity) = &identity {
+        conditions.push(identity_condition(&c.ses, identity).await?);
     }
     // Taken over from the Go operator: its CCO-minted key stays; the
     // password is derived from it with AWS's current (SigV4) algorithm.
-    let policy = iam_user::ses_send_policy();
+    let policy = iam_user::ses_send_policy(identity.as_deref(), region);
     let keys = iam_user::user_keys(
         p,
         c,
