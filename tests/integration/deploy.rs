@@ -608,3 +608,107 @@ async fn run_as_service_account(client: Client, ns: String, docs: Vec<Value>) {
         "deploy/rbac grants what the operator never used: {unused:#?}\nrequests made: {all:#?}"
     );
 }
+
+/// `kubectl` as a given kubeconfig (a tenant's token, or the admin's with
+/// impersonation in `args`): whether it succeeded, and what it printed.
+fn kubectl_as(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(&TestEnv::load().kubectl)
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .unwrap_or_else(|e| panic!("running kubectl: {e}"));
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), printed)
+}
+
+/// deploy/approvals: a tenant who may edit its Postgres cannot approve an
+/// adoption or a plan on it; a member of the approvers group can; the
+/// Helm chart renders the same policy for the group it is given. The
+/// policy is cluster-wide, so the test binds it to its own namespace.
+#[tokio::test]
+async fn the_approvals_policy_lets_only_its_group_approve() {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    with_namespace("approvals", |client, ns| async move {
+        ensure_crds(&client).await;
+        let shipped = kustomize("deploy/approvals/");
+        let kind = |k: &str| shipped.iter().find(|d| d["kind"] == k).cloned().unwrap_or_else(|| panic!("no {k} in deploy/approvals"));
+        // Helm renders the same policy for the group it is given.
+        let rendered = run(&TestEnv::load().helm, &["template", "cro", CHART, "--set", "approvals.group=cloud-resource-approvers"]);
+        let charted = documents(&rendered);
+        for k in ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] {
+            let helm = charted.iter().find(|d| d["kind"] == k).unwrap_or_else(|| panic!("the chart renders no {k}"));
+            assert_eq!(helm["spec"], kind(k)["spec"], "{k}");
+        }
+        assert!(!documents(&run(&TestEnv::load().helm, &["template", "cro", CHART])).iter().any(|d| d["kind"] == "ValidatingAdmissionPolicy"), "on by default");
+
+        // The shipped policy, under this test's names, bound to its namespace.
+        let name = format!("cro-approvals-{ns}");
+        let mut policy = kind("ValidatingAdmissionPolicy");
+        policy["metadata"] = json!({"name": name});
+        let mut binding = kind("ValidatingAdmissionPolicyBinding");
+        binding["metadata"] = json!({"name": name});
+        binding["spec"]["policyName"] = json!(name);
+        binding["spec"]["matchResources"] = json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}});
+        let api = |plural: &str, k: &str| {
+            let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", k);
+            Api::<DynamicObject>::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, plural))
+        };
+        let policies = api("validatingadmissionpolicies", "ValidatingAdmissionPolicy");
+        let bindings = api("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding");
+        let object = |v: Value| serde_json::from_value::<DynamicObject>(v).unwrap_or_else(|e| panic!("{e}"));
+        policies.create(&PostParams::default(), &object(policy)).await.unwrap_or_else(|e| panic!("creating the policy: {e}"));
+        bindings.create(&PostParams::default(), &object(binding)).await.unwrap_or_else(|e| panic!("creating the binding: {e}"));
+
+        // A tenant that may edit Postgres in its namespace, and one of its CRs.
+        let tenant: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "tenant"}})).unwrap_or_else(|e| panic!("{e}"));
+        Api::<ServiceAccount>::namespaced(client.clone(), &ns).create(&PostParams::default(), &tenant).await.unwrap_or_else(|e| panic!("{e}"));
+        let role: Role = serde_json::from_value(json!({"metadata": {"name": "tenant"}, "rules": [
+            {"apiGroups": ["integreatly.org"], "resources": ["postgres"], "verbs": ["get", "list", "create", "update", "patch"]}]}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<Role>::namespaced(client.clone(), &ns).create(&PostParams::default(), &role).await.unwrap_or_else(|e| panic!("{e}"));
+        let bound: RoleBinding = serde_json::from_value(json!({"metadata": {"name": "tenant"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": ns}]}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<RoleBinding>::namespaced(client.clone(), &ns).create(&PostParams::default(), &bound).await.unwrap_or_else(|e| panic!("{e}"));
+        let pg: Postgres = serde_json::from_value(json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"},
+            "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "db-sec"}}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<Postgres>::namespaced(client.clone(), &ns).create(&PostParams::default(), &pg).await.unwrap_or_else(|e| panic!("{e}"));
+        let as_tenant = service_account_kubeconfig(&client, &ns, "tenant").await;
+        let admin = TestEnv::load().kubeconfig;
+
+        // The policy takes effect once the API server has loaded it: each
+        // try sets another value, so an attempt that got through is seen.
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        let mut attempt = 0;
+        let refused = loop {
+            attempt += 1;
+            let value = format!("integreatly.org/adopt=hash{attempt}");
+            let (ok, printed) = kubectl_as(&as_tenant, &["-n", &ns, "annotate", "--overwrite", "postgres", "db", &value]);
+            if !ok {
+                break printed;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the tenant could still approve: {printed}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        assert!(refused.contains("only members of the group cloud-resource-approvers may set integreatly.org/adopt"), "{refused}");
+        let (ok, printed) = kubectl_as(&as_tenant, &["-n", &ns, "annotate", "--overwrite", "postgres", "db", "integreatly.org/approve-plan=abc"]);
+        assert!(!ok && printed.contains("integreatly.org/approve-plan"), "{printed}");
+        // Other edits of its own CR still go through.
+        let (ok, printed) = kubectl_as(&as_tenant, &["-n", &ns, "annotate", "--overwrite", "postgres", "db", "team/owner=payments"]);
+        assert!(ok, "{printed}");
+        // A member of the group approves.
+        let (ok, printed) = kubectl_as(&admin, &["-n", &ns, "annotate", "--overwrite", "postgres", "db", "integreatly.org/adopt=approved",
+            "--as=platform-lead", "--as-group=system:masters", "--as-group=cloud-resource-approvers"]);
+        assert!(ok, "{printed}");
+
+        let _ = bindings.delete(&name, &DeleteParams::default()).await;
+        let _ = policies.delete(&name, &DeleteParams::default()).await;
+    })
+    .await;
+}
