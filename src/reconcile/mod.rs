@@ -191,6 +191,7 @@ async fn reconcile_valid<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         }
         Err(e) => {
             // Needs a change to the CR or its configuration: report and wait.
+            warn!(object = %key, error = %e, label = e.label(), "reconcile failed; waiting for a change");
             let mut report = obj
                 .report()
                 .unwrap_or_else(|| Report::new(Phase::Failed, ""));
@@ -268,7 +269,10 @@ async fn write_status<K: Managed>(
 ) -> Result<Option<String>, Error> {
     // Messages quote configuration and cloud errors; keep the object far
     // below etcd's size limit whatever they hold.
-    report.message = truncate(&report.message, 4096);
+    report.message = truncate(&without_account_ids(&report.message), 4096);
+    for condition in &mut report.conditions {
+        condition.message = without_account_ids(&condition.message);
+    }
     let previous = obj.report();
     let ready = status::ready_condition(&report, obj.meta().generation, obj.conditions());
     let conditions = status::merged(
@@ -430,7 +434,7 @@ pub(crate) async fn publish<K: Resource<DynamicType = ()>>(
     reason: &str,
     note: &str,
 ) {
-    let note = truncate(note, 1000);
+    let note = truncate(&without_account_ids(note), 1000);
     let event = Event {
         type_,
         reason: reason.into(),
@@ -483,6 +487,37 @@ fn fingerprint(s: &str) -> u32 {
     })
 }
 
+/// `s` with the account ID of every ARN in it hidden
+/// (`arn:aws:iam::<account>:role/x`): status and Events are read by anyone
+/// who may read the CR, and a tenant has no need of the platform's account
+/// IDs; the logs keep them.
+pub(crate) fn without_account_ids(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("arn:") {
+        out.push_str(&rest[..i]);
+        let arn = &rest[i..];
+        // arn:<partition>:<service>:<region>:<account>:<resource>
+        let colons: Vec<usize> = arn.match_indices(':').map(|(j, _)| j).take(5).collect();
+        if let [_, _, _, region_end, account_end] = colons[..]
+            && !arn[..account_end].contains(char::is_whitespace)
+            && arn[region_end + 1..account_end].len() == 12
+            && arn[region_end + 1..account_end]
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        {
+            out.push_str(&arn[..=region_end]);
+            out.push_str("<account>");
+            rest = &arn[account_end..];
+        } else {
+            out.push_str("arn:");
+            rest = &arn[4..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 pub(crate) fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
@@ -498,6 +533,31 @@ pub(crate) fn truncate(s: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+
+    #[test]
+    fn account_ids_are_hidden_in_arns_and_nothing_else_changes() {
+        let cases = [
+            (
+                "role arn:aws:iam::555566667777:role/cro-denied cannot be assumed: check its trust policy",
+                "role arn:aws:iam::<account>:role/cro-denied cannot be assumed: check its trust policy",
+            ),
+            (
+                "User: arn:aws:sts::123456789012:assumed-role/cro/s is not authorized (arn:aws-cn:rds:cn-north-1:123456789012:db:x)",
+                "User: arn:aws:sts::<account>:assumed-role/cro/s is not authorized (arn:aws-cn:rds:cn-north-1:<account>:db:x)",
+            ),
+            // No account, or not an ARN: unchanged.
+            (
+                "bucket arn:aws:s3:::b1 and 123456789012",
+                "bucket arn:aws:s3:::b1 and 123456789012",
+            ),
+            ("arn: 123456789012: x", "arn: 123456789012: x"),
+            ("ends with arn:", "ends with arn:"),
+            ("é arn:aws:iam::1234:role/x", "é arn:aws:iam::1234:role/x"),
+        ];
+        for (given, shown) in cases {
+            assert_eq!(without_account_ids(given), shown);
+        }
+    }
 
     fn ready_false_since(secs_ago: i64) -> Vec<Condition> {
         vec![Condition {
