@@ -5,6 +5,7 @@
 //! `resolve` holds the pure rules; `source` reads the ConfigMaps.
 
 pub mod access;
+pub mod limits;
 mod resolve;
 mod source;
 

@@ -43,6 +43,8 @@ pub struct Tier {
     pub rotation_grace: u64,
     /// The namespaces that may use the tier (`None`: all).
     pub access: Option<super::access::Access>,
+    /// What a CR of the tier may ask for.
+    pub limits: super::limits::Limits,
     /// The same tier under the strategies ConfigMap's `_network` key.
     pub network: Option<Value>,
 }
@@ -55,6 +57,7 @@ impl Default for Tier {
             rotate_every: None,
             rotation_grace: DEFAULT_ROTATION_GRACE,
             access: None,
+            limits: Default::default(),
             network: None,
         }
     }
@@ -77,6 +80,7 @@ fn tier_seconds(tier: &mut Value, key: &str) -> Result<Option<u64>, String> {
 /// rotation) and the provider's strategy.
 pub fn split_tier(mut tier: Value) -> Result<Tier, String> {
     let access = super::access::Access::take(&mut tier)?;
+    let limits = super::limits::Limits::take(&mut tier)?;
     let rotate_every = tier_seconds(&mut tier, ROTATE_EVERY_KEY)?.filter(|s| *s > 0);
     let rotation_grace =
         tier_seconds(&mut tier, ROTATION_GRACE_KEY)?.unwrap_or(DEFAULT_ROTATION_GRACE);
@@ -98,6 +102,7 @@ pub fn split_tier(mut tier: Value) -> Result<Tier, String> {
         rotate_every,
         rotation_grace,
         access,
+        limits,
         network: None,
     })
 }
@@ -275,6 +280,15 @@ pub enum ConfigError {
         tier: String,
         namespace: String,
         admits: String,
+    },
+    #[error(
+        "{error}: tier {tier:?} of {at} key {resource:?}; change the CR, or ask the platform team for a tier that allows it"
+    )]
+    TierLimit {
+        at: String,
+        resource: String,
+        tier: String,
+        error: String,
     },
     #[error("reading ConfigMap {namespace}/{name}: {error}")]
     Read {

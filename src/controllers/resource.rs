@@ -704,6 +704,26 @@ async fn admitted(
     .into())
 }
 
+/// Whether `cr` asks for no more than its tier allows (see `config::limits`).
+fn within_limits<K: ResourceCr>(cr: &K, tier: &config::Tier, provider: &str) -> Result<(), Error> {
+    let spec = cr.spec();
+    let asked = config::limits::Asked {
+        snapshot_frequency: spec.snapshot_frequency.as_deref(),
+        snapshot_retention: spec.snapshot_retention.as_deref(),
+        size: spec.size.as_deref(),
+    };
+    let Some(error) = tier.limits.exceeded(&asked) else {
+        return Ok(());
+    };
+    Err(config::ConfigError::TierLimit {
+        at: format!("ConfigMap {}", config::strategies_config_map(provider)),
+        resource: K::KIND.config_key().to_string(),
+        tier: spec.tier.clone(),
+        error,
+    }
+    .into())
+}
+
 /// Asks the provider for the resource, unless the same inputs just failed
 /// for a reason that needs a person; with the tier's change policy and the
 /// credential rotation asked for.
@@ -718,6 +738,7 @@ async fn provision<K: ResourceCr>(
     let tier = config::tier_strategy(&ctx.config, provider_name, K::KIND, tier_name).await?;
     let namespace = cr.namespace().unwrap_or_default();
     admitted(ctx, &tier, &namespace, provider_name, K::KIND, tier_name).await?;
+    within_limits(cr, &tier, provider_name)?;
     let policy = tier.change_policy;
     let inputs = (
         cr.spec(),

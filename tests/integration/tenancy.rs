@@ -260,3 +260,59 @@ async fn a_colliding_identifier_in_another_namespace_reaches_nothing() {
     })
     .await;
 }
+
+/// A tier bounds what its CRs may ask for: snapshot frequency and
+/// retention, and size. A CR asking for more fails naming the limit and
+/// the tier, and completes once it asks for what the tier allows.
+#[tokio::test]
+async fn a_tier_bounds_snapshot_frequency_retention_and_size() {
+    use cloud_resource_operator::api::Redis;
+    use kube::api::{Patch, PatchParams};
+    with_operator("limits", |client, ns, _op| async move {
+        let tiers = json!({"redis": json!({"limited": {
+            "minSnapshotFrequency": "1d", "maxSnapshotRetention": "7d", "allowedSizes": ["small"]}}).to_string()});
+        apply_config_map(&client, &ns, "cloud-resources-openshift-strategies", tiers).await;
+        let tenant = crate::support::tenant_client(&client, &ns).await;
+        let redis = Api::<Redis>::namespaced(tenant.clone(), &ns);
+        let _: Redis = create_json(&tenant, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "cache"},
+            "spec": {"type": "workshop", "tier": "limited", "secretRef": {"name": "cache-sec"}, "snapshotFrequency": "1h", "snapshotRetention": "1d"}}))
+        .await;
+        let set = |spec: serde_json::Value| {
+            let redis = redis.clone();
+            async move {
+                redis.patch("cache", &PatchParams::default(), &Patch::Merge(json!({"spec": spec}))).await.unwrap_or_else(|e| panic!("{e}"));
+            }
+        };
+        let failed_with = |needle: String| {
+            let redis = redis.clone();
+            async move {
+                let failed = wait_for_message(&redis, &needle).await;
+                assert!(failed.contains("tier \"limited\" of ConfigMap cloud-resources-openshift-strategies key \"redis\""), "{failed}");
+            }
+        };
+        failed_with("spec.snapshotFrequency 1h is more often than the tier allows (minSnapshotFrequency 1d)".into()).await;
+        set(json!({"snapshotFrequency": "1d", "snapshotRetention": "30d"})).await;
+        failed_with("spec.snapshotRetention 30d is longer than the tier allows (maxSnapshotRetention 7d)".into()).await;
+        set(json!({"snapshotRetention": "7d", "size": "huge"})).await;
+        failed_with("spec.size huge is not one the tier allows (allowedSizes: small)".into()).await;
+        set(json!({"size": "small"})).await;
+        wait_phase(&redis, "cache", Phase::Complete).await;
+    })
+    .await;
+}
+
+/// Waits for a failed CR whose message contains `needle`; its message.
+async fn wait_for_message(api: &Api<cloud_resource_operator::api::Redis>, needle: &str) -> String {
+    let wanted = needle.to_string();
+    let found = crate::support::wait_for(
+        api,
+        "cache",
+        "the limit's message",
+        crate::support::DEFAULT_TIMEOUT,
+        move |o: Option<&cloud_resource_operator::api::Redis>| {
+            o.is_some_and(|o| o.phase() == Some(Phase::Failed) && o.message().contains(&wanted))
+        },
+    )
+    .await;
+    found.message()
+}
