@@ -105,6 +105,37 @@ async fn an_object_the_operator_did_not_make_is_never_overwritten_or_deleted() {
         crate::support::wait_deleted(&pgs, "web", crate::support::DEFAULT_TIMEOUT).await;
         let live = services.get("web").await.unwrap_or_else(|e| panic!("the person's Service was deleted: {e}"));
         assert_eq!(unchanged(&live), unchanged(&theirs));
+
+        // A PVC with nothing on it, as the Go operator left its volumes but
+        // also as anyone makes one: never taken (a deleted CR would take it
+        // along) until a person says it is the Go operator's.
+        use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+        let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+        let volume: PersistentVolumeClaim = create_json(&client, &ns, json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "vol"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+        .await;
+        let _: cloud_resource_operator::api::Redis = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "vol"},
+            "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "vol-cache"}}}))
+        .await;
+        let caches = Api::<cloud_resource_operator::api::Redis>::namespaced(client.clone(), &ns);
+        let failed = wait_phase(&caches, "vol", Phase::Failed).await.message();
+        assert!(
+            failed.contains(&format!("PersistentVolumeClaim {ns}/vol exists and was not made for Redis vol"))
+                && failed.contains("annotate it cro.integreatly.org/layout=go-operator"),
+            "{failed}"
+        );
+        caches.delete("vol", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        crate::support::wait_deleted(&caches, "vol", crate::support::DEFAULT_TIMEOUT).await;
+        let live = claims.get("vol").await.unwrap_or_else(|e| panic!("the person's PVC was deleted: {e}"));
+        // The test environment binds claims (volumeName, bind annotations);
+        // nothing of the operator's may be on it.
+        let set = |c: &PersistentVolumeClaim| {
+            let m = &c.metadata;
+            let layout = m.annotations.as_ref().and_then(|a| a.get("cro.integreatly.org/layout")).cloned();
+            let requests = c.spec.as_ref().and_then(|s| s.resources.clone());
+            (m.labels.clone(), m.owner_references.clone(), layout, requests)
+        };
+        assert_eq!(set(&live), set(&volume), "the person's PVC was changed");
     })
     .await;
 }

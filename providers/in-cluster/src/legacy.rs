@@ -51,21 +51,36 @@ pub fn is_go_deployment(deployment: &Deployment, name: &str) -> bool {
         })
 }
 
-/// Whether a PVC is the Go operator's: no labels of this operator, or
-/// adopted from it.
-pub fn is_go_pvc(pvc: &PersistentVolumeClaim) -> bool {
-    let ours = pvc
-        .metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(cro_provider_api::MANAGED_BY_LABEL));
-    let adopted = pvc
+/// What a PVC named like the CR says of its layout, when no Go Deployment
+/// or Go credentials Secret is there to say it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Adopted from the Go operator (or marked so by a person): its layout.
+    Go,
+    /// This operator's own.
+    Ours,
+    /// Neither labelled nor annotated: the Go operator's (it put nothing on
+    /// its PVCs) or anyone's. Never taken without a person saying so.
+    Unknown,
+}
+
+pub fn claim(pvc: &PersistentVolumeClaim) -> Claim {
+    let annotated = pvc
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(LAYOUT_ANNOTATION))
         .is_some_and(|v| v == GO_LAYOUT);
-    !ours || adopted
+    let labelled = pvc
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(cro_provider_api::MANAGED_BY_LABEL));
+    match (annotated, labelled) {
+        (true, _) => Claim::Go,
+        (false, true) => Claim::Ours,
+        (false, false) => Claim::Unknown,
+    }
 }
 
 /// The credentials of a Go-operator Postgres (`user`, `password`,

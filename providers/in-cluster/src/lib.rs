@@ -219,8 +219,12 @@ enum Layout {
 impl InClusterProvider {
     /// The Go operator's layout when its Deployment (selector
     /// `deployment: <name>`) is there, or, with that gone, its Postgres
-    /// credentials Secret or its unlabelled PVC.
-    async fn layout(&self, req: &ResourceRequest) -> Result<Layout, ProviderError> {
+    /// credentials Secret or a PVC it was adopted from; and whether a PVC
+    /// with nothing on it is in the way.
+    async fn observed_layout(
+        &self,
+        req: &ResourceRequest,
+    ) -> Result<(Layout, bool), ProviderError> {
         let read = |kind: &str, e: kube::Error| {
             apply::kube_error(
                 format!("reading {kind} {}/{}: {e}", req.namespace, req.name),
@@ -234,11 +238,11 @@ impl InClusterProvider {
             .await
             .map_err(|e| read("Deployment", e))?
         {
-            return Ok(if legacy::is_go_deployment(&d, name) {
-                Layout::GoOperator
-            } else {
-                Layout::Ours
-            });
+            let layout = match legacy::is_go_deployment(&d, name) {
+                true => Layout::GoOperator,
+                false => Layout::Ours,
+            };
+            return Ok((layout, false));
         }
         let go_secret = req.kind == ResourceKind::Postgres
             && self
@@ -247,22 +251,47 @@ impl InClusterProvider {
                 .await
                 .map_err(|e| read("Secret", e))?
                 .is_some();
-        let go_pvc = self
+        if go_secret {
+            return Ok((Layout::GoOperator, false));
+        }
+        let pvc = self
             .api::<PersistentVolumeClaim>(req)
             .get_opt(name)
             .await
-            .map_err(|e| read("PersistentVolumeClaim", e))?
-            .is_some_and(|p| legacy::is_go_pvc(&p));
-        Ok(if go_secret || go_pvc {
-            Layout::GoOperator
-        } else {
-            Layout::Ours
+            .map_err(|e| read("PersistentVolumeClaim", e))?;
+        Ok(match pvc.as_ref().map(legacy::claim) {
+            Some(legacy::Claim::Go) => (Layout::GoOperator, false),
+            // Deleting the CR leaves it, as any object that is not its own.
+            Some(legacy::Claim::Unknown) => (Layout::Ours, true),
+            Some(legacy::Claim::Ours) | None => (Layout::Ours, false),
         })
+    }
+
+    /// The layout of the CR's objects (what deleting it removes).
+    async fn layout(&self, req: &ResourceRequest) -> Result<Layout, ProviderError> {
+        Ok(self.observed_layout(req).await?.0)
+    }
+
+    /// The layout to make or plan the workload in. A PVC alone with nothing
+    /// on it is the Go operator's data or a person's volume, and deleting
+    /// the CR would delete it: a person says which.
+    async fn layout_to_make(&self, req: &ResourceRequest) -> Result<Layout, ProviderError> {
+        match self.observed_layout(req).await? {
+            (_, true) => Err(ProviderError::permanent(format!(
+                "PersistentVolumeClaim {ns}/{name} exists and was not made for {kind} {name}: the operator neither changes nor deletes it. If it holds this {kind}'s data from the Go operator (whose Deployment is gone), annotate it {key}={value} to take it over; otherwise rename or remove it, or give the {kind} another name",
+                ns = req.namespace,
+                name = req.name,
+                kind = req.owner.kind,
+                key = legacy::LAYOUT_ANNOTATION,
+                value = legacy::GO_LAYOUT,
+            ))),
+            (layout, false) => Ok(layout),
+        }
     }
 
     async fn postgres(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
         let overrides = strategy::parse(&req.strategy)?;
-        let layout = self.layout(req).await?;
+        let layout = self.layout_to_make(req).await?;
         let (desired, creds, host) = match layout {
             Layout::Ours => {
                 let creds =
@@ -296,7 +325,7 @@ impl InClusterProvider {
 
     async fn redis(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
         let overrides = strategy::parse(&req.strategy)?;
-        let layout = self.layout(req).await?;
+        let layout = self.layout_to_make(req).await?;
         let (desired, host) = match layout {
             Layout::Ours => (workload::redis(req, &overrides)?, self.host(req)),
             Layout::GoOperator => {
@@ -509,7 +538,7 @@ impl Provider for InClusterProvider {
 
     async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
         let overrides = strategy::parse(&req.strategy)?;
-        let layout = self.layout(req).await?;
+        let layout = self.layout_to_make(req).await?;
         let desired = match (req.kind, layout) {
             (ResourceKind::Postgres, Layout::Ours) => workload::postgres(req, &overrides)?,
             (ResourceKind::Redis, Layout::Ours) => workload::redis(req, &overrides)?,
