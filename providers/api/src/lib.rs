@@ -380,6 +380,9 @@ pub enum ErrorKind {
 pub struct ProviderError {
     kind: ErrorKind,
     message: String,
+    /// The cloud API's own error code (e.g. `InvalidSubnetID.NotFound`),
+    /// for callers that decide by it rather than by the message.
+    code: Option<String>,
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
@@ -389,6 +392,7 @@ impl ProviderError {
         ProviderError {
             kind,
             message: message.into(),
+            code: None,
             source: None,
         }
     }
@@ -414,6 +418,17 @@ impl ProviderError {
 
     pub fn kind(&self) -> ErrorKind {
         self.kind
+    }
+
+    /// Keeps the cloud API's error code.
+    pub fn with_code(mut self, code: Option<&str>) -> Self {
+        self.code = code.map(str::to_string);
+        self
+    }
+
+    /// The cloud API's error code, when the error came from one.
+    pub fn code(&self) -> Option<&str> {
+        self.code.as_deref()
     }
 
     pub fn message(&self) -> &str {

@@ -234,7 +234,10 @@ where
         Some(advice) => format!("{operation} {resource}: {detail}; {advice}"),
         None => format!("{operation} {resource}: {detail}"),
     };
-    ProviderError::new(kind, message).with_source(e)
+    let code = e.code().map(str::to_string);
+    ProviderError::new(kind, message)
+        .with_code(code.as_deref())
+        .with_source(e)
 }
 
 /// A role that could not be assumed, naming the role and what to check.

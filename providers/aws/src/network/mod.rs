@@ -146,12 +146,15 @@ pub async fn placement<'c>(
 /// another replica (a shard) removing the network with the cluster's last
 /// database. That heals by making it again: not a person's to fix.
 pub fn when_placed(e: ProviderError, placed: bool) -> ProviderError {
-    let text = e.to_string();
-    let raced = text.contains(".NotFound") || text.contains("NotFoundFault");
+    let raced = e
+        .code()
+        .is_some_and(|c| c.ends_with(".NotFound") || c.ends_with("NotFoundFault"));
     if placed && raced && e.kind() == cro_provider_api::ErrorKind::Permanent {
+        let code = e.code().map(str::to_string);
         ProviderError::transient(format!(
-            "{text}; the database network changed while it was used (another replica removed it with the cluster's last database): making it again"
+            "{e}; the database network changed while it was used (another replica removed it with the cluster's last database): making it again"
         ))
+        .with_code(code.as_deref())
     } else {
         e
     }
@@ -215,5 +218,28 @@ async fn place(
         bundled::ensure(net, &cluster, engine, port).await
     } else {
         standalone::ensure(net, &cluster, port, standalone::requested_block(network)?).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cro_provider_api::ErrorKind;
+
+    #[test]
+    fn a_network_object_gone_while_placing_is_retried_by_its_code_not_its_text() {
+        let gone = || {
+            ProviderError::permanent("rds:CreateDBInstance db1: DBSubnetGroupNotFoundFault: ...")
+                .with_code(Some("DBSubnetGroupNotFoundFault"))
+        };
+        assert_eq!(when_placed(gone(), true).kind(), ErrorKind::Transient);
+        // Not placed here: the tier named it, a person's to fix.
+        assert_eq!(when_placed(gone(), false).kind(), ErrorKind::Permanent);
+        let subnet = ProviderError::permanent("m").with_code(Some("InvalidSubnetID.NotFound"));
+        assert_eq!(when_placed(subnet, true).kind(), ErrorKind::Transient);
+        // The words alone (a tier's value quoted in a message) are not the code.
+        let quoted = ProviderError::permanent("DBSubnetGroupName \"x.NotFound\" is invalid")
+            .with_code(Some("InvalidParameterValue"));
+        assert_eq!(when_placed(quoted, true).kind(), ErrorKind::Permanent);
     }
 }
