@@ -1116,3 +1116,65 @@ async fn a_kill_after_any_network_call_leaves_one_of_each() {
     let _ = namespaces.delete(&ns, &Default::default()).await;
     operator.stop().await;
 }
+
+/// A tier in a region where nothing says where the cluster runs (no
+/// subnet tagged for it, the nodes' instances elsewhere): the database is
+/// not put into the region's default VPC, the CR fails naming what to set,
+/// and no EC2, RDS or ElastiCache write is made for it.
+#[tokio::test]
+async fn without_a_cluster_vpc_in_the_tiers_region_the_cr_says_what_to_set() {
+    let client = TestEnv::load().client().await;
+    ensure_crds(&client).await;
+    let id = cluster_id("netnone");
+    let ns = create_namespace(&client, "network").await;
+    let tiers = json!({"development": {"region": "us-east-2"}});
+    apply_config_map(
+        &client,
+        &ns,
+        "cloud-resources-aws-strategies",
+        json!({"postgres": tiers.to_string()}),
+    )
+    .await;
+    let operator = Operator::launch(launch(&ns, &id, "a")).await;
+    let since = aws_requests().len();
+    let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+    let _: Postgres = create_json(&client, &ns, cr("Postgres", "lost", "development")).await;
+    let failed = wait_phase(&pgs, "lost", Phase::Failed).await;
+    let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(
+        message.contains("cannot find the cluster's VPC")
+            && message.contains(&format!("kubernetes.io/cluster/{id}"))
+            && message.contains("--aws-vpc-id (AWS_VPC_ID)")
+            && message.contains("DBSubnetGroupName"),
+        "{message}"
+    );
+    // This cluster's (other tests run beside it): its network objects carry
+    // the cluster ID, its instance the ID without '-'.
+    let stripped = id.replace('-', "");
+    let writes: Vec<String> = aws_requests()
+        .into_iter()
+        .skip(since)
+        .filter(|r| {
+            let p = r["params"].to_string();
+            p.contains(&id) || p.contains(&stripped)
+        })
+        .filter_map(|r| r["action"].as_str().map(str::to_string))
+        .filter(|a| {
+            ["Create", "Modify", "Authorize", "Accept", "Replace"]
+                .iter()
+                .any(|w| a.starts_with(w))
+        })
+        .collect();
+    assert_eq!(
+        writes,
+        Vec::<String>::new(),
+        "AWS writes for a database with nowhere to go"
+    );
+    pgs.delete("lost", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&pgs, "lost", DEFAULT_TIMEOUT).await;
+    operator.stop().await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(&ns, &Default::default()).await;
+}
