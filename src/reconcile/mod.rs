@@ -273,6 +273,11 @@ async fn write_status<K: Managed>(
     for condition in &mut report.conditions {
         condition.message = without_account_ids(&condition.message);
     }
+    // A pending change's values may be ARNs too (a KMS key, a role).
+    for change in &mut report.pending {
+        change.current = without_account_ids(&change.current);
+        change.desired = without_account_ids(&change.desired);
+    }
     let previous = obj.report();
     let ready = status::ready_condition(&report, obj.meta().generation, obj.conditions());
     let conditions = status::merged(

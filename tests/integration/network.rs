@@ -298,40 +298,24 @@ fn launch(ns: &str, id: &str, log: &str) -> Launch {
 }
 
 /// A test's cluster: its own cluster ID, a cluster VPC of `block`.0.0/16
-/// laid out as the OpenShift installer does, and a namespace.
-struct Cluster {
-    client: Client,
-    ec2: aws_sdk_ec2::Client,
-    id: String,
-    vpc: String,
-    ns: String,
-}
-
-async fn cluster(prefix: &str, block: &str) -> Cluster {
+/// laid out as the OpenShift installer does, and a namespace, as
+/// `(client, ec2, cluster ID, cluster VPC, namespace)`.
+async fn cluster(
+    prefix: &str,
+    block: &str,
+) -> (Client, aws_sdk_ec2::Client, String, String, String) {
     let client = TestEnv::load().client().await;
     ensure_crds(&client).await;
     let ec2 = ec2().await;
     let id = cluster_id(prefix);
     let vpc = openshift_vpc(&ec2, &id, block).await;
     let ns = create_namespace(&client, "network").await;
-    Cluster {
-        client,
-        ec2,
-        id,
-        vpc,
-        ns,
-    }
+    (client, ec2, id, vpc, ns)
 }
 
 #[tokio::test]
 async fn standalone_network_from_the_first_database_to_the_last() {
-    let Cluster {
-        client,
-        ec2,
-        id,
-        vpc: cluster,
-        ns,
-    } = cluster("netsa", "10.150").await;
+    let (client, ec2, id, cluster, ns) = cluster("netsa", "10.150").await;
     strategies(
         &client,
         &ns,
@@ -704,13 +688,7 @@ async fn go_standalone_network(
 
 #[tokio::test]
 async fn the_go_operators_network_is_adopted_and_a_new_database_joins_it() {
-    let Cluster {
-        client,
-        ec2,
-        id,
-        vpc: cluster,
-        ns,
-    } = cluster("netgo", "10.160").await;
+    let (client, ec2, id, cluster, ns) = cluster("netgo", "10.160").await;
     let (made, group) =
         go_standalone_network(&ec2, &id, &cluster, "10.160.0.0/16", "10.210.0.0/26").await;
     // The Go operator's default ConfigMap: `_network` tiers with no CIDR
@@ -887,13 +865,7 @@ async fn the_cluster_vpc_comes_from_the_nodes_or_the_flag_and_a_tier_may_place_i
 
 #[tokio::test]
 async fn a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc() {
-    let Cluster {
-        client,
-        ec2,
-        id,
-        vpc: cluster,
-        ns,
-    } = cluster("netbd", "10.170").await;
+    let (client, ec2, id, cluster, ns) = cluster("netbd", "10.170").await;
     // The Go operator's first layout: createPrivateSubnet (cluster_vpc.go)
     // made a /27 per zone in the cluster's VPC, the highest free first,
     // tagged with getDefaultSubnetTags.
@@ -1004,13 +976,7 @@ async fn a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc() {
 
 #[tokio::test]
 async fn a_kill_after_any_network_call_leaves_one_of_each() {
-    let Cluster {
-        client,
-        ec2,
-        id,
-        vpc: cluster,
-        ns,
-    } = cluster("netkill", "10.180").await;
+    let (client, ec2, id, cluster, ns) = cluster("netkill", "10.180").await;
     strategies(
         &client,
         &ns,

@@ -161,11 +161,9 @@ impl Store {
                 }
             }
         }
-        let fresh = self
-            .api(ns)
-            .get_opt(name)
-            .await
-            .map_err(|e| kube_error(format!("reading Secret {ns}/{name}: {e}"), &e))?;
+        let fresh = self.api(ns).get_opt(name).await.map_err(|e| {
+            ProviderError::from_kube(format!("reading Secret {ns}/{name}: {e}"), &e)
+        })?;
         // The watch shows what the API server has, ours or a later change.
         if version(fresh.as_ref()) == version(cached.as_deref()) {
             let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
@@ -195,7 +193,12 @@ impl Store {
         let written = (self.api(&req.namespace))
             .patch(name, &params, &Patch::Apply(&secret))
             .await
-            .map_err(|e| kube_error(format!("writing Secret {}/{name}: {e}", req.namespace), &e))?;
+            .map_err(|e| {
+                ProviderError::from_kube(
+                    format!("writing Secret {}/{name}: {e}", req.namespace),
+                    &e,
+                )
+            })?;
         if let Some(version) = written.metadata.resource_version {
             self.wrote(&req.namespace, name, Wrote::Version(version));
         }
@@ -227,8 +230,9 @@ impl Store {
     /// made for anything else stays.
     pub async fn delete(&self, req: &ResourceRequest, name: &str) -> Result<(), ProviderError> {
         let found = (self.api(&req.namespace)).get_opt(name).await;
-        let found = found
-            .map_err(|e| kube_error(format!("reading Secret {}/{name}: {e}", req.namespace), &e))?;
+        let found = found.map_err(|e| {
+            ProviderError::from_kube(format!("reading Secret {}/{name}: {e}", req.namespace), &e)
+        })?;
         match found {
             None => return Ok(()),
             Some(secret) if !claimable(&secret, req) => return Ok(()),
@@ -242,14 +246,10 @@ impl Store {
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => {
                 let what = format!("deleting Secret {}/{name}: {e}", req.namespace);
-                return Err(kube_error(what, &e));
+                return Err(ProviderError::from_kube(what, &e));
             }
         }
         self.wrote(&req.namespace, name, Wrote::Deleted);
         Ok(())
     }
-}
-
-fn kube_error(message: String, e: &kube::Error) -> ProviderError {
-    ProviderError::from_kube(message, e)
 }

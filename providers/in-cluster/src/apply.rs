@@ -28,13 +28,8 @@ pub enum Applied<K> {
     Terminating,
 }
 
-/// A failed call to the API server, as a provider error of the right kind.
-pub fn kube_error(message: String, e: &kube::Error) -> ProviderError {
-    ProviderError::from_kube(message, e)
-}
-
 fn api_error(verb: &str, desired: &Value, e: kube::Error) -> ProviderError {
-    kube_error(
+    ProviderError::from_kube(
         format!(
             "{verb} {} {}/{}: {e}",
             desired["kind"].as_str().unwrap_or("object"),
@@ -198,7 +193,9 @@ pub async fn delete<K>(
 where
     K: Resource<DynamicType = ()> + Cached + Debug + DeserializeOwned,
 {
-    let context = |e: kube::Error| kube_error(format!("deleting {} {name}: {e}", K::kind(&())), &e);
+    let context = |e: kube::Error| {
+        ProviderError::from_kube(format!("deleting {} {name}: {e}", K::kind(&())), &e)
+    };
     let Some(live) = api.fresh(name).await.map_err(context)? else {
         return Ok(true);
     };

@@ -130,7 +130,7 @@ impl InClusterProvider {
             .get_opt(&req.name)
             .await
             .map_err(|e| {
-                apply::kube_error(
+                ProviderError::from_kube(
                     format!("reading Deployment {}/{}: {e}", req.namespace, req.name),
                     &e,
                 )
@@ -226,7 +226,7 @@ impl InClusterProvider {
         req: &ResourceRequest,
     ) -> Result<(Layout, bool), ProviderError> {
         let read = |kind: &str, e: kube::Error| {
-            apply::kube_error(
+            ProviderError::from_kube(
                 format!("reading {kind} {}/{}: {e}", req.namespace, req.name),
                 &e,
             )
@@ -368,7 +368,7 @@ impl InClusterProvider {
                     .list(&Default::default())
                     .await
                     .map_err(|e| {
-                        apply::kube_error(
+                        ProviderError::from_kube(
                             format!("listing Deployments in {}: {e}", req.namespace),
                             &e,
                         )
