@@ -51,6 +51,8 @@ pub enum Target {
         host: String,
         port: u16,
         password: Option<String>,
+        /// In-transit encryption (the Secret's `tls` is `true`).
+        tls: bool,
     },
 }
 
@@ -81,6 +83,7 @@ impl Target {
                 host: get("uri")?.to_string(),
                 port: port(6379)?,
                 password: get("password").map(str::to_string),
+                tls: get("tls").is_some_and(|t| t.eq_ignore_ascii_case("true")),
             }),
             ResourceKind::BlobStorage | ResourceKind::Smtp => None,
         }
@@ -213,7 +216,9 @@ pub async fn check(target: &Target, timeout: Duration) -> Verdict {
                     };
                     postgres::check(tcp, host, &login).await
                 }
-                Target::Redis { password, .. } => redis::check(tcp, password.as_deref()).await,
+                Target::Redis { password, tls, .. } => {
+                    redis::check(tcp, host, *tls, password.as_deref()).await
+                }
             }
         };
         return tokio::time::timeout_at(deadline, login)
@@ -437,6 +442,7 @@ mod tests {
             host: "cache.ns.svc".into(),
             port: 6379,
             password: None,
+            tls: false,
         }
     }
 
@@ -499,7 +505,20 @@ mod tests {
         let redis = details(&[("uri", "cache"), ("port", "6379")]);
         assert!(matches!(
             Target::of(ResourceKind::Redis, &redis),
-            Some(Target::Redis { password: None, .. })
+            Some(Target::Redis {
+                password: None,
+                tls: false,
+                ..
+            })
+        ));
+        let encrypted = details(&[("uri", "cache"), ("password", "t"), ("tls", "true")]);
+        assert!(matches!(
+            Target::of(ResourceKind::Redis, &encrypted),
+            Some(Target::Redis {
+                port: 6379,
+                tls: true,
+                ..
+            })
         ));
         assert_eq!(Target::of(ResourceKind::BlobStorage, &redis), None);
     }

@@ -1,23 +1,38 @@
 //! A Redis client that goes as far as `AUTH` (when the Secret has a
 //! password) and `PING`, in RESP2 as documented in the Redis protocol
-//! specification.
+//! specification, over TLS when the Secret says so (ElastiCache in-transit
+//! encryption).
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-use super::Verdict;
+use super::{Stream, Verdict};
 
-/// `AUTH` with `password`, if any, then `PING`, over `stream`.
-pub async fn check(stream: tokio::net::TcpStream, password: Option<&str>) -> Verdict {
+/// `AUTH` with `password`, if any, then `PING`, over `tcp` to `host`
+/// (in a TLS session when `tls`).
+pub async fn check(
+    tcp: tokio::net::TcpStream,
+    host: &str,
+    tls: bool,
+    password: Option<&str>,
+) -> Verdict {
+    let stream: Stream = match tls {
+        false => Box::new(tcp),
+        true => match super::tls::connect(tcp, host).await {
+            Ok(s) => Box::new(s),
+            Err(e) => {
+                return Verdict::Protocol(format!(
+                    "no TLS session (the Secret's tls is \"true\"): {e}"
+                ));
+            }
+        },
+    };
     match session(stream, password).await {
         Ok(v) => v,
         Err(e) => Verdict::Protocol(format!("Redis connection broke off: {e}")),
     }
 }
 
-async fn session(
-    stream: tokio::net::TcpStream,
-    password: Option<&str>,
-) -> std::io::Result<Verdict> {
+async fn session(stream: Stream, password: Option<&str>) -> std::io::Result<Verdict> {
     let mut stream = BufReader::new(stream);
     if let Some(password) = password {
         stream.write_all(&command(&["AUTH", password])).await?;

@@ -50,6 +50,7 @@ fn redis(var: &str, password: Option<&str>) -> Target {
         host,
         port,
         password: password.map(str::to_string),
+        tls: var == "CRO_TESTENV_REDIS_TLS",
     }
 }
 
@@ -100,6 +101,21 @@ async fn redis_auth_and_ping() {
         matches!(&none, Verdict::AuthenticationFailed(m) if m.contains("Secret has none")),
         "{none:?}"
     );
+    // In-transit encryption, as ElastiCache's: AUTH inside the TLS session;
+    // plain text to a TLS port is not taken for a Redis that answers.
+    let tls = check(&redis("CRO_TESTENV_REDIS_TLS", Some(&password)), TIMEOUT).await;
+    assert_eq!(tls, connected);
+    let wrong = check(&redis("CRO_TESTENV_REDIS_TLS", Some("wrong")), TIMEOUT).await;
+    assert!(
+        matches!(wrong, Verdict::AuthenticationFailed(_)),
+        "{wrong:?}"
+    );
+    let mut plain = redis("CRO_TESTENV_REDIS_TLS", Some(&password));
+    if let Target::Redis { tls, .. } = &mut plain {
+        *tls = false;
+    }
+    let verdict = check(&plain, TIMEOUT).await;
+    assert!(!verdict.connected(), "{verdict:?}");
 }
 
 #[tokio::test]
@@ -112,6 +128,7 @@ async fn closed_ports_silent_servers_and_unknown_names_fail_within_the_timeout()
         host: host.into(),
         port,
         password: None,
+        tls: false,
     };
     assert_eq!(
         check(&target("127.0.0.1", closed), TIMEOUT).await,
@@ -220,6 +237,9 @@ async fn rds_and_elasticache_report_connectable_and_the_go_gauges() {
         assert!(pg.contains("clusterID=\"testcluster\"") && pg.contains("productName=\"cro-test-real-backend\"") && pg.contains("strategy=\"aws-rds\"") && pg.ends_with(" 1"), "{pg}");
         let redis = gauge(&metrics, "cro_redis_connection", &ns, "cache").unwrap_or_else(|| panic!("no Redis gauge:\n{metrics}"));
         assert!(redis.contains("strategy=\"aws-elasticache\"") && redis.ends_with(" 1"), "{redis}");
+        // The group is encrypted in transit: the check spoke TLS and AUTH.
+        let secret = secret_data(&client, &ns, "cache-sec").await;
+        assert_eq!((secret.get("tls").map(String::as_str), secret.contains_key("password")), (Some("true"), true));
 
         // Someone changes the master password behind the operator's back.
         let (host, port) = address("CRO_TESTENV_POSTGRES");
@@ -240,4 +260,49 @@ async fn rds_and_elasticache_report_connectable_and_the_go_gauges() {
         assert!(line.ends_with(" 0"), "{line}");
     })
     .await;
+}
+
+/// A tier whose clients cannot speak TLS (the Go operator's default, for
+/// 3scale) turns in-transit encryption off: the group has no AUTH token,
+/// the Secret neither `tls` nor `password`, and a plain client connects.
+#[tokio::test]
+async fn a_tier_without_transit_encryption_gets_a_plain_group_that_connects() {
+    with_operator_launched("plainredis", |_| {}, |client, ns, _op| async move {
+        let tiers = json!({"development": {"createStrategy": {"TransitEncryptionEnabled": false}}});
+        crate::aws::aws_strategies_for(&client, &ns, "redis", tiers).await;
+        let meta = json!({"name": "cache", "labels": {"productName": "cro-test-real-backend"}});
+        let spec = json!({"type": "managed", "tier": "development", "secretRef": {"name": "cache-sec"}});
+        let _: Redis = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": meta, "spec": spec})).await;
+        let caches = Api::<Redis>::namespaced(client.clone(), &ns);
+        wait_phase(&caches, "cache", Phase::Complete).await;
+        let secret = secret_data(&client, &ns, "cache-sec").await;
+        assert_eq!(secret.keys().cloned().collect::<Vec<_>>(), ["port", "uri"]);
+        let want = Some(("True".to_string(), "Connected".to_string()));
+        wait_for(&caches, "cache", "Connectable True", DEFAULT_TIMEOUT, |o: Option<&Redis>| {
+            connectable(o.and_then(|o| o.status.as_ref()).map(|s| &s.conditions)) == want
+        })
+        .await;
+        let created = crate::support::aws_requests().into_iter().find(|r| r["action"] == "CreateReplicationGroup" && r["params"].to_string().contains(&format!("{ns}/cache")));
+        let params = created.map(|r| r["params"].clone()).unwrap_or_default();
+        assert_eq!(params["TransitEncryptionEnabled"][0], "false", "{params}");
+        assert!(params.get("AuthToken").is_none(), "an AUTH token was sent: {params}");
+    })
+    .await;
+}
+
+async fn secret_data(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let secret = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+        .collect()
 }

@@ -143,6 +143,10 @@ REAL_BACKEND_MARK = "cro-test-real-backend"
 REAL_POSTGRES = os.environ.get("CRO_MOTO_REAL_POSTGRES")
 REAL_POSTGRES_PASSWORD = os.environ.get("CRO_MOTO_REAL_POSTGRES_PASSWORD", "")
 REAL_REDIS = os.environ.get("CRO_MOTO_REAL_REDIS")
+# A group with in-transit encryption and an AUTH token answers at the TLS
+# Redis (whose own password is the PostgreSQL one), its token added as
+# another password of the default user.
+REAL_REDIS_TLS = os.environ.get("CRO_MOTO_REAL_REDIS_TLS")
 
 
 def _marked(tags):
@@ -226,9 +230,25 @@ def ec_create(self, *args, **kwargs):
     return group
 
 
+def _redis_tls_password(token):
+    import subprocess
+
+    host, port = REAL_REDIS_TLS.rsplit(":", 1)
+    subprocess.run(["redis-cli", "--tls", "--insecure", "-h", host, "-p", port, "ACL", "SETUSER", "default", ">" + token],
+                   env=dict(os.environ, REDISCLI_AUTH=REAL_POSTGRES_PASSWORD), check=False, capture_output=True, timeout=30)
+
+
 def _real_ec_create(self, *args, **kwargs):
     group = ec_create(self, *args, **kwargs)
-    if REAL_REDIS and _marked(kwargs.get("tags")):
+    encrypted = kwargs.get("transit_encryption_enabled") and kwargs.get("auth_token")
+    if REAL_REDIS_TLS and encrypted and _marked(kwargs.get("tags")):
+        _redis_tls_password(kwargs["auth_token"])
+        host, port = REAL_REDIS_TLS.rsplit(":", 1)
+        for node_group in group.node_groups:
+            node_group["primary_endpoint_address"] = host
+            node_group["port"] = int(port)
+            node_group["primary_endpoint"] = {"address": host, "port": int(port)}
+    elif REAL_REDIS and _marked(kwargs.get("tags")):
         host, port = REAL_REDIS.rsplit(":", 1)
         for node_group in group.node_groups:
             node_group["primary_endpoint_address"] = host

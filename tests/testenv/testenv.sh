@@ -263,6 +263,7 @@ EOF
 export CRO_TESTENV_POSTGRES='127.0.0.1:$pg_port'
 export CRO_TESTENV_REDIS='127.0.0.1:$redis_port'
 export CRO_TESTENV_REDIS_AUTH='127.0.0.1:$redis_auth_port'
+export CRO_TESTENV_REDIS_TLS='127.0.0.1:$redis_tls_port'
 export CRO_TESTENV_DB_PASSWORD='$db_password'
 EOF
 }
@@ -271,7 +272,7 @@ pid_alive() { [ -f "$state/pids/$1.pid" ] && kill -0 "$(cat "$state/pids/$1.pid"
 
 cmd_status() {
   local p
-  for p in etcd kube-apiserver kube-controller-manager kube-scheduler kwok moto postgres redis redis-auth; do
+  for p in etcd kube-apiserver kube-controller-manager kube-scheduler kwok moto postgres redis redis-auth redis-tls; do
     pid_alive "$p" || return 1
   done
   [ -f "$state/env.sh" ] && kctl get --raw /readyz >/dev/null 2>&1
@@ -359,7 +360,7 @@ unprivileged() {
   if [ "$(id -u)" = 0 ]; then setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; else "$@"; fi
 }
 start_databases() {
-  local pg_port=$1 redis_port=$2 redis_auth_port=$3 password=$4 bindir dir
+  local pg_port=$1 redis_port=$2 redis_auth_port=$3 redis_tls_port=$4 password=$5 bindir dir
   bindir=$(pg_bindir) || die "PostgreSQL server binaries not found under /usr/lib/postgresql (tests/testenv/install-deps.sh installs them)"
   dir=$(mktemp -d /tmp/cro-testenv-db.XXXXXX)
   echo "$dir" >"$state/dbdir"
@@ -393,6 +394,12 @@ EOF
   start redis "$dir/redis-server" --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no --dir "$dir"
   start redis-auth "$dir/redis-server" --bind 127.0.0.1 --port "$redis_auth_port" --save '' --appendonly no \
     --dir "$dir" --requirepass "$password"
+  # As ElastiCache with in-transit encryption and an AUTH token: TLS only,
+  # no client certificates; moto adds each new group's token as another
+  # password of the default user.
+  start redis-tls "$dir/redis-server" --bind 127.0.0.1 --port 0 --tls-port "$redis_tls_port" \
+    --tls-cert-file "$dir/server.crt" --tls-key-file "$dir/server.key" --tls-auth-clients no \
+    --save '' --appendonly no --dir "$dir" --requirepass "$password"
 }
 # Once PostgreSQL answers: the role that logs in with MD5.
 seed_databases() {
@@ -403,6 +410,7 @@ seed_databases() {
 }
 stop_databases() {
   local dir
+  stop_one redis-tls redis-server
   stop_one redis-auth redis-server
   stop_one redis redis-server
   stop_one postgres postgres
@@ -453,22 +461,22 @@ cmd_up() {
   mkdir -p "$state/logs" "$state/pids"
   make_certs
 
-  local etcd_port etcd_peer api_port moto_port token pg_port redis_port redis_auth_port db_password
+  local etcd_port etcd_peer api_port moto_port token pg_port redis_port redis_auth_port redis_tls_port db_password
   etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port); moto_port=$(free_port)
-  pg_port=$(free_port); redis_port=$(free_port); redis_auth_port=$(free_port)
+  pg_port=$(free_port); redis_port=$(free_port); redis_auth_port=$(free_port); redis_tls_port=$(free_port)
   db_password=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
   token=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
   echo "$token" >"$admin_token_file"
   printf '%s,cro-testenv-admin,cro-testenv-admin,"system:masters"\n' "$token" >"$state/pki/tokens.csv"
 
   start_etcd "$etcd_port" "$etcd_peer"
-  start_databases "$pg_port" "$redis_port" "$redis_auth_port" "$db_password"
+  start_databases "$pg_port" "$redis_port" "$redis_auth_port" "$redis_tls_port" "$db_password"
   # moto with realistic creating/modifying/deleting transitions.
   # Its request log and fault file are the tests' view into AWS calls;
   # instances marked for it are backed by the real servers above.
   start moto env CRO_MOTO_REQUEST_LOG="$state/logs/moto-requests.jsonl" CRO_MOTO_FAULTS="$state/moto-faults.json" \
     CRO_MOTO_REAL_POSTGRES="127.0.0.1:$pg_port" CRO_MOTO_REAL_POSTGRES_PASSWORD="$db_password" \
-    CRO_MOTO_REAL_REDIS="127.0.0.1:$redis_port" \
+    CRO_MOTO_REAL_REDIS="127.0.0.1:$redis_port" CRO_MOTO_REAL_REDIS_TLS="127.0.0.1:$redis_tls_port" \
     "$moto_venv/bin/python" "$here/moto_server.py" -H 127.0.0.1 -p "$moto_port"
 
   # Requests made with ServiceAccount credentials are audited: the RBAC
@@ -523,13 +531,13 @@ EOF
   create_volumes
   wait_for "PostgreSQL" 60 "$(pg_bindir)/pg_isready" -q -h 127.0.0.1 -p "$pg_port"
   seed_databases "$db_password"
-  wait_for "Redis" 30 bash -c "exec 3<>/dev/tcp/127.0.0.1/$redis_port 4<>/dev/tcp/127.0.0.1/$redis_auth_port"
+  wait_for "Redis" 30 bash -c "exec 3<>/dev/tcp/127.0.0.1/$redis_port 4<>/dev/tcp/127.0.0.1/$redis_auth_port 5<>/dev/tcp/127.0.0.1/$redis_tls_port"
   wait_for "moto server" 60 curl -sf "http://127.0.0.1:$moto_port/moto-api/"
   wait_for "the default ServiceAccount (kube-controller-manager)" 60 kctl -n default get serviceaccount default
   wait_for "kwok-node-0 Ready (kwok)" 60 \
     sh -c "'$k8s_bin/kubectl' --kubeconfig '$state/kubeconfig' get node kwok-node-0 -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
-  printf 'pg_port=%s\nredis_port=%s\nredis_auth_port=%s\ndb_password=%s\n' \
-    "$pg_port" "$redis_port" "$redis_auth_port" "$db_password" >"$state/databases.env"
+  printf 'pg_port=%s\nredis_port=%s\nredis_auth_port=%s\nredis_tls_port=%s\ndb_password=%s\n' \
+    "$pg_port" "$redis_port" "$redis_auth_port" "$redis_tls_port" "$db_password" >"$state/databases.env"
   write_env "$moto_port"
   log "up; source $state/env.sh"
 }
