@@ -7,6 +7,13 @@
 //! snapshots; `spec.size` is the node type. The Secret's `uri` is the
 //! primary endpoint's host, as in the Go operator. Deletion takes a tagged
 //! final snapshot unless the tier says otherwise.
+//!
+//! Unlike the Go operator, a group this operator creates has in-transit
+//! encryption and an AUTH token (kept in `<name>-aws-elasticache-credentials`
+//! before the create is sent, so a lost answer loses no token), and its
+//! Secret says `tls: "true"` and holds the token as `password`; a tier with
+//! `TransitEncryptionEnabled: false` turns both off. Groups that exist are
+//! never changed to it: their clients would lose the connection.
 
 use std::collections::BTreeMap;
 
@@ -25,7 +32,8 @@ use cro_provider_api::{
 
 use crate::{
     clients::Clients,
-    database::{self, Database, Looked, Removal, Service, State},
+    credentials,
+    database::{self, Database, Looked, Plan, Removal, Service, State},
     errors::{Answer, Created, created},
     listing::Listing,
     network::{self, Engine},
@@ -54,6 +62,14 @@ pub const DELETE_STRATEGY: Section = section! {
     }
 };
 
+/// Where the AUTH token of a group this operator created is kept.
+pub fn credentials_secret(name: &str) -> String {
+    format!("{name}-aws-elasticache-credentials")
+}
+
+/// The key of the AUTH token in [`credentials_secret`].
+const AUTH_TOKEN: &str = "authToken";
+
 /// What the tier (and `spec.size`) asks for of a running group.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
@@ -72,6 +88,10 @@ pub struct Group {
     pub snapshot_retention: i32,
     pub snapshot_window: String,
     pub primary: Option<(String, i32)>,
+    /// In-transit encryption (clients must speak TLS).
+    pub transit_encryption: bool,
+    /// Clients must `AUTH` with the group's token.
+    pub auth_token: bool,
     /// Its first member cache cluster (node), where the Go operator put
     /// its tags (`TagElasticacheNode`, provider_redis.go).
     pub first_member: Option<String>,
@@ -151,6 +171,8 @@ impl From<&ReplicationGroup> for Group {
                     e.port().unwrap_or(6379),
                 )
             }),
+            transit_encryption: g.transit_encryption_enabled().unwrap_or(false),
+            auth_token: g.auth_token_enabled().unwrap_or(false),
             first_member: g.member_clusters().first().cloned(),
             node: Node::default(),
             tags: BTreeMap::new(),
@@ -178,7 +200,7 @@ impl Database for Client {
         final_snapshot_field: "FinalSnapshotIdentifier",
         create_strategy: &CREATE_STRATEGY,
         delete_strategy: &DELETE_STRATEGY,
-        credentials_secret: None,
+        credentials_secret: Some(credentials_secret),
     };
     type Live = Group;
     type Desired = Desired;
@@ -335,6 +357,7 @@ impl Database for Client {
 }
 
 pub async fn reconcile(
+    store: &credentials::Store,
     c: &Clients,
     hint: &VpcHint,
     req: &ResourceRequest,
@@ -346,13 +369,18 @@ pub async fn reconcile(
         have,
         plan,
     } = database::look::<Client>(c, req, tier).await?;
-    let create = create(c, hint, req, &f, &want, tier);
+    let token = auth_token(store, req, &f, have.as_ref(), &plan).await?;
+    let create = create(c, hint, req, &f, &want, tier, token.clone());
     let ready = |have: &Group| {
         let (host, port) = have.primary.clone().unwrap_or_default();
-        ConnectionDetails(BTreeMap::from([
-            ("uri".into(), host),
-            ("port".into(), port.to_string()),
-        ]))
+        let mut details = BTreeMap::from([("uri".into(), host), ("port".into(), port.to_string())]);
+        if have.transit_encryption {
+            details.insert("tls".into(), "true".into());
+        }
+        if let Some(token) = token.filter(|_| have.auth_token) {
+            details.insert("password".into(), token);
+        }
+        ConnectionDetails(details)
     };
     // The engine version as its nodes run it (what status.version shows),
     // else what the tier asked for at create.
@@ -377,6 +405,32 @@ pub async fn reconcile(
     Ok(report)
 }
 
+/// The group's AUTH token: made and stored before a group is created
+/// (unless the tier turns in-transit encryption off), read back for a group
+/// that has one; `None` for a group without.
+async fn auth_token(
+    store: &credentials::Store,
+    req: &ResourceRequest,
+    f: &Fields<'_>,
+    have: Option<&Group>,
+    plan: &Plan,
+) -> Result<Option<String>, ProviderError> {
+    let secret = credentials_secret(&req.name);
+    match (have, plan) {
+        (None, Plan::Create) if f.bool("TransitEncryptionEnabled")? != Some(false) => {
+            let stored = store
+                .ensure(req, &secret, &[(AUTH_TOKEN, credentials::random_password)])
+                .await?;
+            Ok(stored.get(AUTH_TOKEN).cloned())
+        }
+        (Some(group), _) if group.auth_token => {
+            let stored = store.read(req, &secret).await?.unwrap_or_default();
+            Ok(stored.get(AUTH_TOKEN).cloned())
+        }
+        _ => Ok(None),
+    }
+}
+
 async fn create(
     c: &Clients,
     hint: &VpcHint,
@@ -384,6 +438,7 @@ async fn create(
     f: &Fields<'_>,
     want: &Desired,
     tier: &Tier,
+    auth_token: Option<String>,
 ) -> Result<Created, ProviderError> {
     let port = f.int("Port")?.unwrap_or(6379);
     let (placed, _held) =
@@ -406,7 +461,11 @@ async fn create(
         .automatic_failover_enabled(f.bool("AutomaticFailoverEnabled")?.unwrap_or(true))
         .set_multi_az_enabled(f.bool("MultiAZEnabled")?)
         .at_rest_encryption_enabled(f.bool("AtRestEncryptionEnabled")?.unwrap_or(true))
-        .transit_encryption_enabled(f.bool("TransitEncryptionEnabled")?.unwrap_or(false))
+        // AWS refuses an AUTH token without in-transit encryption.
+        .transit_encryption_enabled(
+            auth_token.is_some() || f.bool("TransitEncryptionEnabled")? == Some(true),
+        )
+        .set_auth_token(auth_token)
         .snapshot_retention_limit(want.snapshot_retention)
         .set_snapshot_window(want.snapshot_window.clone())
         .set_preferred_maintenance_window(want.maintenance_window.clone())

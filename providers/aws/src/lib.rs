@@ -291,7 +291,9 @@ impl Provider for AwsProvider {
                 rds::reconcile(&self.credentials, &c, &self.settings.vpc, req, &tier).await
             }
             ResourceKind::BlobStorage => s3::reconcile(self, &c, req).await,
-            ResourceKind::Redis => elasticache::reconcile(&c, &self.settings.vpc, req, &tier).await,
+            ResourceKind::Redis => {
+                elasticache::reconcile(&self.credentials, &c, &self.settings.vpc, req, &tier).await
+            }
             ResourceKind::Smtp => smtp::reconcile(self, &c, req, &tier).await,
         }
     }
