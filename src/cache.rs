@@ -22,6 +22,7 @@ use k8s_openapi::{
     api::{
         apps::v1::Deployment,
         core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
+        networking::v1::NetworkPolicy,
     },
 };
 use kube::{
@@ -245,6 +246,7 @@ pub struct Owned {
     pub services: Scoped<Service>,
     pub claims: Scoped<PersistentVolumeClaim>,
     pub config_maps: Scoped<ConfigMap>,
+    pub network_policies: Scoped<NetworkPolicy>,
 }
 
 impl Owned {
@@ -256,6 +258,7 @@ impl Owned {
             services: Scoped::new(client, scopes, &owned),
             claims: Scoped::new(client, scopes, &owned),
             config_maps: Scoped::new(client, scopes, &owned),
+            network_policies: Scoped::new(client, scopes, &owned),
         }
     }
 
@@ -267,6 +270,7 @@ impl Owned {
             self.services.run(),
             self.claims.run(),
             self.config_maps.run(),
+            self.network_policies.run(),
         );
     }
 
@@ -278,6 +282,7 @@ impl Owned {
             self.services.ready(limit),
             self.claims.ready(limit),
             self.config_maps.ready(limit),
+            self.network_policies.ready(limit),
         );
     }
 }
@@ -314,5 +319,8 @@ impl cro_provider_in_cluster::Cache for Owned {
     }
     fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
         self.config_maps.peek(namespace, name)
+    }
+    fn network_policy(&self, namespace: &str, name: &str) -> Option<Arc<NetworkPolicy>> {
+        self.network_policies.peek(namespace, name)
     }
 }

@@ -342,7 +342,8 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
         info!(role_arn = %sts.role_arn, "STS mode: AWS calls run as the role of Secret sts-credentials; BlobStorage gets no IAM user");
     }
     let nodes = node_instances(&client).await;
-    let providers = provider_settings(args, infrastructure.as_ref(), sts, nodes)?;
+    let mut providers = provider_settings(args, infrastructure.as_ref(), sts, nodes)?;
+    providers.operator_namespace = Some(settings.operator_namespace.clone());
     Ok(Connected {
         client,
         settings,
@@ -443,6 +444,7 @@ fn provider_settings(
         .or_else(|| infrastructure.and_then(cluster_id::infrastructure_region));
     Ok(providers::Settings {
         cluster_domain: args.cluster_domain.clone(),
+        operator_namespace: None,
         aws: cro_provider_aws::AwsSettings {
             region: aws_region,
             budget,

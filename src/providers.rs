@@ -46,6 +46,8 @@ pub fn validate_strategy(
 /// Everything `run` needs to build the providers.
 pub struct Settings {
     pub cluster_domain: Option<String>,
+    /// Admitted by the in-cluster workloads' NetworkPolicies.
+    pub operator_namespace: Option<String>,
     pub aws: cro_provider_aws::AwsSettings,
 }
 
@@ -57,7 +59,8 @@ pub fn build(
     cache: Option<Arc<crate::cache::Owned>>,
 ) -> Vec<Arc<dyn Provider>> {
     let mut in_cluster =
-        cro_provider_in_cluster::InClusterProvider::new(client.clone(), settings.cluster_domain);
+        cro_provider_in_cluster::InClusterProvider::new(client.clone(), settings.cluster_domain)
+            .with_operator_namespace(settings.operator_namespace);
     let mut aws = cro_provider_aws::AwsProvider::new(client.clone(), settings.aws);
     if let Some(cache) = cache {
         in_cluster = in_cluster.with_cache(cache.clone());

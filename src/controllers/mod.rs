@@ -184,6 +184,12 @@ fn resource_controller<K: ResourceCr>(
             "ConfigMaps",
             |c, s| c.owns_shared_stream(s),
         );
+        c = subscribed(
+            c,
+            subscription(&owned.network_policies, ns),
+            "NetworkPolicies",
+            |c, s| c.owns_shared_stream(s),
+        );
     }
     c = subscribed(
         c,

@@ -7,6 +7,7 @@ use cloud_resource_operator::api::{BlobStorage, Phase, Postgres, Redis, SMTPCred
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Event, PersistentVolumeClaim, Secret, Service},
+    networking::v1::NetworkPolicy,
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
@@ -164,10 +165,14 @@ async fn every_kind_completes_with_exact_secret_keys_and_owned_workloads() {
         let (keys, secret) = secret_keys(&client, &ns, "cache-sec").await;
         assert_eq!(
             keys,
-            ["port", "uri"].iter().map(|s| s.to_string()).collect()
+            ["password", "port", "uri"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
         );
         assert_eq!(value(&secret, "uri"), format!("cache.{ns}.svc"));
         assert_eq!(value(&secret, "port"), "6379");
+        assert_eq!(value(&secret, "password").len(), 32);
 
         let blob = wait_phase(
             &Api::<BlobStorage>::namespaced(client.clone(), &ns),
@@ -221,8 +226,15 @@ async fn every_kind_completes_with_exact_secret_keys_and_owned_workloads() {
                 .get(name)
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
+            let n = Api::<NetworkPolicy>::namespaced(client.clone(), &ns)
+                .get(name)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
             assert!(
-                owned_by(&d, &uid) && owned_by(&s, &uid) && owned_by(&p, &uid),
+                owned_by(&d, &uid)
+                    && owned_by(&s, &uid)
+                    && owned_by(&p, &uid)
+                    && owned_by(&n, &uid),
                 "{name}: owner references missing"
             );
             let spec = d.spec.unwrap_or_default();
@@ -436,6 +448,7 @@ async fn deleting_each_cr_removes_everything_it_created() {
         assert_none_managed::<Service>(&client, &ns).await;
         assert_none_managed::<PersistentVolumeClaim>(&client, &ns).await;
         assert_none_managed::<ConfigMap>(&client, &ns).await;
+        assert_none_managed::<NetworkPolicy>(&client, &ns).await;
         for s in ["db-sec", "cache-sec", "blob-sec", "smtp-sec"] {
             assert!(
                 Api::<Secret>::namespaced(client.clone(), &ns)
@@ -809,6 +822,65 @@ async fn snapshots_rotation_and_clones_asked_of_in_cluster_resources_are_reporte
         assert!(message.contains("spec.restoreFromSnapshot") && message.contains("cloud type"), "{message}");
         let deployments = Api::<Deployment>::namespaced(client.clone(), &ns).list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
         assert!(deployments.items.iter().all(|d| !d.name_any().contains("clone")), "a clone workload was created: {:?}", deployments.items.iter().map(|d| d.name_any()).collect::<Vec<_>>());
+    })
+    .await;
+}
+
+/// A new in-cluster Postgres or Redis admits only pods of its namespace
+/// and the operator's, on its port; a new Redis asks for the password its
+/// Secret holds (the probes too). A workload made before isolation (its
+/// Deployment without the annotation) is left open, until someone adds it.
+#[tokio::test]
+async fn new_workloads_admit_only_their_namespace_and_redis_asks_for_a_password() {
+    with_operator("isolated", |client, ns, op| async move {
+        create(&client, &ns, &cr::<Postgres>("Postgres", "db", spec("workshop", "development", "db-sec"))).await;
+        create(&client, &ns, &cr::<Redis>("Redis", "cache", spec("workshop", "development", "cache-sec"))).await;
+        let redis = Api::<Redis>::namespaced(client.clone(), &ns);
+        wait_phase(&Api::<Postgres>::namespaced(client.clone(), &ns), "db", Phase::Complete).await;
+        wait_phase(&redis, "cache", Phase::Complete).await;
+        let policies = Api::<NetworkPolicy>::namespaced(client.clone(), &ns);
+        for (name, app, port) in [("db", "postgres", 5432), ("cache", "redis", 6379)] {
+            let policy = serde_json::to_value(policies.get(name).await.unwrap_or_else(|e| panic!("{e}"))).unwrap_or_default();
+            let spec = &policy["spec"];
+            assert_eq!(spec["podSelector"]["matchLabels"], json!({"app.kubernetes.io/name": app, "app.kubernetes.io/instance": name}));
+            assert_eq!(spec["policyTypes"], json!(["Ingress"]));
+            // The operator's namespace is this one here (a unit test covers
+            // another's).
+            assert_eq!(spec["ingress"], json!([{"from": [{"podSelector": {}}], "ports": [{"protocol": "TCP", "port": port}]}]), "{name}");
+        }
+        let (_, secret) = secret_keys(&client, &ns, "cache-sec").await;
+        let password = value(&secret, "password");
+        let (_, stored) = secret_keys(&client, &ns, "cache-credentials").await;
+        assert_eq!(value(&stored, "password"), password);
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let container = |d: &Deployment| serde_json::to_value(d.spec.as_ref().and_then(|s| s.template.spec.as_ref()).map(|p| p.containers[0].clone())).unwrap_or_default();
+        let c = container(&deployments.get("cache").await.unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(c["command"], json!(["redis-server", "/etc/redis/redis.conf", "--requirepass", "$(REDISCLI_AUTH)"]));
+        assert_eq!(c["env"][0]["valueFrom"]["secretKeyRef"], json!({"name": "cache-credentials", "key": "password"}));
+
+        // Made before isolation: the annotation removed (as an older
+        // operator left it), the policy deleted by hand. Nothing is added
+        // back; the Secret keeps the password the server was started with.
+        let open = json!({"metadata": {"annotations": {"cro.integreatly.org/isolated": null}}});
+        deployments.patch("db", &PatchParams::default(), &Patch::Merge(&open)).await.unwrap_or_else(|e| panic!("{e}"));
+        let before = op.reconciles_of("db");
+        // Deleting the policy wakes a reconcile of its owner.
+        policies.delete("db", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        while op.reconciles_of("db") <= before {
+            assert!(tokio::time::Instant::now() < deadline, "no reconcile of db after its policy went");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // The Redis's own policy, deleted by hand, is restored: it is isolated.
+        policies.delete("cache", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        while policies.get_opt("cache").await.unwrap_or_else(|e| panic!("{e}")).is_none() {
+            assert!(tokio::time::Instant::now() < deadline, "the Redis's NetworkPolicy was not restored");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(policies.get_opt("db").await.unwrap_or_else(|e| panic!("{e}")).is_none(), "a policy was added to a workload made before isolation");
+        let annotations = deployments.get("db").await.unwrap_or_else(|e| panic!("{e}")).metadata.annotations.unwrap_or_default();
+        assert!(!annotations.contains_key("cro.integreatly.org/isolated"), "{annotations:?}");
     })
     .await;
 }

@@ -1,5 +1,6 @@
-//! The generated credentials Secret of an in-cluster Postgres: the password
-//! is generated once and kept; it is never logged or put in an error.
+//! The generated credentials Secret of an in-cluster Postgres (and of an
+//! isolated Redis): the password is generated once and kept; it is never
+//! logged or put in an error.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +36,45 @@ pub async fn ensure(
     req: &ResourceRequest,
     overrides: &BTreeMap<String, String>,
 ) -> Result<Credentials, ProviderError> {
+    let app: &MakeValue = &|| "app".into();
+    let keys: [(&str, &MakeValue); 3] = [
+        ("username", app),
+        ("password", &generate_password),
+        ("database", app),
+    ];
+    let mut stored = stored(api, req, "postgres", &keys, overrides).await?;
+    let mut take = |key: &str| stored.remove(key).unwrap_or_default();
+    Ok(Credentials {
+        username: take("username"),
+        password: take("password"),
+        database: take("database"),
+    })
+}
+
+/// The password of an isolated Redis (`password` in its credentials
+/// Secret; the tier's `secretData` may set it).
+pub async fn redis_password(
+    api: &Objects<Secret>,
+    req: &ResourceRequest,
+    overrides: &BTreeMap<String, String>,
+) -> Result<String, ProviderError> {
+    let keys: [(&str, &MakeValue); 1] = [("password", &generate_password)];
+    let mut stored = stored(api, req, "redis", &keys, overrides).await?;
+    Ok(stored.remove("password").unwrap_or_default())
+}
+
+/// Makes a value the Secret does not hold yet.
+type MakeValue = dyn Fn() -> String + Sync;
+
+/// `keys` from the CR's credentials Secret: a value it holds, else the
+/// tier's override, else a default; written back when anything changed.
+async fn stored(
+    api: &Objects<Secret>,
+    req: &ResourceRequest,
+    app: &str,
+    keys: &[(&str, &MakeValue)],
+    overrides: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, ProviderError> {
     let name = credentials_secret_name(&req.name);
     let err = |verb: &str, e: kube::Error| {
         ProviderError::from_kube(format!("{verb} Secret {}/{name}: {e}", req.namespace), &e)
@@ -54,25 +94,20 @@ pub async fn ensure(
         .filter_map(|(k, v)| String::from_utf8(v.0).ok().map(|v| (k, v)))
         .collect();
     // Existing values win: the database was initialised with them.
-    let pick = |key: &str, default: &dyn Fn() -> String| {
-        existing
-            .get(key)
-            .filter(|v| !v.is_empty())
-            .or_else(|| overrides.get(key))
-            .cloned()
-            .unwrap_or_else(default)
-    };
-    let creds = Credentials {
-        username: pick("username", &|| "app".into()),
-        password: pick("password", &generate_password),
-        database: pick("database", &|| "app".into()),
-    };
-    let data = [
-        ("username", creds.username.as_str()),
-        ("password", &creds.password),
-        ("database", &creds.database),
-    ];
-    let desired = opaque_secret(metadata(req, &name, "postgres"), data);
+    let values: BTreeMap<String, String> = keys
+        .iter()
+        .map(|(key, default)| {
+            let value = existing
+                .get(*key)
+                .filter(|v| !v.is_empty())
+                .or_else(|| overrides.get(*key))
+                .cloned()
+                .unwrap_or_else(default);
+            (key.to_string(), value)
+        })
+        .collect();
+    let data = values.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    let desired = opaque_secret(metadata(req, &name, app), data);
     let current = live.map(|s| serde_json::to_value(s).unwrap_or_default());
     if !current.is_some_and(|c| is_subset(&desired, &c)) {
         api.patch(
@@ -83,7 +118,7 @@ pub async fn ensure(
         .await
         .map_err(|e| err("writing", e))?;
     }
-    Ok(creds)
+    Ok(values)
 }
 
 /// The credentials of a Postgres the Go operator created, from its Secret

@@ -159,6 +159,7 @@ pub fn postgres(req: &ResourceRequest) -> Desired {
         config_map: None,
         service: object(req, "v1", "Service", "postgres", service),
         deployment: object(req, "apps/v1", "Deployment", "postgres", deployment),
+        network_policy: None,
     }
 }
 
@@ -190,6 +191,7 @@ pub fn redis(req: &ResourceRequest) -> Desired {
         config_map: None,
         service: object(req, "v1", "Service", "redis", service),
         deployment: object(req, "apps/v1", "Deployment", "redis", deployment),
+        network_policy: None,
     }
 }
 

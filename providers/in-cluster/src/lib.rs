@@ -22,6 +22,7 @@ use cro_provider_api::{
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
+    networking::v1::NetworkPolicy,
 };
 use kube::{Api, Client};
 
@@ -35,6 +36,7 @@ pub struct InClusterProvider {
     client: Client,
     cluster_domain: Option<String>,
     cache: Option<std::sync::Arc<dyn Cache>>,
+    isolation: workload::Isolation,
 }
 
 impl InClusterProvider {
@@ -45,7 +47,15 @@ impl InClusterProvider {
             client,
             cluster_domain,
             cache: None,
+            isolation: workload::Isolation::default(),
         }
+    }
+
+    /// Isolated workloads admit the operator's namespace too (its
+    /// `Connectable` check connects from there).
+    pub fn with_operator_namespace(mut self, namespace: Option<String>) -> Self {
+        self.isolation.operator_namespace = namespace;
+        self
     }
 
     /// Reads the objects it owns from `cache` when it holds them.
@@ -105,6 +115,9 @@ impl InClusterProvider {
         }
         changes.extend(diff!(Service, &desired.service));
         changes.extend(diff!(Deployment, &desired.deployment));
+        if let Some(policy) = &desired.network_policy {
+            changes.extend(diff!(NetworkPolicy, policy));
+        }
         Ok(changes)
     }
 
@@ -178,6 +191,11 @@ impl InClusterProvider {
         }
         if let Applied::Terminating = put!(Service, &desired.service) {
             terminating.push("Service");
+        }
+        if let Some(policy) = &desired.network_policy
+            && let Applied::Terminating = put!(NetworkPolicy, policy)
+        {
+            terminating.push("NetworkPolicy");
         }
         let deployment = match put!(Deployment, &desired.deployment) {
             Applied::Current(d) => Some(d),
@@ -267,6 +285,33 @@ impl InClusterProvider {
         })
     }
 
+    /// How a workload of this operator's layout is isolated: a new one is
+    /// (see [`workload::ISOLATED_ANNOTATION`]), one that exists only if its
+    /// Deployment says so.
+    async fn isolation(
+        &self,
+        req: &ResourceRequest,
+    ) -> Result<Option<&workload::Isolation>, ProviderError> {
+        let live = self
+            .api::<Deployment>(req)
+            .get_opt(&req.name)
+            .await
+            .map_err(|e| {
+                ProviderError::from_kube(
+                    format!("reading Deployment {}/{}: {e}", req.namespace, req.name),
+                    &e,
+                )
+            })?;
+        let isolated = live.is_none_or(|d| {
+            d.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(workload::ISOLATED_ANNOTATION))
+                .is_some_and(|v| v == "true")
+        });
+        Ok(isolated.then_some(&self.isolation))
+    }
+
     /// The layout of the CR's objects (what deleting it removes).
     async fn layout(&self, req: &ResourceRequest) -> Result<Layout, ProviderError> {
         Ok(self.observed_layout(req).await?.0)
@@ -297,7 +342,9 @@ impl InClusterProvider {
                 let creds =
                     credentials::ensure(&self.api::<Secret>(req), req, &overrides.secret_data)
                         .await?;
-                (workload::postgres(req, &overrides)?, creds, self.host(req))
+                let isolation = self.isolation(req).await?;
+                let desired = workload::postgres(req, &overrides, isolation)?;
+                (desired, creds, self.host(req))
             }
             Layout::GoOperator => {
                 let creds = credentials::adopt_go_postgres(&self.api::<Secret>(req), req).await?;
@@ -326,18 +373,39 @@ impl InClusterProvider {
     async fn redis(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
         let overrides = strategy::parse(&req.strategy)?;
         let layout = self.layout_to_make(req).await?;
-        let (desired, host) = match layout {
-            Layout::Ours => (workload::redis(req, &overrides)?, self.host(req)),
+        let (desired, host, password) = match layout {
+            Layout::Ours => {
+                let isolation = self.isolation(req).await?;
+                let password = match workload::redis_password(&overrides, isolation) {
+                    true => Some(
+                        credentials::redis_password(
+                            &self.api::<Secret>(req),
+                            req,
+                            &overrides.secret_data,
+                        )
+                        .await?,
+                    ),
+                    false => None,
+                };
+                let desired = workload::redis(req, &overrides, isolation)?;
+                (desired, self.host(req), password)
+            }
             Layout::GoOperator => {
                 credentials::ensure_go_redis_config(&self.api::<ConfigMap>(req)).await?;
-                (legacy::redis(req), legacy::host(req))
+                (legacy::redis(req), legacy::host(req), None)
             }
         };
         let version = workload::image_tag(&desired.deployment);
         let (outcome, pending) = self.workload(req, &desired, layout).await?;
         let outcome = match outcome {
             // The Go operator puts the host (not a URL) in `uri`.
-            Outcome::Ready(()) => Outcome::Ready(details(&[("uri", &host), ("port", "6379")])),
+            Outcome::Ready(()) => {
+                let mut details = details(&[("uri", &host), ("port", "6379")]);
+                if let Some(password) = password {
+                    details.0.insert("password".into(), password);
+                }
+                Outcome::Ready(details)
+            }
             Outcome::InProgress(r) => Outcome::InProgress(r),
             Outcome::Failed(r) => Outcome::Failed(r),
         };
@@ -358,7 +426,11 @@ impl InClusterProvider {
         let postgres = req.kind == ResourceKind::Postgres;
         Ok(match layout {
             Layout::Ours if postgres => (vec![workload::credentials_secret_name(name)], vec![]),
-            Layout::Ours => (vec![], vec![workload::config_map_name(name)]),
+            // An isolated Redis's password.
+            Layout::Ours => (
+                vec![workload::credentials_secret_name(name)],
+                vec![workload::config_map_name(name)],
+            ),
             Layout::GoOperator if postgres => (vec![legacy::postgres_secret_name(name)], vec![]),
             // The shared redis-config goes with the namespace's last
             // Go-operator Redis.
@@ -449,9 +521,10 @@ pub fn validate_strategy(
 ) -> Result<(), ProviderError> {
     let overrides = strategy::parse(strategy)?;
     let probe = ResourceRequest::offline(kind, strategy.clone());
+    let isolated = Some(&workload::Isolation::default());
     match kind {
-        ResourceKind::Postgres => workload::postgres(&probe, &overrides).map(drop),
-        ResourceKind::Redis => workload::redis(&probe, &overrides).map(drop),
+        ResourceKind::Postgres => workload::postgres(&probe, &overrides, isolated).map(drop),
+        ResourceKind::Redis => workload::redis(&probe, &overrides, isolated).map(drop),
         ResourceKind::BlobStorage | ResourceKind::Smtp => Ok(()),
     }
 }
@@ -509,6 +582,10 @@ impl Provider for InClusterProvider {
         if !apply::delete(&self.api::<Service>(req), name, owner, adopted).await? {
             left.push(format!("Service {name}"));
         }
+        // Only ever this operator's: the Go operator made none.
+        if !apply::delete(&self.api::<NetworkPolicy>(req), name, owner, false).await? {
+            left.push(format!("NetworkPolicy {name}"));
+        }
         if !apply::delete(
             &self.api::<PersistentVolumeClaim>(req),
             name,
@@ -539,9 +616,15 @@ impl Provider for InClusterProvider {
     async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
         let overrides = strategy::parse(&req.strategy)?;
         let layout = self.layout_to_make(req).await?;
+        let isolation = match layout {
+            Layout::Ours => self.isolation(req).await?,
+            Layout::GoOperator => None,
+        };
         let desired = match (req.kind, layout) {
-            (ResourceKind::Postgres, Layout::Ours) => workload::postgres(req, &overrides)?,
-            (ResourceKind::Redis, Layout::Ours) => workload::redis(req, &overrides)?,
+            (ResourceKind::Postgres, Layout::Ours) => {
+                workload::postgres(req, &overrides, isolation)?
+            }
+            (ResourceKind::Redis, Layout::Ours) => workload::redis(req, &overrides, isolation)?,
             (ResourceKind::Postgres, Layout::GoOperator) => legacy::postgres(req),
             (ResourceKind::Redis, Layout::GoOperator) => legacy::redis(req),
             (ResourceKind::BlobStorage | ResourceKind::Smtp, _) => return Ok(Vec::new()),

@@ -9,6 +9,7 @@ use std::{ops::Deref, sync::Arc};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
+    networking::v1::NetworkPolicy,
 };
 use kube::Api;
 
@@ -19,6 +20,7 @@ pub trait Cache: Send + Sync {
     fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>>;
     fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>>;
     fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>>;
+    fn network_policy(&self, namespace: &str, name: &str) -> Option<Arc<NetworkPolicy>>;
 }
 
 /// A kind the cache holds.
@@ -41,6 +43,7 @@ cached!(Service, service);
 cached!(PersistentVolumeClaim, claim);
 cached!(Secret, secret);
 cached!(ConfigMap, config_map);
+cached!(NetworkPolicy, network_policy);
 
 /// The objects of kind `K` in one namespace: `get_opt` reads the cache
 /// first; everything else is the `Api`'s.

@@ -1,5 +1,7 @@
 //! The in-cluster tier strategy: partial overrides of the objects the
-//! provider creates. `{"strategy": {...}}`; the Go operator's
+//! provider creates, and whether an isolated workload gets a NetworkPolicy
+//! (`networkPolicy`) and a Redis a password (`redisPassword`), both `true`
+//! unless set `false`. `{"strategy": {...}}`; the Go operator's
 //! `{"createStrategy": {...}}` layout is accepted too.
 
 use std::collections::BTreeMap;
@@ -11,21 +13,39 @@ use serde_json::Value;
 use crate::merge::merge;
 
 /// Keys an in-cluster strategy may hold.
-pub const KEYS: [&str; 5] = [
+pub const KEYS: [&str; 7] = [
     "deploymentSpec",
     "serviceSpec",
     "pvcSpec",
     "secretData",
     "configMapData",
+    "networkPolicy",
+    "redisPassword",
 ];
 
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub struct Overrides {
     pub deployment_spec: Option<Value>,
     pub service_spec: Option<Value>,
     pub pvc_spec: Option<Value>,
     pub secret_data: BTreeMap<String, String>,
     pub config_map_data: BTreeMap<String, String>,
+    pub network_policy: bool,
+    pub redis_password: bool,
+}
+
+impl Default for Overrides {
+    fn default() -> Self {
+        Overrides {
+            deployment_spec: None,
+            service_spec: None,
+            pvc_spec: None,
+            secret_data: BTreeMap::new(),
+            config_map_data: BTreeMap::new(),
+            network_policy: true,
+            redis_password: true,
+        }
+    }
 }
 
 pub fn parse(tier: &Value) -> Result<Overrides, ProviderError> {
@@ -54,12 +74,18 @@ pub fn parse(tier: &Value) -> Result<Overrides, ProviderError> {
         }
     };
     let spec = |name: &str| fields.get(name).filter(|v| !v.is_null()).cloned();
+    let switch = |name: &str| match fields.get(name) {
+        None | Some(Value::Null) => Ok(true),
+        Some(v) => typed::<bool>(v.clone(), &format!("{key}.{name}")),
+    };
     Ok(Overrides {
         deployment_spec: spec("deploymentSpec"),
         service_spec: spec("serviceSpec"),
         pvc_spec: spec("pvcSpec"),
         secret_data: data("secretData")?,
         config_map_data: data("configMapData")?,
+        network_policy: switch("networkPolicy")?,
+        redis_password: switch("redisPassword")?,
     })
 }
 

@@ -1,7 +1,8 @@
 //! Desired objects for in-cluster Postgres and Redis: Deployment (Recreate,
-//! one replica), Service, PVC and, for Redis, a config ConfigMap. Pure: the
-//! request and overrides in, JSON objects out (validated against the typed
-//! Kubernetes specs after overrides are merged).
+//! one replica), Service, PVC, for Redis a config ConfigMap and, for an
+//! isolated workload, a NetworkPolicy. Pure: the request and overrides in,
+//! JSON objects out (validated against the typed Kubernetes specs after
+//! overrides are merged).
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,47 @@ pub struct Desired {
     pub config_map: Option<Value>,
     pub service: Value,
     pub deployment: Value,
+    pub network_policy: Option<Value>,
+}
+
+/// On the Deployment of a workload made isolated: its pods admit only
+/// their own namespace (and the operator's) and a Redis asks for a
+/// password. Workloads made before it are left open (their clients in
+/// other namespaces, or without the password, would lose them); adding it
+/// to a Deployment isolates that workload.
+pub const ISOLATED_ANNOTATION: &str = "cro.integreatly.org/isolated";
+
+/// What an isolated workload admits besides its own namespace.
+#[derive(Clone, Debug, Default)]
+pub struct Isolation {
+    /// The operator's namespace, for its `Connectable` check; `None` when
+    /// it runs outside the cluster.
+    pub operator_namespace: Option<String>,
+}
+
+/// Ingress to the workload's port from pods of its namespace and of the
+/// operator's.
+fn network_policy(req: &ResourceRequest, app: &str, port: u16, isolation: &Isolation) -> Value {
+    let mut from = vec![json!({"podSelector": {}})];
+    if let Some(ns) = isolation
+        .operator_namespace
+        .as_ref()
+        .filter(|ns| **ns != req.namespace)
+    {
+        from.push(
+            json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}),
+        );
+    }
+    json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(req, &req.name, app),
+        "spec": {
+            "podSelector": {"matchLabels": selector(req, app)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": from, "ports": [{"protocol": "TCP", "port": port}]}],
+        }
+    })
 }
 
 /// What differs between Postgres and Redis.
@@ -70,8 +112,9 @@ fn build(
     o: &Overrides,
     engine: Engine,
     extra_volume: Option<Value>,
+    isolation: Option<&Isolation>,
 ) -> Result<Desired, ProviderError> {
-    let app = engine.app;
+    let (app, port) = (engine.app, engine.port);
     let pvc_spec = json!({
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": "1Gi"}},
@@ -94,11 +137,18 @@ fn build(
         o.deployment_spec.as_ref(),
         "strategy.deploymentSpec",
     )?;
+    let mut deployment = object("apps/v1", "Deployment", deployment);
+    if isolation.is_some() {
+        deployment["metadata"]["annotations"] = json!({ISOLATED_ANNOTATION: "true"});
+    }
     Ok(Desired {
         pvc: object("v1", "PersistentVolumeClaim", pvc),
         service: object("v1", "Service", service),
-        deployment: object("apps/v1", "Deployment", deployment),
+        deployment,
         config_map: None,
+        network_policy: isolation
+            .filter(|_| o.network_policy)
+            .map(|i| network_policy(req, app, port, i)),
     })
 }
 
@@ -136,7 +186,11 @@ fn deployment_spec(req: &ResourceRequest, engine: Engine, extra_volume: Option<V
     })
 }
 
-pub fn postgres(req: &ResourceRequest, o: &Overrides) -> Result<Desired, ProviderError> {
+pub fn postgres(
+    req: &ResourceRequest,
+    o: &Overrides,
+    isolation: Option<&Isolation>,
+) -> Result<Desired, ProviderError> {
     let secret = credentials_secret_name(&req.name);
     let from_secret = |var: &str, key: &str| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}});
     let ready = json!({"exec": {"command": ["sh", "-c", "pg_isready -U \"$POSTGRES_USER\" -d \"$POSTGRES_DB\""]}, "periodSeconds": 10});
@@ -163,20 +217,43 @@ pub fn postgres(req: &ResourceRequest, o: &Overrides) -> Result<Desired, Provide
             container,
         },
         None,
+        isolation,
     )
 }
 
 pub const REDIS_CONF: &str = "dir /data\nappendonly yes\nprotected-mode no\nport 6379\n";
 
-pub fn redis(req: &ResourceRequest, o: &Overrides) -> Result<Desired, ProviderError> {
+/// Whether a Redis asks for the password of its credentials Secret: an
+/// isolated one, unless the tier says `redisPassword: false`.
+pub fn redis_password(o: &Overrides, isolation: Option<&Isolation>) -> bool {
+    isolation.is_some() && o.redis_password
+}
+
+pub fn redis(
+    req: &ResourceRequest,
+    o: &Overrides,
+    isolation: Option<&Isolation>,
+) -> Result<Desired, ProviderError> {
     let probe = json!({"exec": {"command": ["redis-cli", "ping"]}, "periodSeconds": 10});
     let mut live = probe.clone();
     live["initialDelaySeconds"] = json!(15);
-    let container = json!({
+    let mut container = json!({
         "command": ["redis-server", "/etc/redis/redis.conf"],
         "readinessProbe": probe,
         "livenessProbe": live,
     });
+    if redis_password(o, isolation) {
+        // redis-cli (the probes) reads REDISCLI_AUTH; the server gets it
+        // expanded by the kubelet.
+        let secret = credentials_secret_name(&req.name);
+        container["env"] = json!([{"name": "REDISCLI_AUTH", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}}]);
+        container["command"] = json!([
+            "redis-server",
+            "/etc/redis/redis.conf",
+            "--requirepass",
+            "$(REDISCLI_AUTH)"
+        ]);
+    }
     let cm_name = config_map_name(&req.name);
     let config_volume = json!({"name": "config", "configMap": {"name": cm_name}});
     let mut desired = build(
@@ -190,6 +267,7 @@ pub fn redis(req: &ResourceRequest, o: &Overrides) -> Result<Desired, ProviderEr
             container,
         },
         Some(config_volume),
+        isolation,
     )?;
     let mut data = BTreeMap::from([("redis.conf".to_string(), REDIS_CONF.to_string())]);
     data.extend(o.config_map_data.clone());
@@ -241,7 +319,7 @@ mod tests {
 
     #[test]
     fn postgres_defaults() {
-        let d = postgres(&req(), &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
+        let d = postgres(&req(), &Overrides::default(), None).unwrap_or_else(|e| panic!("{e}"));
         let spec = &d.deployment["spec"];
         assert_eq!(spec["replicas"], 1);
         assert_eq!(spec["strategy"]["type"], "Recreate");
@@ -263,7 +341,7 @@ mod tests {
     fn image_override_changes_only_the_image() {
         let o = parse(&json!({"strategy": {"deploymentSpec": {"template": {"spec": {"containers": [{"name": "postgres", "image": "postgres:16.4"}]}}}}}))
             .unwrap_or_else(|e| panic!("{e}"));
-        let d = postgres(&req(), &o).unwrap_or_else(|e| panic!("{e}"));
+        let d = postgres(&req(), &o, None).unwrap_or_else(|e| panic!("{e}"));
         let c = &d.deployment["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], "postgres:16.4");
         assert!(c["readinessProbe"].is_object() && c["env"].is_array());
@@ -274,7 +352,7 @@ mod tests {
     fn invalid_override_names_the_field() {
         let o = parse(&json!({"strategy": {"pvcSpec": {"accessModes": "ReadWriteOnce"}}}))
             .unwrap_or_else(|e| panic!("{e}"));
-        let err = postgres(&req(), &o)
+        let err = postgres(&req(), &o, None)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -282,10 +360,46 @@ mod tests {
     }
 
     #[test]
+    fn an_isolated_workload_admits_its_namespace_and_the_operators() {
+        let isolation = Isolation {
+            operator_namespace: Some("cro".into()),
+        };
+        let d = redis(&req(), &Overrides::default(), Some(&isolation))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let policy = d.network_policy.unwrap_or_default();
+        assert_eq!(
+            policy["spec"]["ingress"][0]["from"],
+            json!([{"podSelector": {}}, {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "cro"}}}])
+        );
+        assert_eq!(
+            d.deployment["metadata"]["annotations"][ISOLATED_ANNOTATION],
+            "true"
+        );
+        // Off in the tier: neither the policy nor the password.
+        let o = parse(&json!({"strategy": {"networkPolicy": false, "redisPassword": false}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let d = redis(&req(), &o, Some(&isolation)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(d.network_policy.is_none());
+        let c = &d.deployment["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            c["command"],
+            json!(["redis-server", "/etc/redis/redis.conf"])
+        );
+        // Made before isolation: open, as it was.
+        let d = redis(&req(), &Overrides::default(), None).unwrap_or_else(|e| panic!("{e}"));
+        assert!(d.network_policy.is_none() && d.deployment["metadata"]["annotations"].is_null());
+        let err = parse(&json!({"strategy": {"networkPolicy": "no"}}))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("strategy.networkPolicy"), "{err}");
+    }
+
+    #[test]
     fn redis_config_map_merges_overrides() {
         let o = parse(&json!({"strategy": {"configMapData": {"extra.conf": "x"}}}))
             .unwrap_or_else(|e| panic!("{e}"));
-        let d = redis(&req(), &o).unwrap_or_else(|e| panic!("{e}"));
+        let d = redis(&req(), &o, None).unwrap_or_else(|e| panic!("{e}"));
         let cm = d.config_map.unwrap_or_default();
         assert_eq!(cm["metadata"]["name"], "db-config");
         assert_eq!(cm["data"]["redis.conf"], REDIS_CONF);
