@@ -19,5 +19,5 @@ mod network;
 mod observability;
 mod plan;
 mod scale;
-mod tenancy;
+mod tenants;
 mod validate;

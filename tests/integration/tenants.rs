@@ -1,5 +1,11 @@
-//! What a platform team decides for its tenants: which namespaces may use
-//! a tier, and whether a namespace's own `cloud-resource-config` is read.
+//! The tenant as attacker (issue #25, docs/security.md): a team that may
+//! only edit the operator's CRs in its own namespace, acting through its
+//! own ServiceAccount token, tries to reach what is another team's. Each
+//! attack is refused with a clear message, and no AWS write reaches the
+//! victim's resources (the emulator's request log) nor any API request
+//! leaves the tenant's namespace (the API server's audit log). Also what a
+//! platform team decides for its tenants: which namespaces may use a tier,
+//! and whether a namespace's own `cloud-resource-config` is read.
 
 use cloud_resource_operator::api::{BlobStorage, Phase};
 use kube::Api;
@@ -346,4 +352,121 @@ async fn wait_for_message(api: &Api<cloud_resource_operator::api::Redis>, needle
     )
     .await;
     found.message()
+}
+
+/// Another team's database and bucket claimed through the
+/// `resourceIdentifier` annotation: for their password (with
+/// `integreatly.org/rotate-credentials`), for a key of their IAM user, and
+/// quietly through `skipCreate`, a snapshot and a clone of it. Every CR
+/// fails naming the annotation, deleting them deletes nothing of the
+/// victim's, and reading the victim's Secret directly is forbidden.
+#[tokio::test]
+async fn claiming_another_teams_resources_in_the_annotation_reaches_nothing() {
+    use cloud_resource_operator::api::{Postgres, PostgresSnapshot};
+    use cro_provider_api::cloud_identifier;
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+    use kube::api::PostParams;
+
+    let attacker_of = |victim: &str| format!("{victim}-x");
+    let adjust = move |l: &mut crate::support::Launch| {
+        let attacker = attacker_of(&l.namespace);
+        l.extra_args.push(format!("--watch-namespaces={attacker}"));
+    };
+    with_operator_launched("tclaim", adjust, |client, ns, _op| async move {
+        let attacker = attacker_of(&ns);
+        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": attacker, "labels": {"cro.integreatly.org/test": "true"}}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.unwrap_or_else(|e| panic!("creating {attacker}: {e}"));
+        let tenant = crate::support::tenant_client(&client, &attacker).await;
+        let cr = |kind: &str, name: &str, annotations: serde_json::Value, spec: serde_json::Value| {
+            let mut spec_with = json!({"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}});
+            if let Some(m) = spec_with.as_object_mut() {
+                m.extend(spec.as_object().cloned().unwrap_or_default());
+            }
+            json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name, "annotations": annotations}, "spec": spec_with})
+        };
+
+        // The victim's database and bucket.
+        let _: Postgres = create_json(&client, &ns, cr("Postgres", "db", json!({}), json!({}))).await;
+        blob(&client, &ns, "files", "managed", "development").await;
+        wait_phase(&Api::<Postgres>::namespaced(client.clone(), &ns), "db", Phase::Complete).await;
+        wait_phase(&Api::<BlobStorage>::namespaced(client.clone(), &ns), "files", Phase::Complete).await;
+        let (db, bucket) = (cloud_identifier("testcluster", &ns, "db"), cloud_identifier("testcluster", &ns, "files"));
+        let passwords = crate::support::passwords_set(&db).len();
+        let since = crate::support::aws_requests().len();
+
+        let claim = |id: &str| json!({"resourceIdentifier": id, "integreatly.org/rotate-credentials": "now"});
+        let _: Postgres = create_json(&tenant, &attacker, cr("Postgres", "thief", claim(&db), json!({}))).await;
+        let _: BlobStorage = create_json(&tenant, &attacker, cr("BlobStorage", "loot", claim(&bucket), json!({}))).await;
+        let _: Postgres = create_json(&tenant, &attacker, cr("Postgres", "quiet", json!({"resourceIdentifier": db}), json!({"skipCreate": true}))).await;
+        let _: PostgresSnapshot = create_json(&tenant, &attacker, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
+            "metadata": {"name": "grab"}, "spec": {"resourceName": "quiet"}})).await;
+        let _: Postgres = create_json(&tenant, &attacker, cr("Postgres", "copy", json!({}), json!({"restoreFromSnapshot": "grab"}))).await;
+
+        let pgs = Api::<Postgres>::namespaced(tenant.clone(), &attacker);
+        let names_annotation = |id: &str| format!("annotation resourceIdentifier \"{id}\"");
+        let failed = wait_phase(&pgs, "thief", Phase::Failed).await.message();
+        assert!(failed.contains(&names_annotation(&db)), "{failed}");
+        // Paused, it does nothing at all, and its snapshot waits for it.
+        wait_phase(&pgs, "quiet", Phase::Paused).await;
+        let snaps = Api::<PostgresSnapshot>::namespaced(tenant.clone(), &attacker);
+        let waiting = |o: Option<&PostgresSnapshot>| o.is_some_and(|o| o.phase() == Some(Phase::InProgress) && o.message().contains("\"quiet\" to be complete"));
+        crate::support::wait_for(&snaps, "grab", "the snapshot waiting for quiet", crate::support::DEFAULT_TIMEOUT, waiting).await;
+        // Unpaused, it fails on the annotation, so it never completes and
+        // the snapshot is never taken; the clone never has one to copy.
+        let unpause = json!({"spec": {"skipCreate": false}});
+        pgs.patch("quiet", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&unpause)).await.unwrap_or_else(|e| panic!("{e}"));
+        let failed = wait_phase(&pgs, "quiet", Phase::Failed).await.message();
+        assert!(failed.contains(&names_annotation(&db)), "{failed}");
+        let blobs = Api::<BlobStorage>::namespaced(tenant.clone(), &attacker);
+        let failed = wait_phase(&blobs, "loot", Phase::Failed).await.message();
+        assert!(failed.contains(&names_annotation(&bucket)), "{failed}");
+        let grab = snaps.get("grab").await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(grab.phase(), Some(Phase::InProgress), "{}", grab.message());
+        let copy = pgs.get("copy").await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(copy.phase() != Some(Phase::Complete) && copy.message().contains("grab"), "{:?}: {}", copy.phase(), copy.message());
+
+        // Straight at the victim's Secret: the tenant's RBAC says no.
+        let stolen = Api::<Secret>::namespaced(tenant.clone(), &ns).get("db-sec").await;
+        assert!(matches!(&stolen, Err(kube::Error::Api(e)) if e.code == 403), "{stolen:?}");
+
+        for name in ["thief", "quiet", "copy"] {
+            pgs.delete(name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        blobs.delete("loot", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        snaps.delete("grab", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        for name in ["thief", "quiet", "copy"] {
+            crate::support::wait_deleted(&pgs, name, crate::support::DEFAULT_TIMEOUT).await;
+        }
+        crate::support::wait_deleted(&blobs, "loot", crate::support::DEFAULT_TIMEOUT).await;
+        crate::support::wait_deleted(&snaps, "grab", crate::support::DEFAULT_TIMEOUT).await;
+
+        // No AWS write named the victim's instance or IAM user (S3's REST
+        // calls are not in the log: the bucket is checked below).
+        let (quoted_db, quoted_bucket) = (format!("\"{db}\""), format!("\"{bucket}\""));
+        let writes: Vec<String> = crate::support::aws_requests()
+            .into_iter()
+            .skip(since)
+            .filter(|r| { let p = r["params"].to_string(); p.contains(&quoted_db) || p.contains(&quoted_bucket) })
+            .filter_map(|r| r["action"].as_str().map(str::to_string))
+            .filter(|a| !a.starts_with("Describe") && !a.starts_with("List") && !a.starts_with("Get") && !a.starts_with("Head"))
+            .collect();
+        assert_eq!(writes, Vec::<String>::new(), "AWS writes against the victim's resources");
+        assert_eq!(crate::support::passwords_set(&db).len(), passwords, "the victim's password was reset");
+        let rds = aws_sdk_rds::Client::new(&TestEnv::load().aws_config().await);
+        let live = rds.describe_db_instances().db_instance_identifier(&db).send().await.unwrap_or_else(|e| panic!("the victim's instance {db}: {e:?}"));
+        let live = live.db_instances().first().cloned().unwrap_or_else(|| panic!("no instance {db}"));
+        assert_eq!((live.db_instance_status(), live.deletion_protection()), (Some("available"), Some(true)));
+        let s3 = aws_sdk_s3::Client::new(&TestEnv::load().aws_config().await);
+        s3.head_bucket().bucket(&bucket).send().await.unwrap_or_else(|e| panic!("the victim's bucket {bucket}: {e:?}"));
+        wait_phase(&Api::<Postgres>::namespaced(client.clone(), &ns), "db", Phase::Complete).await;
+
+        // The API server saw the tenant act in its own namespace only, and
+        // refused the one request outside it.
+        let user = format!("system:serviceaccount:{attacker}:tenant");
+        let outside: Vec<_> = crate::support::audited_requests_of(&user).into_iter().filter(|r| r.namespace != attacker).collect();
+        assert!(!outside.is_empty() && outside.iter().all(|r| r.code == 403), "{outside:?}");
+        let _ = Api::<Namespace>::all(client.clone()).delete(&attacker, &Default::default()).await;
+    })
+    .await;
 }
