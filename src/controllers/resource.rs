@@ -303,7 +303,7 @@ fn owner_tag(settings: &Settings) -> (String, String) {
 
 /// The tag binding a cloud resource to the CR's namespace, written when
 /// the resource is made (see `ResourceRequest::namespace_tag`).
-fn namespace_tag(settings: &Settings, namespace: &str) -> (String, String) {
+pub fn namespace_tag(settings: &Settings, namespace: &str) -> (String, String) {
     (
         format!("{}resource-namespace", settings.tag_key_prefix),
         namespace.to_string(),

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
-use super::resource::{ResourceCr, owner, provider, tags};
+use super::resource::{ResourceCr, namespace_tag, owner, provider, tags};
 use crate::{
     api::{
         Phase, Postgres, PostgresSnapshot, RESOURCE_IDENTIFIER_ANNOTATION, Redis, RedisSnapshot,
@@ -112,6 +112,9 @@ fn request<K: SnapshotCr>(
         .and_then(|p| p.annotations().get(RESOURCE_IDENTIFIER_ANNOTATION).cloned())
         .unwrap_or_else(|| resource_default_identifier.clone());
     let deployment_type = parent.map(|p| p.spec().r#type.clone()).unwrap_or_default();
+    // Bound to the namespace, like everything the operator makes.
+    let mut tags = tags(&ctx.settings, snap, &deployment_type);
+    tags.extend([namespace_tag(&ctx.settings, &ns)]);
     SnapshotRequest {
         kind: <K::Parent as ResourceCr>::KIND,
         namespace: ns,
@@ -122,7 +125,7 @@ fn request<K: SnapshotCr>(
         resource_separate_identifier,
         identifier: id.to_string(),
         strategy,
-        tags: tags(&ctx.settings, snap, &deployment_type),
+        tags,
     }
 }
 

@@ -645,7 +645,7 @@ async fn snapshots_are_tagged_deleted_with_their_cr_and_kept_with_skip_delete() 
 
         let pg_snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), &ns);
         let redis_snaps = Api::<RedisSnapshot>::namespaced(client.clone(), &ns);
-        for (name, skip) in [("snap", false), ("keep", true)] {
+        for (name, skip) in [("snap", false), ("keep", true), ("foreign", false)] {
             let s: PostgresSnapshot = serde_json::from_value(json!({
                 "apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot", "metadata": {"name": name},
                 "spec": {"resourceName": "db", "skipDelete": skip}
@@ -678,7 +678,20 @@ async fn snapshots_are_tagged_deleted_with_their_cr_and_kept_with_skip_delete() 
         let rds = rds().await;
         let found = rds.describe_db_snapshots().db_snapshot_identifier(&snap_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let arn = found.db_snapshots().first().and_then(|s| s.db_snapshot_arn()).unwrap_or_default().to_string();
-        assert_eq!(tags(&rds, &arn).await.get("integreatly.org/clusterID").map(String::as_str), Some("testcluster"));
+        let snap_tags = tags(&rds, &arn).await;
+        assert_eq!(snap_tags.get("integreatly.org/clusterID").map(String::as_str), Some("testcluster"));
+        assert_eq!(snap_tags.get("integreatly.org/resource-namespace"), Some(&ns), "snapshots are bound to the namespace");
+        // A snapshot its tags bind to another namespace (another team's,
+        // reached by a colliding identifier) is never deleted for this CR.
+        let foreign = wait_for(&pg_snaps, "foreign", "snapshot complete", DEFAULT_TIMEOUT, complete).await;
+        let foreign_id = foreign.status.and_then(|s| s.snapshot_id).unwrap_or_default();
+        let found = rds.describe_db_snapshots().db_snapshot_identifier(&foreign_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let foreign_arn = found.db_snapshots().first().and_then(|s| s.db_snapshot_arn()).unwrap_or_default().to_string();
+        let elsewhere = aws_sdk_rds::types::Tag::builder().key("integreatly.org/resource-namespace").value("another-team").build();
+        rds.add_tags_to_resource().resource_name(&foreign_arn).tags(elsewhere).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        pg_snaps.delete("foreign", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&pg_snaps, "foreign", DEFAULT_TIMEOUT).await;
+        rds.describe_db_snapshots().db_snapshot_identifier(&foreign_id).send().await.unwrap_or_else(|e| panic!("another namespace's snapshot {foreign_id} was deleted: {e:?}"));
         let ec = aws_sdk_elasticache::Client::new(&TestEnv::load().aws_config().await);
         let rsnap_id = rsnap.status.and_then(|s| s.snapshot_id).unwrap_or_default();
         let found = ec.describe_snapshots().snapshot_name(&rsnap_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));

@@ -96,10 +96,19 @@ async fn made_for_it<S: Snapshots>(svc: &S, req: &SnapshotRequest) -> Result<(),
     }
 }
 
+/// Deletes the snapshot, unless its tags bind it to another namespace:
+/// whatever identifier led here, another team's snapshot is never deleted
+/// for this CR.
 pub async fn remove<S: Snapshots>(
     svc: &S,
     req: &SnapshotRequest,
 ) -> Result<Deletion, ProviderError> {
+    let Some(found) = svc.find_snapshot(&req.identifier).await? else {
+        return Ok(Deletion::Done);
+    };
+    if tags::bound_elsewhere(&req.tags, &svc.tags(&found.arn).await?) {
+        return Ok(Deletion::Done);
+    }
     svc.delete_snapshot(&req.identifier).await?;
     Ok(Deletion::Done)
 }
