@@ -37,9 +37,10 @@ async fn a_tier_admits_only_the_namespaces_it_names_or_selects() {
             .to_string()})
         };
         apply_config_map(&client, &ns, "cloud-resources-openshift-strategies", tiers("someone-else")).await;
-        blob(&client, &ns, "refused", "workshop", "development").await;
-        blob(&client, &ns, "selected", "workshop", "selected").await;
-        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let tenant = crate::support::tenant_client(&client, &ns).await;
+        blob(&tenant, &ns, "refused", "workshop", "development").await;
+        blob(&tenant, &ns, "selected", "workshop", "selected").await;
+        let blobs = Api::<BlobStorage>::namespaced(tenant.clone(), &ns);
         let refused = wait_phase(&blobs, "refused", Phase::Failed).await;
         let message = refused.message();
         assert!(
@@ -65,10 +66,11 @@ async fn with_namespace_config_off_a_tenants_own_cloud_resource_config_is_not_re
     };
     with_operator_launched("nsconf", adjust, |client, ns, _op| async move {
         // The tenant maps `workshop` to AWS in its own namespace.
+        let tenant = crate::support::tenant_client(&client, &ns).await;
         let mapping = json!({"blobstorage": "aws", "postgres": "aws", "redis": "aws", "smtpcredentials": "aws"});
-        apply_config_map(&client, &ns, "cloud-resource-config", json!({"workshop": mapping.to_string()})).await;
-        blob(&client, &ns, "mine", "workshop", "development").await;
-        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        apply_config_map(&tenant, &ns, "cloud-resource-config", json!({"workshop": mapping.to_string()})).await;
+        blob(&tenant, &ns, "mine", "workshop", "development").await;
+        let blobs = Api::<BlobStorage>::namespaced(tenant.clone(), &ns);
         let done = wait_phase(&blobs, "mine", Phase::Complete).await;
         let provider = done.status.and_then(|s| s.strategy);
         assert_eq!(provider.as_deref(), Some("openshift"), "the tenant's mapping was read");
@@ -94,14 +96,15 @@ async fn an_object_the_operator_did_not_make_is_never_overwritten_or_deleted() {
                    "spec": {"ports": [{"port": 8080}], "selector": {"app": "web"}}}),
         )
         .await;
+        let tenant = crate::support::tenant_client(&client, &ns).await;
         let _: cloud_resource_operator::api::Postgres = create_json(
-            &client,
+            &tenant,
             &ns,
             json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "web"},
                    "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "web-db"}}}),
         )
         .await;
-        let pgs = Api::<cloud_resource_operator::api::Postgres>::namespaced(client.clone(), &ns);
+        let pgs = Api::<cloud_resource_operator::api::Postgres>::namespaced(tenant.clone(), &ns);
         let failed = wait_phase(&pgs, "web", Phase::Failed).await;
         assert!(failed.message().contains(&format!("Service {ns}/web exists and was not made for Postgres web")), "{}", failed.message());
         let unchanged = |s: &Service| (s.metadata.resource_version.clone(), s.spec.clone());
@@ -120,10 +123,10 @@ async fn an_object_the_operator_did_not_make_is_never_overwritten_or_deleted() {
         let volume: PersistentVolumeClaim = create_json(&client, &ns, json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "vol"},
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
         .await;
-        let _: cloud_resource_operator::api::Redis = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "vol"},
+        let _: cloud_resource_operator::api::Redis = create_json(&tenant, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "vol"},
             "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "vol-cache"}}}))
         .await;
-        let caches = Api::<cloud_resource_operator::api::Redis>::namespaced(client.clone(), &ns);
+        let caches = Api::<cloud_resource_operator::api::Redis>::namespaced(tenant.clone(), &ns);
         let failed = wait_phase(&caches, "vol", Phase::Failed).await.message();
         assert!(
             failed.contains(&format!("PersistentVolumeClaim {ns}/vol exists and was not made for Redis vol"))
@@ -170,14 +173,15 @@ async fn a_credentials_secret_the_operator_did_not_make_is_left_alone() {
                    "stringData": {"user": "other", "password": "theirs-not-yours"}}),
         )
         .await;
+        let tenant = crate::support::tenant_client(&client, &ns).await;
         let _: cloud_resource_operator::api::Postgres = create_json(
-            &client,
+            &tenant,
             &ns,
             json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "web"},
                    "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "web-db"}}}),
         )
         .await;
-        let pgs = Api::<cloud_resource_operator::api::Postgres>::namespaced(client.clone(), &ns);
+        let pgs = Api::<cloud_resource_operator::api::Postgres>::namespaced(tenant.clone(), &ns);
         let failed = wait_phase(&pgs, "web", Phase::Failed).await;
         assert!(
             failed.message().contains(&format!("Secret {ns}/web-aws-rds-credentials exists and was not made for Postgres {ns}/web")),

@@ -765,8 +765,10 @@ pub async fn service_account_kubeconfig(client: &Client, ns: &str, sa: &str) -> 
 }
 
 /// A client acting as a tenant, not as the admin: ServiceAccount `tenant`
-/// in `ns`, allowed to read, create, edit and delete the operator's CRs in
-/// `ns` and nothing else, through a token of its own.
+/// in `ns`, allowed to read, create, edit and delete the operator's CRs and
+/// ordinary objects (ConfigMaps, Secrets, Services, PVCs) in `ns` and
+/// nothing else, through a token of its own (docs/security.md's threat
+/// model).
 pub async fn tenant_client(admin: &Client, ns: &str) -> Client {
     use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
     let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "tenant"}}))
@@ -774,6 +776,9 @@ pub async fn tenant_client(admin: &Client, ns: &str) -> Client {
     let role: Role = serde_json::from_value(json!({"metadata": {"name": "tenant"}, "rules": [{
         "apiGroups": ["integreatly.org"],
         "resources": ["postgres", "redis", "blobstorages", "smtpcredentialsets", "postgressnapshots", "redissnapshots"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}, {
+        "apiGroups": [""],
+        "resources": ["configmaps", "secrets", "services", "persistentvolumeclaims"],
         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]}))
     .unwrap_or_else(|e| panic!("{e}"));
     let binding: RoleBinding = serde_json::from_value(json!({"metadata": {"name": "tenant"},
