@@ -1,10 +1,14 @@
 //! Prometheus metrics: reconciles, their errors (by the error's stable
 //! label) and durations per kind; the Go operator's per-kind phase gauges
-//! (`cro_postgres_status_phase`, ...); and whatever each provider
-//! registers (the aws provider's API calls by service, operation and
-//! outcome). Served on `/metrics` with `/healthz` and `/readyz`.
+//! (`cro_postgres_status_phase`, ...) and its database gauges (info,
+//! availability, deletion timestamp, allocated storage); and whatever each
+//! provider registers (the aws provider's API calls by service, operation
+//! and outcome). Served on `/metrics` with `/healthz` and `/readyz`.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, atomic::AtomicU64},
+    time::Duration,
+};
 
 use axum::{Router, http::header, response::IntoResponse, routing::get};
 use prometheus_client::{
@@ -17,6 +21,8 @@ use prometheus_client::{
     },
     registry::{Metric, Registry},
 };
+
+use cro_provider_api::Health;
 
 use crate::api::Phase;
 
@@ -54,6 +60,15 @@ pub struct PhaseLabels {
     statusPhase: String,
 }
 
+/// The Go operator's labels on its info gauges (`BuildInfoMetricLabels`,
+/// pkg/resources/labels.go): the cloud's status word, `nil` when unknown.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InfoLabels {
+    #[prometheus(flatten)]
+    pub object: ObjectLabels,
+    status: String,
+}
+
 /// Which object a phase gauge is about.
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 #[allow(non_snake_case)]
@@ -85,16 +100,51 @@ const PHASE_GAUGES: [(&str, &str); 6] = [
     ("RedisSnapshot", "cro_redis_snapshot_status_phase"),
 ];
 
+/// The Go operator's gauges of one Postgres or Redis besides its phase
+/// (`exposePostgresMetrics`, `exposeRedisMetrics`,
+/// `setPostgresDeletionTimestampMetric` and the Redis ones, in
+/// pkg/providers/aws/provider_postgres.go and provider_redis.go).
+struct DatabaseGauges {
+    kind: &'static str,
+    /// `cro_<kind>_info`: the time the cloud's status was last read.
+    info: Family<InfoLabels, Gauge<f64, AtomicU64>>,
+    /// `cro_<kind>_available`: 1 while that status serves clients.
+    available: Family<ObjectLabels, Gauge>,
+    /// `cro_<kind>_deletion_timestamp`: the CR's deletion time, while it
+    /// is being deleted.
+    deletion: Family<PhaseLabels, Gauge>,
+    /// `cro_postgres_current_allocated_storage`, in bytes.
+    allocated: Option<Family<ObjectLabels, Gauge>>,
+}
+
+/// What one object's gauges show.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Shown {
+    pub phase: Option<Phase>,
+    /// The cloud's view, as last read (kept from an earlier pass that read
+    /// it when this one did not).
+    pub health: Option<Health>,
+    /// The CR's deletion timestamp (Unix seconds), while it is deleted.
+    pub deleting_since: Option<i64>,
+}
+
+/// An object's gauges as they are now.
+#[derive(Clone, Debug, Default)]
+struct Tracked {
+    labels: ObjectLabels,
+    shown: Shown,
+}
+
 pub struct Metrics {
     registry: Registry,
     reconciles: Family<KindLabels, Counter>,
     failures: Family<ErrorLabels, Counter>,
     duration: Family<KindLabels, Histogram, fn() -> Histogram>,
     phases: Vec<(&'static str, Family<PhaseLabels, Gauge>)>,
-    /// The labels each object's series carry now, to remove them when the
-    /// labels change (an identifier recorded) or the object goes.
-    phase_labels:
-        std::sync::Mutex<std::collections::HashMap<(String, String, String), ObjectLabels>>,
+    databases: Vec<DatabaseGauges>,
+    /// What each object's series show now, to remove them when the labels
+    /// change (an identifier recorded, a status word) or the object goes.
+    tracked: std::sync::Mutex<std::collections::HashMap<(String, String, String), Tracked>>,
     time_to_ready: Family<ReadyLabels, Histogram, fn() -> Histogram>,
     leader: Gauge,
 }
@@ -138,6 +188,40 @@ impl Metrics {
                 (*kind, registered(r, name, &help, Family::default()))
             })
             .collect();
+        let databases = [("Postgres", "postgres"), ("Redis", "redis")]
+            .into_iter()
+            .map(|(kind, name)| DatabaseGauges {
+                kind,
+                info: registered(
+                    r,
+                    &format!("cro_{name}_info"),
+                    &format!(
+                        "Unix time the cloud status of each {kind} was last read, labelled with it"
+                    ),
+                    Family::default(),
+                ),
+                available: registered(
+                    r,
+                    &format!("cro_{name}_available"),
+                    &format!("1 while the cloud status of each {kind} serves clients"),
+                    Family::default(),
+                ),
+                deletion: registered(
+                    r,
+                    &format!("cro_{name}_deletion_timestamp"),
+                    &format!("Unix time each {kind} being deleted was asked to be"),
+                    Family::default(),
+                ),
+                allocated: (kind == "Postgres").then(|| {
+                    registered(
+                        r,
+                        "cro_postgres_current_allocated_storage",
+                        "Bytes of storage allocated to each Postgres",
+                        Family::default(),
+                    )
+                }),
+            })
+            .collect();
         let time_to_ready = registered(
             r,
             "cro_time_to_ready_seconds",
@@ -160,9 +244,10 @@ impl Metrics {
             failures,
             duration,
             phases,
+            databases,
             time_to_ready,
             leader,
-            phase_labels: Default::default(),
+            tracked: Default::default(),
         }
     }
 
@@ -196,37 +281,122 @@ impl Metrics {
         self.leader.set(i64::from(leading));
     }
 
-    /// Sets the phase gauge of one object: 1 for its phase, 0 for the others;
-    /// `None` removes its series (the object is gone).
-    pub fn phase(&self, kind: &str, labels: ObjectLabels, phase: Option<Phase>) {
-        let Some((_, family)) = self.phases.iter().find(|(k, _)| *k == kind) else {
-            return;
-        };
+    /// Sets the gauges of one object: its phase gauge (1 for its phase, 0
+    /// for the others) and, for Postgres and Redis, the database gauges;
+    /// `None` removes its series (the object is gone). Series whose labels
+    /// changed are removed, never left behind with a stale value.
+    pub fn object(&self, kind: &str, labels: ObjectLabels, shown: Option<Shown>) {
         let key = (
             kind.to_string(),
             labels.namespace.clone(),
             labels.resourceID.clone(),
         );
-        let mut current = self.phase_labels.lock().unwrap_or_else(|e| e.into_inner());
-        let previous = match phase {
-            Some(_) => current.insert(key, labels.clone()),
-            None => current.remove(&key),
+        let mut tracked = self.tracked.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = tracked.remove(&key);
+        let Some(mut shown) = shown else {
+            if let Some(old) = previous {
+                self.remove(kind, &old, None);
+            }
+            return;
         };
-        let series = |object: &ObjectLabels, p: Phase| PhaseLabels {
-            object: object.clone(),
+        let read_now = shown.health.is_some();
+        if !read_now {
+            shown.health = previous
+                .as_ref()
+                .filter(|old| old.labels == labels)
+                .and_then(|old| old.shown.health.clone());
+        }
+        let next = Tracked { labels, shown };
+        if let Some(old) = &previous {
+            self.remove(kind, old, Some(&next));
+        }
+        self.show(kind, &next, read_now);
+        tracked.insert(key, next);
+    }
+
+    fn database(&self, kind: &str) -> Option<&DatabaseGauges> {
+        self.databases.iter().find(|d| d.kind == kind)
+    }
+
+    /// Removes the series of `old` that `next` (if any) does not show.
+    fn remove(&self, kind: &str, old: &Tracked, next: Option<&Tracked>) {
+        let same_labels = next.is_some_and(|n| n.labels == old.labels);
+        let phase_series = |p: Phase| PhaseLabels {
+            object: old.labels.clone(),
             statusPhase: p.as_str().into(),
         };
-        if let Some(old) = previous.filter(|old| phase.is_none() || *old != labels) {
+        if let Some((_, family)) = self.phases.iter().find(|(k, _)| *k == kind)
+            && !same_labels
+        {
             for p in Phase::ALL {
-                family.remove(&series(&old, p));
+                family.remove(&phase_series(p));
             }
         }
-        if let Some(current) = phase {
+        let Some(db) = self.database(kind) else {
+            return;
+        };
+        let next_shown = next.map(|n| &n.shown).filter(|_| same_labels);
+        if let Some(health) = &old.shown.health {
+            let status = next_shown.and_then(|n| n.health.as_ref()).map(info_status);
+            if status.as_deref() != Some(&info_status(health)) {
+                db.info.remove(&info_labels(&old.labels, health));
+            }
+            if next_shown.and_then(|n| n.health.as_ref()).is_none() {
+                db.available.remove(&old.labels);
+            }
+            let allocated = next_shown
+                .and_then(|n| n.health.as_ref())
+                .and_then(|h| h.allocated_storage_bytes);
+            if let (Some(family), None) = (&db.allocated, allocated) {
+                family.remove(&old.labels);
+            }
+        }
+        if let (Some(_), Some(phase)) = (old.shown.deleting_since, old.shown.phase) {
+            let kept =
+                next_shown.is_some_and(|n| n.deleting_since.is_some() && n.phase == Some(phase));
+            if !kept {
+                db.deletion.remove(&phase_series(phase));
+            }
+        }
+    }
+
+    /// Sets the series `t` shows; the info gauge's time only when the
+    /// cloud was `read_now`.
+    fn show(&self, kind: &str, t: &Tracked, read_now: bool) {
+        let series = |p: Phase| PhaseLabels {
+            object: t.labels.clone(),
+            statusPhase: p.as_str().into(),
+        };
+        let phase = t.shown.phase;
+        if let (Some((_, family)), Some(current)) =
+            (self.phases.iter().find(|(k, _)| *k == kind), phase)
+        {
             for p in Phase::ALL {
                 family
-                    .get_or_create(&series(&labels, p))
+                    .get_or_create(&series(p))
                     .set(i64::from(p == current));
             }
+        }
+        let Some(db) = self.database(kind) else {
+            return;
+        };
+        if let Some(health) = &t.shown.health {
+            let info = db.info.get_or_create(&info_labels(&t.labels, health));
+            if read_now {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                info.set(now.as_secs_f64());
+            }
+            db.available
+                .get_or_create(&t.labels)
+                .set(i64::from(health.available));
+            if let (Some(family), Some(bytes)) = (&db.allocated, health.allocated_storage_bytes) {
+                family.get_or_create(&t.labels).set(bytes);
+            }
+        }
+        if let (Some(at), Some(phase)) = (t.shown.deleting_since, phase) {
+            db.deletion.get_or_create(&series(phase)).set(at);
         }
     }
 
@@ -237,6 +407,22 @@ impl Metrics {
             return String::new();
         }
         out
+    }
+}
+
+/// The status word of an info series, `nil` when none (as the Go operator
+/// writes it).
+fn info_status(health: &Health) -> String {
+    match health.status.as_str() {
+        "" => "nil".into(),
+        status => status.into(),
+    }
+}
+
+fn info_labels(object: &ObjectLabels, health: &Health) -> InfoLabels {
+    InfoLabels {
+        object: object.clone(),
+        status: info_status(health),
     }
 }
 
@@ -265,4 +451,123 @@ pub async fn serve(
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }));
     axum::serve(listener, app).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics() -> Metrics {
+        let checker =
+            crate::connectivity::Checker::new(Duration::from_secs(60), Duration::from_secs(5));
+        Metrics::new(&[], &checker)
+    }
+
+    fn labels() -> ObjectLabels {
+        ObjectLabels {
+            clusterID: "c".into(),
+            resourceID: "db".into(),
+            namespace: "ns".into(),
+            instanceID: "cdb".into(),
+            productName: String::new(),
+            strategy: "aws-rds".into(),
+        }
+    }
+
+    fn health(status: &str, available: bool) -> Option<Health> {
+        Some(Health {
+            status: status.into(),
+            available,
+            allocated_storage_bytes: Some(20 << 30),
+        })
+    }
+
+    /// The lines of `family` in the rendered text.
+    fn lines(m: &Metrics, family: &str) -> Vec<String> {
+        m.render()
+            .lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn database_gauges_follow_the_cloud_status_and_go_with_the_object() {
+        let m = metrics();
+        let shown = |phase, health, deleting_since| Shown {
+            phase: Some(phase),
+            health,
+            deleting_since,
+        };
+        m.object(
+            "Postgres",
+            labels(),
+            Some(shown(Phase::InProgress, health("creating", true), None)),
+        );
+        m.object(
+            "Postgres",
+            labels(),
+            Some(shown(Phase::Complete, health("available", true), None)),
+        );
+        let info = lines(&m, "cro_postgres_info");
+        assert_eq!(info.len(), 1, "{info:?}");
+        assert!(info[0].contains("status=\"available\""), "{info:?}");
+        assert!(lines(&m, "cro_postgres_available")[0].ends_with(" 1"));
+        assert!(
+            lines(&m, "cro_postgres_current_allocated_storage")[0]
+                .ends_with(&format!(" {}", 20u64 << 30))
+        );
+
+        // A pass that did not read the cloud keeps what the last one read.
+        m.object(
+            "Postgres",
+            labels(),
+            Some(shown(Phase::Complete, None, None)),
+        );
+        assert_eq!(lines(&m, "cro_postgres_info"), info);
+        m.object(
+            "Postgres",
+            labels(),
+            Some(shown(Phase::Complete, health("storage-full", false), None)),
+        );
+        let info = lines(&m, "cro_postgres_info");
+        assert!(
+            info.len() == 1 && info[0].contains("status=\"storage-full\""),
+            "{info:?}"
+        );
+        assert!(lines(&m, "cro_postgres_available")[0].ends_with(" 0"));
+
+        // Being deleted: the deletion time, labelled with the phase.
+        m.object(
+            "Postgres",
+            labels(),
+            Some(shown(Phase::DeleteInProgress, None, Some(1_700_000_000))),
+        );
+        let deletion = lines(&m, "cro_postgres_deletion_timestamp");
+        assert!(
+            deletion.len() == 1
+                && deletion[0].contains("statusPhase=\"deletion in progress\"")
+                && deletion[0].ends_with(" 1700000000"),
+            "{deletion:?}"
+        );
+
+        // Gone: every series of it goes.
+        m.object("Postgres", labels(), None);
+        for family in [
+            "cro_postgres_info",
+            "cro_postgres_available",
+            "cro_postgres_deletion_timestamp",
+            "cro_postgres_current_allocated_storage",
+            "cro_postgres_status_phase",
+        ] {
+            assert_eq!(lines(&m, family), Vec::<String>::new(), "{family}");
+        }
+        // Other kinds have no database gauges.
+        m.object(
+            "BlobStorage",
+            labels(),
+            Some(shown(Phase::Complete, health("available", true), None)),
+        );
+        assert!(lines(&m, "cro_postgres_info").is_empty());
+    }
 }

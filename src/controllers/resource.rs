@@ -126,6 +126,7 @@ fn report_of(status: Option<&ResourceTypeStatus>) -> Option<Report> {
         plan_hash: s.plan_hash.clone(),
         adoption_hash: s.adoption_hash.clone(),
         rotation: s.credentials_rotation.clone(),
+        health: None,
     })
 }
 
@@ -551,6 +552,7 @@ fn report_of_provisioned<K: ResourceCr>(
         instance_id: provisioned.identifier.clone(),
         conditions: provisioned.conditions.clone(),
         rotation: previous.and_then(|p| p.rotation),
+        health: provisioned.health.clone(),
         ..Report::new(Phase::InProgress, "")
     };
     let rotated = rotation.as_ref().filter(|token| {

@@ -225,7 +225,7 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
                 finalizer::remove(&api, obj).await?;
                 ctx.left_at(&key(obj), None);
                 ctx.metrics
-                    .phase(&K::kind(&()), metric_labels(ctx, obj, None), None);
+                    .object(&K::kind(&()), metric_labels(ctx, obj, None), None);
                 info!(object = %key(obj), "deleted");
                 Ok(Action::await_change())
             }
@@ -287,10 +287,15 @@ async fn write_status<K: Managed>(
         obj.meta().generation,
     );
     let desired = obj.status_json(&report, conditions);
-    ctx.metrics.phase(
+    let shown = crate::metrics::Shown {
+        phase: Some(report.phase),
+        health: report.health.clone(),
+        deleting_since: (obj.meta().deletion_timestamp.as_ref()).map(|t| t.0.as_second()),
+    };
+    ctx.metrics.object(
         &K::kind(&()),
         metric_labels(ctx, obj, Some(&report)),
-        Some(report.phase),
+        Some(shown),
     );
     let current = serde_json::to_value(obj)
         .ok()

@@ -33,6 +33,8 @@ pub struct Report {
     pub adoption_hash: Option<String>,
     /// The last credential rotation.
     pub rotation: Option<crate::api::CredentialsRotation>,
+    /// What the cloud said of the resource in this pass (metrics only).
+    pub health: Option<cro_provider_api::Health>,
 }
 
 impl Report {
@@ -51,6 +53,7 @@ impl Report {
             plan_hash: None,
             adoption_hash: None,
             rotation: None,
+            health: None,
         }
     }
 }

@@ -237,6 +237,18 @@ async fn rds_and_elasticache_report_connectable_and_the_go_gauges() {
         assert!(pg.contains("clusterID=\"testcluster\"") && pg.contains("productName=\"cro-test-real-backend\"") && pg.contains("strategy=\"aws-rds\"") && pg.ends_with(" 1"), "{pg}");
         let redis = gauge(&metrics, "cro_redis_connection", &ns, "cache").unwrap_or_else(|| panic!("no Redis gauge:\n{metrics}"));
         assert!(redis.contains("strategy=\"aws-elasticache\"") && redis.ends_with(" 1"), "{redis}");
+        // The Go operator's database gauges, from what the operator read
+        // of RDS and ElastiCache (exposePostgresMetrics, exposeRedisMetrics).
+        for (family, ends) in [("cro_postgres_available", " 1"), ("cro_redis_available", " 1"), ("cro_postgres_current_allocated_storage", " 21474836480")] {
+            let name = if family.starts_with("cro_redis") { "cache" } else { "db" };
+            let line = gauge(&metrics, family, &ns, name).unwrap_or_else(|| panic!("no {family}:\n{metrics}"));
+            assert!(line.contains("clusterID=\"testcluster\"") && line.ends_with(ends), "{line}");
+        }
+        for (family, name) in [("cro_postgres_info", "db"), ("cro_redis_info", "cache")] {
+            let line = gauge(&metrics, family, &ns, name).unwrap_or_else(|| panic!("no {family}:\n{metrics}"));
+            let at: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or_default();
+            assert!(line.contains("status=\"available\"") && at > 1.7e9, "{line}");
+        }
         // The group is encrypted in transit: the check spoke TLS and AUTH.
         let secret = secret_data(&client, &ns, "cache-sec").await;
         assert_eq!((secret.get("tls").map(String::as_str), secret.contains_key("password")), (Some("true"), true));

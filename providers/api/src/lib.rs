@@ -315,6 +315,21 @@ pub struct Provisioned {
     /// The rotation token (`Options::rotate_credentials`) the credentials
     /// in `outcome` answer.
     pub rotated: Option<String>,
+    /// What the cloud says of the resource, when it was looked at.
+    pub health: Option<Health>,
+}
+
+/// The cloud's own view of a database, for the Go operator's info and
+/// availability gauges (`cro_postgres_info`, `cro_postgres_available`, …).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Health {
+    /// The service's status word (`available`, `backing-up`, …); empty
+    /// when the resource does not exist.
+    pub status: String,
+    /// Whether that status serves clients, as the Go operator judges it.
+    pub available: bool,
+    /// Storage allocated to it (RDS), in bytes.
+    pub allocated_storage_bytes: Option<i64>,
 }
 
 impl Provisioned {
@@ -331,6 +346,7 @@ impl Provisioned {
             adoption: None,
             maintenance_window_used: false,
             rotated: None,
+            health: None,
         }
     }
 }

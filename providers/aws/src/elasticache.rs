@@ -26,7 +26,7 @@ use aws_sdk_elasticache::{
     types::ReplicationGroup,
 };
 use cro_provider_api::{
-    Change, ConnectionDetails, Deletion, IdentifierRules, ProviderError, Provisioned,
+    Change, ConnectionDetails, Deletion, Health, IdentifierRules, ProviderError, Provisioned,
     ResourceRequest, Timing,
 };
 
@@ -370,6 +370,7 @@ pub async fn reconcile(
         plan,
     } = database::look::<Client>(c, req, tier).await?;
     let token = auth_token(store, req, &f, have.as_ref(), &plan).await?;
+    let health = health(have.as_ref());
     let create = create(c, hint, req, &f, &want, tier, token.clone());
     let ready = |have: &Group| {
         let (host, port) = have.primary.clone().unwrap_or_default();
@@ -389,6 +390,7 @@ pub async fn reconcile(
         .or(f.string("EngineVersion")?);
     let mut report = database::act::<Client>(c, req, (have, plan), &want, create, ready).await?;
     report.version = version;
+    report.health = Some(health);
     // The tier's serviceUpdates, on every pass over the usable group, as
     // the Go operator applies them (applySpecifiedSecurityUpdates).
     if matches!(report.outcome, cro_provider_api::Outcome::Ready(_)) {
@@ -403,6 +405,26 @@ pub async fn reconcile(
         }
     }
     Ok(report)
+}
+
+/// Replication group statuses in which the group serves clients, as the
+/// Go operator lists them (`healthyAWSReplicationGroupStatuses`,
+/// provider_redis.go).
+const HEALTHY: [&str; 5] = [
+    "creating",
+    "available",
+    "modifying",
+    "deleting",
+    "snapshotting",
+];
+
+/// The group as the Go operator's gauges show it (`exposeRedisMetrics`).
+fn health(have: Option<&Group>) -> Health {
+    Health {
+        status: have.map(|h| h.status.clone()).unwrap_or_default(),
+        available: have.is_some_and(|h| HEALTHY.contains(&h.status.as_str())),
+        allocated_storage_bytes: None,
+    }
 }
 
 /// The group's AUTH token: made and stored before a group is created

@@ -22,8 +22,8 @@ use aws_sdk_rds::{
     types::DbInstance,
 };
 use cro_provider_api::{
-    Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError, Provisioned,
-    ResourceRequest, Timing,
+    Change, ConnectionDetails, Deletion, Health, IdentifierRules, Outcome, ProviderError,
+    Provisioned, ResourceRequest, Timing,
 };
 
 use crate::{
@@ -555,6 +555,7 @@ pub async fn reconcile(
         plan,
     } = database::look::<Client>(c, req, tier).await?;
     let version = have.as_ref().map(|h| h.engine_version.clone());
+    let health = health(have.as_ref());
     if let (Plan::Converge { .. }, Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
         return set_password(store, c, req, &creds, why).await;
     }
@@ -563,6 +564,7 @@ pub async fn reconcile(
     let ready = |have: &Instance| details(have, &want, &creds);
     let mut report = database::act::<Client>(c, req, (have, plan), &want, create, ready).await?;
     report.version = version;
+    report.health = Some(health);
     report.rotated = creds.get(ROTATION).cloned();
     // The tier's serviceUpdates, under the window only, once the instance
     // is usable; the window stays open until a pass applies none, as the
@@ -580,6 +582,41 @@ pub async fn reconcile(
         }
     }
     Ok(report)
+}
+
+/// RDS statuses in which the instance serves clients, as the Go operator
+/// lists them (`healthyAWSDBInstanceStatuses`, provider_postgres.go).
+const HEALTHY: [&str; 17] = [
+    "backtracking",
+    "available",
+    "backing-up",
+    "configuring-enhanced-monitoring",
+    "configuring-iam-database-auth",
+    "configuring-log-exports",
+    "converting-to-vpc",
+    "creating",
+    "deleting",
+    "maintenance",
+    "modifying",
+    "moving-to-vpc",
+    "renaming",
+    "resetting-master-credentials",
+    "starting",
+    "storage-optimization",
+    "upgrading",
+];
+
+/// The instance as the Go operator's gauges show it
+/// (`exposePostgresMetrics`): its status, whether that serves clients, and
+/// its allocated storage in bytes.
+fn health(have: Option<&Instance>) -> Health {
+    Health {
+        status: have.map(|h| h.status.clone()).unwrap_or_default(),
+        available: have.is_some_and(|h| HEALTHY.contains(&h.status.as_str())),
+        allocated_storage_bytes: have
+            .filter(|h| h.settings.storage > 0)
+            .map(|h| i64::from(h.settings.storage) * (1 << 30)),
+    }
 }
 
 fn details(have: &Instance, want: &Desired, creds: &BTreeMap<String, String>) -> ConnectionDetails {
