@@ -96,15 +96,7 @@ async fn an_object_the_operator_did_not_make_is_never_overwritten_or_deleted() {
                    "spec": {"ports": [{"port": 8080}], "selector": {"app": "web"}}}),
         )
         .await;
-        let tenant = crate::support::tenant_client(&client, &ns).await;
-        let _: cloud_resource_operator::api::Postgres = create_json(
-            &tenant,
-            &ns,
-            json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "web"},
-                   "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "web-db"}}}),
-        )
-        .await;
-        let pgs = Api::<cloud_resource_operator::api::Postgres>::namespaced(tenant.clone(), &ns);
+        let (tenant, pgs) = tenants_web_postgres(&client, &ns, "workshop").await;
         let failed = wait_phase(&pgs, "web", Phase::Failed).await;
         assert!(failed.message().contains(&format!("Service {ns}/web exists and was not made for Postgres web")), "{}", failed.message());
         let unchanged = |s: &Service| (s.metadata.resource_version.clone(), s.spec.clone());
@@ -173,15 +165,7 @@ async fn a_credentials_secret_the_operator_did_not_make_is_left_alone() {
                    "stringData": {"user": "other", "password": "theirs-not-yours"}}),
         )
         .await;
-        let tenant = crate::support::tenant_client(&client, &ns).await;
-        let _: cloud_resource_operator::api::Postgres = create_json(
-            &tenant,
-            &ns,
-            json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "web"},
-                   "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "web-db"}}}),
-        )
-        .await;
-        let pgs = Api::<cloud_resource_operator::api::Postgres>::namespaced(tenant.clone(), &ns);
+        let (_, pgs) = tenants_web_postgres(&client, &ns, "managed").await;
         let failed = wait_phase(&pgs, "web", Phase::Failed).await;
         assert!(
             failed.message().contains(&format!("Secret {ns}/web-aws-rds-credentials exists and was not made for Postgres {ns}/web")),
@@ -340,6 +324,25 @@ async fn a_tier_bounds_snapshot_frequency_retention_and_size() {
         wait_phase(&redis, "cache", Phase::Complete).await;
     })
     .await;
+}
+
+/// The tenant of `ns`, and its Postgres `web` of type `deployment_type`
+/// (secretRef `web-db`) created through its own token.
+async fn tenants_web_postgres(
+    client: &kube::Client,
+    ns: &str,
+    deployment_type: &str,
+) -> (kube::Client, Api<cloud_resource_operator::api::Postgres>) {
+    let tenant = crate::support::tenant_client(client, ns).await;
+    let _: cloud_resource_operator::api::Postgres = create_json(
+        &tenant,
+        ns,
+        json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "web"},
+               "spec": {"type": deployment_type, "tier": "development", "secretRef": {"name": "web-db"}}}),
+    )
+    .await;
+    let pgs = Api::namespaced(tenant.clone(), ns);
+    (tenant, pgs)
 }
 
 /// Waits for a failed CR whose message contains `needle`; its message.

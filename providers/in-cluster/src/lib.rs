@@ -86,6 +86,19 @@ impl InClusterProvider {
         )
     }
 
+    /// The CR's Deployment as last seen.
+    async fn deployment(&self, req: &ResourceRequest) -> Result<Option<Deployment>, ProviderError> {
+        self.api::<Deployment>(req)
+            .get_opt(&req.name)
+            .await
+            .map_err(|e| {
+                ProviderError::from_kube(
+                    format!("reading Deployment {}/{}: {e}", req.namespace, req.name),
+                    &e,
+                )
+            })
+    }
+
     /// Every difference between the live workload and `desired` (for the
     /// Go operator's layout, only what adopting it asserts).
     async fn drift(
@@ -138,17 +151,7 @@ impl InClusterProvider {
         if changes.is_empty() || drift::creates_workload(&changes) || approved {
             return Ok(None);
         }
-        let deployment = self
-            .api::<Deployment>(req)
-            .get_opt(&req.name)
-            .await
-            .map_err(|e| {
-                ProviderError::from_kube(
-                    format!("reading Deployment {}/{}: {e}", req.namespace, req.name),
-                    &e,
-                )
-            })?;
-        let outcome = match deployment {
+        let outcome = match self.deployment(req).await? {
             Some(d) if available(&d) => Outcome::Ready(()),
             _ => Outcome::InProgress(format!(
                 "waiting for Deployment {} to become available",
@@ -292,17 +295,7 @@ impl InClusterProvider {
         &self,
         req: &ResourceRequest,
     ) -> Result<Option<&workload::Isolation>, ProviderError> {
-        let live = self
-            .api::<Deployment>(req)
-            .get_opt(&req.name)
-            .await
-            .map_err(|e| {
-                ProviderError::from_kube(
-                    format!("reading Deployment {}/{}: {e}", req.namespace, req.name),
-                    &e,
-                )
-            })?;
-        let isolated = live.is_none_or(|d| {
+        let isolated = self.deployment(req).await?.is_none_or(|d| {
             d.metadata
                 .annotations
                 .as_ref()
