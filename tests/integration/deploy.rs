@@ -712,3 +712,62 @@ async fn the_approvals_policy_lets_only_its_group_approve() {
     })
     .await;
 }
+
+/// deploy/monitoring/ through kustomize and through Helm: the same
+/// PrometheusRule and dashboard. Helm leaves the rule out where the
+/// cluster does not serve its CRD (this one), and the dashboard unless
+/// asked.
+#[test]
+fn kustomize_and_helm_ship_the_same_monitoring() {
+    let helm = TestEnv::load().helm;
+    let find = |docs: &[Value], kind: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} in {docs:#?}"))
+    };
+    let kustomized = kustomize("deploy/monitoring/");
+    let asked = [
+        "template",
+        "cro",
+        CHART,
+        "-n",
+        RELEASE_NAMESPACE,
+        "--set",
+        "monitoring.prometheusRule.enabled=true",
+        "--set",
+        "monitoring.dashboard.enabled=true",
+    ];
+    let charted = documents(&run(&helm, &asked));
+    let (kr, hr) = (
+        find(&kustomized, "PrometheusRule"),
+        find(&charted, "PrometheusRule"),
+    );
+    assert_eq!(kr["spec"], hr["spec"]);
+    assert!(
+        kr["spec"]["groups"][0]["rules"]
+            .as_array()
+            .is_some_and(|r| r.len() >= 7),
+        "{kr:#}"
+    );
+    let dashboard = |docs: &[Value]| {
+        let cm = docs
+            .iter()
+            .find(|d| {
+                d["kind"] == "ConfigMap"
+                    && d["metadata"]["name"] == "cloud-resource-operator-dashboard"
+            })
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1", "{cm:#}");
+        serde_json::from_str::<Value>(cm["data"]["dashboard.json"].as_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("dashboard.json: {e}"))
+    };
+    assert_eq!(dashboard(&kustomized), dashboard(&charted));
+    let default = documents(&run(&helm, &["template", "cro", CHART]));
+    assert!(
+        !default.iter().any(|d| d["kind"] == "PrometheusRule"
+            || d["metadata"]["name"] == "cloud-resource-operator-dashboard"),
+        "on by default"
+    );
+}

@@ -15,6 +15,7 @@ mod leader;
 mod lifecycle;
 mod lost_answers;
 mod migration;
+mod monitoring;
 mod network;
 mod observability;
 mod plan;

@@ -33,6 +33,7 @@ pub struct TestEnv {
     pub aws_region: String,
     pub kubectl: PathBuf,
     pub helm: PathBuf,
+    pub promtool: PathBuf,
     /// The apiserver's audit log (requests of ServiceAccounts).
     pub audit_log: PathBuf,
     /// Every query-protocol call moto served (JSON lines).
@@ -62,6 +63,7 @@ impl TestEnv {
             aws_region: get("AWS_REGION"),
             kubectl: PathBuf::from(get("CRO_TESTENV_KUBECTL")),
             helm: PathBuf::from(get("CRO_TESTENV_HELM")),
+            promtool: PathBuf::from(get("CRO_TESTENV_PROMTOOL")),
             audit_log: PathBuf::from(get("CRO_TESTENV_AUDIT_LOG")),
             moto_request_log: PathBuf::from(get("CRO_TESTENV_MOTO_REQUEST_LOG")),
             moto_faults: PathBuf::from(get("CRO_TESTENV_MOTO_FAULTS")),

@@ -27,6 +27,7 @@ k8s_bin=$cache/kubernetes-$K8S_VERSION/bin
 etcd_bin=$cache/etcd-$ETCD_VERSION/bin
 kwok_bin=$cache/kwok-$KWOK_VERSION/bin
 helm_bin=$cache/helm-$HELM_VERSION/bin
+promtool_bin=$cache/prometheus-$PROMETHEUS_VERSION/bin
 moto_venv=$cache/moto-$MOTO_VERSION
 aws_region=${AWS_REGION_TESTENV:-eu-west-1}
 admin_token_file=$state/admin.token
@@ -128,6 +129,16 @@ go 1.25.0
 require helm.sh/helm/v3 $HELM_VERSION" "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" helm.sh/helm/v3/cmd/helm
 }
 
+# promtool checks and unit-tests the shipped alert rules.
+build_promtool() {
+  [ -x "$promtool_bin/promtool" ] && return 0
+  go_build promtool "$promtool_bin" "module cro.local/testenv/prometheus
+
+go 1.25.0
+
+require github.com/prometheus/prometheus $PROMETHEUS_VERSION" "" github.com/prometheus/prometheus/cmd/promtool
+}
+
 build_moto() {
   # A venv cannot be moved, so it is built in place and marked complete last.
   [ -f "$moto_venv/.complete" ] && return 0
@@ -148,6 +159,7 @@ cmd_build() {
   build_kwok
   build_kubernetes
   build_helm
+  build_promtool
   build_moto
   flock -u 9
 }
@@ -252,6 +264,7 @@ export AWS_ACCESS_KEY_ID='testing'
 export AWS_SECRET_ACCESS_KEY='testing'
 export CRO_TESTENV_KWOK_NODE='kwok-node-0'
 export CRO_TESTENV_HELM='$helm_bin/helm'
+export CRO_TESTENV_PROMTOOL='$promtool_bin/promtool'
 export CRO_TESTENV_KUBECTL='$k8s_bin/kubectl'
 export CRO_TESTENV_AUDIT_LOG='$state/logs/audit.log'
 export CRO_TESTENV_MOTO_REQUEST_LOG='$state/logs/moto-requests.jsonl'
