@@ -325,9 +325,41 @@ async fn standalone_network_from_the_first_database_to_the_last() {
     let operator = Operator::launch(launch(&ns, &id, "a")).await;
     let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
     let caches = Api::<Redis>::namespaced(client.clone(), &ns);
+    // AWS refuses the VPC at first: cro_vpc_action says so with its code
+    // until a VPC is created (the Go operator's SetVpcAction).
+    let refused = ("ServiceUnavailable", 503, "injected by the test");
+    let fault = |times| {
+        crate::support::inject_aws_fault(
+            "netsa-vpc",
+            "ec2",
+            "CreateVpc",
+            "10.201.0.0/26",
+            refused,
+            times,
+        )
+    };
+    fault(None);
     let _: Postgres = create_json(&client, &ns, cr("Postgres", "db", "development")).await;
     let _: Redis = create_json(&client, &ns, cr("Redis", "cache", "development")).await;
+    let failed_vpc =
+        "cro_vpc_action{action=\"create\",status=\"failed\",error=\"ServiceUnavailable\"} 1";
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+    while !operator
+        .http_get("/metrics")
+        .await
+        .lines()
+        .any(|l| l == failed_vpc)
+    {
+        assert!(tokio::time::Instant::now() < deadline, "no {failed_vpc}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    fault(Some(0));
     let pg = wait_phase(&pgs, "db", Phase::Complete).await;
+    let metrics = operator.http_get("/metrics").await;
+    assert!(
+        !metrics.lines().any(|l| l.starts_with("cro_vpc_action{")),
+        "cro_vpc_action not cleared:\n{metrics}"
+    );
     wait_phase(&caches, "cache", Phase::Complete).await;
 
     // One database network of the _network block, two subnets in two zones.

@@ -410,11 +410,17 @@ def call_action(self):
     fault = _fault_for(self.service_name, action, params_text)
     if fault is None:
         return _call_action(self)
-    body = (
-        "<ErrorResponse><Error><Type>Sender</Type>"
-        f"<Code>{escape(fault['code'])}</Code><Message>{escape(fault.get('message', 'injected fault'))}</Message>"
-        "</Error><RequestId>cro-injected-fault</RequestId></ErrorResponse>"
-    )
+    code, message = escape(fault["code"]), escape(fault.get("message", "injected fault"))
+    if self.service_name == "ec2":
+        # EC2 answers errors in its own shape, not the query protocol's.
+        body = (f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+                "<RequestID>cro-injected-fault</RequestID></Response>")
+    else:
+        body = (
+            "<ErrorResponse><Error><Type>Sender</Type>"
+            f"<Code>{code}</Code><Message>{message}</Message>"
+            "</Error><RequestId>cro-injected-fault</RequestId></ErrorResponse>"
+        )
     return fault.get("status", 400), {"Content-Type": "text/xml"}, body
 
 

@@ -13,7 +13,7 @@ use aws_smithy_runtime_api::{
 };
 use prometheus_client::{
     encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family},
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
 
@@ -24,22 +24,57 @@ struct CallLabels {
     outcome: String,
 }
 
+/// The Go operator's `cro_vpc_action` labels (`SetVpcAction`,
+/// pkg/resources/custom_metrics.go).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VpcActionLabels {
+    action: String,
+    status: String,
+    error: String,
+}
+
 /// `cro_aws_api_calls_total{service, operation, outcome}`; outcome is
-/// `success`, `throttled` or `error`.
+/// `success`, `throttled` or `error`. Also the Go operator's
+/// `cro_vpc_action`: 1 for a failed creation of the database network's
+/// VPC, labelled with AWS's error code, cleared once one is created.
 #[derive(Clone, Debug, Default)]
-pub struct Calls(Family<CallLabels, Counter>);
+pub struct Calls {
+    calls: Family<CallLabels, Counter>,
+    vpc_actions: Family<VpcActionLabels, Gauge>,
+}
 
 impl Calls {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "cro_aws_api_calls",
             "AWS API call attempts, by service, operation and outcome",
-            self.0.clone(),
+            self.calls.clone(),
+        );
+        registry.register(
+            "cro_vpc_action",
+            "1 after a failed creation of the database network's VPC, by AWS's error code; cleared once one is created",
+            self.vpc_actions.clone(),
         );
     }
 
+    /// What creating the database network's VPC came to, as the Go
+    /// operator reports it (`createNetwork`, cluster_network_provider.go).
+    pub fn vpc_created(&self, error_code: Option<&str>) {
+        match error_code {
+            Some(code) => {
+                let labels = VpcActionLabels {
+                    action: "create".into(),
+                    status: "failed".into(),
+                    error: code.into(),
+                };
+                self.vpc_actions.get_or_create(&labels).set(1);
+            }
+            None => self.vpc_actions.clear(),
+        }
+    }
+
     fn record(&self, service: &str, operation: &str, outcome: &str) {
-        self.0
+        self.calls
             .get_or_create(&CallLabels {
                 service: service.to_ascii_lowercase(),
                 operation: operation.to_string(),

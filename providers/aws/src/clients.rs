@@ -21,6 +21,8 @@ pub struct Clients {
     pub ses: aws_sdk_sesv2::Client,
     pub tagging: aws_sdk_resourcegroupstagging::Client,
     pub ec2: aws_sdk_ec2::Client,
+    /// The call accounting these clients report to.
+    pub calls: Calls,
     /// Held while the cluster's database network is made or removed, so
     /// two reconciles never make two of it.
     pub network: tokio::sync::Mutex<()>,
@@ -70,6 +72,7 @@ impl Clients {
             ec2: aws_sdk_ec2::Client::from_conf(
                 client!(aws_sdk_ec2, config, calls, budget).build(),
             ),
+            calls: calls.clone(),
             network: tokio::sync::Mutex::new(()),
             rds_listing: Listing::default(),
             elasticache_listing: Listing::default(),

@@ -62,6 +62,7 @@ pub struct Network<'a> {
     /// The tag key marking what this cluster made (`integreatly.org/clusterID`).
     pub owner_key: &'a str,
     pub hint: &'a VpcHint,
+    pub calls: &'a crate::calls::Calls,
 }
 
 impl<'a> Network<'a> {
@@ -73,6 +74,7 @@ impl<'a> Network<'a> {
             infra: &req.owner_tag.1,
             owner_key: &req.owner_tag.0,
             hint,
+            calls: &c.calls,
         }
     }
 

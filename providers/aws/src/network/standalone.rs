@@ -139,7 +139,12 @@ async fn create_vpc(
         .tag_specifications(at_creation(ResourceType::Vpc, &net.tags(Some(VPC_NAME))))
         .send()
         .await
-        .named("ec2:CreateVpc", &block.to_string())?;
+        .named("ec2:CreateVpc", &block.to_string());
+    match &out {
+        Ok(_) => net.calls.vpc_created(None),
+        Err(e) => net.calls.vpc_created(Some(e.code().unwrap_or("unknown"))),
+    }
+    let out = out?;
     let id = out.vpc().and_then(|v| v.vpc_id()).ok_or_else(|| {
         ProviderError::transient("ec2:CreateVpc: no VPC id in AWS's answer; looking again")
     })?;
