@@ -21,7 +21,7 @@ pub async fn check(
             Ok(s) => Box::new(s),
             Err(e) => {
                 return Verdict::Protocol(format!(
-                    "no TLS session (the Secret's tls is \"true\"): {e}"
+                    "no TLS session ({e}): the Secret's tls is \"true\" but the server does not speak TLS on this port; remove tls from the Secret if the group has no in-transit encryption"
                 ));
             }
         },

@@ -34,6 +34,16 @@ pub trait Live: Clone + Default + Send + Sync + 'static {
     fn tags(&self) -> &BTreeMap<String, String>;
 }
 
+/// The resource as the Go operator's info and availability gauges show
+/// it: its status, and whether that status is one of `healthy`.
+pub fn health<L: Live>(have: Option<&L>, healthy: &[&str]) -> cro_provider_api::Health {
+    cro_provider_api::Health {
+        status: have.map(|h| h.status().to_string()).unwrap_or_default(),
+        available: have.is_some_and(|h| healthy.contains(&h.status())),
+        allocated_storage_bytes: None,
+    }
+}
+
 /// `Live` for a struct with `arn`, `status` and `tags` fields.
 macro_rules! live {
     ($ty:ty) => {

@@ -26,7 +26,7 @@ use aws_sdk_elasticache::{
     types::ReplicationGroup,
 };
 use cro_provider_api::{
-    Change, ConnectionDetails, Deletion, Health, IdentifierRules, ProviderError, Provisioned,
+    Change, ConnectionDetails, Deletion, IdentifierRules, ProviderError, Provisioned,
     ResourceRequest, Timing,
 };
 
@@ -370,7 +370,8 @@ pub async fn reconcile(
         plan,
     } = database::look::<Client>(c, req, tier).await?;
     let token = auth_token(store, req, &f, have.as_ref(), &plan).await?;
-    let health = health(have.as_ref());
+    // As the Go operator's gauges show it (`exposeRedisMetrics`).
+    let health = database::health(have.as_ref(), &HEALTHY);
     let create = create(c, hint, req, &f, &want, tier, token.clone());
     let ready = |have: &Group| {
         let (host, port) = have.primary.clone().unwrap_or_default();
@@ -417,15 +418,6 @@ const HEALTHY: [&str; 5] = [
     "deleting",
     "snapshotting",
 ];
-
-/// The group as the Go operator's gauges show it (`exposeRedisMetrics`).
-fn health(have: Option<&Group>) -> Health {
-    Health {
-        status: have.map(|h| h.status.clone()).unwrap_or_default(),
-        available: have.is_some_and(|h| HEALTHY.contains(&h.status.as_str())),
-        allocated_storage_bytes: None,
-    }
-}
 
 /// The group's AUTH token: made and stored before a group is created
 /// (unless the tier turns in-transit encryption off), read back for a group

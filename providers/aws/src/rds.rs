@@ -611,11 +611,10 @@ const HEALTHY: [&str; 17] = [
 /// its allocated storage in bytes.
 fn health(have: Option<&Instance>) -> Health {
     Health {
-        status: have.map(|h| h.status.clone()).unwrap_or_default(),
-        available: have.is_some_and(|h| HEALTHY.contains(&h.status.as_str())),
         allocated_storage_bytes: have
             .filter(|h| h.settings.storage > 0)
             .map(|h| i64::from(h.settings.storage) * (1 << 30)),
+        ..database::health(have, &HEALTHY)
     }
 }
 
