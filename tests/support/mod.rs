@@ -706,6 +706,27 @@ pub fn aws_requests() -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The calls moto served after byte `offset` of its request log, which is
+/// moved past them: a test polling for new calls reads only those, not the
+/// whole suite's log each time.
+pub fn aws_requests_after(offset: &mut u64) -> Vec<serde_json::Value> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(TestEnv::load().moto_request_log) else {
+        return Vec::new();
+    };
+    let mut text = String::new();
+    if file.seek(SeekFrom::Start(*offset)).is_err() || file.read_to_string(&mut text).is_err() {
+        return Vec::new();
+    }
+    // Whole lines only: the last may still be being written.
+    let whole = text.rfind('\n').map_or(0, |i| i + 1);
+    *offset += whole as u64;
+    text[..whole]
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 /// The master passwords set on RDS instance `id` (ModifyDBInstance), oldest
 /// first.
 pub fn passwords_set(id: &str) -> Vec<String> {
