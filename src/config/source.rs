@@ -122,6 +122,11 @@ impl ConfigReader {
 
     /// Every change to a ConfigMap of the Go operator's strategies
     /// namespace, when it is watched.
+    /// Whether the Go operator's namespace is read besides the operator's.
+    pub fn reads_go_namespace(&self) -> bool {
+        self.go_namespace.is_some()
+    }
+
     pub fn subscribe_go_namespace(&self) -> Option<Subscription<ConfigMap>> {
         self.go_namespace.as_ref()?.1.subscribe()
     }

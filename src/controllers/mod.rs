@@ -207,6 +207,9 @@ fn resource_controller<K: ResourceCr>(
         "operator ConfigMaps",
         |c, s| c.watches_shared_stream(s, move |cm| crs_configured_by(&by_operator_cm, &cm)),
     );
+    if !ctx.config.reads_go_namespace() {
+        return c;
+    }
     subscribed(
         c,
         ctx.config.subscribe_go_namespace(),
