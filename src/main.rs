@@ -217,6 +217,12 @@ struct RunArgs {
     /// the Secret's credentials, no cloud API call.
     #[arg(long, env = "CONNECTION_CHECK_INTERVAL", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     connection_check_interval: u64,
+    /// Seconds between readings of every AWS database's CloudWatch metrics
+    /// (`cro_postgres_free_storage_average` and the other averages over
+    /// that period): one GetMetricData call per 500 metrics per account
+    /// and region. The Go operator's period, 5 minutes, by default.
+    #[arg(long, env = "CLOUD_METRICS_INTERVAL", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    cloud_metrics_interval: u64,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     metrics_address: std::net::SocketAddr,
@@ -291,7 +297,13 @@ struct Connected {
     providers: providers::Settings,
 }
 
-async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
+/// Connects; with `serve_while_waiting`, a Secret `sts-credentials` that
+/// cannot be used is waited for (see [`wait_for_sts`]) rather than an
+/// error.
+async fn connect(
+    args: &ClusterArgs,
+    serve_while_waiting: Option<std::net::SocketAddr>,
+) -> anyhow::Result<Connected> {
     let operator_namespace = operator_namespace(args.operator_namespace.clone())?;
     let client = kube::Client::try_default()
         .await
@@ -334,10 +346,22 @@ async fn connect(args: &ClusterArgs) -> anyhow::Result<Connected> {
             .unwrap_or_default(),
         allow_cross_namespace_secrets: false,
         recheck_interval: Duration::from_secs(3600),
+        cloud_metrics_interval: Duration::from_secs(300),
         shard: Default::default(),
         namespace_config: args.namespace_config,
     };
-    let sts = sts_mode(&client, &settings.operator_namespace, &args.sts_token_file).await?;
+    let sts = match serve_while_waiting {
+        None => sts_mode(&client, &settings.operator_namespace, &args.sts_token_file).await?,
+        Some(address) => {
+            wait_for_sts(
+                &client,
+                &settings.operator_namespace,
+                &args.sts_token_file,
+                address,
+            )
+            .await?
+        }
+    };
     if let Some(sts) = &sts {
         info!(role_arn = %sts.role_arn, "STS mode: AWS calls run as the role of Secret sts-credentials; BlobStorage gets no IAM user");
     }
@@ -420,6 +444,56 @@ async fn sts_mode(
     }))
 }
 
+/// How often an unusable Secret `sts-credentials` is read again.
+const STS_RETRY: Duration = Duration::from_secs(15);
+
+/// STS mode once Secret `sts-credentials` can be used: until then, the
+/// reason is logged and served on `address` as the Go operator's
+/// `cro_sts_credentials_secret` gauge, with `/readyz` not ready, and the
+/// Secret read again every few seconds. A Secret someone fixes (its
+/// `role_arn`, the operator's permission to read it) is taken up without a
+/// restart.
+async fn wait_for_sts(
+    client: &kube::Client,
+    namespace: &str,
+    token_file: &Path,
+    address: std::net::SocketAddr,
+) -> anyhow::Result<Option<cro_provider_aws::Sts>> {
+    let mut serving: Option<tokio::task::JoinHandle<std::io::Result<()>>> = None;
+    let shown = Arc::new(std::sync::Mutex::new(String::new()));
+    loop {
+        match sts_mode(client, namespace, token_file).await {
+            Ok(sts) => {
+                if let Some(server) = serving {
+                    server.abort();
+                    let _ = server.await;
+                }
+                return Ok(sts);
+            }
+            Err(e) => {
+                let reason = format!("{e:#}");
+                error!(error = %reason, "STS mode: Secret sts-credentials cannot be used; reading it again in {}s", STS_RETRY.as_secs());
+                *shown.lock().unwrap_or_else(|e| e.into_inner()) =
+                    metrics::sts_credentials_secret(namespace, &reason);
+                if serving.is_none() {
+                    let listener = tokio::net::TcpListener::bind(address)
+                        .await
+                        .with_context(|| format!("listening on --metrics-address {address}"))?;
+                    info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz (not ready: waiting for Secret sts-credentials)");
+                    let shown = shown.clone();
+                    let render =
+                        Arc::new(move || shown.lock().unwrap_or_else(|e| e.into_inner()).clone());
+                    serving = Some(tokio::spawn(metrics::serve_text(listener, render, false)));
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(STS_RETRY) => {}
+                    () = terminated() => bail!("stopped while waiting for Secret {namespace}/sts-credentials"),
+                }
+            }
+        }
+    }
+}
+
 /// The providers' settings: flags first, then what the OpenShift
 /// Infrastructure object says.
 fn provider_settings(
@@ -464,7 +538,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         client,
         mut settings,
         providers,
-    } = connect(&args.cluster).await?;
+    } = connect(&args.cluster, Some(args.metrics_address)).await?;
     let mut namespaces = std::collections::BTreeSet::new();
     settings.watch_namespaces = args
         .watch_namespaces
@@ -476,6 +550,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     settings.concurrency = args.concurrency;
     settings.allow_cross_namespace_secrets = args.allow_cross_namespace_secrets;
     settings.recheck_interval = Duration::from_secs(args.recheck_interval);
+    settings.cloud_metrics_interval = Duration::from_secs(args.cloud_metrics_interval);
     info!("starting cloud-resource-operator");
     let owned = Arc::new(Owned::new(
         &client,
@@ -511,7 +586,7 @@ async fn plan(args: PlanArgs) -> anyhow::Result<i32> {
         client,
         settings,
         providers,
-    } = connect(&args.cluster).await?;
+    } = connect(&args.cluster, None).await?;
     let providers = providers::build(&client, providers, None);
     let overrides = plan::config_overrides(&args.config, &settings.operator_namespace)
         .map_err(anyhow::Error::msg)?;

@@ -1,7 +1,9 @@
 //! Prometheus metrics: reconciles, their errors (by the error's stable
 //! label) and durations per kind; the Go operator's per-kind phase gauges
 //! (`cro_postgres_status_phase`, ...) and its database gauges (info,
-//! availability, deletion timestamp, allocated storage); and whatever each
+//! availability, deletion timestamp, allocated storage) and the CloudWatch
+//! gauges its providers read (`cro_postgres_free_storage_average`, ...);
+//! and whatever each
 //! provider registers (the aws provider's API calls by service, operation
 //! and outcome). Served on `/metrics` with `/healthz` and `/readyz`.
 
@@ -22,7 +24,7 @@ use prometheus_client::{
     registry::{Metric, Registry},
 };
 
-use cro_provider_api::Health;
+use cro_provider_api::{CLOUD_GAUGES, CloudGauge, CloudSample, Health};
 
 use crate::api::Phase;
 
@@ -115,7 +117,15 @@ struct DatabaseGauges {
     deletion: Family<PhaseLabels, Gauge>,
     /// `cro_postgres_current_allocated_storage`, in bytes.
     allocated: Option<Family<ObjectLabels, Gauge>>,
+    /// `cro_postgres_max_memory`: the instance class's memory, in bytes.
+    max_memory: Option<Family<ObjectLabels, Gauge>>,
+    /// `cro_<kind>_service_maintenance`: per pending maintenance action,
+    /// with the Go operator's labels, when it is due.
+    maintenance: Family<Vec<(String, String)>, Gauge>,
 }
+
+/// Gauges of `f64` values, one per object.
+type FloatFamily = Family<ObjectLabels, Gauge<f64, AtomicU64>>;
 
 /// What one object's gauges show.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -147,6 +157,9 @@ pub struct Metrics {
     tracked: std::sync::Mutex<std::collections::HashMap<(String, String, String), Tracked>>,
     time_to_ready: Family<ReadyLabels, Histogram, fn() -> Histogram>,
     leader: Gauge,
+    /// The gauges of cloud monitoring data, and the series each shows.
+    cloud: Vec<(CloudGauge, FloatFamily)>,
+    cloud_shown: std::sync::Mutex<Vec<(usize, ObjectLabels)>>,
 }
 
 /// `metric`, registered under `name`.
@@ -220,6 +233,20 @@ impl Metrics {
                         Family::default(),
                     )
                 }),
+                maintenance: registered(
+                    r,
+                    &format!("cro_{name}_service_maintenance"),
+                    &format!("Unix time each maintenance AWS has pending for a {kind} is due, labelled as the Go operator labels it"),
+                    Family::default(),
+                ),
+                max_memory: (kind == "Postgres").then(|| {
+                    registered(
+                        r,
+                        "cro_postgres_max_memory",
+                        "The amount of max random access memory of each Postgres's instance class. Units: Bytes",
+                        Family::default(),
+                    )
+                }),
             })
             .collect();
         let time_to_ready = registered(
@@ -234,6 +261,10 @@ impl Metrics {
             "1 while this process holds the leader-election Lease (or runs without leader election)",
             Gauge::default(),
         );
+        let cloud = CLOUD_GAUGES
+            .iter()
+            .map(|g| (*g, registered(r, g.name, g.help, Family::default())))
+            .collect();
         for provider in providers {
             provider.register_metrics(r);
         }
@@ -248,6 +279,8 @@ impl Metrics {
             time_to_ready,
             leader,
             tracked: Default::default(),
+            cloud,
+            cloud_shown: Default::default(),
         }
     }
 
@@ -296,15 +329,21 @@ impl Metrics {
         let Some(mut shown) = shown else {
             if let Some(old) = previous {
                 self.remove(kind, &old, None);
+                self.forget_cloud(kind, &old.labels);
             }
             return;
         };
         let read_now = shown.health.is_some();
-        if !read_now {
-            shown.health = previous
-                .as_ref()
-                .filter(|old| old.labels == labels)
-                .and_then(|old| old.shown.health.clone());
+        let before = (previous.as_ref())
+            .filter(|old| old.labels == labels)
+            .and_then(|old| old.shown.health.clone());
+        match &mut shown.health {
+            None => shown.health = before,
+            // Maintenance is read less often than the status: kept too.
+            Some(health) if health.maintenance.is_none() => {
+                health.maintenance = before.and_then(|b| b.maintenance);
+            }
+            Some(_) => {}
         }
         let next = Tracked { labels, shown };
         if let Some(old) = &previous {
@@ -312,6 +351,60 @@ impl Metrics {
         }
         self.show(kind, &next, read_now);
         tracked.insert(key, next);
+    }
+
+    /// Shows what the providers read from their clouds' monitoring, on
+    /// the labels of the object each sample is of (a node's name as
+    /// `instanceID`, as the Go operator labels them); series of a
+    /// previous reading that this one lacks are removed.
+    pub fn cloud(&self, samples: &[CloudSample]) {
+        // The tracked Postgres and Redis, by kind and cloud identifier.
+        let objects: std::collections::HashMap<(&str, String), ObjectLabels> = {
+            let tracked = self.tracked.lock().unwrap_or_else(|e| e.into_inner());
+            (tracked.iter())
+                .filter_map(|((kind, _, _), t)| {
+                    let kind =
+                        (CLOUD_GAUGES.iter().map(|g| g.kind.cr_kind())).find(|k| k == kind)?;
+                    Some(((kind, t.labels.instanceID.clone()), t.labels.clone()))
+                })
+                .collect()
+        };
+        let mut shown = Vec::new();
+        for s in samples {
+            let Some(i) = self.cloud.iter().position(|(g, _)| g.name == s.gauge) else {
+                continue;
+            };
+            let (gauge, family) = &self.cloud[i];
+            let Some(object) = objects.get(&(gauge.kind.cr_kind(), s.identifier.clone())) else {
+                continue;
+            };
+            let labels = ObjectLabels {
+                instanceID: s.instance.clone(),
+                ..object.clone()
+            };
+            family.get_or_create(&labels).set(s.value);
+            shown.push((i, labels));
+        }
+        let mut previous = self.cloud_shown.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, labels) in previous.iter().filter(|p| !shown.contains(p)) {
+            self.cloud[*i].1.remove(labels);
+        }
+        *previous = shown;
+    }
+
+    /// Removes the cloud series of an object that is gone.
+    fn forget_cloud(&self, kind: &str, object: &ObjectLabels) {
+        let mut shown = self.cloud_shown.lock().unwrap_or_else(|e| e.into_inner());
+        shown.retain(|(i, labels)| {
+            let (gauge, family) = &self.cloud[*i];
+            let of_object = gauge.kind.cr_kind() == kind
+                && labels.namespace == object.namespace
+                && labels.resourceID == object.resourceID;
+            if of_object {
+                family.remove(labels);
+            }
+            !of_object
+        });
     }
 
     fn database(&self, kind: &str) -> Option<&DatabaseGauges> {
@@ -344,11 +437,27 @@ impl Metrics {
             if next_shown.and_then(|n| n.health.as_ref()).is_none() {
                 db.available.remove(&old.labels);
             }
-            let allocated = next_shown
-                .and_then(|n| n.health.as_ref())
-                .and_then(|h| h.allocated_storage_bytes);
-            if let (Some(family), None) = (&db.allocated, allocated) {
-                family.remove(&old.labels);
+            let next_health = next_shown.and_then(|n| n.health.as_ref());
+            let sizes = [
+                (
+                    &db.allocated,
+                    next_health.and_then(|h| h.allocated_storage_bytes),
+                ),
+                (&db.max_memory, next_health.and_then(|h| h.max_memory_bytes)),
+            ];
+            for (family, next) in sizes {
+                if let (Some(family), None) = (family, next) {
+                    family.remove(&old.labels);
+                }
+            }
+            let next_maintenance: Vec<_> = maintenance_series(&old.labels, next_health)
+                .into_iter()
+                .map(|(labels, _)| labels)
+                .collect();
+            for (labels, _) in maintenance_series(&old.labels, Some(health)) {
+                if !next_maintenance.contains(&labels) {
+                    db.maintenance.remove(&labels);
+                }
             }
         }
         if let (Some(_), Some(phase)) = (old.shown.deleting_since, old.shown.phase) {
@@ -391,8 +500,17 @@ impl Metrics {
             db.available
                 .get_or_create(&t.labels)
                 .set(i64::from(health.available));
-            if let (Some(family), Some(bytes)) = (&db.allocated, health.allocated_storage_bytes) {
-                family.get_or_create(&t.labels).set(bytes);
+            let sizes = [
+                (&db.allocated, health.allocated_storage_bytes),
+                (&db.max_memory, health.max_memory_bytes),
+            ];
+            for (family, bytes) in sizes {
+                if let (Some(family), Some(bytes)) = (family, bytes) {
+                    family.get_or_create(&t.labels).set(bytes);
+                }
+            }
+            for (labels, value) in maintenance_series(&t.labels, Some(health)) {
+                db.maintenance.get_or_create(&labels).set(value);
             }
         }
         if let (Some(at), Some(phase)) = (t.shown.deleting_since, phase) {
@@ -408,6 +526,25 @@ impl Metrics {
         }
         out
     }
+}
+
+/// The maintenance series of an object: the Go operator's labels, led by
+/// `clusterID`, and the value.
+fn maintenance_series(
+    object: &ObjectLabels,
+    health: Option<&Health>,
+) -> Vec<(Vec<(String, String)>, i64)> {
+    let pending = health
+        .and_then(|h| h.maintenance.as_deref())
+        .unwrap_or_default();
+    pending
+        .iter()
+        .map(|m| {
+            let mut labels = vec![("clusterID".to_string(), object.clusterID.clone())];
+            labels.extend(m.labels.iter().cloned());
+            (labels, m.value)
+        })
+        .collect()
 }
 
 /// The status word of an info series, `nil` when none (as the Go operator
@@ -431,26 +568,73 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
 ) -> std::io::Result<()> {
+    serve_text(listener, Arc::new(move || metrics.render()), true).await
+}
+
+/// `/metrics` as `render` writes it, `/healthz`, and `/readyz` answering
+/// as `ready` says.
+pub async fn serve_text(
+    listener: tokio::net::TcpListener,
+    render: Arc<dyn Fn() -> String + Send + Sync>,
+    ready: bool,
+) -> std::io::Result<()> {
+    let readiness = if ready {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
     let app = Router::new()
         .route(
             "/metrics",
             get(move || {
-                let metrics = metrics.clone();
+                let render = render.clone();
                 async move {
                     (
                         [(
                             header::CONTENT_TYPE,
                             "application/openmetrics-text; version=1.0.0; charset=utf-8",
                         )],
-                        metrics.render(),
+                        render(),
                     )
                         .into_response()
                 }
             }),
         )
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }));
+        .route(
+            "/readyz",
+            get(move || async move { (readiness, if ready { "ok" } else { "not ready" }) }),
+        );
     axum::serve(listener, app).await
+}
+
+/// The Go operator's `cro_sts_credentials_secret{namespace, error}`
+/// (`SetSTSCredentialsSecretMetric`, pkg/resources/custom_metrics.go): 1
+/// while Secret `sts-credentials` cannot be used, with the reason.
+pub fn sts_credentials_secret(namespace: &str, error: &str) -> String {
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct Labels {
+        namespace: String,
+        error: String,
+    }
+    let mut registry = Registry::default();
+    let family = registered(
+        &mut registry,
+        "cro_sts_credentials_secret",
+        "1 while Secret sts-credentials of the operator namespace cannot be used (STS mode), with the reason",
+        Family::<Labels, Gauge>::default(),
+    );
+    family
+        .get_or_create(&Labels {
+            namespace: namespace.into(),
+            error: error.into(),
+        })
+        .set(1);
+    let mut out = String::new();
+    if encode(&mut out, &registry).is_err() {
+        return String::new();
+    }
+    out
 }
 
 #[cfg(test)]
@@ -479,6 +663,8 @@ mod tests {
             status: status.into(),
             available,
             allocated_storage_bytes: Some(20 << 30),
+            max_memory_bytes: Some(1 << 30),
+            maintenance: None,
         })
     }
 
@@ -489,6 +675,87 @@ mod tests {
             .filter(|l| l.starts_with(&format!("{family}{{")))
             .map(str::to_string)
             .collect()
+    }
+
+    #[test]
+    fn cloud_samples_show_on_their_objects_labels_and_leave_with_them() {
+        let m = metrics();
+        let shown = Shown {
+            phase: Some(Phase::Complete),
+            ..Default::default()
+        };
+        m.object("Postgres", labels(), Some(shown.clone()));
+        let sample = |gauge: &'static str, id: &str, value: f64| CloudSample {
+            gauge,
+            identifier: id.into(),
+            instance: id.into(),
+            value,
+        };
+        let free = "cro_postgres_free_storage_average";
+        m.cloud(&[
+            sample(free, "cdb", 1024.0),
+            // Of no object this process tracks: not shown.
+            sample(free, "someone-elses", 1.0),
+            // A Redis gauge for a Postgres identifier: not shown.
+            sample("cro_redis_cpu_utilization_average", "cdb", 5.0),
+        ]);
+        assert_eq!(
+            lines(&m, free),
+            [format!(
+                "{free}{{clusterID=\"c\",resourceID=\"db\",namespace=\"ns\",instanceID=\"cdb\",productName=\"\",strategy=\"aws-rds\"}} 1024.0"
+            )]
+        );
+        assert!(lines(&m, "cro_redis_cpu_utilization_average").is_empty());
+        // A reading without it removes the series; so does the object going.
+        m.cloud(&[]);
+        assert!(lines(&m, free).is_empty());
+        m.cloud(&[sample(free, "cdb", 2048.0)]);
+        assert_eq!(lines(&m, free).len(), 1);
+        m.object("Postgres", labels(), None);
+        assert!(lines(&m, free).is_empty());
+    }
+
+    #[test]
+    fn maintenance_series_follow_what_the_cloud_lists_and_outlive_passes_that_did_not_read_it() {
+        let m = metrics();
+        let action = |name: &str| cro_provider_api::Maintenance {
+            name: name.into(),
+            description: "d".into(),
+            due: Some(1_800_000_000),
+            labels: vec![
+                ("ResourceIdentifier".into(), "arn".into()),
+                ("Action".into(), name.into()),
+            ],
+            value: 1_800_000_000,
+        };
+        let with = |maintenance: Option<Vec<cro_provider_api::Maintenance>>| Shown {
+            phase: Some(Phase::Complete),
+            health: Some(Health {
+                maintenance,
+                ..health("available", true).unwrap_or_default()
+            }),
+            deleting_since: None,
+        };
+        let family = "cro_postgres_service_maintenance";
+        m.object(
+            "Postgres",
+            labels(),
+            Some(with(Some(vec![action("a"), action("b")]))),
+        );
+        assert_eq!(lines(&m, family).len(), 2);
+        let a = format!(
+            "{family}{{clusterID=\"c\",ResourceIdentifier=\"arn\",Action=\"a\"}} 1800000000"
+        );
+        assert!(lines(&m, family).contains(&a), "{:?}", lines(&m, family));
+        // Status read, maintenance not: kept.
+        m.object("Postgres", labels(), Some(with(None)));
+        assert_eq!(lines(&m, family).len(), 2);
+        // One applied: its series goes.
+        m.object("Postgres", labels(), Some(with(Some(vec![action("b")]))));
+        assert_eq!(lines(&m, family).len(), 1);
+        assert!(lines(&m, family)[0].contains("Action=\"b\""));
+        m.object("Postgres", labels(), None);
+        assert!(lines(&m, family).is_empty());
     }
 
     #[test]
@@ -517,6 +784,7 @@ mod tests {
             lines(&m, "cro_postgres_current_allocated_storage")[0]
                 .ends_with(&format!(" {}", 20u64 << 30))
         );
+        assert!(lines(&m, "cro_postgres_max_memory")[0].ends_with(&format!(" {}", 1u64 << 30)));
 
         // A pass that did not read the cloud keeps what the last one read.
         m.object(
@@ -558,6 +826,7 @@ mod tests {
             "cro_postgres_available",
             "cro_postgres_deletion_timestamp",
             "cro_postgres_current_allocated_storage",
+            "cro_postgres_max_memory",
             "cro_postgres_status_phase",
         ] {
             assert_eq!(lines(&m, family), Vec::<String>::new(), "{family}");

@@ -69,6 +69,23 @@ pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     tokio::select! {
         _ = reconciling => {}
         _ = watches => {}
+        _ = cloud_metrics(ctx.clone()) => {}
+    }
+}
+
+/// Reads the cloud's monitoring data of every database (the CloudWatch
+/// gauges) each interval, while this process leads.
+async fn cloud_metrics(ctx: Arc<Context>) {
+    let interval = ctx.settings.cloud_metrics_interval;
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let mut samples = Vec::new();
+        for provider in ctx.providers.values() {
+            samples.extend(provider.cloud_metrics(interval).await);
+        }
+        ctx.metrics.cloud(&samples);
     }
 }
 

@@ -201,7 +201,9 @@ fn up_to_date(
 }
 
 /// Status of a usable resource's differences from its tier: the list, the
-/// hash that approves them, and the `UpToDate` condition.
+/// hash that approves them, and the `UpToDate` condition; then the
+/// maintenance the cloud has pending for it, which is the cloud's, not
+/// the tier's: listed, never part of the plan or of `UpToDate`.
 fn report_pending(
     report: &mut Report,
     pending: Vec<Change>,
@@ -213,6 +215,31 @@ fn report_pending(
     let condition = up_to_date(&report.pending, &hash, policy, approved.as_deref());
     report.conditions.push(condition);
     report.plan_hash = (!report.pending.is_empty()).then_some(hash);
+    let maintenance = (report.health.as_ref()).and_then(|h| h.maintenance.as_deref());
+    report.pending.extend(
+        maintenance
+            .unwrap_or_default()
+            .iter()
+            .map(pending_maintenance),
+    );
+}
+
+/// A maintenance action the cloud has pending, as `status.pendingChanges`
+/// lists it.
+fn pending_maintenance(m: &cro_provider_api::Maintenance) -> PendingChange {
+    let due = m
+        .due
+        .and_then(|t| k8s_openapi::jiff::Timestamp::from_second(t).ok());
+    PendingChange {
+        field: format!("maintenance {}", m.name),
+        current: m.description.clone(),
+        desired: "applied".into(),
+        when: match due {
+            Some(at) => format!("by the cloud provider, due {at}"),
+            None => "by the cloud provider, when opted in (no date set)".into(),
+        },
+        restarts: false,
+    }
 }
 
 /// The `Adopted` condition: `False` while a cloud resource someone else

@@ -41,6 +41,9 @@ pub struct Settings {
     /// How often a complete cloud resource is looked at again for changes
     /// made outside the operator (clouds send no events).
     pub recheck_interval: Duration,
+    /// How often the cloud's monitoring data of every database is read
+    /// (the CloudWatch gauges).
+    pub cloud_metrics_interval: Duration,
     /// The namespaces this process reconciles (all without sharding).
     pub shard: crate::shard::Shard,
     /// Read a CR's own namespace's `cloud-resource-config`.

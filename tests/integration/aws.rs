@@ -887,13 +887,27 @@ async fn sts_mode_runs_as_the_role_and_makes_no_iam_user() {
     crate::support::with_namespace("sts", |client, ns| async move {
             crate::support::ensure_crds(&client).await;
             // Read when the operator starts, as the Go operator reads it.
-            let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "sts-credentials"}, "stringData": {"role_arn": role}}))
+            // Without its role first: the operator waits, says why on the
+            // Go operator's gauge, and is not ready.
+            let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "sts-credentials"}, "stringData": {"role": role}}))
                 .unwrap_or_else(|e| panic!("{e}"));
-            Api::<Secret>::namespaced(client.clone(), &ns).create(&PostParams::default(), &secret).await.unwrap_or_else(|e| panic!("{e}"));
+            let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+            secrets.create(&PostParams::default(), &secret).await.unwrap_or_else(|e| panic!("{e}"));
             let mut launch = crate::support::Launch::new(&ns);
             launch.extra_args.push(format!("--sts-token-file={}", token_file.display()));
             let restarted = crate::support::Operator::launch(launch).await;
-            restarted.wait_log("STS mode", DEFAULT_TIMEOUT).await;
+            restarted.wait_log("waiting for Secret sts-credentials", DEFAULT_TIMEOUT).await;
+            let metrics = restarted.http_get("/metrics").await;
+            let gauge = metrics.lines().find(|l| l.starts_with("cro_sts_credentials_secret{")).unwrap_or_else(|| panic!("no cro_sts_credentials_secret:\n{metrics}"));
+            assert!(gauge.contains(&format!("namespace=\"{ns}\"")) && gauge.contains("has no role_arn") && gauge.ends_with(" 1"), "{gauge}");
+            let readyz = restarted.http_response("/readyz").await;
+            assert!(readyz.contains(" 503 ") && readyz.ends_with("not ready"), "{readyz}");
+            // Fixed: taken up without a restart.
+            let fixed = json!({"stringData": {"role_arn": role}});
+            secrets.patch("sts-credentials", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&fixed)).await.unwrap_or_else(|e| panic!("{e}"));
+            restarted.wait_log("STS mode: AWS calls run as the role", DEFAULT_TIMEOUT).await;
+            let metrics = restarted.http_get("/metrics").await;
+            assert!(!metrics.contains("cro_sts_credentials_secret{"), "{metrics}");
             let blob: BlobStorage = serde_json::from_value(json!({
                 "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": "files"},
                 "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "files-sec"}}

@@ -40,6 +40,7 @@ pub struct TestEnv {
     pub moto_request_log: PathBuf,
     /// Faults moto returns instead of calls (a JSON list).
     pub moto_faults: PathBuf,
+    pub moto_maintenance: PathBuf,
 }
 
 impl TestEnv {
@@ -67,6 +68,7 @@ impl TestEnv {
             audit_log: PathBuf::from(get("CRO_TESTENV_AUDIT_LOG")),
             moto_request_log: PathBuf::from(get("CRO_TESTENV_MOTO_REQUEST_LOG")),
             moto_faults: PathBuf::from(get("CRO_TESTENV_MOTO_FAULTS")),
+            moto_maintenance: PathBuf::from(get("CRO_TESTENV_MOTO_MAINTENANCE")),
         }
     }
 
@@ -416,7 +418,8 @@ impl Operator {
             if let Some(addr) = self
                 .logs()
                 .lines()
-                .find(|l| l.contains("serving /metrics"))
+                // The last: one served while waiting gives way to the real one.
+                .rfind(|l| l.contains("serving /metrics"))
                 .and_then(|l| l.split("address=").nth(1))
                 .and_then(|rest| rest.split_whitespace().next())
             {
@@ -456,6 +459,19 @@ impl Operator {
 
     /// GET `path` from the operator's metrics server; the body.
     pub async fn http_get(&self, path: &str) -> String {
+        let response = self.http_response(path).await;
+        assert!(
+            response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200"),
+            "{path}: {response}"
+        );
+        response
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_string())
+            .unwrap_or_default()
+    }
+
+    /// The whole HTTP response to `GET path` on the metrics address.
+    pub async fn http_response(&self, path: &str) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let addr = self.metrics_address().await;
         let mut stream = tokio::net::TcpStream::connect(&addr)
@@ -470,14 +486,7 @@ impl Operator {
             .read_to_string(&mut response)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200"),
-            "{path}: {response}"
-        );
         response
-            .split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_string())
-            .unwrap_or_default()
     }
 
     /// How many reconciles of `name` finished so far (from the debug log).
@@ -694,6 +703,27 @@ pub fn inject_aws_fault(
         "code": code, "status": status, "message": message, "times": times,
     }));
     std::fs::write(&path, serde_json::to_string(&faults).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
+
+/// Makes moto list `entry` as maintenance AWS has pending (see
+/// tests/testenv/moto_server.py): `service` is `rds` (a pending
+/// maintenance action with its `ResourceIdentifier`) or `elasticache` (an
+/// update action with its `ReplicationGroupId`).
+pub fn add_aws_maintenance(service: &str, entry: serde_json::Value) {
+    let path = TestEnv::load().moto_maintenance;
+    let _guard = FAULTS_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut all: serde_json::Value = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| serde_json::json!({}));
+    if !all[service].is_array() {
+        all[service] = serde_json::json!([]);
+    }
+    if let Some(list) = all[service].as_array_mut() {
+        list.push(entry);
+    }
+    std::fs::write(&path, all.to_string())
         .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }
 

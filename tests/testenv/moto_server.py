@@ -39,6 +39,21 @@ Two test hooks, for query-protocol services (RDS, ElastiCache, IAM, STS):
   "message": "...", "status": 400, "times": 3}]` (`times` absent: always),
   as AWS renders query-protocol errors.
 
+CloudWatch as today's SDKs speak it: the Smithy RPC v2 CBOR protocol
+(`POST /service/<service>/operation/<operation>`, CBOR bodies), which
+moto does not parse, is carried to moto's JSON 1.0 handler and its answer
+back to CBOR, timestamps tagged as the protocol wants them.
+
+Pending maintenance, which stock moto lacks: DescribePendingMaintenanceActions
+(RDS) and DescribeUpdateActions (ElastiCache) answer what tests wrote in
+the JSON file CRO_MOTO_MAINTENANCE, as AWS shapes it: `{"rds":
+[{"ResourceIdentifier": "<arn>", "Action": "system-update", "Description":
+"...", "AutoAppliedAfterDate": <unix>, "CurrentApplyDate": <unix>}],
+"elasticache": [{"ReplicationGroupId": "...", "ServiceUpdateName": "...",
+"ServiceUpdateStatus": "available", "UpdateActionStatus": "not-applied",
+"ServiceUpdateRecommendedApplyByDate": <unix>, ...}]}`, filtered by the
+call's parameters (one page: tests hold a few).
+
 Everything else is moto's own server (same flags: -H HOST -p PORT).
 """
 
@@ -52,6 +67,9 @@ from xml.sax.saxutils import escape
 from moto.elasticache.models import ElastiCacheBackend
 from moto.elasticache.responses import ElastiCacheResponse
 from moto.rds.models import DBInstance, RDSBackend
+from moto.rds.responses import RDSResponse
+import moto.server
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.server import main
 
 DELAY = float(os.environ.get("CRO_MOTO_TRANSITION_SECONDS", "3"))
@@ -371,6 +389,59 @@ REQUEST_LOG = os.environ.get("CRO_MOTO_REQUEST_LOG")
 FAULTS = os.environ.get("CRO_MOTO_FAULTS")
 
 
+MAINTENANCE = os.environ.get("CRO_MOTO_MAINTENANCE")
+
+# UpdateAction members that are dates.
+_UPDATE_DATES = ("ServiceUpdateReleaseDate", "ServiceUpdateEndDate", "ServiceUpdateRecommendedApplyByDate",
+                 "UpdateActionAvailableDate", "UpdateActionStatusModifiedDate")
+
+
+def _maintenance(service):
+    try:
+        with open(MAINTENANCE) as f:
+            return json.load(f).get(service, [])
+    except (TypeError, OSError, ValueError):
+        return []
+
+
+def _dated(item, keys):
+    from datetime import datetime, timezone
+
+    return {k: (datetime.fromtimestamp(v, timezone.utc) if k in keys and v is not None else v)
+            for k, v in item.items()}
+
+
+def rds_pending_maintenance_response(self):
+    from moto.core.responses import ActionResult
+
+    wanted = self._get_param("ResourceIdentifier")
+    by_resource = {}
+    for action in _maintenance("rds"):
+        arn = action["ResourceIdentifier"]
+        if wanted and arn != wanted:
+            continue
+        detail = {k: v for k, v in action.items() if k != "ResourceIdentifier"}
+        by_resource.setdefault(arn, []).append(_dated(detail, ("AutoAppliedAfterDate", "CurrentApplyDate")))
+    return ActionResult({"PendingMaintenanceActions": [
+        {"ResourceIdentifier": arn, "PendingMaintenanceActionDetails": details}
+        for arn, details in by_resource.items()]})
+
+
+def ec_update_actions_response(self):
+    from moto.core.responses import ActionResult
+
+    groups = self._get_param("ReplicationGroupIds", [])
+    statuses = self._get_param("UpdateActionStatus", [])
+    service_status = self._get_param("ServiceUpdateStatus", [])
+    found = [
+        _dated(update, _UPDATE_DATES) for update in _maintenance("elasticache")
+        if (not groups or update.get("ReplicationGroupId") in groups)
+        and (not statuses or update.get("UpdateActionStatus") in statuses)
+        and (not service_status or update.get("ServiceUpdateStatus") in service_status)
+    ]
+    return ActionResult({"UpdateActions": found})
+
+
 def _faults():
     try:
         with open(FAULTS) as f:
@@ -425,6 +496,103 @@ def call_action(self):
 
 
 BaseResponse.call_action = call_action
+ElastiCacheResponse.describe_update_actions = ec_update_actions_response
+RDSResponse.describe_pending_maintenance_actions = rds_pending_maintenance_response
+
+def _cbor_timestamps(value, shape):
+    """`value` (moto's JSON answer) with every timestamp of `shape` as the
+    RPC v2 CBOR protocol carries it: tag 1 on epoch seconds."""
+    import cbor2
+    from datetime import datetime
+
+    if value is None or shape is None:
+        return value
+    if shape.type_name == "timestamp":
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        return cbor2.CBORTag(1, float(value))
+    if shape.type_name == "structure" and isinstance(value, dict):
+        return {k: _cbor_timestamps(v, shape.members.get(k)) for k, v in value.items()}
+    if shape.type_name == "list" and isinstance(value, list):
+        return [_cbor_timestamps(v, shape.member) for v in value]
+    if shape.type_name == "map" and isinstance(value, dict):
+        return {k: _cbor_timestamps(v, shape.value) for k, v in value.items()}
+    return value
+
+
+def _json_ready(value):
+    """A decoded CBOR request as JSON 1.0 has it (timestamps as epoch
+    seconds, blobs as base64)."""
+    import base64
+    from datetime import datetime
+
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_ready(v) for v in value]
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    return value
+
+
+def cbor_aware(app):
+    """`app` answering Smithy RPC v2 CBOR requests through moto's JSON 1.0
+    handlers."""
+    import io
+    import cbor2
+    import botocore.session
+
+    models = {}
+
+    def model(service):
+        if service not in models:
+            models[service] = botocore.session.get_session().get_service_model(service)
+        return models[service]
+
+    def wrapped(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if environ.get("HTTP_SMITHY_PROTOCOL") != "rpc-v2-cbor" or "/operation/" not in path:
+            return app(environ, start_response)
+        target, operation = path.rstrip("/").split("/")[-3], path.rstrip("/").split("/")[-1]
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length) if length else b""
+        body = json.dumps(_json_ready(cbor2.loads(raw) if raw else {})).encode()
+        environ = dict(environ, PATH_INFO="/", CONTENT_TYPE="application/x-amz-json-1.0",
+                       CONTENT_LENGTH=str(len(body)), HTTP_X_AMZ_TARGET=f"{target}.{operation}")
+        environ["wsgi.input"] = io.BytesIO(body)
+        answer = {}
+
+        def capture(status, headers, exc_info=None):
+            answer["status"], answer["headers"] = status, headers
+
+        chunks = b"".join(app(environ, capture))
+        parsed = json.loads(chunks) if chunks.strip() else {}
+        if answer["status"].startswith("2"):
+            service = "cloudwatch"
+            output = model(service).operation_model(operation).output_shape
+            parsed = _cbor_timestamps(parsed, output)
+        else:
+            # moto's JSON error: {"__type": code, "message": ...}.
+            parsed = {"__type": parsed.get("__type", "InternalFailure"),
+                      "message": parsed.get("message") or parsed.get("Message", "")}
+        out = cbor2.dumps(parsed)
+        headers = [(k, v) for k, v in answer["headers"] if k.lower() not in ("content-type", "content-length")]
+        headers += [("Content-Type", "application/cbor"), ("Content-Length", str(len(out))),
+                    ("smithy-protocol", "rpc-v2-cbor")]
+        start_response(answer["status"], headers)
+        return [out]
+
+    return wrapped
+
+
+class _CborAwareDispatcher(DomainDispatcherApplication):
+    def __call__(self, environ, start_response):
+        return cbor_aware(super().__call__)(environ, start_response)
+
+
+moto.server.DomainDispatcherApplication = _CborAwareDispatcher
 
 if __name__ == "__main__":
     main(sys.argv[1:])

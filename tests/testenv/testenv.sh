@@ -28,7 +28,7 @@ etcd_bin=$cache/etcd-$ETCD_VERSION/bin
 kwok_bin=$cache/kwok-$KWOK_VERSION/bin
 helm_bin=$cache/helm-$HELM_VERSION/bin
 promtool_bin=$cache/prometheus-$PROMETHEUS_VERSION/bin
-moto_venv=$cache/moto-$MOTO_VERSION
+moto_venv=$cache/moto-$MOTO_VERSION-cbor2-$CBOR2_VERSION
 aws_region=${AWS_REGION_TESTENV:-eu-west-1}
 admin_token_file=$state/admin.token
 
@@ -145,8 +145,8 @@ build_moto() {
   log "installing moto $MOTO_VERSION from PyPI"
   rm -rf "$moto_venv"
   python3 -m venv "$moto_venv"
-  "$moto_venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION" ||
-    die "pip install moto[server]==$MOTO_VERSION failed"
+  "$moto_venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION" "cbor2==$CBOR2_VERSION" ||
+    die "pip install moto[server]==$MOTO_VERSION cbor2==$CBOR2_VERSION failed"
   touch "$moto_venv/.complete"
 }
 
@@ -269,6 +269,7 @@ export CRO_TESTENV_KUBECTL='$k8s_bin/kubectl'
 export CRO_TESTENV_AUDIT_LOG='$state/logs/audit.log'
 export CRO_TESTENV_MOTO_REQUEST_LOG='$state/logs/moto-requests.jsonl'
 export CRO_TESTENV_MOTO_FAULTS='$state/moto-faults.json'
+export CRO_TESTENV_MOTO_MAINTENANCE='$state/moto-maintenance.json'
 EOF
   # shellcheck disable=SC1091
   . "$state/databases.env"
@@ -488,6 +489,7 @@ cmd_up() {
   # Its request log and fault file are the tests' view into AWS calls;
   # instances marked for it are backed by the real servers above.
   start moto env CRO_MOTO_REQUEST_LOG="$state/logs/moto-requests.jsonl" CRO_MOTO_FAULTS="$state/moto-faults.json" \
+    CRO_MOTO_MAINTENANCE="$state/moto-maintenance.json" \
     CRO_MOTO_REAL_POSTGRES="127.0.0.1:$pg_port" CRO_MOTO_REAL_POSTGRES_PASSWORD="$db_password" \
     CRO_MOTO_REAL_REDIS="127.0.0.1:$redis_port" CRO_MOTO_REAL_REDIS_TLS="127.0.0.1:$redis_tls_port" \
     "$moto_venv/bin/python" "$here/moto_server.py" -H 127.0.0.1 -p "$moto_port"

@@ -330,6 +330,27 @@ pub struct Health {
     pub available: bool,
     /// Storage allocated to it (RDS), in bytes.
     pub allocated_storage_bytes: Option<i64>,
+    /// Memory of its instance class (RDS), in bytes.
+    pub max_memory_bytes: Option<i64>,
+    /// Maintenance the cloud has pending for it, when that was read.
+    pub maintenance: Option<Vec<Maintenance>>,
+}
+
+/// Maintenance the cloud applies to a database on its own schedule: an
+/// RDS pending maintenance action, an ElastiCache service update.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Maintenance {
+    /// The action's or update's name (`system-update`,
+    /// `elasticache-20240116-001`).
+    pub name: String,
+    pub description: String,
+    /// When it is due (Unix seconds), if the cloud says.
+    pub due: Option<i64>,
+    /// The Go operator's labels of its maintenance gauge but `clusterID`
+    /// (`setPostgresServiceMaintenanceMetric`,
+    /// `setRedisServiceMaintenanceMetric`), and its value.
+    pub labels: Vec<(String, String)>,
+    pub value: i64,
 }
 
 impl Provisioned {
@@ -507,6 +528,69 @@ pub fn api_server_unavailable(e: &kube::Error) -> bool {
     }
 }
 
+/// A gauge the Go operator fills from the cloud's monitoring, per
+/// database (controllers/cloudmetrics/cloudmetrics_controller.go,
+/// `postgresGaugeMetrics` and `redisGaugeMetrics`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CloudGauge {
+    pub name: &'static str,
+    pub kind: ResourceKind,
+    pub help: &'static str,
+}
+
+/// Every gauge of cloud monitoring data, with the Go operator's names and
+/// help.
+pub const CLOUD_GAUGES: [CloudGauge; 7] = [
+    CloudGauge {
+        name: "cro_postgres_free_storage_average",
+        kind: ResourceKind::Postgres,
+        help: "The amount of available storage space. Units: Bytes",
+    },
+    CloudGauge {
+        name: "cro_postgres_cpu_utilization_average",
+        kind: ResourceKind::Postgres,
+        help: "The percentage of CPU utilization. Units: Percent",
+    },
+    CloudGauge {
+        name: "cro_postgres_freeable_memory_average",
+        kind: ResourceKind::Postgres,
+        help: "The amount of available random access memory. Units: Bytes",
+    },
+    CloudGauge {
+        name: "cro_redis_memory_usage_percentage_average",
+        kind: ResourceKind::Redis,
+        help: "The percentage of redis used memory. Units: Percent",
+    },
+    CloudGauge {
+        name: "cro_redis_freeable_memory_average",
+        kind: ResourceKind::Redis,
+        help: "The amount of available random access memory. Units: Bytes",
+    },
+    CloudGauge {
+        name: "cro_redis_cpu_utilization_average",
+        kind: ResourceKind::Redis,
+        help: "The percentage of CPU utilization. Units: Percent",
+    },
+    CloudGauge {
+        name: "cro_redis_engine_cpu_utilization_average",
+        kind: ResourceKind::Redis,
+        help: "The percentage of CPU utilization. Units: Percent",
+    },
+];
+
+/// One value read from the cloud's monitoring.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CloudSample {
+    /// The gauge ([`CLOUD_GAUGES`]) it sets.
+    pub gauge: &'static str,
+    /// The resource's cloud identifier.
+    pub identifier: String,
+    /// What the value was measured on: the resource itself, or one of its
+    /// nodes (an ElastiCache group's cache clusters).
+    pub instance: String,
+    pub value: f64,
+}
+
 /// A provider of backing services (`aws`, `openshift`).
 #[async_trait::async_trait]
 pub trait Provider: Send + Sync {
@@ -546,6 +630,13 @@ pub trait Provider: Send + Sync {
     /// `plan` command): every difference between the live resource and
     /// the tier, a missing resource as one "created" change.
     async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError>;
+
+    /// The cloud's monitoring data of every database it provisioned,
+    /// averaged over the last `period` (the [`CLOUD_GAUGES`]). Errors are
+    /// the provider's to log; what could be read is returned.
+    async fn cloud_metrics(&self, _period: std::time::Duration) -> Vec<CloudSample> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use aws_config::SdkConfig;
 use crate::{
     budget::{Budget, limited_client},
     calls::Calls,
+    cloud_metrics::Watched,
     elasticache::Group,
     iam_user::User,
     listing::Listing,
@@ -21,6 +22,7 @@ pub struct Clients {
     pub ses: aws_sdk_sesv2::Client,
     pub tagging: aws_sdk_resourcegroupstagging::Client,
     pub ec2: aws_sdk_ec2::Client,
+    pub cloudwatch: aws_sdk_cloudwatch::Client,
     /// The call accounting these clients report to.
     pub calls: Calls,
     /// Held while the cluster's database network is made or removed, so
@@ -33,6 +35,14 @@ pub struct Clients {
     pub iam_listing: Listing<User>,
     /// Buckets' tags, by bucket.
     pub s3_listing: Listing<std::collections::BTreeMap<String, String>>,
+    /// Pending maintenance of RDS instances (by ARN) and ElastiCache
+    /// groups (by identifier), see [`crate::maintenance`].
+    pub rds_maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
+    pub elasticache_maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
+    /// The databases whose CloudWatch metrics are scraped.
+    pub watched: Watched,
+    /// The memory of each RDS instance class EC2 has answered for.
+    pub class_memory: std::sync::Mutex<std::collections::HashMap<String, Option<i64>>>,
 }
 
 /// A client of `sdk` for `config`, counting its calls, within its own
@@ -72,12 +82,19 @@ impl Clients {
             ec2: aws_sdk_ec2::Client::from_conf(
                 client!(aws_sdk_ec2, config, calls, budget).build(),
             ),
+            cloudwatch: aws_sdk_cloudwatch::Client::from_conf(
+                client!(aws_sdk_cloudwatch, config, calls, budget).build(),
+            ),
             calls: calls.clone(),
             network: tokio::sync::Mutex::new(()),
             rds_listing: Listing::default(),
             elasticache_listing: Listing::default(),
             iam_listing: Listing::default(),
             s3_listing: Listing::default(),
+            rds_maintenance: Listing::default(),
+            elasticache_maintenance: Listing::default(),
+            watched: Watched::default(),
+            class_memory: Default::default(),
         }
     }
 }

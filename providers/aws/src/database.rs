@@ -41,6 +41,8 @@ pub fn health<L: Live>(have: Option<&L>, healthy: &[&str]) -> cro_provider_api::
         status: have.map(|h| h.status().to_string()).unwrap_or_default(),
         available: have.is_some_and(|h| healthy.contains(&h.status())),
         allocated_storage_bytes: None,
+        max_memory_bytes: None,
+        maintenance: None,
     }
 }
 

@@ -32,10 +32,12 @@ use cro_provider_api::{
 
 use crate::{
     clients::Clients,
+    cloud_metrics::Target,
     credentials,
     database::{self, Database, Looked, Plan, Removal, Service, State},
     errors::{Answer, Created, created},
     listing::Listing,
+    maintenance,
     network::{self, Engine},
     plan::{Split, change},
     sdk::VpcHint,
@@ -92,9 +94,9 @@ pub struct Group {
     pub transit_encryption: bool,
     /// Clients must `AUTH` with the group's token.
     pub auth_token: bool,
-    /// Its first member cache cluster (node), where the Go operator put
-    /// its tags (`TagElasticacheNode`, provider_redis.go).
-    pub first_member: Option<String>,
+    /// Its member cache clusters (nodes); the first is where the Go
+    /// operator put its tags (`TagElasticacheNode`, provider_redis.go).
+    pub members: Vec<String>,
     /// What AWS shows only on the nodes (DescribeCacheClusters): the
     /// engine version and maintenance window, as the first node has them.
     pub node: Node,
@@ -152,7 +154,7 @@ impl Group {
     /// `replicationgroup:<id>` replaced by `cluster:<node>`.
     fn first_member_arn(&self) -> Option<String> {
         let (prefix, _) = self.arn.rsplit_once(":replicationgroup:")?;
-        Some(format!("{prefix}:cluster:{}", self.first_member.as_ref()?))
+        Some(format!("{prefix}:cluster:{}", self.members.first()?))
     }
 }
 
@@ -173,7 +175,7 @@ impl From<&ReplicationGroup> for Group {
             }),
             transit_encryption: g.transit_encryption_enabled().unwrap_or(false),
             auth_token: g.auth_token_enabled().unwrap_or(false),
-            first_member: g.member_clusters().first().cloned(),
+            members: g.member_clusters().to_vec(),
             node: Node::default(),
             tags: BTreeMap::new(),
         }
@@ -295,7 +297,7 @@ impl Database for Client {
         {
             group.tags = self.tags(&node).await?;
         }
-        if let Some(member) = &group.first_member {
+        if let Some(member) = group.members.first() {
             group.node = describe_node(self, member).await?.unwrap_or_default();
         }
         Ok(Some(group))
@@ -317,7 +319,7 @@ impl Database for Client {
             // A group never tagged is not in the tagging API's answer (and
             // is then read on its own, see `database::observe`).
             group.tags = tags.remove(&group.arn).unwrap_or_default();
-            let node = group.first_member.as_ref().and_then(|m| nodes.remove(m));
+            let node = group.members.first().and_then(|m| nodes.remove(m));
             group.node = node.unwrap_or_default();
         }
         Ok(groups)
@@ -371,7 +373,14 @@ pub async fn reconcile(
     } = database::look::<Client>(c, req, tier).await?;
     let token = auth_token(store, req, &f, have.as_ref(), &plan).await?;
     // As the Go operator's gauges show it (`exposeRedisMetrics`).
-    let health = database::health(have.as_ref(), &HEALTHY);
+    let mut health = database::health(have.as_ref(), &HEALTHY);
+    if let Some(group) = &have {
+        let nodes = group.members.clone();
+        c.watched.watch(&req.identifier, Target::Group { nodes });
+        let (listing, within) = (&c.elasticache_maintenance, req.options.observed_within);
+        let list = || maintenance::list_elasticache(&c.elasticache);
+        health.maintenance = maintenance::pending(listing, &req.identifier, within, list).await;
+    }
     let create = create(c, hint, req, &f, &want, tier, token.clone());
     let ready = |have: &Group| {
         let (host, port) = have.primary.clone().unwrap_or_default();

@@ -7,6 +7,7 @@ mod budget;
 mod calls;
 mod cco;
 mod clients;
+mod cloud_metrics;
 mod credentials;
 mod database;
 mod elasticache;
@@ -14,6 +15,7 @@ mod errors;
 mod iam_user;
 mod identity;
 mod listing;
+mod maintenance;
 mod network;
 mod plan;
 mod rds;
@@ -312,6 +314,7 @@ impl Provider for AwsProvider {
             ResourceKind::Smtp => return smtp::delete(self, &c.iam, req).await,
         };
         if deleted == Deletion::Done {
+            c.watched.forget(&req.identifier);
             network::released(&c, req, &self.settings.vpc).await?;
         }
         Ok(deleted)
@@ -327,6 +330,20 @@ impl Provider for AwsProvider {
             ResourceKind::BlobStorage => s3::plan(&c, req).await,
             ResourceKind::Smtp => smtp::plan(&c.iam, req).await,
         }
+    }
+
+    async fn cloud_metrics(&self, period: Duration) -> Vec<cro_provider_api::CloudSample> {
+        let accounts: Vec<Arc<Clients>> = self.configs.lock().await.values().cloned().collect();
+        let mut samples = Vec::new();
+        for c in accounts {
+            match cloud_metrics::scrape(&c.cloudwatch, &c.watched, period).await {
+                Ok(read) => samples.extend(read),
+                Err(e) => {
+                    tracing::warn!(region = %c.region, error = %e, "reading CloudWatch metrics")
+                }
+            }
+        }
+        samples
     }
 
     async fn snapshot(&self, req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {

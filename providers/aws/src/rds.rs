@@ -28,10 +28,12 @@ use cro_provider_api::{
 
 use crate::{
     clients::Clients,
+    cloud_metrics::Target,
     credentials,
     database::{self, Database, Looked, Plan, Removal, Service, State},
     errors::{Answer, Created},
     listing::Listing,
+    maintenance,
     network::{self, Engine, Placement},
     plan::{Split, change},
     sdk::VpcHint,
@@ -555,7 +557,15 @@ pub async fn reconcile(
         plan,
     } = database::look::<Client>(c, req, tier).await?;
     let version = have.as_ref().map(|h| h.engine_version.clone());
-    let health = health(have.as_ref());
+    let mut health = health(have.as_ref());
+    if let Some(have) = &have {
+        c.watched.watch(&req.identifier, Target::Instance);
+        health.max_memory_bytes = class_memory(c, &have.settings.class).await;
+        let within = req.options.observed_within;
+        let list = || maintenance::list_rds(&c.rds);
+        health.maintenance =
+            maintenance::pending(&c.rds_maintenance, &have.arn, within, list).await;
+    }
     if let (Plan::Converge { .. }, Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
         return set_password(store, c, req, &creds, why).await;
     }
@@ -616,6 +626,48 @@ fn health(have: Option<&Instance>) -> Health {
             .map(|h| i64::from(h.settings.storage) * (1 << 30)),
         ..database::health(have, &HEALTHY)
     }
+}
+
+/// The memory of an RDS instance class, in bytes: EC2's instance type of
+/// the same name less `db.` (as the Go operator reads it,
+/// `setPostgresMaxMemoryMetric`), asked once per class. `None` when EC2
+/// has no such type (`db.serverless`) or cannot be asked now: the gauge is
+/// then absent, never a reason to fail a reconcile.
+async fn class_memory(c: &Clients, class: &str) -> Option<i64> {
+    let known = |c: &Clients| {
+        let memory = c.class_memory.lock().unwrap_or_else(|e| e.into_inner());
+        memory.get(class).copied()
+    };
+    if let Some(bytes) = known(c) {
+        return bytes;
+    }
+    let ec2_type = class.strip_prefix("db.").unwrap_or(class);
+    let asked = c
+        .ec2
+        .describe_instance_types()
+        .instance_types(ec2_type.into())
+        .send()
+        .await
+        .named("ec2:DescribeInstanceTypes", ec2_type);
+    let bytes = match asked {
+        Ok(out) => (out.instance_types().first())
+            .and_then(|t| t.memory_info()?.size_in_mib())
+            .map(|mib| mib * (1 << 20)),
+        // An unknown type is an answer; anything else is asked again.
+        Err(e)
+            if e.code()
+                .is_some_and(|c| c.starts_with("InvalidInstanceType")) =>
+        {
+            None
+        }
+        Err(e) => {
+            tracing::debug!(class, error = %e, "reading the instance class's memory");
+            return None;
+        }
+    };
+    let mut memory = c.class_memory.lock().unwrap_or_else(|e| e.into_inner());
+    memory.insert(class.to_string(), bytes);
+    bytes
 }
 
 fn details(have: &Instance, want: &Desired, creds: &BTreeMap<String, String>) -> ConnectionDetails {
