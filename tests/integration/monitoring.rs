@@ -10,12 +10,16 @@ use std::{
 };
 
 use cloud_resource_operator::api::{
-    BlobStorage, Phase, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SMTPCredentialSet,
+    BlobStorage, Phase, Postgres, PostgresSnapshot, Redis, RedisSnapshot, ResourceTypeStatus,
+    SMTPCredentialSet,
 };
 use kube::Api;
 use serde_json::{Value, json};
 
-use crate::support::{DEFAULT_TIMEOUT, TestEnv, create_json, wait_phase, with_operator};
+use crate::support::{
+    DEFAULT_TIMEOUT, TestEnv, add_aws_maintenance, create_json, wait_for, wait_phase,
+    with_operator_launched,
+};
 
 const RULES: &str = "deploy/monitoring/prometheus-rule.yaml";
 const DASHBOARD: &str = "deploy/monitoring/dashboard.json";
@@ -100,6 +104,11 @@ fn expanded(template: &str, labels: &BTreeMap<&str, &str>) -> String {
     for (k, v) in labels {
         out = out.replace(&format!("{{{{ $labels.{k} }}}}"), v);
     }
+    // A label the alert does not carry expands to nothing.
+    while let Some(start) = out.find("{{ $labels.") {
+        let end = out[start..].find("}}").map_or(out.len(), |e| start + e + 2);
+        out.replace_range(start..end, "");
+    }
     out
 }
 
@@ -155,14 +164,77 @@ fn the_rules_pass_promtool_check() {
     }
 }
 
+/// The value of label `name` in `series` (`family{a="x",...}`).
+fn label<'a>(series: &'a str, name: &str) -> Option<&'a str> {
+    let start = series.find(&format!("{name}=\""))? + name.len() + 2;
+    series[start..].split('"').next()
+}
+
+/// The cloud identifier of `resource`'s database, from its info series.
+fn instance_id(scraped: &[(String, String)], family: &str, resource: &str) -> String {
+    let of = format!("resourceID=\"{resource}\"");
+    scraped
+        .iter()
+        .find(|(s, _)| s.starts_with(&format!("{family}{{")) && s.contains(&of))
+        .and_then(|(s, _)| label(s, "instanceID"))
+        .unwrap_or_else(|| panic!("no {family} series of {resource}: {scraped:?}"))
+        .to_string()
+}
+
+/// Puts one datapoint of each `(metric, value)` in CloudWatch, as RDS and
+/// ElastiCache publish them: namespace and the one dimension naming the
+/// instance or node.
+async fn put_metrics(namespace: &str, dimension: &str, instance: &str, values: &[(&str, f64)]) {
+    use aws_sdk_cloudwatch::types::{Dimension, MetricDatum};
+    let cw = aws_sdk_cloudwatch::Client::new(&TestEnv::load().aws_config().await);
+    let data = values.iter().map(|(metric, value)| {
+        MetricDatum::builder()
+            .metric_name(*metric)
+            .dimensions(Dimension::builder().name(dimension).value(instance).build())
+            .value(*value)
+            .timestamp(std::time::SystemTime::now().into())
+            .build()
+    });
+    cw.put_metric_data()
+        .namespace(namespace)
+        .set_metric_data(Some(data.collect()))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PutMetricData {namespace} {instance}: {e:?}"));
+}
+
+/// The GetMetricData calls the operator has made, by its own count.
+fn get_metric_data_calls(scraped: &[(String, String)]) -> f64 {
+    (scraped.iter())
+        .filter(|(s, _)| {
+            s.starts_with("cro_aws_api_calls_total{") && s.contains("operation=\"GetMetricData\"")
+        })
+        .map(|(_, v)| v.parse::<f64>().unwrap_or(0.0))
+        .sum()
+}
+
+/// Seconds between the operator's CloudWatch readings in this test.
+const CLOUD_METRICS_INTERVAL: u64 = 3;
+
 /// A failed BlobStorage and a complete AWS Postgres that the operator's
-/// pod cannot reach: the series the operator exports for them, fed to
-/// promtool, fire exactly the alerts they should. Where a scenario cannot
-/// be reached here in reasonable time (an hour-long deletion, throttling),
-/// the series are the operator's own with the values moved.
+/// pod cannot reach, whose CloudWatch metrics say its storage and memory
+/// run out: the series the operator exports for them, fed to promtool,
+/// fire exactly the alerts they should. Where a scenario cannot be reached
+/// here in reasonable time (an hour-long deletion, throttling), the series
+/// are the operator's own with the values moved.
 #[tokio::test]
 async fn every_alert_fires_on_the_series_the_operator_exports() {
-    with_operator("alerts", |client, ns, op| async move {
+    let interval = CLOUD_METRICS_INTERVAL.to_string();
+    // Rechecks every few seconds: maintenance AWS lists later is read
+    // within seconds, not the hour of the default.
+    let launch = |l: &mut crate::support::Launch| {
+        l.extra_args.extend([
+            "--cloud-metrics-interval".to_string(),
+            interval,
+            "--recheck-interval=3".into(),
+        ])
+    };
+    with_operator_launched("alerts", launch, |client, ns, op| async move {
         let cr = |kind: &str, name: &str, spec: Value| json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec});
         let managed = |secret: &str| json!({"type": "managed", "tier": "development", "secretRef": {"name": secret}});
         let _: BlobStorage = create_json(&client, &ns, cr("BlobStorage", "broken", json!({"type": "workshop", "tier": "no-such-tier", "secretRef": {"name": "broken-sec"}}))).await;
@@ -192,6 +264,95 @@ async fn every_alert_fires_on_the_series_the_operator_exports() {
         .await;
         let scraped = samples(&exposition);
 
+        // CloudWatch's averages of both databases, on the Go operator's
+        // gauges: 5% of the Postgres's storage and memory free, the Redis
+        // 95% full.
+        let (pg_id, redis_id) = (instance_id(&scraped, "cro_postgres_info", "db"), instance_id(&scraped, "cro_redis_info", "cache"));
+        let value_of = |family: &str| scraped.iter().find(|(s, _)| s.starts_with(&format!("{family}{{")) && s.contains(&of("db"))).map(|(_, v)| v.parse::<f64>().unwrap_or(0.0))
+            .unwrap_or_else(|| panic!("no {family} of db:\n{exposition}"));
+        let (allocated, max_memory) = (value_of("cro_postgres_current_allocated_storage"), value_of("cro_postgres_max_memory"));
+        assert!(max_memory >= (512 << 20) as f64, "the dev tier's db.t3.micro has 1 GiB: {max_memory}");
+        let rds = [("FreeStorageSpace", allocated * 0.05), ("CPUUtilization", 42.5), ("FreeableMemory", max_memory * 0.05)];
+        put_metrics("AWS/RDS", "DBInstanceIdentifier", &pg_id, &rds).await;
+        let ec = aws_sdk_elasticache::Client::new(&TestEnv::load().aws_config().await);
+        let groups = ec.describe_replication_groups().replication_group_id(&redis_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let nodes: Vec<String> = groups.replication_groups().iter().flat_map(|g| g.member_clusters().to_vec()).collect();
+        assert!(!nodes.is_empty(), "{redis_id} has no nodes");
+        let redis = [("DatabaseMemoryUsagePercentage", 95.0), ("FreeableMemory", 1_048_576.0), ("CPUUtilization", 12.5), ("EngineCPUUtilization", 7.5)];
+        for node in &nodes {
+            put_metrics("AWS/ElastiCache", "CacheClusterId", node, &redis).await;
+        }
+        let expected_samples: Vec<(String, String, f64)> = rds.iter().map(|(m, v)| (m.to_string(), pg_id.clone(), *v))
+            .chain(nodes.iter().flat_map(|n| redis.iter().map(|(m, v)| (m.to_string(), n.clone(), *v))))
+            .collect();
+        let gauge_of = |metric: &str, postgres: bool| match (metric, postgres) {
+            ("FreeStorageSpace", _) => "cro_postgres_free_storage_average",
+            ("CPUUtilization", true) => "cro_postgres_cpu_utilization_average",
+            ("FreeableMemory", true) => "cro_postgres_freeable_memory_average",
+            ("DatabaseMemoryUsagePercentage", _) => "cro_redis_memory_usage_percentage_average",
+            ("FreeableMemory", false) => "cro_redis_freeable_memory_average",
+            ("CPUUtilization", false) => "cro_redis_cpu_utilization_average",
+            _ => "cro_redis_engine_cpu_utilization_average",
+        };
+        let calls_before = get_metric_data_calls(&scraped);
+        let started = std::time::Instant::now();
+        let exposition = scrape_until(&op, "every CloudWatch gauge of db and cache", |s| {
+            expected_samples.iter().all(|(metric, instance, value)| {
+                let (postgres, resource) = if *instance == pg_id { (true, "db") } else { (false, "cache") };
+                let family = gauge_of(metric, postgres);
+                s.iter().any(|(series, v)| series.starts_with(&format!("{family}{{")) && series.contains(&of(resource))
+                    && label(series, "instanceID") == Some(instance.as_str())
+                    && label(series, "strategy") == Some(if postgres { "aws-rds" } else { "aws-elasticache" })
+                    && v.parse::<f64>().is_ok_and(|got| (got - value).abs() < 1e-6))
+            })
+        })
+        .await;
+        // One GetMetricData call per reading carries every metric of both
+        // databases: at most one call per interval started, and since the
+        // Go operator's interval is 5 minutes, the count the documentation
+        // gives (one per 500 metrics) is what each reading costs.
+        let scraped = samples(&exposition);
+        let readings = started.elapsed().as_secs() / CLOUD_METRICS_INTERVAL + 2;
+        let calls = get_metric_data_calls(&scraped) - calls_before;
+        assert!(calls >= 1.0 && calls <= readings as f64, "{calls} GetMetricData calls in {readings} readings at most");
+
+        // Maintenance AWS has pending for both, due in three days: listed
+        // in status.pendingChanges with its date, never part of the plan
+        // or of UpToDate, and on the Go operator's gauges.
+        let rds_client = aws_sdk_rds::Client::new(&TestEnv::load().aws_config().await);
+        let instances = rds_client.describe_db_instances().db_instance_identifier(&pg_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let pg_arn = instances.db_instances().first().and_then(|i| i.db_instance_arn()).unwrap_or_default().to_string();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+        let due = now - now % 3600 + 3 * 86400;
+        let update = format!("elasticache-{ns}-001");
+        add_aws_maintenance("rds", json!({"ResourceIdentifier": pg_arn, "Action": "system-update", "Description": "New Operating System update is available", "AutoAppliedAfterDate": due}));
+        add_aws_maintenance("elasticache", json!({"ReplicationGroupId": redis_id, "ServiceUpdateName": update, "ServiceUpdateStatus": "available",
+            "UpdateActionStatus": "not-applied", "ServiceUpdateSeverity": "important", "ServiceUpdateType": "security-update",
+            "ServiceUpdateRecommendedApplyByDate": due, "Engine": "redis"}));
+        let due_text = k8s_openapi::jiff::Timestamp::from_second(due as i64).map(|t| t.to_string()).unwrap_or_default();
+        let listed = |field: String| {
+            let due_text = due_text.clone();
+            move |status: Option<&ResourceTypeStatus>| {
+                let Some(status) = status else { return false };
+                let up_to_date = status.conditions.iter().any(|c| c.type_ == "UpToDate" && c.status == "True");
+                status.pending_changes.iter().any(|c| c.field == field && c.when == format!("by the cloud provider, due {due_text}"))
+                    && up_to_date && status.plan_hash.is_none()
+            }
+        };
+        let pg_listed = listed("maintenance system-update".into());
+        wait_for(&pgs, "db", "its pending maintenance in status", DEFAULT_TIMEOUT, move |p: Option<&Postgres>| pg_listed(p.and_then(|p| p.status.as_ref()))).await;
+        let redis_listed = listed(format!("maintenance {update}"));
+        wait_for(&caches, "cache", "its pending maintenance in status", DEFAULT_TIMEOUT, move |r: Option<&Redis>| redis_listed(r.and_then(|r| r.status.as_ref()))).await;
+        let exposition = scrape_until(&op, "both maintenance gauges", |s| {
+            let due = due.to_string();
+            s.iter().any(|(series, v)| series.starts_with("cro_postgres_service_maintenance{") && label(series, "ResourceIdentifier") == Some(pg_arn.as_str())
+                && label(series, "AutoAppliedAfterDate") == Some(due.as_str()) && label(series, "CurrentApplyDate") == Some("") && *v == due)
+                && s.iter().any(|(series, v)| series.starts_with("cro_redis_service_maintenance{") && label(series, "ReplicationGroupId") == Some(redis_id.as_str())
+                    && label(series, "ServiceUpdateName") == Some(update.as_str()) && label(series, "ServiceUpdateRecommendedApplyByDate") == Some(due.as_str()) && *v == due)
+        })
+        .await;
+        let scraped = samples(&exposition);
+
         // Every metric the alerts and the dashboard read is a family the
         // operator exports. The deletion gauges have series only while a
         // CR is being deleted, seconds here: the unit test
@@ -217,7 +378,9 @@ async fn every_alert_fires_on_the_series_the_operator_exports() {
         // The scrape as promtool input, constant over three hours, plus
         // the operator's own series with moved values: a deletion stuck
         // since time 0 and an AWS operation throttled ten times a minute.
-        let mut series: Vec<Value> = scraped.iter().map(|(s, v)| json!({"series": s, "values": format!("{v}x180")})).collect();
+        // Maintenance due three days after time 0, as it was after now.
+        let moved = |s: &str, v: &str| if s.contains("_service_maintenance{") { (3 * 86400).to_string() } else { v.to_string() };
+        let mut series: Vec<Value> = scraped.iter().map(|(s, v)| json!({"series": s, "values": format!("{}x180", moved(s, v))})).collect();
         let (phase, _) = scraped.iter().find(|(s, _)| s.starts_with("cro_postgres_status_phase{") && s.contains(&of("db")) && s.contains("statusPhase=\"deletion in progress\""))
             .unwrap_or_else(|| panic!("no deletion phase series of db:\n{exposition}"));
         series.push(json!({"series": phase.replacen("cro_postgres_status_phase", "cro_postgres_deletion_timestamp", 1), "values": "0x180"}));
@@ -235,6 +398,13 @@ async fn every_alert_fires_on_the_series_the_operator_exports() {
             {"eval_time": "3h", "alertname": "CloudResourceDeletionStuck", "exp_alerts": [expected("CloudResourceDeletionStuck", &object("postgres", "db"))]},
             {"eval_time": "3h", "alertname": "DatabaseNotConnectable", "exp_alerts": [expected("DatabaseNotConnectable", &object("postgres", "db")), expected("DatabaseNotConnectable", &object("redis", "cache"))]},
             {"eval_time": "3h", "alertname": "DatabaseUnavailable", "exp_alerts": []},
+            {"eval_time": "3h", "alertname": "PostgresStorageLow", "exp_alerts": [expected("PostgresStorageLow", &[("namespace", ns.as_str()), ("resourceID", "db")])]},
+            {"eval_time": "3h", "alertname": "PostgresMemoryLow", "exp_alerts": [expected("PostgresMemoryLow", &[("namespace", ns.as_str()), ("resourceID", "db")])]},
+            {"eval_time": "3h", "alertname": "RedisMemoryHigh", "exp_alerts": [expected("RedisMemoryHigh", &[("namespace", ns.as_str()), ("resourceID", "cache")])]},
+            {"eval_time": "3h", "alertname": "DatabaseMaintenanceDue", "exp_alerts": [
+                expected("DatabaseMaintenanceDue", &[("ResourceIdentifier", pg_arn.as_str()), ("Description", "New Operating System update is available")]),
+                expected("DatabaseMaintenanceDue", &[("ReplicationGroupId", redis_id.as_str()), ("ServiceUpdateName", update.as_str())]),
+            ]},
             {"eval_time": "3h", "alertname": "AwsCallsThrottled", "exp_alerts": [expected("AwsCallsThrottled", &[("service", service.as_str())])]},
             {"eval_time": "3h", "alertname": "CloudResourceOperatorNoLeader", "exp_alerts": []},
         ]);
