@@ -108,6 +108,25 @@ pub fn opaque_secret<'a>(
     })
 }
 
+/// A Secret's values that are UTF-8 text, by key (credentials Secrets
+/// hold nothing else; other values are left out).
+pub fn secret_strings(secret: &k8s_openapi::api::core::v1::Secret) -> BTreeMap<String, String> {
+    (secret.data.iter().flatten())
+        .filter_map(|(k, v)| Some((k.clone(), String::from_utf8(v.0.clone()).ok()?)))
+        .collect()
+}
+
+/// A new password: 32 random letters and digits (no character a
+/// connection string, shell or YAML would need to escape).
+pub fn random_password() -> String {
+    use rand::{Rng, distr::Alphanumeric};
+    rand::rng()
+        .sample_iter(&Alphanumeric)
+        .take(32)
+        .map(char::from)
+        .collect()
+}
+
 /// Spec knobs a provider may honour.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Options {

@@ -15,29 +15,12 @@ use kube::{
     Api, Client,
     api::{DeleteParams, Patch, PatchParams},
 };
-use rand::{Rng, distr::Alphanumeric};
 use serde_json::json;
 
 /// Makes a missing credential value.
 pub type Generator = fn() -> String;
 
-pub fn random_password() -> String {
-    rand::rng()
-        .sample_iter(&Alphanumeric)
-        .take(32)
-        .map(char::from)
-        .collect()
-}
-
-fn decode(secret: &Secret) -> BTreeMap<String, String> {
-    secret
-        .data
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|(k, v)| String::from_utf8(v.0).ok().map(|v| (k, v)))
-        .collect()
-}
+pub use cro_provider_api::random_password;
 
 /// Whether the credentials Secret is this request's: made for its CR (its
 /// owner UID label or owner reference), or left by the Go operator, which
@@ -157,7 +140,7 @@ impl Store {
                     if !claimable(secret, req) {
                         return Err(not_claimable(req, name));
                     }
-                    return Ok(Some(decode(secret)));
+                    return Ok(Some(cro_provider_api::secret_strings(secret)));
                 }
             }
         }
@@ -171,7 +154,7 @@ impl Store {
         }
         match &fresh {
             Some(secret) if !claimable(secret, req) => Err(not_claimable(req, name)),
-            _ => Ok(fresh.as_ref().map(decode)),
+            _ => Ok(fresh.as_ref().map(cro_provider_api::secret_strings)),
         }
     }
 

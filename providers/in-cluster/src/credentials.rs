@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use cro_provider_api::{ProviderError, ResourceRequest, opaque_secret};
+use cro_provider_api::{
+    ProviderError, ResourceRequest, opaque_secret, random_password, secret_strings,
+};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
-use rand::{Rng, distr::Alphanumeric};
 use serde_json::json;
 
 use crate::{
@@ -23,14 +24,6 @@ pub struct Credentials {
     pub database: String,
 }
 
-fn generate_password() -> String {
-    rand::rng()
-        .sample_iter(&Alphanumeric)
-        .take(32)
-        .map(char::from)
-        .collect()
-}
-
 pub async fn ensure(
     api: &Objects<Secret>,
     req: &ResourceRequest,
@@ -39,7 +32,7 @@ pub async fn ensure(
     let app: &MakeValue = &|| "app".into();
     let keys: [(&str, &MakeValue); 3] = [
         ("username", app),
-        ("password", &generate_password),
+        ("password", &random_password),
         ("database", app),
     ];
     let mut stored = stored(api, req, "postgres", &keys, overrides).await?;
@@ -58,7 +51,7 @@ pub async fn redis_password(
     req: &ResourceRequest,
     overrides: &BTreeMap<String, String>,
 ) -> Result<String, ProviderError> {
-    let keys: [(&str, &MakeValue); 1] = [("password", &generate_password)];
+    let keys: [(&str, &MakeValue); 1] = [("password", &random_password)];
     let mut stored = stored(api, req, "redis", &keys, overrides).await?;
     Ok(stored.remove("password").unwrap_or_default())
 }
@@ -86,13 +79,7 @@ async fn stored(
     {
         return Err(crate::apply::not_ours("Secret", &l.metadata, &req.owner));
     }
-    let existing: BTreeMap<String, String> = live
-        .as_ref()
-        .and_then(|s| s.data.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|(k, v)| String::from_utf8(v.0).ok().map(|v| (k, v)))
-        .collect();
+    let existing = live.as_ref().map(secret_strings).unwrap_or_default();
     // Existing values win: the database was initialised with them.
     let values: BTreeMap<String, String> = keys
         .iter()
@@ -137,7 +124,7 @@ pub async fn adopt_go_postgres(
     let creds = existing.unwrap_or_else(|| {
         BTreeMap::from([
             ("user".to_string(), "postgresuser".to_string()),
-            ("password".to_string(), generate_password()),
+            ("password".to_string(), random_password()),
             ("database".to_string(), req.name.clone()),
         ])
     });
