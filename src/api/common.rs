@@ -10,21 +10,29 @@ use super::lenient;
 pub type Duration = String;
 
 /// Seconds in a duration of the CRD's format (`1d`, `12h30m`, `0`); `None`
-/// for `0` or empty (no schedule).
+/// for `0` or empty (no schedule). Units come in the order d, h, m, each
+/// once, as the CRD's pattern has them, so a tier key reads exactly what a
+/// CR field may hold.
 pub fn seconds(duration: &str) -> Result<Option<u64>, String> {
+    const UNITS: [(char, u64); 3] = [('d', 86_400), ('h', 3_600), ('m', 60)];
     let mut total = 0u64;
     let mut digits = String::new();
+    let mut next_unit = 0;
     for c in duration.trim().chars() {
         if c.is_ascii_digit() {
             digits.push(c);
             continue;
         }
-        let unit = match c {
-            'd' => 86_400,
-            'h' => 3_600,
-            'm' => 60,
-            _ => return Err(format!("{duration:?}: unknown unit {c:?}")),
+        let Some(at) = UNITS.iter().position(|(u, _)| *u == c) else {
+            return Err(format!("{duration:?}: unknown unit {c:?}"));
         };
+        if at < next_unit {
+            return Err(format!(
+                "{duration:?}: units go in the order d, h, m, each once (e.g. 1d12h30m)"
+            ));
+        }
+        next_unit = at + 1;
+        let unit = UNITS[at].1;
         let n: u64 = digits
             .parse()
             .map_err(|_| format!("{duration:?}: a number must come before {c:?}"))?;

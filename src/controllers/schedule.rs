@@ -277,5 +277,12 @@ mod tests {
         assert!(seconds("5").is_err_and(|e| e.contains("no unit")));
         assert!(seconds("1w").is_err_and(|e| e.contains("unknown unit")));
         assert!(seconds("h").is_err());
+        // As the CRD's pattern: d, h, m in that order, each once.
+        for out_of_order in ["1h1d", "30m2h", "1d1d"] {
+            assert!(
+                seconds(out_of_order).is_err_and(|e| e.contains("order d, h, m")),
+                "{out_of_order}"
+            );
+        }
     }
 }
