@@ -537,6 +537,10 @@ def _json_ready(value):
     return value
 
 
+# CloudWatch's service shape name, the `<service>` of its RPC v2 paths.
+CLOUDWATCH_TARGET = "GraniteServiceVersion20100801"
+
+
 def cbor_aware(app):
     """`app` answering Smithy RPC v2 CBOR requests through moto's JSON 1.0
     handlers."""
@@ -556,6 +560,9 @@ def cbor_aware(app):
         if environ.get("HTTP_SMITHY_PROTOCOL") != "rpc-v2-cbor" or "/operation/" not in path:
             return app(environ, start_response)
         target, operation = path.rstrip("/").split("/")[-3], path.rstrip("/").split("/")[-1]
+        if target != CLOUDWATCH_TARGET:
+            # Only CloudWatch's model is used below; anything else as is.
+            return app(environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
         raw = environ["wsgi.input"].read(length) if length else b""
         body = json.dumps(_json_ready(cbor2.loads(raw) if raw else {})).encode()
@@ -570,8 +577,7 @@ def cbor_aware(app):
         chunks = b"".join(app(environ, capture))
         parsed = json.loads(chunks) if chunks.strip() else {}
         if answer["status"].startswith("2"):
-            service = "cloudwatch"
-            output = model(service).operation_model(operation).output_shape
+            output = model("cloudwatch").operation_model(operation).output_shape
             parsed = _cbor_timestamps(parsed, output)
         else:
             # moto's JSON error: {"__type": code, "message": ...}.

@@ -380,6 +380,9 @@ pub async fn reconcile(
         let (listing, within) = (&c.elasticache_maintenance, req.options.observed_within);
         let list = || maintenance::list_elasticache(&c.elasticache);
         health.maintenance = maintenance::pending(listing, &req.identifier, within, list).await;
+    } else {
+        // Gone (deleted outside the operator): no more CloudWatch reads.
+        c.watched.forget(&req.identifier);
     }
     let create = create(c, hint, req, &f, &want, tier, token.clone());
     let ready = |have: &Group| {

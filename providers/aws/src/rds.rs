@@ -565,6 +565,9 @@ pub async fn reconcile(
         let list = || maintenance::list_rds(&c.rds);
         health.maintenance =
             maintenance::pending(&c.rds_maintenance, &have.arn, within, list).await;
+    } else {
+        // Gone (deleted outside the operator): no more CloudWatch reads.
+        c.watched.forget(&req.identifier);
     }
     if let (Plan::Converge { .. }, Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
         return set_password(store, c, req, &creds, why).await;
