@@ -14,11 +14,13 @@ use std::{
 
 use axum::{Router, http::header, response::IntoResponse, routing::get};
 use prometheus_client::{
-    encoding::{EncodeLabelSet, text::encode},
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, text::encode},
     metrics::{
+        MetricType,
         counter::Counter,
         family::Family,
-        gauge::Gauge,
+        gauge::{ConstGauge, Gauge},
         histogram::{Histogram, exponential_buckets},
     },
     registry::{Metric, Registry},
@@ -160,6 +162,52 @@ pub struct Metrics {
     /// The gauges of cloud monitoring data, and the series each shows.
     cloud: Vec<(CloudGauge, FloatFamily)>,
     cloud_shown: std::sync::Mutex<Vec<(usize, ObjectLabels)>>,
+    /// The families named after their object.
+    named: Arc<NamedGauges>,
+}
+
+/// A label set and its value.
+type Labelled = (Vec<(String, String)>, i64);
+
+/// Gauges whose family is named after their object, as the Go operator's
+/// `cro_redis_snapshot_not_found_<name>`: a family is there while it has
+/// a series.
+#[derive(Debug, Default)]
+struct NamedGauges(std::sync::Mutex<std::collections::BTreeMap<String, Vec<Labelled>>>);
+
+impl NamedGauges {
+    fn set(&self, family: &str, (labels, value): Labelled) {
+        let mut families = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let series = families.entry(family.to_string()).or_default();
+        match series.iter_mut().find(|(l, _)| *l == labels) {
+            Some(found) => found.1 = value,
+            None => series.push((labels, value)),
+        }
+    }
+
+    fn remove(&self, family: &str, labels: &[(String, String)]) {
+        let mut families = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(series) = families.get_mut(family) {
+            series.retain(|(l, _)| l != labels);
+            if series.is_empty() {
+                families.remove(family);
+            }
+        }
+    }
+}
+
+impl Collector for NamedGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let families = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for (name, series) in families.iter() {
+            let help = "1 for each snapshot of this Redis that AWS could not find to tag (not available yet), 0 once tagged";
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (labels, value) in series {
+                ConstGauge::new(*value).encode(family.encode_family(labels)?)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `metric`, registered under `name`.
@@ -269,6 +317,8 @@ impl Metrics {
             provider.register_metrics(r);
         }
         connectivity.register_metrics(r);
+        let named = Arc::new(NamedGauges::default());
+        r.register_collector(Box::new(named.clone()));
         Metrics {
             registry,
             reconciles,
@@ -281,6 +331,7 @@ impl Metrics {
             tracked: Default::default(),
             cloud,
             cloud_shown: Default::default(),
+            named,
         }
     }
 
@@ -339,11 +390,17 @@ impl Metrics {
             .and_then(|old| old.shown.health.clone());
         match &mut shown.health {
             None => shown.health = before,
-            // Maintenance is read less often than the status: kept too.
-            Some(health) if health.maintenance.is_none() => {
-                health.maintenance = before.and_then(|b| b.maintenance);
+            // Maintenance and snapshots are read less often than the
+            // status: kept too.
+            Some(health) => {
+                let before = before.unwrap_or_default();
+                if health.maintenance.is_none() {
+                    health.maintenance = before.maintenance;
+                }
+                if health.snapshots_not_found.is_none() {
+                    health.snapshots_not_found = before.snapshots_not_found;
+                }
             }
-            Some(_) => {}
         }
         let next = Tracked { labels, shown };
         if let Some(old) = &previous {
@@ -459,6 +516,12 @@ impl Metrics {
                     db.maintenance.remove(&labels);
                 }
             }
+            let (family, next_snapshots) = snapshot_series(&old.labels, next_health);
+            for (labels, _) in snapshot_series(&old.labels, Some(health)).1 {
+                if !next_snapshots.iter().any(|(l, _)| *l == labels) {
+                    self.named.remove(&family, &labels);
+                }
+            }
         }
         if let (Some(_), Some(phase)) = (old.shown.deleting_since, old.shown.phase) {
             let kept =
@@ -512,6 +575,10 @@ impl Metrics {
             for (labels, value) in maintenance_series(&t.labels, Some(health)) {
                 db.maintenance.get_or_create(&labels).set(value);
             }
+            let (family, snapshots) = snapshot_series(&t.labels, Some(health));
+            for series in snapshots {
+                self.named.set(&family, series);
+            }
         }
         if let (Some(at), Some(phase)) = (t.shown.deleting_since, phase) {
             db.deletion.get_or_create(&series(phase)).set(at);
@@ -545,6 +612,29 @@ fn maintenance_series(
             (labels, m.value)
         })
         .collect()
+}
+
+/// The snapshot series of an object and the family they go in: the Go
+/// operator's `cro_redis_snapshot_not_found_<name>` (`getMetricName`,
+/// pkg/providers/aws/provider_redis.go: the CR's name in lower case with
+/// `-` as `_`; here `.` too, which no metric name may hold), labels led
+/// by `clusterID`.
+fn snapshot_series(object: &ObjectLabels, health: Option<&Health>) -> (String, Vec<Labelled>) {
+    let name: String = (object.resourceID.to_lowercase().chars())
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let series = health
+        .and_then(|h| h.snapshots_not_found.as_deref())
+        .unwrap_or_default();
+    let series = series.iter().map(|s| {
+        let mut labels = vec![("clusterID".to_string(), object.clusterID.clone())];
+        labels.extend(s.labels.iter().cloned());
+        (labels, s.value)
+    });
+    (
+        format!("cro_redis_snapshot_not_found_{name}"),
+        series.collect(),
+    )
 }
 
 /// The status word of an info series, `nil` when none (as the Go operator
@@ -665,6 +755,7 @@ mod tests {
             allocated_storage_bytes: Some(20 << 30),
             max_memory_bytes: Some(1 << 30),
             maintenance: None,
+            snapshots_not_found: None,
         })
     }
 
@@ -756,6 +847,50 @@ mod tests {
         assert!(lines(&m, family)[0].contains("Action=\"b\""));
         m.object("Postgres", labels(), None);
         assert!(lines(&m, family).is_empty());
+    }
+
+    #[test]
+    fn snapshot_series_go_in_a_family_named_after_the_redis_and_leave_with_it() {
+        let m = metrics();
+        let snapshot = |name: &str, value| cro_provider_api::Series {
+            labels: vec![("snapshotName".into(), name.into())],
+            value,
+        };
+        let with = |snapshots: Option<Vec<cro_provider_api::Series>>| Shown {
+            phase: Some(Phase::Complete),
+            health: Some(Health {
+                snapshots_not_found: snapshots,
+                ..health("available", true).unwrap_or_default()
+            }),
+            deleting_since: None,
+        };
+        let redis = ObjectLabels {
+            resourceID: "My-cache.v2".into(),
+            strategy: "aws-elasticache".into(),
+            ..labels()
+        };
+        let family = "cro_redis_snapshot_not_found_my_cache_v2";
+        let both = vec![snapshot("automatic.a", 0), snapshot("automatic.b", 1)];
+        m.object("Redis", redis.clone(), Some(with(Some(both))));
+        assert!(m.render().contains(&format!("# TYPE {family} gauge")));
+        assert_eq!(
+            lines(&m, family),
+            [
+                format!("{family}{{clusterID=\"c\",snapshotName=\"automatic.a\"}} 0"),
+                format!("{family}{{clusterID=\"c\",snapshotName=\"automatic.b\"}} 1"),
+            ]
+        );
+        // Status read, snapshots not: kept.
+        m.object("Redis", redis.clone(), Some(with(None)));
+        assert_eq!(lines(&m, family).len(), 2);
+        // One deleted by its retention: its series goes.
+        let b = vec![snapshot("automatic.b", 0)];
+        m.object("Redis", redis.clone(), Some(with(Some(b))));
+        assert_eq!(lines(&m, family).len(), 1);
+        assert!(lines(&m, family)[0].ends_with("\"automatic.b\"} 0"));
+        // The Redis gone: the family too.
+        m.object("Redis", redis, None);
+        assert!(!m.render().contains(family), "{}", m.render());
     }
 
     #[test]

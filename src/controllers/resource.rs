@@ -448,6 +448,7 @@ pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -
             snapshot_retention: spec.snapshot_retention.clone(),
             observed_within: (cr.status().and_then(|s| s.phase) == Some(Phase::Complete))
                 .then(|| settings.recheck_interval.min(BATCHED_OBSERVATION_AGE)),
+            recheck_interval: settings.recheck_interval,
             // Decided by `provision` (from what this process has seen).
             defer_unbatched: false,
             // Decided by `provision` (from status and the clock).

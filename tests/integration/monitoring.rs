@@ -17,8 +17,8 @@ use kube::Api;
 use serde_json::{Value, json};
 
 use crate::support::{
-    DEFAULT_TIMEOUT, TestEnv, add_aws_maintenance, create_json, wait_for, wait_phase,
-    with_operator_launched,
+    DEFAULT_TIMEOUT, TestEnv, add_aws_maintenance, aws_requests_after, create_json,
+    inject_aws_fault, wait_for, wait_phase, with_operator_launched,
 };
 
 const RULES: &str = "deploy/monitoring/prometheus-rule.yaml";
@@ -351,6 +351,52 @@ async fn every_alert_fires_on_the_series_the_operator_exports() {
                     && label(series, "ServiceUpdateName") == Some(update.as_str()) && label(series, "ServiceUpdateRecommendedApplyByDate") == Some(due.as_str()) && *v == due)
         })
         .await;
+        drop(exposition);
+
+        // Snapshots of the group nobody tagged (as AWS takes its automated
+        // ones) get the group's tags, once; one AWS cannot find to tag
+        // (SnapshotNotFoundFault: not available yet) shows 1 on the Go
+        // operator's per-Redis family, the others 0.
+        let (tagged, missing) = (format!("{ns}-manual-a"), format!("{ns}-manual-b"));
+        inject_aws_fault(&format!("{ns}-snapshot"), "elasticache", "AddTagsToResource", &missing, ("SnapshotNotFoundFault", 404, "snapshot not found"), None);
+        let mut log_offset = std::fs::metadata(TestEnv::load().moto_request_log).map(|m| m.len()).unwrap_or_default();
+        for name in [&tagged, &missing] {
+            ec.create_snapshot().replication_group_id(&redis_id).snapshot_name(name).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        }
+        let family = "cro_redis_snapshot_not_found_cache";
+        let exposition = scrape_until(&op, "a snapshot series of each manual snapshot", |s| {
+            let value = |name: &str| s.iter().find(|(series, _)| series.starts_with(&format!("{family}{{")) && label(series, "snapshotName") == Some(name)).map(|(series, v)| (series.clone(), v.clone()));
+            matches!((value(&tagged), value(&missing)), (Some((series, a)), Some((_, b))) if a == "0" && b == "1"
+                && label(&series, "cacheClusterId") == nodes.first().map(String::as_str) && label(&series, "arn").is_some_and(|arn| arn.ends_with(&format!(":snapshot:{tagged}"))))
+        })
+        .await;
+        let tags_of = |name: String| {
+            let ec = ec.clone();
+            async move {
+                let arn = ec.describe_snapshots().snapshot_name(&name).send().await.ok().and_then(|o| o.snapshots().first().and_then(|s| s.arn().map(str::to_string))).unwrap_or_default();
+                let tags = ec.list_tags_for_resource().resource_name(&arn).send().await.unwrap_or_else(|e| panic!("{arn}: {e:?}"));
+                tags.tag_list().iter().map(|t| (t.key().unwrap_or_default().to_string(), t.value().unwrap_or_default().to_string())).collect::<BTreeMap<_, _>>()
+            }
+        };
+        let group_arn = groups.replication_groups().first().and_then(|g| g.arn()).unwrap_or_default();
+        let group_tags = ec.list_tags_for_resource().resource_name(group_arn).send().await.unwrap_or_else(|e| panic!("{group_arn}: {e:?}"));
+        let tags = tags_of(tagged.clone()).await;
+        assert!(group_tags.tag_list().len() >= 3, "{group_tags:?}");
+        for t in group_tags.tag_list() {
+            assert_eq!(tags.get(t.key().unwrap_or_default()).map(String::as_str), t.value(), "{tags:?}");
+        }
+        assert!(tags_of(missing.clone()).await.is_empty());
+        // The failing one is tried again at each listing; the tagged one
+        // never again.
+        let tagging = |requests: &[Value], name: &str| requests.iter().filter(|r| r["action"] == "AddTagsToResource" && r["params"].to_string().contains(&format!(":snapshot:{name}\""))).count();
+        let mut requests = Vec::new();
+        let deadline = std::time::Instant::now() + DEFAULT_TIMEOUT;
+        while tagging(&requests, &missing) < 3 {
+            assert!(std::time::Instant::now() < deadline, "{missing} not tried three times: {requests:?}");
+            requests.extend(aws_requests_after(&mut log_offset));
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        assert_eq!(tagging(&requests, &tagged), 1, "{requests:?}");
         let scraped = samples(&exposition);
 
         // Every metric the alerts and the dashboard read is a family the

@@ -413,6 +413,8 @@ async fn a_restart_over_aws_resources_reads_them_in_pages_not_one_by_one() {
         for listing in ["DescribeDBInstances", "DescribeReplicationGroups", "GetResources", "GetAccountAuthorizationDetails"] {
             assert!((1..=10).contains(&made(listing)), "{listing}: {calls:?}");
         }
+        // The instance class's memory: asked once, for the five alike.
+        assert_eq!(made("DescribeInstanceTypes"), 1, "{calls:?}");
         for one_by_one in ["ListTagsForResource", "HeadBucket", "GetBucketTagging", "GetUser", "ListUserTags", "GetUserPolicy", "ListAccessKeys"] {
             assert_eq!(made(one_by_one), 0, "{one_by_one}: {calls:?}");
         }

@@ -148,6 +148,10 @@ pub struct Options {
     /// other resources instead of reading it on its own. `None`: read it
     /// now (it is changing, or someone changed the CR).
     pub observed_within: Option<std::time::Duration>,
+    /// How often the operator looks at a complete CR again. What changes
+    /// slowly (a database's daily automated snapshots) is observed, in
+    /// one batch for every resource, no more often than that.
+    pub recheck_interval: std::time::Duration,
     /// Set on the operator's first look at a complete CR since it started
     /// (with `observed_within`): checks that no batched observation covers
     /// (an IAM user's access keys, listed one user at a time) may wait for
@@ -353,6 +357,20 @@ pub struct Health {
     pub max_memory_bytes: Option<i64>,
     /// Maintenance the cloud has pending for it, when that was read.
     pub maintenance: Option<Vec<Maintenance>>,
+    /// Its snapshots the provider tags for it, when it looked at them: per
+    /// snapshot, 1 while the cloud could not find it to tag (one not
+    /// available yet), else 0. The Go operator's
+    /// `cro_redis_snapshot_not_found_<name>` series, labelled as it labels
+    /// them (`TagElasticacheNode`, pkg/providers/aws/provider_redis.go)
+    /// but `clusterID`.
+    pub snapshots_not_found: Option<Vec<Series>>,
+}
+
+/// One series of a gauge whose labels the provider names.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Series {
+    pub labels: Vec<(String, String)>,
+    pub value: i64,
 }
 
 /// Maintenance the cloud applies to a database on its own schedule: an

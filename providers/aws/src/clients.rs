@@ -39,10 +39,12 @@ pub struct Clients {
     /// groups (by identifier), see [`crate::maintenance`].
     pub rds_maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
     pub elasticache_maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
+    /// ElastiCache snapshots with their tags, by group.
+    pub elasticache_snapshots: Listing<Vec<crate::snapshot_tags::Snapshot>>,
     /// The databases whose CloudWatch metrics are scraped.
     pub watched: Watched,
     /// The memory of each RDS instance class EC2 has answered for.
-    pub class_memory: std::sync::Mutex<std::collections::HashMap<String, Option<i64>>>,
+    pub class_memory: tokio::sync::Mutex<std::collections::HashMap<String, Option<i64>>>,
 }
 
 /// A client of `sdk` for `config`, counting its calls, within its own
@@ -93,6 +95,7 @@ impl Clients {
             s3_listing: Listing::default(),
             rds_maintenance: Listing::default(),
             elasticache_maintenance: Listing::default(),
+            elasticache_snapshots: Listing::default(),
             watched: Watched::default(),
             class_memory: Default::default(),
         }

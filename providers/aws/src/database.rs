@@ -43,6 +43,7 @@ pub fn health<L: Live>(have: Option<&L>, healthy: &[&str]) -> cro_provider_api::
         allocated_storage_bytes: None,
         max_memory_bytes: None,
         maintenance: None,
+        snapshots_not_found: None,
     }
 }
 

@@ -41,7 +41,7 @@ use crate::{
     network::{self, Engine},
     plan::{Split, change},
     sdk::VpcHint,
-    service_updates,
+    service_updates, snapshot_tags,
     strategy::{Fields, Section, Tier, section},
     tags::{self, Tagging},
 };
@@ -380,6 +380,16 @@ pub async fn reconcile(
         let (listing, within) = (&c.elasticache_maintenance, req.options.observed_within);
         let list = || maintenance::list_elasticache(&c.elasticache);
         health.maintenance = maintenance::pending(listing, &req.identifier, within, list).await;
+        let first_node = group.members.first().map_or("", String::as_str);
+        let recheck = within.map(|_| req.options.recheck_interval);
+        health.snapshots_not_found = snapshot_tags::ensure(
+            c,
+            &req.identifier,
+            first_node,
+            &req.creation_tags(),
+            recheck,
+        )
+        .await;
     } else {
         // Gone (deleted outside the operator): no more CloudWatch reads.
         c.watched.forget(&req.identifier);

@@ -24,6 +24,7 @@ mod sdk;
 mod service_updates;
 mod smtp;
 pub mod smtp_password;
+mod snapshot_tags;
 mod snapshots;
 mod strategy;
 mod tags;

@@ -637,12 +637,11 @@ fn health(have: Option<&Instance>) -> Health {
 /// has no such type (`db.serverless`) or cannot be asked now: the gauge is
 /// then absent, never a reason to fail a reconcile.
 async fn class_memory(c: &Clients, class: &str) -> Option<i64> {
-    let known = |c: &Clients| {
-        let memory = c.class_memory.lock().unwrap_or_else(|e| e.into_inner());
-        memory.get(class).copied()
-    };
-    if let Some(bytes) = known(c) {
-        return bytes;
+    // Held while EC2 is asked: the reconciles of a restart that all need
+    // the same class wait for one answer instead of each asking.
+    let mut memory = c.class_memory.lock().await;
+    if let Some(bytes) = memory.get(class) {
+        return *bytes;
     }
     let ec2_type = class.strip_prefix("db.").unwrap_or(class);
     let asked = c
@@ -668,7 +667,6 @@ async fn class_memory(c: &Clients, class: &str) -> Option<i64> {
             return None;
         }
     };
-    let mut memory = c.class_memory.lock().unwrap_or_else(|e| e.into_inner());
     memory.insert(class.to_string(), bytes);
     bytes
 }

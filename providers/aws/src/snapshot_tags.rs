@@ -1,0 +1,185 @@
+//! The snapshots of an ElastiCache group carry the group's tags, as the Go
+//! operator puts them there (`TagElasticacheNode`,
+//! pkg/providers/aws/provider_redis.go): ElastiCache does not copy a
+//! group's tags to its automated snapshots, and cost reports go by tags.
+//! Its gauge `cro_redis_snapshot_not_found_<name>` says, per snapshot,
+//! whether AWS could not find it to tag (1: `SnapshotNotFoundFault`, a
+//! snapshot not available yet) or it carries the tags (0).
+//!
+//! The Go operator describes the first node's snapshots and tags every one
+//! of them on every reconcile. Here one listing of the account's snapshots
+//! and of their tags serves every group, taken at most once per recheck
+//! interval (automated snapshots come once a day) and only on rechecks;
+//! only a snapshot that lacks a tag is written to.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_elasticache::Client;
+use cro_provider_api::{ProviderError, Series};
+
+use crate::{
+    clients::Clients,
+    errors::Answer,
+    listing::Listing,
+    tags::{self, Tagging},
+};
+
+/// One snapshot of a group, with the tags it has.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    pub name: String,
+    pub arn: String,
+    /// The node it was taken of.
+    pub node: String,
+    pub tags: BTreeMap<String, String>,
+}
+
+impl Snapshot {
+    /// The Go operator's labels of its series but `clusterID`
+    /// (`buildCacheSnapshotNotFoundLabels`): `cacheArn` is the ARN of the
+    /// node it was taken of, the group's `first_node` when AWS names none
+    /// (a snapshot of the whole group).
+    fn labels(&self, first_node: &str) -> Vec<(String, String)> {
+        let (prefix, _) = self.arn.rsplit_once(":snapshot:").unwrap_or_default();
+        let node = if self.node.is_empty() {
+            first_node
+        } else {
+            &self.node
+        };
+        [
+            ("arn", self.arn.clone()),
+            ("cacheClusterId", node.to_string()),
+            ("snapshotName", self.name.clone()),
+            ("cacheArn", format!("{prefix}:cluster:{node}")),
+        ]
+        .map(|(k, v)| (k.to_string(), v))
+        .to_vec()
+    }
+}
+
+/// Every snapshot of the account and region, by replication group, with
+/// the tags of the tagged ones (tag:GetResources): one page per fifty
+/// snapshots and one per hundred tagged ElastiCache resources.
+pub async fn list(c: &Clients) -> Result<BTreeMap<String, Vec<Snapshot>>, ProviderError> {
+    // The filter is the service alone, narrowed by ARN (as the groups'
+    // listing does, see `elasticache::Client::list`).
+    let mut tagged = tags::tagged(&c.tagging, "elasticache", |arn| {
+        arn.contains(":snapshot:").then(|| arn.to_string())
+    })
+    .await?;
+    let pages = c
+        .elasticache
+        .describe_snapshots()
+        .max_records(50)
+        .into_paginator()
+        .send();
+    let pages = pages
+        .try_collect()
+        .await
+        .named("elasticache:DescribeSnapshots", "(all)")?;
+    let mut out: BTreeMap<String, Vec<Snapshot>> = BTreeMap::new();
+    for s in pages.iter().flat_map(|p| p.snapshots()) {
+        let (Some(group), Some(arn)) = (s.replication_group_id(), s.arn()) else {
+            continue;
+        };
+        (out.entry(group.to_string()).or_default()).push(Snapshot {
+            name: s.snapshot_name().unwrap_or_default().to_string(),
+            arn: arn.to_string(),
+            node: s.cache_cluster_id().unwrap_or_default().to_string(),
+            tags: tagged.remove(arn).unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+/// Tags the snapshots of group `id` with the tags of `want` they lack, on a recheck
+/// (`observed_within`), and says how each went; `None` when not looked at
+/// (not a recheck, or tagged since the last listing) or the listing failed
+/// (logged: tags for cost reports never stop a database's reconcile).
+pub async fn ensure(
+    c: &Clients,
+    id: &str,
+    first_node: &str,
+    want: &BTreeMap<String, String>,
+    recheck: Option<std::time::Duration>,
+) -> Option<Vec<Series>> {
+    let listing: &Listing<Vec<Snapshot>> = &c.elasticache_snapshots;
+    let snapshots = match listing.get(id, recheck?, || list(c)).await {
+        Ok(found) => found?,
+        Err(e) => {
+            tracing::warn!(resource = id, error = %e, "listing ElastiCache snapshots to tag them");
+            return None;
+        }
+    };
+    let mut series = Vec::new();
+    for snapshot in snapshots {
+        // Only tags it lacks: a snapshot a RedisSnapshot or a deletion made
+        // carries its own values, kept.
+        let missing: Vec<_> = (want.iter())
+            .filter(|(k, _)| !snapshot.tags.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let value = if missing.is_empty() {
+            0
+        } else {
+            listing.wrote(id);
+            match tag(&c.elasticache, &snapshot, &missing).await {
+                Ok(value) => value,
+                Err(e) => {
+                    tracing::warn!(resource = id, snapshot = %snapshot.name, error = %e, "tagging an ElastiCache snapshot");
+                    continue;
+                }
+            }
+        };
+        let labels = snapshot.labels(first_node);
+        series.push(Series { labels, value });
+    }
+    Some(series)
+}
+
+/// Adds `missing` to `snapshot`: 0 when done, 1 when AWS cannot find it
+/// (as the Go operator counts it).
+async fn tag(
+    ec: &Client,
+    snapshot: &Snapshot,
+    missing: &[(String, String)],
+) -> Result<i64, ProviderError> {
+    match ec.add_tags(&snapshot.arn, missing).await {
+        Ok(()) => Ok(0),
+        Err(e) if e.code() == Some("SnapshotNotFoundFault") => Ok(1),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_is_labelled_as_the_go_operator_labels_it() {
+        let snapshot = Snapshot {
+            name: "automatic.g1-2026-11-25-03-00".into(),
+            arn:
+                "arn:aws:elasticache:eu-west-1:123456789012:snapshot:automatic.g1-2026-11-25-03-00"
+                    .into(),
+            node: "g1-002".into(),
+            tags: BTreeMap::new(),
+        };
+        let labels: BTreeMap<_, _> = snapshot.labels("g1-001").into_iter().collect();
+        assert_eq!(labels["cacheClusterId"], "g1-002");
+        assert_eq!(labels["snapshotName"], "automatic.g1-2026-11-25-03-00");
+        assert_eq!(labels["arn"], snapshot.arn);
+        assert_eq!(
+            labels["cacheArn"],
+            "arn:aws:elasticache:eu-west-1:123456789012:cluster:g1-002"
+        );
+        // A snapshot of the whole group: its first node, as in Go.
+        let group = Snapshot {
+            node: String::new(),
+            ..snapshot
+        };
+        let labels: BTreeMap<_, _> = group.labels("g1-001").into_iter().collect();
+        assert_eq!(labels["cacheClusterId"], "g1-001");
+        assert!(labels["cacheArn"].ends_with(":cluster:g1-001"));
+    }
+}
