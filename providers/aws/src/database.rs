@@ -47,24 +47,6 @@ pub fn health<L: Live>(have: Option<&L>, healthy: &[&str]) -> cro_provider_api::
     }
 }
 
-/// `Live` for a struct with `arn`, `status` and `tags` fields.
-macro_rules! live {
-    ($ty:ty) => {
-        impl $crate::database::Live for $ty {
-            fn arn(&self) -> &str {
-                &self.arn
-            }
-            fn status(&self) -> &str {
-                &self.status
-            }
-            fn tags(&self) -> &std::collections::BTreeMap<String, String> {
-                &self.tags
-            }
-        }
-    };
-}
-pub(crate) use live;
-
 /// What a state of the service's resource means.
 #[derive(Debug, PartialEq)]
 pub enum State {
@@ -74,33 +56,6 @@ pub enum State {
     /// Does not change by itself: needs a person; the message says why.
     Stuck(String),
 }
-
-/// RDS and ElastiCache describe their resources with one call, for one
-/// resource or by pages of a hundred; only the SDK's names differ: the call
-/// (`$op`), the identifier (its setter and getter share `$id`), the list
-/// in the answer, and the "not found" error. Makes `describe_one` and
-/// `describe_all` for the module's `Client`.
-macro_rules! describe_calls {
-    ($op:literal, $describe:ident, $id:ident, $items:ident, $gone:ident -> $live:ty) => {
-        /// The resource `id`, if it exists.
-        async fn describe_one(svc: &Client, id: &str) -> Result<Option<$live>, ProviderError> {
-            let out = svc.$describe().$id(id).send().await;
-            let out = out.unless_missing(|e| e.$gone(), $op, id)?;
-            Ok(out.and_then(|o| o.$items().first().map(<$live>::from)))
-        }
-
-        /// Every resource of the account and region, by identifier.
-        async fn describe_all(svc: &Client) -> Result<BTreeMap<String, $live>, ProviderError> {
-            let pages = svc.$describe().max_records(100).into_paginator().send();
-            let pages = pages.try_collect().await.named($op, "(all)")?;
-            let items = pages.iter().flat_map(|p| p.$items());
-            Ok(items
-                .filter_map(|i| Some((i.$id()?.to_string(), <$live>::from(i))))
-                .collect())
-        }
-    };
-}
-pub(crate) use describe_calls;
 
 /// What tells one database service from another in the shared steps.
 pub struct Service {

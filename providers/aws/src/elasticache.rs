@@ -22,6 +22,7 @@ use aws_sdk_elasticache::{
     operation::{
         delete_replication_group::DeleteReplicationGroupError,
         describe_cache_clusters::DescribeCacheClustersError,
+        describe_replication_groups::DescribeReplicationGroupsError,
     },
     types::ReplicationGroup,
 };
@@ -182,14 +183,45 @@ impl From<&ReplicationGroup> for Group {
     }
 }
 
-database::live!(Group);
-database::describe_calls!(
-    "elasticache:DescribeReplicationGroups",
-    describe_replication_groups,
-    replication_group_id,
-    replication_groups,
-    is_replication_group_not_found_fault -> Group
-);
+impl database::Live for Group {
+    fn arn(&self) -> &str {
+        &self.arn
+    }
+    fn status(&self) -> &str {
+        &self.status
+    }
+    fn tags(&self) -> &BTreeMap<String, String> {
+        &self.tags
+    }
+}
+
+const DESCRIBE: &str = "elasticache:DescribeReplicationGroups";
+
+/// The group `id` (without its tags), if it exists.
+async fn describe_one(svc: &Client, id: &str) -> Result<Option<Group>, ProviderError> {
+    let out = svc
+        .describe_replication_groups()
+        .replication_group_id(id)
+        .send()
+        .await;
+    let gone = |e: &DescribeReplicationGroupsError| e.is_replication_group_not_found_fault();
+    let out = out.unless_missing(gone, DESCRIBE, id)?;
+    Ok(out.and_then(|o| o.replication_groups().first().map(Group::from)))
+}
+
+/// Every group of the account and region (without tags), by identifier.
+async fn describe_all(svc: &Client) -> Result<BTreeMap<String, Group>, ProviderError> {
+    let pages = svc
+        .describe_replication_groups()
+        .max_records(100)
+        .into_paginator()
+        .send();
+    let pages = pages.try_collect().await.named(DESCRIBE, "(all)")?;
+    let groups = pages.iter().flat_map(|p| p.replication_groups());
+    Ok(groups
+        .filter_map(|g| Some((g.replication_group_id()?.to_string(), Group::from(g))))
+        .collect())
+}
 
 #[async_trait::async_trait]
 impl Database for Client {

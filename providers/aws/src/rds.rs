@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 use aws_sdk_rds::{
     Client,
     operation::{
-        delete_db_instance::DeleteDBInstanceError, modify_db_instance::ModifyDBInstanceError,
+        delete_db_instance::DeleteDBInstanceError, describe_db_instances::DescribeDBInstancesError,
+        modify_db_instance::ModifyDBInstanceError,
     },
     types::DbInstance,
 };
@@ -31,7 +32,7 @@ use crate::{
     cloud_metrics::Target,
     credentials,
     database::{self, Database, Looked, Plan, Removal, Service, State},
-    errors::{Answer, Created},
+    errors::{Answer, Created, created},
     listing::Listing,
     maintenance,
     network::{self, Engine, Placement},
@@ -388,14 +389,45 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
     out
 }
 
-database::live!(Instance);
-database::describe_calls!(
-    "rds:DescribeDBInstances",
-    describe_db_instances,
-    db_instance_identifier,
-    db_instances,
-    is_db_instance_not_found_fault -> Instance
-);
+impl database::Live for Instance {
+    fn arn(&self) -> &str {
+        &self.arn
+    }
+    fn status(&self) -> &str {
+        &self.status
+    }
+    fn tags(&self) -> &BTreeMap<String, String> {
+        &self.tags
+    }
+}
+
+const DESCRIBE: &str = "rds:DescribeDBInstances";
+
+/// The instance `id`, with its tags, if it exists.
+async fn describe_one(svc: &Client, id: &str) -> Result<Option<Instance>, ProviderError> {
+    let out = svc
+        .describe_db_instances()
+        .db_instance_identifier(id)
+        .send()
+        .await;
+    let gone = |e: &DescribeDBInstancesError| e.is_db_instance_not_found_fault();
+    let out = out.unless_missing(gone, DESCRIBE, id)?;
+    Ok(out.and_then(|o| o.db_instances().first().map(Instance::from)))
+}
+
+/// Every instance of the account and region, with its tags, by identifier.
+async fn describe_all(svc: &Client) -> Result<BTreeMap<String, Instance>, ProviderError> {
+    let pages = svc
+        .describe_db_instances()
+        .max_records(100)
+        .into_paginator()
+        .send();
+    let pages = pages.try_collect().await.named(DESCRIBE, "(all)")?;
+    let instances = pages.iter().flat_map(|p| p.db_instances());
+    Ok(instances
+        .filter_map(|i| Some((i.db_instance_identifier()?.to_string(), Instance::from(i))))
+        .collect())
+}
 
 #[async_trait::async_trait]
 impl Database for Client {
@@ -688,36 +720,59 @@ fn details(have: &Instance, want: &Desired, creds: &BTreeMap<String, String>) ->
     ]))
 }
 
-/// Sends CreateDBInstance or RestoreDBInstanceFromDBSnapshot (`$op`)
-/// with the tier's settings both take and the request's tags.
-macro_rules! send_with_tier_settings {
-    ($call:expr, $op:literal, $req:expr, $f:expr, $want:expr, $placed:expr) => {{
-        let placed: Option<Placement> = $placed;
-        let sent = $call
-            .db_instance_class(&$want.settings.class)
-            .port($want.port)
-            .multi_az($want.settings.multi_az)
-            .deletion_protection($want.settings.deletion_protection)
-            .auto_minor_version_upgrade($want.settings.auto_minor_version_upgrade)
-            .publicly_accessible($want.settings.publicly_accessible)
-            .copy_tags_to_snapshot($f.bool("CopyTagsToSnapshot")?.unwrap_or(true))
-            .set_storage_type($f.string("StorageType")?)
-            .set_iops($f.int("Iops")?)
-            .set_db_subnet_group_name(
-                $f.string("DBSubnetGroupName")?
-                    .or(placed.as_ref().map(|p| p.subnet_group.clone())),
-            )
-            .set_vpc_security_group_ids(
-                $f.strings("VpcSecurityGroupIds")?
-                    .or(placed.map(|p| vec![p.security_group_id])),
-            )
-            .set_db_parameter_group_name($f.string("DBParameterGroupName")?)
-            .set_tags(Some(tags::sdk(
-                &$req.creation_tags().into_iter().collect::<Vec<_>>(),
-            )))
-            .send()
-            .await;
-        crate::errors::created(sent, $op, &$req.identifier)
+/// What CreateDBInstance and RestoreDBInstanceFromDBSnapshot both take
+/// from the tier (and the network it is placed in), read up front.
+struct Shared {
+    storage_type: Option<String>,
+    iops: Option<i32>,
+    copy_tags_to_snapshot: bool,
+    subnet_group: Option<String>,
+    security_groups: Option<Vec<String>>,
+    parameter_group: Option<String>,
+    tags: Vec<aws_sdk_rds::types::Tag>,
+}
+
+impl Shared {
+    fn read(
+        req: &ResourceRequest,
+        f: &Fields<'_>,
+        placed: Option<Placement>,
+    ) -> Result<Self, ProviderError> {
+        let (placed_group, placed_security) = placed
+            .map(|p| (p.subnet_group, vec![p.security_group_id]))
+            .unzip();
+        Ok(Shared {
+            storage_type: f.string("StorageType")?,
+            iops: f.int("Iops")?,
+            copy_tags_to_snapshot: f.bool("CopyTagsToSnapshot")?.unwrap_or(true),
+            subnet_group: f.string("DBSubnetGroupName")?.or(placed_group),
+            security_groups: f.strings("VpcSecurityGroupIds")?.or(placed_security),
+            parameter_group: f.string("DBParameterGroupName")?,
+            tags: tags::sdk(&req.creation_tags().into_iter().collect::<Vec<_>>()),
+        })
+    }
+}
+
+/// Sets [`Shared`] and the desired settings on a CreateDBInstance or a
+/// RestoreDBInstanceFromDBSnapshot builder: the SDK's two builders share
+/// these setters but no trait.
+macro_rules! with_shared {
+    ($call:expr, $want:expr, $shared:expr) => {{
+        let (want, shared): (&Desired, Shared) = ($want, $shared);
+        $call
+            .db_instance_class(&want.settings.class)
+            .port(want.port)
+            .multi_az(want.settings.multi_az)
+            .deletion_protection(want.settings.deletion_protection)
+            .auto_minor_version_upgrade(want.settings.auto_minor_version_upgrade)
+            .publicly_accessible(want.settings.publicly_accessible)
+            .copy_tags_to_snapshot(shared.copy_tags_to_snapshot)
+            .set_storage_type(shared.storage_type)
+            .set_iops(shared.iops)
+            .set_db_subnet_group_name(shared.subnet_group)
+            .set_vpc_security_group_ids(shared.security_groups)
+            .set_db_parameter_group_name(shared.parameter_group)
+            .set_tags(Some(shared.tags))
     }};
 }
 
@@ -797,8 +852,10 @@ async fn create(
         .set_preferred_maintenance_window(want.maintenance_window.clone())
         .storage_encrypted(f.bool("StorageEncrypted")?.unwrap_or(true))
         .set_kms_key_id(f.string("KmsKeyId")?);
-    send_with_tier_settings!(create, "rds:CreateDBInstance", req, f, want, placed)
-        .map_err(|e| network::when_placed(e, was_placed))
+    let sent = with_shared!(create, want, Shared::read(req, f, placed)?)
+        .send()
+        .await;
+    created(sent, "rds:CreateDBInstance", id).map_err(|e| network::when_placed(e, was_placed))
 }
 
 /// A new instance from `snapshot` with the tier's settings; those a
@@ -816,14 +873,10 @@ async fn restore(
         .restore_db_instance_from_db_snapshot()
         .db_instance_identifier(&req.identifier)
         .db_snapshot_identifier(snapshot);
-    send_with_tier_settings!(
-        restore,
-        "rds:RestoreDBInstanceFromDBSnapshot",
-        req,
-        f,
-        want,
-        placed
-    )
+    let sent = with_shared!(restore, want, Shared::read(req, f, placed)?)
+        .send()
+        .await;
+    created(sent, "rds:RestoreDBInstanceFromDBSnapshot", &req.identifier)
 }
 
 /// The instance gets the Secret's master password (restored with its

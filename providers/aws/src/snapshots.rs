@@ -136,65 +136,103 @@ pub async fn tag_final<S: Snapshots>(
     }
 }
 
-/// RDS and ElastiCache find, take and delete snapshots with the same three
-/// calls; only the SDK's names differ. The calls are named after `$noun`
-/// ("DBSnapshot": rds:DescribeDBSnapshots, rds:CreateDBSnapshot, ...), and
-/// `$id` is the snapshot's identifier in all three.
-macro_rules! snapshot_calls {
-    ($sdk:ident, $service:literal, $noun:literal, $id:ident,
-     find: $find:ident -> $list:ident[$arn:ident, $status:ident] unless $gone:ident,
-     create: $create:ident($of:ident) unless $no_source:ident,
-     delete: $delete:ident) => {
-        #[async_trait::async_trait]
-        impl Snapshots for $sdk::Client {
-            async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
-                let op = concat!($service, ":Describe", $noun, "s");
-                let out = self.$find().$id(id).send().await;
-                Ok(out.unless_missing(|e| e.$gone(), op, id)?.and_then(|o| {
-                    o.$list().first().map(|s| Found {
-                        arn: s.$arn().unwrap_or_default().into(),
-                        status: s.$status().unwrap_or("creating").into(),
-                    })
-                }))
-            }
+// RDS and ElastiCache find, take and delete snapshots with the same three
+// calls under their own names.
 
-            async fn create_snapshot(
-                &self,
-                resource: &str,
-                id: &str,
-                tags: &[(String, String)],
-            ) -> Result<Option<Created>, ProviderError> {
-                let op = concat!($service, ":Create", $noun);
-                let call = self.$create().$of(resource).$id(id);
-                let out = call.set_tags(Some(tags::sdk(tags))).send().await;
-                match out {
-                    Err(e) if e.as_service_error().is_some_and(|e| e.$no_source()) => Ok(None),
-                    out => created(out, op, id).map(Some),
-                }
-            }
+#[async_trait::async_trait]
+impl Snapshots for aws_sdk_rds::Client {
+    async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
+        use aws_sdk_rds::operation::describe_db_snapshots::DescribeDBSnapshotsError as E;
+        let out = self
+            .describe_db_snapshots()
+            .db_snapshot_identifier(id)
+            .send()
+            .await;
+        let gone = |e: &E| e.is_db_snapshot_not_found_fault();
+        let out = out.unless_missing(gone, "rds:DescribeDBSnapshots", id)?;
+        Ok(out.and_then(|o| {
+            o.db_snapshots().first().map(|s| Found {
+                arn: s.db_snapshot_arn().unwrap_or_default().into(),
+                status: s.status().unwrap_or("creating").into(),
+            })
+        }))
+    }
 
-            async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
-                let op = concat!($service, ":Delete", $noun);
-                let out = self.$delete().$id(id).send().await;
-                out.unless_missing(|e| e.$gone(), op, id)?;
-                Ok(())
+    async fn create_snapshot(
+        &self,
+        resource: &str,
+        id: &str,
+        tags: &[(String, String)],
+    ) -> Result<Option<Created>, ProviderError> {
+        let call = self.create_db_snapshot().db_instance_identifier(resource);
+        let call = call
+            .db_snapshot_identifier(id)
+            .set_tags(Some(tags::sdk(tags)));
+        match call.send().await {
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_db_instance_not_found_fault()) =>
+            {
+                Ok(None)
             }
+            out => created(out, "rds:CreateDBSnapshot", id).map(Some),
         }
-    };
+    }
+
+    async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
+        use aws_sdk_rds::operation::delete_db_snapshot::DeleteDBSnapshotError as E;
+        let out = self
+            .delete_db_snapshot()
+            .db_snapshot_identifier(id)
+            .send()
+            .await;
+        let gone = |e: &E| e.is_db_snapshot_not_found_fault();
+        out.unless_missing(gone, "rds:DeleteDBSnapshot", id)?;
+        Ok(())
+    }
 }
 
-snapshot_calls! {
-    aws_sdk_rds, "rds", "DBSnapshot", db_snapshot_identifier,
-    find: describe_db_snapshots -> db_snapshots[db_snapshot_arn, status] unless is_db_snapshot_not_found_fault,
-    create: create_db_snapshot(db_instance_identifier) unless is_db_instance_not_found_fault,
-    delete: delete_db_snapshot
-}
+#[async_trait::async_trait]
+impl Snapshots for aws_sdk_elasticache::Client {
+    async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
+        use aws_sdk_elasticache::operation::describe_snapshots::DescribeSnapshotsError as E;
+        let out = self.describe_snapshots().snapshot_name(id).send().await;
+        let gone = |e: &E| e.is_snapshot_not_found_fault();
+        let out = out.unless_missing(gone, "elasticache:DescribeSnapshots", id)?;
+        Ok(out.and_then(|o| {
+            o.snapshots().first().map(|s| Found {
+                arn: s.arn().unwrap_or_default().into(),
+                status: s.snapshot_status().unwrap_or("creating").into(),
+            })
+        }))
+    }
 
-snapshot_calls! {
-    aws_sdk_elasticache, "elasticache", "Snapshot", snapshot_name,
-    find: describe_snapshots -> snapshots[arn, snapshot_status] unless is_snapshot_not_found_fault,
-    create: create_snapshot(replication_group_id) unless is_replication_group_not_found_fault,
-    delete: delete_snapshot
+    async fn create_snapshot(
+        &self,
+        resource: &str,
+        id: &str,
+        tags: &[(String, String)],
+    ) -> Result<Option<Created>, ProviderError> {
+        let call = self.create_snapshot().replication_group_id(resource);
+        let call = call.snapshot_name(id).set_tags(Some(tags::sdk(tags)));
+        match call.send().await {
+            Err(e)
+                if (e.as_service_error())
+                    .is_some_and(|e| e.is_replication_group_not_found_fault()) =>
+            {
+                Ok(None)
+            }
+            out => created(out, "elasticache:CreateSnapshot", id).map(Some),
+        }
+    }
+
+    async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
+        use aws_sdk_elasticache::operation::delete_snapshot::DeleteSnapshotError as E;
+        let out = self.delete_snapshot().snapshot_name(id).send().await;
+        let gone = |e: &E| e.is_snapshot_not_found_fault();
+        out.unless_missing(gone, "elasticache:DeleteSnapshot", id)?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

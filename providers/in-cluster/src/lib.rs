@@ -28,7 +28,7 @@ use kube::{Api, Client};
 
 pub use merge::{is_subset, merge};
 pub use objects::Cache;
-use objects::{Cached, Objects};
+use objects::{Cached, Kind, Objects};
 
 pub const NAME: &str = "openshift";
 
@@ -107,31 +107,55 @@ impl InClusterProvider {
         desired: &workload::Desired,
         layout: Layout,
     ) -> Result<Vec<Change>, ProviderError> {
-        let view = |d: &serde_json::Value| match layout {
-            Layout::Ours => d.clone(),
-            Layout::GoOperator => apply::adoption_view(d),
-        };
-        macro_rules! diff {
-            ($kind:ty, $object:expr) => {
-                drift::changes(
-                    stringify!($kind),
-                    &view($object),
-                    apply::live(&self.api::<$kind>(req), $object)
-                        .await?
-                        .as_ref(),
-                )
-            };
-        }
-        let mut changes = diff!(PersistentVolumeClaim, &desired.pvc);
+        let mut changes =
+            (self.object_drift::<PersistentVolumeClaim>(req, &desired.pvc, layout)).await?;
         if let Some(cm) = &desired.config_map {
-            changes.extend(diff!(ConfigMap, cm));
+            changes.extend(self.object_drift::<ConfigMap>(req, cm, layout).await?);
         }
-        changes.extend(diff!(Service, &desired.service));
-        changes.extend(diff!(Deployment, &desired.deployment));
+        changes.extend(
+            self.object_drift::<Service>(req, &desired.service, layout)
+                .await?,
+        );
+        changes.extend(
+            self.object_drift::<Deployment>(req, &desired.deployment, layout)
+                .await?,
+        );
         if let Some(policy) = &desired.network_policy {
-            changes.extend(diff!(NetworkPolicy, policy));
+            changes.extend(
+                self.object_drift::<NetworkPolicy>(req, policy, layout)
+                    .await?,
+            );
         }
         Ok(changes)
+    }
+
+    /// The differences of one live object from `desired`.
+    async fn object_drift<K: Kind>(
+        &self,
+        req: &ResourceRequest,
+        desired: &serde_json::Value,
+        layout: Layout,
+    ) -> Result<Vec<Change>, ProviderError> {
+        let view = match layout {
+            Layout::Ours => desired.clone(),
+            Layout::GoOperator => apply::adoption_view(desired),
+        };
+        let live = apply::live(&self.api::<K>(req), desired).await?;
+        Ok(drift::changes(&K::kind(&()), &view, live.as_ref()))
+    }
+
+    /// Creates or updates one object as `layout` says.
+    async fn put<K: Kind>(
+        &self,
+        req: &ResourceRequest,
+        desired: &serde_json::Value,
+        layout: Layout,
+    ) -> Result<Applied<K>, ProviderError> {
+        let api = self.api::<K>(req);
+        match layout {
+            Layout::Ours => ensure(&api, desired, &req.owner).await,
+            Layout::GoOperator => adopt(&api, desired, &req.owner).await,
+        }
     }
 
     /// Under a `Plan` tier, a workload that exists is only changed once a
@@ -173,34 +197,30 @@ impl InClusterProvider {
         if let Some(gated) = self.gated(req, desired, layout).await? {
             return Ok(gated);
         }
-        macro_rules! put {
-            ($kind:ty, $object:expr) => {
-                match layout {
-                    Layout::Ours => ensure(&self.api::<$kind>(req), $object, &req.owner).await?,
-                    Layout::GoOperator => {
-                        adopt(&self.api::<$kind>(req), $object, &req.owner).await?
-                    }
-                }
-            };
-        }
         let mut terminating = Vec::new();
-        if let Applied::Terminating = put!(PersistentVolumeClaim, &desired.pvc) {
+        if let Applied::Terminating = self
+            .put::<PersistentVolumeClaim>(req, &desired.pvc, layout)
+            .await?
+        {
             terminating.push("PersistentVolumeClaim");
         }
         if let Some(cm) = &desired.config_map
-            && let Applied::Terminating = put!(ConfigMap, cm)
+            && let Applied::Terminating = self.put::<ConfigMap>(req, cm, layout).await?
         {
             terminating.push("ConfigMap");
         }
-        if let Applied::Terminating = put!(Service, &desired.service) {
+        if let Applied::Terminating = self.put::<Service>(req, &desired.service, layout).await? {
             terminating.push("Service");
         }
         if let Some(policy) = &desired.network_policy
-            && let Applied::Terminating = put!(NetworkPolicy, policy)
+            && let Applied::Terminating = self.put::<NetworkPolicy>(req, policy, layout).await?
         {
             terminating.push("NetworkPolicy");
         }
-        let deployment = match put!(Deployment, &desired.deployment) {
+        let deployment = match self
+            .put::<Deployment>(req, &desired.deployment, layout)
+            .await?
+        {
             Applied::Current(d) => Some(d),
             Applied::Terminating => {
                 terminating.push("Deployment");

@@ -28,22 +28,60 @@ pub trait Cached: Clone {
     fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>>;
 }
 
-macro_rules! cached {
-    ($kind:ty, $method:ident) => {
-        impl Cached for $kind {
-            fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
-                cache.$method(namespace, name)
-            }
-        }
-    };
+/// A namespaced kind the provider writes and the cache holds.
+pub trait Kind:
+    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Cached
+    + serde::de::DeserializeOwned
+    + serde::Serialize
+    + std::fmt::Debug
+{
 }
 
-cached!(Deployment, deployment);
-cached!(Service, service);
-cached!(PersistentVolumeClaim, claim);
-cached!(Secret, secret);
-cached!(ConfigMap, config_map);
-cached!(NetworkPolicy, network_policy);
+impl<K> Kind for K where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Cached
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+{
+}
+
+impl Cached for Deployment {
+    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+        cache.deployment(namespace, name)
+    }
+}
+
+impl Cached for Service {
+    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+        cache.service(namespace, name)
+    }
+}
+
+impl Cached for PersistentVolumeClaim {
+    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+        cache.claim(namespace, name)
+    }
+}
+
+impl Cached for Secret {
+    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+        cache.secret(namespace, name)
+    }
+}
+
+impl Cached for ConfigMap {
+    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+        cache.config_map(namespace, name)
+    }
+}
+
+impl Cached for NetworkPolicy {
+    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+        cache.network_policy(namespace, name)
+    }
+}
 
 /// The objects of kind `K` in one namespace: `get_opt` reads the cache
 /// first; everything else is the `Api`'s.
