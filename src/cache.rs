@@ -144,20 +144,28 @@ where
 
     /// The object `namespace/name` as last seen, `None` when the watch has
     /// not seen it; waits for the first list.
-    pub async fn get(&self, namespace: &str, name: &str) -> Result<Option<Arc<K>>, String> {
+    pub async fn get(&self, namespace: &str, name: &str) -> Result<Option<Arc<K>>, NotListed> {
         if !self.listed(READY_LIMIT).await {
-            return Err(format!(
-                "the watch of {} {} has not listed them after {READY_LIMIT:?}; check that the operator's ServiceAccount may list and watch them",
-                K::kind(&()),
-                self.namespace
-                    .as_deref()
-                    .map_or("in all namespaces".to_string(), |ns| format!(
-                        "in namespace {ns}"
-                    )),
-            ));
+            let scope = self.namespace.as_deref();
+            return Err(NotListed {
+                kind: K::kind(&()).to_string(),
+                scope: scope.map_or("in all namespaces".into(), |ns| {
+                    format!("in namespace {ns}")
+                }),
+            });
         }
         Ok(self.reader.get(&ObjectRef::new(name).within(namespace)))
     }
+}
+
+/// A watch that has not listed its objects within [`READY_LIMIT`].
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the watch of {kind} {scope} has not listed them after {READY_LIMIT:?}; check that the operator's ServiceAccount may list and watch them"
+)]
+pub struct NotListed {
+    kind: String,
+    scope: String,
 }
 
 /// Watches of one kind over the watched scopes: the one that covers a
@@ -192,7 +200,11 @@ where
 
     /// `Ok(None)` when no watch covers `namespace` (read it directly);
     /// `Ok(Some(None))` when the covering watch has no such object.
-    pub async fn get(&self, namespace: &str, name: &str) -> Result<Option<Option<Arc<K>>>, String> {
+    pub async fn get(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Option<Arc<K>>>, NotListed> {
         match self.0.iter().find(|s| s.covers(namespace)) {
             Some(shared) => shared.get(namespace, name).await.map(Some),
             None => Ok(None),

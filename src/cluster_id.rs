@@ -22,14 +22,13 @@ pub enum Source {
 /// Checks a configured cluster ID: identifiers start with it, and RDS and
 /// ElastiCache identifiers must start with a letter, so it must too (after
 /// dropping everything but letters and digits, as identifiers do).
-pub fn check_configured(id: &str) -> Result<(), String> {
+pub fn check_configured(id: &str) -> Result<(), crate::flag_error::FlagError> {
     let kept: String = id.chars().filter(char::is_ascii_alphanumeric).collect();
     if kept.starts_with(|c: char| c.is_ascii_alphabetic()) {
         Ok(())
     } else {
-        Err(format!(
-            "--cluster-id (CLUSTER_ID) {id:?} cannot prefix valid AWS identifiers: only letters and digits are kept, and the first one must be a letter (RDS and ElastiCache identifiers must start with a letter); choose e.g. \"c{kept}\""
-        ))
+        let id = id.to_string();
+        Err(crate::flag_error::FlagError::ClusterId { id, kept })
     }
 }
 
@@ -167,7 +166,7 @@ mod tests {
     fn configured_ids_must_start_with_a_letter() {
         assert!(check_configured("prod-eu1").is_ok());
         assert!(check_configured("-x1").is_ok(), "hyphens are dropped first");
-        let err = check_configured("1prod").unwrap_err();
+        let err = check_configured("1prod").unwrap_err().to_string();
         assert!(
             err.contains("--cluster-id (CLUSTER_ID)") && err.contains("start with a letter"),
             "{err}"

@@ -37,12 +37,13 @@ pub struct Config {
 
 impl Config {
     /// The timing rules client-go enforces, as an error naming the flags.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), crate::flag_error::FlagError> {
+        use crate::flag_error::FlagError;
         if self.renew_deadline >= self.lease_duration {
-            return Err("--leader-election-renew-deadline must be shorter than --leader-election-lease-duration".into());
+            return Err(FlagError::RenewDeadline);
         }
         if self.retry_period >= self.renew_deadline || self.retry_period.is_zero() {
-            return Err("--leader-election-retry-period must be positive and shorter than --leader-election-renew-deadline".into());
+            return Err(FlagError::RetryPeriod);
         }
         Ok(())
     }

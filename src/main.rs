@@ -14,7 +14,9 @@ use cloud_resource_operator::{
     cluster_id,
     config::ConfigReader,
     connectivity::Checker,
-    controllers, leader,
+    controllers,
+    flag_error::FlagError,
+    leader,
     metrics::{self, Metrics},
     plan, providers,
     reconcile::{Context, Settings},
@@ -237,10 +239,10 @@ enum LogFormat {
     Json,
 }
 
-fn parse_tag(s: &str) -> Result<(String, String), String> {
+fn parse_tag(s: &str) -> Result<(String, String), FlagError> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(format!("{s:?} is not key=value")),
+        _ => Err(FlagError::Tag(s.to_string())),
     }
 }
 
@@ -309,7 +311,7 @@ async fn connect(
         .await
         .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
     if let Some(id) = args.cluster_id.as_deref().filter(|id| !id.is_empty()) {
-        cluster_id::check_configured(id).map_err(anyhow::Error::msg)?;
+        cluster_id::check_configured(id)?;
     }
     let configured_id = args.cluster_id.as_deref().is_some_and(|id| !id.is_empty());
     let infrastructure = match cluster_id::infrastructure(&client).await {
@@ -506,7 +508,7 @@ fn provider_settings(
         rate: args.aws_api_rate,
         burst: args.aws_api_burst,
     };
-    budget.check().map_err(anyhow::Error::msg)?;
+    budget.check()?;
     let iam_users = cro_provider_aws::IamUsers::new(
         &args.iam_user_path,
         args.iam_permissions_boundary.as_deref(),
@@ -546,7 +548,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .map(|ns| ns.trim().to_string())
         .filter(|ns| !ns.is_empty() && namespaces.insert(ns.clone()))
         .collect();
-    settings.shard = Shard::new(args.shard_index, args.shard_count).map_err(anyhow::Error::msg)?;
+    settings.shard = Shard::new(args.shard_index, args.shard_count)?;
     settings.concurrency = args.concurrency;
     settings.allow_cross_namespace_secrets = args.allow_cross_namespace_secrets;
     settings.recheck_interval = Duration::from_secs(args.recheck_interval);
@@ -588,8 +590,7 @@ async fn plan(args: PlanArgs) -> anyhow::Result<i32> {
         providers,
     } = connect(&args.cluster, None).await?;
     let providers = providers::build(&client, providers, None);
-    let overrides = plan::config_overrides(&args.config, &settings.operator_namespace)
-        .map_err(anyhow::Error::msg)?;
+    let overrides = plan::config_overrides(&args.config, &settings.operator_namespace)?;
     let scopes = cache::scopes(&args.namespaces);
     let config = ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes)
         .with_namespace_config(settings.namespace_config)
@@ -653,7 +654,7 @@ fn elector(
         renew_deadline: Duration::from_secs(args.leader_election_renew_deadline),
         retry_period: Duration::from_secs(args.leader_election_retry_period),
     };
-    config.check().map_err(anyhow::Error::msg)?;
+    config.check()?;
     Ok(Some(leader::Elector::new(client.clone(), config)))
 }
 

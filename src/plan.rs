@@ -111,20 +111,19 @@ impl Plan {
 pub fn config_overrides(
     paths: &[PathBuf],
     operator_namespace: &str,
-) -> Result<Vec<Located>, String> {
-    let (docs, findings) = validate::load(paths);
-    if let Some(f) = findings.first() {
-        return Err(f.to_string());
+) -> Result<Vec<Located>, PlanError> {
+    let (docs, mut findings) = validate::load(paths);
+    if !findings.is_empty() {
+        return Err(PlanError::Unreadable(findings.remove(0)));
     }
     let mut out = Vec::new();
     for doc in &docs {
         if doc.kind() != Some("ConfigMap") {
-            return Err(format!(
-                "{} document {}: plan --config reads ConfigMaps only, found {}",
-                doc.file.display(),
-                doc.index,
-                doc.kind().unwrap_or("no kind")
-            ));
+            return Err(PlanError::NotConfigMap {
+                file: doc.file.clone(),
+                index: doc.index,
+                kind: doc.kind().unwrap_or("no kind").to_string(),
+            });
         }
         let mut cm = doc.config_map();
         if cm.namespace.is_empty() {
@@ -133,6 +132,31 @@ pub fn config_overrides(
         out.push(cm);
     }
     Ok(out)
+}
+
+/// Why the plan of the `--config` files or of one CR cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("{0}")]
+    Unreadable(validate::Finding),
+    #[error("{} document {index}: plan --config reads ConfigMaps only, found {kind}", file.display())]
+    NotConfigMap {
+        file: PathBuf,
+        index: usize,
+        kind: String,
+    },
+    #[error("{0}")]
+    Provider(#[from] crate::reconcile::Error),
+    #[error("{0}")]
+    Config(#[from] config::ConfigError),
+    #[error("provider {0:?} is not available")]
+    Unavailable(String),
+    #[error("{error} (tier {tier:?} in ConfigMap {config_map})")]
+    Plan {
+        error: cro_provider_api::ProviderError,
+        tier: String,
+        config_map: String,
+    },
 }
 
 /// Where the CRs to plan are and how they are provisioned.
@@ -201,7 +225,7 @@ async fn plan_kind<K: ResourceCr>(scope: &Scope<'_>, plan: &mut Plan) -> Result<
                 kind: kind.clone(),
                 namespace,
                 name,
-                error,
+                error: error.to_string(),
             }),
         }
     }
@@ -212,25 +236,19 @@ async fn plan_kind<K: ResourceCr>(scope: &Scope<'_>, plan: &mut Plan) -> Result<
 async fn plan_one<K: ResourceCr>(
     cr: &K,
     scope: &Scope<'_>,
-) -> Result<(Vec<Change>, ChangePolicy), String> {
+) -> Result<(Vec<Change>, ChangePolicy), PlanError> {
     let config = scope.config;
-    let provider = provider_name(cr, config).await.map_err(|e| e.to_string())?;
-    let tier = config::tier_strategy(config, &provider, K::KIND, &cr.spec().tier)
-        .await
-        .map_err(|e| e.to_string())?;
+    let provider = provider_name(cr, config).await?;
+    let tier = config::tier_strategy(config, &provider, K::KIND, &cr.spec().tier).await?;
     let policy = tier.change_policy;
     let Some(p) = scope.providers.get(provider.as_str()) else {
-        return Err(format!("provider {provider:?} is not available"));
+        return Err(PlanError::Unavailable(provider));
     };
-    let changes = p
-        .plan(&request(cr, scope.settings, tier))
-        .await
-        .map_err(|e| {
-            format!(
-                "{e} (tier {:?} in ConfigMap {})",
-                cr.spec().tier,
-                config::strategies_config_map(&provider)
-            )
+    let changes =
+        (p.plan(&request(cr, scope.settings, tier)).await).map_err(|error| PlanError::Plan {
+            error,
+            tier: cr.spec().tier.clone(),
+            config_map: config::strategies_config_map(&provider),
         })?;
     Ok((changes, policy))
 }

@@ -4,6 +4,8 @@
 //! reconciled by exactly one shard; within a shard, standbys take over a
 //! dead leader's work within the lease duration, as without sharding.
 
+use crate::flag_error::FlagError;
+
 /// Which shard this process is, of how many.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shard {
@@ -20,15 +22,12 @@ impl Default for Shard {
 
 impl Shard {
     /// Refuses what cannot work, naming the flags.
-    pub fn new(index: u32, count: u32) -> Result<Self, String> {
+    pub fn new(index: u32, count: u32) -> Result<Self, FlagError> {
         if count == 0 {
-            return Err("--shard-count (SHARD_COUNT) must be at least 1".into());
+            return Err(FlagError::ShardCount);
         }
         if index >= count {
-            return Err(format!(
-                "--shard-index (SHARD_INDEX) is {index}, but shards are numbered 0 to {} with --shard-count {count}",
-                count - 1
-            ));
+            return Err(FlagError::ShardIndex { index, count });
         }
         Ok(Shard { index, count })
     }
@@ -88,9 +87,9 @@ mod tests {
 
     #[test]
     fn impossible_shards_name_their_flags_and_one_shard_keeps_the_lease() {
-        let zero = Shard::new(0, 0).unwrap_err();
+        let zero = Shard::new(0, 0).unwrap_err().to_string();
         assert!(zero.contains("--shard-count"), "{zero}");
-        let over = Shard::new(2, 2).unwrap_err();
+        let over = Shard::new(2, 2).unwrap_err().to_string();
         assert!(
             over.contains("--shard-index") && over.contains("0 to 1"),
             "{over}"

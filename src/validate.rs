@@ -309,7 +309,7 @@ fn check_strategies(doc: &Document, provider: &str, findings: &mut Vec<Finding>)
                         findings.push(doc.finding(at, e.to_string()));
                     }
                 }
-                Err(e) => findings.push(doc.finding(at, e)),
+                Err(e) => findings.push(doc.finding(at, e.to_string())),
             }
         }
     }

@@ -13,8 +13,9 @@ pub type Duration = String;
 /// for `0` or empty (no schedule). Units come in the order d, h, m, each
 /// once, as the CRD's pattern has them, so a tier key reads exactly what a
 /// CR field may hold.
-pub fn seconds(duration: &str) -> Result<Option<u64>, String> {
+pub fn seconds(duration: &str) -> Result<Option<u64>, DurationError> {
     const UNITS: [(char, u64); 3] = [('d', 86_400), ('h', 3_600), ('m', 60)];
+    let text = || duration.to_string();
     let mut total = 0u64;
     let mut digits = String::new();
     let mut next_unit = 0;
@@ -24,27 +25,34 @@ pub fn seconds(duration: &str) -> Result<Option<u64>, String> {
             continue;
         }
         let Some(at) = UNITS.iter().position(|(u, _)| *u == c) else {
-            return Err(format!("{duration:?}: unknown unit {c:?}"));
+            return Err(DurationError::UnknownUnit(text(), c));
         };
         if at < next_unit {
-            return Err(format!(
-                "{duration:?}: units go in the order d, h, m, each once (e.g. 1d12h30m)"
-            ));
+            return Err(DurationError::OutOfOrder(text()));
         }
         next_unit = at + 1;
         let unit = UNITS[at].1;
-        let n: u64 = digits
-            .parse()
-            .map_err(|_| format!("{duration:?}: a number must come before {c:?}"))?;
+        let n: u64 = (digits.parse()).map_err(|_| DurationError::NoNumber(text(), c))?;
         total = total.saturating_add(n.saturating_mul(unit));
         digits.clear();
     }
     if !digits.trim_start_matches('0').is_empty() {
-        return Err(format!(
-            "{duration:?}: the last number has no unit (d, h or m)"
-        ));
+        return Err(DurationError::NoUnit(text()));
     }
     Ok((total > 0).then_some(total))
+}
+
+/// Why a text is not a duration of the CRD's format.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("{0:?}: unknown unit {1:?}")]
+    UnknownUnit(String, char),
+    #[error("{0:?}: units go in the order d, h, m, each once (e.g. 1d12h30m)")]
+    OutOfOrder(String),
+    #[error("{0:?}: a number must come before {1:?}")]
+    NoNumber(String, char),
+    #[error("{0:?}: the last number has no unit (d, h or m)")]
+    NoUnit(String),
 }
 
 /// The spec of Postgres, Redis, BlobStorage and SMTPCredentialSet

@@ -11,8 +11,8 @@ mod resources;
 mod snapshots;
 
 pub use common::{
-    CredentialsRotation, Duration, PendingChange, Phase, ResourceTypeSpec, ResourceTypeStatus,
-    RestoreSpec, SecretRef, SnapshotSpec, SnapshotStatus, seconds,
+    CredentialsRotation, Duration, DurationError, PendingChange, Phase, ResourceTypeSpec,
+    ResourceTypeStatus, RestoreSpec, SecretRef, SnapshotSpec, SnapshotStatus, seconds,
 };
 pub use resources::{
     BlobStorage, BlobStorageSpec, Postgres, PostgresSpec, Redis, RedisSpec, SMTPCredentialSet,

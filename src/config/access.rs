@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
+use super::TierKeyError;
+
 pub const ALLOWED_NAMESPACES_KEY: &str = "allowedNamespaces";
 pub const ALLOWED_NAMESPACE_SELECTOR_KEY: &str = "allowedNamespaceSelector";
 
@@ -19,7 +21,7 @@ pub struct Access {
 
 impl Access {
     /// Takes the access keys out of `tier`; `None` when it has neither.
-    pub fn take(tier: &mut Value) -> Result<Option<Access>, String> {
+    pub fn take(tier: &mut Value) -> Result<Option<Access>, TierKeyError> {
         let Some(t) = tier.as_object_mut() else {
             return Ok(None);
         };
@@ -30,16 +32,13 @@ impl Access {
         }
         let names = match names {
             None => Vec::new(),
-            Some(v) => serde_json::from_value(v).map_err(|_| {
-                format!("{ALLOWED_NAMESPACES_KEY} must be a list of namespace names")
-            })?,
+            Some(v) => serde_json::from_value(v).map_err(|_| TierKeyError::AllowedNamespaces)?,
         };
         let selector = match selector {
             None => None,
             Some(v) => {
-                let s: LabelSelector = serde_json::from_value(v).map_err(|e| {
-                    format!("{ALLOWED_NAMESPACE_SELECTOR_KEY} is not a label selector ({e}); use {{\"matchLabels\": {{\"team\": \"a\"}}}}")
-                })?;
+                let s: LabelSelector =
+                    serde_json::from_value(v).map_err(|e| TierKeyError::Selector(e.to_string()))?;
                 check_operators(&s)?;
                 Some(s)
             }
@@ -78,13 +77,13 @@ impl Access {
 
 const OPERATORS: [&str; 4] = ["In", "NotIn", "Exists", "DoesNotExist"];
 
-fn check_operators(s: &LabelSelector) -> Result<(), String> {
+fn check_operators(s: &LabelSelector) -> Result<(), TierKeyError> {
     for e in s.match_expressions.iter().flatten() {
         if !OPERATORS.contains(&e.operator.as_str()) {
-            return Err(format!(
-                "{ALLOWED_NAMESPACE_SELECTOR_KEY}: operator {:?} of key {:?} is not one of In, NotIn, Exists, DoesNotExist",
-                e.operator, e.key
-            ));
+            return Err(TierKeyError::SelectorOperator {
+                operator: e.operator.clone(),
+                key: e.key.clone(),
+            });
         }
     }
     Ok(())
@@ -114,7 +113,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn access(tier: Value) -> Result<Option<Access>, String> {
+    fn access(tier: Value) -> Result<Option<Access>, TierKeyError> {
         let mut tier = tier;
         let access = Access::take(&mut tier);
         assert!(tier.get(ALLOWED_NAMESPACES_KEY).is_none());
@@ -168,10 +167,12 @@ mod tests {
     fn malformed_access_keys_name_the_key() {
         let e = access(json!({"allowedNamespaces": "ops"}))
             .err()
+            .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains("allowedNamespaces must be a list"), "{e}");
         let e = access(json!({"allowedNamespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Equals"}]}}))
             .err()
+            .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains("operator \"Equals\""), "{e}");
     }

@@ -7,6 +7,8 @@
 
 use serde_json::Value;
 
+use super::TierKeyError;
+
 pub const MIN_SNAPSHOT_FREQUENCY_KEY: &str = "minSnapshotFrequency";
 pub const MAX_SNAPSHOT_RETENTION_KEY: &str = "maxSnapshotRetention";
 pub const ALLOWED_SIZES_KEY: &str = "allowedSizes";
@@ -42,29 +44,28 @@ fn spec_seconds(value: Option<&str>) -> Option<u64> {
 
 impl Limits {
     /// Takes the limit keys out of `tier`.
-    pub fn take(tier: &mut Value) -> Result<Limits, String> {
+    pub fn take(tier: &mut Value) -> Result<Limits, TierKeyError> {
         let Some(t) = tier.as_object_mut() else {
             return Ok(Limits::default());
         };
-        let mut bound = |key: &str| -> Result<Option<Bound>, String> {
+        let mut bound = |key: &'static str| -> Result<Option<Bound>, TierKeyError> {
             let Some(value) = t.remove(key) else {
                 return Ok(None);
             };
             let text = value.as_str().unwrap_or_default().to_string();
             match crate::api::seconds(&text) {
                 Ok(Some(seconds)) if seconds > 0 => Ok(Some(Bound { text, seconds })),
-                _ => Err(format!(
-                    "{key} {value} is not a duration; use days, hours and minutes such as \"1d\" or \"12h\""
-                )),
+                _ => Err(TierKeyError::Limit {
+                    key,
+                    value: value.to_string(),
+                }),
             }
         };
         let min_snapshot_frequency = bound(MIN_SNAPSHOT_FREQUENCY_KEY)?;
         let max_snapshot_retention = bound(MAX_SNAPSHOT_RETENTION_KEY)?;
         let allowed_sizes = match t.remove(ALLOWED_SIZES_KEY) {
             None => None,
-            Some(v) => Some(serde_json::from_value(v).map_err(|_| {
-                format!("{ALLOWED_SIZES_KEY} must be a list of sizes such as [\"cache.t3.micro\"]")
-            })?),
+            Some(v) => Some(serde_json::from_value(v).map_err(|_| TierKeyError::AllowedSizes)?),
         };
         Ok(Limits {
             min_snapshot_frequency,
@@ -123,7 +124,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn limits(tier: Value) -> Result<Limits, String> {
+    fn limits(tier: Value) -> Result<Limits, TierKeyError> {
         let mut tier = tier;
         let limits = Limits::take(&mut tier)?;
         assert!(
@@ -192,7 +193,10 @@ mod tests {
             (json!({"maxSnapshotRetention": "0"}), "maxSnapshotRetention"),
             (json!({"allowedSizes": "cache.t3.micro"}), "allowedSizes"),
         ] {
-            let e = limits(tier).err().unwrap_or_default();
+            let e = limits(tier)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(e.starts_with(key), "{e}");
         }
     }

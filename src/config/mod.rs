@@ -8,12 +8,14 @@ pub mod access;
 pub mod limits;
 mod resolve;
 mod source;
+mod tier_key;
 
 pub use resolve::{
     BUILTIN_TYPES, CHANGE_POLICY_KEY, ConfigError, Located, NETWORK_KEY, Tier, known_provider,
     network_tier, resolve_provider, resolve_tier, split_tier, tier_mapping, type_mapping,
 };
 pub use source::{ConfigReader, provider_for, tier_strategy};
+pub use tier_key::TierKeyError;
 
 /// Name of the ConfigMap mapping deployment types to providers.
 pub const TYPES_CONFIG_MAP: &str = "cloud-resource-config";

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use cro_provider_api::{ChangePolicy, ResourceKind};
 use serde_json::Value;
 
-use super::{TYPES_CONFIG_MAP, strategies_config_map};
+use super::{TYPES_CONFIG_MAP, TierKeyError, strategies_config_map};
 
 /// Deployment types that work without any `cloud-resource-config`.
 pub const BUILTIN_TYPES: [(&str, &str); 4] = [
@@ -64,21 +64,22 @@ impl Default for Tier {
 }
 
 /// A duration key of a tier (`30d`, `12h`, `30m`, `0`), in seconds.
-fn tier_seconds(tier: &mut Value, key: &str) -> Result<Option<u64>, String> {
+fn tier_seconds(tier: &mut Value, key: &'static str) -> Result<Option<u64>, TierKeyError> {
     let Some(value) = tier.as_object_mut().and_then(|t| t.remove(key)) else {
         return Ok(None);
     };
-    let text = value.as_str().ok_or_else(|| {
-        format!("{key} {value} is not a duration; use days, hours and minutes such as \"30d\" or \"12h\"")
+    let text = value.as_str().ok_or_else(|| TierKeyError::NotText {
+        key,
+        value: value.to_string(),
     })?;
     crate::api::seconds(text)
         .map(|s| Some(s.unwrap_or(0)))
-        .map_err(|e| format!("{key} {e}; use days, hours and minutes such as \"30d\" or \"12h\""))
+        .map_err(|error| TierKeyError::Duration { key, error })
 }
 
 /// Splits a tier into what the operator reads (change policy, credential
 /// rotation) and the provider's strategy.
-pub fn split_tier(mut tier: Value) -> Result<Tier, String> {
+pub fn split_tier(mut tier: Value) -> Result<Tier, TierKeyError> {
     let access = super::access::Access::take(&mut tier)?;
     let limits = super::limits::Limits::take(&mut tier)?;
     let rotate_every = tier_seconds(&mut tier, ROTATE_EVERY_KEY)?.filter(|s| *s > 0);
@@ -90,11 +91,7 @@ pub fn split_tier(mut tier: Value) -> Result<Tier, String> {
     let change_policy = match policy.as_ref().map(|p| (p, p.as_str())) {
         None | Some((_, Some("Automatic" | ""))) => ChangePolicy::Automatic,
         Some((_, Some("Plan"))) => ChangePolicy::Plan,
-        Some((other, _)) => {
-            return Err(format!(
-                "{CHANGE_POLICY_KEY} {other} is not a change policy; use \"Automatic\" (the default) or \"Plan\""
-            ));
-        }
+        Some((other, _)) => return Err(TierKeyError::ChangePolicy(other.to_string())),
     };
     Ok(Tier {
         strategy: tier,
@@ -269,7 +266,7 @@ pub enum ConfigError {
         at: String,
         resource: String,
         tier: String,
-        error: String,
+        error: Box<TierKeyError>,
     },
     #[error(
         "tier {tier:?} of {at} key {resource:?} is not open to namespace {namespace} (it admits {admits}); ask the platform team to admit this namespace, or use another tier"
@@ -382,7 +379,7 @@ pub fn resolve_tier(
         at: cm.at(),
         resource: resource.to_string(),
         tier: tier.to_string(),
-        error,
+        error: Box::new(error),
     })
 }
 

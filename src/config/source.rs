@@ -157,12 +157,12 @@ impl ConfigReader {
                 self.operator
                     .get(namespace, name)
                     .await
-                    .map_err(read_error)?,
+                    .map_err(|e| read_error(e.to_string()))?,
             )
         } else if let Some(go) = go {
-            Some(go.get(namespace, name).await.map_err(read_error)?)
+            Some((go.get(namespace, name).await).map_err(|e| read_error(e.to_string()))?)
         } else if name == TYPES_CONFIG_MAP {
-            self.types.get(namespace, name).await.map_err(read_error)?
+            (self.types.get(namespace, name).await).map_err(|e| read_error(e.to_string()))?
         } else {
             None
         };

@@ -53,12 +53,11 @@ impl ServerCertVerifier for AnyServer {
     }
 }
 
-static CONNECTOR: LazyLock<Result<TlsConnector, String>> = LazyLock::new(|| {
+static CONNECTOR: LazyLock<Result<TlsConnector, rustls::Error>> = LazyLock::new(|| {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let algorithms = provider.signature_verification_algorithms;
     let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .with_safe_default_protocol_versions()?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AnyServer(algorithms)))
         .with_no_client_auth();

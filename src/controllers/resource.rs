@@ -637,16 +637,23 @@ async fn scheduled_snapshots<K: ResourceCr>(
     super::schedule::run(cr, ctx, every).await.map(Some)
 }
 
+/// Where the snapshot `spec.restoreFromSnapshot` names stands.
+enum RestoreSource {
+    /// Complete: the cloud snapshot's identifier.
+    Ready(String),
+    /// Missing or not complete yet: what the resource waits for.
+    Waiting(String),
+}
+
 /// The cloud snapshot `spec.restoreFromSnapshot` names, for a resource
-/// not created yet: `Err` with what it waits for while the snapshot CR is
-/// missing or not complete; an error that needs a person when it is of
-/// the other engine or the provider cannot restore.
+/// not created yet; an error that needs a person when it is of the other
+/// engine or the provider cannot restore.
 async fn restore_source<K: ResourceCr>(
     cr: &K,
     ctx: &Context,
     provider_name: &str,
     name: &str,
-) -> Result<Result<String, String>, Error> {
+) -> Result<RestoreSource, Error> {
     let (own, other) = match K::KIND {
         ResourceKind::Redis => (
             ("RedisSnapshot", "redissnapshots"),
@@ -681,15 +688,15 @@ async fn restore_source<K: ResourceCr>(
                 own.0
             )));
         }
-        return Ok(Err(format!(
+        return Ok(RestoreSource::Waiting(format!(
             "waiting for {} {name} (spec.restoreFromSnapshot) to exist",
             own.0
         )));
     };
     let status = &snapshot.data["status"];
     match (status["phase"].as_str(), status["snapshotID"].as_str()) {
-        (Some("complete"), Some(id)) if !id.is_empty() => Ok(Ok(id.to_string())),
-        (phase, _) => Ok(Err(format!(
+        (Some("complete"), Some(id)) if !id.is_empty() => Ok(RestoreSource::Ready(id.into())),
+        (phase, _) => Ok(RestoreSource::Waiting(format!(
             "waiting for {} {name} (spec.restoreFromSnapshot) to be complete (it is {})",
             own.0,
             phase.filter(|p| !p.is_empty()).unwrap_or("not started")
@@ -792,8 +799,8 @@ async fn provision<K: ResourceCr>(
         && req.recorded_identifier.is_none()
     {
         match restore_source::<K>(cr, ctx, provider_name, name).await? {
-            Ok(snapshot_id) => req.restore_from_snapshot = Some(snapshot_id),
-            Err(waiting) => {
+            RestoreSource::Ready(snapshot_id) => req.restore_from_snapshot = Some(snapshot_id),
+            RestoreSource::Waiting(waiting) => {
                 // Nothing is provisioned yet: status keeps the provider it had.
                 let service = cr.status().and_then(|s| s.provider.clone());
                 let outcome = Outcome::InProgress(waiting);

@@ -274,13 +274,13 @@ mod tests {
         assert_eq!(seconds("1m"), Ok(Some(60)));
         assert_eq!(seconds("0"), Ok(None));
         assert_eq!(seconds(""), Ok(None));
-        assert!(seconds("5").is_err_and(|e| e.contains("no unit")));
-        assert!(seconds("1w").is_err_and(|e| e.contains("unknown unit")));
+        assert!(seconds("5").is_err_and(|e| e.to_string().contains("no unit")));
+        assert!(seconds("1w").is_err_and(|e| e.to_string().contains("unknown unit")));
         assert!(seconds("h").is_err());
         // As the CRD's pattern: d, h, m in that order, each once.
         for out_of_order in ["1h1d", "30m2h", "1d1d"] {
             assert!(
-                seconds(out_of_order).is_err_and(|e| e.contains("order d, h, m")),
+                seconds(out_of_order).is_err_and(|e| e.to_string().contains("order d, h, m")),
                 "{out_of_order}"
             );
         }

@@ -138,27 +138,22 @@ impl IdentifierRules {
 
     /// Whether AWS accepts `id` as this kind of identifier; the error says
     /// which rule it breaks.
-    pub fn check(self, id: &str) -> Result<(), String> {
+    pub fn check(self, id: &str) -> Result<(), Broken> {
         let len = id.chars().count();
         if len < self.min_len() || len > self.max_len() {
-            return Err(format!(
-                "must be {} to {} characters long, not {len}",
-                self.min_len(),
-                self.max_len()
-            ));
+            let (min, max) = (self.min_len(), self.max_len());
+            return Err(Broken::Length { min, max, len });
         }
         if let Some(c) = id.chars().find(|c| !self.allowed(*c)) {
-            return Err(format!("must not contain {c:?}"));
+            return Err(Broken::Character(c));
         }
         if self.letter_first() && !id.starts_with(|c: char| c.is_ascii_alphabetic()) {
-            return Err("must start with a letter".into());
+            return Err(Broken::LetterFirst);
         }
         match self {
             IdentifierRules::IamUser => Ok(()),
             IdentifierRules::S3Bucket => check_bucket(id),
-            _ if id.ends_with('-') || id.contains("--") => {
-                Err("must not end with a hyphen or contain two hyphens in a row".into())
-            }
+            _ if id.ends_with('-') || id.contains("--") => Err(Broken::Hyphens),
             _ => Ok(()),
         }
     }
@@ -195,24 +190,47 @@ impl IdentifierRules {
     }
 }
 
-fn check_bucket(id: &str) -> Result<(), String> {
+/// The rule of AWS's an identifier breaks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Broken {
+    #[error("must be {min} to {max} characters long, not {len}")]
+    Length { min: usize, max: usize, len: usize },
+    #[error("must not contain {0:?}")]
+    Character(char),
+    #[error("must start with a letter")]
+    LetterFirst,
+    #[error("must not end with a hyphen or contain two hyphens in a row")]
+    Hyphens,
+    #[error("must start and end with a letter or digit")]
+    BucketEdges,
+    #[error("must not have a dot next to a dot or hyphen")]
+    BucketDots,
+    #[error("must not look like an IP address")]
+    BucketIpAddress,
+    #[error("must not start with {0:?} (reserved by S3)")]
+    ReservedPrefix(&'static str),
+    #[error("must not end with {0:?} (reserved by S3)")]
+    ReservedSuffix(&'static str),
+}
+
+fn check_bucket(id: &str) -> Result<(), Broken> {
     let edge_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
     if !edge_ok(id.chars().next()) || !edge_ok(id.chars().last()) {
-        return Err("must start and end with a letter or digit".into());
+        return Err(Broken::BucketEdges);
     }
     if id.contains("..") || id.contains(".-") || id.contains("-.") {
-        return Err("must not have a dot next to a dot or hyphen".into());
+        return Err(Broken::BucketDots);
     }
     if id.split('.').count() == 4 && id.split('.').all(|p| p.parse::<u8>().is_ok()) {
-        return Err("must not look like an IP address".into());
+        return Err(Broken::BucketIpAddress);
     }
     const PREFIXES: [&str; 3] = ["xn--", "sthree-", "amzn-s3-demo-"];
     const SUFFIXES: [&str; 5] = ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"];
     if let Some(p) = PREFIXES.iter().find(|p| id.starts_with(*p)) {
-        return Err(format!("must not start with {p:?} (reserved by S3)"));
+        return Err(Broken::ReservedPrefix(p));
     }
     if let Some(p) = SUFFIXES.iter().find(|p| id.ends_with(*p)) {
-        return Err(format!("must not end with {p:?} (reserved by S3)"));
+        return Err(Broken::ReservedSuffix(p));
     }
     Ok(())
 }

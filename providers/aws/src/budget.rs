@@ -45,18 +45,24 @@ impl Default for Budget {
 
 impl Budget {
     /// Why the budget cannot work, naming the flags.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BudgetError> {
         if !(self.rate.is_finite() && self.rate > 0.0) {
-            return Err(format!(
-                "--aws-api-rate (AWS_API_RATE) must be a positive number of calls per second, not {}",
-                self.rate
-            ));
+            return Err(BudgetError::Rate(self.rate));
         }
         if self.burst == 0 {
-            return Err("--aws-api-burst (AWS_API_BURST) must be at least 1".into());
+            return Err(BudgetError::Burst);
         }
         Ok(())
     }
+}
+
+/// A budget that cannot work, naming the flag to fix.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum BudgetError {
+    #[error("--aws-api-rate (AWS_API_RATE) must be a positive number of calls per second, not {0}")]
+    Rate(f64),
+    #[error("--aws-api-burst (AWS_API_BURST) must be at least 1")]
+    Burst,
 }
 
 /// A token bucket that lends: every call takes a token at once, and waits
@@ -190,7 +196,7 @@ mod tests {
         ];
         for (rate, burst, flag) in rows {
             let e = Budget { rate, burst }.check().unwrap_err();
-            assert!(e.contains(flag), "{e}");
+            assert!(e.to_string().contains(flag), "{e}");
         }
         assert_eq!(Budget::default().check(), Ok(()));
     }

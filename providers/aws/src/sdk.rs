@@ -43,6 +43,19 @@ impl Default for IamUsers {
     }
 }
 
+/// An IAM flag IAM would refuse, named.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum IamFlagError {
+    #[error(
+        "--iam-user-path (IAM_USER_PATH) {0:?} is not an IAM path: it must be \"/\" or start and end with \"/\" with printable ASCII between, at most 512 characters (e.g. {DEFAULT_IAM_PATH})"
+    )]
+    Path(String),
+    #[error(
+        "--iam-permissions-boundary (IAM_PERMISSIONS_BOUNDARY) {0:?} is not a managed policy ARN (arn:aws:iam::<account>:policy/<name>)"
+    )]
+    Boundary(String),
+}
+
 /// The default `--iam-user-path`.
 pub const DEFAULT_IAM_PATH: &str = "/cloud-resource-operator/";
 
@@ -50,7 +63,7 @@ impl IamUsers {
     /// Refuses a path or boundary IAM would refuse, naming the flag: a
     /// path is `/` or `/` + printable ASCII + `/`, at most 512 characters
     /// (CreateUser, IAM API reference); a boundary is a managed policy ARN.
-    pub fn new(path: &str, permissions_boundary: Option<&str>) -> Result<Self, String> {
+    pub fn new(path: &str, permissions_boundary: Option<&str>) -> Result<Self, IamFlagError> {
         let printable = |c: char| ('\u{21}'..='\u{7e}').contains(&c);
         let path_ok = path == "/"
             || (path.len() <= 512
@@ -59,17 +72,13 @@ impl IamUsers {
                 && path.ends_with('/')
                 && path.chars().all(printable));
         if !path_ok {
-            return Err(format!(
-                "--iam-user-path (IAM_USER_PATH) {path:?} is not an IAM path: it must be \"/\" or start and end with \"/\" with printable ASCII between, at most 512 characters (e.g. {DEFAULT_IAM_PATH})"
-            ));
+            return Err(IamFlagError::Path(path.into()));
         }
         let boundary = permissions_boundary.filter(|b| !b.is_empty());
         if let Some(b) = boundary
             && !(b.starts_with("arn:") && b.contains(":iam::") && b.contains(":policy/"))
         {
-            return Err(format!(
-                "--iam-permissions-boundary (IAM_PERMISSIONS_BOUNDARY) {b:?} is not a managed policy ARN (arn:aws:iam::<account>:policy/<name>)"
-            ));
+            return Err(IamFlagError::Boundary(b.into()));
         }
         Ok(IamUsers {
             path: path.into(),
@@ -188,12 +197,11 @@ mod tests {
         }
         let long = format!("/{}/", "a".repeat(511));
         for path in ["", "//", "cro/", "/cro", "/with space/", long.as_str()] {
-            let e = IamUsers::new(path, None).err().unwrap_or_default();
+            let e = (IamUsers::new(path, None).err()).map_or(String::new(), |e| e.to_string());
             assert!(e.contains("--iam-user-path"), "{path:?}: {e}");
         }
-        let e = IamUsers::new("/", Some("cro-boundary"))
-            .err()
-            .unwrap_or_default();
+        let e = (IamUsers::new("/", Some("cro-boundary")).err())
+            .map_or(String::new(), |e| e.to_string());
         assert!(e.contains("--iam-permissions-boundary"), "{e}");
         // An empty value (an unset variable in a manifest) is no boundary.
         assert_eq!(

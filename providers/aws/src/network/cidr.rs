@@ -85,18 +85,27 @@ pub fn default_block(taken: &[Cidr]) -> Option<Cidr> {
 
 /// A standalone block must be /16 to /26 and clear of the cluster's
 /// blocks; the error names the `_network` strategy to change.
-pub fn check_standalone(block: &Cidr, cluster: &[Cidr]) -> Result<(), String> {
+pub fn check_standalone(block: &Cidr, cluster: &[Cidr]) -> Result<(), BlockError> {
     if !(16..=26).contains(&block.prefix) {
-        return Err(format!(
-            "_network CidrBlock {block} is out of range: block sizes must be between /16 and /26; change it in the tier's _network createStrategy (cloud-resources-aws-strategies)"
-        ));
+        return Err(BlockError::Size(*block));
     }
     if let Some(c) = cluster.iter().find(|c| c.overlaps(block)) {
-        return Err(format!(
-            "_network CidrBlock {block} overlaps the cluster VPC's {c}: choose a block outside it in the tier's _network createStrategy (cloud-resources-aws-strategies)"
-        ));
+        return Err(BlockError::Overlaps(*block, *c));
     }
     Ok(())
+}
+
+/// Why a standalone block cannot be used.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum BlockError {
+    #[error(
+        "_network CidrBlock {0} is out of range: block sizes must be between /16 and /26; change it in the tier's _network createStrategy (cloud-resources-aws-strategies)"
+    )]
+    Size(Cidr),
+    #[error(
+        "_network CidrBlock {0} overlaps the cluster VPC's {1}: choose a block outside it in the tier's _network createStrategy (cloud-resources-aws-strategies)"
+    )]
+    Overlaps(Cidr, Cidr),
 }
 
 #[cfg(test)]
@@ -132,9 +141,9 @@ mod tests {
         let cluster = [c("10.0.0.0/16")];
         assert!(check_standalone(&c("10.1.0.0/26"), &cluster).is_ok());
         let e = check_standalone(&c("10.0.128.0/26"), &cluster).err();
-        assert!(e.is_some_and(|e| e.contains("overlaps the cluster VPC's 10.0.0.0/16")));
+        assert!(e.is_some_and(|e| e.to_string().contains("overlaps the cluster VPC's 10.0.0.0/16")));
         let e = check_standalone(&c("10.1.0.0/28"), &cluster).err();
-        assert!(e.is_some_and(|e| e.contains("between /16 and /26")));
+        assert!(e.is_some_and(|e| e.to_string().contains("between /16 and /26")));
         assert!("10.1.0.0".parse::<Cidr>().is_err());
         assert!("10.1.0.0/33".parse::<Cidr>().is_err());
     }

@@ -131,7 +131,8 @@ async fn create_vpc(
             )
         })?,
     };
-    check_standalone(&block, &cluster.blocks).map_err(ProviderError::invalid_strategy)?;
+    check_standalone(&block, &cluster.blocks)
+        .map_err(|e| ProviderError::invalid_strategy(e.to_string()))?;
     let out = net
         .ec2
         .create_vpc()
