@@ -13,7 +13,7 @@ use kube::{
     api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind},
 };
 
-use crate::{credentials, iam_user::AccessKey};
+use crate::credentials::{self, AccessKey};
 
 /// The CredentialsRequest of a bucket's user (`cro-aws-s3-<bucket>-creds`).
 pub fn s3_request(bucket: &str) -> String {

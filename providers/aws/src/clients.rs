@@ -7,10 +7,10 @@ use crate::{
     budget::{Budget, limited_client},
     calls::Calls,
     cloud_metrics::Watched,
-    elasticache::Group,
-    iam_user::User,
+    elasticache::observed::{Group, Snapshot},
+    iam_user::user::User,
     listing::Listing,
-    rds::Instance,
+    rds::instance::Instance,
 };
 
 pub struct Clients {
@@ -40,7 +40,7 @@ pub struct Clients {
     pub rds_maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
     pub elasticache_maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
     /// ElastiCache snapshots with their tags, by group.
-    pub elasticache_snapshots: Listing<Vec<crate::snapshot_tags::Snapshot>>,
+    pub elasticache_snapshots: Listing<Vec<Snapshot>>,
     /// The databases whose CloudWatch metrics are scraped.
     pub watched: Watched,
     /// The memory of each RDS instance class EC2 has answered for.

@@ -17,6 +17,20 @@ use kube::{
 };
 use serde_json::json;
 
+/// An IAM access key; its secret never shows in logs.
+pub struct AccessKey {
+    pub id: String,
+    pub secret: String,
+}
+
+impl std::fmt::Debug for AccessKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessKey")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Makes a missing credential value.
 pub type Generator = fn() -> String;
 

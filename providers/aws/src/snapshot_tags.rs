@@ -19,20 +19,11 @@ use cro_provider_api::{ProviderError, Series};
 
 use crate::{
     clients::Clients,
+    elasticache::observed::Snapshot,
     errors::Answer,
     listing::Listing,
     tags::{self, Tagging},
 };
-
-/// One snapshot of a group, with the tags it has.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Snapshot {
-    pub name: String,
-    pub arn: String,
-    /// The node it was taken of.
-    pub node: String,
-    pub tags: BTreeMap<String, String>,
-}
 
 impl Snapshot {
     /// The Go operator's labels of its series but `clusterID`

@@ -141,7 +141,10 @@ mod tests {
         let cluster = [c("10.0.0.0/16")];
         assert!(check_standalone(&c("10.1.0.0/26"), &cluster).is_ok());
         let e = check_standalone(&c("10.0.128.0/26"), &cluster).err();
-        assert!(e.is_some_and(|e| e.to_string().contains("overlaps the cluster VPC's 10.0.0.0/16")));
+        assert!(e.is_some_and(|e| {
+            e.to_string()
+                .contains("overlaps the cluster VPC's 10.0.0.0/16")
+        }));
         let e = check_standalone(&c("10.1.0.0/28"), &cluster).err();
         assert!(e.is_some_and(|e| e.to_string().contains("between /16 and /26")));
         assert!("10.1.0.0".parse::<Cidr>().is_err());

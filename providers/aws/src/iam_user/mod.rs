@@ -13,24 +13,16 @@ use serde_json::{Value, json};
 
 use cro_provider_api::ResourceRequest;
 
+pub mod user;
+
+pub use user::User;
+
 use crate::{
     AwsProvider,
     clients::Clients,
+    credentials::AccessKey,
     errors::{Answer, Created, created, not_yet_visible, taken},
 };
-
-pub struct AccessKey {
-    pub id: String,
-    pub secret: String,
-}
-
-impl std::fmt::Debug for AccessKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AccessKey")
-            .field("id", &self.id)
-            .finish_non_exhaustive()
-    }
-}
 
 /// Sending mail through SES, nothing else: when the tier names its
 /// `EmailIdentity` (an address or a domain), only through that identity
@@ -106,14 +98,6 @@ pub async fn user_exists(iam: &Client, user: &str) -> Result<bool, ProviderError
 /// IAM's answer that the user, or the part of it a call names, is not there.
 fn gone<E: ProvideErrorMetadata>(e: &E) -> bool {
     e.code() == Some("NoSuchEntity")
-}
-
-/// A live user, as far as decisions need it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct User {
-    pub tags: BTreeMap<String, String>,
-    /// Inline policies by name: their documents as IAM returns them.
-    pub policies: BTreeMap<String, String>,
 }
 
 /// Every user of the account with its tags and inline policies, by name:

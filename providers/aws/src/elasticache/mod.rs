@@ -24,7 +24,6 @@ use aws_sdk_elasticache::{
         describe_cache_clusters::DescribeCacheClustersError,
         describe_replication_groups::DescribeReplicationGroupsError,
     },
-    types::ReplicationGroup,
 };
 use cro_provider_api::{
     Change, ConnectionDetails, Deletion, IdentifierRules, ProviderError, Provisioned,
@@ -46,6 +45,10 @@ use crate::{
     strategy::{Fields, Section, Tier, section},
     tags::{self, Tagging},
 };
+
+pub mod observed;
+
+pub use observed::{Group, Node};
 
 pub const PROVIDER: &str = "aws-elasticache";
 
@@ -82,46 +85,6 @@ pub struct Desired {
     pub maintenance_window: Option<String>,
 }
 
-/// The live replication group, as far as decisions need it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Group {
-    pub arn: String,
-    pub status: String,
-    pub node_type: String,
-    pub snapshot_retention: i32,
-    pub snapshot_window: String,
-    pub primary: Option<(String, i32)>,
-    /// In-transit encryption (clients must speak TLS).
-    pub transit_encryption: bool,
-    /// Clients must `AUTH` with the group's token.
-    pub auth_token: bool,
-    /// Its member cache clusters (nodes); the first is where the Go
-    /// operator put its tags (`TagElasticacheNode`, provider_redis.go).
-    pub members: Vec<String>,
-    /// What AWS shows only on the nodes (DescribeCacheClusters): the
-    /// engine version and maintenance window, as the first node has them.
-    pub node: Node,
-    /// Read separately (ListTagsForResource): describe does not carry them.
-    /// A group never tagged has its first node's.
-    pub tags: BTreeMap<String, String>,
-}
-
-/// What a group's node says of it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Node {
-    pub engine_version: String,
-    pub maintenance_window: String,
-}
-
-impl From<&aws_sdk_elasticache::types::CacheCluster> for Node {
-    fn from(c: &aws_sdk_elasticache::types::CacheCluster) -> Self {
-        Node {
-            engine_version: c.engine_version().unwrap_or_default().into(),
-            maintenance_window: c.preferred_maintenance_window().unwrap_or_default().into(),
-        }
-    }
-}
-
 /// Every node of the account and region, by cache cluster id.
 async fn describe_nodes(svc: &Client) -> Result<BTreeMap<String, Node>, ProviderError> {
     let op = "elasticache:DescribeCacheClusters";
@@ -148,39 +111,6 @@ async fn describe_node(svc: &Client, id: &str) -> Result<Option<Node>, ProviderE
     let gone = |e: &DescribeCacheClustersError| e.is_cache_cluster_not_found_fault();
     let out = out.unless_missing(gone, op, id)?;
     Ok(out.and_then(|o| o.cache_clusters().first().map(Node::from)))
-}
-
-impl Group {
-    /// The ARN of its first node: the group's ARN with
-    /// `replicationgroup:<id>` replaced by `cluster:<node>`.
-    fn first_member_arn(&self) -> Option<String> {
-        let (prefix, _) = self.arn.rsplit_once(":replicationgroup:")?;
-        Some(format!("{prefix}:cluster:{}", self.members.first()?))
-    }
-}
-
-impl From<&ReplicationGroup> for Group {
-    fn from(g: &ReplicationGroup) -> Self {
-        let primary = g.node_groups().first().and_then(|n| n.primary_endpoint());
-        Group {
-            arn: g.arn().unwrap_or_default().into(),
-            status: g.status().unwrap_or_default().into(),
-            node_type: g.cache_node_type().unwrap_or_default().into(),
-            snapshot_retention: g.snapshot_retention_limit().unwrap_or_default(),
-            snapshot_window: g.snapshot_window().unwrap_or_default().into(),
-            primary: primary.map(|e| {
-                (
-                    e.address().unwrap_or_default().to_string(),
-                    e.port().unwrap_or(6379),
-                )
-            }),
-            transit_encryption: g.transit_encryption_enabled().unwrap_or(false),
-            auth_token: g.auth_token_enabled().unwrap_or(false),
-            members: g.member_clusters().to_vec(),
-            node: Node::default(),
-            tags: BTreeMap::new(),
-        }
-    }
 }
 
 impl database::Live for Group {
@@ -560,6 +490,7 @@ async fn create(
 mod tests {
     use super::*;
     use crate::database::Plan;
+    use aws_sdk_elasticache::types::ReplicationGroup;
     use cro_provider_api::ResourceKind;
     use serde_json::{Value, json};
 
