@@ -564,7 +564,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         CONNECTION_CHECK_TIMEOUT,
     ));
     tokio::spawn(connectivity.clone().run());
-    let metrics = Arc::new(Metrics::new(&providers, &connectivity));
+    let metrics = Arc::new(Metrics::new(|registry| {
+        for provider in &providers {
+            provider.register_metrics(registry);
+        }
+        connectivity.register_metrics(registry);
+    }));
     let elector = elector(&args, &client, &settings.operator_namespace)?;
     let ctx = Arc::new(Context::new(
         client,

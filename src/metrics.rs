@@ -217,11 +217,9 @@ fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str
 }
 
 impl Metrics {
-    /// The operator's families, plus those `providers` register.
-    pub fn new(
-        providers: &[Arc<dyn cro_provider_api::Provider>],
-        connectivity: &crate::connectivity::Checker,
-    ) -> Self {
+    /// The operator's families, plus those `others` register (the
+    /// providers', the connection checks').
+    pub fn new(others: impl FnOnce(&mut Registry)) -> Self {
         let mut registry = Registry::default();
         let r = &mut registry;
         let reconciles = registered(
@@ -313,10 +311,7 @@ impl Metrics {
             .iter()
             .map(|g| (*g, registered(r, g.name, g.help, Family::default())))
             .collect();
-        for provider in providers {
-            provider.register_metrics(r);
-        }
-        connectivity.register_metrics(r);
+        others(r);
         let named = Arc::new(NamedGauges::default());
         r.register_collector(Box::new(named.clone()));
         Metrics {
@@ -732,9 +727,7 @@ mod tests {
     use super::*;
 
     fn metrics() -> Metrics {
-        let checker =
-            crate::connectivity::Checker::new(Duration::from_secs(60), Duration::from_secs(5));
-        Metrics::new(&[], &checker)
+        Metrics::new(|_| {})
     }
 
     fn labels() -> ObjectLabels {
