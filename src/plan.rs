@@ -14,7 +14,10 @@ use serde::Serialize;
 use crate::{
     api::{BlobStorage, Postgres, Redis, SMTPCredentialSet},
     config::{self, ConfigReader, Located},
-    controllers::resource::{ResourceCr, provider_name, request},
+    controllers::{
+        kinds::ResourceCr,
+        resource::{provider_name, request},
+    },
     reconcile::Settings,
     validate,
 };

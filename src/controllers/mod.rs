@@ -4,6 +4,7 @@
 //! re-reconciles exactly the CRs whose configuration it holds), through
 //! watches shared by all controllers (`cache`).
 
+pub mod kinds;
 pub mod resource;
 pub mod rotation;
 pub mod schedule;
@@ -36,7 +37,7 @@ use crate::{
     config::{TYPES_CONFIG_MAP, provider_of_strategies_map},
     reconcile::{Context, Managed, error_policy, reconcile},
 };
-use resource::ResourceCr;
+use kinds::ResourceCr;
 
 /// Resolves when the operator should stop: controllers then take no new
 /// work and return once their running reconciles have finished.

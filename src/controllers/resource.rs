@@ -9,18 +9,20 @@ use cro_provider_api::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::{Resource, ResourceExt};
-use serde_json::Value;
 use tracing::{info, warn};
 
 use crate::{
     api::{
         ADOPT_ANNOTATION, APPROVE_PLAN_ANNOTATION, BlobStorage, PendingChange, Phase, Postgres,
-        RESOURCE_IDENTIFIER_ANNOTATION, Redis, ResourceTypeSpec, ResourceTypeStatus,
+        PostgresSnapshot, RESOURCE_IDENTIFIER_ANNOTATION, Redis, RedisSnapshot, ResourceTypeStatus,
         SMTPCredentialSet, SecretRef,
     },
     config::{self, ConfigReader},
     connectivity::{self, Changed},
-    controllers::rotation,
+    controllers::{
+        kinds::{ResourceCr, SnapshotCr},
+        rotation,
+    },
     reconcile::{
         Context, Error, Managed, Report, Settings, in_progress_requeue, key, metric_labels,
         output_secret::{self, Target, Written},
@@ -45,107 +47,87 @@ fn recorded_identifier<K: Resource>(cr: &K) -> Option<String> {
     annotation(cr, RESOURCE_IDENTIFIER_ANNOTATION)
 }
 
-/// A kind with a `ResourceTypeSpec` and `ResourceTypeStatus`.
-pub trait ResourceCr: Managed {
-    const KIND: ResourceKind;
-    fn spec(&self) -> &ResourceTypeSpec;
-    fn status(&self) -> Option<&ResourceTypeStatus>;
-    /// `spec.restoreFromSnapshot` (Postgres and Redis).
-    fn restore_from_snapshot(&self) -> Option<&str>;
+// The skeleton's view of each kind: its status, and this module's
+// reconcile and cleanup.
+
+#[async_trait::async_trait]
+impl Managed for Postgres {
+    type Status = ResourceTypeStatus;
+    fn status(&self) -> Option<&ResourceTypeStatus> {
+        self.status.as_ref()
+    }
+    fn skip_create(&self) -> bool {
+        self.spec.resource.skip_create
+    }
+    fn tier(&self) -> Option<&str> {
+        Some(&self.spec.resource.tier)
+    }
+    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+        reconcile(self, ctx).await
+    }
+    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
+        cleanup(self, ctx).await
+    }
 }
 
-macro_rules! resource_kind {
-    ($ty:ty, $kind:expr, $restore:expr) => {
-        impl ResourceCr for $ty {
-            const KIND: ResourceKind = $kind;
-            fn spec(&self) -> &ResourceTypeSpec {
-                &self.spec.resource
-            }
-            fn restore_from_snapshot(&self) -> Option<&str> {
-                let restore: fn(&$ty) -> Option<&str> = $restore;
-                restore(self)
-            }
-            fn status(&self) -> Option<&ResourceTypeStatus> {
-                self.status.as_ref()
-            }
-        }
-
-        #[async_trait::async_trait]
-        impl Managed for $ty {
-            fn report(&self) -> Option<Report> {
-                report_of(ResourceCr::status(self))
-            }
-            fn conditions(&self) -> &[Condition] {
-                ResourceCr::status(self).map_or(&[], |s| s.conditions.as_slice())
-            }
-            fn status_json(&self, report: &Report, conditions: Vec<Condition>) -> Value {
-                status_json(report, conditions, self.meta().generation)
-            }
-            fn skip_create(&self) -> bool {
-                ResourceCr::spec(self).skip_create
-            }
-            fn tier(&self) -> Option<&str> {
-                Some(&ResourceCr::spec(self).tier)
-            }
-            async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
-                reconcile(self, ctx).await
-            }
-            async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
-                cleanup(self, ctx).await
-            }
-        }
-    };
+#[async_trait::async_trait]
+impl Managed for Redis {
+    type Status = ResourceTypeStatus;
+    fn status(&self) -> Option<&ResourceTypeStatus> {
+        self.status.as_ref()
+    }
+    fn skip_create(&self) -> bool {
+        self.spec.resource.skip_create
+    }
+    fn tier(&self) -> Option<&str> {
+        Some(&self.spec.resource.tier)
+    }
+    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+        reconcile(self, ctx).await
+    }
+    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
+        cleanup(self, ctx).await
+    }
 }
 
-resource_kind!(Postgres, ResourceKind::Postgres, |cr| cr
-    .spec
-    .restore
-    .restore_from_snapshot
-    .as_deref());
-resource_kind!(Redis, ResourceKind::Redis, |cr| cr
-    .spec
-    .restore
-    .restore_from_snapshot
-    .as_deref());
-resource_kind!(BlobStorage, ResourceKind::BlobStorage, |_| None);
-resource_kind!(SMTPCredentialSet, ResourceKind::Smtp, |_| None);
-
-fn report_of(status: Option<&ResourceTypeStatus>) -> Option<Report> {
-    let s = status?;
-    Some(Report {
-        phase: s.phase?,
-        message: s.message.clone().unwrap_or_default(),
-        provider: s.strategy.clone(),
-        service: s.provider.clone(),
-        version: s.version.clone(),
-        secret_ref: s.secret_ref.clone(),
-        snapshot_id: None,
-        instance_id: None,
-        conditions: Vec::new(),
-        pending: s.pending_changes.clone(),
-        plan_hash: s.plan_hash.clone(),
-        adoption_hash: s.adoption_hash.clone(),
-        rotation: s.credentials_rotation.clone(),
-        health: None,
-    })
+#[async_trait::async_trait]
+impl Managed for BlobStorage {
+    type Status = ResourceTypeStatus;
+    fn status(&self) -> Option<&ResourceTypeStatus> {
+        self.status.as_ref()
+    }
+    fn skip_create(&self) -> bool {
+        self.spec.resource.skip_create
+    }
+    fn tier(&self) -> Option<&str> {
+        Some(&self.spec.resource.tier)
+    }
+    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+        reconcile(self, ctx).await
+    }
+    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
+        cleanup(self, ctx).await
+    }
 }
 
-fn status_json(report: &Report, conditions: Vec<Condition>, generation: Option<i64>) -> Value {
-    let status = ResourceTypeStatus {
-        strategy: report.provider.clone(),
-        provider: report.service.clone(),
-        version: report.version.clone(),
-        secret_ref: report.secret_ref.clone(),
-        phase: Some(report.phase),
-        message: Some(report.message.clone()),
-        conditions,
-        observed_generation: generation,
-        pending_changes: report.pending.clone(),
-        plan_hash: report.plan_hash.clone(),
-        adoption_hash: report.adoption_hash.clone(),
-        credentials_rotation: report.rotation.clone(),
-    };
-    serde_json::to_value(status).unwrap_or(Value::Null)
+#[async_trait::async_trait]
+impl Managed for SMTPCredentialSet {
+    type Status = ResourceTypeStatus;
+    fn status(&self) -> Option<&ResourceTypeStatus> {
+        self.status.as_ref()
+    }
+    fn skip_create(&self) -> bool {
+        self.spec.resource.skip_create
+    }
+    fn tier(&self) -> Option<&str> {
+        Some(&self.spec.resource.tier)
+    }
+    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+        reconcile(self, ctx).await
+    }
+    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
+        cleanup(self, ctx).await
+    }
 }
 
 /// The `UpToDate` condition: whether the live resource matches its tier,
@@ -570,7 +552,7 @@ fn report_of_provisioned<K: ResourceCr>(
     rotation: Option<String>,
     rotates: bool,
 ) -> Report {
-    let previous = report_of(cr.status());
+    let previous = cr.report();
     let mut report = Report {
         provider: Some(provider_name),
         service: Some(provisioned.provider.clone()).filter(|p| !p.is_empty()),
@@ -654,52 +636,51 @@ async fn restore_source<K: ResourceCr>(
     provider_name: &str,
     name: &str,
 ) -> Result<RestoreSource, Error> {
-    let (own, other) = match K::KIND {
-        ResourceKind::Redis => (
-            ("RedisSnapshot", "redissnapshots"),
-            ("PostgresSnapshot", "postgressnapshots"),
-        ),
-        _ => (
-            ("PostgresSnapshot", "postgressnapshots"),
-            ("RedisSnapshot", "redissnapshots"),
-        ),
-    };
     if !provider(ctx, provider_name)?.takes_snapshots() {
         return Err(Error::Invalid(format!(
             "spec.restoreFromSnapshot is set, but provider {provider_name:?} takes no snapshots and cannot restore one (spec.type maps to an in-cluster provider in cloud-resource-config); remove spec.restoreFromSnapshot or use a cloud type"
         )));
     }
     let ns = cr.namespace().unwrap_or_default();
-    let api = |(kind, plural): (&str, &str)| {
-        let gvk = kube::api::GroupVersionKind::gvk("integreatly.org", "v1alpha1", kind);
-        kube::Api::<kube::api::DynamicObject>::namespaced_with(
-            ctx.client.clone(),
-            &ns,
-            &kube::api::ApiResource::from_gvk_with_plural(&gvk, plural),
-        )
-    };
-    let read = |e| Error::kube(format!("reading {} {ns}/{name}", own.0))(e);
-    let Some(snapshot) = api(own).get_opt(name).await.map_err(read)? else {
-        if api(other).get_opt(name).await.map_err(read)?.is_some() {
+    match K::KIND {
+        ResourceKind::Redis => {
+            restore_from::<RedisSnapshot, PostgresSnapshot>(ctx, &ns, name).await
+        }
+        _ => restore_from::<PostgresSnapshot, RedisSnapshot>(ctx, &ns, name).await,
+    }
+}
+
+/// Where the `Own` snapshot `ns/name` stands; an error when there is none
+/// but one of the `Other` engine.
+async fn restore_from<Own: SnapshotCr, Other: SnapshotCr>(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+) -> Result<RestoreSource, Error> {
+    let (own, other) = (Own::kind(&()), Other::kind(&()));
+    let read = |kind| Error::kube(format!("reading {kind} {ns}/{name}"));
+    let own_api = kube::Api::<Own>::namespaced(ctx.client.clone(), ns);
+    let Some(snapshot) = own_api.get_opt(name).await.map_err(read(&own))? else {
+        let other_api = kube::Api::<Other>::namespaced(ctx.client.clone(), ns);
+        if other_api.get_opt(name).await.map_err(read(&own))?.is_some() {
+            let parent = Own::Parent::kind(&());
             return Err(Error::Invalid(format!(
-                "spec.restoreFromSnapshot names {name}, a {} of another engine; a {} restores from a {} only",
-                other.0,
-                K::kind(&()),
-                own.0
+                "spec.restoreFromSnapshot names {name}, a {other} of another engine; a {parent} restores from a {own} only"
             )));
         }
         return Ok(RestoreSource::Waiting(format!(
-            "waiting for {} {name} (spec.restoreFromSnapshot) to exist",
-            own.0
+            "waiting for {own} {name} (spec.restoreFromSnapshot) to exist"
         )));
     };
-    let status = &snapshot.data["status"];
-    match (status["phase"].as_str(), status["snapshotID"].as_str()) {
-        (Some("complete"), Some(id)) if !id.is_empty() => Ok(RestoreSource::Ready(id.into())),
-        (phase, _) => Ok(RestoreSource::Waiting(format!(
-            "waiting for {} {name} (spec.restoreFromSnapshot) to be complete (it is {})",
-            own.0,
-            phase.filter(|p| !p.is_empty()).unwrap_or("not started")
+    let status = snapshot.status();
+    let phase = status.and_then(|s| s.phase);
+    match status.and_then(|s| s.snapshot_id.as_deref()) {
+        Some(id) if phase == Some(Phase::Complete) && !id.is_empty() => {
+            Ok(RestoreSource::Ready(id.to_string()))
+        }
+        _ => Ok(RestoreSource::Waiting(format!(
+            "waiting for {own} {name} (spec.restoreFromSnapshot) to be complete (it is {})",
+            phase.map_or("not started", Phase::as_str)
         ))),
     }
 }

@@ -18,7 +18,7 @@ use kube::{
 };
 use serde_json::json;
 
-use super::resource::ResourceCr;
+use super::kinds::ResourceCr;
 use crate::{
     api::{PostgresSnapshot, RedisSnapshot},
     reconcile::{Context, Error},

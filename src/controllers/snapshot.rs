@@ -7,81 +7,45 @@ use cro_provider_api::{
     Deletion, IdentifierRules, Outcome, ResourceKind, SnapshotRequest, cloud_identifier,
     separate_identifier, timestamped_identifier,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
-use super::resource::{ResourceCr, namespace_tag, owner, provider, tags};
+use super::{
+    kinds::{ResourceCr, SnapshotCr},
+    resource::{namespace_tag, owner, provider, tags},
+};
 use crate::{
-    api::{
-        Phase, Postgres, PostgresSnapshot, RESOURCE_IDENTIFIER_ANNOTATION, Redis, RedisSnapshot,
-        SnapshotSpec, SnapshotStatus,
-    },
+    api::{Phase, PostgresSnapshot, RESOURCE_IDENTIFIER_ANNOTATION, RedisSnapshot, SnapshotStatus},
     config,
     reconcile::{Context, Error, Managed, Report, in_progress_requeue, key, unless_parked},
 };
 
-pub trait SnapshotCr: Managed {
-    type Parent: ResourceCr;
-    fn spec(&self) -> &SnapshotSpec;
-    fn status(&self) -> Option<&SnapshotStatus>;
+#[async_trait::async_trait]
+impl Managed for PostgresSnapshot {
+    type Status = SnapshotStatus;
+    fn status(&self) -> Option<&SnapshotStatus> {
+        self.status.as_ref()
+    }
+    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+        reconcile(self, ctx).await
+    }
+    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
+        cleanup(self, ctx).await
+    }
 }
 
-macro_rules! snapshot_kind {
-    ($ty:ty, $parent:ty) => {
-        impl SnapshotCr for $ty {
-            type Parent = $parent;
-            fn spec(&self) -> &SnapshotSpec {
-                &self.spec.snapshot
-            }
-            fn status(&self) -> Option<&SnapshotStatus> {
-                self.status.as_ref()
-            }
-        }
-
-        #[async_trait::async_trait]
-        impl Managed for $ty {
-            fn report(&self) -> Option<Report> {
-                report_of(SnapshotCr::status(self))
-            }
-            fn conditions(&self) -> &[Condition] {
-                SnapshotCr::status(self).map_or(&[], |s| s.conditions.as_slice())
-            }
-            fn status_json(&self, report: &Report, conditions: Vec<Condition>) -> Value {
-                status_json(report, conditions, self.meta().generation)
-            }
-            async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
-                reconcile(self, ctx).await
-            }
-            async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
-                cleanup(self, ctx).await
-            }
-        }
-    };
-}
-
-snapshot_kind!(PostgresSnapshot, Postgres);
-snapshot_kind!(RedisSnapshot, Redis);
-
-fn report_of(status: Option<&SnapshotStatus>) -> Option<Report> {
-    let s = status?;
-    Some(Report {
-        provider: s.strategy.clone(),
-        snapshot_id: s.snapshot_id.clone(),
-        ..Report::new(s.phase?, s.message.clone().unwrap_or_default())
-    })
-}
-
-fn status_json(report: &Report, conditions: Vec<Condition>, generation: Option<i64>) -> Value {
-    let status = SnapshotStatus {
-        snapshot_id: report.snapshot_id.clone(),
-        strategy: report.provider.clone(),
-        phase: Some(report.phase),
-        message: Some(report.message.clone()),
-        conditions,
-        observed_generation: generation,
-    };
-    serde_json::to_value(status).unwrap_or(Value::Null)
+#[async_trait::async_trait]
+impl Managed for RedisSnapshot {
+    type Status = SnapshotStatus;
+    fn status(&self) -> Option<&SnapshotStatus> {
+        self.status.as_ref()
+    }
+    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+        reconcile(self, ctx).await
+    }
+    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
+        cleanup(self, ctx).await
+    }
 }
 
 async fn parent<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Option<K::Parent>, Error> {

@@ -78,12 +78,21 @@ pub trait Managed:
     + Sync
     + 'static
 {
+    /// The kind's status type.
+    type Status: KindStatus;
+    fn status(&self) -> Option<&Self::Status>;
     /// The status as it stands (for keeping fields a reconcile does not set).
-    fn report(&self) -> Option<Report>;
+    fn report(&self) -> Option<Report> {
+        self.status()?.report()
+    }
     /// Current conditions.
-    fn conditions(&self) -> &[Condition];
+    fn conditions(&self) -> &[Condition] {
+        self.status().map_or(&[], |s| s.conditions())
+    }
     /// The status object to write for `report`.
-    fn status_json(&self, report: &Report, conditions: Vec<Condition>) -> Value;
+    fn status_json(&self, report: &Report, conditions: Vec<Condition>) -> Value {
+        Self::Status::json(report, conditions, self.meta().generation)
+    }
     /// `spec.skipCreate`.
     fn skip_create(&self) -> bool {
         false
@@ -98,6 +107,15 @@ pub trait Managed:
     async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error>;
     /// Removes what the CR owns outside Kubernetes' garbage collection.
     async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error>;
+}
+
+/// A status type as the skeleton reads and writes it.
+pub trait KindStatus: Send + Sync {
+    /// What it reports (`None` before a first phase).
+    fn report(&self) -> Option<Report>;
+    fn conditions(&self) -> &[Condition];
+    /// The status object that says `report`.
+    fn json(report: &Report, conditions: Vec<Condition>, generation: Option<i64>) -> Value;
 }
 
 pub(crate) fn key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
