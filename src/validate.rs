@@ -399,22 +399,7 @@ fn check_cr(
             return;
         }
     };
-    check_durations(doc, &spec, findings);
     check_configuration(doc, &spec, *resource_kind, docs, options, findings);
-}
-
-fn check_durations(doc: &Document, spec: &ResourceTypeSpec, findings: &mut Vec<Finding>) {
-    for (field, value) in [
-        ("spec.snapshotFrequency", &spec.snapshot_frequency),
-        ("spec.snapshotRetention", &spec.snapshot_retention),
-    ] {
-        if let Some(v) = value.as_deref().filter(|v| !is_duration(v)) {
-            findings.push(doc.finding(
-                Some(field.into()),
-                format!("{v:?} is not a duration; write e.g. 1d, 12h30m, 45m or 0"),
-            ));
-        }
-    }
 }
 
 /// The CR's type and tier, resolved against the ConfigMaps among `docs`.
@@ -486,26 +471,6 @@ fn typed<T: serde::de::DeserializeOwned>(spec: Value) -> Result<T, (String, Stri
     })
 }
 
-/// The Go operator's duration format: `0`, or days, hours and minutes in
-/// that order, each optional (`1d`, `12h30m`).
-fn is_duration(s: &str) -> bool {
-    if s == "0" {
-        return true;
-    }
-    let mut units = ['d', 'h', 'm'].into_iter();
-    let mut digits = 0;
-    for c in s.chars() {
-        if c.is_ascii_digit() {
-            digits += 1;
-        } else if digits == 0 || !units.any(|u| u == c) {
-            return false;
-        } else {
-            digits = 0;
-        }
-    }
-    digits == 0
-}
-
 /// Counts of what a run looked at, for the summary line.
 pub fn summary(docs: &[Document], findings: &[Finding]) -> String {
     let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
@@ -519,19 +484,4 @@ pub fn summary(docs: &[Document], findings: &[Finding]) -> String {
         kinds.join(", "),
         findings.len()
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_follow_the_go_operator_pattern() {
-        for ok in ["0", "1d", "12h30m", "45m", "1d2h3m", "10h"] {
-            assert!(is_duration(ok), "{ok}");
-        }
-        for bad in ["1", "d", "1m2h", "1x", "1d1d", "-1d", "1h 2m"] {
-            assert!(!is_duration(bad), "{bad}");
-        }
-    }
 }

@@ -6,8 +6,76 @@ use serde::{Deserialize, Serialize};
 
 use super::lenient;
 
-/// A duration such as `1d`, `12h30m` or `0` (the Go operator's format).
-pub type Duration = String;
+/// A duration such as `1d`, `12h30m` or `0`: the Go operator's format
+/// (its `types.Duration`), days, hours and minutes in that order, each
+/// optional. Read once, wherever it is written (a CR's spec, a tier key),
+/// and kept as written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Duration {
+    text: String,
+    seconds: Option<u64>,
+}
+
+/// The CRD's pattern of a [`Duration`] (the Go operator's).
+pub const DURATION_PATTERN: &str = r"^(0|([0-9]+d)?([0-9]+h)?([0-9]+m)?)$";
+
+impl Duration {
+    /// As written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// In seconds; `None` for `0` or empty (no schedule).
+    pub fn seconds(&self) -> Option<u64> {
+        self.seconds
+    }
+}
+
+impl std::str::FromStr for Duration {
+    type Err = DurationError;
+
+    fn from_str(text: &str) -> Result<Self, DurationError> {
+        Ok(Duration {
+            seconds: seconds(text)?,
+            text: text.to_string(),
+        })
+    }
+}
+
+impl std::fmt::Display for Duration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Serialize for Duration {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(|e: DurationError| {
+            serde::de::Error::custom(format!("{e}; write e.g. 1d, 12h30m, 45m or 0"))
+        })
+    }
+}
+
+impl JsonSchema for Duration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "pattern": DURATION_PATTERN})
+    }
+}
 
 /// Seconds in a duration of the CRD's format (`1d`, `12h30m`, `0`); `None`
 /// for `0` or empty (no schedule). Units come in the order d, h, m, each
@@ -45,13 +113,13 @@ pub fn seconds(duration: &str) -> Result<Option<u64>, DurationError> {
 /// Why a text is not a duration of the CRD's format.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
-    #[error("{0:?}: unknown unit {1:?}")]
+    #[error("{0:?} is not a duration: unknown unit {1:?}")]
     UnknownUnit(String, char),
-    #[error("{0:?}: units go in the order d, h, m, each once (e.g. 1d12h30m)")]
+    #[error("{0:?} is not a duration: units go in the order d, h, m, each once (e.g. 1d12h30m)")]
     OutOfOrder(String),
-    #[error("{0:?}: a number must come before {1:?}")]
+    #[error("{0:?} is not a duration: a number must come before {1:?}")]
     NoNumber(String, char),
-    #[error("{0:?}: the last number has no unit (d, h or m)")]
+    #[error("{0:?} is not a duration: the last number has no unit (d, h or m)")]
     NoUnit(String),
 }
 
@@ -83,11 +151,9 @@ pub struct ResourceTypeSpec {
     pub size: Option<String>,
     /// How often to take snapshots, e.g. `1d`, `12h30m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^(0|([0-9]+d)?([0-9]+h)?([0-9]+m)?)$"))]
     pub snapshot_frequency: Option<Duration>,
     /// How long to keep snapshots, e.g. `7d`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^(0|([0-9]+d)?([0-9]+h)?([0-9]+m)?)$"))]
     pub snapshot_retention: Option<Duration>,
 }
 
@@ -377,4 +443,57 @@ fn status_secret_ref(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_the_crd_format() {
+        assert_eq!(seconds("1d"), Ok(Some(86_400)));
+        assert_eq!(seconds("12h30m"), Ok(Some(45_000)));
+        assert_eq!(seconds("1m"), Ok(Some(60)));
+        assert_eq!(seconds("0"), Ok(None));
+        assert_eq!(seconds(""), Ok(None));
+        assert!(seconds("5").is_err_and(|e| e.to_string().contains("no unit")));
+        assert!(seconds("1w").is_err_and(|e| e.to_string().contains("unknown unit")));
+        assert!(seconds("h").is_err());
+        // As the CRD's pattern: d, h, m in that order, each once.
+        for out_of_order in ["1h1d", "30m2h", "1d1d"] {
+            assert!(
+                seconds(out_of_order).is_err_and(|e| e.to_string().contains("order d, h, m")),
+                "{out_of_order}"
+            );
+        }
+        for bad in ["1", "d", "1x", "-1d", "1h 2m"] {
+            assert!(bad.parse::<Duration>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_duration_reads_and_writes_as_its_text() {
+        let spec: ResourceTypeSpec = serde_json::from_value(serde_json::json!({
+            "type": "aws", "tier": "production", "secretRef": {"name": "s"},
+            "snapshotFrequency": "1d12h", "snapshotRetention": "0"
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let frequency = spec.snapshot_frequency.as_ref();
+        assert_eq!(frequency.map(Duration::seconds), Some(Some(36 * 3600)));
+        assert_eq!(
+            spec.snapshot_retention.as_ref().map(Duration::seconds),
+            Some(None)
+        );
+        let written = serde_json::to_value(&spec).unwrap_or_default();
+        assert_eq!(written["snapshotFrequency"], "1d12h");
+        let bad = serde_json::from_value::<ResourceTypeSpec>(serde_json::json!({
+            "type": "aws", "tier": "production", "secretRef": {"name": "s"},
+            "snapshotFrequency": "12h1d"
+        }));
+        let message = bad.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            message.contains("order d, h, m") && message.contains("write e.g. 1d"),
+            "{message}"
+        );
+    }
 }

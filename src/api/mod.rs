@@ -181,7 +181,11 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cr.spec.resource.r#type, "managed");
         assert!(cr.spec.resource.maintenance_window);
-        assert_eq!(cr.spec.resource.snapshot_retention.as_deref(), Some("7d"));
+        let retention = cr.spec.resource.snapshot_retention.as_ref();
+        assert_eq!(
+            retention.map(|d| (d.as_str(), d.seconds())),
+            Some(("7d", Some(7 * 86_400)))
+        );
         assert_eq!(cr.status.and_then(|s| s.phase), Some(Phase::Complete));
     }
 

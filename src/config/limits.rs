@@ -8,38 +8,25 @@
 use serde_json::Value;
 
 use super::TierKeyError;
+use crate::api::Duration;
 
 pub const MIN_SNAPSHOT_FREQUENCY_KEY: &str = "minSnapshotFrequency";
 pub const MAX_SNAPSHOT_RETENTION_KEY: &str = "maxSnapshotRetention";
 pub const ALLOWED_SIZES_KEY: &str = "allowedSizes";
 
-/// A duration as the tier wrote it, and in seconds.
-#[derive(Clone, Debug, PartialEq)]
-struct Bound {
-    text: String,
-    seconds: u64,
-}
-
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Limits {
-    min_snapshot_frequency: Option<Bound>,
-    max_snapshot_retention: Option<Bound>,
+    /// Both longer than zero.
+    min_snapshot_frequency: Option<Duration>,
+    max_snapshot_retention: Option<Duration>,
     allowed_sizes: Option<Vec<String>>,
 }
 
 /// What a CR asks for that a tier may limit.
 pub struct Asked<'a> {
-    pub snapshot_frequency: Option<&'a str>,
-    pub snapshot_retention: Option<&'a str>,
+    pub snapshot_frequency: Option<&'a Duration>,
+    pub snapshot_retention: Option<&'a Duration>,
     pub size: Option<&'a str>,
-}
-
-/// A spec duration in seconds; `None` when absent, `0` or unreadable (the
-/// spec's own check reports that).
-fn spec_seconds(value: Option<&str>) -> Option<u64> {
-    value
-        .and_then(|v| crate::api::seconds(v).ok().flatten())
-        .filter(|s| *s > 0)
 }
 
 impl Limits {
@@ -48,13 +35,13 @@ impl Limits {
         let Some(t) = tier.as_object_mut() else {
             return Ok(Limits::default());
         };
-        let mut bound = |key: &'static str| -> Result<Option<Bound>, TierKeyError> {
+        let mut bound = |key: &'static str| -> Result<Option<Duration>, TierKeyError> {
             let Some(value) = t.remove(key) else {
                 return Ok(None);
             };
-            let text = value.as_str().unwrap_or_default().to_string();
-            match crate::api::seconds(&text) {
-                Ok(Some(seconds)) if seconds > 0 => Ok(Some(Bound { text, seconds })),
+            let parsed = value.as_str().map(str::parse::<Duration>);
+            match parsed {
+                Some(Ok(d)) if d.seconds().is_some() => Ok(Some(d)),
                 _ => Err(TierKeyError::Limit {
                     key,
                     value: value.to_string(),
@@ -78,29 +65,33 @@ impl Limits {
     /// it keeps within them. Retention is bounded only where snapshots are
     /// scheduled.
     pub fn exceeded(&self, asked: &Asked<'_>) -> Option<String> {
-        let frequency = spec_seconds(asked.snapshot_frequency);
+        let seconds = |d: Option<&Duration>| d.and_then(Duration::seconds);
+        let frequency = seconds(asked.snapshot_frequency);
         if let (Some(every), Some(min)) = (frequency, &self.min_snapshot_frequency)
-            && every < min.seconds
+            && min.seconds().is_some_and(|min| every < min)
         {
             return Some(format!(
-                "spec.snapshotFrequency {} is more often than the tier allows ({MIN_SNAPSHOT_FREQUENCY_KEY} {})",
-                asked.snapshot_frequency.unwrap_or_default(),
-                min.text
+                "spec.snapshotFrequency {} is more often than the tier allows ({MIN_SNAPSHOT_FREQUENCY_KEY} {min})",
+                asked
+                    .snapshot_frequency
+                    .map(Duration::as_str)
+                    .unwrap_or_default(),
             ));
         }
         if let (Some(_), Some(max)) = (frequency, &self.max_snapshot_retention) {
-            match spec_seconds(asked.snapshot_retention) {
+            match seconds(asked.snapshot_retention) {
                 None => {
                     return Some(format!(
-                        "spec.snapshotRetention is not set, so scheduled snapshots would be kept forever; the tier keeps them at most {} ({MAX_SNAPSHOT_RETENTION_KEY}): set spec.snapshotRetention",
-                        max.text
+                        "spec.snapshotRetention is not set, so scheduled snapshots would be kept forever; the tier keeps them at most {max} ({MAX_SNAPSHOT_RETENTION_KEY}): set spec.snapshotRetention"
                     ));
                 }
-                Some(keep) if keep > max.seconds => {
+                Some(keep) if max.seconds().is_some_and(|max| keep > max) => {
                     return Some(format!(
-                        "spec.snapshotRetention {} is longer than the tier allows ({MAX_SNAPSHOT_RETENTION_KEY} {})",
-                        asked.snapshot_retention.unwrap_or_default(),
-                        max.text
+                        "spec.snapshotRetention {} is longer than the tier allows ({MAX_SNAPSHOT_RETENTION_KEY} {max})",
+                        asked
+                            .snapshot_retention
+                            .map(Duration::as_str)
+                            .unwrap_or_default(),
                     ));
                 }
                 Some(_) => {}
@@ -140,9 +131,13 @@ mod tests {
         retention: Option<&'a str>,
         size: Option<&'a str>,
     ) -> Asked<'a> {
+        // Durations live as long as the test: leaked, a few bytes.
+        let parse = |d: &str| -> &'a Duration {
+            Box::leak(Box::new(d.parse().unwrap_or_else(|e| panic!("{e}"))))
+        };
         Asked {
-            snapshot_frequency: frequency,
-            snapshot_retention: retention,
+            snapshot_frequency: frequency.map(parse),
+            snapshot_retention: retention.map(parse),
             size,
         }
     }

@@ -72,9 +72,9 @@ fn tier_seconds(tier: &mut Value, key: &'static str) -> Result<Option<u64>, Tier
         key,
         value: value.to_string(),
     })?;
-    crate::api::seconds(text)
-        .map(|s| Some(s.unwrap_or(0)))
-        .map_err(|error| TierKeyError::Duration { key, error })
+    let duration = (text.parse::<crate::api::Duration>())
+        .map_err(|error| TierKeyError::Duration { key, error })?;
+    Ok(Some(duration.seconds().unwrap_or(0)))
 }
 
 /// Splits a tier into what the operator reads (change policy, credential

@@ -426,8 +426,6 @@ pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -
             approved_plan: annotation(cr, APPROVE_PLAN_ANNOTATION),
             approved_adoption: annotation(cr, ADOPT_ANNOTATION),
             size: spec.size.clone(),
-            snapshot_frequency: spec.snapshot_frequency.clone(),
-            snapshot_retention: spec.snapshot_retention.clone(),
             observed_within: (cr.status().and_then(|s| s.phase) == Some(Phase::Complete))
                 .then(|| settings.recheck_interval.min(BATCHED_OBSERVATION_AGE)),
             recheck_interval: settings.recheck_interval,
@@ -726,8 +724,8 @@ async fn admitted(
 fn within_limits<K: ResourceCr>(cr: &K, tier: &config::Tier, provider: &str) -> Result<(), Error> {
     let spec = cr.spec();
     let asked = config::limits::Asked {
-        snapshot_frequency: spec.snapshot_frequency.as_deref(),
-        snapshot_retention: spec.snapshot_retention.as_deref(),
+        snapshot_frequency: spec.snapshot_frequency.as_ref(),
+        snapshot_retention: spec.snapshot_retention.as_ref(),
         size: spec.size.as_deref(),
     };
     let Some(error) = tier.limits.exceeded(&asked) else {

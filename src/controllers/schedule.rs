@@ -89,8 +89,6 @@ pub fn decide(now: i64, every: u64, keep: Option<u64>, existing: &[Existing]) ->
     }
 }
 
-pub use crate::api::seconds;
-
 /// The snapshot kind of a resource kind.
 fn snapshot_resource(kind: ResourceKind) -> Option<ApiResource> {
     match kind {
@@ -100,23 +98,13 @@ fn snapshot_resource(kind: ResourceKind) -> Option<ApiResource> {
     }
 }
 
-/// `spec.<field>` in seconds; `None` when absent or `0`.
-fn spec_seconds(field: &str, value: Option<&str>) -> Result<Option<u64>, Error> {
-    let parsed = value.map(seconds).transpose().map_err(|e| {
-        Error::Invalid(format!(
-            "spec.{field} {e}: use days, hours and minutes such as 1d, 12h or 30m"
-        ))
-    })?;
-    Ok(parsed.flatten())
-}
-
 /// Seconds between `cr`'s scheduled snapshots; `None` without a schedule
 /// (or for a kind that has no snapshots).
 pub fn frequency<K: ResourceCr>(cr: &K) -> Result<Option<u64>, Error> {
     if snapshot_resource(K::KIND).is_none() {
         return Ok(None);
     }
-    spec_seconds("snapshotFrequency", cr.spec().snapshot_frequency.as_deref())
+    Ok((cr.spec().snapshot_frequency.as_ref()).and_then(crate::api::Duration::seconds))
 }
 
 /// Takes and prunes `cr`'s scheduled snapshots, one every `every` seconds;
@@ -128,7 +116,7 @@ pub async fn run<K: ResourceCr>(cr: &K, ctx: &Context, every: u64) -> Result<Dur
             K::kind(&())
         )));
     };
-    let keep = spec_seconds("snapshotRetention", cr.spec().snapshot_retention.as_deref())?;
+    let keep = (cr.spec().snapshot_retention.as_ref()).and_then(crate::api::Duration::seconds);
     let ns = cr.namespace().unwrap_or_default();
     let uid = cr.meta().uid.clone().unwrap_or_default();
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &resource);
@@ -265,24 +253,5 @@ mod tests {
         let d = decide(125, 60, Some(30), &[at("a", 60)]);
         assert_eq!(d.delete, ["a"]);
         assert_eq!(decide(125, 60, Some(30), &[at("b", 120)]).delete.len(), 0);
-    }
-
-    #[test]
-    fn durations_read_the_crd_format() {
-        assert_eq!(seconds("1d"), Ok(Some(86_400)));
-        assert_eq!(seconds("12h30m"), Ok(Some(45_000)));
-        assert_eq!(seconds("1m"), Ok(Some(60)));
-        assert_eq!(seconds("0"), Ok(None));
-        assert_eq!(seconds(""), Ok(None));
-        assert!(seconds("5").is_err_and(|e| e.to_string().contains("no unit")));
-        assert!(seconds("1w").is_err_and(|e| e.to_string().contains("unknown unit")));
-        assert!(seconds("h").is_err());
-        // As the CRD's pattern: d, h, m in that order, each once.
-        for out_of_order in ["1h1d", "30m2h", "1d1d"] {
-            assert!(
-                seconds(out_of_order).is_err_and(|e| e.to_string().contains("order d, h, m")),
-                "{out_of_order}"
-            );
-        }
     }
 }

@@ -140,8 +140,6 @@ pub struct Options {
     pub approved_adoption: Option<String>,
     /// Node type / size override (Redis).
     pub size: Option<String>,
-    pub snapshot_frequency: Option<String>,
-    pub snapshot_retention: Option<String>,
     /// Set when this reconcile is a recheck (or the first after a restart)
     /// of a complete CR: how old an observation of its resource may be. A
     /// provider may then judge it from a batched observation shared with
