@@ -14,6 +14,7 @@ mod elasticache;
 mod errors;
 mod iam_user;
 mod identity;
+mod keys;
 mod listing;
 mod maintenance;
 mod network;
@@ -115,6 +116,15 @@ impl AwsProvider {
         let clients = Arc::new(Clients::new(&config, &self.calls, self.settings.budget));
         configs.insert(account, clients.clone());
         Ok(clients)
+    }
+
+    /// Where BlobStorage and SMTPCredentialSet keys come from.
+    fn keys(&self) -> keys::KeySource<'_> {
+        keys::KeySource {
+            store: &self.credentials,
+            iam_users: &self.settings.iam_users,
+            sts: self.settings.sts.is_some(),
+        }
     }
 
     /// A request's tier and the clients its calls go through.
@@ -293,11 +303,11 @@ impl Provider for AwsProvider {
             ResourceKind::Postgres => {
                 rds::reconcile(&self.credentials, &c, &self.settings.vpc, req, &tier).await
             }
-            ResourceKind::BlobStorage => s3::reconcile(self, &c, req).await,
+            ResourceKind::BlobStorage => s3::reconcile(&self.keys(), &c, req).await,
             ResourceKind::Redis => {
                 elasticache::reconcile(&self.credentials, &c, &self.settings.vpc, req, &tier).await
             }
-            ResourceKind::Smtp => smtp::reconcile(self, &c, req, &tier).await,
+            ResourceKind::Smtp => smtp::reconcile(&self.keys(), &c, req, &tier).await,
         }
     }
 
@@ -311,8 +321,10 @@ impl Provider for AwsProvider {
             ResourceKind::Redis => {
                 database::delete::<ElastiCache>(&self.credentials, &c, req, &tier).await?
             }
-            ResourceKind::BlobStorage => return s3::delete(self, &c.s3, &c.iam, req, &tier).await,
-            ResourceKind::Smtp => return smtp::delete(self, &c.iam, req).await,
+            ResourceKind::BlobStorage => {
+                return s3::delete(&self.keys(), &c.s3, &c.iam, req, &tier).await;
+            }
+            ResourceKind::Smtp => return smtp::delete(&self.keys(), &c.iam, req).await,
         };
         if deleted == Deletion::Done {
             c.watched.forget(&req.identifier);

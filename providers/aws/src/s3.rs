@@ -23,10 +23,11 @@ use cro_provider_api::{
 use tracing::warn;
 
 use crate::{
-    AwsProvider, RECHECK, cco,
+    RECHECK, cco,
     clients::Clients,
     errors::{Answer, Created, created, not_yet_visible, taken},
     iam_user,
+    keys::{self, KeySource},
     plan::{self, vanished},
     strategy::{Fields, Section, Tier, section},
     tags::Tagging,
@@ -204,7 +205,7 @@ pub async fn plan(c: &Clients, req: &ResourceRequest) -> Result<Vec<Change>, Pro
 }
 
 pub async fn reconcile(
-    p: &AwsProvider,
+    k: &KeySource<'_>,
     c: &Clients,
     req: &ResourceRequest,
 ) -> Result<Provisioned, ProviderError> {
@@ -253,10 +254,10 @@ pub async fn reconcile(
     // STS mode: workloads reach the bucket through roles of their own; no
     // IAM user, and the key fields empty, as the Go operator writes them
     // (CreateStorage, provider_blobstorage.go).
-    if p.settings.sts.is_some() {
+    if k.sts {
         return Ok(provisioned(Outcome::Ready(details("", ""))));
     }
-    let keys = access_key(p, c, req, bucket).await?;
+    let keys = access_key(k, c, req, bucket).await?;
     let ready = details(&keys.key.id, &keys.key.secret);
     Ok(keys.report(provisioned(Outcome::Ready(ready))))
 }
@@ -265,14 +266,14 @@ pub async fn reconcile(
 /// `<name>-aws-s3-credentials`), or, for a bucket taken over from the Go
 /// operator, the key the Cloud Credential Operator minted for it.
 async fn access_key(
-    p: &AwsProvider,
+    k: &KeySource<'_>,
     c: &Clients,
     req: &ResourceRequest,
     bucket: &str,
 ) -> Result<iam_user::Keys, ProviderError> {
     let policy = iam_user::bucket_policy(bucket);
-    iam_user::user_keys(
-        p,
+    keys::user_keys(
+        k,
         c,
         req,
         (bucket, POLICY_NAME, &policy),
@@ -282,7 +283,7 @@ async fn access_key(
 }
 
 pub async fn delete(
-    p: &AwsProvider,
+    k: &KeySource<'_>,
     s3: &Client,
     iam: &aws_sdk_iam::Client,
     req: &ResourceRequest,
@@ -298,9 +299,9 @@ pub async fn delete(
         return Ok(Deletion::Done);
     }
     // STS mode made no user (and its role may not touch IAM).
-    if p.settings.sts.is_none() {
+    if !k.sts {
         let credentials: (&str, &str) = (&credentials_secret(&req.name), &cco::s3_request(bucket));
-        iam_user::delete_user_and_keys(p, iam, req, bucket, credentials).await?;
+        keys::delete_user_and_keys(k, iam, req, bucket, credentials).await?;
     }
     if exists(s3, bucket).await? {
         let objects = list(s3, bucket).await?;

@@ -12,10 +12,12 @@ use cro_provider_api::{
 };
 
 use crate::{
-    AwsProvider, RECHECK, cco,
+    RECHECK, cco,
     clients::Clients,
     errors::Answer,
-    iam_user, plan,
+    iam_user,
+    keys::{self, KeySource},
+    plan,
     smtp_password::smtp_password,
     strategy::{Fields, Section, Tier, section},
     tags::Tagging,
@@ -91,7 +93,7 @@ pub fn smtp_host(region: &str) -> String {
 }
 
 pub async fn reconcile(
-    p: &AwsProvider,
+    k: &KeySource<'_>,
     c: &Clients,
     req: &ResourceRequest,
     tier: &Tier,
@@ -107,8 +109,8 @@ pub async fn reconcile(
     // Taken over from the Go operator: its CCO-minted key stays; the
     // password is derived from it with AWS's current (SigV4) algorithm.
     let policy = iam_user::ses_send_policy(identity.as_deref(), region);
-    let keys = iam_user::user_keys(
-        p,
+    let keys = keys::user_keys(
+        k,
         c,
         req,
         (user, POLICY_NAME, &policy),
@@ -148,7 +150,7 @@ pub async fn plan(
 }
 
 pub async fn delete(
-    p: &AwsProvider,
+    k: &KeySource<'_>,
     iam: &aws_sdk_iam::Client,
     req: &ResourceRequest,
 ) -> Result<Deletion, ProviderError> {
@@ -156,6 +158,6 @@ pub async fn delete(
         &credentials_secret(&req.name),
         &cco::ses_request(&req.identifier),
     );
-    iam_user::delete_user_and_keys(p, iam, req, &user_name(&req.identifier), credentials).await?;
+    keys::delete_user_and_keys(k, iam, req, &user_name(&req.identifier), credentials).await?;
     Ok(Deletion::Done)
 }

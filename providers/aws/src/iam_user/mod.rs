@@ -18,9 +18,8 @@ pub mod user;
 pub use user::User;
 
 use crate::{
-    AwsProvider,
     clients::Clients,
-    credentials::AccessKey,
+    credentials::{self, AccessKey},
     errors::{Answer, Created, created, not_yet_visible, taken},
 };
 
@@ -184,7 +183,7 @@ pub async fn observe_user(
 
 /// The user exists, tagged, with exactly `policy` as its inline policy;
 /// whether it existed already.
-async fn ensure_user(
+pub async fn ensure_user(
     c: &Clients,
     placed: &crate::IamUsers,
     req: &ResourceRequest,
@@ -306,31 +305,8 @@ impl Keys {
     }
 }
 
-/// The access key of the CR's user `user`, whose one inline policy is
-/// `policy`: ours, kept in the Secret `secret_name`; or, for a resource
-/// taken over from the Go operator (no Secret of ours), the key the Cloud
-/// Credential Operator minted for it through CredentialsRequest
-/// `cco_request`, which is used as it is.
-pub async fn user_keys(
-    p: &AwsProvider,
-    c: &Clients,
-    req: &ResourceRequest,
-    (user, policy_name, policy): (&str, &str, &Value),
-    (secret_name, cco_request): (&str, &str),
-) -> Result<Keys, ProviderError> {
-    let ours = p.credentials.read(req, secret_name).await?;
-    if ours.is_none()
-        && let Some(key) = crate::cco::read(&p.credentials, req, cco_request).await?
-    {
-        return Ok(Keys::minted(key));
-    }
-    let existed = ensure_user(c, &p.settings.iam_users, req, user, policy_name, policy).await?;
-    let stored = Stored::new(ours.unwrap_or_default());
-    ensure_access_key(p, &c.iam, req, (user, secret_name), stored, existed).await
-}
-
 /// The Secret's data, and what it says of the user's keys.
-struct Stored {
+pub struct Stored {
     data: BTreeMap<String, String>,
     key: Option<AccessKey>,
     /// The key a rotation replaced, and until when (Unix seconds) it works.
@@ -338,7 +314,7 @@ struct Stored {
 }
 
 impl Stored {
-    fn new(data: BTreeMap<String, String>) -> Self {
+    pub fn new(data: BTreeMap<String, String>) -> Self {
         let key = match (data.get("accessKeyID"), data.get("secretAccessKey")) {
             (Some(id), Some(secret)) => Some(AccessKey {
                 id: id.clone(),
@@ -370,8 +346,8 @@ impl Stored {
 /// removed, so no credential leaks. On a first look after a restart, a
 /// stored key of a user that was there is trusted until the next recheck
 /// (IAM lists keys one user at a time).
-async fn ensure_access_key(
-    p: &AwsProvider,
+pub async fn ensure_access_key(
+    store: &credentials::Store,
     iam: &Client,
     req: &ResourceRequest,
     (user, secret_name): (&str, &str),
@@ -408,7 +384,7 @@ async fn ensure_access_key(
             if previous_over {
                 data.remove(PREVIOUS_KEY);
                 data.remove(PREVIOUS_UNTIL);
-                p.credentials.write(req, secret_name, data).await?;
+                store.write(req, secret_name, data).await?;
             }
             key
         }
@@ -418,7 +394,7 @@ async fn ensure_access_key(
                 .zip(old)
                 .filter(|_| matches!(plan, KeyPlan::Rotate { .. }));
             record_new_key(data, &key, rotation, now, req.options.rotation_grace);
-            p.credentials.write(req, secret_name, data).await?;
+            store.write(req, secret_name, data).await?;
             key
         }
     };
@@ -592,32 +568,6 @@ async fn create_access_key_looking(
     }
 }
 
-/// Deletes the CR's user `user` and its credentials: the Secret
-/// `secret_name` with our key, or, for a resource taken over from the Go
-/// operator, its CredentialsRequest `cco_request` (the Cloud Credential
-/// Operator then removes the user it made).
-pub async fn delete_user_and_keys(
-    p: &AwsProvider,
-    iam: &Client,
-    req: &ResourceRequest,
-    user: &str,
-    (secret_name, cco_request): (&str, &str),
-) -> Result<(), ProviderError> {
-    // A user of this name that is not the CR's (another CR's, or made by
-    // someone else) stays, with its keys.
-    match user_tags(iam, user).await? {
-        Some(tags) if !crate::plan::ours(req, &tags) => {}
-        _ => delete_user(iam, user).await?,
-    }
-    if crate::cco::read(&p.credentials, req, cco_request)
-        .await?
-        .is_some()
-    {
-        crate::cco::delete(&p.credentials, req, cco_request).await?;
-    }
-    p.credentials.delete(req, secret_name).await
-}
-
 /// The tags of user `user`, if it exists.
 pub async fn user_tags(
     iam: &Client,
@@ -629,7 +579,7 @@ pub async fn user_tags(
 }
 
 /// Deletes keys, inline policies and the user; anything already gone is fine.
-async fn delete_user(iam: &Client, user: &str) -> Result<(), ProviderError> {
+pub async fn delete_user(iam: &Client, user: &str) -> Result<(), ProviderError> {
     let listed = iam.list_access_keys().user_name(user).send().await;
     let Some(listed) = listed.unless_missing(gone, "iam:ListAccessKeys", user)? else {
         return Ok(());
