@@ -308,15 +308,8 @@ pub fn scopes(watch_namespaces: &[String]) -> Vec<Option<String>> {
     }
 }
 
-/// The AWS provider reads its credentials Secrets from this watch.
-impl cro_provider_aws::SecretCache for Owned {
-    fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
-        self.secrets.peek(namespace, name)
-    }
-}
-
-/// The in-cluster provider reads its workloads from these watches.
-impl cro_provider_in_cluster::Cache for Owned {
+/// Providers read the objects the operator owns from these watches.
+impl cro_provider_api::OwnedObjects for Owned {
     fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
         self.deployments.peek(namespace, name)
     }

@@ -4,8 +4,10 @@
 
 mod change;
 mod identifier;
+mod owned;
 
 pub use change::{Adoption, Change, ChangePolicy, Timing, plan_hash};
+pub use owned::OwnedObjects;
 
 pub use identifier::{
     DEFAULT_IDENTIFIER_LENGTH, IdentifierRules, cloud_identifier, separate_identifier, shorten,

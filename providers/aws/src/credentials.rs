@@ -8,7 +8,8 @@ use std::{
 };
 
 use cro_provider_api::{
-    MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, ProviderError, ResourceRequest, opaque_secret,
+    MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, OwnedObjects, ProviderError, ResourceRequest,
+    opaque_secret,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::{
@@ -67,13 +68,6 @@ fn not_claimable(req: &ResourceRequest, name: &str) -> ProviderError {
     ))
 }
 
-/// The operator's watch of the Secrets it owns (labelled as managed by
-/// it), which these Secrets are.
-pub trait SecretCache: Send + Sync {
-    /// The Secret as last seen; `None` when the watch does not hold it.
-    fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>>;
-}
-
 /// What this process last did to a Secret, until the watch shows it.
 enum Wrote {
     Version(String),
@@ -99,12 +93,12 @@ impl Wrote {
 /// older than its own last write (e.g. replacing a key it just stored).
 pub struct Store {
     client: Client,
-    cache: Option<Arc<dyn SecretCache>>,
+    cache: Option<Arc<dyn OwnedObjects>>,
     written: Mutex<HashMap<(String, String), Wrote>>,
 }
 
 impl Store {
-    pub fn new(client: Client, cache: Option<Arc<dyn SecretCache>>) -> Self {
+    pub fn new(client: Client, cache: Option<Arc<dyn OwnedObjects>>) -> Self {
         Store {
             client,
             cache,

@@ -47,7 +47,6 @@ use strategy::Fields;
 use tokio::sync::Mutex;
 
 pub use budget::Budget;
-pub use credentials::SecretCache;
 pub use sdk::{
     AwsSettings, DEFAULT_IAM_PATH, IamUsers, Sts, VpcHint, instance_of_provider_id, sdk_config,
 };
@@ -84,7 +83,7 @@ impl AwsProvider {
     }
 
     /// Reads its credentials Secrets from the operator's watch of them.
-    pub fn with_cache(mut self, cache: Arc<dyn SecretCache>) -> Self {
+    pub fn with_cache(mut self, cache: Arc<dyn cro_provider_api::OwnedObjects>) -> Self {
         self.credentials = credentials::Store::new(self.credentials.client().clone(), Some(cache));
         self
     }

@@ -27,7 +27,6 @@ use k8s_openapi::api::{
 use kube::{Api, Client};
 
 pub use merge::{is_subset, merge};
-pub use objects::Cache;
 use objects::{Cached, Kind, Objects};
 
 pub const NAME: &str = "openshift";
@@ -35,7 +34,7 @@ pub const NAME: &str = "openshift";
 pub struct InClusterProvider {
     client: Client,
     cluster_domain: Option<String>,
-    cache: Option<std::sync::Arc<dyn Cache>>,
+    cache: Option<std::sync::Arc<dyn cro_provider_api::OwnedObjects>>,
     isolation: workload::Isolation,
 }
 
@@ -59,7 +58,7 @@ impl InClusterProvider {
     }
 
     /// Reads the objects it owns from `cache` when it holds them.
-    pub fn with_cache(mut self, cache: std::sync::Arc<dyn Cache>) -> Self {
+    pub fn with_cache(mut self, cache: std::sync::Arc<dyn cro_provider_api::OwnedObjects>) -> Self {
         self.cache = Some(cache);
         self
     }

@@ -6,6 +6,7 @@
 
 use std::{ops::Deref, sync::Arc};
 
+use cro_provider_api::OwnedObjects;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
@@ -13,19 +14,9 @@ use k8s_openapi::api::{
 };
 use kube::Api;
 
-/// The operator's watch-backed copies of the objects it owns.
-pub trait Cache: Send + Sync {
-    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>>;
-    fn service(&self, namespace: &str, name: &str) -> Option<Arc<Service>>;
-    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>>;
-    fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>>;
-    fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>>;
-    fn network_policy(&self, namespace: &str, name: &str) -> Option<Arc<NetworkPolicy>>;
-}
-
 /// A kind the cache holds.
 pub trait Cached: Clone {
-    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>>;
+    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>>;
 }
 
 /// A namespaced kind the provider writes and the cache holds.
@@ -48,37 +39,37 @@ impl<K> Kind for K where
 }
 
 impl Cached for Deployment {
-    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>> {
         cache.deployment(namespace, name)
     }
 }
 
 impl Cached for Service {
-    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>> {
         cache.service(namespace, name)
     }
 }
 
 impl Cached for PersistentVolumeClaim {
-    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>> {
         cache.claim(namespace, name)
     }
 }
 
 impl Cached for Secret {
-    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>> {
         cache.secret(namespace, name)
     }
 }
 
 impl Cached for ConfigMap {
-    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>> {
         cache.config_map(namespace, name)
     }
 }
 
 impl Cached for NetworkPolicy {
-    fn cached(cache: &dyn Cache, namespace: &str, name: &str) -> Option<Arc<Self>> {
+    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>> {
         cache.network_policy(namespace, name)
     }
 }
@@ -88,14 +79,14 @@ impl Cached for NetworkPolicy {
 pub struct Objects<K> {
     api: Api<K>,
     namespace: String,
-    cache: Option<Arc<dyn Cache>>,
+    cache: Option<Arc<dyn OwnedObjects>>,
 }
 
 impl<K> Objects<K>
 where
     K: Cached + kube::Resource + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    pub fn new(api: Api<K>, namespace: &str, cache: Option<Arc<dyn Cache>>) -> Self {
+    pub fn new(api: Api<K>, namespace: &str, cache: Option<Arc<dyn OwnedObjects>>) -> Self {
         Objects {
             api,
             namespace: namespace.to_string(),
