@@ -951,3 +951,132 @@ async fn delete_secret<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion,
     output_secret::delete(&ctx.client, &ns, &cr.spec().secret_ref.name, &uid).await?;
     Ok(Deletion::Done)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cro_provider_api::Timing;
+
+    fn change(field: &str, timing: Timing) -> Change {
+        Change {
+            field: field.into(),
+            current: "a".into(),
+            desired: "b".into(),
+            timing,
+            restarts: false,
+        }
+    }
+
+    #[test]
+    fn up_to_date_says_what_differs_and_how_to_apply_it() {
+        let pending = vec![pending_change(change(
+            "DBInstanceClass",
+            Timing::MaintenanceWindow,
+        ))];
+        // (pending, policy, approved) -> (status, reason, a phrase of the message)
+        use ChangePolicy::{Automatic, Plan};
+        type Case<'a> = (&'a [PendingChange], ChangePolicy, Option<&'a str>);
+        let cases: [(Case<'_>, bool, &str, &str); 5] = [
+            ((&[], Automatic, None), true, "UpToDate", "matches its tier"),
+            (
+                (&[], Plan, Some("old")),
+                true,
+                "UpToDate",
+                "matches its tier",
+            ),
+            (
+                (&pending, Automatic, None),
+                false,
+                "PendingChanges",
+                "spec.maintenanceWindow",
+            ),
+            (
+                (&pending, Plan, None),
+                false,
+                "AwaitingApproval",
+                "=h1 to apply",
+            ),
+            (
+                (&pending, Plan, Some("old")),
+                false,
+                "StaleApproval",
+                "is \"old\", not this plan's hash \"h1\"",
+            ),
+        ];
+        for ((pending, policy, approved), status, reason, phrase) in cases {
+            let c = up_to_date(pending, "h1", policy, approved);
+            assert_eq!((c.status, c.reason.as_str()), (status, reason), "{c:?}");
+            assert!(c.message.contains(phrase), "{}", c.message);
+        }
+        let c = up_to_date(&pending, "h1", ChangePolicy::Automatic, None);
+        assert!(
+            c.message
+                .contains("1 difference(s) from the tier: DBInstanceClass a -> b"),
+            "{}",
+            c.message
+        );
+    }
+
+    #[test]
+    fn maintenance_is_listed_but_never_part_of_the_plan() {
+        let mut report = Report::new(Phase::Complete, "ready".to_string());
+        report.health = Some(cro_provider_api::Health {
+            maintenance: Some(vec![cro_provider_api::Maintenance {
+                name: "system-update".into(),
+                description: "New OS".into(),
+                due: Some(1_800_000_000),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        report_pending(&mut report, Vec::new(), ChangePolicy::Plan, None);
+        assert_eq!(report.plan_hash, None);
+        assert!(
+            report
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "UpToDate" && c.status)
+        );
+        let listed = &report.pending[0];
+        assert_eq!(listed.field, "maintenance system-update");
+        assert_eq!(
+            listed.when,
+            "by the cloud provider, due 2027-01-15T08:00:00Z"
+        );
+        // With a tier difference, the hash is the difference's alone.
+        let mut with_change = Report::new(Phase::Complete, "ready".to_string());
+        with_change.health = report.health.clone();
+        let diff = vec![change("AllocatedStorage", Timing::Now)];
+        let hash = plan_hash(&diff);
+        report_pending(&mut with_change, diff, ChangePolicy::Plan, None);
+        assert_eq!(with_change.plan_hash, Some(hash));
+        assert_eq!(with_change.pending.len(), 2);
+    }
+
+    #[test]
+    fn adopted_waits_for_a_person_and_says_so_once_done() {
+        let adoption = Adoption {
+            changes: vec![change("tag integreatly.org/clusterID", Timing::Now)],
+            hash: "h2".into(),
+        };
+        let waiting = adopted(Some(&adoption), &[]).unwrap_or_else(|| panic!("no condition"));
+        assert_eq!(
+            (waiting.status, waiting.reason.as_str()),
+            (false, "AwaitingAdoption")
+        );
+        assert!(
+            waiting.message.contains("integreatly.org/adopt=h2"),
+            "{}",
+            waiting.message
+        );
+        // Never waited: no condition; waited before: True once adopted.
+        assert_eq!(adopted(None, &[]), None);
+        let before: Condition = serde_json::from_value(serde_json::json!({
+            "type": "Adopted", "status": "False", "reason": "AwaitingAdoption", "message": "",
+            "lastTransitionTime": "2026-11-25T00:00:00Z"
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let done = adopted(None, &[before]).map(|c| (c.status, c.reason));
+        assert_eq!(done, Some((true, "Adopted".to_string())));
+    }
+}
