@@ -1,0 +1,268 @@
+//! The code's shape, checked: inside each crate no module imports a module
+//! that (through others) imports it, and no function returns
+//! `Result<_, String>` (errors are types whose messages name what to
+//! change). Read from the source as text; unit tests (`mod tests`) are left
+//! out, as they may reach anywhere.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+};
+
+const CRATES: [&str; 4] = [
+    "src",
+    "providers/api/src",
+    "providers/aws/src",
+    "providers/in-cluster/src",
+];
+
+/// Every `.rs` file below `dir`.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The module path of a file (`a::b` for `a/b.rs` or `a/b/mod.rs`; the
+/// crate root is empty).
+fn module_of(root: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(root).unwrap_or(file).with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts
+        .last()
+        .is_some_and(|l| ["mod", "lib", "main"].contains(&l.as_str()))
+    {
+        parts.pop();
+    }
+    parts
+}
+
+/// The source without its unit tests.
+fn without_tests(text: &str) -> &str {
+    text.find("#[cfg(test)]\nmod tests")
+        .map_or(text, |at| &text[..at])
+}
+
+/// The paths a `use` tree names: `a::{b, c::{d, self}}` gives `a::b`,
+/// `a::c::d` and `a::c::self`.
+fn expand(tree: &str) -> Vec<String> {
+    let tree = tree.trim();
+    let Some(open) = tree.find('{') else {
+        let path = tree.split(" as ").next().unwrap_or(tree).trim();
+        return vec![path.to_string()];
+    };
+    let prefix = tree[..open].trim_end_matches("::").trim();
+    let close = tree.rfind('}').filter(|c| *c > open).unwrap_or(tree.len());
+    let inner = &tree[open + 1..close];
+    let (mut parts, mut depth, mut current) = (Vec::new(), 0, String::new());
+    for c in inner.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    parts.push(current);
+    parts
+        .iter()
+        .filter(|p| !p.trim().is_empty())
+        .flat_map(|p| expand(p))
+        .map(|p| match prefix {
+            "" => p,
+            prefix => format!("{prefix}::{p}"),
+        })
+        .collect()
+}
+
+/// The `crate::`/`super::`/`self::` paths a source names, in `use`
+/// declarations and inline.
+fn paths(source: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    // `use` declarations: from a line that starts one to its `;`.
+    let mut offset = 0;
+    for line in source.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        let declaration = ["use ", "pub use ", "pub(crate) use "]
+            .iter()
+            .find_map(|p| trimmed.strip_prefix(p));
+        if declaration.is_some() {
+            let start = offset + (line.len() - trimmed.len());
+            let tail = &source[start..];
+            let tree = tail.split_once(' ').map_or("", |(_, t)| t);
+            let tree = tree.trim_start_matches("use ");
+            let end = tree.find(';').unwrap_or(tree.len());
+            out.extend(expand(&tree[..end].replace('\n', " ")));
+        }
+        offset += line.len();
+    }
+    for start in ["crate::", "super::"] {
+        let mut rest = source;
+        while let Some(at) = rest.find(start) {
+            let tail = &rest[at..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(tail.len());
+            out.push(tail[..end].trim_end_matches(':').to_string());
+            rest = &tail[end..];
+        }
+    }
+    out
+}
+
+/// Which modules each module imports (not counting its own submodules or
+/// ancestors, which it is part of).
+fn imports(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let modules: BTreeMap<Vec<String>, PathBuf> = files(root)
+        .into_iter()
+        .map(|f| (module_of(root, &f), f))
+        .collect();
+    let mut edges = BTreeMap::new();
+    for (module, file) in &modules {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let mut to = BTreeSet::new();
+        for path in paths(without_tests(&text)) {
+            let mut segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+            let mut base: Vec<String> = match segments.first() {
+                Some(&"crate") => Vec::new(),
+                Some(&"super") => module[..module.len().saturating_sub(1)].to_vec(),
+                Some(&"self") => module.clone(),
+                _ => continue,
+            };
+            segments.remove(0);
+            while segments.first() == Some(&"super") {
+                base.pop();
+                segments.remove(0);
+            }
+            // The longest prefix that is a module.
+            let target = (1..=segments.len()).rev().find_map(|n| {
+                let mut candidate = base.clone();
+                candidate.extend(segments[..n].iter().map(|s| s.to_string()));
+                modules.contains_key(&candidate).then_some(candidate)
+            });
+            let Some(target) = target else { continue };
+            let related = target.starts_with(module) || module.starts_with(&target);
+            if !related {
+                to.insert(target.join("::"));
+            }
+        }
+        edges.insert(module.join("::"), to);
+    }
+    edges
+}
+
+/// A cycle through `from`, if there is one.
+fn cycle_through(edges: &BTreeMap<String, BTreeSet<String>>, from: &str) -> Option<Vec<String>> {
+    let mut stack = vec![(from.to_string(), vec![from.to_string()])];
+    let mut seen = BTreeSet::new();
+    while let Some((at, path)) = stack.pop() {
+        for next in edges.get(&at).into_iter().flatten() {
+            if next == from {
+                return Some([path.clone(), vec![from.to_string()]].concat());
+            }
+            if seen.insert(next.clone()) {
+                stack.push((next.clone(), [path.clone(), vec![next.clone()]].concat()));
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn no_module_imports_one_that_imports_it() {
+    for krate in CRATES {
+        let edges = imports(Path::new(krate));
+        assert!(edges.len() > 3, "{krate}: no modules read");
+        for module in edges.keys() {
+            if let Some(cycle) = cycle_through(&edges, module) {
+                panic!("{krate}: an import circle: {}", cycle.join(" -> "));
+            }
+        }
+    }
+}
+
+#[test]
+fn the_circle_check_sees_circles() {
+    let edges = BTreeMap::from([
+        ("a".to_string(), BTreeSet::from(["b".to_string()])),
+        ("b".to_string(), BTreeSet::from(["a".to_string()])),
+        ("c".to_string(), BTreeSet::from(["a".to_string()])),
+    ]);
+    assert_eq!(
+        cycle_through(&edges, "a"),
+        Some(vec!["a".into(), "b".into(), "a".into()])
+    );
+    assert_eq!(cycle_through(&edges, "c"), None);
+    assert_eq!(
+        expand("crate::{a, b::{self, C}, d as e}"),
+        ["crate::a", "crate::b::self", "crate::b::C", "crate::d"]
+    );
+}
+
+/// The error types of every `Result<T, E>` written on `line`.
+fn result_errors(line: &str) -> Vec<String> {
+    let compact: String = line.split_whitespace().collect();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = compact[from..].find("Result<") {
+        let args = &compact[from + at + "Result<".len()..];
+        let (mut depth, mut last_comma, mut end) = (0, None, args.len());
+        for (i, c) in args.char_indices() {
+            match c {
+                '<' | '(' => depth += 1,
+                '>' | ')' if depth == 0 => {
+                    end = i;
+                    break;
+                }
+                '>' | ')' => depth -= 1,
+                ',' if depth == 0 => last_comma = Some(i),
+                _ => {}
+            }
+        }
+        if let Some(comma) = last_comma {
+            out.push(args[comma + 1..end].to_string());
+        }
+        from += at + "Result<".len();
+    }
+    out
+}
+
+#[test]
+fn no_function_returns_a_string_as_its_error() {
+    assert_eq!(
+        result_errors("fn f() -> Result<BTreeMap<String, String>, ProviderError> {"),
+        ["ProviderError"]
+    );
+    assert_eq!(
+        result_errors("-> Result<Result<u8, String>, E>"),
+        ["E", "String"]
+    );
+    for krate in CRATES {
+        for file in files(Path::new(krate)) {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            for (n, line) in without_tests(&text).lines().enumerate() {
+                let string_error = result_errors(line).iter().any(|e| e == "String");
+                assert!(
+                    !string_error,
+                    "{}:{}: a String error; give it a type whose message says what to change: {line}",
+                    file.display(),
+                    n + 1
+                );
+            }
+        }
+    }
+}
