@@ -660,7 +660,12 @@ async fn restore_from<Own: SnapshotCr, Other: SnapshotCr>(
     let own_api = kube::Api::<Own>::namespaced(ctx.client.clone(), ns);
     let Some(snapshot) = own_api.get_opt(name).await.map_err(read(&own))? else {
         let other_api = kube::Api::<Other>::namespaced(ctx.client.clone(), ns);
-        if other_api.get_opt(name).await.map_err(read(&own))?.is_some() {
+        if other_api
+            .get_opt(name)
+            .await
+            .map_err(read(&other))?
+            .is_some()
+        {
             let parent = Own::Parent::kind(&());
             return Err(Error::Invalid(format!(
                 "spec.restoreFromSnapshot names {name}, a {other} of another engine; a {parent} restores from a {own} only"

@@ -343,7 +343,12 @@ pub async fn reconcile(
         let list = || maintenance::list_elasticache(&c.elasticache);
         health.maintenance = maintenance::pending(listing, &req.identifier, within, list).await;
         let first_node = group.members.first().map_or("", String::as_str);
-        let recheck = within.map(|_| req.options.recheck_interval);
+        // Only a group that is this CR's: another's (or one awaiting
+        // adoption) keeps its snapshots' tags as they are.
+        let ours = crate::plan::ours(req, &group.tags);
+        let recheck = within
+            .filter(|_| ours)
+            .map(|_| req.options.recheck_interval);
         health.snapshots_not_found = snapshot_tags::ensure(
             c,
             &req.identifier,
