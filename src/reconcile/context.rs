@@ -68,7 +68,16 @@ pub struct Context {
     parked: Mutex<HashMap<String, Parked>>,
     /// The resourceVersion each object had when its last reconcile left
     /// it (after its own status write).
-    left_at: Mutex<HashMap<String, String>>,
+    left_at: Mutex<HashMap<String, Left>>,
+}
+
+/// How a reconcile left an object.
+struct Left {
+    /// Its resourceVersion after the reconcile's last write.
+    version: String,
+    /// Versions it wrote past (the one it started from, the finalizer's),
+    /// which the watch may still deliver before `version`.
+    passed: Vec<String>,
 }
 
 /// A failure that needs a person, and the inputs it happened with.
@@ -120,7 +129,18 @@ impl Context {
     /// recheck or a restart, not the answer to a change.
     pub fn unchanged_since_last_reconcile(&self, key: &str, version: Option<String>) -> bool {
         let left_at = self.left_at.lock().unwrap_or_else(|e| e.into_inner());
-        left_at.get(key).is_none_or(|v| Some(v) == version.as_ref())
+        left_at
+            .get(key)
+            .is_none_or(|l| Some(&l.version) == version.as_ref())
+    }
+
+    /// Whether `version` of `key` is one its last reconcile wrote past:
+    /// the watch delivers the newer version next, and a reconcile of this
+    /// one would add the finalizer or write the status again.
+    pub fn written_past(&self, key: &str, version: Option<&str>) -> bool {
+        let left_at = self.left_at.lock().unwrap_or_else(|e| e.into_inner());
+        let passed = left_at.get(key).map_or(&[][..], |l| &l.passed[..]);
+        version.is_some_and(|v| passed.iter().any(|p| p == v))
     }
 
     /// Whether this process has reconciled `key` before.
@@ -142,11 +162,12 @@ impl Context {
         }
     }
 
-    /// Records the version a reconcile left `key` at (`None`: it is gone).
-    pub fn left_at(&self, key: &str, version: Option<String>) {
+    /// Records the version a reconcile left `key` at (`None`: it is gone)
+    /// and the versions it wrote past.
+    pub fn left_at(&self, key: &str, version: Option<String>, passed: Vec<String>) {
         let mut left_at = self.left_at.lock().unwrap_or_else(|e| e.into_inner());
         match version {
-            Some(v) => left_at.insert(key.to_string(), v),
+            Some(version) => left_at.insert(key.to_string(), Left { version, passed }),
             None => left_at.remove(key),
         };
     }

@@ -77,27 +77,30 @@ fn test_and_remove(i: usize, value: &str) -> [Value; 2] {
     ]
 }
 
-async fn patch<K>(api: &Api<K>, obj: &K, ops: Vec<Value>) -> Result<(), Error>
+/// Patches the finalizers; the object's new resourceVersion.
+async fn patch<K>(api: &Api<K>, obj: &K, ops: Vec<Value>) -> Result<Option<String>, Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let name = obj.meta().name.clone().unwrap_or_default();
     let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops))
         .map_err(|e| Error::Internal(format!("building finalizer patch: {e}")))?;
-    api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
+    let patched = api
+        .patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
         .await
         .map_err(Error::kube(format!("updating finalizers of {name}")))?;
-    Ok(())
+    Ok(patched.meta().resource_version.clone())
 }
 
-pub async fn ensure<K>(api: &Api<K>, obj: &K) -> Result<(), Error>
+/// Adds the finalizer unless present: the version it made, if it wrote.
+pub async fn ensure<K>(api: &Api<K>, obj: &K) -> Result<Option<String>, Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let version = obj.meta().resource_version.clone().unwrap_or_default();
     match ensure_patch(finalizers(obj), &version) {
         Some(ops) => patch(api, obj, ops).await,
-        None => Ok(()),
+        None => Ok(None),
     }
 }
 
@@ -106,7 +109,7 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     match remove_patch(finalizers(obj)) {
-        Some(ops) => patch(api, obj, ops).await,
+        Some(ops) => patch(api, obj, ops).await.map(drop),
         None => Ok(()),
     }
 }

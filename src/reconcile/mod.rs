@@ -151,6 +151,11 @@ pub async fn reconcile<K: Managed>(
     {
         return Ok(Action::await_change());
     }
+    // A version this operator's own reconcile wrote past: the newer one
+    // is on its way, and is what to reconcile.
+    if ctx.written_past(&key(obj.as_ref()), obj.meta().resource_version.as_deref()) {
+        return Ok(Action::await_change());
+    }
     match &obj.0 {
         Ok(valid) => reconcile_valid(valid, &ctx).instrument(span).await,
         Err(invalid) => {
@@ -241,7 +246,7 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         return match obj.cleanup(ctx).await? {
             Deletion::Done => {
                 finalizer::remove(&api, obj).await?;
-                ctx.left_at(&key(obj), None);
+                ctx.left_at(&key(obj), None, Vec::new());
                 ctx.metrics
                     .object(&K::kind(&()), metric_labels(ctx, obj, None), None);
                 info!(object = %key(obj), "deleted");
@@ -259,7 +264,7 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         };
     }
 
-    finalizer::ensure(&api, obj).await?;
+    let finalized = finalizer::ensure(&api, obj).await?;
 
     if obj.skip_create() {
         let mut report = obj
@@ -273,7 +278,20 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
 
     let (report, requeue) = obj.reconcile(ctx).await?;
     let written = write_status(ctx, obj, report).await?;
-    ctx.left_at(&key(obj), written.or_else(|| obj.resource_version()));
+    // Versions written past: the one this reconcile started from when it
+    // wrote the CR, the finalizer's when the status was written after it.
+    let mut passed = Vec::new();
+    if finalized.is_some() || written.is_some() {
+        passed.extend(obj.resource_version());
+    }
+    if written.is_some() {
+        passed.extend(finalized);
+    }
+    ctx.left_at(
+        &key(obj),
+        written.or_else(|| obj.resource_version()),
+        passed,
+    );
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
 

@@ -45,7 +45,7 @@ fn read_per_start(r: &crate::support::Audited) -> bool {
 async fn a_restart_over_complete_crs_reads_nothing_one_object_at_a_time() {
     with_namespace("restart", |client, ns| async move {
         ensure_crds(&client).await;
-        let (first, _) = cluster_admin_account(&client, &ns, "first").await;
+        let (first, first_user) = cluster_admin_account(&client, &ns, "first").await;
         let (second, user) = cluster_admin_account(&client, &ns, "second").await;
         let launch = |kubeconfig, log: &str| {
             let mut l = Launch::new(&ns);
@@ -103,6 +103,36 @@ async fn a_restart_over_complete_crs_reads_nothing_one_object_at_a_time() {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         operator.terminate(Duration::from_secs(60)).await;
+
+        // Each new BlobStorage cost the four writes it needs (finalizer,
+        // Secret, status, one Event): its own writes' watch events are not
+        // reconciled into writing again. The one read allowed: the Secret,
+        // after a create met "already exists" (a reconcile ran before the
+        // watch of Secrets showed the one just made).
+        let created = audited_requests_of(&first_user);
+        for name in &names {
+            let secret = format!("{name}-sec");
+            let event = format!("{name}.");
+            let of_cr: Vec<_> = created
+                .iter()
+                .filter(|r| r.name == *name || r.name == secret || r.name.starts_with(&event))
+                .collect();
+            let mut written: Vec<(&str, &str)> = of_cr
+                .iter()
+                .filter(|r| r.verb != "get" && (200..300).contains(&r.code))
+                .map(|r| (r.verb.as_str(), r.resource.as_str()))
+                .collect();
+            written.sort_unstable();
+            assert_eq!(
+                written,
+                [("create", "events"), ("create", "secrets"), ("patch", "blobstorages"), ("patch", "blobstorages/status")],
+                "writes for BlobStorage {name}: {of_cr:?}"
+            );
+            let refused = of_cr.iter().filter(|r| r.verb == "create" && r.resource == "secrets" && r.code == 409).count();
+            let reads = of_cr.iter().filter(|r| r.verb == "get").count();
+            let failed = of_cr.iter().filter(|r| r.verb != "get" && !(200..300).contains(&r.code)).count();
+            assert_eq!((reads, failed), (refused, refused), "requests for BlobStorage {name}: {of_cr:?}");
+        }
 
         // The restart, as another account so its requests stand apart.
         let mut restarted = Operator::launch(launch(second, "second")).await;
