@@ -192,18 +192,19 @@ fn requests_of(user: &str) -> (usize, usize) {
     (all.len(), writes)
 }
 
-/// The scale figures of issue 12 over `BENCH_CRS` in-cluster BlobStorage:
-/// the API server's own ceiling (the same client creating as many plain
-/// ConfigMaps), time to all `complete`, requests and writes per CR at
-/// create, over an idle minute and at a restart (from the audit log, the
-/// operator running as its own ServiceAccount), and peak RSS. Measures the
-/// build in `CRO_BENCH_BIN` (`make bench` builds and passes the release
-/// binary), else this test build's.
+/// The scale figures of issues 12 and 28 over `BENCH_CRS` in-cluster
+/// BlobStorage, the operator running as its own ServiceAccount (so API
+/// Priority and Fairness applies, as in a cluster): the API server's write
+/// floor for as many CRs as that identity (see [`write_floor`]); the
+/// operator's time to all `complete` for N CRs created while it was stopped
+/// and for N created while it runs; requests and writes per CR at create,
+/// over an idle minute and at a restart (from the audit log); peak RSS.
+/// Measures the build in `CRO_BENCH_BIN` (`make bench` builds and passes
+/// the release binary), else this test build's.
 #[tokio::test]
 #[ignore = "benchmark: run with `make bench`"]
 async fn scale_over_many_in_cluster_crs() {
     use cloud_resource_operator::api::BlobStorage;
-    use k8s_openapi::api::core::v1::ConfigMap;
     let n = count("BENCH_CRS", 2000);
     crate::support::with_namespace("benchscale", move |client, ns| async move {
         crate::support::ensure_crds(&client).await;
@@ -215,35 +216,36 @@ async fn scale_over_many_in_cluster_crs() {
             binary: binary.clone(),
             ..crate::support::Launch::new(&ns)
         };
-
-        let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns);
-        let started = Instant::now();
-        create_many(&cms, n, |i| serde_json::from_value(json!({"metadata": {"name": format!("ceiling-{i}")}, "data": {"k": "v"}})).unwrap_or_else(|e| panic!("{e}"))).await;
-        let ceiling = started.elapsed();
-
-        let mut operator = crate::support::Operator::launch(launch("first")).await;
         let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
-        let started = Instant::now();
-        create_many(&blobs, n, |i| {
-            serde_json::from_value(json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": format!("blob-{i}")},
-                "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("blob-{i}-sec")}}}))
-            .unwrap_or_else(|e| panic!("{e}"))
-        })
-        .await;
-        let created = started.elapsed();
-        let deadline = Instant::now() + std::time::Duration::from_secs(1800);
-        loop {
-            let list = blobs.list(&kube::api::ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
-            let complete = list.items.iter().filter(|b| b.status.as_ref().and_then(|s| s.phase) == Some(Phase::Complete)).count();
-            if complete == n {
-                break;
+        let blob = |prefix: &'static str| {
+            move |i: usize| -> BlobStorage {
+                serde_json::from_value(json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": format!("{prefix}-{i}")},
+                    "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("{prefix}-{i}-sec")}}}))
+                .unwrap_or_else(|e| panic!("{e}"))
             }
-            assert!(Instant::now() < deadline, "{complete} of {n} complete after 30 min");
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        }
-        let to_complete = started.elapsed();
+        };
+        let mut complete = Completions::watch(&blobs);
+        let apf_before = apf_wait(&client).await;
+
+        // N CRs waiting for an operator (a restore from backup, an upgrade).
+        create_many(&blobs, n, blob("stopped")).await;
+        let mut operator = crate::support::Operator::launch(launch("first")).await;
+        let started = Instant::now();
+        complete.wait("stopped-", n).await;
+        let from_stopped = started.elapsed();
         tokio::time::sleep(std::time::Duration::from_secs(10)).await; // the completions' own follow-ups
+        let (stopped_requests, stopped_writes) = requests_of(&user);
+
+        // N CRs created while it runs.
+        let started = Instant::now();
+        create_many(&blobs, n, blob("running")).await;
+        let created = started.elapsed();
+        complete.wait("running-", n).await;
+        let to_complete = started.elapsed();
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
         let (at_create, writes_at_create) = requests_of(&user);
+        let (at_create, writes_at_create) = (at_create - stopped_requests, writes_at_create - stopped_writes);
+        let apf_after = apf_wait(&client).await;
         tokio::time::sleep(std::time::Duration::from_secs(60)).await; // the idle minute measured
         let (after_idle, writes_after_idle) = requests_of(&user);
         let peak_rss = operator.peak_rss_kib().unwrap_or_default();
@@ -252,42 +254,180 @@ async fn scale_over_many_in_cluster_crs() {
         let (before_restart, writes_before_restart) = requests_of(&user);
         let restarted = crate::support::Operator::launch(launch("restarted")).await;
         let deadline = Instant::now() + std::time::Duration::from_secs(600);
-        while restarted.logs().matches("reconciled object=BlobStorage").count() < n {
+        while restarted.logs().matches("reconciled object=BlobStorage").count() < 2 * n {
             assert!(Instant::now() < deadline, "the restart did not reconcile every CR in 10 min");
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         }
         let restart_rss = restarted.peak_rss_kib().unwrap_or_default();
         let (after_restart, writes_after_restart) = requests_of(&user);
+
+        // The floor, with the operator stopped so it does not compete.
+        restarted.stop().await;
+        let writes_per_cr = (writes_at_create as f64 / n as f64).round().max(1.0) as usize;
+        let as_operator = crate::support::client_of(&kubeconfig).await;
+        let floor = write_floor(&as_operator, &ns, "floor", n, writes_per_cr).await;
+        // CRs created while the operator runs add their creates to the API
+        // server's work: the floor of one more write per CR.
+        let floor_with_creates = write_floor(&as_operator, &ns, "floorc", n, writes_per_cr + 1).await;
+        let (apf_seconds, apf_requests) = (apf_after.0 - apf_before.0, apf_after.1 - apf_before.1);
+
         println!(
-            "scale over {n} in-cluster BlobStorage ({}): API server ceiling {:.1} s for {n} ConfigMaps; CRs created in {:.1} s, all complete {:.1} s after the first; per CR at create {:.1} requests, {:.1} writes; idle minute {} requests, {} writes; restart {} requests, {} writes; peak RSS {} MiB (restarted: {} MiB)",
+            "scale over {n} in-cluster BlobStorage ({}): write floor {:.1} s ({n} ConfigMaps created and patched to {writes_per_cr} writes each, as the operator's ServiceAccount); \
+             created while stopped: all complete {:.1} s after the start ({:.2} x floor), {:.1} requests, {:.1} writes per CR; \
+             created while running (in {:.1} s): all complete {:.1} s after the first create ({:.2} x floor; {:.2} x the floor of {} writes, {:.1} s), {:.1} requests, {:.1} writes per CR; \
+             API Priority and Fairness queue wait of service accounts' requests meanwhile {:.2} ms on average over {apf_requests:.0}; idle minute {} requests, {} writes; restart over {} CRs {} requests, {} writes; peak RSS {} MiB (restarted: {} MiB)",
             if binary.is_some() { "release build" } else { "test build" },
-            ceiling.as_secs_f64(),
+            floor.as_secs_f64(),
+            from_stopped.as_secs_f64(),
+            from_stopped.as_secs_f64() / floor.as_secs_f64(),
+            stopped_requests as f64 / n as f64,
+            stopped_writes as f64 / n as f64,
             created.as_secs_f64(),
             to_complete.as_secs_f64(),
+            to_complete.as_secs_f64() / floor.as_secs_f64(),
+            to_complete.as_secs_f64() / floor_with_creates.as_secs_f64(),
+            writes_per_cr + 1,
+            floor_with_creates.as_secs_f64(),
             at_create as f64 / n as f64,
             writes_at_create as f64 / n as f64,
-            after_idle - at_create,
-            writes_after_idle - writes_at_create,
+            1000.0 * apf_seconds / apf_requests.max(1.0),
+            after_idle - at_create - stopped_requests,
+            writes_after_idle - writes_at_create - stopped_writes,
+            2 * n,
             after_restart - before_restart,
             writes_after_restart - writes_before_restart,
             peak_rss / 1024,
             restart_rss / 1024,
         );
 
-        // The CRs go with the operator running (their finalizers).
+        // The CRs go with an operator running (their finalizers).
+        let cleaner = crate::support::Operator::launch(launch("cleanup")).await;
         blobs.delete_collection(&kube::api::DeleteParams::default(), &kube::api::ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
-        let deadline = Instant::now() + std::time::Duration::from_secs(600);
+        let deadline = Instant::now() + std::time::Duration::from_secs(900);
         while !blobs.list(&kube::api::ListParams::default().limit(1)).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty() {
-            assert!(Instant::now() < deadline, "CRs still present 10 min after deletion");
+            assert!(Instant::now() < deadline, "CRs still present 15 min after deletion");
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         }
-        restarted.stop().await;
+        cleaner.stop().await;
         kube::Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
             .delete(&format!("bench-{ns}"), &kube::api::DeleteParams::default())
             .await
             .unwrap_or_else(|e| panic!("{e}"));
     })
     .await;
+}
+
+/// The API server's write floor for `n` CRs of `writes` writes each, as
+/// `client` (the operator's identity, so the same API Priority and
+/// Fairness level): `n` ConfigMaps created, each then patched `writes - 1`
+/// times in turn (as a reconcile writes in turn), 16 ConfigMaps at a time.
+async fn write_floor(
+    client: &kube::Client,
+    ns: &str,
+    prefix: &str,
+    n: usize,
+    writes: usize,
+) -> std::time::Duration {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Patch, PatchParams};
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), ns);
+    let started = Instant::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let cms = cms.clone();
+            async move {
+                let name = format!("{prefix}-{i}");
+                let cm: ConfigMap =
+                    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "0"}}))
+                        .unwrap_or_else(|e| panic!("{e}"));
+                cms.create(&PostParams::default(), &cm)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                for w in 1..writes {
+                    let patch = json!({"data": {"k": w.to_string()}});
+                    cms.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+        })
+        .buffer_unordered(16)
+        .for_each(|()| async {})
+        .await;
+    started.elapsed()
+}
+
+/// The API server's API Priority and Fairness queue wait of requests
+/// made with ServiceAccount credentials (flow schema `service-accounts`)
+/// so far: (seconds, requests).
+async fn apf_wait(client: &kube::Client) -> (f64, f64) {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|e| panic!("reading the API server's metrics: {e}"));
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .filter(|l| {
+                l.starts_with(series)
+                    && l.contains("flow_schema=\"service-accounts\"")
+                    && l.contains("execute=\"true\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    (
+        value("apiserver_flowcontrol_request_wait_duration_seconds_sum{"),
+        value("apiserver_flowcontrol_request_wait_duration_seconds_count{"),
+    )
+}
+
+/// Which CRs of a kind are `complete`, from one watch the benchmark holds
+/// from before the first create (polling lists of thousands of objects
+/// would load the API server being measured).
+struct Completions {
+    events: futures::stream::BoxStream<
+        'static,
+        Result<cloud_resource_operator::api::BlobStorage, watcher::Error>,
+    >,
+    seen: std::collections::HashSet<String>,
+}
+
+impl Completions {
+    fn watch(api: &Api<cloud_resource_operator::api::BlobStorage>) -> Self {
+        Completions {
+            events: watcher(api.clone(), watcher::Config::default())
+                .applied_objects()
+                .boxed(),
+            seen: Default::default(),
+        }
+    }
+
+    /// Waits (at most 30 minutes) until `n` CRs named `<prefix>…` are complete.
+    async fn wait(&mut self, prefix: &str, n: usize) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1800);
+        let done = |seen: &std::collections::HashSet<String>| {
+            seen.iter().filter(|s| s.starts_with(prefix)).count()
+        };
+        while done(&self.seen) < n {
+            let next = tokio::time::timeout_at(deadline, self.events.try_next()).await;
+            match next {
+                Ok(Ok(Some(b))) => {
+                    if b.status.as_ref().and_then(|s| s.phase) == Some(Phase::Complete) {
+                        self.seen.insert(b.name_any());
+                    }
+                }
+                Ok(Ok(None)) => panic!("the watch of BlobStorage ended"),
+                Ok(Err(e)) => eprintln!("watch of BlobStorage: {e}; resuming"),
+                Err(_) => panic!(
+                    "{} of {n} {prefix}* complete after 30 min",
+                    done(&self.seen)
+                ),
+            }
+        }
+    }
 }
 
 /// AWS calls of a restart over `BENCH_AWS` complete AWS resources in the

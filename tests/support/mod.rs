@@ -74,12 +74,7 @@ impl TestEnv {
 
     /// A client for the test cluster, as the cluster admin.
     pub async fn client(&self) -> Client {
-        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", self.kubeconfig.display()));
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .unwrap_or_else(|e| panic!("loading {}: {e}", self.kubeconfig.display()));
-        Client::try_from(config).unwrap_or_else(|e| panic!("building a kube client: {e}"))
+        client_of(&self.kubeconfig).await
     }
 
     /// AWS SDK settings pointed at the emulator (static test credentials
@@ -852,13 +847,18 @@ pub async fn tenant_client(admin: &Client, ns: &str) -> Client {
         .create(&params, &binding)
         .await;
     binding.map_err(created).ok();
-    let path = service_account_kubeconfig(admin, ns, "tenant").await;
+    client_of(&service_account_kubeconfig(admin, ns, "tenant").await).await
+}
+
+/// A client with the credentials of the kubeconfig at `path`.
+pub async fn client_of(path: &std::path::Path) -> Client {
     let kubeconfig =
-        Kubeconfig::read_from(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        Kubeconfig::read_from(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()));
-    Client::try_from(config).unwrap_or_else(|e| panic!("building the tenant's client: {e}"))
+    Client::try_from(config)
+        .unwrap_or_else(|e| panic!("building a client from {}: {e}", path.display()))
 }
 
 /// A ServiceAccount `name` in `ns` bound to cluster-admin (binding
