@@ -901,11 +901,31 @@ pub struct Audited {
     pub code: i64,
 }
 
-/// Requests `user` made, as the apiserver audited them.
+/// Requests `user` made, as the apiserver audited them (in the audit log
+/// and the backups it rotated out at its size limit).
 pub fn audited_requests_of(user: &str) -> Vec<Audited> {
     let log = TestEnv::load().audit_log;
-    let content = std::fs::read_to_string(&log)
-        .unwrap_or_else(|e| panic!("reading the audit log {}: {e}", log.display()));
+    let dir = log
+        .parent()
+        .unwrap_or_else(|| panic!("{} has no directory", log.display()));
+    let stem = log.file_stem().and_then(|s| s.to_str()).unwrap_or("audit");
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            p.as_path() != log && name.starts_with(&format!("{stem}-")) && name.ends_with(".log")
+        })
+        .collect();
+    logs.sort();
+    logs.push(log);
+    let content: String = logs
+        .iter()
+        .map(|l| {
+            std::fs::read_to_string(l)
+                .unwrap_or_else(|e| panic!("reading the audit log {}: {e}", l.display()))
+        })
+        .collect();
     content
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
