@@ -233,6 +233,7 @@ async fn scale_over_many_in_cluster_crs() {
         let started = Instant::now();
         complete.wait("stopped-", n).await;
         let from_stopped = started.elapsed();
+        let rss_at_n = operator.peak_rss_kib().unwrap_or_default();
         tokio::time::sleep(std::time::Duration::from_secs(10)).await; // the completions' own follow-ups
         let (stopped_requests, stopped_writes) = requests_of(&user);
 
@@ -275,7 +276,7 @@ async fn scale_over_many_in_cluster_crs() {
             "scale over {n} in-cluster BlobStorage ({}): write floor {:.1} s ({n} ConfigMaps created and patched to {writes_per_cr} writes each, as the operator's ServiceAccount); \
              created while stopped: all complete {:.1} s after the start ({:.2} x floor), {:.1} requests, {:.1} writes per CR; \
              created while running (in {:.1} s): all complete {:.1} s after the first create ({:.2} x floor; {:.2} x the floor of {} writes, {:.1} s), {:.1} requests, {:.1} writes per CR; \
-             API Priority and Fairness queue wait of service accounts' requests meanwhile {:.2} ms on average over {apf_requests:.0}; idle minute {} requests, {} writes; restart over {} CRs {} requests, {} writes; peak RSS {} MiB (restarted: {} MiB)",
+             API Priority and Fairness queue wait of service accounts' requests meanwhile {:.2} ms on average over {apf_requests:.0}; idle minute {} requests, {} writes; restart over {} CRs {} requests, {} writes; peak RSS {} MiB with {n} CRs, {} MiB with {} (restarted: {} MiB)",
             if binary.is_some() { "release build" } else { "test build" },
             floor.as_secs_f64(),
             from_stopped.as_secs_f64(),
@@ -296,7 +297,9 @@ async fn scale_over_many_in_cluster_crs() {
             2 * n,
             after_restart - before_restart,
             writes_after_restart - writes_before_restart,
+            rss_at_n / 1024,
             peak_rss / 1024,
+            2 * n,
             restart_rss / 1024,
         );
 
