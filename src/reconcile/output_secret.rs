@@ -12,16 +12,13 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, Patch, PatchParams},
 };
 
 use super::Error;
 use crate::cache::Scoped;
 
 pub use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL};
-
-/// The field manager of the operator's writes of the Secret.
-const FIELD_MANAGER: &str = "cloud-resource-operator";
 
 /// Where the Secret goes and who it is for.
 pub struct Target<'a> {
@@ -98,22 +95,12 @@ pub async fn write(
         .get(target.namespace, target.name)
         .await
         .map_err(Error::Cache)?;
-    let read = || async {
-        api.get_opt(target.name).await.map_err(Error::kube(format!(
-            "reading Secret {}/{}",
-            target.namespace, target.name
-        )))
-    };
     let existing = match cached {
         Some(Some(secret)) => Some(Secret::clone(&secret)),
-        // Not among this operator's Secrets: most often not there yet. A
-        // create writes it in one request and cannot replace a Secret
-        // somebody else made, which it finds instead.
-        Some(None) => match create(&api, target, details).await? {
-            Some(placeholders) => return Ok(Written::Ok { placeholders }),
-            None => read().await?,
-        },
-        None => read().await?,
+        _ => api.get_opt(target.name).await.map_err(Error::kube(format!(
+            "reading Secret {}/{}",
+            target.namespace, target.name
+        )))?,
     };
     if let Some(secret) = &existing
         && !is_ours(secret, target.owner_uid)
@@ -124,12 +111,16 @@ pub async fn write(
         )));
     }
     let data = merged_data(details, existing.as_ref().and_then(|s| s.data.as_ref()));
-    let placeholders = placeholders(&data);
+    let placeholders = data
+        .iter()
+        .filter(|(_, v)| v.0.is_empty())
+        .map(|(k, _)| k.clone())
+        .collect();
     let secret = desired(target, data, existing.as_ref());
     if !existing.as_ref().is_some_and(|live| holds(live, &secret)) {
         api.patch(
             target.name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
+            &PatchParams::apply("cloud-resource-operator").force(),
             &Patch::Apply(&secret),
         )
         .await
@@ -139,37 +130,6 @@ pub async fn write(
         )))?;
     }
     Ok(Written::Ok { placeholders })
-}
-
-/// The keys still empty (for a person to fill in).
-fn placeholders(data: &BTreeMap<String, ByteString>) -> Vec<String> {
-    data.iter()
-        .filter(|(_, v)| v.0.is_empty())
-        .map(|(k, _)| k.clone())
-        .collect()
-}
-
-/// Creates the Secret for `target`: its placeholders, or `None` when a
-/// Secret of that name exists (to be read and judged).
-async fn create(
-    api: &Api<Secret>,
-    target: &Target<'_>,
-    details: &ConnectionDetails,
-) -> Result<Option<Vec<String>>, Error> {
-    let data = merged_data(details, None);
-    let placeholders = placeholders(&data);
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..Default::default()
-    };
-    match api.create(&params, &desired(target, data, None)).await {
-        Ok(_) => Ok(Some(placeholders)),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
-        Err(e) => Err(Error::kube(format!(
-            "writing Secret {}/{}",
-            target.namespace, target.name
-        ))(e)),
-    }
 }
 
 /// The Secret as this operator writes it for `target`.
