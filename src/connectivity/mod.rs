@@ -228,6 +228,20 @@ pub async fn check(target: &Target, timeout: Duration) -> Verdict {
     last
 }
 
+/// When to check again after `failures` failed checks in a row: 5 s after
+/// the first, doubling up to `every`. A resource is complete as soon as its
+/// server is, a moment before its Service answers (endpoints, kube-proxy)
+/// or its DNS name resolves: the verdict turns within seconds, not at the
+/// next interval, and so does a server that comes back.
+fn retry_after(failures: u32, every: Duration) -> Duration {
+    match failures {
+        0 => every,
+        n => Duration::from_secs(5)
+            .saturating_mul(1 << (n - 1).min(16))
+            .min(every),
+    }
+}
+
 /// A CR whose connection is checked.
 struct Entry {
     /// Which CR, for the wake its verdict may send.
@@ -240,6 +254,9 @@ struct Entry {
     shown: Option<cro_provider_api::Condition>,
     due: Instant,
     running: bool,
+    /// Failed checks in a row: the next comes sooner than `every` (see
+    /// [`retry_after`]).
+    failures: u32,
 }
 
 /// A CR whose verdict changed: its reconcile writes the new condition.
@@ -318,6 +335,7 @@ impl Checker {
             shown: None,
             due: now,
             running: false,
+            failures: 0,
         });
         entry.shown = shown;
         if entry.target != target {
@@ -412,7 +430,12 @@ impl Checker {
         if e.target != *target {
             return; // checked the old target; the new one is due already
         }
-        e.due = Instant::now() + self.every;
+        e.failures = if verdict.connected() {
+            0
+        } else {
+            e.failures.saturating_add(1)
+        };
+        e.due = Instant::now() + retry_after(e.failures, self.every);
         self.set_gauge(e.cr.kind, &e.labels, &verdict);
         let condition = verdict.condition(target, self.timeout);
         e.verdict = Some(verdict);
@@ -473,6 +496,28 @@ mod tests {
         assert!(woken.try_recv().is_err());
         restarted.record("k", &target(), Verdict::Connected(String::new()));
         assert!(woken.try_recv().is_ok());
+    }
+
+    #[test]
+    fn a_failed_check_is_repeated_sooner_then_less_often() {
+        let every = Duration::from_secs(300);
+        let after: Vec<u64> = (0..8).map(|n| retry_after(n, every).as_secs()).collect();
+        assert_eq!(after, [300, 5, 10, 20, 40, 80, 160, 300]);
+        assert_eq!(retry_after(u32::MAX, every), every);
+        assert_eq!(retry_after(3, Duration::from_secs(7)).as_secs(), 7);
+    }
+
+    #[tokio::test]
+    async fn a_failed_verdict_is_due_again_within_seconds_a_good_one_after_the_interval() {
+        let checker = Checker::new(Duration::from_secs(300), Duration::from_secs(5));
+        checker.watch("k", changed(), target(), ObjectLabels::default(), None);
+        let due = |c: &Checker| c.entries.lock().unwrap()["k"].due - Instant::now();
+        checker.record("k", &target(), Verdict::ConnectionRefused);
+        assert!(due(&checker) <= Duration::from_secs(5));
+        checker.record("k", &target(), Verdict::ConnectionRefused);
+        assert!(due(&checker) > Duration::from_secs(5) && due(&checker) <= Duration::from_secs(10));
+        checker.record("k", &target(), Verdict::Connected(String::new()));
+        assert!(due(&checker) > Duration::from_secs(250));
     }
 
     #[test]
