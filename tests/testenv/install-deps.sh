@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make test` and `make run` need and a fresh machine may lack:
 # Debian packages (openssl, curl, flock/setsid, python3 venv, PostgreSQL,
-# redis-tools). Go and Rust
+# redis-tools, and the real node's containerd, runc, CNI plugins, iptables,
+# conntrack, debootstrap). Go and Rust
 # come with the machine; Kubernetes tools and moto are built/installed into
 # a cache by testenv.sh.
 set -euo pipefail
@@ -16,6 +17,15 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v psql >/dev/null || missing+=(postgresql-client)
 command -v redis-check-rdb >/dev/null || missing+=(redis-tools)
+# The real node (tests/testenv/real-node): container runtime, pod network,
+# kube-proxy's tools, and what builds its images.
+command -v containerd >/dev/null || missing+=(containerd)
+command -v runc >/dev/null || missing+=(runc)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+command -v iptables >/dev/null || missing+=(iptables)
+command -v conntrack >/dev/null || missing+=(conntrack)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v gcc >/dev/null || missing+=(gcc libc6-dev)
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo

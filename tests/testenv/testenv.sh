@@ -28,12 +28,16 @@ etcd_bin=$cache/etcd-$ETCD_VERSION/bin
 kwok_bin=$cache/kwok-$KWOK_VERSION/bin
 helm_bin=$cache/helm-$HELM_VERSION/bin
 promtool_bin=$cache/prometheus-$PROMETHEUS_VERSION/bin
+coredns_bin=$cache/coredns-$COREDNS_VERSION/bin
 moto_venv=$cache/moto-$MOTO_VERSION-cbor2-$CBOR2_VERSION
 aws_region=${AWS_REGION_TESTENV:-eu-west-1}
 admin_token_file=$state/admin.token
 
 log() { printf 'testenv: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# shellcheck source=real-node/node.sh
+. "$here/real-node/node.sh"
 
 # ---------------------------------------------------------------- build ----
 
@@ -65,8 +69,11 @@ go_build() {
 }
 
 build_kubernetes() {
-  [ -x "$k8s_bin/kube-apiserver" ] && [ -x "$k8s_bin/kube-controller-manager" ] &&
-    [ -x "$k8s_bin/kube-scheduler" ] && [ -x "$k8s_bin/kubectl" ] && return 0
+  local b
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
+    [ -x "$k8s_bin/$b" ] || break
+  done
+  [ -x "$k8s_bin/$b" ] && return 0
   command -v go >/dev/null || die "go is required to build the test binaries"
   # k8s.io/kubernetes points its staging modules at ./staging; a dependent
   # module must map each one to its published v0.X.Y instead.
@@ -95,7 +102,20 @@ $replaces
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubectl
+    k8s.io/kubernetes/cmd/kubectl \
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy
+}
+
+# Cluster DNS for the real node: Service names resolve in its pods (and in
+# the operator's view of the cluster in the real_node suite).
+build_coredns() {
+  [ -x "$coredns_bin/coredns" ] && return 0
+  go_build coredns "$coredns_bin" "module cro.local/testenv/coredns
+
+go 1.25.0
+
+require github.com/coredns/coredns $COREDNS_VERSION" "" github.com/coredns/coredns
 }
 
 build_etcd() {
@@ -160,7 +180,9 @@ cmd_build() {
   build_kubernetes
   build_helm
   build_promtool
+  build_coredns
   build_moto
+  [ -n "$(real_node_unsupported)" ] || build_real_node_images
   flock -u 9
 }
 
@@ -280,6 +302,12 @@ export CRO_TESTENV_REDIS_AUTH='127.0.0.1:$redis_auth_port'
 export CRO_TESTENV_REDIS_TLS='127.0.0.1:$redis_tls_port'
 export CRO_TESTENV_DB_PASSWORD='$db_password'
 EOF
+  if [ -f "$state/real-node.unsupported" ]; then
+    echo "export CRO_TESTENV_NO_REAL_NODE='$(cat "$state/real-node.unsupported")'" >>"$state/env.sh"
+  else
+    echo "export CRO_TESTENV_REAL_NODE='$real_node_name'" >>"$state/env.sh"
+    echo "export CRO_TESTENV_IN_CLUSTER_DNS='$(real_node_dir)/in-cluster-dns.sh'" >>"$state/env.sh"
+  fi
 }
 
 pid_alive() { [ -f "$state/pids/$1.pid" ] && kill -0 "$(cat "$state/pids/$1.pid")" 2>/dev/null; }
@@ -289,6 +317,7 @@ cmd_status() {
   for p in etcd kube-apiserver kube-controller-manager kube-scheduler kwok moto postgres redis redis-auth redis-tls; do
     pid_alive "$p" || return 1
   done
+  real_node_alive || return 1
   [ -f "$state/env.sh" ] && kctl get --raw /readyz >/dev/null 2>&1
 }
 
@@ -315,6 +344,8 @@ start_apiserver() {
     --service-account-signing-key-file "$state/pki/sa.key" \
     --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
     --allow-privileged --profiling=false \
+    --enable-admission-plugins PodNodeSelector,PodTolerationRestriction \
+    --kubelet-preferred-address-types InternalIP \
     --audit-policy-file "$state/audit-policy.yaml" --audit-log-path "$state/logs/audit.log" \
     --audit-log-format json --audit-log-maxsize 200
 }
@@ -437,15 +468,24 @@ stop_databases() {
 
 # No dynamic provisioner runs here, so PVCs bind to a pool of static
 # volumes through a default StorageClass, as on a cluster with local PVs.
+# Their directories are made here, writable by any uid (the in-cluster
+# databases run as 999), under /tmp so that any uid can reach them.
+volumes_dir() {
+  [ -f "$state/volumesdir" ] || mktemp -d /tmp/cro-testenv-volumes.XXXXXX >"$state/volumesdir"
+  chmod 755 "$(cat "$state/volumesdir")"
+  cat "$state/volumesdir"
+}
 create_volumes() {
+  local dir; dir=$(volumes_dir)
   {
     printf '%s\n' 'apiVersion: storage.k8s.io/v1' 'kind: StorageClass' \
       'metadata: {name: standard, annotations: {storageclass.kubernetes.io/is-default-class: "true"}}' \
       'provisioner: kubernetes.io/no-provisioner' 'volumeBindingMode: Immediate'
     local i
     for i in $(seq -w 1 "${CRO_TESTENV_VOLUMES:-500}"); do
+      [ -d "$dir/pv-$i" ] || mkdir -m 0777 "$dir/pv-$i"
       printf -- '---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: testenv-pv-%s}\n' "$i"
-      printf 'spec: {capacity: {storage: 100Gi}, accessModes: [ReadWriteOnce, ReadWriteMany], storageClassName: standard, persistentVolumeReclaimPolicy: Retain, hostPath: {path: /tmp/cro-testenv-pv-%s}}\n' "$i"
+      printf 'spec: {capacity: {storage: 100Gi}, accessModes: [ReadWriteOnce, ReadWriteMany], storageClassName: standard, persistentVolumeReclaimPolicy: Retain, hostPath: {path: %s/pv-%s}}\n' "$dir" "$i"
     done
   } | kctl apply -f - >/dev/null
 }
@@ -458,6 +498,9 @@ recycle_volumes() {
   [ -n "$released" ] || return 0
   # shellcheck disable=SC2086 # one name per word
   kctl delete pv $released --wait=true >/dev/null
+  # A new volume starts empty (a real node's database left its files).
+  local name dir; dir=$(volumes_dir)
+  for name in $released; do rm -rf "${dir:?}/pv-${name#testenv-pv-}"; done
   create_volumes
   log "recycled $(echo "$released" | wc -w) released volumes"
 }
@@ -544,6 +587,7 @@ status:
   capacity: {cpu: "32", memory: 256Gi, pods: "250"}
 EOF
   create_volumes
+  start_real_node
   wait_for "PostgreSQL" 60 "$(pg_bindir)/pg_isready" -q -h 127.0.0.1 -p "$pg_port"
   seed_databases "$db_password"
   wait_for "Redis" 30 bash -c "exec 3<>/dev/tcp/127.0.0.1/$redis_port 4<>/dev/tcp/127.0.0.1/$redis_auth_port 5<>/dev/tcp/127.0.0.1/$redis_tls_port"
@@ -562,10 +606,16 @@ EOF
 cmd_down() {
   [ -d "$state/pids" ] || { log "nothing to stop"; return 0; }
   local name
+  stop_real_node
   for name in kwok kube-scheduler kube-controller-manager kube-apiserver moto etcd; do
     stop_one "$name"
   done
   stop_databases
+  if [ -f "$state/volumesdir" ]; then
+    local dir; dir=$(cat "$state/volumesdir")
+    case $dir in /tmp/cro-testenv-volumes.*) rm -rf "$dir" ;; esac
+    rm -f "$state/volumesdir"
+  fi
   rm -f "$state/env.sh"
   log "down"
 }

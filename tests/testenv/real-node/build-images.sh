@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# build-images.sh OUTDIR: the real node's images, built from the system's
+# Debian packages with no registry, as two `docker save` archives:
+#   OUTDIR/pause.tar   cro-testenv/pause:1, the pod sandbox (pause.c)
+#   OUTDIR/images.tar  one Debian root filesystem with PostgreSQL, Redis and
+#                      their clients, tagged as the images the operator's
+#                      default in-cluster tiers name (providers/in-cluster/
+#                      src/workload.rs) and as the tests' client:
+#     docker.io/library/postgres:17  the official image's contract: env
+#         POSTGRES_USER/PASSWORD/DB and PGDATA, data under
+#         /var/lib/postgresql/data, port 5432, pg_isready on PATH, any uid
+#     docker.io/library/redis:7      redis-server and redis-cli on PATH,
+#         working directory /data, port 6379, any uid
+#     cro-testenv/tools:1            psql and redis-cli, sleeping
+# The server versions are Debian's (PostgreSQL 15, Redis 7.0), not the tags'.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+out=$1
+mirror=${CRO_TESTENV_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# shellcheck disable=SC1091
+suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
+command -v debootstrap >/dev/null || { echo "build-images: debootstrap is missing (tests/testenv/install-deps.sh)" >&2; exit 1; }
+command -v gcc >/dev/null || { echo "build-images: gcc is missing" >&2; exit 1; }
+
+work=$(mktemp -d "${out%/}.build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+mkdir -p "$work/pause"
+gcc -static -O2 -s -o "$work/pause/pause" "$here/pause.c"
+tar -C "$work/pause" --numeric-owner -cf "$work/pause-layer.tar" pause
+echo '{"Entrypoint": ["/pause"], "User": "65535:65535"}' >"$work/pause.json"
+
+root=$work/rootfs
+debootstrap --variant=minbase --include=postgresql,redis-server "$suite" "$root" "$mirror" \
+  >"$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
+pgbin=$(ls -d "$root"/usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+pgbin=${pgbin#"$root"}
+# No cluster of the package's own; uid 999 (the operator's runAsUser) is
+# the postgres user, as in the official images.
+rm -rf "$root"/var/lib/postgresql/* "$root"/etc/postgresql/* "$root"/usr/share/doc/* \
+  "$root"/usr/share/man/* "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* "$root"/var/log/*.log
+sed -i -E 's/^postgres:x:[0-9]+:[0-9]+:/postgres:x:999:999:/' "$root/etc/passwd"
+sed -i -E 's/^postgres:x:[0-9]+:/postgres:x:999:/' "$root/etc/group"
+install -d -o 999 -g 999 -m 2777 "$root/run/postgresql" "$root/var/lib/postgresql/data" "$root/data"
+install -m 0755 "$here/postgres-entrypoint.sh" "$root/usr/local/bin/docker-entrypoint.sh"
+tar -C "$root" --numeric-owner -cf "$work/layer.tar" .
+
+path="PATH=$pgbin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+cat >"$work/postgres.json" <<JSON
+{"Entrypoint": ["docker-entrypoint.sh"], "Cmd": ["postgres"], "ExposedPorts": {"5432/tcp": {}},
+ "Env": ["$path", "LANG=C.UTF-8", "PGDATA=/var/lib/postgresql/data"]}
+JSON
+cat >"$work/redis.json" <<JSON
+{"Cmd": ["redis-server"], "WorkingDir": "/data", "ExposedPorts": {"6379/tcp": {}}, "Env": ["$path"]}
+JSON
+cat >"$work/tools.json" <<JSON
+{"Cmd": ["sleep", "infinity"], "Env": ["$path", "LANG=C.UTF-8"]}
+JSON
+
+mkdir -p "$out"
+python3 "$here/image_archive.py" "$work/pause.tar" "$work/pause-layer.tar" "$work/pause.json=cro-testenv/pause:1"
+python3 "$here/image_archive.py" "$work/images.tar" "$work/layer.tar" \
+  "$work/postgres.json=docker.io/library/postgres:17" \
+  "$work/redis.json=docker.io/library/redis:7" \
+  "$work/tools.json=cro-testenv/tools:1"
+mv "$work/pause.tar" "$work/images.tar" "$out/"

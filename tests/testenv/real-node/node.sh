@@ -1,0 +1,282 @@
+# shellcheck shell=bash
+# One real node beside the kwok ones, sourced by testenv.sh (it uses that
+# script's $state, $cache, $k8s_bin, start, stop_one, log and kctl).
+#
+# kubelet and kube-proxy (built with the control plane), containerd, runc
+# and the CNI plugins (bridge, host-local, loopback) from the system's
+# packages, and CoreDNS on the bridge's address as the cluster DNS. Pods
+# get 10.244.0.0/24 on the bridge cro0, which the host routes to. The node
+# is labelled and tainted `cro-testenv/real-node`: only pods of a namespace
+# annotated by `real_node_namespace` (the PodNodeSelector and
+# PodTolerationRestriction admission plugins) run there; everything else
+# stays on kwok.
+#
+# containerd and kubelet run in a private mount namespace (held by the
+# `real-node-mounts` process), so every mount they make (container root
+# filesystems, pod volumes, network namespaces) goes away with them, and
+# their host paths (/var/lib/cni, /var/log/containers, /var/log/pods) are
+# bind mounts of directories under $state/real-node.
+
+real_node_dir() { echo "$state/real-node"; }
+real_node_name=real-node-0
+real_node_cidr=10.244.0.0/24
+real_node_gateway=10.244.0.1
+real_node_bridge=cro0
+real_node_images_key() {
+  cat "$here/real-node/build-images.sh" "$here/real-node/image_archive.py" \
+    "$here/real-node/postgres-entrypoint.sh" "$here/real-node/pause.c" | sha256sum | cut -c1-12
+}
+real_node_images() { echo "$cache/real-node-images-$(real_node_images_key)"; }
+
+# Why this machine cannot host the node, or nothing when it can.
+real_node_unsupported() {
+  [ "$(id -u)" = 0 ] || { echo "not root (kubelet and containerd need root)"; return; }
+  local b
+  for b in containerd runc debootstrap iptables conntrack nsenter unshare ip gcc; do
+    command -v "$b" >/dev/null || { echo "$b is not installed (tests/testenv/install-deps.sh)"; return; }
+  done
+  for b in bridge host-local loopback portmap; do
+    [ -x "/usr/lib/cni/$b" ] || { echo "CNI plugin /usr/lib/cni/$b is missing (containernetworking-plugins)"; return; }
+  done
+  [ -d /sys/fs/cgroup/memory ] || [ -f /sys/fs/cgroup/cgroup.controllers ] ||
+    { echo "no cgroup hierarchy under /sys/fs/cgroup"; return; }
+  [ -d /proc/sys/net/bridge ] || { echo "the kernel has no br_netfilter (/proc/sys/net/bridge is missing)"; return; }
+  unshare --mount true 2>/dev/null || { echo "unshare --mount is refused"; return; }
+}
+
+build_real_node_images() {
+  local out; out=$(real_node_images)
+  [ -f "$out/images.tar" ] && [ -f "$out/pause.tar" ] && return 0
+  log "building the real node's images from Debian packages — first time only"
+  "$here/real-node/build-images.sh" "$out" || die "building the real node's images failed"
+}
+
+ctr_() { ctr -a "$(real_node_dir)/containerd.sock" -n k8s.io "$@"; }
+in_mounts() { nsenter --mount --target "$(cat "$state/pids/real-node-mounts.pid")" -- "$@"; }
+
+write_real_node_config() {
+  local d api_port=$1 kubelet_port=$2 healthz_port=$3 proxy_metrics_port=$4
+  d=$(real_node_dir)
+  mkdir -p "$d/cni" "$d/ipam" "$d/cni-cache" "$d/log-containers" "$d/log-pods" "$d/kubelet"
+  cat >"$d/containerd.toml" <<EOF
+version = 2
+root = "$d/containerd/root"
+state = "$d/containerd/state"
+[grpc]
+  address = "$d/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "cro-testenv/pause:1"
+  netns_mounts_under_state_dir = true
+  # Containers may not lower their OOM score below containerd's: this
+  # machine's root lacks CAP_SYS_RESOURCE, and runc fails the sandbox's -998.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$d/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$d/cni"
+EOF
+  # Masquerading makes replies between pods of the one bridge go back
+  # through the host, where kube-proxy's NAT is undone.
+  cat >"$d/cni/10-cro-testenv.conflist" <<EOF
+{"cniVersion": "0.4.0", "name": "cro-testenv", "plugins": [
+  {"type": "bridge", "bridge": "$real_node_bridge", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$real_node_cidr", "gateway": "$real_node_gateway"}]],
+            "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$d/ipam"}}
+]}
+EOF
+  cp "$state/kubeconfig" "$d/kubeconfig"
+  : >"$d/resolv.conf"
+  cat >"$d/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# The node's address is the bridge's (kubelet refuses a loopback one):
+# the API server reaches it for logs and exec; nothing outside the host can.
+address: $real_node_gateway
+port: $kubelet_port
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $healthz_port
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+containerRuntimeEndpoint: unix://$d/containerd.sock
+cgroupDriver: cgroupfs
+# This machine has cgroup v1 (kubelet 1.35 refuses it unless told).
+failCgroupV1: false
+failSwapOn: false
+clusterDNS: [$real_node_gateway]
+clusterDomain: cluster.local
+resolvConf: $d/resolv.conf
+podLogsDir: $d/log-pods
+registerWithTaints: [{key: cro-testenv/real-node, value: "true", effect: NoSchedule}]
+maxPods: 30
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+EOF
+  cat >"$d/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $d/kubeconfig}
+hostnameOverride: $real_node_name
+mode: iptables
+clusterCIDR: $real_node_cidr
+iptables: {masqueradeAll: true}
+metricsBindAddress: 127.0.0.1:$proxy_metrics_port
+healthzBindAddress: ""
+conntrack: {maxPerCore: 0}
+EOF
+  cat >"$d/Corefile" <<EOF
+.:53 {
+  bind $real_node_gateway
+  errors
+  kubernetes cluster.local in-addr.arpa {
+    kubeconfig $d/kubeconfig
+    pods insecure
+  }
+}
+EOF
+  # The API server's port is in the kubeconfig; kept for the log.
+  echo "$api_port" >"$d/api_port"
+  # What a pod's resolver is told, for processes on the host that must
+  # resolve as a pod does (the operator in the real_node suite).
+  printf 'nameserver %s\nsearch svc.cluster.local cluster.local\noptions ndots:5\n' \
+    "$real_node_gateway" >"$d/pod-resolv.conf"
+  cat >"$d/in-cluster-dns.sh" <<EOF
+#!/bin/sh
+# in-cluster-dns.sh COMMAND...: runs COMMAND with the cluster's DNS, as in a
+# pod, in a mount namespace of its own (the host's resolv.conf is untouched).
+exec unshare --mount -- sh -c 'mount --bind "\$0" /etc/resolv.conf && exec "\$@"' "$d/pod-resolv.conf" "\$@"
+EOF
+  chmod +x "$d/in-cluster-dns.sh"
+}
+
+# The bridge exists before any pod so that CoreDNS can bind its address.
+real_node_network_up() {
+  ip link show "$real_node_bridge" >/dev/null 2>&1 || ip link add "$real_node_bridge" type bridge
+  ip addr replace "$real_node_gateway/24" dev "$real_node_bridge"
+  ip link set "$real_node_bridge" up
+  # Pods reach Services through the host (kube-proxy's DNAT), which must
+  # forward; the value before is restored by `down`.
+  [ -f "$(real_node_dir)/ip_forward" ] || cat /proc/sys/net/ipv4/ip_forward >"$(real_node_dir)/ip_forward"
+  echo 1 >/proc/sys/net/ipv4/ip_forward
+  echo 1 >/proc/sys/net/bridge/bridge-nf-call-iptables
+}
+
+start_real_node() {
+  local why d
+  why=$(real_node_unsupported)
+  if [ -n "$why" ]; then
+    log "no real node: $why; in-cluster workloads run on kwok only"
+    echo "$why" >"$state/real-node.unsupported"
+    return 0
+  fi
+  build_real_node_images
+  d=$(real_node_dir)
+  local kubelet_port healthz_port proxy_metrics_port api_port
+  kubelet_port=$(free_port); healthz_port=$(free_port); proxy_metrics_port=$(free_port)
+  api_port=$(sed -n 's/^api_port=//p' "$state/ports.env")
+  write_real_node_config "$api_port" "$kubelet_port" "$healthz_port" "$proxy_metrics_port"
+  real_node_network_up
+
+  # The mount namespace: /var/lib/cni and the log directories kubelet
+  # insists on are bind mounts of our state.
+  local holder=$d/mounts.sh
+  cat >"$holder" <<EOF
+#!/bin/bash
+set -e
+mount --make-rprivate /
+for p in /var/lib/cni:$d/cni-cache /var/log/containers:$d/log-containers; do
+  target=\${p%%:*}; source=\${p#*:}
+  mkdir -p "\$target"
+  mount --bind "\$source" "\$target"
+done
+exec -a "$d/mounts" sleep infinity
+EOF
+  chmod +x "$holder"
+  # Records which host directories did not exist, to remove them on down.
+  local p
+  for p in /var/lib/cni /var/log/containers; do [ -e "$p" ] || echo "$p" >>"$d/created-dirs"; done
+  start real-node-mounts unshare --mount --propagation private -- "$holder"
+  wait_for "the real node's mount namespace" 10 \
+    grep -q " /var/log/containers " "/proc/$(cat "$state/pids/real-node-mounts.pid")/mountinfo"
+
+  start containerd nsenter --mount --target "$(cat "$state/pids/real-node-mounts.pid")" -- \
+    containerd --config "$d/containerd.toml"
+  wait_for "containerd" 30 ctr_ version
+  ctr_ images import "$(real_node_images)/pause.tar" >"$state/logs/images-import.log"
+  ctr_ images import "$(real_node_images)/images.tar" >>"$state/logs/images-import.log"
+
+  start coredns "$coredns_bin/coredns" -conf "$d/Corefile"
+  start kube-proxy "$k8s_bin/kube-proxy" --config "$d/kube-proxy.yaml"
+  start kubelet nsenter --mount --target "$(cat "$state/pids/real-node-mounts.pid")" -- \
+    "$k8s_bin/kubelet" --config "$d/kubelet.yaml" --kubeconfig "$d/kubeconfig" \
+    --root-dir "$d/kubelet" --hostname-override "$real_node_name" --node-ip "$real_node_gateway" \
+    --node-labels "cro-testenv/real-node=true"
+  wait_for "kube-proxy" 30 curl -sf "http://127.0.0.1:$proxy_metrics_port/metrics"
+  wait_for "CoreDNS" 30 bash -c "exec 3<>/dev/tcp/$real_node_gateway/53"
+  wait_for "$real_node_name Ready (kubelet)" 120 \
+    sh -c "'$k8s_bin/kubectl' --kubeconfig '$state/kubeconfig' get node $real_node_name -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+}
+
+real_node_alive() {
+  [ -f "$state/real-node.unsupported" ] && return 0
+  local p
+  for p in real-node-mounts containerd kubelet kube-proxy coredns; do pid_alive "$p" || return 1; done
+}
+
+# What to stop, in order: kubelet (so it restarts nothing), every container
+# (killed through its cgroup), containerd and its shims, the mount
+# namespace, then the host's network state and cgroups.
+stop_real_node() {
+  local d; d=$(real_node_dir)
+  [ -d "$d" ] || return 0
+  stop_one kubelet
+  local cg
+  for cg in /sys/fs/cgroup/pids/kubepods /sys/fs/cgroup/kubepods; do
+    [ -d "$cg" ] || continue
+    find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+  done
+  stop_one containerd "$d/containerd.toml"
+  local pid
+  for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $d/containerd.sock" || true); do
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  stop_one kube-proxy
+  stop_one coredns
+  stop_one real-node-mounts "$d/mounts"
+  # kube-proxy's rules, then what kubelet (KUBE-*) and the bridge plugin
+  # (CNI-*) left: the rules that jump to their chains, then the chains.
+  "$k8s_bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  local table chain rule
+  for table in nat filter mangle; do
+    for chain in $(iptables -t "$table" -S 2>/dev/null | sed -n 's/^-N \(\(KUBE\|CNI\)-[^ ]*\)$/\1/p'); do
+      iptables -t "$table" -S | grep -- "-j $chain\( \|$\)" | sed 's/^-A /-D /' |
+        while read -r rule; do eval "iptables -t $table $rule" || true; done || true
+    done
+    for chain in $(iptables -t "$table" -S 2>/dev/null | sed -n 's/^-N \(\(KUBE\|CNI\)-[^ ]*\)$/\1/p'); do
+      iptables -t "$table" -F "$chain" 2>/dev/null || true
+    done
+    for chain in $(iptables -t "$table" -S 2>/dev/null | sed -n 's/^-N \(\(KUBE\|CNI\)-[^ ]*\)$/\1/p'); do
+      iptables -t "$table" -X "$chain" 2>/dev/null || true
+    done
+  done
+  ip link del "$real_node_bridge" 2>/dev/null || true
+  [ -f "$d/ip_forward" ] && cat "$d/ip_forward" >/proc/sys/net/ipv4/ip_forward
+  for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+    [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+  if [ -f "$d/created-dirs" ]; then
+    while read -r p; do rmdir "$p" 2>/dev/null || true; done <"$d/created-dirs"
+  fi
+  rm -rf "$d"
+}
