@@ -19,6 +19,7 @@ mod monitoring;
 mod network;
 mod observability;
 mod plan;
+mod real_node;
 mod scale;
 mod tenants;
 mod validate;

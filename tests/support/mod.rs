@@ -257,6 +257,8 @@ pub struct Launch {
     /// Another build of the operator (benchmarks measure the release
     /// build); this test build's when `None`.
     pub binary: Option<PathBuf>,
+    /// A command the operator runs under (e.g. [`in_cluster_dns`]).
+    pub wrapper: Vec<String>,
 }
 
 impl Launch {
@@ -277,6 +279,7 @@ impl Launch {
             env_remove: Vec::new(),
             env: Vec::new(),
             binary: None,
+            wrapper: Vec::new(),
         }
     }
 }
@@ -306,7 +309,14 @@ impl Operator {
             .binary
             .clone()
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cloud-resource-operator")));
-        let mut command = tokio::process::Command::new(binary);
+        let mut command = match launch.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = tokio::process::Command::new(program);
+                c.args(args).arg(binary);
+                c
+            }
+            None => tokio::process::Command::new(binary),
+        };
         command
             .args(["run", "--operator-namespace"])
             .arg(launch.operator_namespace.as_deref().unwrap_or(ns))
@@ -951,4 +961,58 @@ pub fn audited_requests_of(user: &str) -> Vec<Audited> {
 /// A JSON string's text; empty for anything else.
 fn json_text(v: &serde_json::Value) -> String {
     v.as_str().unwrap_or_default().to_string()
+}
+
+/// The test environment's real node (kubelet, containerd): its name, or a
+/// panic saying why this machine has none (`tests/testenv/real-node`).
+pub fn real_node() -> String {
+    let from_file = std::fs::read_to_string(repo_root().join("target/testenv/env.sh"))
+        .map(|text| parse_env_sh(&text))
+        .unwrap_or_default();
+    let get = |key: &str| {
+        std::env::var(key)
+            .ok()
+            .or_else(|| from_file.get(key).cloned())
+    };
+    match (
+        get("CRO_TESTENV_REAL_NODE"),
+        get("CRO_TESTENV_NO_REAL_NODE"),
+    ) {
+        (Some(node), _) => node,
+        (None, Some(why)) => panic!("the test environment has no real node: {why}"),
+        (None, None) => panic!(
+            "the test environment has no real node: run `make testenv-up` first (or `make test`)"
+        ),
+    }
+}
+
+/// A command prefix under which a process resolves names as a pod of the
+/// test cluster does (the real node's cluster DNS and search path), as the
+/// operator does when it runs in the cluster.
+pub fn in_cluster_dns() -> Vec<String> {
+    let from_file = std::fs::read_to_string(repo_root().join("target/testenv/env.sh"))
+        .map(|text| parse_env_sh(&text))
+        .unwrap_or_default();
+    let script = std::env::var("CRO_TESTENV_IN_CLUSTER_DNS")
+        .ok()
+        .or_else(|| from_file.get("CRO_TESTENV_IN_CLUSTER_DNS").cloned())
+        .unwrap_or_else(|| {
+            panic!("CRO_TESTENV_IN_CLUSTER_DNS is not set: the test environment has no real node")
+        });
+    vec![script]
+}
+
+/// Makes the pods of namespace `ns` run on the real node: the annotations
+/// the API server's PodNodeSelector and PodTolerationRestriction admission
+/// plugins read (the node is labelled and tainted `cro-testenv/real-node`).
+pub async fn place_on_real_node(client: &Client, ns: &str) {
+    let patch = json!({"metadata": {"annotations": {
+        "scheduler.alpha.kubernetes.io/node-selector": "cro-testenv/real-node=true",
+        "scheduler.alpha.kubernetes.io/defaultTolerations":
+            r#"[{"key": "cro-testenv/real-node", "operator": "Exists", "effect": "NoSchedule"}]"#,
+    }}});
+    Api::<Namespace>::all(client.clone())
+        .patch(ns, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("annotating namespace {ns} for the real node: {e}"));
 }

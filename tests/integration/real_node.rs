@@ -1,0 +1,199 @@
+//! In-cluster Postgres and Redis on the test environment's real node
+//! (kubelet, containerd, runc; images built from Debian's packages under
+//! the names the default tiers use): their containers really start, their
+//! probes really pass, a client pod connects with the Secret, the data
+//! outlives the pod, and the operator's `Connectable` check, resolving
+//! names as a pod does, logs in.
+
+use std::time::Duration;
+
+use cloud_resource_operator::api::{Phase, Postgres, Redis};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Pod, Secret},
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, ListParams, LogParams},
+};
+use serde_json::{Value, json};
+
+use crate::support::{
+    DEFAULT_TIMEOUT, create_json, in_cluster_dns, place_on_real_node, real_node, wait_for,
+    with_operator_launched,
+};
+
+/// Containers start for real: image unpacked, initdb, probes every 10 s.
+const START: Duration = Duration::from_secs(180);
+
+fn spec(secret: &str) -> Value {
+    json!({"type": "workshop", "tier": "development", "secretRef": {"name": secret}})
+}
+
+/// The Secret's keys as a client pod's environment.
+fn env_from(secret: &str, keys: &[(&str, &str)]) -> Value {
+    let vars: Vec<Value> = keys
+        .iter()
+        .map(|(var, key)| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": true}}}))
+        .collect();
+    json!(vars)
+}
+
+/// Runs `script` in a client pod (psql, redis-cli) with `env`; whether it
+/// succeeded, and its output.
+async fn run_client(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    env: Value,
+    script: &str,
+) -> (bool, String) {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    let _: Pod = create_json(
+        client,
+        ns,
+        json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "client", "image": "cro-testenv/tools:1", "imagePullPolicy": "Never",
+                "command": ["sh", "-c", script], "env": env,
+            }]}
+        }),
+    )
+    .await;
+    let done = wait_for(
+        &pods,
+        name,
+        "the client pod to finish",
+        START,
+        |p: Option<&Pod>| matches!(phase(p).as_deref(), Some("Succeeded" | "Failed")),
+    )
+    .await;
+    let log = pods
+        .logs(name, &LogParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("the logs of client pod {name}: {e}"));
+    (phase(Some(&done)).as_deref() == Some("Succeeded"), log)
+}
+
+fn phase(p: Option<&Pod>) -> Option<String> {
+    p?.status.as_ref()?.phase.clone()
+}
+
+/// The running, ready pod of a Deployment (by its instance label).
+async fn ready_pod(client: &Client, ns: &str, instance: &str, not: Option<&str>) -> Pod {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    let selector = format!("app.kubernetes.io/instance={instance}");
+    let deadline = tokio::time::Instant::now() + START;
+    loop {
+        let list = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap_or_else(|e| panic!("listing the pods of {instance}: {e}"));
+        let ready = list.items.into_iter().find(|p| {
+            let conditions = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.clone())
+                .unwrap_or_default();
+            p.metadata.deletion_timestamp.is_none()
+                && p.metadata.uid.as_deref() != not
+                && conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        if let Some(pod) = ready {
+            return pod;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no ready pod of {instance} within {START:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn connectable(conditions: &[Condition]) -> Option<(String, String)> {
+    conditions
+        .iter()
+        .find(|c| c.type_ == "Connectable")
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// The whole promise of `complete` for the in-cluster defaults, with the
+/// operator's default settings (only its name lookups go through the
+/// cluster's DNS, as from its own pod).
+#[tokio::test]
+async fn in_cluster_postgres_and_redis_really_run_connect_and_keep_their_data() {
+    let node = real_node();
+    let dns = |l: &mut crate::support::Launch| l.wrapper = in_cluster_dns();
+    with_operator_launched("real-node", dns, |client, ns, _op| async move {
+        place_on_real_node(&client, &ns).await;
+        let _: Postgres = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"}, "spec": spec("db-sec")})).await;
+        let _: Redis = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "cache"}, "spec": spec("cache-sec")})).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let caches = Api::<Redis>::namespaced(client.clone(), &ns);
+        let complete = |p: Option<Phase>| p == Some(Phase::Complete);
+        wait_for(&pgs, "db", "phase complete", START, move |o: Option<&Postgres>| complete(o.and_then(|o| o.status.as_ref()?.phase))).await;
+        wait_for(&caches, "cache", "phase complete", START, move |o: Option<&Redis>| complete(o.and_then(|o| o.status.as_ref()?.phase))).await;
+
+        // Complete means the Deployment is available: its pod runs on the
+        // real node and the image's probes (pg_isready, redis-cli ping) pass.
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        for name in ["db", "cache"] {
+            let pod = ready_pod(&client, &ns, name, None).await;
+            let spec = pod.spec.clone().unwrap_or_default();
+            assert_eq!(spec.node_name.as_deref(), Some(node.as_str()), "{name}'s pod runs on the real node");
+            let image = &spec.containers[0].image;
+            assert!(matches!(image.as_deref(), Some("docker.io/library/postgres:17" | "docker.io/library/redis:7")), "the default tier's image: {image:?}");
+            let status = pod.status.unwrap_or_default().container_statuses.unwrap_or_default();
+            assert!(status[0].ready && status[0].started == Some(true), "{name}: {status:?}");
+            let d = deployments.get(name).await.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(d.status.and_then(|s| s.available_replicas), Some(1));
+        }
+
+        // The operator logs in with each Secret, by its Service name.
+        let want = Some(("True".to_string(), "Connected".to_string()));
+        let w = want.clone();
+        wait_for(&pgs, "db", "Connectable True", DEFAULT_TIMEOUT, move |o: Option<&Postgres>| {
+            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == w
+        })
+        .await;
+        wait_for(&caches, "cache", "Connectable True", DEFAULT_TIMEOUT, move |o: Option<&Redis>| {
+            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == want
+        })
+        .await;
+
+        // An application pod connects with the Secret and writes.
+        let pg_env = env_from("db-sec", &[("PGHOST", "host"), ("PGPORT", "port"), ("PGUSER", "username"), ("PGPASSWORD", "password"), ("PGDATABASE", "database")]);
+        let redis_env = env_from("cache-sec", &[("HOST", "uri"), ("PORT", "port"), ("REDISCLI_AUTH", "password")]);
+        let (ok, log) = run_client(&client, &ns, "pg-write", pg_env.clone(), "psql -v ON_ERROR_STOP=1 -c 'CREATE TABLE kept (v text)' -c \"INSERT INTO kept VALUES ('before the restart')\"").await;
+        assert!(ok, "psql with the Secret's credentials: {log}");
+        let (ok, log) = run_client(&client, &ns, "redis-write", redis_env.clone(), "test \"$(redis-cli -h \"$HOST\" -p \"$PORT\" SET kept 'before the restart')\" = OK").await;
+        assert!(ok, "redis-cli with the Secret: {log}");
+
+        // A wrong password is refused.
+        let mut wrong = env_from("db-sec", &[("PGHOST", "host"), ("PGPORT", "port"), ("PGUSER", "username"), ("PGDATABASE", "database")]);
+        if let Some(vars) = wrong.as_array_mut() {
+            vars.push(json!({"name": "PGPASSWORD", "value": "not-the-password"}));
+        }
+        let secret = Api::<Secret>::namespaced(client.clone(), &ns).get("db-sec").await.unwrap_or_else(|e| panic!("{e}"));
+        let keys: Vec<String> = secret.data.unwrap_or_default().into_keys().collect();
+        let (ok, log) = run_client(&client, &ns, "pg-wrong", wrong, "psql -c 'SELECT 1'").await;
+        assert!(!ok && log.contains("password authentication failed"), "a wrong password (Secret keys {keys:?}): {log}");
+
+        // Each server's pod is deleted; the new pod serves the same data.
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+        for name in ["db", "cache"] {
+            let old = ready_pod(&client, &ns, name, None).await;
+            pods.delete(&old.name_any(), &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            ready_pod(&client, &ns, name, old.metadata.uid.as_deref()).await;
+        }
+        let (ok, log) = run_client(&client, &ns, "pg-read", pg_env, "test \"$(psql -tA -c 'SELECT v FROM kept')\" = 'before the restart'").await;
+        assert!(ok, "the row written before the pod was replaced: {log}");
+        let (ok, log) = run_client(&client, &ns, "redis-read", redis_env, "test \"$(redis-cli -h \"$HOST\" -p \"$PORT\" GET kept)\" = 'before the restart'").await;
+        assert!(ok, "the key written before the pod was replaced: {log}");
+    })
+    .await;
+}
