@@ -61,9 +61,15 @@ run: deps build ## run the operator in the foreground (local control plane and s
 	kubectl -n $(OPERATOR_NAMESPACE) apply -k config/ >/dev/null; \
 	if [ $$local = 1 ]; then \
 	  kubectl create namespace $(DEMO_NAMESPACE) --dry-run=client -o yaml | kubectl apply -f - >/dev/null; \
+	  if [ -n "$${CRO_TESTENV_REAL_NODE:-}" ]; then \
+	    kubectl annotate --overwrite namespace $(DEMO_NAMESPACE) >/dev/null \
+	      scheduler.alpha.kubernetes.io/node-selector=cro-testenv/real-node=true \
+	      'scheduler.alpha.kubernetes.io/defaultTolerations=[{"key": "cro-testenv/real-node", "operator": "Exists", "effect": "NoSchedule"}]'; \
+	    echo "in-cluster samples run on the real node $$CRO_TESTENV_REAL_NODE"; \
+	  else echo "no real node ($${CRO_TESTENV_NO_REAL_NODE:-}): in-cluster samples run on kwok, their pods never start"; fi; \
 	  kubectl -n $(DEMO_NAMESPACE) apply -f config/samples/ -f config/samples/aws/ >/dev/null; \
 	  echo "CRDs, configuration and samples installed; in another shell: . $(ENV_SH); kubectl -n $(DEMO_NAMESPACE) get postgres,redis,blobstorages,smtpcredentialsets,postgressnapshots,redissnapshots"; \
 	else \
 	  echo "CRDs and configuration installed; try: kubectl apply -f config/samples/"; \
 	fi; \
-	exec $(BIN) run --operator-namespace $(OPERATOR_NAMESPACE)
+	exec $${CRO_TESTENV_IN_CLUSTER_DNS:-} $(BIN) run --operator-namespace $(OPERATOR_NAMESPACE)
