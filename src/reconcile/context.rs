@@ -20,6 +20,8 @@ use crate::{
     metrics::Metrics,
 };
 
+use super::left::LeftAt;
+
 /// Operator-wide settings.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -66,18 +68,8 @@ pub struct Context {
     failures: Mutex<HashMap<String, (u32, Instant)>>,
     /// Failures that need a person, by object: what they failed with.
     parked: Mutex<HashMap<String, Parked>>,
-    /// The resourceVersion each object had when its last reconcile left
-    /// it (after its own status write).
-    left_at: Mutex<HashMap<String, Left>>,
-}
-
-/// How a reconcile left an object.
-struct Left {
-    /// Its resourceVersion after the reconcile's last write.
-    version: String,
-    /// Versions it wrote past (the one it started from, the finalizer's),
-    /// which the watch may still deliver before `version`.
-    passed: Vec<String>,
+    /// How each object's last reconcile left it.
+    left_at: LeftAt,
 }
 
 /// A failure that needs a person, and the inputs it happened with.
@@ -120,7 +112,7 @@ impl Context {
             connectivity,
             failures: Mutex::default(),
             parked: Mutex::default(),
-            left_at: Mutex::default(),
+            left_at: LeftAt::default(),
         }
     }
 
@@ -128,25 +120,19 @@ impl Context {
     /// reconciled since this process started): this reconcile is a
     /// recheck or a restart, not the answer to a change.
     pub fn unchanged_since_last_reconcile(&self, key: &str, version: Option<String>) -> bool {
-        let left_at = self.left_at.lock().unwrap_or_else(|e| e.into_inner());
-        left_at
-            .get(key)
-            .is_none_or(|l| Some(&l.version) == version.as_ref())
+        self.left_at.unchanged(key, version.as_deref())
     }
 
     /// Whether `version` of `key` is one its last reconcile wrote past:
     /// the watch delivers the newer version next, and a reconcile of this
     /// one would add the finalizer or write the status again.
     pub fn written_past(&self, key: &str, version: Option<&str>) -> bool {
-        let left_at = self.left_at.lock().unwrap_or_else(|e| e.into_inner());
-        let passed = left_at.get(key).map_or(&[][..], |l| &l.passed[..]);
-        version.is_some_and(|v| passed.iter().any(|p| p == v))
+        self.left_at.written_past(key, version)
     }
 
     /// Whether this process has reconciled `key` before.
     pub fn reconciled_since_start(&self, key: &str) -> bool {
-        let left_at = self.left_at.lock().unwrap_or_else(|e| e.into_inner());
-        left_at.contains_key(key)
+        self.left_at.contains(key)
     }
 
     /// When to recheck a complete cloud resource at the latest: after the
@@ -165,11 +151,13 @@ impl Context {
     /// Records the version a reconcile left `key` at (`None`: it is gone)
     /// and the versions it wrote past.
     pub fn left_at(&self, key: &str, version: Option<String>, passed: Vec<String>) {
-        let mut left_at = self.left_at.lock().unwrap_or_else(|e| e.into_inner());
-        match version {
-            Some(version) => left_at.insert(key.to_string(), Left { version, passed }),
-            None => left_at.remove(key),
-        };
+        self.left_at.record(key, version, passed);
+    }
+
+    /// A failed reconcile wrote its error into `key`'s status, from
+    /// version `from` to `to` (see [`LeftAt::wrote_status`]).
+    pub fn wrote_error_status(&self, key: &str, from: Option<&str>, to: String) {
+        self.left_at.wrote_status(key, from, to);
     }
 
     /// Records one more consecutive failure of `key` and returns how long

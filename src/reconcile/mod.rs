@@ -7,6 +7,7 @@ mod context;
 mod error;
 pub mod finalizer;
 mod invalid;
+mod left;
 pub mod output_secret;
 pub mod status;
 
@@ -207,8 +208,14 @@ async fn reconcile_valid<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
                 .report()
                 .unwrap_or_else(|| Report::new(Phase::InProgress, ""));
             report.message = format!("retrying after error: {e}");
-            if let Err(status_err) = write_status(ctx, obj, report).await {
-                warn!(object = %key, error = %status_err, "could not record the error in status");
+            match write_status(ctx, obj, report).await {
+                Ok(Some(to)) => {
+                    ctx.wrote_error_status(&key, obj.meta().resource_version.as_deref(), to)
+                }
+                Ok(None) => {}
+                Err(status_err) => {
+                    warn!(object = %key, error = %status_err, "could not record the error in status");
+                }
             }
             Err(e)
         }
@@ -220,7 +227,9 @@ async fn reconcile_valid<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
                 .unwrap_or_else(|| Report::new(Phase::Failed, ""));
             report.phase = Phase::Failed;
             report.message = e.to_string();
-            write_status(ctx, obj, report).await?;
+            if let Some(to) = write_status(ctx, obj, report).await? {
+                ctx.wrote_error_status(&key, obj.meta().resource_version.as_deref(), to);
+            }
             Ok(Action::requeue(FAILED_RETRY))
         }
     }
@@ -285,11 +294,13 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         passed.extend(obj.resource_version());
     }
     if written.is_some() {
-        passed.extend(finalized);
+        passed.extend(finalized.clone());
     }
+    // Left at the last version written: the status's, else the
+    // finalizer's, else the one it started from.
     ctx.left_at(
         &key(obj),
-        written.or_else(|| obj.resource_version()),
+        written.or(finalized).or_else(|| obj.resource_version()),
         passed,
     );
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))

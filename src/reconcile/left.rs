@@ -1,0 +1,110 @@
+//! How each object's last reconcile left it: the resourceVersion after its
+//! own writes, and the versions it wrote past. A reconcile of an object
+//! still at that version answers no change (a recheck, a wake, a restart)
+//! and may use batched cloud observations; one of a version written past is
+//! skipped, as the watch delivers the newer one next.
+
+use std::{collections::HashMap, sync::Mutex};
+
+#[derive(Default)]
+pub struct LeftAt(Mutex<HashMap<String, Left>>);
+
+struct Left {
+    /// Its resourceVersion after the reconcile's last write.
+    version: String,
+    /// Versions it wrote past (the one it started from, the finalizer's,
+    /// an error's status), which the watch may still deliver.
+    passed: Vec<String>,
+}
+
+impl LeftAt {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Left>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `key` is at the version its last reconcile left it at (or
+    /// has not been reconciled since this process started).
+    pub fn unchanged(&self, key: &str, version: Option<&str>) -> bool {
+        self.map()
+            .get(key)
+            .is_none_or(|l| Some(l.version.as_str()) == version)
+    }
+
+    /// Whether `version` of `key` is one its last reconcile wrote past.
+    pub fn written_past(&self, key: &str, version: Option<&str>) -> bool {
+        let map = self.map();
+        let passed = map.get(key).map_or(&[][..], |l| &l.passed[..]);
+        version.is_some_and(|v| passed.iter().any(|p| p == v))
+    }
+
+    /// Whether this process has reconciled `key` before.
+    pub fn contains(&self, key: &str) -> bool {
+        self.map().contains_key(key)
+    }
+
+    /// A reconcile left `key` at `version` (`None`: it is gone), having
+    /// written past `passed`.
+    pub fn record(&self, key: &str, version: Option<String>, passed: Vec<String>) {
+        let mut map = self.map();
+        match version {
+            Some(version) => map.insert(key.to_string(), Left { version, passed }),
+            None => map.remove(key),
+        };
+    }
+
+    /// A failed reconcile wrote its error into the status, moving `key`
+    /// from `from` to `to`. When `from` is where the last reconcile left
+    /// it, nobody else changed it: `to` is as unchanged as `from` was (a
+    /// wake or retry that follows still reads batched observations).
+    pub fn wrote_status(&self, key: &str, from: Option<&str>, to: String) {
+        if let Some(l) = self.map().get_mut(key)
+            && Some(l.version.as_str()) == from
+        {
+            let from = std::mem::replace(&mut l.version, to);
+            l.passed.push(from);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_objects_own_writes_do_not_count_as_changes() {
+        let left = LeftAt::default();
+        assert!(
+            left.unchanged("ns/db", Some("1")),
+            "not reconciled yet: a restart's first look"
+        );
+        assert!(!left.contains("ns/db"));
+        // The reconcile added the finalizer (2) and wrote the status (3).
+        left.record("ns/db", Some("3".into()), vec!["1".into(), "2".into()]);
+        assert!(left.unchanged("ns/db", Some("3")));
+        assert!(left.written_past("ns/db", Some("2")) && !left.written_past("ns/db", Some("3")));
+        // A later reconcile failed and wrote its error (4).
+        left.wrote_status("ns/db", Some("3"), "4".into());
+        assert!(
+            left.unchanged("ns/db", Some("4")),
+            "its own error status is no change"
+        );
+        assert!(left.written_past("ns/db", Some("3")));
+        // A person's edit (5) is a change, and an error written over it
+        // keeps it one.
+        assert!(!left.unchanged("ns/db", Some("5")));
+        left.wrote_status("ns/db", Some("5"), "6".into());
+        assert!(!left.unchanged("ns/db", Some("6")));
+        left.record("ns/db", None, Vec::new());
+        assert!(!left.contains("ns/db"));
+    }
+
+    #[test]
+    fn an_error_before_any_reconcile_records_nothing() {
+        let left = LeftAt::default();
+        left.wrote_status("ns/db", Some("1"), "2".into());
+        assert!(
+            !left.contains("ns/db"),
+            "the first successful reconcile still counts as the first look"
+        );
+    }
+}
