@@ -35,7 +35,7 @@ real_node_unsupported() {
   for b in containerd runc debootstrap iptables conntrack nsenter unshare ip gcc; do
     command -v "$b" >/dev/null || { echo "$b is not installed (tests/testenv/install-deps.sh)"; return; }
   done
-  for b in bridge host-local loopback portmap; do
+  for b in bridge host-local loopback; do
     [ -x "/usr/lib/cni/$b" ] || { echo "CNI plugin /usr/lib/cni/$b is missing (containernetworking-plugins)"; return; }
   done
   [ -d /sys/fs/cgroup/memory ] || [ -f /sys/fs/cgroup/cgroup.controllers ] ||
@@ -52,7 +52,6 @@ build_real_node_images() {
 }
 
 ctr_() { ctr -a "$(real_node_dir)/containerd.sock" -n k8s.io "$@"; }
-in_mounts() { nsenter --mount --target "$(cat "$state/pids/real-node-mounts.pid")" -- "$@"; }
 
 write_real_node_config() {
   local d api_port=$1 kubelet_port=$2 healthz_port=$3 proxy_metrics_port=$4
@@ -166,10 +165,13 @@ real_node_network_up() {
   ip addr replace "$real_node_gateway/24" dev "$real_node_bridge"
   ip link set "$real_node_bridge" up
   # Pods reach Services through the host (kube-proxy's DNAT), which must
-  # forward; the value before is restored by `down`.
-  [ -f "$(real_node_dir)/ip_forward" ] || cat /proc/sys/net/ipv4/ip_forward >"$(real_node_dir)/ip_forward"
-  echo 1 >/proc/sys/net/ipv4/ip_forward
-  echo 1 >/proc/sys/net/bridge/bridge-nf-call-iptables
+  # forward, also between ports of the bridge; `down` restores the values
+  # found here.
+  local key saved; saved=$(real_node_dir)/sysctls
+  for key in net/ipv4/ip_forward net/bridge/bridge-nf-call-iptables; do
+    grep -q "^$key " "$saved" 2>/dev/null || echo "$key $(cat "/proc/sys/$key")" >>"$saved"
+    echo 1 >"/proc/sys/$key"
+  done
 }
 
 start_real_node() {
@@ -271,7 +273,10 @@ stop_real_node() {
     done
   done
   ip link del "$real_node_bridge" 2>/dev/null || true
-  [ -f "$d/ip_forward" ] && cat "$d/ip_forward" >/proc/sys/net/ipv4/ip_forward
+  local key value
+  if [ -f "$d/sysctls" ]; then
+    while read -r key value; do echo "$value" >"/proc/sys/$key"; done <"$d/sysctls"
+  fi
   for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
     [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
