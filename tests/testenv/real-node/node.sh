@@ -142,6 +142,8 @@ EOF
     kubeconfig $d/kubeconfig
     pods insecure
   }
+  # Every other name as the host resolves it, as a cluster's DNS does.
+  forward . /etc/resolv.conf
 }
 EOF
   # The API server's port is in the kubeconfig; kept for the log.
