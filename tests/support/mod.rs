@@ -46,17 +46,10 @@ pub struct TestEnv {
 impl TestEnv {
     /// Reads the environment; panics with the command to run when it is absent.
     pub fn load() -> TestEnv {
-        let file = repo_root().join("target/testenv/env.sh");
-        let from_file = std::fs::read_to_string(&file)
-            .map(|text| parse_env_sh(&text))
-            .unwrap_or_default();
         let get = |key: &str| {
-            std::env::var(key)
-                .ok()
-                .or_else(|| from_file.get(key).cloned())
-                .unwrap_or_else(|| {
-                    panic!("{key} is not set and {} has no value for it: run `make testenv-up` first (or `make test`)", file.display())
-                })
+            env_var(key).unwrap_or_else(|| {
+                panic!("{key} is not set and {ENV_SH} has no value for it: run `make testenv-up` first (or `make test`)")
+            })
         };
         TestEnv {
             kubeconfig: PathBuf::from(get("KUBECONFIG")),
@@ -108,6 +101,16 @@ impl TestEnv {
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+const ENV_SH: &str = "target/testenv/env.sh";
+
+/// A variable of the test environment: the process's, else env.sh's.
+fn env_var(key: &str) -> Option<String> {
+    std::env::var(key).ok().or_else(|| {
+        let text = std::fs::read_to_string(repo_root().join(ENV_SH)).ok()?;
+        parse_env_sh(&text).remove(key)
+    })
 }
 
 /// Parses the `export KEY='value'` lines of env.sh.
@@ -966,17 +969,9 @@ fn json_text(v: &serde_json::Value) -> String {
 /// The test environment's real node (kubelet, containerd): its name, or a
 /// panic saying why this machine has none (`tests/testenv/real-node`).
 pub fn real_node() -> String {
-    let from_file = std::fs::read_to_string(repo_root().join("target/testenv/env.sh"))
-        .map(|text| parse_env_sh(&text))
-        .unwrap_or_default();
-    let get = |key: &str| {
-        std::env::var(key)
-            .ok()
-            .or_else(|| from_file.get(key).cloned())
-    };
     match (
-        get("CRO_TESTENV_REAL_NODE"),
-        get("CRO_TESTENV_NO_REAL_NODE"),
+        env_var("CRO_TESTENV_REAL_NODE"),
+        env_var("CRO_TESTENV_NO_REAL_NODE"),
     ) {
         (Some(node), _) => node,
         (None, Some(why)) => panic!("the test environment has no real node: {why}"),
@@ -990,15 +985,9 @@ pub fn real_node() -> String {
 /// test cluster does (the real node's cluster DNS and search path), as the
 /// operator does when it runs in the cluster.
 pub fn in_cluster_dns() -> Vec<String> {
-    let from_file = std::fs::read_to_string(repo_root().join("target/testenv/env.sh"))
-        .map(|text| parse_env_sh(&text))
-        .unwrap_or_default();
-    let script = std::env::var("CRO_TESTENV_IN_CLUSTER_DNS")
-        .ok()
-        .or_else(|| from_file.get("CRO_TESTENV_IN_CLUSTER_DNS").cloned())
-        .unwrap_or_else(|| {
-            panic!("CRO_TESTENV_IN_CLUSTER_DNS is not set: the test environment has no real node")
-        });
+    let script = env_var("CRO_TESTENV_IN_CLUSTER_DNS").unwrap_or_else(|| {
+        panic!("CRO_TESTENV_IN_CLUSTER_DNS is not set: the test environment has no real node")
+    });
     vec![script]
 }
 
