@@ -7,15 +7,19 @@
 # packages, and CoreDNS on the bridge's address as the cluster DNS. Pods
 # get 10.244.0.0/24 on the bridge cro0, which the host routes to. The node
 # is labelled and tainted `cro-testenv/real-node`: only pods of a namespace
-# annotated by `real_node_namespace` (the PodNodeSelector and
-# PodTolerationRestriction admission plugins) run there; everything else
-# stays on kwok.
+# with the PodNodeSelector and PodTolerationRestriction annotations
+# (`support::place_on_real_node` in the tests, `make run` for `demo`) run
+# there; everything else stays on kwok.
 #
 # containerd and kubelet run in a private mount namespace (held by the
 # `real-node-mounts` process), so every mount they make (container root
 # filesystems, pod volumes, network namespaces) goes away with them, and
-# their host paths (/var/lib/cni, /var/log/containers, /var/log/pods) are
+# the host paths they insist on (/var/lib/cni, /var/log/containers) are
 # bind mounts of directories under $state/real-node.
+#
+# `down` kills what runs in the kubepods cgroups and removes every KUBE-*
+# and CNI-* iptables chain: so the node is only started on a host where
+# no other kubelet or kube-proxy left those.
 
 real_node_dir() { echo "$state/real-node"; }
 real_node_name=real-node-0
@@ -42,6 +46,13 @@ real_node_unsupported() {
     { echo "no cgroup hierarchy under /sys/fs/cgroup"; return; }
   [ -d /proc/sys/net/bridge ] || { echo "the kernel has no br_netfilter (/proc/sys/net/bridge is missing)"; return; }
   unshare --mount true 2>/dev/null || { echo "unshare --mount is refused"; return; }
+  if ! [ -d "$(real_node_dir)" ]; then
+    ls -d /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods >/dev/null 2>&1 &&
+      { echo "another kubelet's kubepods cgroups exist on this host"; return; }
+    iptables-save 2>/dev/null | grep -q '^:\(KUBE\|CNI\)-' &&
+      { echo "another kubelet, kube-proxy or CNI plugin left iptables chains on this host"; return; }
+  fi
+  return 0
 }
 
 build_real_node_images() {
