@@ -10,9 +10,10 @@
 //! list and hold every Secret again.
 
 use std::{
+    collections::HashMap,
     fmt::Debug,
     sync::{Arc, Mutex},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL};
@@ -43,6 +44,11 @@ const SUBSCRIBER_BUFFER: usize = 1024;
 /// cause is RBAC that does not allow listing the kind).
 const READY_LIMIT: Duration = Duration::from_secs(30);
 
+/// How long this process's own write stands in for the watch's copy. The
+/// watch shows a write within moments; the limit only bounds the harm of
+/// a write remembered after the watch already showed it deleted.
+const WRITTEN_LIMIT: Duration = Duration::from_secs(60);
+
 /// One watch of `K` (in one namespace, or all), shared by its subscribers
 /// and by reads. Objects are held without their managed fields.
 pub struct Shared<K: Resource<DynamicType = ()> + Clone + 'static> {
@@ -52,7 +58,14 @@ pub struct Shared<K: Resource<DynamicType = ()> + Clone + 'static> {
     /// Subscribers told of deletions (kube's shared stream passes on only
     /// objects that exist).
     deleted: Mutex<Vec<mpsc::UnboundedSender<Arc<K>>>>,
+    /// Objects this process wrote that the watch has not shown yet, as the
+    /// write answered: a reconcile that follows its own write reads them
+    /// from here instead of from the API server.
+    written: Mutex<Written<K>>,
 }
+
+/// This process's writes the watch has not shown yet, and when each was made.
+type Written<K> = HashMap<ObjectRef<K>, (Instant, Arc<K>)>;
 
 /// Every object a shared watch sees, deleted ones included.
 pub type Subscription<K> =
@@ -73,6 +86,7 @@ where
             reader,
             watch: Mutex::new(Some((writer, api, config))),
             deleted: Mutex::default(),
+            written: Mutex::default(),
         }
     }
 
@@ -104,14 +118,19 @@ where
             .reflect_shared(writer)
             .for_each(|event| async move {
                 match event {
+                    Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                        self.written_map().remove(&ObjectRef::from_obj(&obj));
+                    }
+                    Ok(watcher::Event::Init) => self.written_map().clear(),
                     Ok(watcher::Event::Delete(obj)) => {
+                        self.written_map().remove(&ObjectRef::from_obj(&obj));
                         let obj = Arc::new(obj);
                         let subscribers = self.deleted.lock().unwrap_or_else(|e| e.into_inner());
                         for tx in subscribers.iter() {
                             let _ = tx.unbounded_send(obj.clone());
                         }
                     }
-                    Ok(_) => {}
+                    Ok(watcher::Event::InitDone) => {}
                     Err(e) => warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying"),
                 }
             })
@@ -154,7 +173,25 @@ where
                 }),
             });
         }
-        Ok(self.reader.get(&ObjectRef::new(name).within(namespace)))
+        let key = ObjectRef::new(name).within(namespace);
+        Ok(self.reader.get(&key).or_else(|| {
+            let written = self.written_map();
+            let (at, obj) = written.get(&key)?;
+            (at.elapsed() < WRITTEN_LIMIT).then(|| obj.clone())
+        }))
+    }
+
+    fn written_map(&self) -> std::sync::MutexGuard<'_, Written<K>> {
+        self.written.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Remembers `obj` as this process's write answered it, until the
+    /// watch shows it: [`Shared::get`] answers with it meanwhile.
+    pub fn wrote(&self, mut obj: K) {
+        strip_unread(&mut obj);
+        let key = ObjectRef::from_obj(&obj);
+        self.written_map()
+            .insert(key, (Instant::now(), Arc::new(obj)));
     }
 }
 
@@ -208,6 +245,15 @@ where
         match self.0.iter().find(|s| s.covers(namespace)) {
             Some(shared) => shared.get(namespace, name).await.map(Some),
             None => Ok(None),
+        }
+    }
+
+    /// Remembers this process's write of `obj` in the watch that covers
+    /// its namespace (see [`Shared::wrote`]).
+    pub fn wrote(&self, obj: K) {
+        let namespace = obj.meta().namespace.clone().unwrap_or_default();
+        if let Some(shared) = self.0.iter().find(|s| s.covers(&namespace)) {
+            shared.wrote(obj);
         }
     }
 

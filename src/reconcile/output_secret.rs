@@ -118,16 +118,18 @@ pub async fn write(
         .collect();
     let secret = desired(target, data, existing.as_ref());
     if !existing.as_ref().is_some_and(|live| holds(live, &secret)) {
-        api.patch(
-            target.name,
-            &PatchParams::apply("cloud-resource-operator").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .map_err(Error::kube(format!(
-            "writing Secret {}/{}",
-            target.namespace, target.name
-        )))?;
+        let written = api
+            .patch(
+                target.name,
+                &PatchParams::apply("cloud-resource-operator").force(),
+                &Patch::Apply(&secret),
+            )
+            .await
+            .map_err(Error::kube(format!(
+                "writing Secret {}/{}",
+                target.namespace, target.name
+            )))?;
+        cache.wrote(written);
     }
     Ok(Written::Ok { placeholders })
 }
