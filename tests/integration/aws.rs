@@ -382,6 +382,63 @@ async fn blob_storage_on_s3_with_a_bucket_scoped_user() {
     .await;
 }
 
+/// A bucket carries its tags from its CreateBucket on, so a leader that
+/// dies between the create and the set-up leaves a bucket any later
+/// leader knows as this CR's and sets up; an identity without
+/// s3:TagResource still gets its bucket, tagged after.
+#[tokio::test]
+async fn a_bucket_is_tagged_at_create_and_any_leader_finishes_its_set_up() {
+    use cloud_resource_operator::api::BlobStorage;
+    with_operator("s3-cut", |client, ns, op| async move {
+        let env = TestEnv::load();
+        let s3 = env.s3().await;
+        // As a leader leaves it when it dies right after CreateBucket:
+        // tagged for the CR, neither public access block nor encryption.
+        let cut = cloud_identifier("testcluster", &ns, "cut");
+        let mut at_create = want_tags("cut");
+        at_create.remove("integreatly.org/product-name");
+        at_create.insert("integreatly.org/resource-namespace".into(), ns.clone());
+        let tags = at_create.iter().map(|(k, v)| aws_sdk_s3::types::Tag::builder().key(k).value(v).build().unwrap_or_else(|e| panic!("{e}")));
+        let mut config = aws_sdk_s3::types::CreateBucketConfiguration::builder().set_tags(Some(tags.collect()));
+        if env.aws_region != "us-east-1" {
+            config = config.location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(env.aws_region.as_str()));
+        }
+        s3.create_bucket().bucket(&cut).create_bucket_configuration(config.build()).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(s3.get_bucket_encryption().bucket(&cut).send().await.is_err(), "moto encrypts new buckets by default: the test proves nothing");
+        // No s3:TagResource for this one: CreateBucket with tags is refused.
+        let untagged = cloud_identifier("testcluster", &ns, "untagged");
+        crate::support::inject_aws_fault(&format!("{ns}-tags"), "s3", "CreateBucket", &format!("\"Bucket\": \"{untagged}\", \"Tags\": {{\""), ("AccessDenied", 403, "not authorized to perform: s3:TagResource"), None);
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        for name in ["cut", "untagged"] {
+            let b: BlobStorage = serde_json::from_value(json!({
+                "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage",
+                "metadata": {"name": name, "labels": {"productName": "orders"}},
+                "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}
+            }))
+            .unwrap_or_else(|e| panic!("{e}"));
+            blobs.create(&PostParams::default(), &b).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        for (name, bucket) in [("cut", &cut), ("untagged", &untagged)] {
+            wait_phase(&blobs, name, Phase::Complete).await;
+            let block = s3.get_public_access_block().bucket(bucket).send().await.unwrap_or_else(|e| panic!("{name}: no public access block: {e:?}"));
+            let block = block.public_access_block_configuration().cloned().unwrap_or_else(|| panic!("no public access block"));
+            assert_eq!(block.block_public_acls(), Some(true), "{name}");
+            s3.get_bucket_encryption().bucket(bucket).send().await.unwrap_or_else(|e| panic!("{name}: no default encryption: {e:?}"));
+            let tags: BTreeMap<String, String> = s3.get_bucket_tagging().bucket(bucket).send().await.unwrap_or_else(|e| panic!("{e:?}"))
+                .tag_set().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect();
+            for (k, v) in want_tags(name) {
+                assert_eq!(tags.get(&k), Some(&v), "tag {k} on bucket {bucket}");
+            }
+        }
+        assert!(op.logs().contains("s3:CreateBucket with tags was refused"), "the refused tagged create was not the one that ran");
+        for name in ["cut", "untagged"] {
+            blobs.delete(name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&blobs, name, DEFAULT_TIMEOUT).await;
+        }
+    })
+    .await;
+}
+
 /// The users the operator makes sit under its IAM path, bounded by the
 /// managed policy `--iam-permissions-boundary` names.
 #[tokio::test]

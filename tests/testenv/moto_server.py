@@ -21,14 +21,17 @@ must be exercised. This launcher wraps the backends so that:
   engine version and maintenance window AWS shows only there, gone with it;
 - ModifyReplicationGroup (missing from stock moto) changes the snapshot
   retention and window, node type and maintenance window, and leaves the
-  group `modifying` for that long.
+  group `modifying` for that long;
+- CreateBucket puts the tags of its CreateBucketConfiguration on the new
+  bucket, as S3 does since 2025 (stock moto reads only LocationConstraint).
 
 An RDS instance or replication group tagged with the value
 `cro-test-real-backend` answers at the real PostgreSQL / Redis of the test
 environment (CRO_MOTO_REAL_POSTGRES, CRO_MOTO_REAL_REDIS): its master user
 is created there with its password, as RDS does.
 
-Two test hooks, for query-protocol services (RDS, ElastiCache, IAM, STS):
+Two test hooks, for query-protocol services (RDS, ElastiCache, IAM, STS;
+faults also for S3's CreateBucket, matched on its Bucket and Tags):
 
 - every call is appended to CRO_MOTO_REQUEST_LOG (JSON lines: time,
   service, action, account, parameters), so tests can prove which calls
@@ -378,6 +381,56 @@ ElastiCacheBackend.create_replication_group = _real_ec_create
 ElastiCacheBackend.describe_replication_groups = ec_describe
 ElastiCacheResponse.delete_replication_group = ec_delete_response
 ElastiCacheResponse.modify_replication_group = ec_modify_response
+
+# --- S3 -------------------------------------------------------------------------
+from moto.s3.responses import S3Response
+from moto.s3.exceptions import MissingBucket
+
+_s3_bucket_put = S3Response._bucket_response_put
+
+
+def _create_bucket_tags(body):
+    """The Tags of a CreateBucketConfiguration body, as {key: value}."""
+    import xmltodict
+
+    if not body:
+        return {}
+    try:
+        config = xmltodict.parse(body).get("CreateBucketConfiguration") or {}
+    except Exception:  # an unparsable body is moto's to refuse
+        return {}
+    tags = (config.get("Tags") or {}).get("Tag") or []
+    if isinstance(tags, dict):
+        tags = [tags]
+    return {t["Key"]: t.get("Value") or "" for t in tags}
+
+
+def s3_bucket_put(self, request, bucket_name, querystring):
+    creating = not querystring
+    if creating:
+        # Matched as query-protocol faults are: on the parameters as JSON.
+        params = {"Bucket": bucket_name, "Tags": _create_bucket_tags(self.body)}
+        fault = _fault_for("s3", "CreateBucket", json.dumps(params, sort_keys=True))
+        if fault is not None:
+            code, message = escape(fault["code"]), escape(fault.get("message", "injected fault"))
+            error = (f"<Error><Code>{code}</Code><Message>{message}</Message>"
+                     "<RequestId>cro-injected-fault</RequestId></Error>")
+            return fault.get("status", 403), {"Content-Type": "application/xml"}, error
+        try:
+            self.backend.get_bucket(bucket_name)
+            existed = True
+        except MissingBucket:
+            existed = False
+    answer = _s3_bucket_put(self, request, bucket_name, querystring)
+    status = answer[0] if isinstance(answer, tuple) else 200
+    if creating and not existed and status == 200:
+        tags = _create_bucket_tags(self.body)
+        if tags:
+            self.backend.put_bucket_tagging(bucket_name, tags)
+    return answer
+
+
+S3Response._bucket_response_put = s3_bucket_put
 
 # --- request log and fault injection ------------------------------------------
 from moto.core.responses import BaseResponse

@@ -54,22 +54,23 @@ async fn exists(s3: &Client, bucket: &str) -> Result<bool, ProviderError> {
         .is_some())
 }
 
-/// Creates the bucket and sets it up. S3 takes no tags with CreateBucket,
-/// so a bucket may exist untagged for a moment: one this process made (its
-/// create answered or not, see [`decide`]) is set up again, never judged
-/// someone else's.
+/// Creates the bucket, tagged in the same call, and sets it up: a bucket
+/// whose create or set-up was cut short (its answer lost, the leader gone)
+/// is found tagged for this CR and set up again (see [`decide`]).
 async fn create(c: &Clients, req: &ResourceRequest, region: &str) -> Result<(), ProviderError> {
     let (s3, bucket) = (&c.s3, req.identifier.as_str());
-    let mut create = s3.create_bucket().bucket(bucket);
-    // us-east-1 is the one region that must not be named.
-    if region != "us-east-1" {
-        create = create.create_bucket_configuration(
-            CreateBucketConfiguration::builder()
-                .location_constraint(BucketLocationConstraint::from(region))
-                .build(),
+    let tags = crate::tags::s3_tags(&req.creation_tags())?;
+    let mut sent = send_create(s3, bucket, region, Some(tags)).await;
+    // Tags on CreateBucket need s3:TagResource beside s3:CreateBucket; an
+    // identity granted only the older list still gets its bucket, tagged
+    // by the set-up.
+    if sent.as_ref().err().and_then(|e| e.code()) == Some("AccessDenied") {
+        warn!(
+            bucket,
+            "s3:CreateBucket with tags was refused; creating it untagged and tagging it after: grant s3:TagResource (docs/operations.md, AWS permissions) so no bucket is ever untagged"
         );
+        sent = send_create(s3, bucket, region, None).await;
     }
-    let sent = create.send().await;
     c.s3_listing.wrote(bucket);
     if created(sent, "s3:CreateBucket", bucket)? == Created::Already {
         // This account's bucket: ours when untagged (the retry of a create
@@ -82,6 +83,31 @@ async fn create(c: &Clients, req: &ResourceRequest, region: &str) -> Result<(), 
         }
     }
     set_up(s3, req).await
+}
+
+/// One CreateBucket call; us-east-1 is the one region that must not be
+/// named.
+async fn send_create(
+    s3: &Client,
+    bucket: &str,
+    region: &str,
+    tags: Option<Vec<aws_sdk_s3::types::Tag>>,
+) -> Result<
+    aws_sdk_s3::operation::create_bucket::CreateBucketOutput,
+    aws_sdk_s3::error::SdkError<aws_sdk_s3::operation::create_bucket::CreateBucketError>,
+> {
+    let location = (region != "us-east-1").then(|| BucketLocationConstraint::from(region));
+    let create = s3.create_bucket().bucket(bucket);
+    let create = match (location, tags) {
+        (None, None) => create,
+        (location, tags) => create.create_bucket_configuration(
+            CreateBucketConfiguration::builder()
+                .set_location_constraint(location)
+                .set_tags(tags)
+                .build(),
+        ),
+    };
+    create.send().await
 }
 
 /// Public access blocked, default encryption, the CR's tags: each call
@@ -123,8 +149,9 @@ async fn set_up(s3: &Client, req: &ResourceRequest) -> Result<(), ProviderError>
 #[derive(Debug, PartialEq)]
 pub enum Plan {
     Create,
-    /// This process made it and its set-up was cut short (it has no tags
-    /// yet): set it up.
+    /// Made for this CR and not recorded on it yet: its set-up may have
+    /// been cut short (it is untagged, made by this process; or it is
+    /// tagged for this CR at create): set it up, which is idempotent.
     SetUp,
     /// It is this cluster's: add the tags it lacks.
     Tag(Vec<(String, String)>),
@@ -143,6 +170,7 @@ pub fn decide(
 ) -> Plan {
     match (live_tags, req.recorded_identifier.as_deref()) {
         (Some(tags), None) if tags.is_empty() && made_here => Plan::SetUp,
+        (Some(tags), None) if crate::tags::made_for(&req.creation_tags(), tags) => Plan::SetUp,
         (Some(tags), _) if let Some(owner) = plan::another_crs(req, tags) => Plan::Fail(
             plan::another_crs_message("S3 bucket", &req.identifier, &owner),
         ),
@@ -380,7 +408,8 @@ mod tests {
         req.identifier = "b".into();
         req.recorded_identifier = recorded.map(str::to_string);
         req.owner_tag = ("clusterID".into(), "c1".into());
-        req.tags = tags(&[("clusterID", "c1"), ("k", "v")]);
+        req.namespace_tag = ("resource-namespace".into(), "ns".into());
+        req.tags = tags(&[("clusterID", "c1"), ("resource-name", "cr"), ("k", "v")]);
         req
     }
 
@@ -390,17 +419,15 @@ mod tests {
         assert!(
             matches!(decide(None, &req(Some("b")), false), Plan::Fail(m) if m.contains("S3 bucket b") && m.contains("no longer exists"))
         );
-        // Ours by tag, or by the recorded identifier (the Go operator's).
+        // Ours by tag (the Go operator's tags bind no namespace), or by the
+        // recorded identifier.
+        let go_operators = tags(&[("clusterID", "c1"), ("resource-name", "cr"), ("k", "v")]);
         assert_eq!(
-            decide(
-                Some(&tags(&[("clusterID", "c1"), ("k", "v")])),
-                &req(None),
-                false
-            ),
+            decide(Some(&go_operators), &req(None), false),
             Plan::Tag(vec![])
         );
         assert!(
-            matches!(decide(Some(&tags(&[])), &req(Some("b")), false), Plan::Tag(t) if t.len() == 2)
+            matches!(decide(Some(&tags(&[])), &req(Some("b")), false), Plan::Tag(t) if t.len() == 3)
         );
         // Untagged: set up when this process made it (a create whose
         // answer was lost), else someone else's.
@@ -409,14 +436,23 @@ mod tests {
             decide(Some(&tags(&[])), &req(None), false),
             Plan::Unadopted(_)
         ));
+        // Tagged for this CR at create, not recorded yet (the leader that
+        // made it may have gone before its set-up): set up again, by any
+        // process; once recorded, only what its tags lack is added.
+        let at_create = req(None).creation_tags();
+        assert_eq!(decide(Some(&at_create), &req(None), false), Plan::SetUp);
+        assert_eq!(
+            decide(Some(&at_create), &req(Some("b")), false),
+            Plan::Tag(vec![])
+        );
         // Someone else's: adoption waits for its hash.
         let theirs = tags(&[("clusterID", "other")]);
         let Plan::Unadopted(adoption) = decide(Some(&theirs), &req(None), true) else {
             panic!("adopted without approval")
         };
-        assert_eq!(adoption.changes.len(), 2, "{adoption:?}");
+        assert_eq!(adoption.changes.len(), 4, "{adoption:?}");
         let mut approved = req(None);
         approved.options.approved_adoption = Some(adoption.hash.clone());
-        assert!(matches!(decide(Some(&theirs), &approved, false), Plan::Tag(t) if t.len() == 2));
+        assert!(matches!(decide(Some(&theirs), &approved, false), Plan::Tag(t) if t.len() == 3));
     }
 }

@@ -175,16 +175,7 @@ impl Tagging for aws_sdk_s3::Client {
         let build = |e: aws_sdk_s3::error::BuildError| {
             ProviderError::transient(format!("building S3 tags: {e}"))
         };
-        let set = all
-            .iter()
-            .map(|(k, v)| {
-                aws_sdk_s3::types::Tag::builder()
-                    .key(k)
-                    .value(v)
-                    .build()
-                    .map_err(build)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let set = s3_tags(&all)?;
         let tagging = aws_sdk_s3::types::Tagging::builder()
             .set_tag_set(Some(set))
             .build()
@@ -227,6 +218,16 @@ impl Tagging for aws_sdk_iam::Client {
 /// IAM's tags as a map.
 pub fn of_iam(tags: &[aws_sdk_iam::types::Tag]) -> BTreeMap<String, String> {
     collect(tags.iter().map(|t| (Some(t.key()), Some(t.value()))))
+}
+
+/// Tags as S3 takes them.
+pub fn s3_tags(
+    tags: &BTreeMap<String, String>,
+) -> Result<Vec<aws_sdk_s3::types::Tag>, ProviderError> {
+    tags.iter()
+        .map(|(k, v)| aws_sdk_s3::types::Tag::builder().key(k).value(v).build())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ProviderError::transient(format!("building S3 tags: {e}")))
 }
 
 /// Tags as IAM takes them.
