@@ -153,7 +153,9 @@ pub async fn observe<D: Database>(
     {
         return Ok(Some(live));
     }
-    svc.describe(id).await
+    let described = svc.describe(id).await;
+    listing.described(id);
+    described
 }
 
 /// What to do about the resource.

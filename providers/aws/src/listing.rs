@@ -10,7 +10,9 @@
 //! before the operator's last write to a resource no longer speaks for it
 //! — whether that write was answered or not (a lost answer may still have
 //! acted) — so no decision is taken twice on the state from before its
-//! own call.
+//! own call. Nor does it after the operator described the resource on its
+//! own: an instance seen `available` is never judged `creating` again
+//! from a listing taken while it was.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -26,6 +28,8 @@ pub struct Listing<T> {
     taken: Mutex<Option<Taken<T>>>,
     /// When this process last wrote to each resource (the write's end).
     written: std::sync::Mutex<HashMap<String, Instant>>,
+    /// When this process last described each resource on its own.
+    described: std::sync::Mutex<HashMap<String, Instant>>,
 }
 
 struct Taken<T> {
@@ -38,6 +42,7 @@ impl<T> Default for Listing<T> {
         Listing {
             taken: Mutex::new(None),
             written: std::sync::Mutex::default(),
+            described: std::sync::Mutex::default(),
         }
     }
 }
@@ -66,7 +71,8 @@ impl<T: Clone> Listing<T> {
                 items: list().await?,
             });
         }
-        let taken = taken.as_ref().filter(|t| !self.written_since(id, t.at));
+        let taken = (taken.as_ref())
+            .filter(|t| !self.written_since(id, t.at) && !since(&self.described, id, t.at));
         Ok(taken.and_then(|t| t.items.get(id).cloned()))
     }
 
@@ -77,14 +83,28 @@ impl<T: Clone> Listing<T> {
         written.insert(id.to_string(), Instant::now());
     }
 
+    /// Says the operator just described `id` on its own: listings taken
+    /// until now are older than what it knows of it.
+    pub fn described(&self, id: &str) {
+        let mut described = self.described.lock().unwrap_or_else(|e| e.into_inner());
+        described.insert(id.to_string(), Instant::now());
+    }
+
     /// Whether this process wrote to `id` since `at` (ever, with `None`).
     pub fn written_since(&self, id: &str, at: impl Into<Option<Instant>>) -> bool {
-        let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        let at = at.into();
-        written
-            .get(id)
-            .is_some_and(|w| at.is_none_or(|at| *w >= at))
+        since(&self.written, id, at.into())
     }
+}
+
+/// Whether `times` holds a time for `id` at or after `at` (any, with `None`).
+fn since(
+    times: &std::sync::Mutex<HashMap<String, Instant>>,
+    id: &str,
+    at: impl Into<Option<Instant>>,
+) -> bool {
+    let times = times.lock().unwrap_or_else(|e| e.into_inner());
+    let at = at.into();
+    times.get(id).is_some_and(|w| at.is_none_or(|at| *w >= at))
 }
 
 #[cfg(test)]
@@ -131,6 +151,17 @@ mod tests {
         tokio::time::advance(MAX_AGE + Duration::from_secs(1)).await;
         assert_eq!(listed(&listing, "a", &calls).await, Some(1));
         assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resource_described_since_is_not_judged_from_the_older_listing() {
+        let (listing, calls) = (Listing::default(), AtomicUsize::new(0));
+        assert_eq!(listed(&listing, "a", &calls).await, Some(1));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        listing.described("a");
+        assert!(!listing.written_since("a", None), "a read is no write");
+        assert_eq!(listed(&listing, "a", &calls).await, None);
+        assert_eq!(listed(&listing, "b", &calls).await, Some(2));
     }
 
     #[tokio::test]

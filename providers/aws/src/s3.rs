@@ -208,7 +208,9 @@ async fn observe(
     {
         return Ok(Some(tags));
     }
-    describe(&c.s3, bucket).await
+    let described = describe(&c.s3, bucket).await;
+    c.s3_listing.described(bucket);
+    described
 }
 
 /// The bucket's tags if it exists, read on its own.

@@ -178,7 +178,9 @@ pub async fn observe_user(
     {
         return Ok(Some(live));
     }
-    describe_user(&c.iam, user, policy_name).await
+    let described = describe_user(&c.iam, user, policy_name).await;
+    c.iam_listing.described(user);
+    described
 }
 
 /// The user exists, tagged, with exactly `policy` as its inline policy;
