@@ -14,7 +14,7 @@ use std::{fmt::Debug, sync::Arc, time::Duration};
 
 use cro_provider_api::ResourceKind;
 use futures::{
-    FutureExt, StreamExt,
+    FutureExt, StreamExt, TryStreamExt,
     future::{BoxFuture, Shared},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -35,7 +35,7 @@ use crate::{
     api::{BlobStorage, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SMTPCredentialSet},
     cache,
     config::{TYPES_CONFIG_MAP, provider_of_strategies_map},
-    reconcile::{Context, Managed, error_policy, reconcile},
+    reconcile::{Context, Managed, error_policy, key, reconcile},
 };
 use kinds::ResourceCr;
 
@@ -110,23 +110,35 @@ impl Scope {
 }
 
 /// A controller whose store holds the CRs without what reconciles never
-/// read (see [`cache::strip_unread`]).
-fn controller_of<K>(api: Api<DeserializeGuard<K>>) -> Controller<DeserializeGuard<K>>
+/// read (see [`cache::strip_unread`]). The watch's echoes of the
+/// operator's own writes (its finalizer, its status) start no reconcile:
+/// each would find nothing to do, while CRs still waiting for their first
+/// reconcile queue behind it.
+fn controller_of<K>(
+    api: Api<DeserializeGuard<K>>,
+    ctx: &Arc<Context>,
+) -> Controller<DeserializeGuard<K>>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
+    let ctx = ctx.clone();
     let crs = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(cache::strip_unread)
         .reflect(writer)
-        .applied_objects();
+        .applied_objects()
+        .try_filter(move |cr| {
+            let echo = ctx.own_write(&key(cr), cr.meta().resource_version.as_deref());
+            futures::future::ready(!echo)
+        });
     Controller::for_stream(crs, reader)
 }
 
 fn run_scope(ctx: Arc<Context>, scope: Scope, shutdown: Shutdown) -> impl Future<Output = ()> {
-    let postgres_snapshots = controller_of(scope.api::<DeserializeGuard<PostgresSnapshot>>(&ctx));
-    let redis_snapshots = controller_of(scope.api::<DeserializeGuard<RedisSnapshot>>(&ctx));
+    let postgres_snapshots =
+        controller_of(scope.api::<DeserializeGuard<PostgresSnapshot>>(&ctx), &ctx);
+    let redis_snapshots = controller_of(scope.api::<DeserializeGuard<RedisSnapshot>>(&ctx), &ctx);
     let postgres = resource_controller::<Postgres>(&ctx, &scope, true);
     let redis = resource_controller::<Redis>(&ctx, &scope, true);
     let blobs = resource_controller::<BlobStorage>(&ctx, &scope, false);
@@ -170,11 +182,11 @@ where
 /// A controller of `K`, triggered by the objects it owns (so a hand edit
 /// is seen at once) and by the configuration ConfigMaps.
 fn resource_controller<K: ResourceCr>(
-    ctx: &Context,
+    ctx: &Arc<Context>,
     scope: &Scope,
     workloads: bool,
 ) -> Controller<DeserializeGuard<K>> {
-    let controller = controller_of(scope.api::<DeserializeGuard<K>>(ctx));
+    let controller = controller_of(scope.api::<DeserializeGuard<K>>(ctx), ctx);
     let by_types = controller.store();
     let by_operator_cm = controller.store();
     let ns = scope.0.as_deref();

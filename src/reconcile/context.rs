@@ -130,6 +130,13 @@ impl Context {
         self.left_at.written_past(key, version)
     }
 
+    /// Whether the watch's `version` of `key` only echoes this process's
+    /// own writes (see [`LeftAt::own_write`]): no reconcile is started
+    /// for it.
+    pub fn own_write(&self, key: &str, version: Option<&str>) -> bool {
+        self.left_at.own_write(key, version)
+    }
+
     /// Whether this process has reconciled `key` before.
     pub fn reconciled_since_start(&self, key: &str) -> bool {
         self.left_at.contains(key)

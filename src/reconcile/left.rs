@@ -37,6 +37,17 @@ impl LeftAt {
         version.is_some_and(|v| passed.iter().any(|p| p == v))
     }
 
+    /// Whether the watch's `version` of `key` is what this process's own
+    /// reconcile left it at or wrote past: the echo of its own writes,
+    /// which holds no change to reconcile.
+    pub fn own_write(&self, key: &str, version: Option<&str>) -> bool {
+        let map = self.map();
+        let Some((left, version)) = map.get(key).zip(version) else {
+            return false;
+        };
+        left.version == version || left.passed.iter().any(|p| p == version)
+    }
+
     /// Whether this process has reconciled `key` before.
     pub fn contains(&self, key: &str) -> bool {
         self.map().contains_key(key)
@@ -81,6 +92,12 @@ mod tests {
         // The reconcile added the finalizer (2) and wrote the status (3).
         left.record("ns/db", Some("3".into()), vec!["1".into(), "2".into()]);
         assert!(left.unchanged("ns/db", Some("3")));
+        assert!(
+            ["1", "2", "3"]
+                .iter()
+                .all(|v| left.own_write("ns/db", Some(v))),
+            "the watch's echoes of its own writes"
+        );
         assert!(left.written_past("ns/db", Some("2")) && !left.written_past("ns/db", Some("3")));
         // A later reconcile failed and wrote its error (4).
         left.wrote_status("ns/db", Some("3"), "4".into());
@@ -92,6 +109,10 @@ mod tests {
         // A person's edit (5) is a change, and an error written over it
         // keeps it one.
         assert!(!left.unchanged("ns/db", Some("5")));
+        assert!(
+            !left.own_write("ns/db", Some("5")),
+            "a person's edit is no echo"
+        );
         left.wrote_status("ns/db", Some("5"), "6".into());
         assert!(!left.unchanged("ns/db", Some("6")));
         left.record("ns/db", None, Vec::new());
