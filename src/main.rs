@@ -172,7 +172,7 @@ struct RunArgs {
     )]
     watch_namespaces: Vec<String>,
     /// Reconciles run at once per kind (and per watched namespace).
-    #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     concurrency: u16,
     /// Split the namespaces between this many groups of replicas, by a
     /// stable hash of the namespace name; each group elects its leader on
