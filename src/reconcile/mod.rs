@@ -47,6 +47,10 @@ const FAILED_RETRY: Duration = Duration::from_secs(3600);
 /// The message the Go operator shows for `skipCreate`.
 pub const SKIP_CREATE_MESSAGE: &str = "skipping create or update for maintenance";
 
+/// When to look again at a CR whose cached version is one the operator
+/// wrote past: the watch shows the newer one within moments.
+const WRITTEN_PAST_RETRY: Duration = Duration::from_secs(1);
+
 /// How soon a resource that is still converging is looked at again when no
 /// event arrives first: a quarter of the time it has been in progress,
 /// between 5 seconds and 2 minutes, so a quick creation is seen quickly and
@@ -152,10 +156,12 @@ pub async fn reconcile<K: Managed>(
     {
         return Ok(Action::await_change());
     }
-    // A version this operator's own reconcile wrote past: the newer one
-    // is on its way, and is what to reconcile.
+    // A version this operator's own reconcile wrote past (the cache has
+    // not shown its newer one yet): reconcile the newer one in a moment.
+    // The watch does not bring it as a change (it is the operator's own
+    // write), and this run may stand for a requeue it absorbed.
     if ctx.written_past(&key(obj.as_ref()), obj.meta().resource_version.as_deref()) {
-        return Ok(Action::await_change());
+        return Ok(Action::requeue(WRITTEN_PAST_RETRY));
     }
     match &obj.0 {
         Ok(valid) => reconcile_valid(valid, &ctx).instrument(span).await,
