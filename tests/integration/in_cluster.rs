@@ -264,11 +264,20 @@ async fn a_person_filled_placeholder_survives() {
         .await;
         wait_phase(&blobs, "blob", Phase::Complete).await;
         let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let made = secrets.get("blob-sec").await.unwrap_or_else(|e| panic!("{e}"));
+        let keys = made.annotations().get("cro.integreatly.org/keys").cloned().unwrap_or_default();
+        assert_eq!(keys, "bucketName,bucketRegion,credentialKeyID,credentialSecretKey", "the keys the operator wrote");
+        // A person fills a placeholder in and adds a key of their own; a
+        // key the operator wrote once (as listed) and no longer gives is
+        // there too.
         secrets
             .patch(
                 "blob-sec",
                 &PatchParams::default(),
-                &Patch::Merge(json!({"stringData": {"bucketName": "filled-by-hand"}})),
+                &Patch::Merge(json!({
+                    "metadata": {"annotations": {"cro.integreatly.org/keys": format!("{keys},stale")}},
+                    "stringData": {"bucketName": "filled-by-hand", "note": "mine", "stale": "old"}
+                })),
             )
             .await
             .unwrap_or_else(|e| panic!("{e}"));
@@ -298,6 +307,15 @@ async fn a_person_filled_placeholder_survives() {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(value(&secret, "bucketName"), "filled-by-hand");
+        assert_eq!(value(&secret, "note"), "mine", "a key somebody else added is kept");
+        let data = secret.data.clone().unwrap_or_default();
+        assert!(!data.contains_key("stale"), "a key the operator no longer gives is removed: {:?}", data.keys());
+        // Deleted by hand: made again, by a create.
+        secrets.delete("blob-sec", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_for(&secrets, "blob-sec", "Secret made again", DEFAULT_TIMEOUT, |s: Option<&Secret>| {
+            s.is_some_and(|s| s.metadata.deletion_timestamp.is_none() && s.data.as_ref().is_some_and(|d| d.contains_key("bucketRegion")))
+        })
+        .await;
     })
     .await;
 }
