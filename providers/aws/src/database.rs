@@ -24,7 +24,7 @@ use crate::{
     listing::Listing,
     plan::{self, Gate, Settled, Split, settle, split, vanished},
     snapshots::{self, Snapshots},
-    strategy::{Fields, Section, Tier},
+    strategy::{Tier, TypedSection, parse_section},
 };
 
 /// The live resource, as far as the shared steps need it.
@@ -67,18 +67,24 @@ pub struct Service {
     pub api_name: &'static str,
     /// The rules its final snapshots' identifiers follow.
     pub snapshot_rules: IdentifierRules,
-    /// The strategies' fields naming the resource (both sections) and its
-    /// final snapshot (deleteStrategy), which the Go operator used as
-    /// given (buildRDSCreateStrategy, buildRDSDeleteConfig, and their
-    /// ElastiCache twins).
-    pub identifier_field: &'static str,
-    pub final_snapshot_field: &'static str,
-    /// The tier's fields for its create and delete calls.
-    pub create_strategy: &'static Section,
-    pub delete_strategy: &'static Section,
     /// The credentials Secret it keeps for a CR, by the CR's name; it goes
     /// once the resource is gone.
     pub credentials_secret: Option<fn(&str) -> String>,
+}
+
+/// What the shared steps read of a service's createStrategy: the
+/// identifier it pins, which the Go operator used as given
+/// (buildRDSCreateStrategy, buildElasticacheCreateStrategy).
+pub trait CreateSection: TypedSection + Send + Sync {
+    fn identifier(&self) -> Option<&str>;
+}
+
+/// What the shared deletion reads of a service's deleteStrategy (the Go
+/// operator's buildRDSDeleteConfig and its ElastiCache twin).
+pub trait DeleteSection: TypedSection + Send + Sync {
+    fn identifier(&self) -> Option<&str>;
+    fn final_snapshot(&self) -> Option<&str>;
+    fn skip_final_snapshot(&self) -> bool;
 }
 
 /// One managed database service: RDS or ElastiCache.
@@ -87,12 +93,16 @@ pub trait Database: Snapshots + Sized {
     type Live: Live;
     /// What the tier asks for of a running resource.
     type Desired: Send + Sync;
+    /// The tier's sections for this service's create and delete calls.
+    type Create: CreateSection;
+    type Delete: DeleteSection;
     const SERVICE: Service;
 
     /// This service's client and listing among the account's clients.
     fn of(c: &Clients) -> (&Self, &Listing<Self::Live>);
-    /// What the tier's createStrategy (and the request) ask for.
-    fn desired(req: &ResourceRequest, f: &Fields<'_>) -> Result<Self::Desired, ProviderError>;
+    /// What the tier's createStrategy (and the request) ask for, with the
+    /// Go operator's defaults where it sets nothing (pure).
+    fn desired(req: &ResourceRequest, create: &Self::Create) -> Self::Desired;
     /// Every field of the resource that differs from `want` (pure).
     fn differences(have: &Self::Live, want: &Self::Desired) -> Vec<Change>;
     fn state(status: &str) -> State;
@@ -108,16 +118,19 @@ pub trait Database: Snapshots + Sized {
         want: &Self::Desired,
         changes: Split,
     ) -> Result<(), ProviderError>;
-    async fn remove(&self, r: Removal<'_, Self::Live>) -> Result<Deletion, ProviderError>;
+    async fn remove(
+        &self,
+        r: Removal<'_, Self::Live, Self::Delete>,
+    ) -> Result<Deletion, ProviderError>;
 }
 
 /// A deletion the service carries out: its resource, ours and not deleting
 /// yet, and how the tier deletes it.
-pub struct Removal<'a, L> {
+pub struct Removal<'a, L, S> {
     pub id: &'a str,
     pub live: L,
     /// The tier's deleteStrategy.
-    pub f: Fields<'a>,
+    pub strategy: &'a S,
     /// The final snapshot to leave; `None`: the tier skips it.
     pub final_snapshot: Option<String>,
 }
@@ -130,10 +143,13 @@ pub fn named_by_tier<D: Database>(
     tier: &Tier,
     deleting: bool,
 ) -> Result<Option<String>, ProviderError> {
-    let field = D::SERVICE.identifier_field;
-    let create = Fields::new(D::SERVICE.create_strategy, &tier.create)?.string(field)?;
-    let delete = Fields::new(D::SERVICE.delete_strategy, &tier.delete)?.string(field)?;
-    Ok(if deleting { delete.or(create) } else { create })
+    let create = parse_section::<D::Create>(&tier.create)?;
+    let create = create.identifier().map(str::to_string);
+    if !deleting {
+        return Ok(create);
+    }
+    let delete = parse_section::<D::Delete>(&tier.delete)?;
+    Ok(delete.identifier().map(str::to_string).or(create))
 }
 
 /// The resource under `req.identifier`, if it exists. A recheck reads it
@@ -209,25 +225,26 @@ pub fn decide<D: Database>(
 
 /// What a reconcile starts from: the tier's createStrategy and what it
 /// asks for, the resource as it is, and the plan.
-pub struct Looked<'t, D: Database> {
-    pub f: Fields<'t>,
+pub struct Looked<D: Database> {
+    /// The tier's createStrategy.
+    pub strategy: D::Create,
     pub want: D::Desired,
     pub have: Option<D::Live>,
     pub plan: Plan,
 }
 
 /// Reads the tier and the resource, and decides.
-pub async fn look<'t, D: Database>(
+pub async fn look<D: Database>(
     c: &Clients,
     req: &ResourceRequest,
-    tier: &'t Tier,
-) -> Result<Looked<'t, D>, ProviderError> {
-    let f = Fields::new(D::SERVICE.create_strategy, &tier.create)?;
-    let want = D::desired(req, &f)?;
+    tier: &Tier,
+) -> Result<Looked<D>, ProviderError> {
+    let strategy = parse_section::<D::Create>(&tier.create)?;
+    let want = D::desired(req, &strategy);
     let have = observe::<D>(c, req).await?;
     let plan = decide::<D>(have.as_ref(), &want, req);
     Ok(Looked {
-        f,
+        strategy,
         want,
         have,
         plan,
@@ -240,7 +257,7 @@ pub async fn plan<D: Database>(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Vec<Change>, ProviderError> {
-    let want = D::desired(req, &Fields::new(D::SERVICE.create_strategy, &tier.create)?)?;
+    let want = D::desired(req, &parse_section::<D::Create>(&tier.create)?);
     let have = observe::<D>(c, req).await?;
     Ok(plan::planned(
         D::SERVICE.api_name,
@@ -336,10 +353,10 @@ pub async fn delete<D: Database>(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Deletion, ProviderError> {
-    let f = Fields::new(D::SERVICE.delete_strategy, &tier.delete)?;
-    let skip_final = f.bool("SkipFinalSnapshot")?.unwrap_or(false);
-    let final_snapshot = match f.string(D::SERVICE.final_snapshot_field)? {
-        Some(named) => D::SERVICE.snapshot_rules.conform(&named),
+    let strategy = parse_section::<D::Delete>(&tier.delete)?;
+    let skip_final = strategy.skip_final_snapshot();
+    let final_snapshot = match strategy.final_snapshot() {
+        Some(named) => D::SERVICE.snapshot_rules.conform(named),
         None => snapshots::final_id(req, D::SERVICE.snapshot_rules),
     };
     let (svc, _) = D::of(c);
@@ -363,7 +380,7 @@ pub async fn delete<D: Database>(
     svc.remove(Removal {
         id,
         live,
-        f,
+        strategy: &strategy,
         final_snapshot: (!skip_final).then_some(final_snapshot),
     })
     .await
@@ -373,6 +390,5 @@ pub async fn delete<D: Database>(
 #[cfg(test)]
 pub fn desired<D: Database>(req: &ResourceRequest, tier: serde_json::Value) -> D::Desired {
     let map = tier.as_object().cloned().unwrap_or_default();
-    let f = Fields::new(D::SERVICE.create_strategy, &map).unwrap_or_else(|e| panic!("{e}"));
-    D::desired(req, &f).unwrap_or_else(|e| panic!("{e}"))
+    D::desired(req, &parse_section(&map).unwrap_or_else(|e| panic!("{e}")))
 }

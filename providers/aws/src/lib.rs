@@ -43,7 +43,6 @@ use cro_provider_api::{
 };
 use database::Database;
 use serde_json::Value;
-use strategy::Fields;
 use tokio::sync::Mutex;
 
 pub use budget::Budget;
@@ -141,23 +140,25 @@ impl AwsProvider {
 /// key and field name and type. Reconcile runs it first, and
 /// `cloud-resource-operator validate` runs it offline.
 pub fn validate_strategy(kind: ResourceKind, strategy: &Value) -> Result<(), ProviderError> {
+    use strategy::parse_section;
     let tier = strategy::parse(strategy)?;
-    let (create, delete) = match kind {
-        ResourceKind::Postgres => (Some(&rds::CREATE_STRATEGY), Some(&rds::DELETE_STRATEGY)),
-        ResourceKind::Redis => (
-            Some(&elasticache::CREATE_STRATEGY),
-            Some(&elasticache::DELETE_STRATEGY),
-        ),
+    match kind {
+        ResourceKind::Postgres => {
+            parse_section::<rds::CreateStrategy>(&tier.create)?;
+            parse_section::<rds::DeleteStrategy>(&tier.delete)?;
+        }
+        ResourceKind::Redis => {
+            parse_section::<elasticache::CreateStrategy>(&tier.create)?;
+            parse_section::<elasticache::DeleteStrategy>(&tier.delete)?;
+        }
         // The bucket is created with fixed, safe settings; the Go
         // operator's createStrategy for it is accepted and ignored.
-        ResourceKind::BlobStorage => (None, Some(&s3::DELETE_STRATEGY)),
-        ResourceKind::Smtp => (Some(&smtp::CREATE_STRATEGY), None),
-    };
-    if let Some(section) = create {
-        Fields::new(section, &tier.create)?;
-    }
-    if let Some(section) = delete {
-        Fields::new(section, &tier.delete)?;
+        ResourceKind::BlobStorage => {
+            parse_section::<s3::DeleteStrategy>(&tier.delete)?;
+        }
+        ResourceKind::Smtp => {
+            parse_section::<smtp::CreateStrategy>(&tier.create)?;
+        }
     }
     Ok(())
 }

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use cro_provider_api::{Adoption, Change, ChangePolicy, ResourceRequest, Timing, plan_hash};
+use cro_provider_api::{
+    Adoption, Change, ChangePolicy, ProviderError, ResourceRequest, Timing, plan_hash,
+};
 
 /// What the CR allows for disruptive changes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,9 +49,22 @@ pub struct Split {
 
 impl Split {
     /// `call` with each change to request now set on it by `set`, the
-    /// service's setter for a field.
-    pub fn set_on<C>(&self, call: C, set: impl Fn(C, &str) -> C) -> C {
-        self.apply.iter().fold(call, |call, c| set(call, &c.field))
+    /// service's setter for each of its fields `F` (an exhaustive match);
+    /// a change that names no field of `F` is an error, never dropped.
+    pub fn set_on<C, F: std::str::FromStr>(
+        &self,
+        call: C,
+        set: impl Fn(C, F) -> C,
+    ) -> Result<C, ProviderError> {
+        self.apply
+            .iter()
+            .try_fold(call, |call, c| match c.field.parse() {
+                Ok(field) => Ok(set(call, field)),
+                Err(_) => Err(ProviderError::transient(format!(
+                    "the change of {} has no setter in this operator (a bug): nothing was sent",
+                    c.field
+                ))),
+            })
     }
 }
 

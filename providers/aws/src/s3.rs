@@ -29,15 +29,24 @@ use crate::{
     iam_user,
     keys::{self, KeySource},
     plan::{self, vanished},
-    strategy::{Fields, Section, Tier, section},
+    strategy::{Tier, TypedSection, parse_section},
     tags::Tagging,
 };
 
 pub const PROVIDER: &str = "aws-s3";
 const POLICY_NAME: &str = "cro-bucket-access";
-pub const DELETE_STRATEGY: Section = section! {
-    "deleteStrategy" for "the blob storage delete strategy" { Bool: forceBucketDeletion; }
-};
+/// deleteStrategy: the Go operator's own field (not an AWS input).
+#[derive(Clone, Debug, Default, serde::Deserialize, PartialEq)]
+pub struct DeleteStrategy {
+    /// Delete a bucket that still holds objects (default: keep it).
+    #[serde(rename = "forceBucketDeletion")]
+    pub force_bucket_deletion: Option<bool>,
+}
+
+impl TypedSection for DeleteStrategy {
+    const NAME: &'static str = "deleteStrategy";
+    const API: &'static str = "the blob storage delete strategy";
+}
 
 pub fn credentials_secret(name: &str) -> String {
     format!("{name}-aws-s3-credentials")
@@ -319,8 +328,8 @@ pub async fn delete(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Deletion, ProviderError> {
-    let f = Fields::new(&DELETE_STRATEGY, &tier.delete)?;
-    let force = f.bool("forceBucketDeletion")?.unwrap_or(false);
+    let strategy = parse_section::<DeleteStrategy>(&tier.delete)?;
+    let force = strategy.force_bucket_deletion.unwrap_or(false);
     let bucket = req.identifier.as_str();
     if let Some(tags) = describe(s3, bucket).await?
         && !plan::ours(req, &tags)

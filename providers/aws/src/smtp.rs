@@ -19,16 +19,23 @@ use crate::{
     keys::{self, KeySource},
     plan,
     smtp_password::smtp_password,
-    strategy::{Fields, Section, Tier, section},
+    strategy::{Tier, TypedSection, parse_section},
     tags::Tagging,
 };
 
-/// createStrategy fields: the SES identity (address or domain) mail is
-/// sent from, whose verification state is reported (not created: verifying
-/// a domain needs DNS records a person adds).
-pub const CREATE_STRATEGY: Section = section! {
-    "createStrategy" for "the SMTP credentials strategy" { String: EmailIdentity; }
-};
+/// createStrategy: the SES identity (address or domain) mail is sent
+/// from, whose verification state is reported (not created: verifying a
+/// domain needs DNS records a person adds).
+#[derive(Clone, Debug, Default, serde::Deserialize, PartialEq)]
+pub struct CreateStrategy {
+    #[serde(rename = "EmailIdentity")]
+    pub email_identity: Option<String>,
+}
+
+impl TypedSection for CreateStrategy {
+    const NAME: &'static str = "createStrategy";
+    const API: &'static str = "the SMTP credentials strategy";
+}
 
 async fn identity_condition(
     ses: &aws_sdk_sesv2::Client,
@@ -98,11 +105,11 @@ pub async fn reconcile(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
-    let f = Fields::new(&CREATE_STRATEGY, &tier.create)?;
+    let strategy = parse_section::<CreateStrategy>(&tier.create)?;
     let region = c.region.as_str();
     let user = &user_name(&req.identifier);
     let mut conditions = Vec::new();
-    let identity = f.string("EmailIdentity")?;
+    let identity = strategy.email_identity;
     if let Some(identity) = &identity {
         conditions.push(identity_condition(&c.ses, identity).await?);
     }

@@ -34,39 +34,28 @@ use crate::{
     clients::Clients,
     cloud_metrics::Target,
     credentials,
-    database::{self, Database, Looked, Plan, Removal, Service, State},
+    database::{
+        self, CreateSection, Database, DeleteSection, Looked, Plan, Removal, Service, State,
+    },
     errors::{Answer, Created, created},
     listing::Listing,
     maintenance,
     network::{self, Engine},
-    plan::{Split, change},
+    plan::Split,
     sdk::VpcHint,
     service_updates, snapshot_tags,
-    strategy::{Fields, Section, Tier, section},
+    strategy::Tier,
     tags::{self, Tagging},
 };
 
 pub mod observed;
 
+mod strategy;
+
 pub use observed::{Group, Node};
+pub use strategy::{CreateStrategy, DeleteStrategy, Field};
 
 pub const PROVIDER: &str = "aws-elasticache";
-
-pub const CREATE_STRATEGY: Section = section! {
-    "createStrategy" for "elasticache:CreateReplicationGroup" {
-        String: ReplicationGroupId CacheNodeType EngineVersion SnapshotWindow PreferredMaintenanceWindow
-            CacheSubnetGroupName CacheParameterGroupName;
-        Int: NumCacheClusters SnapshotRetentionLimit Port;
-        Bool: AutomaticFailoverEnabled MultiAZEnabled AtRestEncryptionEnabled TransitEncryptionEnabled;
-        Strings: SecurityGroupIds;
-    }
-};
-pub const DELETE_STRATEGY: Section = section! {
-    "deleteStrategy" for "elasticache:DeleteReplicationGroup" {
-        String: ReplicationGroupId FinalSnapshotIdentifier;
-        Bool: SkipFinalSnapshot RetainPrimaryCluster;
-    }
-};
 
 /// Where the AUTH token of a group this operator created is kept.
 pub fn credentials_secret(name: &str) -> String {
@@ -153,6 +142,35 @@ async fn describe_all(svc: &Client) -> Result<BTreeMap<String, Group>, ProviderE
         .collect())
 }
 
+impl CreateSection for CreateStrategy {
+    fn identifier(&self) -> Option<&str> {
+        self.identifier.as_deref()
+    }
+}
+
+impl DeleteSection for DeleteStrategy {
+    fn identifier(&self) -> Option<&str> {
+        self.identifier.as_deref()
+    }
+    fn final_snapshot(&self) -> Option<&str> {
+        self.final_snapshot.as_deref()
+    }
+    fn skip_final_snapshot(&self) -> bool {
+        self.skip_final_snapshot.unwrap_or(false)
+    }
+}
+
+/// A change of `field`, as `status.pendingChanges` shows it.
+fn change(
+    field: Field,
+    have: impl ToString,
+    want: impl ToString,
+    timing: Timing,
+    restarts: bool,
+) -> Change {
+    crate::plan::change(field.name(), have, want, timing, restarts)
+}
+
 #[async_trait::async_trait]
 impl Database for Client {
     const SERVICE: Service = Service {
@@ -160,33 +178,28 @@ impl Database for Client {
         what: "ElastiCache replication group",
         api_name: "ReplicationGroup",
         snapshot_rules: IdentifierRules::ElastiCacheSnapshot,
-        identifier_field: "ReplicationGroupId",
-        final_snapshot_field: "FinalSnapshotIdentifier",
-        create_strategy: &CREATE_STRATEGY,
-        delete_strategy: &DELETE_STRATEGY,
         credentials_secret: Some(credentials_secret),
     };
     type Live = Group;
     type Desired = Desired;
+    type Create = CreateStrategy;
+    type Delete = DeleteStrategy;
 
     fn of(c: &Clients) -> (&Self, &Listing<Group>) {
         (&c.elasticache, &c.elasticache_listing)
     }
 
     /// `spec.size` wins over the tier's CacheNodeType.
-    fn desired(req: &ResourceRequest, f: &Fields<'_>) -> Result<Desired, ProviderError> {
+    fn desired(req: &ResourceRequest, t: &CreateStrategy) -> Desired {
         let size = req.options.size.clone().filter(|s| !s.is_empty());
-        Ok(Desired {
-            node_type: match size {
-                Some(size) => size,
-                None => f
-                    .string("CacheNodeType")?
-                    .unwrap_or_else(|| "cache.t3.micro".into()),
-            },
-            snapshot_retention: f.int("SnapshotRetentionLimit")?.unwrap_or(31),
-            snapshot_window: f.string("SnapshotWindow")?,
-            maintenance_window: f.string("PreferredMaintenanceWindow")?,
-        })
+        Desired {
+            node_type: size
+                .or_else(|| t.node_type.clone())
+                .unwrap_or_else(|| "cache.t3.micro".into()),
+            snapshot_retention: t.snapshot_retention.unwrap_or(31),
+            snapshot_window: t.snapshot_window.clone(),
+            maintenance_window: t.maintenance_window.clone(),
+        }
     }
 
     fn differences(have: &Group, want: &Desired) -> Vec<Change> {
@@ -194,7 +207,7 @@ impl Database for Client {
         if !have.node_type.is_empty() && have.node_type != want.node_type {
             let timing = Timing::MaintenanceWindow;
             out.push(change(
-                "CacheNodeType",
+                Field::CacheNodeType,
                 &have.node_type,
                 &want.node_type,
                 timing,
@@ -204,7 +217,7 @@ impl Database for Client {
         if have.snapshot_retention != want.snapshot_retention {
             let (have, want) = (have.snapshot_retention, want.snapshot_retention);
             out.push(change(
-                "SnapshotRetentionLimit",
+                Field::SnapshotRetentionLimit,
                 have,
                 want,
                 Timing::Now,
@@ -217,7 +230,7 @@ impl Database for Client {
             .filter(|w| !w.eq_ignore_ascii_case(&have.snapshot_window))
         {
             out.push(change(
-                "SnapshotWindow",
+                Field::SnapshotWindow,
                 &have.snapshot_window,
                 window,
                 Timing::Now,
@@ -230,7 +243,7 @@ impl Database for Client {
         if let Some(w) = (want.maintenance_window.as_ref())
             .filter(|w| !window.is_empty() && !w.eq_ignore_ascii_case(window))
         {
-            let field = "PreferredMaintenanceWindow";
+            let field = Field::PreferredMaintenanceWindow;
             out.push(change(field, window, w, Timing::Now, false));
         }
         out
@@ -290,27 +303,29 @@ impl Database for Client {
     async fn modify(&self, id: &str, want: &Desired, changes: Split) -> Result<(), ProviderError> {
         let call = self.modify_replication_group().replication_group_id(id);
         let call = changes.set_on(call, |call, field| match field {
-            "CacheNodeType" => call.cache_node_type(&want.node_type),
-            "SnapshotRetentionLimit" => call.snapshot_retention_limit(want.snapshot_retention),
-            "SnapshotWindow" => call.set_snapshot_window(want.snapshot_window.clone()),
-            "PreferredMaintenanceWindow" => {
+            Field::CacheNodeType => call.cache_node_type(&want.node_type),
+            Field::SnapshotRetentionLimit => call.snapshot_retention_limit(want.snapshot_retention),
+            Field::SnapshotWindow => call.set_snapshot_window(want.snapshot_window.clone()),
+            Field::PreferredMaintenanceWindow => {
                 call.set_preferred_maintenance_window(want.maintenance_window.clone())
             }
-            _ => call,
-        });
+        })?;
         let call = call.apply_immediately(changes.immediately);
         let op = "elasticache:ModifyReplicationGroup";
         call.send().await.named(op, id)?;
         Ok(())
     }
 
-    async fn remove(&self, r: Removal<'_, Group>) -> Result<Deletion, ProviderError> {
+    async fn remove(
+        &self,
+        r: Removal<'_, Group, DeleteStrategy>,
+    ) -> Result<Deletion, ProviderError> {
         // Already gone (a lost answer's call acted): the next pass's
         // describe finds that and finishes.
         let gone = |e: &DeleteReplicationGroupError| e.is_replication_group_not_found_fault();
         self.delete_replication_group()
             .replication_group_id(r.id)
-            .retain_primary_cluster(r.f.bool("RetainPrimaryCluster")?.unwrap_or(false))
+            .retain_primary_cluster(r.strategy.retain_primary_cluster.unwrap_or(false))
             .set_final_snapshot_identifier(r.final_snapshot)
             .send()
             .await
@@ -328,12 +343,12 @@ pub async fn reconcile(
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
     let Looked {
-        f,
+        strategy,
         want,
         have,
         plan,
     } = database::look::<Client>(c, req, tier).await?;
-    let token = auth_token(store, req, &f, have.as_ref(), &plan).await?;
+    let token = auth_token(store, req, &strategy, have.as_ref(), &plan).await?;
     // As the Go operator's gauges show it (`exposeRedisMetrics`).
     let mut health = database::health(have.as_ref(), &HEALTHY);
     if let Some(group) = &have {
@@ -361,7 +376,7 @@ pub async fn reconcile(
         // Gone (deleted outside the operator): no more CloudWatch reads.
         c.watched.forget(&req.identifier);
     }
-    let create = create(c, hint, req, &f, &want, tier, token.clone());
+    let create = create(c, hint, req, &strategy, &want, token.clone());
     let ready = |have: &Group| {
         let (host, port) = have.primary.clone().unwrap_or_default();
         let mut details = BTreeMap::from([("uri".into(), host), ("port".into(), port.to_string())]);
@@ -377,7 +392,7 @@ pub async fn reconcile(
     // else what the tier asked for at create.
     let version = (have.as_ref().map(|h| h.node.engine_version.clone()))
         .filter(|v| !v.is_empty())
-        .or(f.string("EngineVersion")?);
+        .or(strategy.engine_version.clone());
     let mut report = database::act::<Client>(c, req, (have, plan), &want, create, ready).await?;
     report.version = version;
     report.health = Some(health);
@@ -414,13 +429,13 @@ const HEALTHY: [&str; 5] = [
 async fn auth_token(
     store: &credentials::Store,
     req: &ResourceRequest,
-    f: &Fields<'_>,
+    t: &CreateStrategy,
     have: Option<&Group>,
     plan: &Plan,
 ) -> Result<Option<String>, ProviderError> {
     let secret = credentials_secret(&req.name);
     match (have, plan) {
-        (None, Plan::Create) if f.bool("TransitEncryptionEnabled")? != Some(false) => {
+        (None, Plan::Create) if t.transit_encryption != Some(false) => {
             let stored = store
                 .ensure(req, &secret, &[(AUTH_TOKEN, credentials::random_password)])
                 .await?;
@@ -438,14 +453,14 @@ async fn create(
     c: &Clients,
     hint: &VpcHint,
     req: &ResourceRequest,
-    f: &Fields<'_>,
+    t: &CreateStrategy,
     want: &Desired,
-    tier: &Tier,
     auth_token: Option<String>,
 ) -> Result<Created, ProviderError> {
-    let port = f.int("Port")?.unwrap_or(6379);
+    let port = t.port.unwrap_or(6379);
+    let places_itself = t.subnet_group.is_some() || t.security_groups.is_some();
     let (placed, _held) =
-        network::placement(c, req, hint, Engine::Redis, port, &tier.create).await?;
+        network::placement(c, req, hint, Engine::Redis, port, places_itself).await?;
     let was_placed = placed.is_some();
     let ec = &c.elasticache;
     let id = req.identifier.as_str();
@@ -458,30 +473,26 @@ async fn create(
             req.namespace, req.name
         ))
         .engine("redis")
-        .set_engine_version(f.string("EngineVersion")?)
+        .set_engine_version(t.engine_version.clone())
         .cache_node_type(&want.node_type)
-        .num_cache_clusters(f.int("NumCacheClusters")?.unwrap_or(2))
-        .automatic_failover_enabled(f.bool("AutomaticFailoverEnabled")?.unwrap_or(true))
-        .set_multi_az_enabled(f.bool("MultiAZEnabled")?)
-        .at_rest_encryption_enabled(f.bool("AtRestEncryptionEnabled")?.unwrap_or(true))
+        .num_cache_clusters(t.num_cache_clusters.unwrap_or(2))
+        .automatic_failover_enabled(t.automatic_failover.unwrap_or(true))
+        .set_multi_az_enabled(t.multi_az)
+        .at_rest_encryption_enabled(t.at_rest_encryption.unwrap_or(true))
         // AWS refuses an AUTH token without in-transit encryption.
-        .transit_encryption_enabled(
-            auth_token.is_some() || f.bool("TransitEncryptionEnabled")? == Some(true),
-        )
+        .transit_encryption_enabled(auth_token.is_some() || t.transit_encryption == Some(true))
         .set_auth_token(auth_token)
         .snapshot_retention_limit(want.snapshot_retention)
         .set_snapshot_window(want.snapshot_window.clone())
         .set_preferred_maintenance_window(want.maintenance_window.clone())
         .set_cache_subnet_group_name(
-            f.string("CacheSubnetGroupName")?
-                .or(placed.as_ref().map(|p| p.subnet_group.clone())),
+            (t.subnet_group.clone()).or(placed.as_ref().map(|p| p.subnet_group.clone())),
         )
         .set_security_group_ids(
-            f.strings("SecurityGroupIds")?
-                .or(placed.map(|p| vec![p.security_group_id])),
+            (t.security_groups.clone()).or(placed.map(|p| vec![p.security_group_id])),
         )
-        .set_cache_parameter_group_name(f.string("CacheParameterGroupName")?)
-        .set_port(f.int("Port")?)
+        .set_cache_parameter_group_name(t.parameter_group.clone())
+        .set_port(t.port)
         // A clone (spec.restoreFromSnapshot): seeded from the snapshot.
         .set_snapshot_name(req.restore_from_snapshot.clone())
         .set_tags(Some(tags::sdk(&tags)))

@@ -28,7 +28,7 @@ mod standalone;
 
 use aws_sdk_ec2::Client as Ec2;
 use cro_provider_api::{ProviderError, ResourceRequest};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::sync::MutexGuard;
 
 use crate::{clients::Clients, sdk::VpcHint};
@@ -103,24 +103,9 @@ impl<'a> Network<'a> {
     }
 }
 
-/// Whether the operator places a database of this tier: only when its
-/// createStrategy names neither a subnet group nor security groups (a tier
-/// that does keeps full control).
-pub fn placed_by_operator(engine: Engine, create: &Map<String, Value>) -> bool {
-    let (group, security) = match engine {
-        Engine::Postgres => ("DBSubnetGroupName", "VpcSecurityGroupIds"),
-        Engine::Redis => ("CacheSubnetGroupName", "SecurityGroupIds"),
-    };
-    let named = |key: &str| {
-        create
-            .iter()
-            .any(|(k, v)| k.eq_ignore_ascii_case(key) && !v.is_null())
-    };
-    !named(group) && !named(security)
-}
-
 /// Where a new database of `engine` on `port` goes: `None` when the tier
-/// places it itself, else the cluster's network, made if missing. The
+/// places it itself (its createStrategy names a subnet group or security
+/// groups: it keeps full control), else the cluster's network, made if missing. The
 /// caller holds the guard until its create call returns, so the network
 /// cannot be removed (by the last other database going) in between.
 pub async fn placement<'c>(
@@ -129,9 +114,9 @@ pub async fn placement<'c>(
     hint: &VpcHint,
     engine: Engine,
     port: i32,
-    create: &Map<String, Value>,
+    places_itself: bool,
 ) -> Result<(Option<Placement>, Option<MutexGuard<'c, ()>>), ProviderError> {
-    if !placed_by_operator(engine, create) {
+    if places_itself {
         return Ok((None, None));
     }
     let held = c.network.lock().await;

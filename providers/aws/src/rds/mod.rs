@@ -30,43 +30,28 @@ use crate::{
     clients::Clients,
     cloud_metrics::Target,
     credentials,
-    database::{self, Database, Looked, Plan, Removal, Service, State},
+    database::{
+        self, CreateSection, Database, DeleteSection, Looked, Plan, Removal, Service, State,
+    },
     errors::{Answer, Created, created},
     listing::Listing,
     maintenance,
     network::{self, Engine, Placement},
-    plan::{Split, change},
+    plan::Split,
     sdk::VpcHint,
     service_updates,
-    strategy::{Fields, Section, Tier, section},
+    strategy::Tier,
     tags,
     versions::{is_upgrade, postgres_major},
 };
 
 pub mod instance;
+mod strategy;
 
 pub use instance::{Instance, Settings};
+pub use strategy::{CreateStrategy, DeleteStrategy, Field};
 
 pub const PROVIDER: &str = "aws-rds";
-
-/// createStrategy fields the operator maps onto rds:CreateDBInstance.
-pub const CREATE_STRATEGY: Section = section! {
-    "createStrategy" for "rds:CreateDBInstance" {
-        String: DBInstanceIdentifier DBInstanceClass EngineVersion StorageType KmsKeyId PreferredBackupWindow
-            PreferredMaintenanceWindow DBName DBSubnetGroupName DBParameterGroupName;
-        Int: AllocatedStorage MaxAllocatedStorage Iops BackupRetentionPeriod Port;
-        Bool: MultiAZ StorageEncrypted PubliclyAccessible DeletionProtection
-            AutoMinorVersionUpgrade CopyTagsToSnapshot AllowMajorVersionUpgrade;
-        Strings: VpcSecurityGroupIds;
-    }
-};
-/// deleteStrategy fields for rds:DeleteDBInstance.
-pub const DELETE_STRATEGY: Section = section! {
-    "deleteStrategy" for "rds:DeleteDBInstance" {
-        String: DBInstanceIdentifier FinalDBSnapshotIdentifier;
-        Bool: SkipFinalSnapshot DeleteAutomatedBackups;
-    }
-};
 
 pub fn credentials_secret(name: &str) -> String {
     format!("{name}-aws-rds-credentials")
@@ -102,10 +87,21 @@ const STUCK: [&str; 6] = [
     "inaccessible-encryption-credentials",
 ];
 
+/// A change of `field`, as `status.pendingChanges` shows it.
+fn change(
+    field: Field,
+    have: impl ToString,
+    want: impl ToString,
+    timing: Timing,
+    restarts: bool,
+) -> Change {
+    crate::plan::change(field.name(), have, want, timing, restarts)
+}
+
 /// A disruptive change: for the maintenance window, or already scheduled
 /// there when AWS holds the desired value as pending.
 fn gated(
-    field: &str,
+    field: Field,
     have: impl ToString,
     want: impl ToString,
     pending: bool,
@@ -126,7 +122,7 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
     if h.class != w.class {
         let scheduled = pending.class.as_ref() == Some(&w.class);
         out.push(gated(
-            "DBInstanceClass",
+            Field::DbInstanceClass,
             &h.class,
             &w.class,
             scheduled,
@@ -136,7 +132,7 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
     if h.storage < w.storage {
         let scheduled = pending.storage == Some(w.storage);
         out.push(gated(
-            "AllocatedStorage",
+            Field::AllocatedStorage,
             h.storage,
             w.storage,
             scheduled,
@@ -145,7 +141,7 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
     } else if h.storage > w.storage && !autoscaled(have) {
         let never = Timing::Never("RDS storage cannot shrink".into());
         out.push(change(
-            "AllocatedStorage",
+            Field::AllocatedStorage,
             h.storage,
             w.storage,
             never,
@@ -157,18 +153,24 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
         let major = postgres_major(current) != postgres_major(wanted);
         out.push(if is_upgrade(current, wanted) && (!major || want.allow_major_upgrade) {
             let scheduled = pending.engine_version.as_ref() == Some(wanted);
-            gated("EngineVersion", current, wanted, scheduled, true)
+            gated(Field::EngineVersion, current, wanted, scheduled, true)
         } else if is_upgrade(current, wanted) {
             let why = "a major version upgrade is made only when the tier's createStrategy sets AllowMajorVersionUpgrade: true";
-            change("EngineVersion", current, wanted, Timing::Never(why.into()), true)
+            change(Field::EngineVersion, current, wanted, Timing::Never(why.into()), true)
         } else {
             let never = Timing::Never("engine versions only move up".into());
-            change("EngineVersion", current, wanted, never, true)
+            change(Field::EngineVersion, current, wanted, never, true)
         });
     }
     if h.multi_az != w.multi_az {
         let scheduled = pending.multi_az == Some(w.multi_az);
-        out.push(gated("MultiAZ", h.multi_az, w.multi_az, scheduled, false));
+        out.push(gated(
+            Field::MultiAz,
+            h.multi_az,
+            w.multi_az,
+            scheduled,
+            false,
+        ));
     }
     out
 }
@@ -187,7 +189,13 @@ fn ca_certificate(have: &Instance) -> Option<Change> {
             Some(NEW_CA) => Timing::Scheduled,
             _ => Timing::MaintenanceWindow,
         };
-        change("CACertificateIdentifier", RETIRED_CA, NEW_CA, window, true)
+        change(
+            Field::CaCertificateIdentifier,
+            RETIRED_CA,
+            NEW_CA,
+            window,
+            true,
+        )
     })
 }
 
@@ -203,16 +211,20 @@ fn autoscaled(have: &Instance) -> bool {
 /// make them in its window; never pulled forward, never undone.
 fn queued(have: &Instance, want: &Desired) -> Vec<Change> {
     let (h, w, p) = (&have.settings, &want.settings, &have.pending);
-    let scheduled = |field: &str, current: String, queued: String| {
+    let scheduled = |field: Field, current: String, queued: String| {
         change(field, current, queued, Timing::Scheduled, false)
     };
     let mut out = Vec::new();
     if let Some(class) = p.class.as_ref().filter(|c| **c != w.class) {
-        out.push(scheduled("DBInstanceClass", h.class.clone(), class.clone()));
+        out.push(scheduled(
+            Field::DbInstanceClass,
+            h.class.clone(),
+            class.clone(),
+        ));
     }
     if let Some(storage) = p.storage.filter(|s| *s != w.storage) {
         out.push(scheduled(
-            "AllocatedStorage",
+            Field::AllocatedStorage,
             h.storage.to_string(),
             storage.to_string(),
         ));
@@ -221,21 +233,21 @@ fn queued(have: &Instance, want: &Desired) -> Vec<Change> {
         (p.engine_version.as_ref()).filter(|v| want.engine_version.as_ref() != Some(*v))
     {
         out.push(scheduled(
-            "EngineVersion",
+            Field::EngineVersion,
             have.engine_version.clone(),
             version.clone(),
         ));
     }
     if let Some(multi_az) = p.multi_az.filter(|m| *m != w.multi_az) {
         out.push(scheduled(
-            "MultiAZ",
+            Field::MultiAz,
             h.multi_az.to_string(),
             multi_az.to_string(),
         ));
     }
     if let Some(retention) = p.backup_retention.filter(|r| *r != w.backup_retention) {
         out.push(scheduled(
-            "BackupRetentionPeriod",
+            Field::BackupRetentionPeriod,
             h.backup_retention.to_string(),
             retention.to_string(),
         ));
@@ -248,7 +260,7 @@ fn queued(have: &Instance, want: &Desired) -> Vec<Change> {
 fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
     let (h, w, now) = (&have.settings, &want.settings, Timing::Now);
     let mut out = Vec::new();
-    let retention = "BackupRetentionPeriod";
+    let retention = Field::BackupRetentionPeriod;
     let (from, to) = (h.backup_retention, w.backup_retention);
     if from != to {
         out.push(if from == 0 || to == 0 {
@@ -260,22 +272,22 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
     }
     if have.max_storage != Some(want.max_storage) {
         let current = have.max_storage.map_or("unset".into(), |m| m.to_string());
-        let max = "MaxAllocatedStorage";
+        let max = Field::MaxAllocatedStorage;
         out.push(change(max, current, want.max_storage, now.clone(), false));
     }
     let flags = [
         (
-            "DeletionProtection",
+            Field::DeletionProtection,
             h.deletion_protection,
             w.deletion_protection,
         ),
         (
-            "AutoMinorVersionUpgrade",
+            Field::AutoMinorVersionUpgrade,
             h.auto_minor_version_upgrade,
             w.auto_minor_version_upgrade,
         ),
         (
-            "PubliclyAccessible",
+            Field::PubliclyAccessible,
             h.publicly_accessible,
             w.publicly_accessible,
         ),
@@ -285,12 +297,12 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
     }
     let windows = [
         (
-            "PreferredBackupWindow",
+            Field::PreferredBackupWindow,
             &have.backup_window,
             &want.backup_window,
         ),
         (
-            "PreferredMaintenanceWindow",
+            Field::PreferredMaintenanceWindow,
             &have.maintenance_window,
             &want.maintenance_window,
         ),
@@ -343,6 +355,24 @@ async fn describe_all(svc: &Client) -> Result<BTreeMap<String, Instance>, Provid
         .collect())
 }
 
+impl CreateSection for CreateStrategy {
+    fn identifier(&self) -> Option<&str> {
+        self.identifier.as_deref()
+    }
+}
+
+impl DeleteSection for DeleteStrategy {
+    fn identifier(&self) -> Option<&str> {
+        self.identifier.as_deref()
+    }
+    fn final_snapshot(&self) -> Option<&str> {
+        self.final_snapshot.as_deref()
+    }
+    fn skip_final_snapshot(&self) -> bool {
+        self.skip_final_snapshot.unwrap_or(false)
+    }
+}
+
 #[async_trait::async_trait]
 impl Database for Client {
     const SERVICE: Service = Service {
@@ -350,42 +380,38 @@ impl Database for Client {
         what: "RDS instance",
         api_name: "DBInstance",
         snapshot_rules: IdentifierRules::RdsSnapshot,
-        identifier_field: "DBInstanceIdentifier",
-        final_snapshot_field: "FinalDBSnapshotIdentifier",
-        create_strategy: &CREATE_STRATEGY,
-        delete_strategy: &DELETE_STRATEGY,
         credentials_secret: Some(credentials_secret),
     };
     type Live = Instance;
     type Desired = Desired;
+    type Create = CreateStrategy;
+    type Delete = DeleteStrategy;
 
     fn of(c: &Clients) -> (&Self, &Listing<Instance>) {
         (&c.rds, &c.rds_listing)
     }
 
     /// The Go operator's defaults where the tier sets nothing.
-    fn desired(_: &ResourceRequest, f: &Fields<'_>) -> Result<Desired, ProviderError> {
+    fn desired(_: &ResourceRequest, t: &CreateStrategy) -> Desired {
         let settings = Settings {
-            class: f
-                .string("DBInstanceClass")?
-                .unwrap_or_else(|| "db.t3.small".into()),
-            storage: f.int("AllocatedStorage")?.unwrap_or(20),
-            multi_az: f.bool("MultiAZ")?.unwrap_or(true),
-            backup_retention: f.int("BackupRetentionPeriod")?.unwrap_or(31),
-            deletion_protection: f.bool("DeletionProtection")?.unwrap_or(true),
-            auto_minor_version_upgrade: f.bool("AutoMinorVersionUpgrade")?.unwrap_or(false),
-            publicly_accessible: f.bool("PubliclyAccessible")?.unwrap_or(false),
+            class: t.class.clone().unwrap_or_else(|| "db.t3.small".into()),
+            storage: t.storage.unwrap_or(20),
+            multi_az: t.multi_az.unwrap_or(true),
+            backup_retention: t.backup_retention.unwrap_or(31),
+            deletion_protection: t.deletion_protection.unwrap_or(true),
+            auto_minor_version_upgrade: t.auto_minor_version_upgrade.unwrap_or(false),
+            publicly_accessible: t.publicly_accessible.unwrap_or(false),
         };
-        Ok(Desired {
-            engine_version: f.string("EngineVersion")?,
-            allow_major_upgrade: f.bool("AllowMajorVersionUpgrade")?.unwrap_or(false),
+        Desired {
+            engine_version: t.engine_version.clone(),
+            allow_major_upgrade: t.allow_major_upgrade.unwrap_or(false),
             settings,
-            max_storage: f.int("MaxAllocatedStorage")?.unwrap_or(100),
-            backup_window: f.string("PreferredBackupWindow")?,
-            maintenance_window: f.string("PreferredMaintenanceWindow")?,
-            db_name: f.string("DBName")?.unwrap_or_else(|| "postgres".into()),
-            port: f.int("Port")?.unwrap_or(5432),
-        })
+            max_storage: t.max_storage.unwrap_or(100),
+            backup_window: t.backup_window.clone(),
+            maintenance_window: t.maintenance_window.clone(),
+            db_name: t.db_name.clone().unwrap_or_else(|| "postgres".into()),
+            port: t.port.unwrap_or(5432),
+        }
     }
 
     /// With when each may change (pure: table-tested below).
@@ -419,33 +445,43 @@ impl Database for Client {
     async fn modify(&self, id: &str, want: &Desired, changes: Split) -> Result<(), ProviderError> {
         let call = self.modify_db_instance().db_instance_identifier(id);
         let call = changes.set_on(call, |call, field| match field {
-            "DBInstanceClass" => call.db_instance_class(&want.settings.class),
-            "AllocatedStorage" => call.allocated_storage(want.settings.storage),
-            "EngineVersion" => call
+            Field::DbInstanceClass => call.db_instance_class(&want.settings.class),
+            Field::AllocatedStorage => call.allocated_storage(want.settings.storage),
+            Field::EngineVersion => call
                 .set_engine_version(want.engine_version.clone())
                 .allow_major_version_upgrade(true),
-            "MultiAZ" => call.multi_az(want.settings.multi_az),
-            "BackupRetentionPeriod" => call.backup_retention_period(want.settings.backup_retention),
-            "MaxAllocatedStorage" => call.max_allocated_storage(want.max_storage),
-            "DeletionProtection" => call.deletion_protection(want.settings.deletion_protection),
-            "AutoMinorVersionUpgrade" => {
+            Field::MultiAz => call.multi_az(want.settings.multi_az),
+            Field::BackupRetentionPeriod => {
+                call.backup_retention_period(want.settings.backup_retention)
+            }
+            Field::MaxAllocatedStorage => call.max_allocated_storage(want.max_storage),
+            Field::DeletionProtection => {
+                call.deletion_protection(want.settings.deletion_protection)
+            }
+            Field::AutoMinorVersionUpgrade => {
                 call.auto_minor_version_upgrade(want.settings.auto_minor_version_upgrade)
             }
-            "PubliclyAccessible" => call.publicly_accessible(want.settings.publicly_accessible),
-            "PreferredBackupWindow" => call.set_preferred_backup_window(want.backup_window.clone()),
-            "CACertificateIdentifier" => call.ca_certificate_identifier(NEW_CA),
-            "PreferredMaintenanceWindow" => {
+            Field::PubliclyAccessible => {
+                call.publicly_accessible(want.settings.publicly_accessible)
+            }
+            Field::PreferredBackupWindow => {
+                call.set_preferred_backup_window(want.backup_window.clone())
+            }
+            Field::CaCertificateIdentifier => call.ca_certificate_identifier(NEW_CA),
+            Field::PreferredMaintenanceWindow => {
                 call.set_preferred_maintenance_window(want.maintenance_window.clone())
             }
-            _ => call,
-        });
+        })?;
         let call = call.apply_immediately(changes.immediately);
         call.send().await.named("rds:ModifyDBInstance", id)?;
         Ok(())
     }
 
     /// Deletion protection goes first, in a call of its own.
-    async fn remove(&self, r: Removal<'_, Instance>) -> Result<Deletion, ProviderError> {
+    async fn remove(
+        &self,
+        r: Removal<'_, Instance, DeleteStrategy>,
+    ) -> Result<Deletion, ProviderError> {
         let id = r.id;
         // An instance already gone (a lost answer's call acted) is what
         // the next pass's describe finds; its final steps follow there.
@@ -470,7 +506,7 @@ impl Database for Client {
             .set_final_db_snapshot_identifier(r.final_snapshot)
             // The Go operator's default: automated backups go with the
             // instance (the final snapshot keeps the data).
-            .delete_automated_backups(r.f.bool("DeleteAutomatedBackups")?.unwrap_or(true))
+            .delete_automated_backups(r.strategy.delete_automated_backups.unwrap_or(true))
             .send()
             .await
             .unless_missing(gone, "rds:DeleteDBInstance", id)?;
@@ -497,7 +533,7 @@ pub async fn reconcile(
         .await?;
     let creds = rotate_password(store, req, creds).await?;
     let Looked {
-        f,
+        strategy,
         want,
         have,
         plan,
@@ -519,7 +555,7 @@ pub async fn reconcile(
         return set_password(store, c, req, &creds, why).await;
     }
     let arn = have.as_ref().map(|h| h.arn.clone()).unwrap_or_default();
-    let create = create(store, (c, hint, tier), req, &f, &want, &creds);
+    let create = create(store, (c, hint), req, &strategy, &want, &creds);
     let ready = |have: &Instance| details(have, &want, &creds);
     let mut report = database::act::<Client>(c, req, (have, plan), &want, create, ready).await?;
     report.version = version;
@@ -647,23 +683,19 @@ struct Shared {
 }
 
 impl Shared {
-    fn read(
-        req: &ResourceRequest,
-        f: &Fields<'_>,
-        placed: Option<Placement>,
-    ) -> Result<Self, ProviderError> {
+    fn read(req: &ResourceRequest, t: &CreateStrategy, placed: Option<Placement>) -> Self {
         let (placed_group, placed_security) = placed
             .map(|p| (p.subnet_group, vec![p.security_group_id]))
             .unzip();
-        Ok(Shared {
-            storage_type: f.string("StorageType")?,
-            iops: f.int("Iops")?,
-            copy_tags_to_snapshot: f.bool("CopyTagsToSnapshot")?.unwrap_or(true),
-            subnet_group: f.string("DBSubnetGroupName")?.or(placed_group),
-            security_groups: f.strings("VpcSecurityGroupIds")?.or(placed_security),
-            parameter_group: f.string("DBParameterGroupName")?,
+        Shared {
+            storage_type: t.storage_type.clone(),
+            iops: t.iops,
+            copy_tags_to_snapshot: t.copy_tags_to_snapshot.unwrap_or(true),
+            subnet_group: t.subnet_group.clone().or(placed_group),
+            security_groups: t.security_groups.clone().or(placed_security),
+            parameter_group: t.parameter_group.clone(),
             tags: tags::sdk(&req.creation_tags().into_iter().collect::<Vec<_>>()),
-        })
+        }
     }
 }
 
@@ -727,14 +759,15 @@ async fn rotate_password(
 /// Creates the instance, or restores it from `req.restore_from_snapshot`.
 async fn create(
     store: &credentials::Store,
-    (c, hint, tier): (&Clients, &VpcHint, &Tier),
+    (c, hint): (&Clients, &VpcHint),
     req: &ResourceRequest,
-    f: &Fields<'_>,
+    t: &CreateStrategy,
     want: &Desired,
     creds: &BTreeMap<String, String>,
 ) -> Result<Created, ProviderError> {
+    let places_itself = t.subnet_group.is_some() || t.security_groups.is_some();
     let (placed, _held) =
-        network::placement(c, req, hint, Engine::Postgres, want.port, &tier.create).await?;
+        network::placement(c, req, hint, Engine::Postgres, want.port, places_itself).await?;
     let was_placed = placed.is_some();
     let rds = &c.rds;
     if let Some(snapshot) = &req.restore_from_snapshot {
@@ -746,7 +779,7 @@ async fn create(
         store
             .write(req, &credentials_secret(&req.name), &marked)
             .await?;
-        return restore(rds, req, f, want, snapshot, placed)
+        return restore(rds, req, t, want, snapshot, placed)
             .await
             .map_err(|e| network::when_placed(e, was_placed));
     }
@@ -764,9 +797,9 @@ async fn create(
         .backup_retention_period(want.settings.backup_retention)
         .set_preferred_backup_window(want.backup_window.clone())
         .set_preferred_maintenance_window(want.maintenance_window.clone())
-        .storage_encrypted(f.bool("StorageEncrypted")?.unwrap_or(true))
-        .set_kms_key_id(f.string("KmsKeyId")?);
-    let sent = with_shared!(create, want, Shared::read(req, f, placed)?)
+        .storage_encrypted(t.storage_encrypted.unwrap_or(true))
+        .set_kms_key_id(t.kms_key_id.clone());
+    let sent = with_shared!(create, want, Shared::read(req, t, placed))
         .send()
         .await;
     created(sent, "rds:CreateDBInstance", id).map_err(|e| network::when_placed(e, was_placed))
@@ -778,7 +811,7 @@ async fn create(
 async fn restore(
     rds: &Client,
     req: &ResourceRequest,
-    f: &Fields<'_>,
+    t: &CreateStrategy,
     want: &Desired,
     snapshot: &str,
     placed: Option<Placement>,
@@ -787,7 +820,7 @@ async fn restore(
         .restore_db_instance_from_db_snapshot()
         .db_instance_identifier(&req.identifier)
         .db_snapshot_identifier(snapshot);
-    let sent = with_shared!(restore, want, Shared::read(req, f, placed)?)
+    let sent = with_shared!(restore, want, Shared::read(req, t, placed))
         .send()
         .await;
     created(sent, "rds:RestoreDBInstanceFromDBSnapshot", &req.identifier)
