@@ -280,16 +280,18 @@ async fn close_maintenance_window<K: ResourceCr>(cr: &K, ctx: &Context) -> Resul
         {"op": "replace", "path": "/spec/maintenanceWindow", "value": false}
     ]))
     .map_err(|e| Error::Internal(format!("building the maintenanceWindow patch: {e}")))?;
-    api.patch(
-        &cr.name_any(),
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::<()>::Json(patch),
-    )
-    .await
-    .map_err(Error::kube(format!(
-        "setting spec.maintenanceWindow of {} back to false",
-        cr.name_any()
-    )))?;
+    let closed = api
+        .patch(
+            &cr.name_any(),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::<()>::Json(patch),
+        )
+        .await
+        .map_err(Error::kube(format!(
+            "setting spec.maintenanceWindow of {} back to false",
+            cr.name_any()
+        )))?;
+    ctx.wrote(&key(cr), closed.resource_version());
     Ok(())
 }
 
@@ -896,16 +898,18 @@ async fn record_identifier<K: ResourceCr>(cr: &K, ctx: &Context, id: &str) -> Re
         kube::Api::namespaced(ctx.client.clone(), &cr.namespace().unwrap_or_default());
     let patch =
         serde_json::json!({"metadata": {"annotations": {RESOURCE_IDENTIFIER_ANNOTATION: id}}});
-    api.patch(
-        &cr.name_any(),
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(&patch),
-    )
-    .await
-    .map_err(Error::kube(format!(
-        "recording {RESOURCE_IDENTIFIER_ANNOTATION} on {}",
-        cr.name_any()
-    )))?;
+    let recorded = api
+        .patch(
+            &cr.name_any(),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map_err(Error::kube(format!(
+            "recording {RESOURCE_IDENTIFIER_ANNOTATION} on {}",
+            cr.name_any()
+        )))?;
+    ctx.wrote(&key(cr), recorded.resource_version());
     Ok(())
 }
 

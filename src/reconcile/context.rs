@@ -137,6 +137,13 @@ impl Context {
         self.left_at.own_write(key, version)
     }
 
+    /// A write of this process's own made `version` of the CR `key`.
+    pub fn wrote(&self, key: &str, version: Option<String>) {
+        if let Some(version) = version {
+            self.left_at.wrote(key, version);
+        }
+    }
+
     /// Whether this process has reconciled `key` before.
     pub fn reconciled_since_start(&self, key: &str) -> bool {
         self.left_at.contains(key)

@@ -2,12 +2,23 @@
 //! own writes, and the versions it wrote past. A reconcile of an object
 //! still at that version answers no change (a recheck, a wake, a restart)
 //! and may use batched cloud observations; one of a version written past is
-//! skipped, as the watch delivers the newer one next.
+//! skipped, as the watch delivers the newer one next. Every write of the
+//! operator's own is noted the moment it is answered, so the watch's echo
+//! of it, which may come while the reconcile still runs, starts no other.
 
 use std::{collections::HashMap, sync::Mutex};
 
 #[derive(Default)]
-pub struct LeftAt(Mutex<HashMap<String, Left>>);
+pub struct LeftAt {
+    left: Mutex<HashMap<String, Left>>,
+    /// The versions this process's own writes made, oldest first (the
+    /// last few): each but the last was written past by the next.
+    wrote: Mutex<HashMap<String, Vec<String>>>,
+}
+
+/// Versions kept per object in `LeftAt::wrote`: a reconcile writes a CR
+/// at most four times (finalizer, identifier, window, status).
+const WRITES_KEPT: usize = 8;
 
 struct Left {
     /// Its resourceVersion after the reconcile's last write.
@@ -19,7 +30,21 @@ struct Left {
 
 impl LeftAt {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Left>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.left.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn writes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
+        self.wrote.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A write of this process's own made `version` of `key`.
+    pub fn wrote(&self, key: &str, version: String) {
+        let mut writes = self.writes();
+        let versions = writes.entry(key.to_string()).or_default();
+        versions.push(version);
+        if versions.len() > WRITES_KEPT {
+            versions.remove(0);
+        }
     }
 
     /// Whether `key` is at the version its last reconcile left it at (or
@@ -30,22 +55,39 @@ impl LeftAt {
             .is_none_or(|l| Some(l.version.as_str()) == version)
     }
 
-    /// Whether `version` of `key` is one its last reconcile wrote past.
+    /// Whether `version` of `key` is one this process wrote past: its last
+    /// reconcile did, or a later write of its own did.
     pub fn written_past(&self, key: &str, version: Option<&str>) -> bool {
+        let Some(version) = version else {
+            return false;
+        };
+        let superseded = self.writes().get(key).is_some_and(|w| {
+            w.iter()
+                .position(|v| v == version)
+                .is_some_and(|at| at + 1 < w.len())
+        });
         let map = self.map();
         let passed = map.get(key).map_or(&[][..], |l| &l.passed[..]);
-        version.is_some_and(|v| passed.iter().any(|p| p == v))
+        superseded || passed.iter().any(|p| p == version)
     }
 
     /// Whether the watch's `version` of `key` is what this process's own
     /// reconcile left it at or wrote past: the echo of its own writes,
     /// which holds no change to reconcile.
     pub fn own_write(&self, key: &str, version: Option<&str>) -> bool {
-        let map = self.map();
-        let Some((left, version)) = map.get(key).zip(version) else {
+        let Some(version) = version else {
             return false;
         };
-        left.version == version || left.passed.iter().any(|p| p == version)
+        if self
+            .writes()
+            .get(key)
+            .is_some_and(|w| w.iter().any(|v| v == version))
+        {
+            return true;
+        }
+        let map = self.map();
+        map.get(key)
+            .is_some_and(|left| left.version == version || left.passed.iter().any(|p| p == version))
     }
 
     /// Whether this process has reconciled `key` before.
@@ -59,7 +101,10 @@ impl LeftAt {
         let mut map = self.map();
         match version {
             Some(version) => map.insert(key.to_string(), Left { version, passed }),
-            None => map.remove(key),
+            None => {
+                self.writes().remove(key);
+                map.remove(key)
+            }
         };
     }
 
@@ -117,6 +162,32 @@ mod tests {
         assert!(!left.unchanged("ns/db", Some("6")));
         left.record("ns/db", None, Vec::new());
         assert!(!left.contains("ns/db"));
+    }
+
+    #[test]
+    fn a_write_is_known_as_its_own_while_the_reconcile_still_runs() {
+        let left = LeftAt::default();
+        // A new CR: its finalizer (2), its identifier (3), then its status
+        // (4), noted as each is answered, before the reconcile records.
+        left.wrote("ns/db", "2".into());
+        assert!(left.own_write("ns/db", Some("2")));
+        assert!(!left.written_past("ns/db", Some("2")), "the latest write");
+        left.wrote("ns/db", "3".into());
+        left.wrote("ns/db", "4".into());
+        assert!(
+            ["2", "3", "4"]
+                .iter()
+                .all(|v| left.own_write("ns/db", Some(v)))
+        );
+        assert!(left.written_past("ns/db", Some("2")) && left.written_past("ns/db", Some("3")));
+        assert!(!left.written_past("ns/db", Some("4")));
+        assert!(!left.own_write("ns/db", Some("1")), "the person's create");
+        assert!(
+            left.unchanged("ns/db", Some("4")) && !left.contains("ns/db"),
+            "still the first look: only a finished reconcile records how it left it"
+        );
+        left.record("ns/db", None, Vec::new());
+        assert!(!left.own_write("ns/db", Some("4")), "gone with the CR");
     }
 
     #[test]

@@ -280,6 +280,7 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
     }
 
     let finalized = finalizer::ensure(&api, obj).await?;
+    ctx.wrote(&key(obj), finalized.clone());
 
     if obj.skip_create() {
         let mut report = obj
@@ -358,6 +359,7 @@ async fn write_status<K: Managed>(
         return Ok(None);
     }
     let version = put_status::<K>(ctx, obj, desired).await?;
+    ctx.wrote(&key(obj), version.clone());
 
     if became_ready_first_time(obj, previous.as_ref(), &report) {
         record_time_to_ready(ctx, obj, &report);
