@@ -30,7 +30,7 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     runtime::{
         WatchStreamExt,
-        reflector::{self, ObjectRef, ReflectHandle, Store, store::Writer},
+        reflector::{self, ObjectRef, Store, store::Writer},
         watcher,
     },
 };
@@ -62,14 +62,17 @@ pub struct Shared<K: Resource<DynamicType = ()> + Clone + 'static> {
     /// write answered: a reconcile that follows its own write reads them
     /// from here instead of from the API server.
     written: Mutex<Written<K>>,
+    /// The resourceVersion of this process's last write of each object:
+    /// the watch's echo of it wakes no subscriber.
+    own: Arc<Mutex<HashMap<ObjectRef<K>, String>>>,
 }
 
 /// This process's writes the watch has not shown yet, and when each was made.
 type Written<K> = HashMap<ObjectRef<K>, (Instant, Arc<K>)>;
 
-/// Every object a shared watch sees, deleted ones included.
-pub type Subscription<K> =
-    futures::stream::Select<ReflectHandle<K>, mpsc::UnboundedReceiver<Arc<K>>>;
+/// Every object a shared watch sees, deleted ones included, but the
+/// echoes of this process's own writes.
+pub type Subscription<K> = futures::stream::BoxStream<'static, Arc<K>>;
 
 /// A watch before it runs: where its events go, and what it watches.
 type Unstarted<K> = (Writer<K>, Api<K>, watcher::Config);
@@ -87,6 +90,7 @@ where
             watch: Mutex::new(Some((writer, api, config))),
             deleted: Mutex::default(),
             written: Mutex::default(),
+            own: Arc::default(),
         }
     }
 
@@ -97,12 +101,20 @@ where
         let changed = watch
             .as_ref()
             .and_then(|(writer, _, _)| writer.subscribe())?;
+        let own = self.own.clone();
+        let changed = changed.filter(move |obj: &Arc<K>| {
+            let own = own.lock().unwrap_or_else(|e| e.into_inner());
+            let echo = own
+                .get(&ObjectRef::from_obj(obj.as_ref()))
+                .is_some_and(|v| obj.meta().resource_version.as_ref() == Some(v));
+            futures::future::ready(!echo)
+        });
         let (tx, deleted) = mpsc::unbounded();
         self.deleted
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(tx);
-        Some(futures::stream::select(changed, deleted))
+        Some(futures::stream::select(changed, deleted).boxed())
     }
 
     /// Runs the watch (relisting after errors and 410 Gone) until dropped.
@@ -124,6 +136,7 @@ where
                     Ok(watcher::Event::Init) => self.written_map().clear(),
                     Ok(watcher::Event::Delete(obj)) => {
                         self.written_map().remove(&ObjectRef::from_obj(&obj));
+                        self.own_map().remove(&ObjectRef::from_obj(&obj));
                         let obj = Arc::new(obj);
                         let subscribers = self.deleted.lock().unwrap_or_else(|e| e.into_inner());
                         for tx in subscribers.iter() {
@@ -181,15 +194,24 @@ where
         }))
     }
 
+    fn own_map(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<K>, String>> {
+        self.own.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn written_map(&self) -> std::sync::MutexGuard<'_, Written<K>> {
         self.written.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Remembers `obj` as this process's write answered it, until the
-    /// watch shows it: [`Shared::get`] answers with it meanwhile.
+    /// watch shows it: [`Shared::get`] answers with it meanwhile, and the
+    /// watch's event of that version wakes no subscriber (the write's own
+    /// reconcile goes on from it).
     pub fn wrote(&self, mut obj: K) {
         strip_unread(&mut obj);
         let key = ObjectRef::from_obj(&obj);
+        if let Some(version) = obj.meta().resource_version.clone() {
+            self.own_map().insert(key.clone(), version);
+        }
         self.written_map()
             .insert(key, (Instant::now(), Arc::new(obj)));
     }
