@@ -156,6 +156,22 @@ async fn aws_calls_per_resource_at_rest() {
 
 /// How many objects a benchmark makes: the environment variable `var`
 /// (`BENCH_CRS`, `BENCH_AWS`, `BENCH_SHARD_CRS`), else `default`.
+/// CPU seconds the test environment's kube-apiserver and etcd used so far
+/// (from their pid files and /proc, in Linux's 1/100 s ticks).
+fn control_plane_cpu() -> f64 {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/testenv/pids");
+    ["kube-apiserver", "etcd"]
+        .iter()
+        .filter_map(|name| {
+            let pid = std::fs::read_to_string(root.join(format!("{name}.pid"))).ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).ok()?;
+            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+            Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
+        })
+        .sum()
+}
+
 fn count(var: &str, default: usize) -> usize {
     std::env::var(var)
         .ok()
@@ -231,8 +247,11 @@ async fn scale_over_many_in_cluster_crs() {
         create_many(&blobs, n, blob("stopped")).await;
         let mut operator = crate::support::Operator::launch(launch("first")).await;
         let started = Instant::now();
+        let plane_before = control_plane_cpu();
         complete.wait("stopped-", n).await;
         let from_stopped = started.elapsed();
+        let plane_stopped = control_plane_cpu() - plane_before;
+        let cpu_stopped = operator.cpu_seconds().unwrap_or_default();
         let rss_at_n = operator.peak_rss_kib().unwrap_or_default();
         tokio::time::sleep(std::time::Duration::from_secs(10)).await; // the completions' own follow-ups
         let (stopped_requests, stopped_writes) = requests_of(&user);
@@ -243,6 +262,7 @@ async fn scale_over_many_in_cluster_crs() {
         let created = started.elapsed();
         complete.wait("running-", n).await;
         let to_complete = started.elapsed();
+        let cpu_running = operator.cpu_seconds().unwrap_or_default() - cpu_stopped;
         tokio::time::sleep(std::time::Duration::from_secs(10)).await;
         let (at_create, writes_at_create) = requests_of(&user);
         let (at_create, writes_at_create) = (at_create - stopped_requests, writes_at_create - stopped_writes);
@@ -266,7 +286,9 @@ async fn scale_over_many_in_cluster_crs() {
         restarted.stop().await;
         let writes_per_cr = (writes_at_create as f64 / n as f64).round().max(1.0) as usize;
         let as_operator = crate::support::client_of(&kubeconfig).await;
+        let plane_before = control_plane_cpu();
         let floor = write_floor(&as_operator, &ns, "floor", n, writes_per_cr).await;
+        let plane_floor = control_plane_cpu() - plane_before;
         // CRs created while the operator runs add their creates to the API
         // server's work: the floor of one more write per CR.
         let floor_with_creates = write_floor(&as_operator, &ns, "floorc", n, writes_per_cr + 1).await;
@@ -274,8 +296,8 @@ async fn scale_over_many_in_cluster_crs() {
 
         println!(
             "scale over {n} in-cluster BlobStorage ({}): write floor {:.1} s ({n} ConfigMaps created and patched to {writes_per_cr} writes each, as the operator's ServiceAccount); \
-             created while stopped: all complete {:.1} s after the start ({:.2} x floor), {:.1} requests, {:.1} writes per CR; \
-             created while running (in {:.1} s): all complete {:.1} s after the first create ({:.2} x floor; {:.2} x the floor of {} writes, {:.1} s), {:.1} requests, {:.1} writes per CR; \
+             created while stopped: all complete {:.1} s after the start ({:.2} x floor), {:.1} requests, {:.1} writes per CR, operator CPU {:.1} s, kube-apiserver and etcd CPU {:.1} ms per CR (the floor's: {:.1} ms per ConfigMap); \
+             created while running (in {:.1} s): all complete {:.1} s after the first create ({:.2} x floor; {:.2} x the floor of {} writes, {:.1} s), {:.1} requests, {:.1} writes per CR, operator CPU {:.1} s; \
              API Priority and Fairness queue wait of service accounts' requests meanwhile {:.2} ms on average over {apf_requests:.0}; idle minute {} requests, {} writes; restart over {} CRs {} requests, {} writes; peak RSS {} MiB with {n} CRs, {} MiB with {} (restarted: {} MiB)",
             if binary.is_some() { "release build" } else { "test build" },
             floor.as_secs_f64(),
@@ -283,6 +305,9 @@ async fn scale_over_many_in_cluster_crs() {
             from_stopped.as_secs_f64() / floor.as_secs_f64(),
             stopped_requests as f64 / n as f64,
             stopped_writes as f64 / n as f64,
+            cpu_stopped,
+            1000.0 * plane_stopped / n as f64,
+            1000.0 * plane_floor / n as f64,
             created.as_secs_f64(),
             to_complete.as_secs_f64(),
             to_complete.as_secs_f64() / floor.as_secs_f64(),
@@ -291,6 +316,7 @@ async fn scale_over_many_in_cluster_crs() {
             floor_with_creates.as_secs_f64(),
             at_create as f64 / n as f64,
             writes_at_create as f64 / n as f64,
+            cpu_running,
             1000.0 * apf_seconds / apf_requests.max(1.0),
             after_idle - at_create - stopped_requests,
             writes_after_idle - writes_at_create - stopped_writes,
@@ -687,4 +713,126 @@ async fn three_shards_over_many_in_cluster_crs() {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
     }
+}
+
+/// What each write the operator makes for a new CR costs the control
+/// plane, against a ConfigMap's: the four writes (finalizer, Secret,
+/// status, Event) replayed by a plain client as the operator's
+/// ServiceAccount over `BENCH_CRS` BlobStorage CRs, one kind of write at a
+/// time, 16 at a time, each with its time and the kube-apiserver and etcd
+/// CPU it took.
+#[tokio::test]
+#[ignore = "benchmark: run with `make bench`"]
+async fn what_each_write_of_a_new_cr_costs() {
+    use cloud_resource_operator::api::BlobStorage;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::api::{Patch, PatchParams};
+    let n = count("BENCH_CRS", 2000);
+    crate::support::with_namespace("benchwrites", move |client, ns| async move {
+        crate::support::ensure_crds(&client).await;
+        let (kubeconfig, _) = crate::support::cluster_admin_account(&client, &ns, "writes").await;
+        let as_operator = crate::support::client_of(&kubeconfig).await;
+        let blobs = Api::<BlobStorage>::namespaced(as_operator.clone(), &ns);
+        let secrets = Api::<Secret>::namespaced(as_operator.clone(), &ns);
+        let cms = Api::<ConfigMap>::namespaced(as_operator.clone(), &ns);
+        let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(as_operator.clone(), &ns);
+        create_many(&blobs, n, |i| {
+            serde_json::from_value(json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": format!("w-{i}")},
+                "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("w-{i}-sec")}}}))
+            .unwrap_or_else(|e| panic!("{e}"))
+        })
+        .await;
+        create_many(&blobs, n, |i| {
+            serde_json::from_value(json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": format!("m-{i}")},
+                "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("m-{i}-sec")}}}))
+            .unwrap_or_else(|e| panic!("{e}"))
+        })
+        .await;
+        let mut uids: Vec<(String, String)> = blobs.list(&Default::default()).await.unwrap_or_else(|e| panic!("{e}")).items.iter().map(|b| (b.name_any(), b.uid().unwrap_or_default())).collect();
+        uids.sort();
+        let uids: Vec<String> = (0..n).map(|i| uids.iter().find(|(name, _)| *name == format!("w-{i}")).map(|(_, uid)| uid.clone()).unwrap_or_default()).collect();
+        let each = |what: &'static str, write: Box<dyn Fn(usize) -> futures::future::BoxFuture<'static, ()> + Send + Sync>| async move {
+            let (plane, started) = (control_plane_cpu(), Instant::now());
+            futures::stream::iter(0..n).map(&write).buffer_unordered(16).for_each(|()| async {}).await;
+            let (took, cpu) = (started.elapsed(), control_plane_cpu() - plane);
+            format!("{what} {:.1} s, {:.2} ms CPU each", took.as_secs_f64(), 1000.0 * cpu / n as f64)
+        };
+        let mut lines = Vec::new();
+        let api = cms.clone();
+        lines.push(each("ConfigMap create", Box::new(move |i| {
+            let api = api.clone();
+            Box::pin(async move {
+                let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("c-{i}")}, "data": {"k": "0"}})).unwrap_or_else(|e| panic!("{e}"));
+                api.create(&PostParams::default(), &cm).await.unwrap_or_else(|e| panic!("{e}"));
+            })
+        })).await);
+        let api = cms.clone();
+        lines.push(each("ConfigMap merge patch", Box::new(move |i| {
+            let api = api.clone();
+            Box::pin(async move {
+                let patch = json!({"data": {"k": "1"}});
+                api.patch(&format!("c-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap_or_else(|e| panic!("{e}"));
+            })
+        })).await);
+        let api = blobs.clone();
+        lines.push(each("finalizer (JSON patch of the CR)", Box::new(move |i| {
+            let api = api.clone();
+            Box::pin(async move {
+                let patch: json_patch::Patch = serde_json::from_value(json!([{"op": "add", "path": "/metadata/finalizers", "value": ["cloud-resources-operator.integreatly.org/finalizers"]}])).unwrap_or_else(|e| panic!("{e}"));
+                api.patch(&format!("w-{i}"), &PatchParams::default(), &Patch::<()>::Json(patch)).await.unwrap_or_else(|e| panic!("{e}"));
+            })
+        })).await);
+        let (api, uids) = (secrets.clone(), std::sync::Arc::new(uids));
+        lines.push(each("output Secret create", Box::new(move |i| {
+            let (api, uids) = (api.clone(), uids.clone());
+            Box::pin(async move {
+                let secret: Secret = serde_json::from_value(json!({"metadata": {"name": format!("w-{i}-sec"),
+                    "labels": {"app.kubernetes.io/managed-by": "cloud-resource-operator", "cro.integreatly.org/owner-uid": uids.get(i).cloned().unwrap_or_default()},
+                    "annotations": {"cro.integreatly.org/keys": "bucketName,bucketRegion,credentialKeyID,credentialSecretKey"},
+                    "ownerReferences": [{"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "name": format!("w-{i}"), "uid": uids.get(i).cloned().unwrap_or_default(), "blockOwnerDeletion": true}]},
+                    "data": {"bucketName": "", "bucketRegion": "", "credentialKeyID": "", "credentialSecretKey": ""}, "type": "Opaque"})).unwrap_or_else(|e| panic!("{e}"));
+                api.create(&PostParams::default(), &secret).await.unwrap_or_else(|e| panic!("{e}"));
+            })
+        })).await);
+        let api = blobs.clone();
+        lines.push(each("status (server-side apply)", Box::new(move |i| {
+            let api = api.clone();
+            Box::pin(async move {
+                let status = json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "status": {
+                    "phase": "complete", "message": "successfully reconciled", "provider": "openshift-blobstorage", "strategy": "openshift",
+                    "secretRef": {"name": format!("w-{i}-sec"), "namespace": "x"}, "observedGeneration": 1,
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "Complete", "message": "successfully reconciled", "lastTransitionTime": "2026-11-25T00:00:00Z", "observedGeneration": 1}]}});
+                api.patch_status(&format!("w-{i}"), &PatchParams::apply("cloud-resource-operator").force(), &Patch::Apply(&status)).await.unwrap_or_else(|e| panic!("{e}"));
+            })
+        })).await);
+        let api = blobs.clone();
+        lines.push(each("status (JSON merge patch)", Box::new(move |i| {
+            let api = api.clone();
+            Box::pin(async move {
+                let status = json!({"status": {
+                    "phase": "complete", "message": "successfully reconciled", "provider": "openshift-blobstorage", "strategy": "openshift",
+                    "secretRef": {"name": format!("m-{i}-sec"), "namespace": "x"}, "observedGeneration": 1,
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "Complete", "message": "successfully reconciled", "lastTransitionTime": "2026-11-25T00:00:00Z", "observedGeneration": 1}]}});
+                api.patch_status(&format!("m-{i}"), &PatchParams::default(), &Patch::Merge(&status)).await.unwrap_or_else(|e| panic!("{e}"));
+            })
+        })).await);
+        let (api, namespace) = (events.clone(), ns.clone());
+        lines.push(each("Event create", Box::new(move |i| {
+            let (api, namespace) = (api.clone(), namespace.clone());
+            Box::pin(async move {
+                let event: k8s_openapi::api::events::v1::Event = serde_json::from_value(json!({"metadata": {"name": format!("w-{i}.e")},
+                    "eventTime": "2026-11-25T00:00:00.000000Z", "reportingController": "cloud-resource-operator", "reportingInstance": "bench",
+                    "action": "Reconcile", "reason": "Complete", "type": "Normal", "note": "successfully reconciled",
+                    "regarding": {"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "name": format!("w-{i}"), "namespace": namespace}})).unwrap_or_else(|e| panic!("{e}"));
+                api.create(&PostParams::default(), &event).await.unwrap_or_else(|e| panic!("{e}"));
+            })
+        })).await);
+        println!("what each write of a new CR costs over {n} (kube-apiserver and etcd CPU): {}", lines.join("; "));
+        blobs.delete_collection(&Default::default(), &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        kube::Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+            .delete(&format!("writes-{ns}"), &kube::api::DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    })
+    .await;
 }

@@ -405,6 +405,16 @@ impl Operator {
     }
 
     /// The process's peak resident memory so far (VmHWM), in KiB.
+    /// CPU seconds the operator used so far (user and system, from
+    /// /proc/<pid>/stat, in clock ticks of 1/100 s as Linux reports them).
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()?)).ok()?;
+        // Fields after the command name, which is in parentheses.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+        Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
+    }
+
     pub fn peak_rss_kib(&self) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()?)).ok()?;
         status
