@@ -8,6 +8,7 @@ pub mod cluster_id;
 pub mod config;
 pub mod connectivity;
 pub mod controllers;
+pub mod credentials;
 pub mod flag_error;
 pub mod leader;
 pub mod metrics;

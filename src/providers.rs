@@ -61,10 +61,13 @@ pub fn build(
     let mut in_cluster =
         cro_provider_in_cluster::InClusterProvider::new(client.clone(), settings.cluster_domain)
             .with_operator_namespace(settings.operator_namespace);
-    let mut aws = cro_provider_aws::AwsProvider::new(client.clone(), settings.aws);
+    let owned = cache
+        .clone()
+        .map(|c| c as Arc<dyn cro_provider_api::OwnedObjects>);
+    let credentials = crate::credentials::CredentialsSecrets::new(client.clone(), owned);
+    let aws = cro_provider_aws::AwsProvider::new(Arc::new(credentials), settings.aws);
     if let Some(cache) = cache {
-        in_cluster = in_cluster.with_cache(cache.clone());
-        aws = aws.with_cache(cache);
+        in_cluster = in_cluster.with_cache(cache);
     }
     vec![Arc::new(aws), Arc::new(in_cluster)]
 }

@@ -3,10 +3,12 @@
 //! ConfigMaps; the operator never sees provider-specific strategy formats.
 
 mod change;
+pub mod credentials;
 mod identifier;
 mod owned;
 
 pub use change::{Adoption, Change, ChangePolicy, Timing, plan_hash};
+pub use credentials::CredentialsStore;
 pub use owned::OwnedObjects;
 
 pub use identifier::{

@@ -8,12 +8,8 @@
 //! CredentialsRequest, and CCO removes the IAM user.
 
 use cro_provider_api::{ProviderError, ResourceRequest};
-use kube::{
-    Api,
-    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind},
-};
 
-use crate::credentials::{self, AccessKey};
+use crate::credentials::{AccessKey, CredentialsStore};
 
 /// The CredentialsRequest of a bucket's user (`cro-aws-s3-<bucket>-creds`).
 pub fn s3_request(bucket: &str) -> String {
@@ -28,7 +24,7 @@ pub fn ses_request(identifier: &str) -> String {
 
 /// The CCO-minted key, when its Secret exists.
 pub async fn read(
-    store: &credentials::Store,
+    store: &dyn CredentialsStore,
     req: &ResourceRequest,
     name: &str,
 ) -> Result<Option<AccessKey>, ProviderError> {
@@ -50,27 +46,9 @@ pub async fn read(
 /// Deletes the CredentialsRequest `name` (CCO then removes the IAM user
 /// and the Secret); where no CCO runs, the Secret itself.
 pub async fn delete(
-    store: &credentials::Store,
+    store: &dyn CredentialsStore,
     req: &ResourceRequest,
     name: &str,
 ) -> Result<(), ProviderError> {
-    let gvk = GroupVersionKind::gvk("cloudcredential.openshift.io", "v1", "CredentialsRequest");
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        store.client().clone(),
-        &req.namespace,
-        &ApiResource::from_gvk_with_plural(&gvk, "credentialsrequests"),
-    );
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        // No such request, or no CCO on this cluster.
-        Err(kube::Error::Api(e)) if e.code == 404 => store.delete(req, name).await,
-        Err(kube::Error::Api(e)) if e.code == 403 => Err(ProviderError::permanent(format!(
-            "deleting CredentialsRequest {}/{name} (the Go operator's credentials, which the Cloud Credential Operator removes with it) is forbidden: apply deploy/openshift-migration/rbac.yaml",
-            req.namespace
-        ))),
-        Err(e) => Err(ProviderError::from_kube(
-            format!("deleting CredentialsRequest {}/{name}: {e}", req.namespace),
-            &e,
-        )),
-    }
+    store.delete_credentials_request(req, name).await
 }

@@ -19,7 +19,7 @@ use cro_provider_api::{
 use crate::{
     RECHECK,
     clients::Clients,
-    credentials,
+    credentials::CredentialsStore,
     errors::{Created, not_yet_visible, taken},
     listing::Listing,
     plan::{self, Gate, Settled, Split, settle, split, vanished},
@@ -348,7 +348,7 @@ async fn made_for_it<D: Database>(svc: &D, req: &ResourceRequest) -> Result<(), 
 /// is left (its final snapshot, if any, tagged); else the service's own
 /// calls.
 pub async fn delete<D: Database>(
-    store: &credentials::Store,
+    store: &dyn CredentialsStore,
     c: &Clients,
     req: &ResourceRequest,
     tier: &Tier,

@@ -11,14 +11,14 @@ use serde_json::Value;
 use crate::{
     cco,
     clients::Clients,
-    credentials,
+    credentials::CredentialsStore,
     iam_user::{self, Keys, Stored},
     sdk::IamUsers,
 };
 
 /// Where access keys come from, as the provider is set up.
 pub struct KeySource<'a> {
-    pub store: &'a credentials::Store,
+    pub store: &'a dyn CredentialsStore,
     pub iam_users: &'a IamUsers,
     /// STS mode: workloads reach AWS through roles of their own, so no IAM
     /// user and no key is made (and the operator's role may not touch IAM).

@@ -57,7 +57,7 @@ pub const NAME: &str = "aws";
 pub const RECHECK: Duration = Duration::from_secs(3600);
 
 pub struct AwsProvider {
-    credentials: credentials::Store,
+    credentials: Arc<dyn cro_provider_api::CredentialsStore>,
     settings: AwsSettings,
     calls: Calls,
     configs: Mutex<HashMap<Account, Arc<Clients>>>,
@@ -72,19 +72,18 @@ struct Account {
 }
 
 impl AwsProvider {
-    pub fn new(kube: kube::Client, settings: AwsSettings) -> Self {
+    /// `credentials` keeps the Secrets of credentials that exist only once
+    /// (the operator's, over its client and watches).
+    pub fn new(
+        credentials: Arc<dyn cro_provider_api::CredentialsStore>,
+        settings: AwsSettings,
+    ) -> Self {
         AwsProvider {
-            credentials: credentials::Store::new(kube, None),
+            credentials,
             settings,
             calls: Calls::default(),
             configs: Mutex::default(),
         }
-    }
-
-    /// Reads its credentials Secrets from the operator's watch of them.
-    pub fn with_cache(mut self, cache: Arc<dyn cro_provider_api::OwnedObjects>) -> Self {
-        self.credentials = credentials::Store::new(self.credentials.client().clone(), Some(cache));
-        self
     }
 
     /// The clients for the tier: its region (or the operator's default),
@@ -119,7 +118,7 @@ impl AwsProvider {
     /// Where BlobStorage and SMTPCredentialSet keys come from.
     fn keys(&self) -> keys::KeySource<'_> {
         keys::KeySource {
-            store: &self.credentials,
+            store: self.credentials.as_ref(),
             iam_users: &self.settings.iam_users,
             sts: self.settings.sts.is_some(),
         }
@@ -301,11 +300,25 @@ impl Provider for AwsProvider {
         let req = &resolved(&c, req, &tier, false).await?;
         match req.kind {
             ResourceKind::Postgres => {
-                rds::reconcile(&self.credentials, &c, &self.settings.vpc, req, &tier).await
+                rds::reconcile(
+                    self.credentials.as_ref(),
+                    &c,
+                    &self.settings.vpc,
+                    req,
+                    &tier,
+                )
+                .await
             }
             ResourceKind::BlobStorage => s3::reconcile(&self.keys(), &c, req).await,
             ResourceKind::Redis => {
-                elasticache::reconcile(&self.credentials, &c, &self.settings.vpc, req, &tier).await
+                elasticache::reconcile(
+                    self.credentials.as_ref(),
+                    &c,
+                    &self.settings.vpc,
+                    req,
+                    &tier,
+                )
+                .await
             }
             ResourceKind::Smtp => smtp::reconcile(&self.keys(), &c, req, &tier).await,
         }
@@ -316,10 +329,10 @@ impl Provider for AwsProvider {
         let req = &resolved(&c, req, &tier, true).await?;
         let deleted = match req.kind {
             ResourceKind::Postgres => {
-                database::delete::<Rds>(&self.credentials, &c, req, &tier).await?
+                database::delete::<Rds>(self.credentials.as_ref(), &c, req, &tier).await?
             }
             ResourceKind::Redis => {
-                database::delete::<ElastiCache>(&self.credentials, &c, req, &tier).await?
+                database::delete::<ElastiCache>(self.credentials.as_ref(), &c, req, &tier).await?
             }
             ResourceKind::BlobStorage => {
                 return s3::delete(&self.keys(), &c.s3, &c.iam, req, &tier).await;

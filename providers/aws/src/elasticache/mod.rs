@@ -33,7 +33,7 @@ use cro_provider_api::{
 use crate::{
     clients::Clients,
     cloud_metrics::Target,
-    credentials,
+    credentials::{self, CredentialsStore},
     database::{
         self, CreateSection, Database, DeleteSection, Looked, Plan, Removal, Service, State,
     },
@@ -336,7 +336,7 @@ impl Database for Client {
 }
 
 pub async fn reconcile(
-    store: &credentials::Store,
+    store: &dyn CredentialsStore,
     c: &Clients,
     hint: &VpcHint,
     req: &ResourceRequest,
@@ -427,7 +427,7 @@ const HEALTHY: [&str; 5] = [
 /// (unless the tier turns in-transit encryption off), read back for a group
 /// that has one; `None` for a group without.
 async fn auth_token(
-    store: &credentials::Store,
+    store: &dyn CredentialsStore,
     req: &ResourceRequest,
     t: &CreateStrategy,
     have: Option<&Group>,
@@ -436,9 +436,11 @@ async fn auth_token(
     let secret = credentials_secret(&req.name);
     match (have, plan) {
         (None, Plan::Create) if t.transit_encryption != Some(false) => {
-            let stored = store
-                .ensure(req, &secret, &[(AUTH_TOKEN, credentials::random_password)])
-                .await?;
+            let defaults = [(
+                AUTH_TOKEN,
+                credentials::random_password as credentials::Generator,
+            )];
+            let stored = credentials::ensure(store, req, &secret, &defaults).await?;
             Ok(stored.get(AUTH_TOKEN).cloned())
         }
         (Some(group), _) if group.auth_token => {

@@ -19,7 +19,7 @@ pub use user::User;
 
 use crate::{
     clients::Clients,
-    credentials::{self, AccessKey},
+    credentials::{AccessKey, CredentialsStore},
     errors::{Answer, Created, created, not_yet_visible, taken},
 };
 
@@ -299,12 +299,19 @@ impl Keys {
     pub fn report(&self, mut report: Provisioned) -> Provisioned {
         report.rotated = self.rotation.clone();
         if let Some(until) = self.previous_until {
-            let now = k8s_openapi::jiff::Timestamp::now().as_second();
+            let now = unix_now();
             let wait = std::time::Duration::from_secs(u64::try_from(until - now).unwrap_or(0) + 1);
             report.recheck_after = Some(report.recheck_after.map_or(wait, |r| r.min(wait)));
         }
         report
     }
+}
+
+/// The clock, in Unix seconds, as the Secret records a replaced key's
+/// grace period.
+fn unix_now() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// The Secret's data, and what it says of the user's keys.
@@ -349,14 +356,14 @@ impl Stored {
 /// stored key of a user that was there is trusted until the next recheck
 /// (IAM lists keys one user at a time).
 pub async fn ensure_access_key(
-    store: &credentials::Store,
+    store: &dyn CredentialsStore,
     iam: &Client,
     req: &ResourceRequest,
     (user, secret_name): (&str, &str),
     mut stored: Stored,
     user_existed: bool,
 ) -> Result<Keys, ProviderError> {
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let now = unix_now();
     let rotate = (req.options.rotate_credentials.as_ref())
         .filter(|token| stored.data.get(ROTATION) != Some(*token));
     let previous_over = stored.previous.as_ref().is_some_and(|(_, u)| now >= *u);

@@ -29,7 +29,7 @@ use cro_provider_api::{
 use crate::{
     clients::Clients,
     cloud_metrics::Target,
-    credentials,
+    credentials::{self, CredentialsStore},
     database::{
         self, CreateSection, Database, DeleteSection, Looked, Plan, Removal, Service, State,
     },
@@ -515,22 +515,17 @@ impl Database for Client {
 }
 
 pub async fn reconcile(
-    store: &credentials::Store,
+    store: &dyn CredentialsStore,
     c: &Clients,
     hint: &VpcHint,
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
-    let creds = store
-        .ensure(
-            req,
-            &credentials_secret(&req.name),
-            &[
-                ("user", || "postgres".to_string()),
-                ("password", credentials::random_password),
-            ],
-        )
-        .await?;
+    let defaults: [(&str, credentials::Generator); 2] = [
+        ("user", || "postgres".to_string()),
+        ("password", credentials::random_password),
+    ];
+    let creds = credentials::ensure(store, req, &credentials_secret(&req.name), &defaults).await?;
     let creds = rotate_password(store, req, creds).await?;
     let Looked {
         strategy,
@@ -736,7 +731,7 @@ const ROTATION: &str = "rotation";
 /// A rotation asked for and not made yet: a new password in the Secret,
 /// marked to be set on the instance.
 async fn rotate_password(
-    store: &credentials::Store,
+    store: &dyn CredentialsStore,
     req: &ResourceRequest,
     creds: BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, String>, ProviderError> {
@@ -758,7 +753,7 @@ async fn rotate_password(
 
 /// Creates the instance, or restores it from `req.restore_from_snapshot`.
 async fn create(
-    store: &credentials::Store,
+    store: &dyn CredentialsStore,
     (c, hint): (&Clients, &VpcHint),
     req: &ResourceRequest,
     t: &CreateStrategy,
@@ -829,7 +824,7 @@ async fn restore(
 /// The instance gets the Secret's master password (restored with its
 /// source's, or rotated); then the mark goes.
 async fn set_password(
-    store: &credentials::Store,
+    store: &dyn CredentialsStore,
     c: &Clients,
     req: &ResourceRequest,
     creds: &BTreeMap<String, String>,

@@ -1,0 +1,231 @@
+//! The providers' credentials Secrets (`CredentialsStore`), kept by the
+//! operator: read from its watch of its own Secrets, so a recheck or a
+//! restart reads none from the API server; written with server-side
+//! apply, owned by the CR. A Secret this process changed is read from the
+//! API server until the watch shows that change, so no reconcile acts on
+//! credentials older than its own last write (e.g. replacing a key it
+//! just stored). Values are never logged or put in errors.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex},
+};
+
+use cro_provider_api::{
+    CredentialsStore, MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, OwnedObjects, ProviderError,
+    ResourceRequest, opaque_secret,
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::{
+    Api, Client,
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams},
+};
+use serde_json::json;
+
+/// Whether the credentials Secret is this request's: made for its CR (its
+/// owner UID label or owner reference), or left by the Go operator, which
+/// wrote `<name>-aws-rds-credentials` with neither labels nor owner. A
+/// Secret of the same name made for anything else is never read,
+/// overwritten or deleted: a CR's name must not reach what is not its own.
+fn claimable(secret: &Secret, req: &ResourceRequest) -> bool {
+    let uid = req.owner.uid.as_str();
+    let labels = secret.metadata.labels.as_ref();
+    let owners = secret
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default();
+    let labelled = labels
+        .and_then(|l| l.get(OWNER_UID_LABEL))
+        .is_some_and(|u| u == uid);
+    let owned = owners.iter().any(|o| o.uid == uid);
+    let go_shaped = owners.is_empty() && labels.is_none_or(|l| l.is_empty());
+    labelled || owned || go_shaped
+}
+
+fn not_claimable(req: &ResourceRequest, name: &str) -> ProviderError {
+    ProviderError::permanent(format!(
+        "Secret {}/{name} exists and was not made for {} {}/{} (its labels and owner say so): the operator keeps this resource's credentials there; delete or rename that Secret, or give the resource another name",
+        req.namespace,
+        req.kind.cr_kind(),
+        req.namespace,
+        req.name
+    ))
+}
+
+/// What this process last did to a Secret, until the watch shows it.
+enum Wrote {
+    Version(String),
+    Deleted,
+}
+
+impl Wrote {
+    /// Whether the watch's copy (`None`: it holds none) shows this.
+    fn shown_by(&self, cached: Option<&Secret>) -> bool {
+        match self {
+            Wrote::Version(v) => {
+                cached.and_then(|s| s.metadata.resource_version.as_ref()) == Some(v)
+            }
+            Wrote::Deleted => cached.is_none(),
+        }
+    }
+}
+
+/// The credentials Secrets, through the operator's client and its watch
+/// of its own Secrets.
+pub struct CredentialsSecrets {
+    client: Client,
+    cache: Option<Arc<dyn OwnedObjects>>,
+    written: Mutex<HashMap<(String, String), Wrote>>,
+}
+
+impl CredentialsSecrets {
+    pub fn new(client: Client, cache: Option<Arc<dyn OwnedObjects>>) -> Self {
+        CredentialsSecrets {
+            client,
+            cache,
+            written: Mutex::default(),
+        }
+    }
+
+    fn api(&self, namespace: &str) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Records what this process did to `namespace/name` (only needed
+    /// where a watch may still show the Secret as it was), and forgets
+    /// what the watch shows by now, so the record holds only writes in
+    /// flight, however many CRs come and go.
+    fn wrote(&self, namespace: &str, name: &str, what: Wrote) {
+        let Some(cache) = &self.cache else {
+            return;
+        };
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        written.retain(|(ns, n), w| !w.shown_by(cache.secret(ns, n).as_deref()));
+        written.insert((namespace.to_string(), name.to_string()), what);
+    }
+}
+
+#[async_trait::async_trait]
+impl CredentialsStore for CredentialsSecrets {
+    async fn read(
+        &self,
+        req: &ResourceRequest,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
+        let ns = req.namespace.as_str();
+        let cached = self.cache.as_ref().and_then(|c| c.secret(ns, name));
+        let version = |s: Option<&Secret>| s.map(|s| s.metadata.resource_version.clone());
+        let key = (ns.to_string(), name.to_string());
+        {
+            let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+            let caught_up = written
+                .get(&key)
+                .is_none_or(|w| w.shown_by(cached.as_deref()));
+            if caught_up {
+                written.remove(&key);
+                if let Some(secret) = &cached {
+                    if !claimable(secret, req) {
+                        return Err(not_claimable(req, name));
+                    }
+                    return Ok(Some(cro_provider_api::secret_strings(secret)));
+                }
+            }
+        }
+        let fresh = self.api(ns).get_opt(name).await.map_err(|e| {
+            ProviderError::from_kube(format!("reading Secret {ns}/{name}: {e}"), &e)
+        })?;
+        // The watch shows what the API server has, ours or a later change.
+        if version(fresh.as_ref()) == version(cached.as_deref()) {
+            let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+            written.remove(&key);
+        }
+        match &fresh {
+            Some(secret) if !claimable(secret, req) => Err(not_claimable(req, name)),
+            _ => Ok(fresh.as_ref().map(cro_provider_api::secret_strings)),
+        }
+    }
+
+    async fn write(
+        &self,
+        req: &ResourceRequest,
+        name: &str,
+        data: &BTreeMap<String, String>,
+    ) -> Result<(), ProviderError> {
+        let metadata = json!({
+            "name": name, "namespace": req.namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY, OWNER_UID_LABEL: req.owner.uid},
+            "ownerReferences": [req.owner.controller_reference()],
+        });
+        let data = data.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let secret = opaque_secret(metadata, data);
+        let params = PatchParams::apply("cloud-resource-operator").force();
+        let written = (self.api(&req.namespace))
+            .patch(name, &params, &Patch::Apply(&secret))
+            .await
+            .map_err(|e| {
+                ProviderError::from_kube(
+                    format!("writing Secret {}/{name}: {e}", req.namespace),
+                    &e,
+                )
+            })?;
+        if let Some(version) = written.metadata.resource_version {
+            self.wrote(&req.namespace, name, Wrote::Version(version));
+        }
+        Ok(())
+    }
+
+    async fn delete(&self, req: &ResourceRequest, name: &str) -> Result<(), ProviderError> {
+        let found = (self.api(&req.namespace)).get_opt(name).await;
+        let found = found.map_err(|e| {
+            ProviderError::from_kube(format!("reading Secret {}/{name}: {e}", req.namespace), &e)
+        })?;
+        match found {
+            None => return Ok(()),
+            Some(secret) if !claimable(&secret, req) => return Ok(()),
+            Some(_) => {}
+        }
+        let deleted = (self.api(&req.namespace))
+            .delete(name, &DeleteParams::default())
+            .await;
+        match deleted {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                let what = format!("deleting Secret {}/{name}: {e}", req.namespace);
+                return Err(ProviderError::from_kube(what, &e));
+            }
+        }
+        self.wrote(&req.namespace, name, Wrote::Deleted);
+        Ok(())
+    }
+
+    /// As the Go operator made them (`reconcileCredentialRequest`,
+    /// pkg/providers/aws/credentials.go): `cloudcredential.openshift.io/v1`
+    /// CredentialsRequest in the CR's namespace.
+    async fn delete_credentials_request(
+        &self,
+        req: &ResourceRequest,
+        name: &str,
+    ) -> Result<(), ProviderError> {
+        let gvk = GroupVersionKind::gvk("cloudcredential.openshift.io", "v1", "CredentialsRequest");
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &req.namespace,
+            &ApiResource::from_gvk_with_plural(&gvk, "credentialsrequests"),
+        );
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            // No such request, or no CCO on this cluster.
+            Err(kube::Error::Api(e)) if e.code == 404 => self.delete(req, name).await,
+            Err(kube::Error::Api(e)) if e.code == 403 => Err(ProviderError::permanent(format!(
+                "deleting CredentialsRequest {}/{name} (the Go operator's credentials, which the Cloud Credential Operator removes with it) is forbidden: apply deploy/openshift-migration/rbac.yaml",
+                req.namespace
+            ))),
+            Err(e) => Err(ProviderError::from_kube(
+                format!("deleting CredentialsRequest {}/{name}: {e}", req.namespace),
+                &e,
+            )),
+        }
+    }
+}
