@@ -41,7 +41,7 @@ bench: deps ## rerunnable benchmarks: ready latency (BENCH_N=10); AWS calls at r
 	@$(TESTENV) up
 	cargo build --release --bin cloud-resource-operator
 	@set -a; . $(ENV_SH); set +a; CRO_BENCH_BIN=$(CURDIR)/target/release/cloud-resource-operator \
-	  cargo test --test integration -- --ignored --nocapture --test-threads 1 bench:: 2>&1 | grep -E 'latency|aws calls|scale over|shards over|test result|panicked'
+	  cargo test --test integration -- --ignored --nocapture --test-threads 1 bench:: 2>&1 | grep -E 'latency|aws calls|scale over|shards over|what each write|test result|panicked'
 
 proptest-long: ## the property tests with 20,000 cases each (make test runs 256)
 	PROPTEST_CASES=20000 cargo test --release --test properties
