@@ -74,9 +74,12 @@ mod tests {
     use super::*;
     use crate::ResourceKind;
 
+    /// Secrets by name.
+    type Secrets = BTreeMap<String, BTreeMap<String, String>>;
+
     /// Secrets in memory, counting writes.
     #[derive(Default)]
-    struct Memory(Mutex<(BTreeMap<String, BTreeMap<String, String>>, usize)>);
+    struct Memory(Mutex<(Secrets, usize)>);
 
     #[async_trait::async_trait]
     impl CredentialsStore for Memory {
