@@ -7,10 +7,7 @@ use crate::{
     budget::{Budget, limited_client},
     calls::Calls,
     cloud_metrics::Watched,
-    elasticache::observed::{Group, Snapshot},
-    iam_user::user::User,
     listing::Listing,
-    rds::instance::Instance,
 };
 
 pub struct Clients {
@@ -28,23 +25,13 @@ pub struct Clients {
     /// Held while the cluster's database network is made or removed, so
     /// two reconciles never make two of it.
     pub network: tokio::sync::Mutex<()>,
-    /// The last listings, shared by every resource of this account and
-    /// region (see [`crate::listing`]).
-    pub rds_listing: Listing<Instance>,
-    pub elasticache_listing: Listing<Group>,
-    pub iam_listing: Listing<User>,
-    /// Buckets' tags, by bucket.
+    /// Buckets' tags, by bucket: the last listing, shared by every
+    /// BlobStorage of this account and region (see [`crate::listing`]).
+    /// The listings of typed resources are their services' own
+    /// (`rds::Seen`, `elasticache::Seen`, `iam_user::Seen`).
     pub s3_listing: Listing<std::collections::BTreeMap<String, String>>,
-    /// Pending maintenance of RDS instances (by ARN) and ElastiCache
-    /// groups (by identifier), see [`crate::maintenance`].
-    pub rds_maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
-    pub elasticache_maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
-    /// ElastiCache snapshots with their tags, by group.
-    pub elasticache_snapshots: Listing<Vec<Snapshot>>,
     /// The databases whose CloudWatch metrics are scraped.
     pub watched: Watched,
-    /// The memory of each RDS instance class EC2 has answered for.
-    pub class_memory: tokio::sync::Mutex<std::collections::HashMap<String, Option<i64>>>,
 }
 
 /// A client of `sdk` for `config`, counting its calls, within its own
@@ -89,15 +76,8 @@ impl Clients {
             ),
             calls: calls.clone(),
             network: tokio::sync::Mutex::new(()),
-            rds_listing: Listing::default(),
-            elasticache_listing: Listing::default(),
-            iam_listing: Listing::default(),
             s3_listing: Listing::default(),
-            rds_maintenance: Listing::default(),
-            elasticache_maintenance: Listing::default(),
-            elasticache_snapshots: Listing::default(),
             watched: Watched::default(),
-            class_memory: Default::default(),
         }
     }
 }

@@ -98,8 +98,8 @@ pub trait Database: Snapshots + Sized {
     type Delete: DeleteSection;
     const SERVICE: Service;
 
-    /// This service's client and listing among the account's clients.
-    fn of(c: &Clients) -> (&Self, &Listing<Self::Live>);
+    /// This service's client among the account's clients.
+    fn client(c: &Clients) -> &Self;
     /// What the tier's createStrategy (and the request) ask for, with the
     /// Go operator's defaults where it sets nothing (pure).
     fn desired(req: &ResourceRequest, create: &Self::Create) -> Self::Desired;
@@ -158,10 +158,10 @@ pub fn named_by_tier<D: Database>(
 /// group the Go operator tagged through its nodes reads its tags from
 /// them) is read on its own.
 pub async fn observe<D: Database>(
-    c: &Clients,
+    (c, listing): (&Clients, &Listing<D::Live>),
     req: &ResourceRequest,
 ) -> Result<Option<D::Live>, ProviderError> {
-    let (svc, listing) = D::of(c);
+    let svc = D::client(c);
     let id = req.identifier.as_str();
     if let Some(max_age) = req.options.observed_within
         && let Some(live) = listing.get(id, max_age, || svc.list(c)).await?
@@ -235,13 +235,13 @@ pub struct Looked<D: Database> {
 
 /// Reads the tier and the resource, and decides.
 pub async fn look<D: Database>(
-    c: &Clients,
+    at: (&Clients, &Listing<D::Live>),
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Looked<D>, ProviderError> {
     let strategy = parse_section::<D::Create>(&tier.create)?;
     let want = D::desired(req, &strategy);
-    let have = observe::<D>(c, req).await?;
+    let have = observe::<D>(at, req).await?;
     let plan = decide::<D>(have.as_ref(), &want, req);
     Ok(Looked {
         strategy,
@@ -253,12 +253,12 @@ pub async fn look<D: Database>(
 
 /// Every change a reconcile would make (for `plan`), from read-only calls.
 pub async fn plan<D: Database>(
-    c: &Clients,
+    at: (&Clients, &Listing<D::Live>),
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Vec<Change>, ProviderError> {
     let want = D::desired(req, &parse_section::<D::Create>(&tier.create)?);
-    let have = observe::<D>(c, req).await?;
+    let have = observe::<D>(at, req).await?;
     Ok(plan::planned(
         D::SERVICE.api_name,
         req,
@@ -270,14 +270,14 @@ pub async fn plan<D: Database>(
 /// service's own call) runs only when the plan creates, and `ready` gives
 /// the Secret's contents once the resource is usable.
 pub async fn act<D: Database>(
-    c: &Clients,
+    (c, listing): (&Clients, &Listing<D::Live>),
     req: &ResourceRequest,
     (have, plan): (Option<D::Live>, Plan),
     want: &D::Desired,
     create: impl Future<Output = Result<Created, ProviderError>>,
     ready: impl FnOnce(&D::Live) -> ConnectionDetails,
 ) -> Result<Provisioned, ProviderError> {
-    let (svc, listing) = D::of(c);
+    let svc = D::client(c);
     let (id, what) = (req.identifier.as_str(), D::SERVICE.what);
     let mut report = Provisioned::new(D::SERVICE.provider, Outcome::InProgress(String::new()));
     report.identifier = Some(id.to_string());
@@ -359,7 +359,7 @@ pub async fn delete<D: Database>(
         Some(named) => D::SERVICE.snapshot_rules.conform(named),
         None => snapshots::final_id(req, D::SERVICE.snapshot_rules),
     };
-    let (svc, _) = D::of(c);
+    let svc = D::client(c);
     let id = req.identifier.as_str();
     let Some(live) = svc.describe(id).await? else {
         if !skip_final {

@@ -23,6 +23,8 @@ pub struct KeySource<'a> {
     /// STS mode: workloads reach AWS through roles of their own, so no IAM
     /// user and no key is made (and the operator's role may not touch IAM).
     pub sts: bool,
+    /// The IAM users of the request's account, as last seen.
+    pub users: &'a iam_user::Seen,
 }
 
 /// The key of the CR's user `user`, whose one inline policy is `policy`:
@@ -42,7 +44,8 @@ pub async fn user_keys(
     {
         return Ok(Keys::minted(key));
     }
-    let existed = iam_user::ensure_user(c, k.iam_users, req, user, policy_name, policy).await?;
+    let existed =
+        iam_user::ensure_user((c, k.users), k.iam_users, req, user, policy_name, policy).await?;
     let stored = Stored::new(ours.unwrap_or_default());
     let user_secret = (user, secret_name);
     iam_user::ensure_access_key(k.store, &c.iam, req, user_secret, stored, existed).await

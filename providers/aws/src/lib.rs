@@ -25,7 +25,6 @@ mod sdk;
 mod service_updates;
 mod smtp;
 pub mod smtp_password;
-mod snapshot_tags;
 mod snapshots;
 mod strategy;
 mod tags;
@@ -60,7 +59,17 @@ pub struct AwsProvider {
     credentials: Arc<dyn cro_provider_api::CredentialsStore>,
     settings: AwsSettings,
     calls: Calls,
-    configs: Mutex<HashMap<Account, Arc<Clients>>>,
+    configs: Mutex<HashMap<Account, Arc<InAccount>>>,
+}
+
+/// One account and region: its clients and what each service last saw
+/// there. Composed here, above the services, so each service sees only
+/// the clients and its own listings.
+struct InAccount {
+    clients: Clients,
+    rds: rds::Seen,
+    elasticache: elasticache::Seen,
+    iam: iam_user::Seen,
 }
 
 /// Where a tier's calls go and as whom.
@@ -90,7 +99,7 @@ impl AwsProvider {
     /// under its role when it names one. Cached per region and role; a
     /// role that cannot be assumed is not cached, so fixing its trust
     /// policy heals the CR at the next reconcile.
-    async fn clients(&self, tier: &strategy::Tier) -> Result<Arc<Clients>, ProviderError> {
+    async fn in_account(&self, tier: &strategy::Tier) -> Result<Arc<InAccount>, ProviderError> {
         let account = Account {
             region: tier.region.clone().or_else(|| self.settings.region.clone()),
             role_arn: tier.role_arn.clone(),
@@ -110,17 +119,24 @@ impl AwsProvider {
             Some(role) => sdk::assume_role(&base, role, account.external_id.as_deref()).await?,
             None => base,
         };
-        let clients = Arc::new(Clients::new(&config, &self.calls, self.settings.budget));
-        configs.insert(account, clients.clone());
-        Ok(clients)
+        let clients = Clients::new(&config, &self.calls, self.settings.budget);
+        let in_account = Arc::new(InAccount {
+            clients,
+            rds: rds::Seen::default(),
+            elasticache: elasticache::Seen::default(),
+            iam: iam_user::Seen::default(),
+        });
+        configs.insert(account, in_account.clone());
+        Ok(in_account)
     }
 
-    /// Where BlobStorage and SMTPCredentialSet keys come from.
-    fn keys(&self) -> keys::KeySource<'_> {
+    /// Where BlobStorage and SMTPCredentialSet keys come from, in `a`.
+    fn keys<'a>(&'a self, a: &'a InAccount) -> keys::KeySource<'a> {
         keys::KeySource {
             store: self.credentials.as_ref(),
             iam_users: &self.settings.iam_users,
             sts: self.settings.sts.is_some(),
+            users: &a.iam,
         }
     }
 
@@ -128,10 +144,10 @@ impl AwsProvider {
     async fn tier_clients(
         &self,
         strategy: &Value,
-    ) -> Result<(strategy::Tier, Arc<Clients>), ProviderError> {
+    ) -> Result<(strategy::Tier, Arc<InAccount>), ProviderError> {
         let tier = strategy::parse(strategy)?;
-        let c = self.clients(&tier).await?;
-        Ok((tier, c))
+        let a = self.in_account(&tier).await?;
+        Ok((tier, a))
     }
 }
 
@@ -296,72 +312,65 @@ impl Provider for AwsProvider {
 
     async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
         validate_strategy(req.kind, &req.strategy)?;
-        let (tier, c) = self.tier_clients(&req.strategy).await?;
-        let req = &resolved(&c, req, &tier, false).await?;
+        let (tier, a) = self.tier_clients(&req.strategy).await?;
+        let c = &a.clients;
+        let req = &resolved(c, req, &tier, false).await?;
+        let (store, hint) = (self.credentials.as_ref(), &self.settings.vpc);
         match req.kind {
-            ResourceKind::Postgres => {
-                rds::reconcile(
-                    self.credentials.as_ref(),
-                    &c,
-                    &self.settings.vpc,
-                    req,
-                    &tier,
-                )
-                .await
-            }
-            ResourceKind::BlobStorage => s3::reconcile(&self.keys(), &c, req).await,
+            ResourceKind::Postgres => rds::reconcile(store, (c, &a.rds), hint, req, &tier).await,
+            ResourceKind::BlobStorage => s3::reconcile(&self.keys(&a), c, req).await,
             ResourceKind::Redis => {
-                elasticache::reconcile(
-                    self.credentials.as_ref(),
-                    &c,
-                    &self.settings.vpc,
-                    req,
-                    &tier,
-                )
-                .await
+                elasticache::reconcile(store, (c, &a.elasticache), hint, req, &tier).await
             }
-            ResourceKind::Smtp => smtp::reconcile(&self.keys(), &c, req, &tier).await,
+            ResourceKind::Smtp => smtp::reconcile(&self.keys(&a), c, req, &tier).await,
         }
     }
 
     async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError> {
-        let (tier, c) = self.tier_clients(&req.strategy).await?;
-        let req = &resolved(&c, req, &tier, true).await?;
+        let (tier, a) = self.tier_clients(&req.strategy).await?;
+        let c = &a.clients;
+        let req = &resolved(c, req, &tier, true).await?;
         let deleted = match req.kind {
             ResourceKind::Postgres => {
-                database::delete::<Rds>(self.credentials.as_ref(), &c, req, &tier).await?
+                database::delete::<Rds>(self.credentials.as_ref(), c, req, &tier).await?
             }
             ResourceKind::Redis => {
-                database::delete::<ElastiCache>(self.credentials.as_ref(), &c, req, &tier).await?
+                database::delete::<ElastiCache>(self.credentials.as_ref(), c, req, &tier).await?
             }
             ResourceKind::BlobStorage => {
-                return s3::delete(&self.keys(), &c.s3, &c.iam, req, &tier).await;
+                return s3::delete(&self.keys(&a), &c.s3, &c.iam, req, &tier).await;
             }
-            ResourceKind::Smtp => return smtp::delete(&self.keys(), &c.iam, req).await,
+            ResourceKind::Smtp => return smtp::delete(&self.keys(&a), &c.iam, req).await,
         };
         if deleted == Deletion::Done {
             c.watched.forget(&req.identifier);
-            network::released(&c, req, &self.settings.vpc).await?;
+            network::released(c, req, &self.settings.vpc).await?;
         }
         Ok(deleted)
     }
 
     async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
         validate_strategy(req.kind, &req.strategy)?;
-        let (tier, c) = self.tier_clients(&req.strategy).await?;
-        let req = &resolved(&c, req, &tier, false).await?;
+        let (tier, a) = self.tier_clients(&req.strategy).await?;
+        let c = &a.clients;
+        let req = &resolved(c, req, &tier, false).await?;
         match req.kind {
-            ResourceKind::Postgres => database::plan::<Rds>(&c, req, &tier).await,
-            ResourceKind::Redis => database::plan::<ElastiCache>(&c, req, &tier).await,
-            ResourceKind::BlobStorage => s3::plan(&c, req).await,
+            ResourceKind::Postgres => {
+                database::plan::<Rds>((c, &a.rds.instances), req, &tier).await
+            }
+            ResourceKind::Redis => {
+                database::plan::<ElastiCache>((c, &a.elasticache.groups), req, &tier).await
+            }
+            ResourceKind::BlobStorage => s3::plan(c, req).await,
             ResourceKind::Smtp => smtp::plan(&c.iam, req).await,
         }
     }
 
     async fn cloud_metrics(&self, period: Duration) -> Vec<cro_provider_api::CloudSample> {
-        let accounts: Vec<Arc<Clients>> = self.configs.lock().await.values().cloned().collect();
+        let accounts: Vec<Arc<InAccount>> = self.configs.lock().await.values().cloned().collect();
         let mut samples = Vec::new();
-        for c in accounts {
+        for a in accounts {
+            let c = &a.clients;
             match cloud_metrics::scrape(&c.cloudwatch, &c.watched, period).await {
                 Ok(read) => samples.extend(read),
                 Err(e) => {
@@ -375,7 +384,8 @@ impl Provider for AwsProvider {
     async fn snapshot(&self, req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
         let req = &conformed_snapshot(req)?;
         // Snapshots live where their resource does: its tier's region.
-        let (_, c) = self.tier_clients(&req.strategy).await?;
+        let (_, a) = self.tier_clients(&req.strategy).await?;
+        let c = &a.clients;
         match req.kind {
             ResourceKind::Redis => {
                 snapshots::take(&c.elasticache, ElastiCache::SERVICE.what, req).await
@@ -396,7 +406,8 @@ impl Provider for AwsProvider {
             ..req.clone()
         };
         let tier = strategy::parse(&req.strategy).unwrap_or_default();
-        let c = self.clients(&tier).await?;
+        let a = self.in_account(&tier).await?;
+        let c = &a.clients;
         match req.kind {
             ResourceKind::Redis => snapshots::remove(&c.elasticache, req).await,
             _ => snapshots::remove(&c.rds, req).await,

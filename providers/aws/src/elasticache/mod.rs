@@ -43,13 +43,13 @@ use crate::{
     network::{self, Engine},
     plan::Split,
     sdk::VpcHint,
-    service_updates, snapshot_tags,
+    service_updates,
     strategy::Tier,
     tags::{self, Tagging},
 };
 
 pub mod observed;
-
+mod snapshot_tags;
 mod strategy;
 
 pub use observed::{Group, Node};
@@ -58,6 +58,17 @@ pub use strategy::{CreateStrategy, DeleteStrategy, Field};
 pub const PROVIDER: &str = "aws-elasticache";
 
 /// Where the AUTH token of a group this operator created is kept.
+/// What this operator last saw of ElastiCache in one account and region,
+/// shared by every Redis there (see [`crate::listing`]).
+#[derive(Default)]
+pub struct Seen {
+    pub groups: Listing<Group>,
+    /// Pending maintenance, by group (see [`crate::maintenance`]).
+    maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
+    /// Snapshots with their tags, by group (see [`snapshot_tags`]).
+    snapshots: Listing<Vec<observed::Snapshot>>,
+}
+
 pub fn credentials_secret(name: &str) -> String {
     format!("{name}-aws-elasticache-credentials")
 }
@@ -185,8 +196,8 @@ impl Database for Client {
     type Create = CreateStrategy;
     type Delete = DeleteStrategy;
 
-    fn of(c: &Clients) -> (&Self, &Listing<Group>) {
-        (&c.elasticache, &c.elasticache_listing)
+    fn client(c: &Clients) -> &Self {
+        &c.elasticache
     }
 
     /// `spec.size` wins over the tier's CacheNodeType.
@@ -337,7 +348,7 @@ impl Database for Client {
 
 pub async fn reconcile(
     store: &dyn CredentialsStore,
-    c: &Clients,
+    (c, seen): (&Clients, &Seen),
     hint: &VpcHint,
     req: &ResourceRequest,
     tier: &Tier,
@@ -347,14 +358,14 @@ pub async fn reconcile(
         want,
         have,
         plan,
-    } = database::look::<Client>(c, req, tier).await?;
+    } = database::look::<Client>((c, &seen.groups), req, tier).await?;
     let token = auth_token(store, req, &strategy, have.as_ref(), &plan).await?;
     // As the Go operator's gauges show it (`exposeRedisMetrics`).
     let mut health = database::health(have.as_ref(), &HEALTHY);
     if let Some(group) = &have {
         let nodes = group.members.clone();
         c.watched.watch(&req.identifier, Target::Group { nodes });
-        let (listing, within) = (&c.elasticache_maintenance, req.options.observed_within);
+        let (listing, within) = (&seen.maintenance, req.options.observed_within);
         let list = || maintenance::list_elasticache(&c.elasticache);
         health.maintenance = maintenance::pending(listing, &req.identifier, within, list).await;
         let first_node = group.members.first().map_or("", String::as_str);
@@ -365,7 +376,7 @@ pub async fn reconcile(
             .filter(|_| ours)
             .map(|_| req.options.recheck_interval);
         health.snapshots_not_found = snapshot_tags::ensure(
-            c,
+            (c, &seen.snapshots),
             &req.identifier,
             first_node,
             &req.creation_tags(),
@@ -393,7 +404,8 @@ pub async fn reconcile(
     let version = (have.as_ref().map(|h| h.node.engine_version.clone()))
         .filter(|v| !v.is_empty())
         .or(strategy.engine_version.clone());
-    let mut report = database::act::<Client>(c, req, (have, plan), &want, create, ready).await?;
+    let at = (c, &seen.groups);
+    let mut report = database::act::<Client>(at, req, (have, plan), &want, create, ready).await?;
     report.version = version;
     report.health = Some(health);
     // The tier's serviceUpdates, on every pass over the usable group, as
@@ -402,7 +414,7 @@ pub async fn reconcile(
         let (ec, id) = (&c.elasticache, req.identifier.as_str());
         let applied = service_updates::apply_elasticache(ec, id, &tier.service_updates).await?;
         if !applied.is_empty() {
-            c.elasticache_listing.wrote(id);
+            seen.groups.wrote(id);
             report.outcome = cro_provider_api::Outcome::InProgress(format!(
                 "applying ElastiCache service updates {} to {id} (serviceUpdates)",
                 applied.join(", ")

@@ -21,6 +21,7 @@ use crate::{
     clients::Clients,
     credentials::{AccessKey, CredentialsStore},
     errors::{Answer, Created, created, not_yet_visible, taken},
+    listing::Listing,
 };
 
 /// Sending mail through SES, nothing else: when the tier names its
@@ -162,31 +163,35 @@ async fn describe_user(
     }))
 }
 
+/// What this operator last saw of IAM users in one account, shared by
+/// every BlobStorage and SMTPCredentialSet there (see [`crate::listing`]).
+#[derive(Default)]
+pub struct Seen {
+    users: Listing<User>,
+}
+
 /// The user `user`: from the account's listing on a recheck, else read on
 /// its own.
-pub async fn observe_user(
-    c: &Clients,
+async fn observe_user(
+    (c, seen): (&Clients, &Seen),
     req: &ResourceRequest,
     user: &str,
     policy_name: &str,
 ) -> Result<Option<User>, ProviderError> {
     if let Some(max_age) = req.options.observed_within
-        && let Some(live) = c
-            .iam_listing
-            .get(user, max_age, || list_users(&c.iam))
-            .await?
+        && let Some(live) = seen.users.get(user, max_age, || list_users(&c.iam)).await?
     {
         return Ok(Some(live));
     }
     let described = describe_user(&c.iam, user, policy_name).await;
-    c.iam_listing.described(user);
+    seen.users.described(user);
     described
 }
 
 /// The user exists, tagged, with exactly `policy` as its inline policy;
 /// whether it existed already.
 pub async fn ensure_user(
-    c: &Clients,
+    (c, seen): (&Clients, &Seen),
     placed: &crate::IamUsers,
     req: &ResourceRequest,
     user: &str,
@@ -194,7 +199,7 @@ pub async fn ensure_user(
     policy: &Value,
 ) -> Result<bool, ProviderError> {
     let iam = &c.iam;
-    let mut live = observe_user(c, req, user, policy_name).await?;
+    let mut live = observe_user((c, seen), req, user, policy_name).await?;
     match &live {
         // Keys of a user that is not this CR's are never made or deleted.
         Some(live) if !crate::plan::ours(req, &live.tags) => {
@@ -211,7 +216,7 @@ pub async fn ensure_user(
             let missing = crate::tags::missing(&req.tags, &live.tags);
             if !missing.is_empty() {
                 let tagged = crate::tags::Tagging::add_tags(iam, user, &missing).await;
-                c.iam_listing.wrote(user);
+                seen.users.wrote(user);
                 tagged?;
             }
         }
@@ -225,7 +230,7 @@ pub async fn ensure_user(
                 .set_tags(Some(crate::tags::iam_tags(&all)?))
                 .send()
                 .await;
-            c.iam_listing.wrote(user);
+            seen.users.wrote(user);
             if created(sent, "iam:CreateUser", user)? == Created::Already {
                 live = Some(made_for_it(iam, req, user, policy_name).await?);
             }
@@ -243,7 +248,7 @@ pub async fn ensure_user(
             .policy_document(policy.to_string())
             .send()
             .await;
-        c.iam_listing.wrote(user);
+        seen.users.wrote(user);
         sent.named("iam:PutUserPolicy", user)?;
     }
     Ok(live.is_some())

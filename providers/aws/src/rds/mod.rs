@@ -53,6 +53,17 @@ pub use strategy::{CreateStrategy, DeleteStrategy, Field};
 
 pub const PROVIDER: &str = "aws-rds";
 
+/// What this operator last saw of RDS in one account and region, shared
+/// by every Postgres there (see [`crate::listing`]).
+#[derive(Default)]
+pub struct Seen {
+    pub instances: Listing<Instance>,
+    /// Pending maintenance, by instance ARN (see [`crate::maintenance`]).
+    maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
+    /// The memory of each instance class EC2 has answered for.
+    class_memory: tokio::sync::Mutex<std::collections::HashMap<String, Option<i64>>>,
+}
+
 pub fn credentials_secret(name: &str) -> String {
     format!("{name}-aws-rds-credentials")
 }
@@ -387,8 +398,8 @@ impl Database for Client {
     type Create = CreateStrategy;
     type Delete = DeleteStrategy;
 
-    fn of(c: &Clients) -> (&Self, &Listing<Instance>) {
-        (&c.rds, &c.rds_listing)
+    fn client(c: &Clients) -> &Self {
+        &c.rds
     }
 
     /// The Go operator's defaults where the tier sets nothing.
@@ -516,7 +527,7 @@ impl Database for Client {
 
 pub async fn reconcile(
     store: &dyn CredentialsStore,
-    c: &Clients,
+    (c, seen): (&Clients, &Seen),
     hint: &VpcHint,
     req: &ResourceRequest,
     tier: &Tier,
@@ -532,27 +543,27 @@ pub async fn reconcile(
         want,
         have,
         plan,
-    } = database::look::<Client>(c, req, tier).await?;
+    } = database::look::<Client>((c, &seen.instances), req, tier).await?;
     let version = have.as_ref().map(|h| h.engine_version.clone());
     let mut health = health(have.as_ref());
     if let Some(have) = &have {
         c.watched.watch(&req.identifier, Target::Instance);
-        health.max_memory_bytes = class_memory(c, &have.settings.class).await;
+        health.max_memory_bytes = class_memory(c, seen, &have.settings.class).await;
         let within = req.options.observed_within;
         let list = || maintenance::list_rds(&c.rds);
-        health.maintenance =
-            maintenance::pending(&c.rds_maintenance, &have.arn, within, list).await;
+        health.maintenance = maintenance::pending(&seen.maintenance, &have.arn, within, list).await;
     } else {
         // Gone (deleted outside the operator): no more CloudWatch reads.
         c.watched.forget(&req.identifier);
     }
     if let (Plan::Converge { .. }, Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
-        return set_password(store, c, req, &creds, why).await;
+        return set_password(store, (c, seen), req, &creds, why).await;
     }
     let arn = have.as_ref().map(|h| h.arn.clone()).unwrap_or_default();
     let create = create(store, (c, hint), req, &strategy, &want, &creds);
     let ready = |have: &Instance| details(have, &want, &creds);
-    let mut report = database::act::<Client>(c, req, (have, plan), &want, create, ready).await?;
+    let at = (c, &seen.instances);
+    let mut report = database::act::<Client>(at, req, (have, plan), &want, create, ready).await?;
     report.version = version;
     report.health = Some(health);
     report.rotated = creds.get(ROTATION).cloned();
@@ -562,7 +573,7 @@ pub async fn reconcile(
     if matches!(report.outcome, Outcome::Ready(_)) && req.options.maintenance_window {
         let applied = service_updates::apply_rds(&c.rds, &arn, &tier.service_updates).await?;
         if !applied.is_empty() {
-            c.rds_listing.wrote(&req.identifier);
+            seen.instances.wrote(&req.identifier);
             report.maintenance_window_used = false;
             report.outcome = Outcome::InProgress(format!(
                 "applying RDS pending maintenance actions {} to {} (serviceUpdates)",
@@ -613,10 +624,10 @@ fn health(have: Option<&Instance>) -> Health {
 /// `setPostgresMaxMemoryMetric`), asked once per class. `None` when EC2
 /// has no such type (`db.serverless`) or cannot be asked now: the gauge is
 /// then absent, never a reason to fail a reconcile.
-async fn class_memory(c: &Clients, class: &str) -> Option<i64> {
+async fn class_memory(c: &Clients, seen: &Seen, class: &str) -> Option<i64> {
     // Held while EC2 is asked: the reconciles of a restart that all need
     // the same class wait for one answer instead of each asking.
-    let mut memory = c.class_memory.lock().await;
+    let mut memory = seen.class_memory.lock().await;
     if let Some(bytes) = memory.get(class) {
         return *bytes;
     }
@@ -825,7 +836,7 @@ async fn restore(
 /// source's, or rotated); then the mark goes.
 async fn set_password(
     store: &dyn CredentialsStore,
-    c: &Clients,
+    (c, seen): (&Clients, &Seen),
     req: &ResourceRequest,
     creds: &BTreeMap<String, String>,
     why: &str,
@@ -840,7 +851,7 @@ async fn set_password(
         .master_user_password(&creds["password"])
         .send()
         .await;
-    c.rds_listing.wrote(id);
+    seen.instances.wrote(id);
     sent.named("rds:ModifyDBInstance", id)?;
     let mut unmarked = creds.clone();
     unmarked.remove(PASSWORD_PENDING);

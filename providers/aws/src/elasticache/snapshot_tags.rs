@@ -17,9 +17,9 @@ use std::collections::BTreeMap;
 use aws_sdk_elasticache::Client;
 use cro_provider_api::{ProviderError, Series};
 
+use super::observed::Snapshot;
 use crate::{
     clients::Clients,
-    elasticache::observed::Snapshot,
     errors::Answer,
     listing::Listing,
     tags::{self, Tagging},
@@ -88,13 +88,12 @@ pub async fn list(c: &Clients) -> Result<BTreeMap<String, Vec<Snapshot>>, Provid
 /// (not a recheck, or tagged since the last listing) or the listing failed
 /// (logged: tags for cost reports never stop a database's reconcile).
 pub async fn ensure(
-    c: &Clients,
+    (c, listing): (&Clients, &Listing<Vec<Snapshot>>),
     id: &str,
     first_node: &str,
     want: &BTreeMap<String, String>,
     recheck: Option<std::time::Duration>,
 ) -> Option<Vec<Series>> {
-    let listing: &Listing<Vec<Snapshot>> = &c.elasticache_snapshots;
     let snapshots = match listing.get(id, recheck?, || list(c)).await {
         Ok(found) => found?,
         Err(e) => {
