@@ -1,0 +1,276 @@
+//! Postgres, Redis, BlobStorage and SMTPCredentialSet: resolve the
+//! provider and tier, ask the provider, publish the connection Secret.
+//! [`reconcile`] names the steps; each lives in a module of its own:
+//! - `request`: what the provider is asked for a CR (pure);
+//! - `provision`: the provider and tier, the checks a tier makes, the
+//!   snapshot a restore starts from, and the call;
+//! - `status`: the provider's answer as status, conditions and pending
+//!   changes (pure, table-tested);
+//! - `writes`: the operator's writes to the CR and to its Secret.
+
+mod provision;
+mod request;
+mod status;
+mod writes;
+
+use std::time::Duration;
+
+use cro_provider_api::{Deletion, Outcome};
+use kube::ResourceExt;
+use tracing::warn;
+
+use crate::{
+    api::{
+        APPROVE_PLAN_ANNOTATION, BlobStorage, Phase, Postgres, Redis, ResourceTypeStatus,
+        SMTPCredentialSet,
+    },
+    config,
+    connectivity::{self, Changed},
+    controllers::{kinds::ResourceCr, schedule},
+    reconcile::{
+        Context, Error, Managed, Report, in_progress_requeue, key, metric_labels, output_secret,
+    },
+};
+
+use provision::provision;
+pub use provision::{provider, provider_name};
+use request::{annotation, recorded_identifier, secret_namespace};
+pub use request::{namespace_tag, owner, request, tags};
+use status::{report_of_provisioned, report_pending};
+use writes::{close_maintenance_window, publish_secret, record_identifier};
+
+// The skeleton's view of each kind: its status, and this module's
+// reconcile and cleanup.
+
+#[async_trait::async_trait]
+impl Managed for Postgres {
+    type Status = ResourceTypeStatus;
+    fn status(&self) -> Option<&ResourceTypeStatus> {
+        self.status.as_ref()
+    }
+    fn skip_create(&self) -> bool {
+        self.spec.resource.skip_create
+    }
+    fn tier(&self) -> Option<&str> {
+        Some(&self.spec.resource.tier)
+    }
+    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+        reconcile(self, ctx).await
+    }
+    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
+        cleanup(self, ctx).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Managed for Redis {
+    type Status = ResourceTypeStatus;
+    fn status(&self) -> Option<&ResourceTypeStatus> {
+        self.status.as_ref()
+    }
+    fn skip_create(&self) -> bool {
+        self.spec.resource.skip_create
+    }
+    fn tier(&self) -> Option<&str> {
+        Some(&self.spec.resource.tier)
+    }
+    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+        reconcile(self, ctx).await
+    }
+    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
+        cleanup(self, ctx).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Managed for BlobStorage {
+    type Status = ResourceTypeStatus;
+    fn status(&self) -> Option<&ResourceTypeStatus> {
+        self.status.as_ref()
+    }
+    fn skip_create(&self) -> bool {
+        self.spec.resource.skip_create
+    }
+    fn tier(&self) -> Option<&str> {
+        Some(&self.spec.resource.tier)
+    }
+    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+        reconcile(self, ctx).await
+    }
+    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
+        cleanup(self, ctx).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Managed for SMTPCredentialSet {
+    type Status = ResourceTypeStatus;
+    fn status(&self) -> Option<&ResourceTypeStatus> {
+        self.status.as_ref()
+    }
+    fn skip_create(&self) -> bool {
+        self.spec.resource.skip_create
+    }
+    fn tier(&self) -> Option<&str> {
+        Some(&self.spec.resource.tier)
+    }
+    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+        reconcile(self, ctx).await
+    }
+    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
+        cleanup(self, ctx).await
+    }
+}
+
+async fn reconcile<K: ResourceCr>(
+    cr: &K,
+    ctx: &Context,
+) -> Result<(Report, Option<Duration>), Error> {
+    let secret_ns = secret_namespace(cr, ctx)?;
+    let first_look = !ctx.reconciled_since_start(&key(cr));
+    let provider_name = provider_name(cr, &ctx.config).await?;
+    let (provisioned, policy, rotation) = provision(cr, ctx, &provider_name, first_look).await?;
+    let found = provider(ctx, &provider_name)?;
+    let (takes_snapshots, rotates) = (found.takes_snapshots(), found.rotates_credentials());
+    if let Some(id) = &provisioned.identifier
+        && recorded_identifier(cr).as_ref() != Some(id)
+    {
+        record_identifier(cr, ctx, id).await?;
+    }
+    if provisioned.maintenance_window_used {
+        close_maintenance_window(cr, ctx).await?;
+    }
+    let mut report = report_of_provisioned(cr, provider_name, &provisioned, rotation, rotates);
+    match provisioned.outcome {
+        Outcome::InProgress(reason) => {
+            ctx.connectivity.forget(&key(cr));
+            report.message = reason;
+            Ok((report, Some(in_progress_requeue(Managed::conditions(cr)))))
+        }
+        Outcome::Failed(reason) => {
+            ctx.connectivity.forget(&key(cr));
+            report.phase = Phase::Failed;
+            report.message = reason;
+            Ok((report, None))
+        }
+        Outcome::Ready(details) => {
+            let approved = annotation(cr, APPROVE_PLAN_ANNOTATION);
+            report_pending(&mut report, provisioned.pending, policy, approved);
+            publish_secret(cr, ctx, &secret_ns, &details, &mut report).await?;
+            connectable(cr, ctx, &details, &mut report);
+            // The provider says whether to look again; the operator says when.
+            let recheck = provisioned
+                .recheck_after
+                .map(|after| after.min(ctx.recheck_within(first_look)));
+            let scheduled = scheduled_snapshots(cr, ctx, takes_snapshots, &mut report).await?;
+            let recheck = match (recheck, scheduled) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            Ok((report, recheck))
+        }
+    }
+}
+
+/// Checks the connection of a complete Postgres or Redis from now on (off
+/// this reconcile) and reports the last verdict as `Connectable`.
+fn connectable<K: ResourceCr>(
+    cr: &K,
+    ctx: &Context,
+    details: &cro_provider_api::ConnectionDetails,
+    report: &mut Report,
+) {
+    let key = key(cr);
+    let target = (report.phase == Phase::Complete)
+        .then(|| connectivity::Target::of(K::KIND, details))
+        .flatten();
+    let Some(target) = target else {
+        ctx.connectivity.forget(&key);
+        return;
+    };
+    let changed = Changed {
+        kind: K::KIND,
+        namespace: cr.namespace().unwrap_or_default(),
+        name: cr.name_any(),
+    };
+    let labels = metric_labels(ctx, cr, Some(report));
+    let shown = Managed::conditions(cr)
+        .iter()
+        .find(|c| c.type_ == connectivity::CONNECTABLE)
+        .map(|c| cro_provider_api::Condition {
+            type_: c.type_.clone(),
+            status: c.status == "True",
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+        });
+    if let Some(c) = ctx.connectivity.watch(&key, changed, target, labels, shown) {
+        report.conditions.push(c);
+    }
+}
+
+/// Runs the snapshot schedule of a complete resource (paused otherwise);
+/// when to look again for it.
+async fn scheduled_snapshots<K: ResourceCr>(
+    cr: &K,
+    ctx: &Context,
+    takes_snapshots: bool,
+    report: &mut Report,
+) -> Result<Option<Duration>, Error> {
+    if report.phase != Phase::Complete {
+        return Ok(None);
+    }
+    let Some(every) = schedule::frequency(cr)? else {
+        return Ok(None);
+    };
+    if !takes_snapshots {
+        report.conditions.push(cro_provider_api::Condition {
+            type_: crate::reconcile::status::SNAPSHOTS_SCHEDULED.into(),
+            status: false,
+            reason: "Unsupported".into(),
+            message: "spec.snapshotFrequency is set, but this resource's provider takes no snapshots (its type maps to an in-cluster provider in cloud-resource-config)".into(),
+        });
+        return Ok(None);
+    }
+    schedule::run(cr, ctx, every).await.map(Some)
+}
+
+async fn cleanup<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
+    ctx.connectivity.forget(&key(cr));
+    // Nothing was ever provisioned when no provider was recorded.
+    let Some(provider_name) = cr
+        .status()
+        .and_then(|s| s.strategy.clone())
+        .filter(|s| !s.is_empty())
+    else {
+        return delete_secret(cr, ctx).await;
+    };
+    let tier =
+        match config::tier_strategy(&ctx.config, &provider_name, K::KIND, &cr.spec().tier).await {
+            Ok(t) => t,
+            Err(e) => {
+                // Delete with the provider's safe defaults rather than never.
+                warn!(error = %e, "tier strategy unavailable during deletion; using defaults");
+                config::Tier::default()
+            }
+        };
+    match provider(ctx, &provider_name)?
+        .delete(&request(cr, &ctx.settings, tier))
+        .await?
+    {
+        Deletion::Done => delete_secret(cr, ctx).await,
+        other => Ok(other),
+    }
+}
+
+async fn delete_secret<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
+    let ns = cr
+        .spec()
+        .secret_ref
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| cr.namespace().unwrap_or_default());
+    let uid = cr.meta().uid.clone().unwrap_or_default();
+    output_secret::delete(&ctx.client, &ns, &cr.spec().secret_ref.name, &uid).await?;
+    Ok(Deletion::Done)
+}
