@@ -11,8 +11,9 @@ use serde_json::Value;
 
 use crate::{
     api::{
-        BlobStorage, Postgres, PostgresSnapshot, Redis, RedisSnapshot, ResourceTypeSpec,
-        ResourceTypeStatus, SMTPCredentialSet, SnapshotSpec, SnapshotStatus,
+        BlobStorage, Postgres, PostgresSnapshot, PostgresSnapshotSpec, Redis, RedisSnapshot,
+        RedisSnapshotSpec, ResourceTypeSpec, ResourceTypeStatus, SMTPCredentialSet, SnapshotSpec,
+        SnapshotStatus,
     },
     reconcile::{KindStatus, Managed, Report},
 };
@@ -107,11 +108,16 @@ impl KindStatus for ResourceTypeStatus {
 /// A snapshot kind, and the kind it snapshots.
 pub trait SnapshotCr: Managed<Status = SnapshotStatus> {
     type Parent: ResourceCr;
+    /// A new CR `name` of this kind (as a schedule makes them).
+    fn new(name: &str, spec: SnapshotSpec) -> Self;
     fn spec(&self) -> &SnapshotSpec;
 }
 
 impl SnapshotCr for PostgresSnapshot {
     type Parent = Postgres;
+    fn new(name: &str, snapshot: SnapshotSpec) -> Self {
+        PostgresSnapshot::new(name, PostgresSnapshotSpec { snapshot })
+    }
     fn spec(&self) -> &SnapshotSpec {
         &self.spec.snapshot
     }
@@ -119,6 +125,9 @@ impl SnapshotCr for PostgresSnapshot {
 
 impl SnapshotCr for RedisSnapshot {
     type Parent = Redis;
+    fn new(name: &str, snapshot: SnapshotSpec) -> Self {
+        RedisSnapshot::new(name, RedisSnapshotSpec { snapshot })
+    }
     fn spec(&self) -> &SnapshotSpec {
         &self.spec.snapshot
     }

@@ -14,13 +14,12 @@ use std::time::Duration;
 use cro_provider_api::ResourceKind;
 use kube::{
     Api, ResourceExt,
-    api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams},
+    api::{DeleteParams, ListParams, PostParams},
 };
-use serde_json::json;
 
-use super::kinds::ResourceCr;
+use super::kinds::{ResourceCr, SnapshotCr};
 use crate::{
-    api::{PostgresSnapshot, RedisSnapshot},
+    api::{PostgresSnapshot, RedisSnapshot, SnapshotSpec},
     reconcile::{Context, Error},
 };
 
@@ -89,19 +88,10 @@ pub fn decide(now: i64, every: u64, keep: Option<u64>, existing: &[Existing]) ->
     }
 }
 
-/// The snapshot kind of a resource kind.
-fn snapshot_resource(kind: ResourceKind) -> Option<ApiResource> {
-    match kind {
-        ResourceKind::Postgres => Some(ApiResource::erase::<PostgresSnapshot>(&())),
-        ResourceKind::Redis => Some(ApiResource::erase::<RedisSnapshot>(&())),
-        _ => None,
-    }
-}
-
 /// Seconds between `cr`'s scheduled snapshots; `None` without a schedule
 /// (or for a kind that has no snapshots).
 pub fn frequency<K: ResourceCr>(cr: &K) -> Result<Option<u64>, Error> {
-    if snapshot_resource(K::KIND).is_none() {
+    if !matches!(K::KIND, ResourceKind::Postgres | ResourceKind::Redis) {
         return Ok(None);
     }
     Ok((cr.spec().snapshot_frequency.as_ref()).and_then(crate::api::Duration::seconds))
@@ -110,17 +100,28 @@ pub fn frequency<K: ResourceCr>(cr: &K) -> Result<Option<u64>, Error> {
 /// Takes and prunes `cr`'s scheduled snapshots, one every `every` seconds;
 /// when to look again.
 pub async fn run<K: ResourceCr>(cr: &K, ctx: &Context, every: u64) -> Result<Duration, Error> {
-    let Some(resource) = snapshot_resource(K::KIND) else {
-        return Err(Error::Internal(format!(
+    match K::KIND {
+        ResourceKind::Postgres => run_as::<K, PostgresSnapshot>(cr, ctx, every).await,
+        ResourceKind::Redis => run_as::<K, RedisSnapshot>(cr, ctx, every).await,
+        ResourceKind::BlobStorage | ResourceKind::Smtp => Err(Error::Internal(format!(
             "{} has no snapshot kind to schedule",
             K::kind(&())
-        )));
-    };
+        ))),
+    }
+}
+
+/// [`run`] with `S`, the snapshot kind of `K`.
+async fn run_as<K: ResourceCr, S: SnapshotCr>(
+    cr: &K,
+    ctx: &Context,
+    every: u64,
+) -> Result<Duration, Error> {
+    let kind = S::kind(&());
     let keep = (cr.spec().snapshot_retention.as_ref()).and_then(crate::api::Duration::seconds);
     let ns = cr.namespace().unwrap_or_default();
     let uid = cr.meta().uid.clone().unwrap_or_default();
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &resource);
-    let existing = existing(&api, &uid, &resource.kind, &ns).await?;
+    let api: Api<S> = Api::namespaced(ctx.client.clone(), &ns);
+    let existing = existing(&api, &uid, &ns).await?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
@@ -130,23 +131,21 @@ pub async fn run<K: ResourceCr>(cr: &K, ctx: &Context, every: u64) -> Result<Dur
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => {
-                return Err(Error::kube(format!(
-                    "deleting expired {} {ns}/{name}",
-                    resource.kind
-                ))(e));
+                return Err(Error::kube(format!("deleting expired {kind} {ns}/{name}"))(
+                    e,
+                ));
             }
         }
     }
     if let Some(period) = decision.create {
-        let object = snapshot_object(cr, &resource, period);
+        let object: S = snapshot_object(cr, period);
         match api.create(&PostParams::default(), &object).await {
             Ok(_) => {}
             // Another reconcile took this period's snapshot: one it is.
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => {
                 return Err(Error::kube(format!(
-                    "creating the scheduled {} of {ns}/{}",
-                    resource.kind,
+                    "creating the scheduled {kind} of {ns}/{}",
                     cr.name_any()
                 ))(e));
             }
@@ -156,21 +155,21 @@ pub async fn run<K: ResourceCr>(cr: &K, ctx: &Context, every: u64) -> Result<Dur
 }
 
 /// The scheduled snapshots of the CR `uid` that exist in `ns`.
-async fn existing(
-    api: &Api<DynamicObject>,
+async fn existing<S: SnapshotCr>(
+    api: &Api<S>,
     uid: &str,
-    kind: &str,
     ns: &str,
 ) -> Result<Vec<Existing>, Error> {
     let scheduled = ListParams::default().labels(&format!("{SCHEDULED_FOR_LABEL}={uid}"));
     let listed = api.list(&scheduled).await.map_err(Error::kube(format!(
-        "listing the scheduled {kind}s in {ns}"
+        "listing the scheduled {}s in {ns}",
+        S::kind(&())
     )))?;
     let existing = listed.items.iter().filter_map(|o| {
         Some(Existing {
             name: o.name_any(),
             period: o.labels().get(PERIOD_LABEL)?.parse().ok()?,
-            terminating: o.metadata.deletion_timestamp.is_some(),
+            terminating: o.meta().deletion_timestamp.is_some(),
         })
     });
     Ok(existing.collect())
@@ -178,7 +177,7 @@ async fn existing(
 
 /// The snapshot CR of `period`, owned by `cr` (not as controller, so it is
 /// deleted with `cr` and its cloud snapshot follows its own finalizer).
-fn snapshot_object<K: ResourceCr>(cr: &K, resource: &ApiResource, period: i64) -> DynamicObject {
+fn snapshot_object<K: ResourceCr, S: SnapshotCr>(cr: &K, period: i64) -> S {
     let parent = cr.name_any();
     // Names may be 253 characters; the suffix takes at most 21.
     let stem: String = parent.chars().take(230).collect();
@@ -197,10 +196,13 @@ fn snapshot_object<K: ResourceCr>(cr: &K, resource: &ApiResource, period: i64) -
         o.block_owner_deletion = None;
         o
     });
-    let mut object = DynamicObject::new(&format!("{stem}-{period}"), resource)
-        .data(json!({"spec": {"resourceName": parent}}));
-    object.metadata.labels = Some(labels);
-    object.metadata.owner_references = owner.map(|o| vec![o]);
+    let spec = SnapshotSpec {
+        resource_name: parent,
+        skip_delete: false,
+    };
+    let mut object = S::new(&format!("{stem}-{period}"), spec);
+    object.meta_mut().labels = Some(labels);
+    object.meta_mut().owner_references = owner.map(|o| vec![o]);
     object
 }
 
