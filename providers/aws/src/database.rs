@@ -343,10 +343,46 @@ async fn made_for_it<D: Database>(svc: &D, req: &ResourceRequest) -> Result<(), 
     }
 }
 
-/// Deletes the resource under `req.identifier`: nothing when it is
-/// someone else's or deleting already; its credentials Secret once nothing
-/// is left (its final snapshot, if any, tagged); else the service's own
-/// calls.
+/// What deleting the resource takes.
+#[derive(Debug, PartialEq)]
+pub enum Removing {
+    /// Nothing is left: the final snapshot (if one is taken) gets the
+    /// CR's tags, and the credentials Secret goes.
+    Finish { tag_final: Option<String> },
+    /// Someone else's resource: left as it is.
+    Leave,
+    /// Deleting already.
+    Wait(String),
+    /// This CR's: the service deletes it, taking the final snapshot.
+    Remove { final_snapshot: Option<String> },
+}
+
+/// The deletion rules (pure): a resource that is gone finishes, one that
+/// is not this CR's stays, one deleting is waited for, and only then is
+/// the service asked to delete.
+pub fn decide_delete<D: Database>(
+    live: Option<&D::Live>,
+    req: &ResourceRequest,
+    final_snapshot: Option<String>,
+) -> Removing {
+    let Some(live) = live else {
+        return Removing::Finish {
+            tag_final: final_snapshot,
+        };
+    };
+    if !plan::ours(req, live.tags()) {
+        return Removing::Leave;
+    }
+    if live.status() == "deleting" {
+        let (what, id) = (D::SERVICE.what, &req.identifier);
+        return Removing::Wait(format!("{what} {id} is deleting"));
+    }
+    Removing::Remove { final_snapshot }
+}
+
+/// Deletes the resource under `req.identifier` as [`decide_delete`] says,
+/// with the tier's deleteStrategy: its final snapshot (unless skipped)
+/// named by the tier or after the deletion's time.
 pub async fn delete<D: Database>(
     store: &dyn CredentialsStore,
     c: &Clients,
@@ -354,36 +390,38 @@ pub async fn delete<D: Database>(
     tier: &Tier,
 ) -> Result<Deletion, ProviderError> {
     let strategy = parse_section::<D::Delete>(&tier.delete)?;
-    let skip_final = strategy.skip_final_snapshot();
     let final_snapshot = match strategy.final_snapshot() {
         Some(named) => D::SERVICE.snapshot_rules.conform(named),
         None => snapshots::final_id(req, D::SERVICE.snapshot_rules),
     };
+    let final_snapshot = (!strategy.skip_final_snapshot()).then_some(final_snapshot);
     let svc = D::client(c);
     let id = req.identifier.as_str();
-    let Some(live) = svc.describe(id).await? else {
-        if !skip_final {
-            snapshots::tag_final(svc, &final_snapshot, &req.tags).await?;
+    let live = svc.describe(id).await?;
+    match (decide_delete::<D>(live.as_ref(), req, final_snapshot), live) {
+        (Removing::Finish { tag_final }, _) => {
+            if let Some(snapshot) = tag_final {
+                snapshots::tag_final(svc, &snapshot, &req.tags).await?;
+            }
+            if let Some(secret) = D::SERVICE.credentials_secret {
+                store.delete(req, &secret(&req.name)).await?;
+            }
+            Ok(Deletion::Done)
         }
-        if let Some(secret) = D::SERVICE.credentials_secret {
-            store.delete(req, &secret(&req.name)).await?;
+        (Removing::Leave, _) => Ok(Deletion::Done),
+        (Removing::Wait(why), _) => Ok(Deletion::InProgress(why)),
+        (Removing::Remove { final_snapshot }, Some(live)) => {
+            let removal = Removal {
+                id,
+                live,
+                strategy: &strategy,
+                final_snapshot,
+            };
+            svc.remove(removal).await
         }
-        return Ok(Deletion::Done);
-    };
-    if !plan::ours(req, live.tags()) {
-        return Ok(Deletion::Done);
+        // Never decided: only a resource that was seen is removed.
+        (Removing::Remove { .. }, None) => Ok(Deletion::Done),
     }
-    if live.status() == "deleting" {
-        let why = format!("{} {id} is deleting", D::SERVICE.what);
-        return Ok(Deletion::InProgress(why));
-    }
-    svc.remove(Removal {
-        id,
-        live,
-        strategy: &strategy,
-        final_snapshot: (!skip_final).then_some(final_snapshot),
-    })
-    .await
 }
 
 /// What `tier`, a createStrategy, asks for (for tests).

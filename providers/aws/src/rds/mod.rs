@@ -1108,6 +1108,40 @@ mod tests {
     }
 
     #[test]
+    fn deletion_leaves_what_is_not_ours_and_waits_for_what_is_deleting() {
+        let decide = database::decide_delete::<Client>;
+        let snapshot = || Some("final-1".to_string());
+        let finish = database::Removing::Finish {
+            tag_final: snapshot(),
+        };
+        assert_eq!(decide(None, &req(None), snapshot()), finish);
+        assert_eq!(
+            decide(Some(&go_created()), &req(None), snapshot()),
+            database::Removing::Leave,
+            "untagged and not recorded: someone else's"
+        );
+        let remove = database::Removing::Remove {
+            final_snapshot: snapshot(),
+        };
+        assert_eq!(
+            decide(Some(&go_created()), &req(Some("db1")), snapshot()),
+            remove
+        );
+        assert_eq!(
+            decide(Some(&ours(go_created())), &req(None), None),
+            database::Removing::Remove {
+                final_snapshot: None
+            }
+        );
+        let mut deleting = ours(go_created());
+        deleting.status = "deleting".into();
+        assert!(matches!(
+            decide(Some(&deleting), &req(None), snapshot()),
+            database::Removing::Wait(m) if m.contains("is deleting")
+        ));
+    }
+
+    #[test]
     fn someone_elses_instance_is_adopted_only_with_its_hash() {
         let decide = database::decide::<Client>;
         let d = want(json!({"DBInstanceClass": "db.m5.large"}));
