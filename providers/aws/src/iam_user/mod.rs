@@ -188,8 +188,48 @@ async fn observe_user(
     described
 }
 
-/// The user exists, tagged, with exactly `policy` as its inline policy;
-/// whether it existed already.
+/// What the CR's IAM user needs.
+#[derive(Debug, PartialEq)]
+pub enum UserPlan {
+    /// Not this CR's: its keys are neither used, changed nor deleted.
+    Refuse(String),
+    Create,
+    /// This CR's: add the tags it lacks; put the inline policy when it
+    /// is not exactly the one wanted.
+    Converge {
+        tags: Vec<(String, String)>,
+        put_policy: bool,
+    },
+}
+
+/// The plan for the user `user` as it is (`None`: no such user), pure.
+pub fn decide_user(
+    live: Option<&User>,
+    req: &ResourceRequest,
+    user: &str,
+    (policy_name, policy): (&str, &Value),
+) -> UserPlan {
+    let Some(live) = live else {
+        return UserPlan::Create;
+    };
+    if !crate::plan::ours(req, &live.tags) {
+        return UserPlan::Refuse(match crate::plan::another_crs(req, &live.tags) {
+            Some(owner) => crate::plan::another_crs_message("IAM user", user, &owner),
+            None => format!(
+                "IAM user {user} exists and was not made by this cluster (it lacks this cluster's owner tag): its keys are neither used, changed nor deleted; give this CR another name or remove the user"
+            ),
+        });
+    }
+    let up_to_date =
+        (live.policies.get(policy_name)).is_some_and(|document| same_policy(document, policy));
+    UserPlan::Converge {
+        tags: crate::tags::missing(&req.tags, &live.tags),
+        put_policy: !up_to_date,
+    }
+}
+
+/// The user exists, tagged, with exactly `policy` as its inline policy
+/// (as [`decide_user`] says); whether it existed already.
 pub async fn ensure_user(
     (c, seen): (&Clients, &Seen),
     placed: &crate::IamUsers,
@@ -199,48 +239,44 @@ pub async fn ensure_user(
     policy: &Value,
 ) -> Result<bool, ProviderError> {
     let iam = &c.iam;
-    let mut live = observe_user((c, seen), req, user, policy_name).await?;
-    match &live {
-        // Keys of a user that is not this CR's are never made or deleted.
-        Some(live) if !crate::plan::ours(req, &live.tags) => {
-            return Err(ProviderError::permanent(
-                match crate::plan::another_crs(req, &live.tags) {
-                    Some(owner) => crate::plan::another_crs_message("IAM user", user, &owner),
-                    None => format!(
-                        "IAM user {user} exists and was not made by this cluster (it lacks this cluster's owner tag): its keys are neither used, changed nor deleted; give this CR another name or remove the user"
-                    ),
-                },
-            ));
-        }
-        Some(live) => {
-            let missing = crate::tags::missing(&req.tags, &live.tags);
-            if !missing.is_empty() {
-                let tagged = crate::tags::Tagging::add_tags(iam, user, &missing).await;
-                seen.users.wrote(user);
-                tagged?;
+    let live = observe_user((c, seen), req, user, policy_name).await?;
+    let mut existed = live.is_some();
+    let mut plan = decide_user(live.as_ref(), req, user, (policy_name, policy));
+    if plan == UserPlan::Create {
+        let all: Vec<(String, String)> = req.creation_tags().into_iter().collect();
+        let sent = iam
+            .create_user()
+            .user_name(user)
+            .path(&placed.path)
+            .set_permissions_boundary(placed.permissions_boundary.clone())
+            .set_tags(Some(crate::tags::iam_tags(&all)?))
+            .send()
+            .await;
+        seen.users.wrote(user);
+        plan = match created(sent, "iam:CreateUser", user)? {
+            Created::Now => UserPlan::Converge {
+                tags: Vec::new(),
+                put_policy: true,
+            },
+            Created::Already => {
+                existed = true;
+                let found = made_for_it(iam, req, user, policy_name).await?;
+                decide_user(Some(&found), req, user, (policy_name, policy))
             }
-        }
-        None => {
-            let all: Vec<(String, String)> = req.creation_tags().into_iter().collect();
-            let sent = iam
-                .create_user()
-                .user_name(user)
-                .path(&placed.path)
-                .set_permissions_boundary(placed.permissions_boundary.clone())
-                .set_tags(Some(crate::tags::iam_tags(&all)?))
-                .send()
-                .await;
-            seen.users.wrote(user);
-            if created(sent, "iam:CreateUser", user)? == Created::Already {
-                live = Some(made_for_it(iam, req, user, policy_name).await?);
-            }
-        }
+        };
     }
-    let up_to_date = live
-        .as_ref()
-        .and_then(|u| u.policies.get(policy_name))
-        .is_some_and(|document| same_policy(document, policy));
-    if !up_to_date {
+    let (tags, put_policy) = match plan {
+        UserPlan::Refuse(why) => return Err(ProviderError::permanent(why)),
+        UserPlan::Converge { tags, put_policy } => (tags, put_policy),
+        // Made above, or found made for this CR.
+        UserPlan::Create => (Vec::new(), true),
+    };
+    if !tags.is_empty() {
+        let tagged = crate::tags::Tagging::add_tags(iam, user, &tags).await;
+        seen.users.wrote(user);
+        tagged?;
+    }
+    if put_policy {
         let sent = iam
             .put_user_policy()
             .user_name(user)
@@ -251,7 +287,7 @@ pub async fn ensure_user(
         seen.users.wrote(user);
         sent.named("iam:PutUserPolicy", user)?;
     }
-    Ok(live.is_some())
+    Ok(existed)
 }
 
 /// After CreateUser met a user of its name (a retry whose first attempt's
@@ -698,6 +734,45 @@ mod tests {
                 "{stored:?} {previous:?} {rotating} {live:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_user_is_made_converged_or_refused_by_its_tags() {
+        let mut req =
+            ResourceRequest::offline(cro_provider_api::ResourceKind::BlobStorage, json!({}));
+        req.owner_tag = ("clusterID".into(), "c1".into());
+        req.tags = BTreeMap::from([
+            ("clusterID".to_string(), "c1".to_string()),
+            ("k".to_string(), "v".to_string()),
+        ]);
+        let policy = bucket_policy("b1");
+        let decide = |live: Option<&User>| decide_user(live, &req, "b1", ("p", &policy));
+        assert_eq!(decide(None), UserPlan::Create);
+        let stranger = User::default();
+        assert!(
+            matches!(decide(Some(&stranger)), UserPlan::Refuse(m) if m.contains("not made by this cluster"))
+        );
+        let ours = User {
+            tags: BTreeMap::from([("clusterID".to_string(), "c1".to_string())]),
+            policies: BTreeMap::from([("p".to_string(), policy.to_string())]),
+        };
+        let converge = |tags: &[(&str, &str)], put_policy| UserPlan::Converge {
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            put_policy,
+        };
+        assert_eq!(decide(Some(&ours)), converge(&[("k", "v")], false));
+        let widened = User {
+            policies: BTreeMap::from([("p".to_string(), bucket_policy("*").to_string())]),
+            ..ours.clone()
+        };
+        assert_eq!(
+            decide(Some(&widened)),
+            converge(&[("k", "v")], true),
+            "a changed policy is put back"
+        );
     }
 
     #[test]
