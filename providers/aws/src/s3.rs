@@ -52,6 +52,9 @@ pub fn credentials_secret(name: &str) -> String {
     format!("{name}-aws-s3-credentials")
 }
 
+/// Buckets' tags by bucket, as last listed (see [`crate::listing`]).
+type Buckets = crate::listing::Listing<BTreeMap<String, String>>;
+
 fn build_error(e: impl std::fmt::Display) -> ProviderError {
     ProviderError::transient(format!("building an S3 request: {e}"))
 }
@@ -66,8 +69,12 @@ async fn exists(s3: &Client, bucket: &str) -> Result<bool, ProviderError> {
 /// Creates the bucket, tagged in the same call, and sets it up: a bucket
 /// whose create or set-up was cut short (its answer lost, the leader gone)
 /// is found tagged for this CR and set up again (see [`decide`]).
-async fn create(c: &Clients, req: &ResourceRequest, region: &str) -> Result<(), ProviderError> {
-    let (s3, bucket) = (&c.s3, req.identifier.as_str());
+async fn create(
+    (s3, buckets): (&Client, &Buckets),
+    req: &ResourceRequest,
+    region: &str,
+) -> Result<(), ProviderError> {
+    let bucket = req.identifier.as_str();
     let tags = crate::tags::s3_tags(&req.creation_tags())?;
     let mut sent = send_create(s3, bucket, region, Some(tags)).await;
     // Tags on CreateBucket need s3:TagResource beside s3:CreateBucket; an
@@ -80,7 +87,7 @@ async fn create(c: &Clients, req: &ResourceRequest, region: &str) -> Result<(), 
         );
         sent = send_create(s3, bucket, region, None).await;
     }
-    c.s3_listing.wrote(bucket);
+    buckets.wrote(bucket);
     if created(sent, "s3:CreateBucket", bucket)? == Created::Already {
         // This account's bucket: ours when untagged (the retry of a create
         // whose answer was lost) or tagged for this CR.
@@ -263,7 +270,7 @@ pub async fn reconcile(
             c.s3_listing.wrote(bucket);
             tagged?;
         }
-        Plan::Create => create(c, req, region).await?,
+        Plan::Create => create((s3, &c.s3_listing), req, region).await?,
         Plan::SetUp => {
             let done = set_up(s3, req).await;
             c.s3_listing.wrote(bucket);
@@ -422,6 +429,93 @@ mod tests {
         req.namespace_tag = ("resource-namespace".into(), "ns".into());
         req.tags = tags(&[("clusterID", "c1"), ("resource-name", "cr"), ("k", "v")]);
         req
+    }
+
+    /// An S3 client whose calls the rules answer, in order (no network).
+    fn mocked(rules: &[&aws_smithy_mocks::Rule]) -> Client {
+        let mut answers = aws_smithy_mocks::MockResponseInterceptor::new()
+            .rule_mode(aws_smithy_mocks::RuleMode::Sequential);
+        for rule in rules {
+            answers = answers.with_rule(rule);
+        }
+        let credentials =
+            aws_credential_types::Credentials::new("AKID", "secret", None, None, "test");
+        let config = aws_sdk_s3::Config::builder()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .region(aws_sdk_s3::config::Region::new("eu-west-1"))
+            .credentials_provider(credentials)
+            .http_client(aws_smithy_mocks::create_mock_http_client())
+            .interceptor(answers)
+            .build();
+        Client::from_conf(config)
+    }
+
+    /// S3 refuses a tagged CreateBucket to an identity without
+    /// s3:TagResource (the emulator grants everything, so only a mock can
+    /// say AccessDenied): the bucket is created untagged, then set up and
+    /// tagged, never left untagged.
+    #[tokio::test]
+    async fn a_refused_tagged_create_makes_the_bucket_untagged_then_tags_it() {
+        use aws_sdk_s3::operation::{
+            create_bucket::{CreateBucketError, CreateBucketOutput},
+            put_bucket_encryption::PutBucketEncryptionOutput,
+            put_bucket_tagging::PutBucketTaggingOutput,
+            put_public_access_block::PutPublicAccessBlockOutput,
+        };
+        use aws_smithy_mocks::mock;
+        let tagged = |r: &aws_sdk_s3::operation::create_bucket::CreateBucketInput| {
+            (r.create_bucket_configuration()).is_some_and(|c| !c.tags().is_empty())
+        };
+        let denied = mock!(Client::create_bucket)
+            .match_requests(move |r| tagged(r))
+            .then_error(|| {
+                let meta = aws_sdk_s3::error::ErrorMetadata::builder()
+                    .code("AccessDenied")
+                    .message("not authorized to perform s3:TagResource")
+                    .build();
+                CreateBucketError::generic(meta)
+            });
+        let untagged = mock!(Client::create_bucket)
+            .match_requests(move |r| !tagged(r) && r.bucket() == Some("b"))
+            .then_output(|| CreateBucketOutput::builder().build());
+        let block = mock!(Client::put_public_access_block)
+            .then_output(|| PutPublicAccessBlockOutput::builder().build());
+        let encryption = mock!(Client::put_bucket_encryption)
+            .then_output(|| PutBucketEncryptionOutput::builder().build());
+        let tagging = mock!(Client::put_bucket_tagging)
+            .match_requests(|r| {
+                r.tagging().is_some_and(|t| {
+                    t.tag_set()
+                        .iter()
+                        .any(|t| t.key() == "clusterID" && t.value() == "c1")
+                })
+            })
+            .then_output(|| PutBucketTaggingOutput::builder().build());
+        // `add_tags` reads the bucket's tags first: none yet.
+        let none_yet = mock!(Client::get_bucket_tagging).then_error(|| {
+            let meta = aws_sdk_s3::error::ErrorMetadata::builder()
+                .code("NoSuchTagSet")
+                .build();
+            aws_sdk_s3::operation::get_bucket_tagging::GetBucketTaggingError::generic(meta)
+        });
+        let rules = [&denied, &untagged, &block, &encryption, &none_yet, &tagging];
+        let s3 = mocked(&rules);
+        let buckets = Buckets::default();
+        let made = create((&s3, &buckets), &req(None), "eu-west-1").await;
+        assert!(made.is_ok(), "{made:?}");
+        for (name, rule) in [
+            "tagged create",
+            "untagged create",
+            "public access block",
+            "encryption",
+            "tagging",
+        ]
+        .iter()
+        .zip([&denied, &untagged, &block, &encryption, &tagging])
+        {
+            assert_eq!(rule.num_calls(), 1, "{name}");
+        }
+        assert!(buckets.written_since("b", None), "the create is noted");
     }
 
     #[test]
