@@ -48,7 +48,10 @@ pub async fn user_keys(
         iam_user::ensure_user((c, k.users), k.iam_users, req, user, policy_name, policy).await?;
     let stored = Stored::new(ours.unwrap_or_default());
     let user_secret = (user, secret_name);
-    iam_user::ensure_access_key(k.store, &c.iam, req, user_secret, stored, existed).await
+    // The clock is read here, once: what follows decides from it.
+    let now = iam_user::unix_now();
+    let looked = (stored, existed);
+    iam_user::ensure_access_key(k.store, &c.iam, req, user_secret, looked, now).await
 }
 
 /// Deletes the CR's user `user` (if it is the CR's) and its credentials:

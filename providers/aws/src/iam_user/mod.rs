@@ -319,9 +319,9 @@ pub struct Keys {
     pub key: AccessKey,
     /// The rotation token the key answers.
     pub rotation: Option<String>,
-    /// When the replaced key is deleted (Unix seconds), while it still
-    /// works: look again then.
-    pub previous_until: Option<i64>,
+    /// While the replaced key still works: how long until it is due for
+    /// deletion (look again then).
+    pub previous_due_in: Option<std::time::Duration>,
 }
 
 impl Keys {
@@ -331,7 +331,7 @@ impl Keys {
         Keys {
             key,
             rotation: None,
-            previous_until: None,
+            previous_due_in: None,
         }
     }
 
@@ -339,18 +339,23 @@ impl Keys {
     /// a look again when the replaced key is due for deletion.
     pub fn report(&self, mut report: Provisioned) -> Provisioned {
         report.rotated = self.rotation.clone();
-        if let Some(until) = self.previous_until {
-            let now = unix_now();
-            let wait = std::time::Duration::from_secs(u64::try_from(until - now).unwrap_or(0) + 1);
+        if let Some(wait) = self.previous_due_in {
             report.recheck_after = Some(report.recheck_after.map_or(wait, |r| r.min(wait)));
         }
         report
     }
 }
 
+/// How long from `now` until a replaced key that works `until` is due
+/// for deletion (Unix seconds; a second past its end, so the look finds
+/// it over).
+fn due_in(until: i64, now: i64) -> std::time::Duration {
+    std::time::Duration::from_secs(u64::try_from(until.saturating_sub(now)).unwrap_or(0) + 1)
+}
+
 /// The clock, in Unix seconds, as the Secret records a replaced key's
 /// grace period.
-fn unix_now() -> i64 {
+pub fn unix_now() -> i64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     since.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
@@ -401,10 +406,9 @@ pub async fn ensure_access_key(
     iam: &Client,
     req: &ResourceRequest,
     (user, secret_name): (&str, &str),
-    mut stored: Stored,
-    user_existed: bool,
+    (mut stored, user_existed): (Stored, bool),
+    now: i64,
 ) -> Result<Keys, ProviderError> {
-    let now = unix_now();
     let rotate = (req.options.rotate_credentials.as_ref())
         .filter(|token| stored.data.get(ROTATION) != Some(*token));
     let previous_over = stored.previous.as_ref().is_some_and(|(_, u)| now >= *u);
@@ -451,7 +455,9 @@ pub async fn ensure_access_key(
     Ok(Keys {
         key,
         rotation: data.get(ROTATION).cloned(),
-        previous_until: data.get(PREVIOUS_UNTIL).and_then(|u| u.parse().ok()),
+        previous_due_in: (data.get(PREVIOUS_UNTIL))
+            .and_then(|u| u.parse().ok())
+            .map(|until| due_in(until, now)),
     })
 }
 
@@ -667,6 +673,37 @@ pub async fn delete_user(iam: &Client, user: &str) -> Result<(), ProviderError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rotation_keeps_the_replaced_key_for_its_grace_and_looks_again_after_it() {
+        let (now, grace) = (1_800_000_000, std::time::Duration::from_secs(3600));
+        let mut data = BTreeMap::new();
+        let old = AccessKey {
+            id: "OLD".into(),
+            secret: "s0".into(),
+        };
+        let new = AccessKey {
+            id: "NEW".into(),
+            secret: "s1".into(),
+        };
+        let token = "t1".to_string();
+        record_new_key(&mut data, &new, Some((&token, old)), now, grace);
+        let stored = Stored::new(data.clone());
+        assert_eq!(stored.previous_working(now + 3599), Some("OLD"));
+        assert_eq!(stored.previous_working(now + 3600), None, "over at its end");
+        assert_eq!(
+            due_in(now + 3600, now),
+            std::time::Duration::from_secs(3601)
+        );
+        assert_eq!(
+            due_in(now, now + 10),
+            std::time::Duration::from_secs(1),
+            "overdue: at once"
+        );
+        // A later key without a rotation forgets the replaced one.
+        record_new_key(&mut data, &new, None, now + 4000, grace);
+        assert!(!data.contains_key(PREVIOUS_KEY) && !data.contains_key(PREVIOUS_UNTIL));
+    }
 
     #[test]
     fn stored_keys_are_trusted_only_on_a_quiet_first_look() {
