@@ -367,6 +367,28 @@ async fn blob_storage_on_s3_with_a_bucket_scoped_user() {
             let ids: Vec<_> = keys.access_key_metadata().iter().filter_map(|k| k.access_key_id()).collect();
             assert_eq!(ids, [data["credentialKeyID"].as_str()], "exactly the published key exists");
             iam.get_user_policy().user_name(&bucket).policy_name("cro-bucket-access").send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            if name == "keep" {
+                // Someone opens the bucket and drops its encryption: the
+                // next look (an edit here, the recheck at rest) puts both
+                // back, as the Go operator does on every reconcile.
+                s3.delete_public_access_block().bucket(&bucket).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+                s3.delete_bucket_encryption().bucket(&bucket).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+                let poke = json!({"metadata": {"annotations": {"test/poke": "1"}}});
+                blobs.patch(name, &PatchParams::default(), &Patch::Merge(poke)).await.unwrap_or_else(|e| panic!("{e}"));
+                let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+                loop {
+                    let block = s3.get_public_access_block().bucket(&bucket).send().await;
+                    let blocked = block.ok().and_then(|b| b.public_access_block_configuration().cloned()).is_some_and(|b| {
+                        [b.block_public_acls(), b.ignore_public_acls(), b.block_public_policy(), b.restrict_public_buckets()] == [Some(true); 4]
+                    });
+                    let encrypted = s3.get_bucket_encryption().bucket(&bucket).send().await.is_ok();
+                    if blocked && encrypted {
+                        break;
+                    }
+                    assert!(tokio::time::Instant::now() < deadline, "{bucket}: public access block and encryption were not put back");
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+            }
             s3.put_object().bucket(&bucket).key("data.txt").body(aws_sdk_s3::primitives::ByteStream::from_static(b"x")).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         }
 

@@ -161,6 +161,57 @@ async fn set_up(s3: &Client, req: &ResourceRequest) -> Result<(), ProviderError>
     s3.add_tags(bucket, &all).await
 }
 
+/// What of [`set_up`] a bucket no longer has (pure): public access not
+/// fully blocked (`block`: its configuration, `None` when it has none), no
+/// default encryption.
+fn lost_settings(
+    block: Option<&PublicAccessBlockConfiguration>,
+    encrypted: bool,
+) -> Vec<&'static str> {
+    let blocked = block.is_some_and(|b| {
+        [
+            b.block_public_acls(),
+            b.ignore_public_acls(),
+            b.block_public_policy(),
+            b.restrict_public_buckets(),
+        ]
+        .iter()
+        .all(|flag| *flag == Some(true))
+    });
+    let mut lost = Vec::new();
+    if !blocked {
+        lost.push("public access block");
+    }
+    if !encrypted {
+        lost.push("default encryption");
+    }
+    lost
+}
+
+/// What of [`set_up`] the bucket no longer has, as S3 answers now (the Go
+/// operator puts both back on every reconcile, reconcileS3BucketSettings).
+async fn observe_settings(s3: &Client, bucket: &str) -> Result<Vec<&'static str>, ProviderError> {
+    let none = |e: &aws_sdk_s3::operation::get_public_access_block::GetPublicAccessBlockError| {
+        e.code() == Some("NoSuchPublicAccessBlockConfiguration")
+    };
+    let block = s3.get_public_access_block().bucket(bucket).send().await;
+    let block = block.unless_missing(none, "s3:GetPublicAccessBlock", bucket)?;
+    let block = block.and_then(|b| b.public_access_block_configuration().cloned());
+    let none = |e: &aws_sdk_s3::operation::get_bucket_encryption::GetBucketEncryptionError| {
+        e.code() == Some("ServerSideEncryptionConfigurationNotFoundError")
+    };
+    let encryption = s3.get_bucket_encryption().bucket(bucket).send().await;
+    let encryption = encryption.unless_missing(none, "s3:GetBucketEncryption", bucket)?;
+    let encrypted = (encryption.as_ref())
+        .and_then(|e| e.server_side_encryption_configuration())
+        .is_some_and(|c| {
+            c.rules()
+                .iter()
+                .any(|r| r.apply_server_side_encryption_by_default().is_some())
+        });
+    Ok(lost_settings(block.as_ref(), encrypted))
+}
+
 /// What to do about the bucket.
 #[derive(Debug, PartialEq)]
 pub enum Plan {
@@ -264,11 +315,24 @@ pub async fn reconcile(
     };
     let made_here = c.s3_listing.written_since(bucket, None);
     match decide(observe(c, req).await?.as_ref(), req, made_here) {
-        Plan::Tag(missing) if missing.is_empty() => {}
         Plan::Tag(missing) => {
-            let tagged = s3.add_tags(bucket, &missing).await;
-            c.s3_listing.wrote(bucket);
-            tagged?;
+            if !missing.is_empty() {
+                let tagged = s3.add_tags(bucket, &missing).await;
+                c.s3_listing.wrote(bucket);
+                tagged?;
+            }
+            // Public access and encryption are looked at too (a restart's
+            // first look trusts them, as it trusts the keys), and put back.
+            let lost = match req.options.defer_unbatched {
+                true => Vec::new(),
+                false => observe_settings(s3, bucket).await?,
+            };
+            if !lost.is_empty() {
+                warn!(bucket, lost = %lost.join(", "), "the bucket lost settings outside the operator; setting them again");
+                let done = set_up(s3, req).await;
+                c.s3_listing.wrote(bucket);
+                done?;
+            }
         }
         Plan::Create => create((s3, &c.s3_listing), req, region).await?,
         Plan::SetUp => {
@@ -516,6 +580,28 @@ mod tests {
             assert_eq!(rule.num_calls(), 1, "{name}");
         }
         assert!(buckets.written_since("b", None), "the create is noted");
+    }
+
+    #[test]
+    fn a_bucket_that_lost_a_setting_says_which() {
+        let block = |policy| {
+            PublicAccessBlockConfiguration::builder()
+                .block_public_acls(true)
+                .ignore_public_acls(true)
+                .block_public_policy(policy)
+                .restrict_public_buckets(true)
+                .build()
+        };
+        assert!(lost_settings(Some(&block(true)), true).is_empty());
+        let policy_allowed = block(false);
+        assert_eq!(
+            lost_settings(Some(&policy_allowed), true),
+            ["public access block"]
+        );
+        assert_eq!(
+            lost_settings(None, false),
+            ["public access block", "default encryption"]
+        );
     }
 
     #[test]
