@@ -461,6 +461,15 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
         s3.create_bucket().bucket(&bucket)
             .create_bucket_configuration(aws_sdk_s3::types::CreateBucketConfiguration::builder().location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(env.aws_region.as_str())).build())
             .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        // reconcileS3BucketSettings: the four blocks true, AES256 by default.
+        let block = aws_sdk_s3::types::PublicAccessBlockConfiguration::builder()
+            .block_public_acls(true).block_public_policy(true).ignore_public_acls(true).restrict_public_buckets(true).build();
+        s3.put_public_access_block().bucket(&bucket).public_access_block_configuration(block).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let by_default = aws_sdk_s3::types::ServerSideEncryptionByDefault::builder()
+            .sse_algorithm(aws_sdk_s3::types::ServerSideEncryption::Aes256).build().unwrap_or_else(|e| panic!("{e}"));
+        let rule = aws_sdk_s3::types::ServerSideEncryptionRule::builder().apply_server_side_encryption_by_default(by_default).build();
+        let encryption = aws_sdk_s3::types::ServerSideEncryptionConfiguration::builder().rules(rule).build().unwrap_or_else(|e| panic!("{e}"));
+        s3.put_bucket_encryption().bucket(&bucket).server_side_encryption_configuration(encryption).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let tag_set = go_tags("blob").into_iter().map(|(k, v)| aws_sdk_s3::types::Tag::builder().key(k).value(v).build().unwrap_or_else(|e| panic!("{e}"))).collect();
         s3.put_bucket_tagging().bucket(&bucket).tagging(aws_sdk_s3::types::Tagging::builder().set_tag_set(Some(tag_set)).build().unwrap_or_else(|e| panic!("{e}")))
             .send().await.unwrap_or_else(|e| panic!("{e:?}"));
