@@ -565,7 +565,12 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
         for id in [&db_id, &cache_id, &bucket, &mail_id, &pg_snap_id, &redis_snap_id] {
             assert_eq!(writes_mentioning(since, id), Vec::<String>::new(), "AWS writes for {id}");
         }
+        // Anything created for this namespace (its tags, or an identifier,
+        // which starts with the cluster ID and namespace): other tests'
+        // creates run beside this one.
+        let stem: String = format!("{CLUSTER}{ns}").chars().filter(char::is_ascii_alphanumeric).collect();
         let creates: Vec<String> = aws_requests().into_iter().skip(since)
+            .filter(|r| r["params"].to_string().contains(&ns) || r["params"].to_string().to_ascii_lowercase().contains(&stem))
             .map(|r| r["action"].as_str().unwrap_or_default().to_string())
             .filter(|a| a.starts_with("Create")).collect();
         assert!(creates.is_empty(), "the operator created in AWS: {creates:?}");
