@@ -195,12 +195,28 @@ async fn observe_settings(s3: &Client, bucket: &str) -> Result<Vec<&'static str>
         e.code() == Some("NoSuchPublicAccessBlockConfiguration")
     };
     let block = s3.get_public_access_block().bucket(bucket).send().await;
+    // An identity granted only the permissions of earlier releases cannot
+    // read them: the bucket keeps working, and the log says what to grant.
+    if block.as_ref().err().and_then(|e| e.code()) == Some("AccessDenied") {
+        warn!(
+            bucket,
+            "cannot read the bucket's public access block and encryption: grant s3:GetBucketPublicAccessBlock and s3:GetEncryptionConfiguration (docs/operations.md, AWS permissions) so a bucket opened by hand is closed again"
+        );
+        return Ok(Vec::new());
+    }
     let block = block.unless_missing(none, "s3:GetPublicAccessBlock", bucket)?;
     let block = block.and_then(|b| b.public_access_block_configuration().cloned());
     let none = |e: &aws_sdk_s3::operation::get_bucket_encryption::GetBucketEncryptionError| {
         e.code() == Some("ServerSideEncryptionConfigurationNotFoundError")
     };
     let encryption = s3.get_bucket_encryption().bucket(bucket).send().await;
+    if encryption.as_ref().err().and_then(|e| e.code()) == Some("AccessDenied") {
+        warn!(
+            bucket,
+            "cannot read the bucket's default encryption: grant s3:GetEncryptionConfiguration (docs/operations.md, AWS permissions)"
+        );
+        return Ok(lost_settings(block.as_ref(), true));
+    }
     let encryption = encryption.unless_missing(none, "s3:GetBucketEncryption", bucket)?;
     let encrypted = (encryption.as_ref())
         .and_then(|e| e.server_side_encryption_configuration())
@@ -580,6 +596,22 @@ mod tests {
             assert_eq!(rule.num_calls(), 1, "{name}");
         }
         assert!(buckets.written_since("b", None), "the create is noted");
+    }
+
+    /// An identity without the read permissions of this release keeps
+    /// its bucket working: nothing is judged lost, nothing is put again.
+    #[tokio::test]
+    async fn settings_that_cannot_be_read_are_not_judged_lost() {
+        let denied = aws_smithy_mocks::mock!(Client::get_public_access_block).then_error(|| {
+            let meta = aws_sdk_s3::error::ErrorMetadata::builder()
+                .code("AccessDenied")
+                .build();
+            aws_sdk_s3::operation::get_public_access_block::GetPublicAccessBlockError::generic(meta)
+        });
+        let s3 = mocked(&[&denied]);
+        let lost = observe_settings(&s3, "b").await;
+        assert!(matches!(lost.as_deref(), Ok([])), "{lost:?}");
+        assert_eq!(denied.num_calls(), 1);
     }
 
     #[test]
