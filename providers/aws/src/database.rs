@@ -7,7 +7,8 @@
 //! - act: [`act`] runs the plan: the service's own create and modify
 //!   calls, tags, and what the CR reports; [`delete`] runs every
 //!   deletion around the service's own calls;
-//! - plan: [`plan`], the changes a reconcile would make.
+//! - plan: [`plan`] shows what [`decide`] says a reconcile would do
+//!   ([`shown`], pure).
 
 use std::{collections::BTreeMap, future::Future};
 
@@ -174,21 +175,26 @@ pub async fn observe<D: Database>(
     described
 }
 
+/// What differs on a resource that is there: the tags it lacks and the
+/// tier's differences, split by when they are requested.
+#[derive(Debug, Default, PartialEq)]
+pub struct Drift {
+    pub tags: Vec<(String, String)>,
+    pub changes: Split,
+}
+
 /// What to do about the resource.
 #[derive(Debug, PartialEq)]
 pub enum Plan {
     Create,
-    /// Not usable yet.
-    Wait(String),
+    /// Not usable yet: nothing is requested; what differs waits.
+    Wait(String, Drift),
     /// Needs a person.
     Fail(String),
     /// Someone else's resource: changed only once a person approves.
     Unadopted(Adoption),
-    /// Usable: add these tags, request these changes; the rest is pending.
-    Converge {
-        tags: Vec<(String, String)>,
-        changes: Split,
-    },
+    /// Usable: add the tags, request the changes; the rest is pending.
+    Converge(Drift),
 }
 
 /// The plan for the resource (`None`: not found) under the tier's `want`
@@ -213,13 +219,42 @@ pub fn decide<D: Database>(
     if let Some(adoption) = plan::adoption(req, have.tags(), &differences) {
         return Plan::Unadopted(adoption);
     }
+    let drift = || Drift {
+        tags: crate::tags::missing(&req.tags, have.tags()),
+        changes: split(differences, &Gate::of(&req.options)),
+    };
     match D::state(have.status()) {
-        State::Usable => Plan::Converge {
-            tags: crate::tags::missing(&req.tags, have.tags()),
-            changes: split(differences, &Gate::of(&req.options)),
-        },
-        State::Busy => Plan::Wait(format!("{what} is {}", have.status())),
+        State::Usable => Plan::Converge(drift()),
+        State::Busy => Plan::Wait(format!("{what} is {}", have.status()), drift()),
         State::Stuck(why) => Plan::Fail(why),
+    }
+}
+
+/// What `plan` shows for `plan` (pure): each change a reconcile makes
+/// now or later, and what it will not do without a person.
+pub fn shown<D: Database>(
+    plan: &Plan,
+    have: Option<&D::Live>,
+    req: &ResourceRequest,
+) -> Vec<Change> {
+    let (what, field) = (D::SERVICE.what, D::SERVICE.api_name);
+    let (Some(have), plan) = (have, plan) else {
+        return vec![plan::missing_resource(
+            field,
+            req.recorded_identifier.as_deref(),
+        )];
+    };
+    match plan {
+        Plan::Create => vec![plan::missing_resource(field, None)],
+        Plan::Fail(why) => vec![plan::reported(field, have.status(), why)],
+        Plan::Unadopted(adoption) => plan::awaiting_adoption(what, &req.identifier, adoption),
+        Plan::Wait(_, drift) | Plan::Converge(drift) => {
+            let tags = drift.tags.iter();
+            (tags.map(|(k, v)| plan::tag_change(k, v, have.tags())))
+                .chain(drift.changes.apply.iter().cloned())
+                .chain(drift.changes.pending.iter().cloned())
+                .collect()
+        }
     }
 }
 
@@ -257,13 +292,8 @@ pub async fn plan<D: Database>(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Vec<Change>, ProviderError> {
-    let want = D::desired(req, &parse_section::<D::Create>(&tier.create)?);
-    let have = observe::<D>(at, req).await?;
-    Ok(plan::planned(
-        D::SERVICE.api_name,
-        req,
-        have.as_ref().map(|h| (h.tags(), D::differences(h, &want))),
-    ))
+    let looked = look::<D>(at, req, tier).await?;
+    Ok(shown::<D>(&looked.plan, looked.have.as_ref(), req))
 }
 
 /// Runs `plan` against `have` and says what the CR reports: `create` (the
@@ -291,7 +321,7 @@ pub async fn act<D: Database>(
             }
             Outcome::InProgress(format!("creating {what} {id}"))
         }
-        Plan::Wait(why) => Outcome::InProgress(format!("{why} ({id})")),
+        Plan::Wait(why, _) => Outcome::InProgress(format!("{why} ({id})")),
         Plan::Fail(why) => Outcome::Failed(format!("{why} ({id})")),
         Plan::Unadopted(adoption) => {
             // Not recorded on the CR: recording would make it this CR's.
@@ -299,7 +329,7 @@ pub async fn act<D: Database>(
             report.adoption = Some(adoption);
             Outcome::Failed(plan::unadopted_message(what, id))
         }
-        Plan::Converge { tags, changes } => {
+        Plan::Converge(Drift { tags, changes }) => {
             let have = have.unwrap_or_default();
             if !tags.is_empty() {
                 let tagged = svc.add_tags(have.arn(), &tags).await;
@@ -343,9 +373,9 @@ async fn made_for_it<D: Database>(svc: &D, req: &ResourceRequest) -> Result<(), 
     }
 }
 
-/// What deleting the resource takes.
+/// What deleting the resource (`L`, as last seen) takes.
 #[derive(Debug, PartialEq)]
-pub enum Removing {
+pub enum Removing<L> {
     /// Nothing is left: the final snapshot (if one is taken) gets the
     /// CR's tags, and the credentials Secret goes.
     Finish { tag_final: Option<String> },
@@ -354,17 +384,20 @@ pub enum Removing {
     /// Deleting already.
     Wait(String),
     /// This CR's: the service deletes it, taking the final snapshot.
-    Remove { final_snapshot: Option<String> },
+    Remove {
+        live: L,
+        final_snapshot: Option<String>,
+    },
 }
 
 /// The deletion rules (pure): a resource that is gone finishes, one that
 /// is not this CR's stays, one deleting is waited for, and only then is
 /// the service asked to delete.
 pub fn decide_delete<D: Database>(
-    live: Option<&D::Live>,
+    live: Option<D::Live>,
     req: &ResourceRequest,
     final_snapshot: Option<String>,
-) -> Removing {
+) -> Removing<D::Live> {
     let Some(live) = live else {
         return Removing::Finish {
             tag_final: final_snapshot,
@@ -377,7 +410,10 @@ pub fn decide_delete<D: Database>(
         let (what, id) = (D::SERVICE.what, &req.identifier);
         return Removing::Wait(format!("{what} {id} is deleting"));
     }
-    Removing::Remove { final_snapshot }
+    Removing::Remove {
+        live,
+        final_snapshot,
+    }
 }
 
 /// Deletes the resource under `req.identifier` as [`decide_delete`] says,
@@ -398,8 +434,8 @@ pub async fn delete<D: Database>(
     let svc = D::client(c);
     let id = req.identifier.as_str();
     let live = svc.describe(id).await?;
-    match (decide_delete::<D>(live.as_ref(), req, final_snapshot), live) {
-        (Removing::Finish { tag_final }, _) => {
+    match decide_delete::<D>(live, req, final_snapshot) {
+        Removing::Finish { tag_final } => {
             if let Some(snapshot) = tag_final {
                 snapshots::tag_final(svc, &snapshot, &req.tags).await?;
             }
@@ -408,9 +444,12 @@ pub async fn delete<D: Database>(
             }
             Ok(Deletion::Done)
         }
-        (Removing::Leave, _) => Ok(Deletion::Done),
-        (Removing::Wait(why), _) => Ok(Deletion::InProgress(why)),
-        (Removing::Remove { final_snapshot }, Some(live)) => {
+        Removing::Leave => Ok(Deletion::Done),
+        Removing::Wait(why) => Ok(Deletion::InProgress(why)),
+        Removing::Remove {
+            live,
+            final_snapshot,
+        } => {
             let removal = Removal {
                 id,
                 live,
@@ -419,8 +458,6 @@ pub async fn delete<D: Database>(
             };
             svc.remove(removal).await
         }
-        // Never decided: only a resource that was seen is removed.
-        (Removing::Remove { .. }, None) => Ok(Deletion::Done),
     }
 }
 

@@ -5,7 +5,7 @@
 //! is made here, above both: `iam_user` only talks to IAM, `cco` only
 //! reads and deletes what CCO made.
 
-use cro_provider_api::{ProviderError, ResourceRequest};
+use cro_provider_api::{Change, ProviderError, ResourceRequest};
 use serde_json::Value;
 
 use crate::{
@@ -52,6 +52,23 @@ pub async fn user_keys(
     let now = iam_user::unix_now();
     let looked = (stored, existed);
     iam_user::ensure_access_key(k.store, &c.iam, req, user_secret, looked, now).await
+}
+
+/// Every change [`user_keys`] would make to the user, from read-only
+/// calls: none where the Cloud Credential Operator's key is used.
+pub async fn plan_user(
+    k: &KeySource<'_>,
+    c: &Clients,
+    req: &ResourceRequest,
+    (user, policy_name, policy): (&str, &str, &Value),
+    (secret_name, cco_request): (&str, &str),
+) -> Result<Vec<Change>, ProviderError> {
+    if k.store.read(req, secret_name).await?.is_none()
+        && cco::read(k.store, req, cco_request).await?.is_some()
+    {
+        return Ok(Vec::new());
+    }
+    iam_user::plan_user((c, k.users), req, user, (policy_name, policy)).await
 }
 
 /// Deletes the CR's user `user` (if it is the CR's) and its credentials:

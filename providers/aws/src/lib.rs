@@ -362,7 +362,7 @@ impl Provider for AwsProvider {
                 database::plan::<ElastiCache>((c, &a.elasticache.groups), req, &tier).await
             }
             ResourceKind::BlobStorage => s3::plan(c, req).await,
-            ResourceKind::Smtp => smtp::plan(&c.iam, req).await,
+            ResourceKind::Smtp => smtp::plan(&self.keys(&a), c, req, &tier).await,
         }
     }
 

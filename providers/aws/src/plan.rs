@@ -203,31 +203,37 @@ pub fn tag_changes(
     want: &BTreeMap<String, String>,
     have: &BTreeMap<String, String>,
 ) -> Vec<Change> {
-    crate::tags::missing(want, have)
-        .into_iter()
-        .map(|(k, v)| {
-            let current = have.get(&k).cloned().unwrap_or_else(|| "absent".into());
-            change(&format!("tag {k}"), current, v, Timing::Now, false)
+    (crate::tags::missing(want, have).iter())
+        .map(|(k, v)| tag_change(k, v, have))
+        .collect()
+}
+
+/// Setting tag `key` to `value` on a resource tagged `have`.
+pub fn tag_change(key: &str, value: &str, have: &BTreeMap<String, String>) -> Change {
+    let current = have.get(key).map_or("absent", String::as_str);
+    change(&format!("tag {key}"), current, value, Timing::Now, false)
+}
+
+/// What `plan` shows for someone else's resource `what` `id`: what
+/// adopting it would change, none of it made without the approval.
+pub fn awaiting_adoption(what: &str, id: &str, adoption: &Adoption) -> Vec<Change> {
+    (adoption.changes.iter())
+        .map(|c| Change {
+            timing: Timing::Never(unadopted_message(what, id)),
+            ..c.clone()
         })
         .collect()
 }
 
-/// What `plan` shows for the resource `what`: when it is there (its tags
-/// and differences from the tier), what its tags lack and the differences;
-/// when it is not, [`missing_resource`].
-pub fn planned(
-    what: &str,
-    req: &ResourceRequest,
-    live: Option<(&BTreeMap<String, String>, Vec<Change>)>,
-) -> Vec<Change> {
-    match live {
-        None => vec![missing_resource(what, req.recorded_identifier.as_deref())],
-        Some((tags, differences)) => {
-            let mut changes = tag_changes(&req.tags, tags);
-            changes.extend(differences);
-            changes
-        }
-    }
+/// What `plan` shows for a resource that needs a person: `why`, reported.
+pub fn reported(field: &str, current: &str, why: &str) -> Change {
+    change(
+        field,
+        current,
+        "reported",
+        Timing::Never(why.to_string()),
+        false,
+    )
 }
 
 /// What `plan` shows for a resource that is not there: created, or (when

@@ -18,7 +18,7 @@ use aws_sdk_s3::{
 };
 use cro_provider_api::{
     Adoption, Change, ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned,
-    ResourceRequest,
+    ResourceRequest, Timing,
 };
 use tracing::warn;
 
@@ -309,12 +309,51 @@ pub async fn describe(
 
 /// Every change `reconcile` would make, from read-only calls.
 pub async fn plan(c: &Clients, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
+    let bucket = req.identifier.as_str();
     let tags = observe(c, req).await?;
-    Ok(plan::planned(
-        "Bucket",
-        req,
-        tags.as_ref().map(|t| (t, Vec::new())),
-    ))
+    let plan = decide(tags.as_ref(), req, c.s3_listing.written_since(bucket, None));
+    let lost = match plan {
+        Plan::Tag(_) => observe_settings(&c.s3, bucket).await?,
+        _ => Vec::new(),
+    };
+    Ok(shown(&plan, tags.as_ref(), &lost, req))
+}
+
+/// What `plan` shows for `plan` (pure), `lost`: the settings a bucket of
+/// this cluster no longer has.
+fn shown(
+    plan: &Plan,
+    live_tags: Option<&BTreeMap<String, String>>,
+    lost: &[&str],
+    req: &ResourceRequest,
+) -> Vec<Change> {
+    let (Some(have), plan) = (live_tags, plan) else {
+        return vec![plan::missing_resource(
+            "Bucket",
+            req.recorded_identifier.as_deref(),
+        )];
+    };
+    match plan {
+        Plan::Create => vec![plan::missing_resource("Bucket", None)],
+        Plan::SetUp => vec![plan::change(
+            "Bucket",
+            "made, maybe not set up",
+            "public access block, encryption and tags set",
+            Timing::Now,
+            false,
+        )],
+        Plan::Tag(missing) => (missing.iter())
+            .map(|(k, v)| plan::tag_change(k, v, have))
+            .chain(
+                lost.iter()
+                    .map(|setting| plan::change(setting, "absent", "set", Timing::Now, false)),
+            )
+            .collect(),
+        Plan::Unadopted(adoption) => {
+            plan::awaiting_adoption("S3 bucket", &req.identifier, adoption)
+        }
+        Plan::Fail(why) => vec![plan::reported("Bucket", "there", why)],
+    }
 }
 
 pub async fn reconcile(
@@ -677,5 +716,34 @@ mod tests {
         let mut approved = req(None);
         approved.options.approved_adoption = Some(adoption.hash.clone());
         assert!(matches!(decide(Some(&theirs), &approved, false), Plan::Tag(t) if t.len() == 3));
+    }
+
+    #[test]
+    fn plan_shows_what_the_decision_would_do() {
+        let fields = |live: Option<&BTreeMap<String, String>>, lost: &[&str], req: &_| {
+            let plan = decide(live, req, false);
+            (shown(&plan, live, lost, req).into_iter())
+                .map(|c| format!("{}: {} -> {}", c.field, c.current, c.desired))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(fields(None, &[], &req(None)), ["Bucket: absent -> created"]);
+        let ours = tags(&[("clusterID", "c1"), ("resource-name", "cr")]);
+        assert_eq!(
+            fields(Some(&ours), &["default encryption"], &req(None)),
+            ["tag k: absent -> v", "default encryption: absent -> set"]
+        );
+        let theirs = tags(&[("clusterID", "other")]);
+        let shown = shown(
+            &decide(Some(&theirs), &req(None), false),
+            Some(&theirs),
+            &[],
+            &req(None),
+        );
+        assert!(
+            shown
+                .iter()
+                .all(|c| matches!(&c.timing, Timing::Never(m) if m.contains("adopt"))),
+            "{shown:?}"
+        );
     }
 }

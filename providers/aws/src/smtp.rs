@@ -17,10 +17,8 @@ use crate::{
     errors::Answer,
     iam_user,
     keys::{self, KeySource},
-    plan,
     smtp_password::smtp_password,
     strategy::{Tier, TypedSection, parse_section},
-    tags::Tagging,
 };
 
 /// createStrategy: the SES identity (address or domain) mail is sent
@@ -145,15 +143,20 @@ pub async fn reconcile(
 
 /// Every change `reconcile` would make, from read-only calls.
 pub async fn plan(
-    iam: &aws_sdk_iam::Client,
+    k: &KeySource<'_>,
+    c: &Clients,
     req: &ResourceRequest,
+    tier: &Tier,
 ) -> Result<Vec<Change>, ProviderError> {
+    let strategy = parse_section::<CreateStrategy>(&tier.create)?;
+    let policy = iam_user::ses_send_policy(strategy.email_identity.as_deref(), &c.region);
     let user = &user_name(&req.identifier);
-    Ok(if iam_user::user_exists(iam, user).await? {
-        plan::tag_changes(&req.tags, &iam.tags(user).await?)
-    } else {
-        vec![plan::missing_resource("IAMUser", None)]
-    })
+    let credentials = (
+        credentials_secret(&req.name),
+        cco::ses_request(&req.identifier),
+    );
+    let secrets = (credentials.0.as_str(), credentials.1.as_str());
+    keys::plan_user(k, c, req, (user, POLICY_NAME, &policy), secrets).await
 }
 
 pub async fn delete(

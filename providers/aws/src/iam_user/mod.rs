@@ -8,10 +8,8 @@ use std::collections::BTreeMap;
 use aws_sdk_iam::{
     Client, error::ProvideErrorMetadata, operation::list_access_keys::ListAccessKeysOutput,
 };
-use cro_provider_api::{ProviderError, Provisioned};
+use cro_provider_api::{Change, ProviderError, Provisioned, ResourceRequest, Timing};
 use serde_json::{Value, json};
-
-use cro_provider_api::ResourceRequest;
 
 pub mod user;
 
@@ -226,6 +224,39 @@ pub fn decide_user(
         tags: crate::tags::missing(&req.tags, &live.tags),
         put_policy: !up_to_date,
     }
+}
+
+/// What `plan` shows for `plan` of the user `live` (pure).
+pub fn shown_user(plan: &UserPlan, live: Option<&User>, policy_name: &str) -> Vec<Change> {
+    match (plan, live) {
+        (UserPlan::Converge { tags, put_policy }, Some(live)) => (tags.iter())
+            .map(|(k, v)| crate::plan::tag_change(k, v, &live.tags))
+            .chain(put_policy.then(|| {
+                let field = format!("inline policy {policy_name}");
+                crate::plan::change(
+                    &field,
+                    "other or absent",
+                    "the operator's",
+                    Timing::Now,
+                    false,
+                )
+            }))
+            .collect(),
+        (UserPlan::Refuse(why), _) => vec![crate::plan::reported("IAMUser", "there", why)],
+        _ => vec![crate::plan::missing_resource("IAMUser", None)],
+    }
+}
+
+/// Every change [`ensure_user`] would make, from read-only calls.
+pub async fn plan_user(
+    (c, seen): (&Clients, &Seen),
+    req: &ResourceRequest,
+    user: &str,
+    (policy_name, policy): (&str, &Value),
+) -> Result<Vec<Change>, ProviderError> {
+    let live = observe_user((c, seen), req, user, policy_name).await?;
+    let plan = decide_user(live.as_ref(), req, user, (policy_name, policy));
+    Ok(shown_user(&plan, live.as_ref(), policy_name))
 }
 
 /// The user exists, tagged, with exactly `policy` as its inline policy
@@ -810,6 +841,23 @@ mod tests {
             converge(&[("k", "v")], true),
             "a changed policy is put back"
         );
+        // `plan` shows the same decisions.
+        let fields = |live: Option<&User>| {
+            (shown_user(&decide(live), live, "p").into_iter())
+                .map(|c| (c.field, c.current, c.desired))
+                .collect::<Vec<_>>()
+        };
+        let change = |f: &str, c: &str, d: &str| (f.to_string(), c.to_string(), d.to_string());
+        assert_eq!(fields(None), [change("IAMUser", "absent", "created")]);
+        assert_eq!(fields(Some(&ours)), [change("tag k", "absent", "v")]);
+        assert_eq!(
+            fields(Some(&widened)),
+            [
+                change("tag k", "absent", "v"),
+                change("inline policy p", "other or absent", "the operator's")
+            ]
+        );
+        assert!(matches!(&fields(Some(&stranger))[..], [(_, _, d)] if d == "reported"));
     }
 
     #[test]

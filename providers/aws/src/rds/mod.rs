@@ -556,7 +556,7 @@ pub async fn reconcile(
         // Gone (deleted outside the operator): no more CloudWatch reads.
         c.watched.forget(&req.identifier);
     }
-    if let (Plan::Converge { .. }, Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
+    if let (Plan::Converge(_), Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
         return set_password(store, (c, seen), req, &creds, why).await;
     }
     let arn = have.as_ref().map(|h| h.arn.clone()).unwrap_or_default();
@@ -1090,21 +1090,76 @@ mod tests {
         let mut creating = ours(go_created());
         creating.status = "creating".into();
         assert!(
-            matches!(decide(Some(&creating), &d, &req(None)), Plan::Wait(m) if m.contains("creating"))
+            matches!(decide(Some(&creating), &d, &req(None)), Plan::Wait(m, _) if m.contains("creating"))
         );
         creating.status = "storage-full".into();
         assert!(
             matches!(decide(Some(&creating), &d, &req(None)), Plan::Fail(m) if m.contains("storage-full"))
         );
-        let Plan::Converge {
+        let Plan::Converge(database::Drift {
             tags: missing,
             changes,
-        } = decide(Some(&ours(go_created())), &d, &req(None))
+        }) = decide(Some(&ours(go_created())), &d, &req(None))
         else {
             panic!("not converging")
         };
         assert_eq!(missing, vec![("k".to_string(), "v".to_string())]);
         assert!(changes.apply.is_empty() && changes.pending.is_empty());
+    }
+
+    #[test]
+    fn plan_shows_what_the_decision_would_do() {
+        let d = want(json!({"DBInstanceClass": "db.m5.large"}));
+        let shown = |have: Option<&Instance>, req: &ResourceRequest| {
+            let plan = database::decide::<Client>(have, &d, req);
+            let changes = database::shown::<Client>(&plan, have, req);
+            (changes.into_iter())
+                .map(|c| (c.field, c.current, c.desired, c.timing))
+                .collect::<Vec<_>>()
+        };
+        let created = |field: &str, current: &str, desired: &str, timing| {
+            (
+                field.to_string(),
+                current.to_string(),
+                desired.to_string(),
+                timing,
+            )
+        };
+        assert_eq!(
+            shown(None, &req(None)),
+            [created("DBInstance", "absent", "created", Timing::Now)]
+        );
+        assert!(matches!(
+            &shown(None, &req(Some("db1")))[..],
+            [(_, current, _, Timing::Never(_))] if current == "vanished"
+        ));
+        // Usable or busy: the tag it lacks and the class, for the window.
+        let drift = [
+            created("tag k", "absent", "v", Timing::Now),
+            created(
+                "DBInstanceClass",
+                "db.t3.small",
+                "db.m5.large",
+                Timing::MaintenanceWindow,
+            ),
+        ];
+        let mut have = ours(go_created());
+        assert_eq!(shown(Some(&have), &req(None)), drift);
+        have.status = "backing-up".into();
+        assert_eq!(shown(Some(&have), &req(None)), drift);
+        have.status = "storage-full".into();
+        assert!(matches!(
+            &shown(Some(&have), &req(None))[..],
+            [(_, status, _, Timing::Never(why))] if status == "storage-full" && why.contains("storage-full")
+        ));
+        // Someone else's: nothing is made without an approval.
+        let unadopted = shown(Some(&go_created()), &req(None));
+        assert_eq!(unadopted.len(), 3);
+        assert!(
+            (unadopted.iter()).all(
+                |(.., t)| matches!(t, Timing::Never(m) if m.contains("integreatly.org/adopt"))
+            )
+        );
     }
 
     #[test]
@@ -1116,27 +1171,29 @@ mod tests {
         };
         assert_eq!(decide(None, &req(None), snapshot()), finish);
         assert_eq!(
-            decide(Some(&go_created()), &req(None), snapshot()),
+            decide(Some(go_created()), &req(None), snapshot()),
             database::Removing::Leave,
             "untagged and not recorded: someone else's"
         );
         let remove = database::Removing::Remove {
+            live: go_created(),
             final_snapshot: snapshot(),
         };
         assert_eq!(
-            decide(Some(&go_created()), &req(Some("db1")), snapshot()),
+            decide(Some(go_created()), &req(Some("db1")), snapshot()),
             remove
         );
         assert_eq!(
-            decide(Some(&ours(go_created())), &req(None), None),
+            decide(Some(ours(go_created())), &req(None), None),
             database::Removing::Remove {
+                live: ours(go_created()),
                 final_snapshot: None
             }
         );
         let mut deleting = ours(go_created());
         deleting.status = "deleting".into();
         assert!(matches!(
-            decide(Some(&deleting), &req(None), snapshot()),
+            decide(Some(deleting), &req(None), snapshot()),
             database::Removing::Wait(m) if m.contains("is deleting")
         ));
     }
@@ -1148,7 +1205,7 @@ mod tests {
         // Recorded on the CR (the Go operator's, untagged): ours.
         assert!(matches!(
             decide(Some(&go_created()), &d, &req(Some("db1"))),
-            Plan::Converge { .. }
+            Plan::Converge(_)
         ));
         // Neither recorded nor tagged by this cluster: not touched.
         let Plan::Unadopted(adoption) = decide(Some(&go_created()), &d, &req(None)) else {
@@ -1167,7 +1224,7 @@ mod tests {
         );
         approved.options.approved_adoption = Some(adoption.hash);
         assert!(
-            matches!(decide(Some(&go_created()), &d, &approved), Plan::Converge { tags, .. } if tags.len() == 2)
+            matches!(decide(Some(&go_created()), &d, &approved), Plan::Converge(d) if d.tags.len() == 2)
         );
     }
 }
