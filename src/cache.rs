@@ -10,16 +10,17 @@
 //! list and hold every Secret again.
 
 use std::{
+    any::Any,
     collections::HashMap,
     fmt::Debug,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL};
+use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL, as_any};
 use futures::{StreamExt, channel::mpsc};
 use k8s_openapi::{
-    NamespaceResourceScope,
+    NamespaceResourceScope, Resource as _,
     api::{
         apps::v1::Deployment,
         core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
@@ -378,22 +379,15 @@ pub fn scopes(watch_namespaces: &[String]) -> Vec<Option<String>> {
 
 /// Providers read the objects the operator owns from these watches.
 impl cro_provider_api::OwnedObjects for Owned {
-    fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
-        self.deployments.peek(namespace, name)
-    }
-    fn service(&self, namespace: &str, name: &str) -> Option<Arc<Service>> {
-        self.services.peek(namespace, name)
-    }
-    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
-        self.claims.peek(namespace, name)
-    }
-    fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
-        self.secrets.peek(namespace, name)
-    }
-    fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
-        self.config_maps.peek(namespace, name)
-    }
-    fn network_policy(&self, namespace: &str, name: &str) -> Option<Arc<NetworkPolicy>> {
-        self.network_policies.peek(namespace, name)
+    fn get(&self, kind: &str, ns: &str, name: &str) -> Option<Arc<dyn Any + Send + Sync>> {
+        match kind {
+            Deployment::KIND => as_any(self.deployments.peek(ns, name)),
+            Service::KIND => as_any(self.services.peek(ns, name)),
+            PersistentVolumeClaim::KIND => as_any(self.claims.peek(ns, name)),
+            Secret::KIND => as_any(self.secrets.peek(ns, name)),
+            ConfigMap::KIND => as_any(self.config_maps.peek(ns, name)),
+            NetworkPolicy::KIND => as_any(self.network_policies.peek(ns, name)),
+            _ => None,
+        }
     }
 }

@@ -13,7 +13,7 @@ use std::{
 
 use cro_provider_api::{
     CredentialsStore, MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, OwnedObjects, ProviderError,
-    ResourceRequest, opaque_secret,
+    ResourceRequest, opaque_secret, owned,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::{
@@ -101,7 +101,7 @@ impl CredentialsSecrets {
             return;
         };
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        written.retain(|(ns, n), w| !w.shown_by(cache.secret(ns, n).as_deref()));
+        written.retain(|(ns, n), w| !w.shown_by(owned::<Secret>(cache.as_ref(), ns, n).as_deref()));
         written.insert((namespace.to_string(), name.to_string()), what);
     }
 }
@@ -114,7 +114,10 @@ impl CredentialsStore for CredentialsSecrets {
         name: &str,
     ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
         let ns = req.namespace.as_str();
-        let cached = self.cache.as_ref().and_then(|c| c.secret(ns, name));
+        let cached = self
+            .cache
+            .as_deref()
+            .and_then(|c| owned::<Secret>(c, ns, name));
         let version = |s: Option<&Secret>| s.map(|s| s.metadata.resource_version.clone());
         let key = (ns.to_string(), name.to_string());
         {

@@ -9,7 +9,7 @@ mod owned;
 
 pub use change::{Adoption, Change, ChangePolicy, Timing, plan_hash};
 pub use credentials::CredentialsStore;
-pub use owned::OwnedObjects;
+pub use owned::{Owned, OwnedObjects, as_any, owned};
 
 pub use identifier::{
     DEFAULT_IDENTIFIER_LENGTH, IdentifierRules, cloud_identifier, separate_identifier, shorten,

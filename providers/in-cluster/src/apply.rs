@@ -4,7 +4,7 @@
 
 use std::fmt::Debug;
 
-use cro_provider_api::{OWNER_UID_LABEL, Owner, ProviderError};
+use cro_provider_api::{OWNER_UID_LABEL, Owned, Owner, ProviderError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Resource,
@@ -13,10 +13,7 @@ use kube::{
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
-use crate::{
-    merge::is_subset,
-    objects::{Cached, Objects},
-};
+use crate::{merge::is_subset, objects::Objects};
 
 pub const FIELD_MANAGER: &str = "cloud-resource-operator";
 
@@ -45,7 +42,7 @@ fn api_error(verb: &str, desired: &Value, e: kube::Error) -> ProviderError {
 /// The live object `desired` names (`None` when absent).
 async fn read<K>(api: &Objects<K>, desired: &Value) -> Result<Option<K>, ProviderError>
 where
-    K: Resource + Cached + Debug + Serialize + DeserializeOwned,
+    K: Resource + Owned + Debug + Serialize + DeserializeOwned,
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     api.get_opt(name)
@@ -93,7 +90,7 @@ pub async fn ensure<K>(
     owner: &Owner,
 ) -> Result<Applied<K>, ProviderError>
 where
-    K: Resource<DynamicType = ()> + Cached + Debug + Serialize + DeserializeOwned,
+    K: Resource<DynamicType = ()> + Owned + Debug + Serialize + DeserializeOwned,
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     if let Some(live) = read(api, desired).await? {
@@ -128,7 +125,7 @@ pub async fn adopt<K>(
     owner: &Owner,
 ) -> Result<Applied<K>, ProviderError>
 where
-    K: Resource<DynamicType = ()> + Cached + Debug + Serialize + DeserializeOwned,
+    K: Resource<DynamicType = ()> + Owned + Debug + Serialize + DeserializeOwned,
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     let Some(live) = read(api, desired).await? else {
@@ -175,7 +172,7 @@ pub fn adoption_view(desired: &Value) -> Value {
 /// The live object `desired` names, as JSON (`None` when absent).
 pub async fn live<K>(api: &Objects<K>, desired: &Value) -> Result<Option<Value>, ProviderError>
 where
-    K: Resource + Cached + Debug + Serialize + DeserializeOwned,
+    K: Resource + Owned + Debug + Serialize + DeserializeOwned,
 {
     let live = read(api, desired).await?;
     Ok(live.map(|l| serde_json::to_value(&l).unwrap_or(Value::Null)))
@@ -191,7 +188,7 @@ pub async fn delete<K>(
     adopted: bool,
 ) -> Result<bool, ProviderError>
 where
-    K: Resource<DynamicType = ()> + Cached + Debug + DeserializeOwned,
+    K: Resource<DynamicType = ()> + Owned + Debug + DeserializeOwned,
 {
     let context = |e: kube::Error| {
         ProviderError::from_kube(format!("deleting {} {name}: {e}", K::kind(&())), &e)

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use apply::{Applied, adopt, ensure};
 use cro_provider_api::{
-    Change, ChangePolicy, ConnectionDetails, Deletion, Outcome, Provider, ProviderError,
+    Change, ChangePolicy, ConnectionDetails, Deletion, Outcome, Owned, Provider, ProviderError,
     Provisioned, ResourceKind, ResourceRequest, SnapshotRequest, Snapshotted, plan_hash,
 };
 use k8s_openapi::api::{
@@ -27,7 +27,7 @@ use k8s_openapi::api::{
 use kube::{Api, Client};
 
 pub use merge::{is_subset, merge};
-use objects::{Cached, Kind, Objects};
+use objects::{Kind, Objects};
 
 pub const NAME: &str = "openshift";
 
@@ -73,7 +73,7 @@ impl InClusterProvider {
     fn api<K>(&self, req: &ResourceRequest) -> Objects<K>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Cached
+            + Owned
             + serde::de::DeserializeOwned
             + std::fmt::Debug,
         K::DynamicType: Default,

@@ -6,23 +6,13 @@
 
 use std::{ops::Deref, sync::Arc};
 
-use cro_provider_api::OwnedObjects;
-use k8s_openapi::api::{
-    apps::v1::Deployment,
-    core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
-    networking::v1::NetworkPolicy,
-};
+use cro_provider_api::{Owned, OwnedObjects, owned};
 use kube::Api;
-
-/// A kind the cache holds.
-pub trait Cached: Clone {
-    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>>;
-}
 
 /// A namespaced kind the provider writes and the cache holds.
 pub trait Kind:
     kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-    + Cached
+    + Owned
     + serde::de::DeserializeOwned
     + serde::Serialize
     + std::fmt::Debug
@@ -31,47 +21,11 @@ pub trait Kind:
 
 impl<K> Kind for K where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Cached
+        + Owned
         + serde::de::DeserializeOwned
         + serde::Serialize
         + std::fmt::Debug
 {
-}
-
-impl Cached for Deployment {
-    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>> {
-        cache.deployment(namespace, name)
-    }
-}
-
-impl Cached for Service {
-    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>> {
-        cache.service(namespace, name)
-    }
-}
-
-impl Cached for PersistentVolumeClaim {
-    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>> {
-        cache.claim(namespace, name)
-    }
-}
-
-impl Cached for Secret {
-    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>> {
-        cache.secret(namespace, name)
-    }
-}
-
-impl Cached for ConfigMap {
-    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>> {
-        cache.config_map(namespace, name)
-    }
-}
-
-impl Cached for NetworkPolicy {
-    fn cached(cache: &dyn OwnedObjects, namespace: &str, name: &str) -> Option<Arc<Self>> {
-        cache.network_policy(namespace, name)
-    }
 }
 
 /// The objects of kind `K` in one namespace: `get_opt` reads the cache
@@ -84,7 +38,7 @@ pub struct Objects<K> {
 
 impl<K> Objects<K>
 where
-    K: Cached + kube::Resource + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Owned + kube::Resource + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     pub fn new(api: Api<K>, namespace: &str, cache: Option<Arc<dyn OwnedObjects>>) -> Self {
         Objects {
@@ -99,7 +53,7 @@ where
         let cached = self
             .cache
             .as_deref()
-            .and_then(|c| K::cached(c, &self.namespace, name));
+            .and_then(|c| owned::<K>(c, &self.namespace, name));
         match cached {
             Some(obj) => Ok(Some(K::clone(&obj))),
             None => self.api.get_opt(name).await,
