@@ -7,7 +7,6 @@ use crate::{
     budget::{Budget, limited_client},
     calls::Calls,
     cloud_metrics::Watched,
-    listing::Listing,
 };
 
 pub struct Clients {
@@ -25,11 +24,6 @@ pub struct Clients {
     /// Held while the cluster's database network is made or removed, so
     /// two reconciles never make two of it.
     pub network: tokio::sync::Mutex<()>,
-    /// Buckets' tags, by bucket: the last listing, shared by every
-    /// BlobStorage of this account and region (see [`crate::listing`]).
-    /// The listings of typed resources are their services' own
-    /// (`rds::Seen`, `elasticache::Seen`, `iam_user::Seen`).
-    pub s3_listing: Listing<std::collections::BTreeMap<String, String>>,
     /// The databases whose CloudWatch metrics are scraped.
     pub watched: Watched,
 }
@@ -76,7 +70,6 @@ impl Clients {
             ),
             calls: calls.clone(),
             network: tokio::sync::Mutex::new(()),
-            s3_listing: Listing::default(),
             watched: Watched::default(),
         }
     }

@@ -69,6 +69,7 @@ struct InAccount {
     clients: Clients,
     rds: rds::Seen,
     elasticache: elasticache::Seen,
+    s3: s3::Seen,
     iam: iam_user::Seen,
 }
 
@@ -124,6 +125,7 @@ impl AwsProvider {
             clients,
             rds: rds::Seen::default(),
             elasticache: elasticache::Seen::default(),
+            s3: s3::Seen::default(),
             iam: iam_user::Seen::default(),
         });
         configs.insert(account, in_account.clone());
@@ -318,7 +320,7 @@ impl Provider for AwsProvider {
         let (store, hint) = (self.credentials.as_ref(), &self.settings.vpc);
         match req.kind {
             ResourceKind::Postgres => rds::reconcile(store, (c, &a.rds), hint, req, &tier).await,
-            ResourceKind::BlobStorage => s3::reconcile(&self.keys(&a), c, req).await,
+            ResourceKind::BlobStorage => s3::reconcile(&self.keys(&a), (c, &a.s3), req).await,
             ResourceKind::Redis => {
                 elasticache::reconcile(store, (c, &a.elasticache), hint, req, &tier).await
             }
@@ -361,7 +363,7 @@ impl Provider for AwsProvider {
             ResourceKind::Redis => {
                 database::plan::<ElastiCache>((c, &a.elasticache.groups), req, &tier).await
             }
-            ResourceKind::BlobStorage => s3::plan(c, req).await,
+            ResourceKind::BlobStorage => s3::plan((c, &a.s3), req).await,
             ResourceKind::Smtp => smtp::plan(&self.keys(&a), c, req, &tier).await,
         }
     }

@@ -55,6 +55,13 @@ pub fn credentials_secret(name: &str) -> String {
 /// Buckets' tags by bucket, as last listed (see [`crate::listing`]).
 type Buckets = crate::listing::Listing<BTreeMap<String, String>>;
 
+/// What S3 was last seen to hold in one account and region: every tagged
+/// bucket's tags, shared by every BlobStorage there.
+#[derive(Default)]
+pub struct Seen {
+    buckets: Buckets,
+}
+
 fn build_error(e: impl std::fmt::Display) -> ProviderError {
     ProviderError::transient(format!("building an S3 request: {e}"))
 }
@@ -273,13 +280,13 @@ pub fn decide(
 /// The bucket's tags, if it exists: from the tagging API's listing of
 /// every tagged bucket on a recheck, else read on its own.
 async fn observe(
-    c: &Clients,
+    (c, seen): (&Clients, &Seen),
     req: &ResourceRequest,
 ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
     let bucket = req.identifier.as_str();
     if let Some(max_age) = req.options.observed_within
-        && let Some(tags) = c
-            .s3_listing
+        && let Some(tags) = seen
+            .buckets
             // Bucket ARNs are `arn:<partition>:s3:::<bucket>`.
             .get(bucket, max_age, || {
                 crate::tags::tagged(&c.tagging, "s3", |arn| {
@@ -292,7 +299,7 @@ async fn observe(
         return Ok(Some(tags));
     }
     let described = describe(&c.s3, bucket).await;
-    c.s3_listing.described(bucket);
+    seen.buckets.described(bucket);
     described
 }
 
@@ -308,10 +315,13 @@ pub async fn describe(
 }
 
 /// Every change `reconcile` would make, from read-only calls.
-pub async fn plan(c: &Clients, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
+pub async fn plan(
+    (c, seen): (&Clients, &Seen),
+    req: &ResourceRequest,
+) -> Result<Vec<Change>, ProviderError> {
     let bucket = req.identifier.as_str();
-    let tags = observe(c, req).await?;
-    let plan = decide(tags.as_ref(), req, c.s3_listing.written_since(bucket, None));
+    let tags = observe((c, seen), req).await?;
+    let plan = decide(tags.as_ref(), req, seen.buckets.written_since(bucket, None));
     let lost = match plan {
         Plan::Tag(_) => observe_settings(&c.s3, bucket).await?,
         _ => Vec::new(),
@@ -358,7 +368,7 @@ fn shown(
 
 pub async fn reconcile(
     k: &KeySource<'_>,
-    c: &Clients,
+    (c, seen): (&Clients, &Seen),
     req: &ResourceRequest,
 ) -> Result<Provisioned, ProviderError> {
     let (s3, region) = (&c.s3, c.region.as_str());
@@ -368,12 +378,12 @@ pub async fn reconcile(
         recheck_after: Some(RECHECK),
         ..Provisioned::new(PROVIDER, outcome)
     };
-    let made_here = c.s3_listing.written_since(bucket, None);
-    match decide(observe(c, req).await?.as_ref(), req, made_here) {
+    let made_here = seen.buckets.written_since(bucket, None);
+    match decide(observe((c, seen), req).await?.as_ref(), req, made_here) {
         Plan::Tag(missing) => {
             if !missing.is_empty() {
                 let tagged = s3.add_tags(bucket, &missing).await;
-                c.s3_listing.wrote(bucket);
+                seen.buckets.wrote(bucket);
                 tagged?;
             }
             // Public access and encryption are looked at too (a restart's
@@ -385,14 +395,14 @@ pub async fn reconcile(
             if !lost.is_empty() {
                 warn!(bucket, lost = %lost.join(", "), "the bucket lost settings outside the operator; setting them again");
                 let done = set_up(s3, req).await;
-                c.s3_listing.wrote(bucket);
+                seen.buckets.wrote(bucket);
                 done?;
             }
         }
-        Plan::Create => create((s3, &c.s3_listing), req, region).await?,
+        Plan::Create => create((s3, &seen.buckets), req, region).await?,
         Plan::SetUp => {
             let done = set_up(s3, req).await;
-            c.s3_listing.wrote(bucket);
+            seen.buckets.wrote(bucket);
             done?;
         }
         Plan::Fail(why) => return Ok(provisioned(Outcome::Failed(why))),
