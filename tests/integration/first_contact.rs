@@ -250,7 +250,27 @@ async fn errors_that_need_a_person_stop_and_transient_ones_heal() {
         // The permanent failure is not retried on its own, and its Warning
         // is one Event. A change to the CR is tried again (still failing).
         assert_eq!(creates("perm"), 1, "a permanent error was retried");
-        assert_eq!(warnings(&client, &ns, "perm").await, 1);
+        let all = Api::<Event>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let dump: Vec<_> = all
+            .items
+            .iter()
+            .map(|e| {
+                (
+                    e.metadata.name.clone(),
+                    e.type_.clone(),
+                    e.reason.clone(),
+                    e.action.clone(),
+                    e.series.clone(),
+                    e.count,
+                    e.involved_object.name.clone(),
+                    e.message.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(warnings(&client, &ns, "perm").await, 1, "{dump:#?}");
         pgs.patch(
             "perm",
             &PatchParams::default(),
