@@ -1,5 +1,5 @@
 //! What every reconcile gets: the client, operator settings, configuration
-//! reader, providers, the Events and per-object retry state.
+//! reader, providers, the event recorder and per-object retry state.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -8,7 +8,10 @@ use std::{
 };
 
 use cro_provider_api::Provider;
-use kube::Client;
+use kube::{
+    Client,
+    runtime::events::{Recorder, Reporter},
+};
 
 use crate::{
     cache::{self, Owned},
@@ -17,7 +20,7 @@ use crate::{
     metrics::Metrics,
 };
 
-use super::{events::Events, left::LeftAt};
+use super::left::LeftAt;
 
 /// Operator-wide settings.
 #[derive(Clone, Debug)]
@@ -57,7 +60,7 @@ pub struct Context {
     /// Watches of the objects the operator owns (output Secrets, workloads).
     pub owned: Arc<Owned>,
     pub providers: BTreeMap<&'static str, Arc<dyn Provider>>,
-    pub events: Events,
+    pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     /// Connection checks of complete Postgres and Redis.
     pub connectivity: Arc<Checker>,
@@ -92,16 +95,16 @@ impl Context {
         metrics: Arc<Metrics>,
         connectivity: Arc<Checker>,
     ) -> Self {
+        let reporter = Reporter {
+            controller: "cloud-resource-operator".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
         let scopes = cache::scopes(&settings.watch_namespaces);
         Context {
             config: ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes)
                 .with_namespace_config(settings.namespace_config),
             owned,
-            events: Events::new(
-                client.clone(),
-                "cloud-resource-operator",
-                std::env::var("POD_NAME").ok(),
-            ),
+            recorder: Recorder::new(client.clone(), reporter),
             providers: providers.into_iter().map(|p| (p.name(), p)).collect(),
             client,
             settings,
