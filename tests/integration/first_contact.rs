@@ -241,10 +241,27 @@ async fn errors_that_need_a_person_stop_and_transient_ones_heal() {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum();
         assert!(throttled >= 2, "{metrics}");
+        let all = Api::<Event>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let dump: Vec<_> = all
+            .items
+            .iter()
+            .map(|e| {
+                (
+                    e.involved_object.name.clone(),
+                    e.type_.clone(),
+                    e.reason.clone(),
+                    e.series.clone(),
+                    e.message.clone(),
+                )
+            })
+            .collect();
         assert_eq!(
             warnings(&client, &ns, "busy").await,
             0,
-            "throttling is no reason for a Warning"
+            "throttling is no reason for a Warning: {dump:#?}"
         );
 
         // The permanent failure is not retried on its own, and its Warning
