@@ -172,6 +172,28 @@ async fn warnings(client: &Client, ns: &str, name: &str) -> i32 {
         .sum()
 }
 
+/// Every Event of `ns`, a line each, for a failure message.
+async fn events_of(client: &Client, ns: &str) -> Vec<String> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .items
+        .iter()
+        .map(|e| {
+            let field = |v: &Option<String>| v.clone().unwrap_or_default();
+            let count = e.series.as_ref().and_then(|s| s.count).unwrap_or(1);
+            format!(
+                "{} {} {} x{count}: {}",
+                field(&e.involved_object.name),
+                field(&e.type_),
+                field(&e.reason),
+                field(&e.message)
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn errors_that_need_a_person_stop_and_transient_ones_heal() {
     with_operator("awserrors", |client, ns, op| async move {
@@ -241,53 +263,22 @@ async fn errors_that_need_a_person_stop_and_transient_ones_heal() {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum();
         assert!(throttled >= 2, "{metrics}");
-        let all = Api::<Event>::namespaced(client.clone(), &ns)
-            .list(&ListParams::default())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let dump: Vec<_> = all
-            .items
-            .iter()
-            .map(|e| {
-                (
-                    e.involved_object.name.clone(),
-                    e.type_.clone(),
-                    e.reason.clone(),
-                    e.series.clone(),
-                    e.message.clone(),
-                )
-            })
-            .collect();
         assert_eq!(
             warnings(&client, &ns, "busy").await,
             0,
-            "throttling is no reason for a Warning: {dump:#?}"
+            "throttling is no reason for a Warning: {:#?}",
+            events_of(&client, &ns).await
         );
 
         // The permanent failure is not retried on its own, and its Warning
         // is one Event. A change to the CR is tried again (still failing).
         assert_eq!(creates("perm"), 1, "a permanent error was retried");
-        let all = Api::<Event>::namespaced(client.clone(), &ns)
-            .list(&ListParams::default())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let dump: Vec<_> = all
-            .items
-            .iter()
-            .map(|e| {
-                (
-                    e.metadata.name.clone(),
-                    e.type_.clone(),
-                    e.reason.clone(),
-                    e.action.clone(),
-                    e.series.clone(),
-                    e.count,
-                    e.involved_object.name.clone(),
-                    e.message.clone(),
-                )
-            })
-            .collect();
-        assert_eq!(warnings(&client, &ns, "perm").await, 1, "{dump:#?}");
+        assert_eq!(
+            warnings(&client, &ns, "perm").await,
+            1,
+            "{:#?}",
+            events_of(&client, &ns).await
+        );
         pgs.patch(
             "perm",
             &PatchParams::default(),
