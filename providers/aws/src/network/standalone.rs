@@ -24,6 +24,10 @@ const SECURITY_GROUP_DESCRIPTION: &str = "rhmi cro security group for cro standa
 /// The instance types a zone must offer (the Go operator's default RDS and
 /// ElastiCache classes without their prefix).
 const INSTANCE_TYPES: [&str; 2] = ["t3.micro", "t3.small"];
+/// How long a new peering connection's passing states are waited for
+/// within one reconcile (AWS takes seconds), and how often looked at.
+const PEERING_SETTLES: std::time::Duration = std::time::Duration::from_secs(30);
+const PEERING_LOOK_AGAIN: std::time::Duration = std::time::Duration::from_secs(1);
 /// Peering states that are over: a new connection is made instead.
 const ENDED: [&str; 5] = ["deleted", "deleting", "rejected", "failed", "expired"];
 
@@ -340,20 +344,37 @@ async fn ensure_peering(
             (id.to_string(), state.unwrap_or_default())
         }
     };
-    match state.as_str() {
-        "active" => Ok(id),
-        "pending-acceptance" => {
-            net.ec2
-                .accept_vpc_peering_connection()
-                .vpc_peering_connection_id(&id)
-                .send()
-                .await
-                .named("ec2:AcceptVpcPeeringConnection", &id)?;
-            Ok(id)
+    // A new connection is `initiating-request` for a moment before it can
+    // be accepted (and `provisioning` for a moment after): looked at again
+    // for a while, so a cluster's first database does not report a failed
+    // reconcile for what is AWS's normal pace.
+    let settled_by = tokio::time::Instant::now() + PEERING_SETTLES;
+    let mut state = state;
+    loop {
+        match state.as_str() {
+            "active" => return Ok(id),
+            "pending-acceptance" => {
+                net.ec2
+                    .accept_vpc_peering_connection()
+                    .vpc_peering_connection_id(&id)
+                    .send()
+                    .await
+                    .named("ec2:AcceptVpcPeeringConnection", &id)?;
+                return Ok(id);
+            }
+            "initiating-request" | "provisioning" if tokio::time::Instant::now() < settled_by => {
+                tokio::time::sleep(PEERING_LOOK_AGAIN).await;
+                state = match find_peering(net, vpc, cluster).await? {
+                    Some((found, state)) if found == id => state,
+                    _ => "gone".into(),
+                };
+            }
+            other => {
+                return Err(ProviderError::transient(format!(
+                    "VPC peering connection {id} from the database network to the cluster's VPC is {other}; waiting for it to be active"
+                )));
+            }
         }
-        other => Err(ProviderError::transient(format!(
-            "VPC peering connection {id} from the database network to the cluster's VPC is {other}; waiting for it to be active"
-        ))),
     }
 }
 
