@@ -1,5 +1,5 @@
 //! What every reconcile gets: the client, operator settings, configuration
-//! reader, providers, the event recorder and per-object retry state.
+//! reader, providers, the Events and per-object retry state.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -8,10 +8,7 @@ use std::{
 };
 
 use cro_provider_api::Provider;
-use kube::{
-    Client,
-    runtime::events::{Recorder, Reporter},
-};
+use kube::Client;
 
 use crate::{
     cache::{self, Owned},
@@ -20,7 +17,7 @@ use crate::{
     metrics::Metrics,
 };
 
-use super::left::LeftAt;
+use super::{events::Events, left::LeftAt};
 
 /// Operator-wide settings.
 #[derive(Clone, Debug)]
@@ -60,7 +57,7 @@ pub struct Context {
     /// Watches of the objects the operator owns (output Secrets, workloads).
     pub owned: Arc<Owned>,
     pub providers: BTreeMap<&'static str, Arc<dyn Provider>>,
-    pub recorder: Recorder,
+    pub events: Events,
     pub metrics: Arc<Metrics>,
     /// Connection checks of complete Postgres and Redis.
     pub connectivity: Arc<Checker>,
@@ -95,16 +92,16 @@ impl Context {
         metrics: Arc<Metrics>,
         connectivity: Arc<Checker>,
     ) -> Self {
-        let reporter = Reporter {
-            controller: "cloud-resource-operator".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         let scopes = cache::scopes(&settings.watch_namespaces);
         Context {
             config: ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes)
                 .with_namespace_config(settings.namespace_config),
             owned,
-            recorder: Recorder::new(client.clone(), reporter),
+            events: Events::new(
+                client.clone(),
+                "cloud-resource-operator",
+                std::env::var("POD_NAME").ok(),
+            ),
             providers: providers.into_iter().map(|p| (p.name(), p)).collect(),
             client,
             settings,

@@ -5,6 +5,7 @@
 
 mod context;
 mod error;
+mod events;
 pub mod finalizer;
 mod invalid;
 mod left;
@@ -25,10 +26,7 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{Patch, PatchParams},
     core::DeserializeGuard,
-    runtime::{
-        controller::Action,
-        events::{Event, EventType},
-    },
+    runtime::{controller::Action, events::EventType},
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
@@ -487,7 +485,7 @@ fn became_ready_first_time<K: Managed>(
 }
 
 /// Publishes an Event about `obj`. Repeats of the same reason and note on
-/// the same object are one Event series (kube's recorder counts them), not
+/// the same object are one Event series (see [`events`]), not
 /// a stream of Events: the reference leaves out the resourceVersion (every
 /// status write changes it), and the action carries a fingerprint of the
 /// note, so a changed message starts a new Event instead of hiding behind
@@ -500,16 +498,11 @@ pub(crate) async fn publish<K: Resource<DynamicType = ()>>(
     note: &str,
 ) {
     let note = truncate(&without_account_ids(note), 1000);
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        action: format!("Reconcile-{:08x}", fingerprint(&note)),
-        note: Some(note),
-        secondary: None,
-    };
+    let action = format!("Reconcile-{:08x}", fingerprint(&note));
     let mut reference = obj.object_ref(&());
     reference.resource_version = None;
-    match ctx.recorder.publish(&event, &reference).await {
+    let event = (type_, reason, action.as_str());
+    match ctx.events.publish(event, &note, &reference).await {
         Ok(()) => {}
         // A namespace being deleted takes no new Events; nothing is lost.
         Err(e) if error::namespace_terminating(&e) => {
