@@ -147,16 +147,61 @@ struct Tracked {
     shown: Shown,
 }
 
+/// Every object's gauges, by kind, namespace and name.
+#[derive(Debug, Default)]
+struct TrackedObjects(
+    std::sync::Mutex<std::collections::HashMap<(String, String, String), Tracked>>,
+);
+
+impl TrackedObjects {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String, String), Tracked>>
+    {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The phase gauges are written from the tracked objects when scraped
+/// rather than kept as series: a series per object and phase (six label
+/// sets of seven strings) was the largest share of the operator's memory
+/// with thousands of CRs.
+impl Collector for TrackedObjects {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let tracked = self.lock();
+        for (kind, name) in PHASE_GAUGES {
+            let help = format!("1 for the current status phase of each {kind}");
+            let mut family = encoder.encode_descriptor(name, &help, None, MetricType::Gauge)?;
+            let of_kind = tracked.iter().filter(|((k, _, _), _)| k == kind);
+            for (_, t) in of_kind {
+                let Some(current) = t.shown.phase else {
+                    continue;
+                };
+                for p in Phase::ALL {
+                    let series = PhaseLabels {
+                        object: t.labels.clone(),
+                        statusPhase: p.as_str().into(),
+                    };
+                    ConstGauge::new(i64::from(p == current))
+                        .encode(family.encode_family(&series)?)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 pub struct Metrics {
     registry: Registry,
     reconciles: Family<KindLabels, Counter>,
     failures: Family<ErrorLabels, Counter>,
     duration: Family<KindLabels, Histogram, fn() -> Histogram>,
-    phases: Vec<(&'static str, Family<PhaseLabels, Gauge>)>,
     databases: Vec<DatabaseGauges>,
-    /// What each object's series show now, to remove them when the labels
-    /// change (an identifier recorded, a status word) or the object goes.
-    tracked: std::sync::Mutex<std::collections::HashMap<(String, String, String), Tracked>>,
+    /// What each object's series show now: the phase gauges are written
+    /// from it when scraped; the others' series are removed when the
+    /// labels change (an identifier recorded, a status word) or the object
+    /// goes.
+    tracked: Arc<TrackedObjects>,
     time_to_ready: Family<ReadyLabels, Histogram, fn() -> Histogram>,
     leader: Gauge,
     /// The gauges of cloud monitoring data, and the series each shows.
@@ -240,13 +285,8 @@ impl Metrics {
             "Reconcile duration, by kind",
             Family::new_with_constructor(duration_histogram as fn() -> Histogram),
         );
-        let phases = PHASE_GAUGES
-            .iter()
-            .map(|(kind, name)| {
-                let help = format!("1 for the current status phase of each {kind}");
-                (*kind, registered(r, name, &help, Family::default()))
-            })
-            .collect();
+        let tracked = Arc::new(TrackedObjects::default());
+        r.register_collector(Box::new(tracked.clone()));
         let databases = [("Postgres", "postgres"), ("Redis", "redis")]
             .into_iter()
             .map(|(kind, name)| DatabaseGauges {
@@ -319,11 +359,10 @@ impl Metrics {
             reconciles,
             failures,
             duration,
-            phases,
             databases,
             time_to_ready,
             leader,
-            tracked: Default::default(),
+            tracked,
             cloud,
             cloud_shown: Default::default(),
             named,
@@ -370,7 +409,7 @@ impl Metrics {
             labels.namespace.clone(),
             labels.resourceID.clone(),
         );
-        let mut tracked = self.tracked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tracked = self.tracked.lock();
         let previous = tracked.remove(&key);
         let Some(mut shown) = shown else {
             if let Some(old) = previous {
@@ -412,7 +451,7 @@ impl Metrics {
     pub fn cloud(&self, samples: &[CloudSample]) {
         // The tracked Postgres and Redis, by kind and cloud identifier.
         let objects: std::collections::HashMap<(&str, String), ObjectLabels> = {
-            let tracked = self.tracked.lock().unwrap_or_else(|e| e.into_inner());
+            let tracked = self.tracked.lock();
             (tracked.iter())
                 .filter_map(|((kind, _, _), t)| {
                     let kind =
@@ -470,13 +509,6 @@ impl Metrics {
             object: old.labels.clone(),
             statusPhase: p.as_str().into(),
         };
-        if let Some((_, family)) = self.phases.iter().find(|(k, _)| *k == kind)
-            && !same_labels
-        {
-            for p in Phase::ALL {
-                family.remove(&phase_series(p));
-            }
-        }
         let Some(db) = self.database(kind) else {
             return;
         };
@@ -535,15 +567,6 @@ impl Metrics {
             statusPhase: p.as_str().into(),
         };
         let phase = t.shown.phase;
-        if let (Some((_, family)), Some(current)) =
-            (self.phases.iter().find(|(k, _)| *k == kind), phase)
-        {
-            for p in Phase::ALL {
-                family
-                    .get_or_create(&series(p))
-                    .set(i64::from(p == current));
-            }
-        }
         let Some(db) = self.database(kind) else {
             return;
         };
@@ -884,6 +907,53 @@ mod tests {
         // The Redis gone: the family too.
         m.object("Redis", redis, None);
         assert!(!m.render().contains(family), "{}", m.render());
+    }
+
+    #[test]
+    fn phase_gauges_show_each_objects_phase_on_its_current_labels() {
+        let m = metrics();
+        let shown = |phase| {
+            Some(Shown {
+                phase: Some(phase),
+                ..Default::default()
+            })
+        };
+        let unnamed = ObjectLabels {
+            instanceID: String::new(),
+            ..labels()
+        };
+        let other = ObjectLabels {
+            resourceID: "other".into(),
+            ..labels()
+        };
+        m.object("BlobStorage", unnamed, shown(Phase::InProgress));
+        // Its identifier recorded, then complete; another one failed.
+        m.object("BlobStorage", labels(), shown(Phase::Complete));
+        m.object("BlobStorage", other.clone(), shown(Phase::Failed));
+        let series = lines(&m, "cro_blobstorage_status_phase");
+        assert_eq!(series.len(), 2 * Phase::ALL.len(), "{series:#?}");
+        let set: Vec<_> = series.iter().filter(|l| l.ends_with(" 1")).collect();
+        assert_eq!(set.len(), 2, "{set:#?}");
+        assert!(
+            set.iter().any(|l| l.contains("resourceID=\"db\"")
+                && l.contains("instanceID=\"cdb\"")
+                && l.contains("statusPhase=\"complete\"")),
+            "{set:#?}"
+        );
+        assert!(
+            set.iter().any(|l| l.contains("resourceID=\"other\"")
+                && l.contains("statusPhase=\"failed\"")),
+            "{set:#?}"
+        );
+        assert!(
+            !series.iter().any(|l| l.contains("instanceID=\"\"")),
+            "{series:#?}"
+        );
+        // Another kind's gauge shows none of them; gone, none is shown.
+        assert!(lines(&m, "cro_postgres_status_phase").is_empty());
+        m.object("BlobStorage", labels(), None);
+        m.object("BlobStorage", other, None);
+        assert!(lines(&m, "cro_blobstorage_status_phase").is_empty());
     }
 
     #[test]

@@ -33,10 +33,22 @@ pub struct Events {
     client: Client,
     controller: String,
     instance: String,
-    /// The Events published in the last [`SERIES_WINDOW`], by the hash of
-    /// what makes two of them the same.
-    published: Mutex<HashMap<u64, Published>>,
+    /// The Events published in the last [`SERIES_WINDOW`] (and some older
+    /// ones, until the next pruning), by the hash of what makes two of
+    /// them the same.
+    published: Mutex<Window>,
 }
+
+#[derive(Default)]
+struct Window {
+    published: HashMap<u64, Published>,
+    /// When older Events were last dropped: once per [`PRUNE_EVERY`], not
+    /// on each publish, which would walk every Event each time (thousands
+    /// of CRs completing at once).
+    pruned: Option<Instant>,
+}
+
+const PRUNE_EVERY: Duration = Duration::from_secs(30);
 
 struct Published {
     name: String,
@@ -68,9 +80,17 @@ impl Events {
         let key = key((type_, reason, action), regarding);
         let now = Instant::now();
         let repeat = {
-            let mut published = self.published.lock().unwrap_or_else(|e| e.into_inner());
-            published.retain(|_, p| now.duration_since(p.at) < SERIES_WINDOW);
-            published.get(&key).map(|p| (p.name.clone(), p.count + 1))
+            let mut window = self.published.lock().unwrap_or_else(|e| e.into_inner());
+            if window
+                .pruned
+                .is_none_or(|at| now.duration_since(at) >= PRUNE_EVERY)
+            {
+                (window.published).retain(|_, p| now.duration_since(p.at) < SERIES_WINDOW);
+                window.pruned = Some(now);
+            }
+            (window.published.get(&key))
+                .filter(|p| now.duration_since(p.at) < SERIES_WINDOW)
+                .map(|p| (p.name.clone(), p.count + 1))
         };
         let namespace = regarding.namespace.as_deref().unwrap_or("default");
         let events = Api::<Event>::namespaced(self.client.clone(), namespace);
@@ -112,7 +132,8 @@ impl Events {
             count,
             at: now,
         };
-        (self.published.lock().unwrap_or_else(|e| e.into_inner())).insert(key, published);
+        let mut window = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        window.published.insert(key, published);
         Ok(())
     }
 
