@@ -307,8 +307,20 @@ async fn connect(
     serve_while_waiting: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<Connected> {
     let operator_namespace = operator_namespace(args.operator_namespace.clone())?;
-    let client = kube::Client::try_default()
+    let mut config = kube::Config::infer()
         .await
+        .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
+    // The operator's name in the API server's audit log, and the field
+    // manager of its writes that name none (finalizers, Events), which
+    // would otherwise show as "unknown" in managedFields.
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(concat!(
+            "cloud-resource-operator/",
+            env!("CARGO_PKG_VERSION")
+        )),
+    ));
+    let client = kube::Client::try_from(config)
         .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
     if let Some(id) = args.cluster_id.as_deref().filter(|id| !id.is_empty()) {
         cluster_id::check_configured(id)?;

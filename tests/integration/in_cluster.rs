@@ -137,6 +137,25 @@ async fn every_kind_completes_with_exact_secret_keys_and_owned_workloads() {
             Phase::Complete,
         )
         .await;
+        // Its writes name the operator (the field manager of a write that
+        // names none comes from the client's User-Agent).
+        let stored = Api::<Postgres>::namespaced(client.clone(), &ns)
+            .get("db")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let managers: Vec<(String, bool)> = (stored.metadata.managed_fields.iter().flatten())
+            .map(|m| {
+                let fields = m.fields_v1.as_ref().map(|f| f.0.to_string());
+                (
+                    m.manager.clone().unwrap_or_default(),
+                    fields.is_some_and(|f| f.contains("f:finalizers")),
+                )
+            })
+            .collect();
+        assert!(
+            managers.contains(&("cloud-resource-operator".to_string(), true)),
+            "the finalizer's field manager: {managers:?}"
+        );
         let (keys, secret) = secret_keys(&client, &ns, "db-sec").await;
         assert_eq!(keys, PG_KEYS.iter().map(|s| s.to_string()).collect());
         assert_eq!(value(&secret, "host"), format!("db.{ns}.svc"));
