@@ -148,7 +148,7 @@ impl Events {
         let object = regarding.name.as_deref().unwrap_or(&self.controller);
         Event {
             metadata: ObjectMeta {
-                name: Some(format!("{object}.{:x}", time.0.as_nanosecond())),
+                name: Some(event_name(object, time.0.as_nanosecond())),
                 namespace: regarding.namespace.clone(),
                 ..ObjectMeta::default()
             },
@@ -163,6 +163,17 @@ impl Events {
             ..Event::default()
         }
     }
+}
+
+/// `<object>.<time in hex>`, as kube's recorder names Events, with the
+/// object's name cut so the whole stays within the 253 characters of a
+/// name (a CR may use them all; its Events would be refused) and ends on
+/// a letter or digit.
+fn event_name(object: &str, nanos: i128) -> String {
+    let suffix = format!(".{nanos:x}");
+    let room = 253usize.saturating_sub(suffix.len());
+    let cut = object.get(..room.min(object.len())).unwrap_or(object);
+    format!("{}{suffix}", cut.trim_end_matches(['-', '.']))
 }
 
 fn type_name(type_: EventType) -> &'static str {
@@ -196,6 +207,21 @@ fn is_not_found(e: &kube::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_of_an_object_with_the_longest_name_has_a_valid_name() {
+        let nanos = 1_764_000_000_000_000_000_i128;
+        assert_eq!(event_name("db", nanos), format!("db.{nanos:x}"));
+        let longest = format!("{}-{}", "a".repeat(233), "b".repeat(19));
+        let name = event_name(&longest, nanos);
+        assert_eq!(name.len(), 253, "{name}");
+        assert!(name.starts_with(&"a".repeat(233)), "{name}");
+        // Cut right after the dash: the dash goes too.
+        assert_eq!(
+            event_name(&format!("{}-{}", "a".repeat(235), "b".repeat(17)), nanos),
+            format!("{}.{nanos:x}", "a".repeat(235))
+        );
+    }
 
     #[test]
     fn the_same_event_about_another_object_or_of_another_reason_is_another() {

@@ -10,16 +10,17 @@ use cloud_resource_operator::{
     cluster_id::from_kube_system_uid,
 };
 use cro_provider_api::{IdentifierRules, cloud_identifier};
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::{
     Api, Client, ResourceExt,
-    api::{ListParams, Patch, PatchParams},
+    api::{Patch, PatchParams},
 };
 use serde_json::{Value, json};
 
 use crate::support::{
     DEFAULT_TIMEOUT, Launch, Operator, Phased, aws_actions_mentioning, aws_requests, create_json,
-    create_namespace, inject_aws_fault, wait_phase, with_operator, with_operator_launched,
+    create_namespace, events_in, inject_aws_fault, wait_phase, with_operator,
+    with_operator_launched,
 };
 
 async fn aws_strategies(client: &Client, ns: &str, data: Value) {
@@ -161,12 +162,8 @@ async fn a_cluster_id_aws_cannot_accept_is_refused_at_start() {
 
 /// How many Warning Events an object has had, counting each series' repeats.
 async fn warnings(client: &Client, ns: &str, name: &str) -> i32 {
-    Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .items
-        .iter()
+    (events_in(client, ns).await.iter())
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
         .filter(|e| e.type_.as_deref() == Some("Warning"))
         .map(|e| e.series.as_ref().and_then(|s| s.count).unwrap_or(1))
         .sum()
@@ -174,12 +171,7 @@ async fn warnings(client: &Client, ns: &str, name: &str) -> i32 {
 
 /// Every Event of `ns`, a line each, for a failure message.
 async fn events_of(client: &Client, ns: &str) -> Vec<String> {
-    Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .items
-        .iter()
+    (events_in(client, ns).await.iter())
         .map(|e| {
             let field = |v: &Option<String>| v.clone().unwrap_or_default();
             let count = e.series.as_ref().and_then(|s| s.count).unwrap_or(1);

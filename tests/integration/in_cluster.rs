@@ -6,7 +6,7 @@ use std::{collections::BTreeSet, time::Duration};
 use cloud_resource_operator::api::{BlobStorage, Phase, Postgres, Redis, SMTPCredentialSet};
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{ConfigMap, Event, PersistentVolumeClaim, Secret, Service},
+    core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
     networking::v1::NetworkPolicy,
 };
 use kube::{
@@ -75,20 +75,6 @@ fn owned_by<K: Resource>(obj: &K, owner_uid: &str) -> bool {
 
 async fn strategies(client: &Client, ns: &str, data: Value) {
     apply_config_map(client, ns, "cloud-resources-openshift-strategies", data).await;
-}
-
-async fn warning_events_for(client: &Client, ns: &str, name: &str) -> Vec<String> {
-    Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.involved_object.name.as_deref() == Some(name) && e.type_.as_deref() == Some("Warning")
-        })
-        .map(|e| e.message.unwrap_or_default())
-        .collect()
 }
 
 #[tokio::test]
@@ -562,7 +548,7 @@ async fn configuration_mistakes_fail_clearly_and_heal_when_fixed() {
         assert!(m.contains("\"blobstorage\"") && m.contains("not valid JSON"), "{m}");
         // Other CRs keep working.
         wait_phase(&pgs, "healthy", Phase::Complete).await;
-        assert!(!warning_events_for(&client, &ns, "bad-tier").await.is_empty(), "no Warning Event for bad-tier");
+        assert!(!crate::support::warnings_about(&client, &ns, Some("bad-tier")).await.is_empty(), "no Warning Event for bad-tier");
 
         // A malformed cloud-resource-config names itself too.
         let types: ConfigMap = serde_json::from_value(json!({

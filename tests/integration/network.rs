@@ -841,14 +841,7 @@ async fn the_cluster_vpc_comes_from_the_nodes_or_the_flag_and_a_tier_may_place_i
     let own = wait_phase(&pgs, "own", Phase::Complete).await;
     // The new peering connection was `initiating-request` when made: AWS's
     // pace, waited for, not a failed reconcile to warn a person of.
-    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns)
-        .list(&Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let warnings: Vec<_> = (events.items.iter())
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .map(|e| e.message.clone().unwrap_or_default())
-        .collect();
+    let warnings = crate::support::warnings_about(&client, &ns, None).await;
     assert!(warnings.is_empty(), "{warnings:#?}");
     let (vpc, _) = standalone_vpc(&ec2, &id)
         .await

@@ -646,14 +646,29 @@ where
     .await
 }
 
+/// Every Event of a namespace.
+pub async fn events_in(client: &Client, ns: &str) -> Vec<k8s_openapi::api::core::v1::Event> {
+    Api::namespaced(client.clone(), ns)
+        .list(&Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing the Events of {ns}: {e}"))
+        .items
+}
+
+/// The messages of the Warning Events about the object `name` in `ns`, or
+/// about any object there when `None`.
+pub async fn warnings_about(client: &Client, ns: &str, name: Option<&str>) -> Vec<String> {
+    (events_in(client, ns).await.into_iter())
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter(|e| name.is_none() || e.involved_object.name.as_deref() == name)
+        .map(|e| e.message.unwrap_or_default())
+        .collect()
+}
+
 /// The Events of a namespace's objects that entered the `failed` phase
 /// (reason `Failed`), as `name: message`.
 pub async fn failed_events(client: &Client, ns: &str) -> Vec<String> {
-    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
-        .list(&Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("listing the Events of {ns}: {e}"));
-    (events.items.into_iter())
+    (events_in(client, ns).await.into_iter())
         .filter(|e| e.reason.as_deref() == Some("Failed"))
         .map(|e| {
             let name = e.involved_object.name.unwrap_or_default();
