@@ -104,13 +104,22 @@ where
     }
 }
 
+/// Removes our finalizer. An object already gone is done: the cache may
+/// still show a version with the finalizer after a previous reconcile
+/// removed it (and the API server deleted the object).
 pub async fn remove<K>(api: &Api<K>, obj: &K) -> Result<(), Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    match remove_patch(finalizers(obj)) {
-        Some(ops) => patch(api, obj, ops).await.map(drop),
-        None => Ok(()),
+    let Some(ops) = remove_patch(finalizers(obj)) else {
+        return Ok(());
+    };
+    match patch(api, obj, ops).await {
+        Err(Error::Kube {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 404 => Ok(()),
+        other => other.map(drop),
     }
 }
 

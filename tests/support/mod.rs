@@ -182,7 +182,11 @@ where
     .await
     .is_err()
     {
-        panic!("timed out after {timeout:?} waiting for {name} to be deleted");
+        // Its status says what the deletion waits for.
+        let last = api.get_opt(name).await;
+        panic!(
+            "timed out after {timeout:?} waiting for {name} to be deleted; last seen: {last:#?}"
+        );
     }
 }
 
@@ -291,6 +295,27 @@ impl Launch {
 pub struct Operator {
     child: tokio::process::Child,
     pub log: PathBuf,
+}
+
+/// Lines of an operator's log a failing test prints.
+const LOG_TAIL_ON_FAILURE: usize = 150;
+
+impl Drop for Operator {
+    /// A test that fails shows what the operator did last: CI keeps the
+    /// test's output, not the log files.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let logs = self.logs();
+            let lines: Vec<&str> = logs.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(LOG_TAIL_ON_FAILURE)..];
+            eprintln!(
+                "--- last {} lines of {} ---\n{}",
+                tail.len(),
+                self.log.display(),
+                tail.join("\n")
+            );
+        }
+    }
 }
 
 impl Operator {
