@@ -292,12 +292,17 @@ async fn scale_over_many_in_cluster_crs() {
         // CRs created while the operator runs add their creates to the API
         // server's work: the floor of one more write per CR.
         let floor_with_creates = write_floor(&as_operator, &ns, "floorc", n, writes_per_cr + 1).await;
+        // The same writes as the operator's (CR writes cost the API server
+        // more than a ConfigMap's: a larger object, its schema).
+        let same = same_writes_floor((&as_operator, &client), &ns, "same", n, ("stopped-0", false)).await;
+        let same_with_creates = same_writes_floor((&as_operator, &client), &ns, "samec", n, ("stopped-0", true)).await;
         let (apf_seconds, apf_requests) = (apf_after.0 - apf_before.0, apf_after.1 - apf_before.1);
 
         println!(
             "scale over {n} in-cluster BlobStorage ({}): write floor {:.1} s ({n} ConfigMaps created and patched to {writes_per_cr} writes each, as the operator's ServiceAccount); \
              created while stopped: all complete {:.1} s after the start ({:.2} x floor), {:.1} requests, {:.1} writes per CR, operator CPU {:.1} s, kube-apiserver and etcd CPU {:.1} ms per CR (the floor's: {:.1} ms per ConfigMap); \
              created while running (in {:.1} s): all complete {:.1} s after the first create ({:.2} x floor; {:.2} x the floor of {} writes, {:.1} s), {:.1} requests, {:.1} writes per CR, operator CPU {:.1} s; \
+             the floor of the operator's own four writes (a finalizer patch, a Secret, a status apply, an Event) {:.1} s, with the CRs' creates {:.1} s: stopped {:.2} x, running {:.2} x; \
              API Priority and Fairness queue wait of service accounts' requests meanwhile {:.2} ms on average over {apf_requests:.0}; idle minute {} requests, {} writes; restart over {} CRs {} requests, {} writes; peak RSS {} MiB with {n} CRs, {} MiB with {} (restarted: {} MiB)",
             if binary.is_some() { "release build" } else { "test build" },
             floor.as_secs_f64(),
@@ -317,6 +322,10 @@ async fn scale_over_many_in_cluster_crs() {
             at_create as f64 / n as f64,
             writes_at_create as f64 / n as f64,
             cpu_running,
+            same.as_secs_f64(),
+            same_with_creates.as_secs_f64(),
+            from_stopped.as_secs_f64() / same.as_secs_f64(),
+            to_complete.as_secs_f64() / same_with_creates.as_secs_f64(),
             1000.0 * apf_seconds / apf_requests.max(1.0),
             after_idle - at_create - stopped_requests,
             writes_after_idle - writes_at_create - stopped_writes,
@@ -393,6 +402,144 @@ async fn write_floor(
         .for_each(|()| async {})
         .await;
     started.elapsed()
+}
+
+/// The floor of the operator's own writes for `n` CRs: `n` BlobStorage,
+/// then, 16 CRs at a time, each CR's writes in turn as the operator makes
+/// them, as `client` (its identity): the finalizer added by a JSON patch,
+/// the output Secret created, the status applied server-side, an Event
+/// created, each a copy of what the operator wrote for `model`. The CRs
+/// are created by `admin` before the clock starts, unless `timed_creates`
+/// (CRs created while the operator runs: their creates are part of the
+/// API server's work).
+async fn same_writes_floor(
+    (client, admin): (&kube::Client, &kube::Client),
+    ns: &str,
+    prefix: &str,
+    n: usize,
+    (model, timed_creates): (&str, bool),
+) -> std::time::Duration {
+    use cloud_resource_operator::api::BlobStorage;
+    use k8s_openapi::api::{core::v1::Secret, events::v1::Event};
+    use kube::{
+        Resource,
+        api::{ListParams, Patch, PatchParams},
+    };
+    let as_operator = Api::<BlobStorage>::namespaced(client.clone(), ns);
+    let as_admin = Api::<BlobStorage>::namespaced(admin.clone(), ns);
+    let secrets = Api::<Secret>::namespaced(client.clone(), ns);
+    let events = Api::<Event>::namespaced(client.clone(), ns);
+    let model_cr = as_admin
+        .get(model)
+        .await
+        .unwrap_or_else(|e| panic!("{model}: {e}"));
+    let status =
+        serde_json::to_value(&model_cr).unwrap_or_else(|e| panic!("{e}"))["status"].clone();
+    let model_secret = secrets
+        .get(&format!("{model}-sec"))
+        .await
+        .unwrap_or_else(|e| panic!("{model}-sec: {e}"));
+    let model_event = events
+        .list(&ListParams::default().fields(&format!("regarding.name={model}")))
+        .await
+        .unwrap_or_else(|e| panic!("{model}'s Events: {e}"))
+        .items
+        .pop()
+        .unwrap_or_else(|| panic!("{model} has no Event to copy"));
+    let cr = |i: usize| -> BlobStorage {
+        serde_json::from_value(json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage",
+            "metadata": {"name": format!("{prefix}-{i}"), "labels": {"bench-floor": prefix}}, "spec": model_cr.spec}))
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let mut created: Vec<Option<BlobStorage>> = vec![None; n];
+    if !timed_creates {
+        for (i, slot) in created.iter_mut().enumerate() {
+            *slot = Some(
+                as_admin
+                    .create(&PostParams::default(), &cr(i))
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}")),
+            );
+        }
+    }
+    let params = PostParams {
+        field_manager: Some("cloud-resource-operator".into()),
+        ..PostParams::default()
+    };
+    let started = Instant::now();
+    futures::stream::iter(created.into_iter().enumerate())
+        .map(|(i, made)| {
+            let (as_operator, as_admin, secrets, events) = (as_operator.clone(), as_admin.clone(), secrets.clone(), events.clone());
+            let (status, params, cr) = (status.clone(), params.clone(), &cr);
+            let (model_secret, model_event) = (&model_secret, &model_event);
+            async move {
+                let made = match made {
+                    Some(made) => made,
+                    None => as_admin.create(&PostParams::default(), &cr(i)).await.unwrap_or_else(|e| panic!("{e}")),
+                };
+                let name = made.name_any();
+                let finalizer: json_patch::Patch = serde_json::from_value(json!([
+                    {"op": "test", "path": "/metadata/resourceVersion", "value": made.resource_version()},
+                    {"op": "add", "path": "/metadata/finalizers", "value": ["cloud-resources-operator.integreatly.org/finalizers"]}
+                ]))
+                .unwrap_or_else(|e| panic!("{e}"));
+                as_operator.patch(&name, &PatchParams::default(), &Patch::<()>::Json(finalizer)).await.unwrap_or_else(|e| panic!("{e}"));
+                let mut secret = model_secret.clone();
+                secret.metadata = kube::api::ObjectMeta {
+                    name: Some(format!("{name}-sec")),
+                    labels: model_secret.metadata.labels.clone(),
+                    owner_references: Some(vec![made.controller_owner_ref(&()).unwrap_or_else(|| panic!("{name} has no uid"))]),
+                    ..Default::default()
+                };
+                secrets.create(&params, &secret).await.unwrap_or_else(|e| panic!("{e}"));
+                let apply = json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "status": status});
+                as_operator
+                    .patch_status(&name, &PatchParams::apply("cloud-resource-operator").force(), &Patch::Apply(&apply))
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let mut event = model_event.clone();
+                event.metadata = kube::api::ObjectMeta { name: Some(format!("{name}.{:x}", i)), ..Default::default() };
+                if let Some(regarding) = event.regarding.as_mut() {
+                    regarding.name = Some(name.clone());
+                    regarding.uid = made.uid();
+                    regarding.resource_version = made.resource_version();
+                }
+                event.event_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now()));
+                events.create(&PostParams::default(), &event).await.unwrap_or_else(|e| panic!("{e}"));
+            }
+        })
+        .buffer_unordered(16)
+        .for_each(|()| async {})
+        .await;
+    let took = started.elapsed();
+    // Gone now, without an operator: the cleanup after the run has the
+    // benchmark's own CRs to delete (40,000 with BENCH_CRS=20000).
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let as_admin = as_admin.clone();
+            async move {
+                let patch = json!({"metadata": {"finalizers": null}});
+                as_admin
+                    .patch(
+                        &format!("{prefix}-{i}"),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+        })
+        .buffer_unordered(16)
+        .for_each(|()| async {})
+        .await;
+    as_admin
+        .delete_collection(
+            &Default::default(),
+            &ListParams::default().labels(&format!("bench-floor={prefix}")),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("deleting the floor's CRs: {e}"));
+    took
 }
 
 /// The API server's API Priority and Fairness queue wait of requests
