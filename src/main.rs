@@ -320,8 +320,9 @@ async fn connect(
             env!("CARGO_PKG_VERSION")
         )),
     ));
-    let client = kube::Client::try_from(config)
-        .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
+    let client = kube::Client::try_from(config).context(
+        "building the Kubernetes client from KUBECONFIG or the in-cluster config (its TLS settings or proxy)",
+    )?;
     if let Some(id) = args.cluster_id.as_deref().filter(|id| !id.is_empty()) {
         cluster_id::check_configured(id)?;
     }

@@ -451,15 +451,20 @@ async fn same_writes_floor(
             "metadata": {"name": format!("{prefix}-{i}"), "labels": {"bench-floor": prefix}}, "spec": model_cr.spec}))
         .unwrap_or_else(|e| panic!("{e}"))
     };
+    // Made beforehand with the benchmark's own `create_many`, then listed
+    // for the versions and UIDs the writes name.
     let mut created: Vec<Option<BlobStorage>> = vec![None; n];
     if !timed_creates {
-        for (i, slot) in created.iter_mut().enumerate() {
-            *slot = Some(
-                as_admin
-                    .create(&PostParams::default(), &cr(i))
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}")),
-            );
+        create_many(&as_admin, n, &cr).await;
+        let listed = as_admin
+            .list(&ListParams::default().labels(&format!("bench-floor={prefix}")))
+            .await
+            .unwrap_or_else(|e| panic!("listing the floor's CRs: {e}"));
+        for made in listed.items {
+            let i = (made.name_any().rsplit('-').next())
+                .and_then(|i| i.parse::<usize>().ok())
+                .unwrap_or_else(|| panic!("{} is not a floor CR", made.name_any()));
+            created[i] = Some(made);
         }
     }
     let params = PostParams {

@@ -243,3 +243,41 @@ async fn s3_bucket_round_trip_against_the_emulator() {
         "bucket still there after delete: {gone:?}"
     );
 }
+
+/// A reconcile may read a cached version from before the previous one
+/// removed the finalizer, after the API server deleted the object: its
+/// removal is done, not an error (which warned about a deleted CR).
+#[tokio::test]
+async fn removing_the_finalizer_of_an_object_already_gone_is_done() {
+    use cloud_resource_operator::{
+        api::BlobStorage,
+        reconcile::finalizer::{self, FINALIZER},
+    };
+    with_namespace("finalizergone", |client, ns| async move {
+        support::ensure_crds(&client).await;
+        let api = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let blob: BlobStorage = serde_json::from_value(json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage",
+            "metadata": {"name": "gone", "finalizers": [FINALIZER]},
+            "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "gone-sec"}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        api.create(&PostParams::default(), &blob)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        api.delete("gone", &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        // The version a cache would hold: deleting, our finalizer on it.
+        let stale = api.get("gone").await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(stale.metadata.deletion_timestamp.is_some());
+        finalizer::remove(&api, &stale)
+            .await
+            .unwrap_or_else(|e| panic!("the first removal: {e}"));
+        support::wait_deleted(&api, "gone", DEFAULT_TIMEOUT).await;
+        finalizer::remove(&api, &stale)
+            .await
+            .unwrap_or_else(|e| panic!("removing it again from the stale copy: {e}"));
+    })
+    .await;
+}
