@@ -354,6 +354,11 @@ async fn drive<K>(
         .for_each(|result| async move {
             match result {
                 Ok((obj, _)) => debug!(object = %obj, "reconciled"),
+                // A wake-up queued before its object was deleted (the
+                // echo of the finalizer's removal): nothing is wrong.
+                Err(controller::Error::ObjectNotFound(obj)) => {
+                    debug!(object = %obj, "gone before its reconcile");
+                }
                 Err(e) => warn!(error = %e, "reconcile error"),
             }
         });
