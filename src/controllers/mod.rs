@@ -354,8 +354,8 @@ async fn drive<K>(
         .for_each(|result| async move {
             match result {
                 Ok((obj, _)) => debug!(object = %obj, "reconciled"),
-                // A wake-up queued before its object was deleted (the
-                // echo of the finalizer's removal): nothing is wrong.
+                // A wake-up of a CR gone by its turn (an owned object's
+                // deletion, after the finalizer's removal): no error.
                 Err(controller::Error::ObjectNotFound(obj)) => {
                     debug!(object = %obj, "gone before its reconcile");
                 }
