@@ -10,11 +10,12 @@ use cloud_resource_operator::{
     api::{Phase, Postgres, Redis},
     connectivity::{Target, Verdict, check},
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
 use serde_json::json;
 
-use crate::support::{DEFAULT_TIMEOUT, create_json, wait_for, wait_phase, with_operator_launched};
+use crate::support::{
+    DEFAULT_TIMEOUT, connectable, create_json, wait_for, wait_phase, with_operator_launched,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -188,13 +189,6 @@ async fn closed_ports_silent_servers_and_unknown_names_fail_within_the_timeout()
     assert_eq!((c.status, c.reason.as_str()), (false, "NameNotResolved"));
 }
 
-fn connectable(conditions: Option<&Vec<Condition>>) -> Option<(String, String)> {
-    conditions?
-        .iter()
-        .find(|c| c.type_ == "Connectable")
-        .map(|c| (c.status.clone(), c.reason.clone()))
-}
-
 /// The gauge's line for `resource` in the operator's /metrics.
 fn gauge(metrics: &str, family: &str, ns: &str, resource: &str) -> Option<String> {
     let labels = format!("resourceID=\"{resource}\",namespace=\"{ns}\"");
@@ -225,11 +219,11 @@ async fn rds_and_elasticache_report_connectable_and_the_go_gauges() {
         wait_phase(&caches, "cache", Phase::Complete).await;
         let want = Some(("True".to_string(), "Connected".to_string()));
         wait_for(&pgs, "db", "Connectable True", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
-            connectable(o.and_then(|o| o.status.as_ref()).map(|s| &s.conditions)) == want
+            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == want
         })
         .await;
         wait_for(&caches, "cache", "Connectable True", DEFAULT_TIMEOUT, |o: Option<&Redis>| {
-            connectable(o.and_then(|o| o.status.as_ref()).map(|s| &s.conditions)) == want
+            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == want
         })
         .await;
         let metrics = op.http_get("/metrics").await;
@@ -263,7 +257,7 @@ async fn rds_and_elasticache_report_connectable_and_the_go_gauges() {
         assert!(changed.success());
         let failed = Some(("False".to_string(), "AuthenticationFailed".to_string()));
         let pg = wait_for(&pgs, "db", "Connectable False (authentication)", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
-            connectable(o.and_then(|o| o.status.as_ref()).map(|s| &s.conditions)) == failed
+            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == failed
         })
         .await;
         assert_eq!(pg.status.as_ref().and_then(|s| s.phase), Some(Phase::Complete), "the check never changes the phase");
@@ -291,7 +285,7 @@ async fn a_tier_without_transit_encryption_gets_a_plain_group_that_connects() {
         assert_eq!(secret.keys().cloned().collect::<Vec<_>>(), ["port", "uri"]);
         let want = Some(("True".to_string(), "Connected".to_string()));
         wait_for(&caches, "cache", "Connectable True", DEFAULT_TIMEOUT, |o: Option<&Redis>| {
-            connectable(o.and_then(|o| o.status.as_ref()).map(|s| &s.conditions)) == want
+            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == want
         })
         .await;
         let created = crate::support::aws_requests().into_iter().find(|r| r["action"] == "CreateReplicationGroup" && r["params"].to_string().contains(&format!("{ns}/cache")));

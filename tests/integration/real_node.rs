@@ -12,7 +12,6 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Pod, Secret},
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, ListParams, LogParams},
@@ -20,8 +19,8 @@ use kube::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    DEFAULT_TIMEOUT, create_json, in_cluster_dns, place_on_real_node, real_node, wait_for,
-    with_operator_launched,
+    DEFAULT_TIMEOUT, connectable, create_json, in_cluster_dns, place_on_real_node, real_node,
+    wait_for, with_operator_launched,
 };
 
 /// Containers start for real: image unpacked, initdb, probes every 10 s.
@@ -112,13 +111,6 @@ async fn ready_pod(client: &Client, ns: &str, instance: &str, not: Option<&str>)
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-fn connectable(conditions: &[Condition]) -> Option<(String, String)> {
-    conditions
-        .iter()
-        .find(|c| c.type_ == "Connectable")
-        .map(|c| (c.status.clone(), c.reason.clone()))
 }
 
 /// The whole promise of `complete` for the in-cluster defaults, with the

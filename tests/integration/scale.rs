@@ -7,9 +7,7 @@ use std::{collections::BTreeSet, time::Duration};
 
 use cloud_resource_operator::api::{BlobStorage, Phase, Postgres, Redis, SMTPCredentialSet};
 use futures::StreamExt;
-use k8s_openapi::{
-    api::rbac::v1::ClusterRoleBinding, apimachinery::pkg::apis::meta::v1::Condition,
-};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::{
     Api,
     api::{DeleteParams, ListParams},
@@ -19,8 +17,8 @@ use serde_json::json;
 use crate::{
     aws::create_postgres,
     support::{
-        Launch, Operator, audited_requests_of, aws_requests, cluster_admin_account, create_json,
-        create_namespace, ensure_crds, wait_for, wait_phase, with_namespace,
+        Launch, Operator, audited_requests_of, aws_requests, cluster_admin_account, connectable,
+        create_json, create_namespace, ensure_crds, wait_for, wait_phase, with_namespace,
         with_operator_launched,
     },
 };
@@ -93,18 +91,15 @@ async fn a_restart_over_complete_crs_reads_nothing_one_object_at_a_time() {
         // Complete, and the first connection check's verdict written: a
         // verdict still on its way when the first operator stops is the
         // restart's to write.
-        let connectable = |conditions: Option<&Vec<Condition>>| {
-            conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == "Connectable"))
-        };
         for i in 0..WORKLOADS {
             wait_phase(&pgs, &format!("postgres-{i}"), Phase::Complete).await;
             wait_phase(&redis, &format!("redis-{i}"), Phase::Complete).await;
-            wait_for(&pgs, &format!("postgres-{i}"), "a Connectable condition", Duration::from_secs(60), move |p: Option<&Postgres>| {
-                connectable(p.and_then(|p| p.status.as_ref()).map(|s| &s.conditions))
+            wait_for(&pgs, &format!("postgres-{i}"), "a Connectable condition", Duration::from_secs(60), |p: Option<&Postgres>| {
+                p.and_then(|p| p.status.as_ref()).and_then(|s| connectable(&s.conditions)).is_some()
             })
             .await;
-            wait_for(&redis, &format!("redis-{i}"), "a Connectable condition", Duration::from_secs(60), move |r: Option<&Redis>| {
-                connectable(r.and_then(|r| r.status.as_ref()).map(|s| &s.conditions))
+            wait_for(&redis, &format!("redis-{i}"), "a Connectable condition", Duration::from_secs(60), |r: Option<&Redis>| {
+                r.and_then(|r| r.status.as_ref()).and_then(|s| connectable(&s.conditions)).is_some()
             })
             .await;
         }

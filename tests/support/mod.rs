@@ -671,6 +671,16 @@ where
     .await
 }
 
+/// The `Connectable` condition's status and reason, when it is shown.
+pub fn connectable(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) -> Option<(String, String)> {
+    conditions
+        .iter()
+        .find(|c| c.type_ == "Connectable")
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
 /// Every Event of a namespace.
 pub async fn events_in(client: &Client, ns: &str) -> Vec<k8s_openapi::api::core::v1::Event> {
     Api::namespaced(client.clone(), ns)
