@@ -37,10 +37,17 @@ impl LeftAt {
         self.wrote.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A write of this process's own made `version` of `key`.
+    /// A write of this process's own made `version` of `key`. A write
+    /// that changed nothing (another reconcile had written the same a
+    /// moment before) answers the version it found: noted twice, it would
+    /// count as written past by itself, and the object would wait for a
+    /// newer version that never comes.
     pub fn wrote(&self, key: &str, version: String) {
         let mut writes = self.writes();
         let versions = writes.entry(key.to_string()).or_default();
+        if versions.last() == Some(&version) {
+            return;
+        }
         versions.push(version);
         if versions.len() > WRITES_KEPT {
             versions.remove(0);
@@ -97,10 +104,14 @@ impl LeftAt {
 
     /// A reconcile left `key` at `version` (`None`: it is gone), having
     /// written past `passed`.
-    pub fn record(&self, key: &str, version: Option<String>, passed: Vec<String>) {
+    pub fn record(&self, key: &str, version: Option<String>, mut passed: Vec<String>) {
         let mut map = self.map();
         match version {
-            Some(version) => map.insert(key.to_string(), Left { version, passed }),
+            Some(version) => {
+                // A write that changed nothing left it where it started.
+                passed.retain(|p| *p != version);
+                map.insert(key.to_string(), Left { version, passed })
+            }
             None => {
                 self.writes().remove(key);
                 map.remove(key)
@@ -115,6 +126,7 @@ impl LeftAt {
     pub fn wrote_status(&self, key: &str, from: Option<&str>, to: String) {
         if let Some(l) = self.map().get_mut(key)
             && Some(l.version.as_str()) == from
+            && l.version != to
         {
             let from = std::mem::replace(&mut l.version, to);
             l.passed.push(from);
@@ -188,6 +200,28 @@ mod tests {
         );
         left.record("ns/db", None, Vec::new());
         assert!(!left.own_write("ns/db", Some("4")), "gone with the CR");
+    }
+
+    #[test]
+    fn a_write_that_changed_nothing_is_not_written_past() {
+        let left = LeftAt::default();
+        // Two reconciles wrote the same status within one second (one from
+        // a stale copy): the second write changed nothing and answered the
+        // version the first made.
+        left.wrote("ns/db", "3".into());
+        left.wrote("ns/db", "3".into());
+        assert!(left.own_write("ns/db", Some("3")));
+        assert!(
+            !left.written_past("ns/db", Some("3")),
+            "the latest version would wait for a newer one forever"
+        );
+        // Its reconcile started from 3 and left it at 3.
+        left.record("ns/db", Some("3".into()), vec!["2".into(), "3".into()]);
+        assert!(!left.written_past("ns/db", Some("3")));
+        assert!(left.written_past("ns/db", Some("2")));
+        // An error status that changed nothing moves nothing.
+        left.wrote_status("ns/db", Some("3"), "3".into());
+        assert!(!left.written_past("ns/db", Some("3")) && left.unchanged("ns/db", Some("3")));
     }
 
     #[test]
