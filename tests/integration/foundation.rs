@@ -209,6 +209,100 @@ async fn a_deployment_becomes_available_through_kwok() {
     .await;
 }
 
+/// Test traffic never leaves this machine (issue #44): a kwok pod's IP is
+/// in the environment's fake range, which this machine never routes out
+/// (`ip route get` answers unreachable, or the real node's bridge), and a
+/// connection to it, directly or through its Service's ClusterIP once
+/// kube-proxy translates that, or to a ClusterIP no Service holds, fails
+/// at once here instead of going to whatever answers on the real network.
+#[tokio::test]
+async fn a_fake_pods_address_is_unreachable_here_never_routed_out() {
+    use k8s_openapi::api::core::v1::{Pod, Service};
+    use std::{net::Ipv4Addr, process::Command, time::Duration};
+
+    let fake: Vec<String> = std::env::var("CRO_TESTENV_FAKE_CIDR")
+        .unwrap_or_else(|_| panic!("CRO_TESTENV_FAKE_CIDR is not set: start the environment with tests/testenv/testenv.sh up"))
+        .split('/')
+        .map(str::to_string)
+        .collect();
+    let (base, bits): (Ipv4Addr, u32) = (
+        fake[0].parse().unwrap_or_else(|e| panic!("{e}")),
+        fake[1].parse().unwrap_or_else(|e| panic!("{e}")),
+    );
+    let in_fake = move |ip: Ipv4Addr| (u32::from(ip) ^ u32::from(base)) >> (32 - bits) == 0;
+    let default = String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["-4", "route", "show", "default"])
+            .output()
+            .unwrap_or_else(|e| panic!("ip: {e}"))
+            .stdout,
+    )
+    .to_string();
+    let default_dev = default
+        .split_whitespace()
+        .skip_while(|w| *w != "dev")
+        .nth(1)
+        .map(str::to_string);
+
+    with_namespace("fakenet", |client, ns| async move {
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        let deployment: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "db"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "db"}},
+                "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "db", "image": "docker.io/library/postgres:17"}]}}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        deployments.create(&PostParams::default(), &deployment).await.unwrap_or_else(|e| panic!("{e}"));
+        let service: Service = serde_json::from_value(json!({"metadata": {"name": "db"}, "spec": {"selector": {"app": "db"}, "ports": [{"port": 5432}]}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let service = Api::<Service>::namespaced(client.clone(), &ns).create(&PostParams::default(), &service).await.unwrap_or_else(|e| panic!("{e}"));
+        let cluster_ip = service.spec.and_then(|s| s.cluster_ip).unwrap_or_default();
+
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let started = tokio::time::Instant::now();
+        let ip = loop {
+            let listed = pods.list(&Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            if let Some(ip) = listed.items.iter().find_map(|p| p.status.as_ref()?.pod_ip.clone()) {
+                break ip;
+            }
+            assert!(started.elapsed() < DEFAULT_TIMEOUT, "no pod IP within {DEFAULT_TIMEOUT:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let ip: Ipv4Addr = ip.parse().unwrap_or_else(|e| panic!("pod IP {ip}: {e}"));
+        assert!(in_fake(ip), "the kwok pod's IP {ip} is in the fake range {}/{bits}", fake[0]);
+
+        // Unreachable, or the real node's bridge: never a gateway, never
+        // the default route's device.
+        let route = Command::new("ip").args(["-4", "route", "get", &ip.to_string()]).output().unwrap_or_else(|e| panic!("ip: {e}"));
+        let said = format!("{}{}", String::from_utf8_lossy(&route.stdout), String::from_utf8_lossy(&route.stderr));
+        let out_default = default_dev.as_ref().is_some_and(|dev| said.contains(&format!("dev {dev} ")));
+        assert!(!route.status.success() || !(said.contains(" via ") || out_default), "ip route get {ip} would send it out: {said}");
+
+        // With the real node, kube-proxy translates the ClusterIP to the
+        // pod's address: wait for its rule, so that the Service is dialled
+        // through it (not merely refused as untranslated).
+        if std::env::var("CRO_TESTENV_REAL_NODE").is_ok() {
+            let rule = format!("--to-destination {ip}:5432");
+            let started = tokio::time::Instant::now();
+            while !String::from_utf8_lossy(&Command::new("iptables-save").args(["-t", "nat"]).output().unwrap_or_else(|e| panic!("iptables-save: {e}")).stdout).contains(&rule) {
+                assert!(started.elapsed() < DEFAULT_TIMEOUT, "kube-proxy wrote no rule {rule} within {DEFAULT_TIMEOUT:?}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        // Refused here, at once ("No route to host"): a timeout would mean
+        // the packet went somewhere.
+        for (what, addr) in [("the pod", ip.to_string()), ("its Service", cluster_ip.clone()), ("a ClusterIP no Service holds", "10.96.255.254".to_string())] {
+            let dial = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect((addr.as_str(), 5432))).await;
+            match dial {
+                Err(_) => panic!("connecting to {what} ({addr}:5432) was not refused locally: no answer within 5 s"),
+                Ok(Ok(_)) => panic!("connected to {what} ({addr}:5432), which does not exist"),
+                Ok(Err(e)) => assert_eq!(e.kind(), std::io::ErrorKind::HostUnreachable, "{what} ({addr}): {e}"),
+            }
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn s3_bucket_round_trip_against_the_emulator() {
     let env = TestEnv::load();

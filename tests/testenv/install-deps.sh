@@ -26,6 +26,10 @@ command -v iptables >/dev/null || missing+=(iptables)
 command -v conntrack >/dev/null || missing+=(conntrack)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+# Carries the API server and the AWS emulator to the real node's pods.
+command -v socat >/dev/null || missing+=(socat)
+# The operator's image (deploy/image/build.sh) carries the CA bundle.
+[ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo

@@ -9,6 +9,7 @@
 #   testenv.sh down    stop exactly the processes `up` started
 #   testenv.sh status  exit 0 when the environment is up and healthy
 #   testenv.sh restart apiserver|etcd  restart one process under its clients
+#   testenv.sh load-image ARCHIVE  load a docker-save archive into the real node
 #
 # Binaries are built from published Go modules and cached by version in
 # $CRO_TESTENV_CACHE (default ~/.cache/cro-testenv), outside the repository,
@@ -31,6 +32,15 @@ promtool_bin=$cache/prometheus-$PROMETHEUS_VERSION/bin
 coredns_bin=$cache/coredns-$COREDNS_VERSION/bin
 moto_venv=$cache/moto-$MOTO_VERSION-cbor2-$CBOR2_VERSION
 aws_region=${AWS_REGION_TESTENV:-eu-west-1}
+# Addresses handed to things that do not exist: kwok's fake pods and node
+# (from the benchmarking range, RFC 2544, which no network here uses) and
+# Service ClusterIPs. Nothing may dial them off this machine: `up` makes
+# the fake range unreachable and rejects ClusterIPs kube-proxy did not
+# translate (fake_network_up).
+fake_cidr=198.19.0.0/16
+kwok_pod_cidr=198.19.0.1/17
+kwok_node_ip=198.19.255.1
+service_cidr=10.96.0.0/16
 admin_token_file=$state/admin.token
 
 log() { printf 'testenv: %s\n' "$*" >&2; }
@@ -244,7 +254,9 @@ make_certs() {
     -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
   openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
     -keyout "$d/apiserver.key" -out "$d/apiserver.csr" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$d/ext.cnf"
+  # Pods reach it as the `kubernetes` Service (its first ClusterIP) and
+  # through the real node's bridge (see real_node_api).
+  printf 'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,IP:10.244.0.1,DNS:localhost,DNS:kubernetes.default.svc,DNS:kubernetes.default\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$d/ext.cnf"
   openssl x509 -req -in "$d/apiserver.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
     -days 3650 -extfile "$d/ext.cnf" -out "$d/apiserver.crt" 2>/dev/null
   openssl genrsa -out "$d/sa.key" 2048 2>/dev/null
@@ -285,6 +297,8 @@ export AWS_DEFAULT_REGION='$aws_region'
 export AWS_ACCESS_KEY_ID='testing'
 export AWS_SECRET_ACCESS_KEY='testing'
 export CRO_TESTENV_KWOK_NODE='kwok-node-0'
+export CRO_TESTENV_FAKE_CIDR='$fake_cidr'
+export CRO_TESTENV_SERVICE_CIDR='$service_cidr'
 export CRO_TESTENV_HELM='$helm_bin/helm'
 export CRO_TESTENV_PROMTOOL='$promtool_bin/promtool'
 export CRO_TESTENV_KUBECTL='$k8s_bin/kubectl'
@@ -307,7 +321,80 @@ EOF
   else
     echo "export CRO_TESTENV_REAL_NODE='$real_node_name'" >>"$state/env.sh"
     echo "export CRO_TESTENV_IN_CLUSTER_DNS='$(real_node_dir)/in-cluster-dns.sh'" >>"$state/env.sh"
+    echo "export CRO_TESTENV_POD_AWS_ENDPOINT='http://$real_node_gateway:$moto_port'" >>"$state/env.sh"
   fi
+}
+
+# ------------------------------------------------------- fake network ----
+
+# Nothing sent to the fake range or the Service range leaves: an iptables
+# chain rejects it at once ("No route to host") on its way out of this host
+# or through it (pods of the real node), after kube-proxy's translation,
+# so what it did not translate to a real pod (no Service, no endpoints
+# yet, no kube-proxy) is refused too. The fake range is routed to nothing
+# outside either: `unreachable` while there is no real node; on the real
+# node's bridge once there is (fake_network_on_bridge), because kube-proxy
+# translates a ClusterIP to a kwok pod's address after the route lookup,
+# and an unreachable route there drops the packet silently (a connect then
+# hangs until its timeout) before the chain can refuse it. Only these
+# rules are touched; `down` removes exactly them.
+fake_chain=CRO-TESTENV-FAKE
+fake_network_up() {
+  [ "$(id -u)" = 0 ] || die "not root: the environment must make kwok's fake pod range $fake_cidr unreachable (ip route), or connection checks of databases on kwok nodes leave this machine"
+  local taken
+  taken=$(python3 - "$fake_cidr" "$service_cidr" <<'PY'
+import ipaddress, subprocess, sys
+fake = [ipaddress.ip_network(c) for c in sys.argv[1:]]
+lines = subprocess.run(["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True).stdout.splitlines()
+lines += subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout.splitlines()
+for line in lines:
+    for word in line.split():
+        try:
+            net = ipaddress.ip_network(word, strict=False)
+        except ValueError:
+            continue
+        # Left by an earlier `up` of ours (its bridge route, or unreachable).
+        ours = any(line.split()[:2] == ["unreachable", c] or line.startswith(f"{c} dev cro0 ") for c in sys.argv[1:])
+        if net.prefixlen and any(net.overlaps(f) for f in fake) and not ours:
+            print(line)
+PY
+  )
+  [ -z "$taken" ] || die "this machine already routes or holds addresses in the test environment's fake ranges ($fake_cidr, $service_cidr): $taken"
+  ip route replace unreachable "$fake_cidr"
+  if command -v iptables >/dev/null; then
+    iptables -N "$fake_chain" 2>/dev/null || iptables -F "$fake_chain"
+    iptables -A "$fake_chain" -d "$service_cidr" -j REJECT --reject-with icmp-host-unreachable
+    iptables -A "$fake_chain" -d "$fake_cidr" -j REJECT --reject-with icmp-host-unreachable
+    local hook
+    for hook in OUTPUT FORWARD; do
+      iptables -C "$hook" -j "$fake_chain" 2>/dev/null || iptables -I "$hook" 1 -j "$fake_chain"
+    done
+  else
+    # No iptables, so no kube-proxy either: the Service range is fake too.
+    ip route replace unreachable "$service_cidr"
+  fi
+}
+
+fake_network_down() {
+  ip route del "$fake_cidr" 2>/dev/null || true
+  ip route del unreachable "$service_cidr" 2>/dev/null || true
+  command -v iptables >/dev/null || return 0
+  local hook
+  for hook in OUTPUT FORWARD; do
+    while iptables -D "$hook" -j "$fake_chain" 2>/dev/null; do :; done
+  done
+  iptables -F "$fake_chain" 2>/dev/null || true
+  iptables -X "$fake_chain" 2>/dev/null || true
+}
+
+# Once the real node's bridge is up (see above).
+fake_network_on_bridge() {
+  ip route replace "$fake_cidr" dev "$1"
+}
+
+fake_network_alive() {
+  ip route show "$fake_cidr" | grep -q "^unreachable\|dev $real_node_bridge" &&
+    { ! command -v iptables >/dev/null || iptables -C OUTPUT -j "$fake_chain" 2>/dev/null; }
 }
 
 pid_alive() { [ -f "$state/pids/$1.pid" ] && kill -0 "$(cat "$state/pids/$1.pid")" 2>/dev/null; }
@@ -318,6 +405,7 @@ cmd_status() {
     pid_alive "$p" || return 1
   done
   real_node_alive || return 1
+  fake_network_alive || return 1
   [ -f "$state/env.sh" ] && kctl get --raw /readyz >/dev/null 2>&1
 }
 
@@ -342,7 +430,7 @@ start_apiserver() {
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$state/pki/sa.pub" \
     --service-account-signing-key-file "$state/pki/sa.key" \
-    --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
+    --service-cluster-ip-range "$service_cidr" --endpoint-reconciler-type none \
     --allow-privileged --profiling=false \
     --enable-admission-plugins PodNodeSelector,PodTolerationRestriction \
     --kubelet-preferred-address-types InternalIP \
@@ -516,6 +604,7 @@ cmd_up() {
   cmd_build
   rm -rf "$state"
   mkdir -p "$state/logs" "$state/pids"
+  fake_network_up
   make_certs
 
   local etcd_port etcd_peer api_port moto_port token pg_port redis_port redis_auth_port redis_tls_port db_password
@@ -564,6 +653,7 @@ EOF
     --kubeconfig "$state/kubeconfig" --leader-elect=false --secure-port 0
   start kwok "$kwok_bin/kwok" --kubeconfig "$state/kubeconfig" \
     --manage-all-nodes=false --manage-nodes-with-label-selector type=kwok \
+    --cidr "$kwok_pod_cidr" --node-ip "$kwok_node_ip" \
     --node-lease-duration-seconds 40 --server-address ""
 
   # The cluster's VPC and the node's EC2 instance, as on EKS: the
@@ -611,6 +701,7 @@ cmd_down() {
     stop_one "$name"
   done
   stop_databases
+  fake_network_down
   if [ -f "$state/volumesdir" ]; then
     local dir; dir=$(cat "$state/volumesdir")
     case $dir in /tmp/cro-testenv-volumes.*) rm -rf "$dir" ;; esac
@@ -620,11 +711,22 @@ cmd_down() {
   log "down"
 }
 
+# load-image ARCHIVE: a `docker save` archive (make image) into the real
+# node's containerd, where pods find it without a registry.
+cmd_load_image() {
+  local file=${1:-}
+  [ -f "$file" ] || die "usage: $0 load-image ARCHIVE (a docker-save archive, e.g. target/image/cloud-resource-operator.tar from make image)"
+  cmd_status || die "the environment is not up (make testenv-up)"
+  [ ! -f "$state/real-node.unsupported" ] || die "there is no real node to load images into: $(cat "$state/real-node.unsupported")"
+  ctr_ images import "$file"
+}
+
 case ${1:-} in
   build) cmd_build ;;
+  load-image) cmd_load_image "${2:-}" ;;
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
   restart) cmd_restart "${2:-}" ;;
-  *) echo "usage: $0 build|up|down|status|restart apiserver|etcd" >&2; exit 2 ;;
+  *) echo "usage: $0 build|up|down|status|restart apiserver|etcd|load-image ARCHIVE" >&2; exit 2 ;;
 esac

@@ -36,7 +36,7 @@ real_node_images() { echo "$cache/real-node-images-$(real_node_images_key)"; }
 real_node_unsupported() {
   [ "$(id -u)" = 0 ] || { echo "not root (kubelet and containerd need root)"; return; }
   local b
-  for b in containerd runc debootstrap iptables conntrack nsenter unshare ip gcc; do
+  for b in containerd runc debootstrap iptables conntrack nsenter unshare ip gcc socat; do
     command -v "$b" >/dev/null || { echo "$b is not installed (tests/testenv/install-deps.sh)"; return; }
   done
   for b in bridge host-local loopback; do
@@ -177,6 +177,7 @@ real_node_network_up() {
   ip link show "$real_node_bridge" >/dev/null 2>&1 || ip link add "$real_node_bridge" type bridge
   ip addr replace "$real_node_gateway/24" dev "$real_node_bridge"
   ip link set "$real_node_bridge" up
+  fake_network_on_bridge "$real_node_bridge"
   # Pods reach Services through the host (kube-proxy's DNAT), which must
   # forward, also between ports of the bridge; `down` restores the values
   # found here.
@@ -185,6 +186,30 @@ real_node_network_up() {
     grep -q "^$key " "$saved" 2>/dev/null || echo "$key $(cat "/proc/sys/$key")" >>"$saved"
     echo 1 >"/proc/sys/$key"
   done
+}
+
+# Pods reach the API server as the `kubernetes` Service (as in any
+# cluster) and the AWS emulator at the bridge's address. Both listen on
+# 127.0.0.1 only; a forwarder bound to the bridge carries each, so only
+# the node's pods and this host reach them.
+real_node_api() {
+  local api_port=$1 moto_port
+  moto_port=$(sed -n 's/^moto_port=//p' "$state/ports.env")
+  start api-forward socat "TCP-LISTEN:$api_port,bind=$real_node_gateway,fork,reuseaddr" "TCP:127.0.0.1:$api_port"
+  start moto-forward socat "TCP-LISTEN:$moto_port,bind=$real_node_gateway,fork,reuseaddr" "TCP:127.0.0.1:$moto_port"
+  # The API server runs with --endpoint-reconciler-type none (it is on
+  # loopback): the Service's endpoint is the forwarder.
+  kctl apply -f - >/dev/null <<EOF
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kubernetes
+  namespace: default
+  labels: {kubernetes.io/service-name: kubernetes, endpointslice.kubernetes.io/managed-by: cro-testenv}
+addressType: IPv4
+endpoints: [{addresses: ["$real_node_gateway"], conditions: {ready: true}}]
+ports: [{name: https, port: $api_port, protocol: TCP}]
+EOF
 }
 
 start_real_node() {
@@ -202,6 +227,7 @@ start_real_node() {
   api_port=$(sed -n 's/^api_port=//p' "$state/ports.env")
   write_real_node_config "$api_port" "$kubelet_port" "$healthz_port" "$proxy_metrics_port"
   real_node_network_up
+  real_node_api "$api_port"
 
   # The mount namespace: /var/lib/cni and the log directories kubelet
   # insists on are bind mounts of our state.
@@ -246,7 +272,7 @@ EOF
 real_node_alive() {
   [ -f "$state/real-node.unsupported" ] && return 0
   local p
-  for p in real-node-mounts containerd kubelet kube-proxy coredns; do pid_alive "$p" || return 1; done
+  for p in real-node-mounts containerd kubelet kube-proxy coredns api-forward moto-forward; do pid_alive "$p" || return 1; done
 }
 
 # What to stop, in order: kubelet (so it restarts nothing), every container
@@ -268,6 +294,8 @@ stop_real_node() {
   done
   stop_one kube-proxy
   stop_one coredns
+  stop_one api-forward socat
+  stop_one moto-forward socat
   stop_one real-node-mounts "$d/mounts"
   # kube-proxy's rules, then what kubelet (KUBE-*) and the bridge plugin
   # (CNI-*) left: the rules that jump to their chains, then the chains.
