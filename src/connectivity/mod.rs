@@ -383,7 +383,7 @@ impl Checker {
     /// Runs the checks that are due, forever.
     pub async fn run(self: Arc<Self>) {
         loop {
-            let (due, next) = self.take_due();
+            let due = self.take_due();
             futures::stream::iter(due)
                 .for_each_concurrent(PARALLEL, |(key, target)| {
                     let this = self.clone();
@@ -393,7 +393,10 @@ impl Checker {
                     }
                 })
                 .await;
-            match next {
+            // When the next check is due, counted after these ran: each of
+            // them is due again (a failed one within seconds), and one
+            // that was running when they were taken counted for nothing.
+            match self.next_due() {
                 Some(at) if at > Instant::now() => {
                     tokio::select! {
                         () = tokio::time::sleep_until(at) => {}
@@ -406,8 +409,8 @@ impl Checker {
         }
     }
 
-    /// The checks due now, marked running, and when the next one is due.
-    fn take_due(&self) -> (Vec<(String, Target)>, Option<Instant>) {
+    /// The checks due now, marked running.
+    fn take_due(&self) -> Vec<(String, Target)> {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         let mut due = Vec::new();
@@ -417,8 +420,13 @@ impl Checker {
                 due.push((key.clone(), e.target.clone()));
             }
         }
-        let next = entries.values().filter(|e| !e.running).map(|e| e.due).min();
-        (due, next)
+        due
+    }
+
+    /// When the next check not running now is due.
+    fn next_due(&self) -> Option<Instant> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.values().filter(|e| !e.running).map(|e| e.due).min()
     }
 
     fn record(&self, key: &str, target: &Target, verdict: Verdict) {
@@ -518,6 +526,34 @@ mod tests {
         assert!(due(&checker) > Duration::from_secs(5) && due(&checker) <= Duration::from_secs(10));
         checker.record("k", &target(), Verdict::Connected(String::new()));
         assert!(due(&checker) > Duration::from_secs(250));
+    }
+
+    /// A check that failed is run again by the checker itself, also when
+    /// nothing else is watched: the loop once counted when the next check
+    /// was due before the running one recorded its verdict, and then slept
+    /// until a new registration woke it (a lone database starting up kept
+    /// its first verdict).
+    #[tokio::test]
+    async fn a_failed_check_is_repeated_with_nothing_else_to_wake_the_checker() {
+        let checker = Arc::new(Checker::new(Duration::from_secs(300), Duration::from_secs(5)));
+        // Nothing listens on port 1 of loopback: refused at once.
+        let refused = Target::Redis {
+            host: "127.0.0.1".into(),
+            port: 1,
+            password: None,
+            tls: false,
+        };
+        // The checker runs first and waits for work, as in the operator.
+        let running = tokio::spawn(checker.clone().run());
+        tokio::task::yield_now().await;
+        checker.watch("k", changed(), refused, ObjectLabels::default(), None);
+        let failures = |c: &Checker| c.entries.lock().unwrap()["k"].failures;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while failures(&checker) < 2 {
+            assert!(Instant::now() < deadline, "checked {} times in 30 s; the retry is due 5 s after the first", failures(&checker));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        running.abort();
     }
 
     #[test]
