@@ -189,3 +189,36 @@ async fn in_cluster_postgres_and_redis_really_run_connect_and_keep_their_data() 
     })
     .await;
 }
+
+/// A database whose pod runs on a kwok node has an address nothing real is
+/// behind, in the environment's fake range (issue #44): the operator's
+/// check, resolving its Service name as a pod does, finds it unreachable at
+/// once (not after its timeout), and no connection leaves this machine.
+/// Its pod is admitted where Pod Security "restricted" is enforced.
+#[tokio::test]
+async fn a_database_on_a_fake_node_is_reported_unreachable_at_once() {
+    let _node = real_node();
+    let dns = |l: &mut crate::support::Launch| l.wrapper = in_cluster_dns();
+    with_operator_launched("fake-node", dns, |client, ns, _op| async move {
+        // Pod Security "restricted" is enforced: the operator's pods pass it.
+        let restricted = json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}});
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .patch(&ns, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&restricted))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Not placed on the real node: kwok runs its pod.
+        let _: Postgres = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"}, "spec": spec("db-sec")})).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let complete = |o: Option<&Postgres>| o.and_then(|o| o.status.as_ref()?.phase) == Some(Phase::Complete);
+        wait_for(&pgs, "db", "phase complete", DEFAULT_TIMEOUT, complete).await;
+        let want = Some(("False".to_string(), "Unreachable".to_string()));
+        let found = wait_for(&pgs, "db", "Connectable False, Unreachable", DEFAULT_TIMEOUT, move |o: Option<&Postgres>| {
+            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == want
+        })
+        .await;
+        let conditions = found.status.map(|s| s.conditions).unwrap_or_default();
+        let message = conditions.iter().find(|c| c.type_ == "Connectable").map(|c| c.message.clone()).unwrap_or_default();
+        assert!(message.contains("db.") && message.contains(":5432 is unreachable"), "{message}");
+    })
+    .await;
+}

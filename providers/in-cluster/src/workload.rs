@@ -161,7 +161,10 @@ fn deployment_spec(req: &ResourceRequest, engine: Engine, extra_volume: Option<V
     container["image"] = json!(engine.image);
     container["ports"] = json!([{"name": app, "containerPort": engine.port}]);
     container["resources"] = json!({"requests": {"cpu": "100m", "memory": "256Mi"}});
-    container["securityContext"] = json!({"allowPrivilegeEscalation": false});
+    // Pod Security "restricted": no capabilities, no escalation, the
+    // runtime's seccomp profile, a non-root user.
+    container["securityContext"] =
+        json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}});
     let mut mounts = vec![json!({"name": "data", "mountPath": engine.data_path})];
     let mut volumes =
         vec![json!({"name": "data", "persistentVolumeClaim": {"claimName": req.name}})];
@@ -178,7 +181,8 @@ fn deployment_spec(req: &ResourceRequest, engine: Engine, extra_volume: Option<V
             "metadata": {"labels": labels(req, app)},
             "spec": {
                 // The upstream images run as uid 999 once initialised.
-                "securityContext": {"runAsNonRoot": true, "runAsUser": 999, "runAsGroup": 999, "fsGroup": 999},
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 999, "runAsGroup": 999, "fsGroup": 999,
+                    "seccompProfile": {"type": "RuntimeDefault"}},
                 "containers": [container],
                 "volumes": volumes,
             }
@@ -326,10 +330,14 @@ mod tests {
         let c = &spec["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], "docker.io/library/postgres:17");
         assert!(c["readinessProbe"]["exec"].is_object());
+        let pod = &spec["template"]["spec"];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
         assert_eq!(
-            spec["template"]["spec"]["securityContext"]["runAsNonRoot"],
-            true
+            pod["securityContext"]["seccompProfile"]["type"],
+            "RuntimeDefault"
         );
+        assert_eq!(c["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+        assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
         for obj in [&d.deployment, &d.service, &d.pvc] {
             assert_eq!(obj["metadata"]["ownerReferences"][0]["uid"], "u1");
             assert_eq!(obj["metadata"]["labels"][MANAGED_BY_LABEL], MANAGED_BY);
