@@ -5,17 +5,17 @@ use std::time::Duration;
 
 use cro_provider_api::{
     Deletion, IdentifierRules, Outcome, ResourceKind, SnapshotRequest, cloud_identifier,
-    separate_identifier, timestamped_identifier,
+    separate_identifier, snapshot_identifier, timestamped_identifier,
 };
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
 use super::{
     kinds::{ResourceCr, SnapshotCr},
-    resource::{namespace_tag, owner, provider, tags},
+    resource::{namespace_tag, owner, provider, recorded_identifier, tags},
 };
 use crate::{
-    api::{Phase, PostgresSnapshot, RESOURCE_IDENTIFIER_ANNOTATION, RedisSnapshot, SnapshotStatus},
+    api::{Phase, PostgresSnapshot, RedisSnapshot, SnapshotStatus},
     config,
     reconcile::{Context, Error, Managed, Report, in_progress_requeue, key, unless_parked},
 };
@@ -69,36 +69,39 @@ fn request<K: SnapshotCr>(
 ) -> SnapshotRequest {
     let ns = snap.namespace().unwrap_or_default();
     let parent_name = &snap.spec().resource_name;
-    let resource_default_identifier = cloud_identifier(&ctx.settings.cluster_id, &ns, parent_name);
-    let resource_separate_identifier =
-        separate_identifier(&ctx.settings.cluster_id, &ns, parent_name);
-    let resource_identifier = parent
-        .and_then(|p| p.annotations().get(RESOURCE_IDENTIFIER_ANNOTATION).cloned())
-        .unwrap_or_else(|| resource_default_identifier.clone());
     let deployment_type = parent.map(|p| p.spec().r#type.clone()).unwrap_or_default();
     // Bound to the namespace, like everything the operator makes.
     let mut tags = tags(&ctx.settings, snap, &deployment_type);
     tags.extend([namespace_tag(&ctx.settings, &ns)]);
     SnapshotRequest {
         kind: <K::Parent as ResourceCr>::KIND,
+        resource_default_identifier: cloud_identifier(&ctx.settings.cluster_id, &ns, parent_name),
+        resource_separate_identifier: separate_identifier(
+            &ctx.settings.cluster_id,
+            &ns,
+            parent_name,
+        ),
+        // Only the one the parent recorded: the computed identifier drops
+        // separators, so it may be another namespace's resource, and a
+        // tenant can remove the annotation at will.
+        resource_identifier: parent.and_then(recorded_identifier),
+        resource_name: parent_name.clone(),
         namespace: ns,
         name: snap.name_any(),
         owner: owner(snap),
-        resource_identifier,
-        resource_default_identifier,
-        resource_separate_identifier,
         identifier: id.to_string(),
         strategy,
         tags,
     }
 }
 
-/// The identifier of a new snapshot, as the Go operator computes it
-/// (`BuildTimestampedInfraNameFromObjectCreation`, pkg/resources/config.go):
+/// The identifier of a new snapshot: the Go operator's
+/// (`BuildTimestampedInfraNameFromObjectCreation`, pkg/resources/config.go:
 /// `<clusterID>-<namespace>-<name>-<creation time>`, the time as Go prints
-/// a UTC `metav1.Time`, shortened to 40 characters. A CR created again with
-/// the same name gets a new identifier.
-fn snapshot_identifier<K: SnapshotCr>(snap: &K, ctx: &Context) -> String {
+/// a UTC `metav1.Time`, shortened to 40 characters), then a hash of the
+/// CR's UID, so that no two CRs ever share one (`snapshot_identifier`).
+/// Snapshots the Go operator named keep their `status.snapshotID`.
+fn new_snapshot_identifier<K: SnapshotCr>(snap: &K, ctx: &Context) -> String {
     let created = snap
         .meta()
         .creation_timestamp
@@ -111,6 +114,7 @@ fn snapshot_identifier<K: SnapshotCr>(snap: &K, ctx: &Context) -> String {
         &snap.name_any(),
         &created,
     );
+    let id = snapshot_identifier(&id, snap.meta().uid.as_deref().unwrap_or_default());
     let rules = match <K::Parent as ResourceCr>::KIND {
         ResourceKind::Redis => IdentifierRules::ElastiCacheSnapshot,
         _ => IdentifierRules::RdsSnapshot,
@@ -142,7 +146,7 @@ async fn reconcile<K: SnapshotCr>(
     // operator's order too): a crash in between never takes a second one,
     // and deletion always finds it.
     let Some(id) = recorded_id(snap) else {
-        let id = snapshot_identifier(snap, ctx);
+        let id = new_snapshot_identifier(snap, ctx);
         let report = Report {
             provider: Some(provider_name),
             snapshot_id: Some(id.clone()),
@@ -166,7 +170,16 @@ async fn reconcile<K: SnapshotCr>(
     let strategy = config::tier_strategy(&ctx.config, &provider_name, kind, &parent.spec().tier)
         .await?
         .strategy;
-    let inputs = (snap.spec(), snap.annotations(), &strategy, &provider_name);
+    // The parent's recorded identifier too: a snapshot refused because it
+    // named another's resource is tried again once the parent records its own.
+    let source = recorded_identifier(&parent);
+    let inputs = (
+        snap.spec(),
+        snap.annotations(),
+        &strategy,
+        &provider_name,
+        &source,
+    );
     let snapshotted = unless_parked(ctx, &key(snap), &inputs, async {
         Ok(provider(ctx, &provider_name)?
             .snapshot(&request(snap, Some(&parent), strategy.clone(), &id, ctx))

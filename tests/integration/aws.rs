@@ -745,12 +745,16 @@ async fn snapshots_are_tagged_deleted_with_their_cr_and_kept_with_skip_delete() 
         let complete = |o: Option<&PostgresSnapshot>| o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete);
         let snap = wait_for(&pg_snaps, "snap", "snapshot complete", DEFAULT_TIMEOUT, complete).await;
         let keep = wait_for(&pg_snaps, "keep", "snapshot complete", DEFAULT_TIMEOUT, complete).await;
-        // The Go operator's identifier: cluster, namespace, name and the
-        // CR's creation time, as Go prints it, shortened.
-        let go_identifier = |name: &str, created: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time| {
-            cro_provider_api::timestamped_identifier("testcluster", &ns, name, &created.0.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string())
+        // The Go operator's identifier (cluster, namespace, name and the
+        // CR's creation time, as Go prints it, shortened), then a hash of
+        // the CR's UID: the Go naming alone is shared by colliding CRs.
+        let identifier = |o: &PostgresSnapshot| {
+            let created = o.metadata.creation_timestamp.as_ref().unwrap_or_else(|| panic!("no creationTimestamp"));
+            let go = cro_provider_api::timestamped_identifier("testcluster", &ns, &o.name_any(), &created.0.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string());
+            cro_provider_api::snapshot_identifier(&go, o.metadata.uid.as_deref().unwrap_or_default())
         };
-        let snap_id = go_identifier("snap", snap.metadata.creation_timestamp.as_ref().unwrap_or_else(|| panic!("no creationTimestamp")));
+        let snap_id = identifier(&snap);
+        assert_ne!(snap_id, identifier(&keep), "each CR has its own");
         assert_eq!(snap.status.and_then(|s| s.snapshot_id).as_deref(), Some(snap_id.as_str()));
         let rsnap = wait_for(&redis_snaps, "rsnap", "redis snapshot complete", DEFAULT_TIMEOUT, |o: Option<&RedisSnapshot>| {
             o.and_then(|o| o.status.as_ref()).and_then(|s| s.phase) == Some(Phase::Complete)

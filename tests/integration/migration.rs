@@ -537,7 +537,11 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
             "metadata": {"name": "cache-snap", "finalizers": [GO_FINALIZER]}, "spec": {"resourceName": "cache"}})).await
             .pipe_dynamic();
         let redis_snap_id = timestamped_identifier(CLUSTER, &ns, "cache-snap", &go_time(&redis_snap));
-        ec.create_snapshot().replication_group_id(&cache_id).snapshot_name(&redis_snap_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        // Tagged as createRedisSnapshot (pkg/providers/aws/provider_redissnapshot.go) does:
+        // GetDefaultResourceTags with the snapshot's own identifier as resource-name.
+        ec.create_snapshot().replication_group_id(&cache_id).snapshot_name(&redis_snap_id)
+            .set_tags(Some(go_tags(&redis_snap_id).into_iter().map(|(k, v)| aws_sdk_elasticache::types::Tag::builder().key(k).value(v).build()).collect()))
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
         go_status::<RedisSnapshot>(&client, &ns, "cache-snap", json!({"snapshotID": redis_snap_id, "phase": "complete", "message": "snapshot created"})).await;
 
         // Switch operators.

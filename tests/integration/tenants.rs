@@ -477,3 +477,172 @@ async fn claiming_another_teams_resources_in_the_annotation_reaches_nothing() {
     })
     .await;
 }
+
+/// The snapshot hole (issue #43): a tenant whose Postgres shares the Go
+/// naming's identifier with another namespace's (`<ns minus its last
+/// letter>/<that letter>db` against `<ns>/db`) writes the other's
+/// identifier into its annotation and removes it, over and over, while
+/// creating PostgresSnapshots and a clone of one. Every snapshot is of the
+/// tenant's own instance: none of the victim's exists, and no snapshot or
+/// restore request names it.
+#[tokio::test]
+async fn a_tenant_flipping_its_annotation_never_snapshots_another_namespaces_database() {
+    use cloud_resource_operator::api::{Postgres, PostgresSnapshot};
+    use cro_provider_api::{cloud_identifier, separate_identifier};
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    let attacker_of = |victim: &str| victim[..victim.len() - 1].to_string();
+    let adjust = move |l: &mut crate::support::Launch| {
+        let attacker = attacker_of(&l.namespace);
+        l.extra_args.push(format!("--watch-namespaces={attacker}"));
+    };
+    with_operator_launched("tsnap", adjust, |client, ns, _op| async move {
+        let attacker = attacker_of(&ns);
+        let last = &ns[ns.len() - 1..];
+        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": attacker, "labels": {"cro.integreatly.org/test": "true"}}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.unwrap_or_else(|e| panic!("creating {attacker}: {e}"));
+        let tenant = crate::support::tenant_client(&client, &attacker).await;
+        let postgres = |name: &str, spec: serde_json::Value| {
+            let mut base = json!({"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}});
+            if let Some(m) = base.as_object_mut() {
+                m.extend(spec.as_object().cloned().unwrap_or_default());
+            }
+            json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": name}, "spec": base})
+        };
+        let snapshot = |name: &str, of: &str| json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
+            "metadata": {"name": name}, "spec": {"resourceName": of}});
+        let pg_name = format!("{last}db");
+        let victim = cloud_identifier("testcluster", &ns, "db");
+        assert_eq!(victim, cloud_identifier("testcluster", &attacker, &pg_name), "the names collide");
+        let own = separate_identifier("testcluster", &attacker, &pg_name);
+
+        let _: Postgres = create_json(&client, &ns, postgres("db", json!({}))).await;
+        wait_phase(&Api::<Postgres>::namespaced(client.clone(), &ns), "db", Phase::Complete).await;
+        let pgs = Api::<Postgres>::namespaced(tenant.clone(), &attacker);
+        let _: Postgres = create_json(&tenant, &attacker, postgres(&pg_name, json!({}))).await;
+        wait_phase(&pgs, &pg_name, Phase::Complete).await;
+        let since = crate::support::aws_requests().len();
+
+        // The attack: each round claims the victim's identifier, asks for a
+        // snapshot, then removes the annotation; a clone of the first.
+        let annotate = |value: serde_json::Value| {
+            let (pgs, pg_name) = (pgs.clone(), pg_name.clone());
+            async move {
+                let patch = json!({"metadata": {"annotations": {"resourceIdentifier": value}}});
+                pgs.patch(&pg_name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap_or_else(|e| panic!("{e}"));
+            }
+        };
+        let rounds = 6;
+        for i in 0..rounds {
+            annotate(json!(victim)).await;
+            let _: PostgresSnapshot = create_json(&tenant, &attacker, snapshot(&format!("grab-{i}"), &pg_name)).await;
+            annotate(serde_json::Value::Null).await;
+            annotate(serde_json::Value::Null).await;
+        }
+        let _: Postgres = create_json(&tenant, &attacker, postgres("copy", json!({"restoreFromSnapshot": "grab-0"}))).await;
+
+        // The tenant's database records its own identifier again, and every
+        // snapshot completes as a snapshot of it.
+        let recorded = |o: Option<&Postgres>| o.and_then(|o| o.metadata.annotations.as_ref()?.get("resourceIdentifier").cloned());
+        let own_recorded = own.clone();
+        crate::support::wait_for(&pgs, &pg_name, "its own identifier recorded", crate::support::DEFAULT_TIMEOUT,
+            move |o: Option<&Postgres>| recorded(o).as_deref() == Some(own_recorded.as_str())).await;
+        let snaps = Api::<PostgresSnapshot>::namespaced(tenant.clone(), &attacker);
+        let rds = aws_sdk_rds::Client::new(&TestEnv::load().aws_config().await);
+        for i in 0..rounds {
+            let name = format!("grab-{i}");
+            let done = crate::support::wait_for(&snaps, &name, "phase complete", std::time::Duration::from_secs(180),
+                |o: Option<&PostgresSnapshot>| o.and_then(crate::support::Phased::phase) == Some(Phase::Complete)).await;
+            let id = done.status.and_then(|s| s.snapshot_id).unwrap_or_default();
+            let taken = rds.describe_db_snapshots().db_snapshot_identifier(&id).send().await.unwrap_or_else(|e| panic!("{name}: {id}: {e:?}"));
+            let source = taken.db_snapshots().first().and_then(|s| s.db_instance_identifier()).map(str::to_string);
+            assert_eq!(source.as_deref(), Some(own.as_str()), "{name} ({id}) is a snapshot of the tenant's own instance");
+        }
+        let copies = wait_phase(&pgs, "copy", Phase::Complete).await;
+        let copy_id = recorded(Some(&copies)).unwrap_or_default();
+
+        // None of the victim's exists, and nothing asked for one.
+        let victims = rds.describe_db_snapshots().db_instance_identifier(&victim).snapshot_type("manual").send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let victims: Vec<_> = victims.db_snapshots().iter().filter_map(|s| s.db_snapshot_identifier()).collect();
+        assert_eq!(victims, Vec::<&str>::new(), "snapshots of the victim's instance {victim}");
+        let quoted = format!("\"{victim}\"");
+        let asked: Vec<String> = crate::support::aws_requests()
+            .into_iter()
+            .skip(since)
+            .filter(|r| r["params"].to_string().contains(&quoted))
+            .filter_map(|r| r["action"].as_str().map(str::to_string))
+            .filter(|a| !a.starts_with("Describe") && !a.starts_with("List"))
+            .collect();
+        assert_eq!(asked, Vec::<String>::new(), "AWS writes naming the victim's instance");
+        assert_ne!(copy_id, victim, "the clone is an instance of its own");
+
+        for name in [pg_name.as_str(), "copy"] {
+            pgs.delete(name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        for i in 0..rounds {
+            snaps.delete(&format!("grab-{i}"), &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        for name in [pg_name.as_str(), "copy"] {
+            crate::support::wait_deleted(&pgs, name, std::time::Duration::from_secs(180)).await;
+        }
+        for i in 0..rounds {
+            crate::support::wait_deleted(&snaps, &format!("grab-{i}"), crate::support::DEFAULT_TIMEOUT).await;
+        }
+        let _ = Api::<Namespace>::all(client.clone()).delete(&attacker, &Default::default()).await;
+    })
+    .await;
+}
+
+/// A snapshot found under the identifier a PostgresSnapshot recorded counts
+/// only when its tags say it was taken for that CR: one put there by
+/// someone else (tagged for another namespace) fails the CR, is never
+/// reported complete, and is neither used nor deleted.
+#[tokio::test]
+async fn a_snapshot_found_under_the_recorded_identifier_must_be_the_crs_own() {
+    use cloud_resource_operator::api::{Postgres, PostgresSnapshot};
+    use kube::api::{Patch, PatchParams};
+
+    with_operator_launched("tfound", |_| {}, |client, ns, _op| async move {
+        let _: Postgres = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"},
+            "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "db-sec"}, "skipCreate": true}})).await;
+        let _: PostgresSnapshot = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
+            "metadata": {"name": "snap"}, "spec": {"resourceName": "db"}})).await;
+        let snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), &ns);
+        // The identifier is recorded while the database is paused.
+        let recorded = crate::support::wait_for(&snaps, "snap", "a recorded snapshotID", crate::support::DEFAULT_TIMEOUT,
+            |o: Option<&PostgresSnapshot>| o.and_then(|o| o.status.as_ref()?.snapshot_id.as_ref()).is_some_and(|id| !id.is_empty())).await;
+        let id = recorded.status.and_then(|s| s.snapshot_id).unwrap_or_default();
+        let uid = recorded.metadata.uid.unwrap_or_default();
+        assert!(id.len() > 40, "a hash of the CR's UID follows the Go naming: {id} ({uid})");
+
+        // Someone else's snapshot under that identifier, of another instance.
+        let rds = aws_sdk_rds::Client::new(&TestEnv::load().aws_config().await);
+        let other = format!("other-{}", &id[..10]);
+        rds.create_db_instance().db_instance_identifier(&other).engine("postgres").db_instance_class("db.t3.micro")
+            .allocated_storage(20).master_username("x").master_user_password("password1234")
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let tag = |k: &str, v: &str| aws_sdk_rds::types::Tag::builder().key(k).value(v).build();
+        rds.create_db_snapshot().db_instance_identifier(&other).db_snapshot_identifier(&id)
+            .tags(tag("integreatly.org/clusterID", "testcluster")).tags(tag("integreatly.org/resource-namespace", "elsewhere"))
+            .tags(tag("integreatly.org/resource-name", "snap"))
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+
+        let unpause = json!({"spec": {"skipCreate": false}});
+        Api::<Postgres>::namespaced(client.clone(), &ns).patch("db", &PatchParams::default(), &Patch::Merge(&unpause)).await.unwrap_or_else(|e| panic!("{e}"));
+        let failed = wait_phase(&snaps, "snap", Phase::Failed).await.message();
+        assert!(failed.contains(&format!("snapshot {id} exists but was not taken for this resource")) && !failed.contains("elsewhere"), "{failed}");
+
+        snaps.delete("snap", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        crate::support::wait_deleted(&snaps, "snap", crate::support::DEFAULT_TIMEOUT).await;
+        let kept = rds.describe_db_snapshots().db_snapshot_identifier(&id).send().await;
+        assert!(kept.is_ok_and(|o| o.db_snapshots().len() == 1), "the other's snapshot {id} is kept");
+        let _ = rds.delete_db_snapshot().db_snapshot_identifier(&id).send().await;
+        let _ = rds.delete_db_instance().db_instance_identifier(&other).skip_final_snapshot(true).send().await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        pgs.delete("db", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        crate::support::wait_deleted(&pgs, "db", std::time::Duration::from_secs(180)).await;
+    })
+    .await;
+}

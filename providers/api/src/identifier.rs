@@ -54,6 +54,19 @@ pub fn timestamped_identifier(
     )
 }
 
+/// The identifier of a snapshot this operator names: the Go operator's
+/// [`timestamped_identifier`] of the snapshot CR (readable, and what a
+/// person searching by the Go naming finds first), `-`, and 8 characters
+/// of the base32 SHA-256 of the CR's UID. The Go form drops separators and
+/// counts seconds, so `app/staging-db-s` and `app-staging/db-s` created in
+/// one second share it; the UID never repeats, not even for a CR created
+/// again under the same name. At most 49 characters.
+pub fn snapshot_identifier(timestamped: &str, uid: &str) -> String {
+    const HASH_LEN: usize = 8;
+    let hash = BASE32.encode(&Sha256::digest(uid.as_bytes()));
+    format!("{timestamped}-{}", &hash[..HASH_LEN]).to_ascii_lowercase()
+}
+
 /// Keeps only `[A-Za-z0-9]`; a result of `n` characters or more becomes its
 /// first `n - 5` characters, `-`, and the first 4 characters of the base32
 /// SHA-256 of the stripped string. Lowercased (AWS identifiers are
@@ -303,6 +316,30 @@ mod tests {
     }
 
     const EXPECTED_SUFFIX: &str = "r5v4";
+
+    #[test]
+    fn snapshot_identifiers_differ_for_crs_the_go_naming_confuses() {
+        let at = "2026-11-26 19:00:00 +0000 UTC";
+        let a = timestamped_identifier("k61ac4a43", "app", "staging-db-s", at);
+        let b = timestamped_identifier("k61ac4a43", "app-staging", "db-s", at);
+        assert_eq!(a, b, "the Go naming confuses them");
+        let (a, b) = (
+            snapshot_identifier(&a, "uid-1"),
+            snapshot_identifier(&b, "uid-2"),
+        );
+        assert_ne!(a, b);
+        for id in [&a, &b] {
+            assert!(id.starts_with("k61ac4a43appstagingdbs"), "{id}");
+            for rules in [
+                IdentifierRules::RdsSnapshot,
+                IdentifierRules::ElastiCacheSnapshot,
+            ] {
+                assert_eq!(rules.conform(id), *id, "{rules:?}");
+            }
+        }
+        let long = timestamped_identifier("k61ac4a43", &"n".repeat(60), "s", at);
+        assert_eq!(snapshot_identifier(&long, "uid").len(), 49);
+    }
 
     #[test]
     fn timestamped_identifiers_match_the_go_operators() {

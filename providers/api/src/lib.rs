@@ -13,7 +13,7 @@ pub use owned::{Owned, OwnedObjects, as_any, owned};
 
 pub use identifier::{
     DEFAULT_IDENTIFIER_LENGTH, IdentifierRules, cloud_identifier, separate_identifier, shorten,
-    timestamped_identifier,
+    snapshot_identifier, timestamped_identifier,
 };
 
 use std::collections::BTreeMap;
@@ -260,16 +260,22 @@ pub struct SnapshotRequest {
     pub namespace: String,
     pub name: String,
     pub owner: Owner,
-    /// Identifier of the resource to snapshot: what its CR records.
-    pub resource_identifier: String,
+    /// Name of the resource's CR (`spec.resourceName`).
+    pub resource_name: String,
+    /// Identifier of the resource to snapshot: what its CR records, never
+    /// a computed one (a tenant can remove the annotation; the computed
+    /// identifier may be another namespace's resource). `None` only when
+    /// deleting, which needs just the snapshot's own identifier.
+    pub resource_identifier: Option<String>,
     /// The identifier the operator computes for the resource's CR (its
     /// namespace and name): a recorded one must be the CR's own.
     pub resource_default_identifier: String,
     /// The identifier the resource's CR gets when its default one is
     /// another CR's resource (`separate_identifier`): recorded on it then.
     pub resource_separate_identifier: String,
-    /// Identifier of the snapshot itself (`<clusterID>-<namespace>-<name>`
-    /// of the snapshot CR, shortened).
+    /// Identifier of the snapshot itself (`status.snapshotID`: the Go
+    /// operator's `<clusterID>-<namespace>-<name>-<time>`, shortened, and
+    /// for snapshots this operator names, a hash of the CR's UID after it).
     pub identifier: String,
     /// The parent resource's tier strategy (where its region is).
     pub strategy: serde_json::Value,

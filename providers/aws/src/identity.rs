@@ -45,7 +45,7 @@ pub fn own_separate(req: &ResourceRequest) -> String {
 
 /// The tags of the resource `kind` is provisioned as under `id`, if it
 /// exists (for an SMTPCredentialSet: its IAM user's).
-async fn tags_of(
+pub async fn tags_of(
     c: &Clients,
     kind: ResourceKind,
     id: &str,

@@ -287,7 +287,15 @@ fn conformed_snapshot(req: &SnapshotRequest) -> Result<SnapshotRequest, Provider
     let tier = strategy::parse(&req.strategy).unwrap_or_default();
     let (default, pinned) =
         own_identifiers(req.kind, &req.resource_default_identifier, &tier, false)?;
-    let resource = rules(req.kind).conform(&req.resource_identifier);
+    let identifier = snapshot_rules.conform(&req.identifier);
+    // None recorded: only a snapshot already taken can be found.
+    let Some(recorded) = &req.resource_identifier else {
+        return Ok(SnapshotRequest {
+            identifier,
+            ..req.clone()
+        });
+    };
+    let resource = rules(req.kind).conform(recorded);
     let separate = rules(req.kind).conform(&req.resource_separate_identifier);
     if resource != default && resource != separate && Some(&resource) != pinned.as_ref() {
         return Err(foreign_annotation(
@@ -296,8 +304,8 @@ fn conformed_snapshot(req: &SnapshotRequest) -> Result<SnapshotRequest, Provider
         ));
     }
     Ok(SnapshotRequest {
-        identifier: snapshot_rules.conform(&req.identifier),
-        resource_identifier: resource,
+        identifier,
+        resource_identifier: Some(resource),
         ..req.clone()
     })
 }
@@ -388,11 +396,20 @@ impl Provider for AwsProvider {
         // Snapshots live where their resource does: its tier's region.
         let (_, a) = self.tier_clients(&req.strategy).await?;
         let c = &a.clients;
+        // Whose the resource is, by its tags, before anything is taken.
+        let source = match &req.resource_identifier {
+            Some(id) => Some((id.as_str(), identity::tags_of(c, req.kind, id).await?)),
+            None => None,
+        };
         match req.kind {
             ResourceKind::Redis => {
-                snapshots::take(&c.elasticache, ElastiCache::SERVICE.what, req).await
+                let what = ElastiCache::SERVICE.what;
+                snapshots::take(&c.elasticache, what, req, source).await
             }
-            _ => snapshots::take(&c.rds, Rds::SERVICE.what, req).await,
+            ResourceKind::Postgres => snapshots::take(&c.rds, Rds::SERVICE.what, req, source).await,
+            kind @ (ResourceKind::BlobStorage | ResourceKind::Smtp) => Err(
+                ProviderError::permanent(format!("a {kind:?} has no snapshots")),
+            ),
         }
     }
 
@@ -412,7 +429,8 @@ impl Provider for AwsProvider {
         let c = &a.clients;
         match req.kind {
             ResourceKind::Redis => snapshots::remove(&c.elasticache, req).await,
-            _ => snapshots::remove(&c.rds, req).await,
+            ResourceKind::Postgres => snapshots::remove(&c.rds, req).await,
+            ResourceKind::BlobStorage | ResourceKind::Smtp => Ok(Deletion::Done),
         }
     }
 }
@@ -528,7 +546,8 @@ mod tests {
                 namespace: "team-a".into(),
                 name: "snap".into(),
                 owner: req.owner.clone(),
-                resource_identifier: "testclusterteambdb".into(),
+                resource_name: "db".into(),
+                resource_identifier: Some("testclusterteambdb".into()),
                 resource_default_identifier: req.identifier.clone(),
                 resource_separate_identifier: "testclusterteamadb-abcdefgh".into(),
                 identifier: "snap-1".into(),
@@ -536,10 +555,12 @@ mod tests {
                 tags: Default::default(),
             };
             assert!(conformed_snapshot(&snap).is_err(), "{kind:?}");
-            snap.resource_identifier = snap.resource_default_identifier.clone();
+            snap.resource_identifier = Some(snap.resource_default_identifier.clone());
             assert!(conformed_snapshot(&snap).is_ok(), "{kind:?}");
-            snap.resource_identifier = snap.resource_separate_identifier.clone();
+            snap.resource_identifier = Some(snap.resource_separate_identifier.clone());
             assert!(conformed_snapshot(&snap).is_ok(), "{kind:?}");
+            snap.resource_identifier = None;
+            assert!(conformed_snapshot(&snap).is_ok(), "{kind:?}: none recorded");
         }
     }
 

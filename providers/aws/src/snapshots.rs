@@ -38,46 +38,139 @@ pub trait Snapshots: Tagging {
 }
 
 /// What a snapshot's state means (pure).
-pub fn outcome(id: &str, found: Option<&Found>) -> Option<Outcome<String>> {
-    Some(match found?.status.as_str() {
+pub fn outcome(id: &str, found: &Found) -> Outcome<String> {
+    match found.status.as_str() {
         "available" => Outcome::Ready(id.to_string()),
         "failed" => Outcome::Failed(format!(
             "snapshot {id} failed; delete this resource and create a new one to retry"
         )),
         other => Outcome::InProgress(format!("snapshot {id} is {other}")),
-    })
+    }
 }
 
-/// Takes the snapshot `req.identifier` of `req.resource_identifier` once,
-/// and reports its state.
+/// The tag of `tags` whose key ends with `suffix` (the keys carry the
+/// operator's configured prefix).
+fn tag<'a>(tags: &'a BTreeMap<String, String>, suffix: &str) -> Option<(&'a str, &'a str)> {
+    (tags.iter())
+        .find(|(k, _)| k.ends_with(suffix))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+}
+
+/// Why the tags `live` do not show a resource made by this cluster for the
+/// CR the namespace tag and `name` of `req` describe, if they do not: the
+/// owner tag must be this cluster's, the namespace tag (which the Go
+/// operator never wrote) absent or this CR's, and the `resource-name` tag
+/// `name`. The message never names another namespace.
+fn not_made_for(
+    req: &SnapshotRequest,
+    name: &str,
+    live: &BTreeMap<String, String>,
+) -> Option<String> {
+    let (Some((owner_key, cluster)), Some((ns_key, ns)), Some((name_key, _))) = (
+        tag(&req.tags, "clusterID"),
+        tag(&req.tags, "resource-namespace"),
+        tag(&req.tags, "resource-name"),
+    ) else {
+        return Some("the request carries no owner, namespace and name tags to check".into());
+    };
+    if live.get(owner_key).map(String::as_str) != Some(cluster) {
+        return Some(format!(
+            "it lacks this cluster's owner tag {owner_key}={cluster}"
+        ));
+    }
+    if live.get(ns_key).is_some_and(|other| other != ns) {
+        return Some(format!("its tag {ns_key} binds it to another namespace"));
+    }
+    match live.get(name_key) {
+        Some(have) if have == name => None,
+        _ => Some(format!("its tag {name_key} is not {name:?}")),
+    }
+}
+
+/// Why the database `live` tags describe is not the parent of the snapshot
+/// CR of `req`, if it is not (see [`not_made_for`]; the parent's name).
+pub fn not_the_parents(req: &SnapshotRequest, live: &BTreeMap<String, String>) -> Option<String> {
+    not_made_for(req, &req.resource_name, live)
+}
+
+/// Why the snapshot `live` tags describe was not taken for the snapshot CR
+/// of `req`, if it was not. This operator tags a snapshot with its CR's
+/// name; the Go operator with the snapshot's own identifier
+/// (`GetDefaultResourceTags(..., snapshotName, ...)` in
+/// createPostgresSnapshot and createRedisSnapshot,
+/// pkg/providers/aws/provider_postgressnapshot.go and
+/// provider_redissnapshot.go), and never with a namespace.
+pub fn not_this_snapshots(
+    req: &SnapshotRequest,
+    live: &BTreeMap<String, String>,
+) -> Option<String> {
+    let theirs = |name: &str| not_made_for(req, name, live);
+    match tag(&req.tags, "resource-namespace").is_some_and(|(k, _)| live.contains_key(k)) {
+        true => theirs(&req.name),
+        false => theirs(&req.identifier),
+    }
+}
+
+/// Takes the snapshot `req.identifier` once, and reports its state. A
+/// snapshot found under that identifier counts only when its tags say it
+/// was taken for this CR. Otherwise the resource `source` (the identifier
+/// the parent recorded, and its tags if it exists) is snapshotted, only
+/// when its tags say it is the parent's: neither an identifier nor an
+/// annotation, which a tenant may write, proves whose a resource is.
 pub async fn take<S: Snapshots>(
     svc: &S,
     what: &str,
     req: &SnapshotRequest,
+    source: Option<(&str, Option<BTreeMap<String, String>>)>,
 ) -> Result<Snapshotted, ProviderError> {
     let id = req.identifier.as_str();
-    let found = svc.find_snapshot(id).await?;
-    let outcome = match outcome(id, found.as_ref()) {
-        Some(outcome) => outcome,
-        None => {
-            let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
-            match svc
-                .create_snapshot(&req.resource_identifier, id, &tags)
-                .await?
-            {
-                Some(Created::Now) => Outcome::InProgress(format!("creating snapshot {id}")),
-                Some(Created::Already) => {
-                    made_for_it(svc, req).await?;
-                    Outcome::InProgress(format!("creating snapshot {id}"))
-                }
-                // Its CR is complete, so the resource is coming back
-                // (restored) or its CR reports it vanished: wait either way.
-                None => Outcome::InProgress(format!(
-                    "waiting for {what} {} to exist; the snapshot {} is taken then",
-                    req.resource_identifier, req.name
-                )),
-            }
+    let waiting = |why: String| {
+        Ok(Snapshotted {
+            outcome: Outcome::InProgress(why),
+        })
+    };
+    if let Some(found) = svc.find_snapshot(id).await? {
+        if let Some(why) = not_this_snapshots(req, &svc.tags(&found.arn).await?) {
+            return Err(ProviderError::permanent(format!(
+                "snapshot {id} exists but was not taken for this resource ({why}): it is neither used nor deleted; delete this resource and create one under another name"
+            )));
         }
+        return Ok(Snapshotted {
+            outcome: outcome(id, &found),
+        });
+    }
+    let parent = &req.resource_name;
+    let Some((source, source_tags)) = source else {
+        return waiting(format!(
+            "waiting for {parent:?} to record its cloud identifier (annotation resourceIdentifier, which the operator writes); the snapshot is taken then"
+        ));
+    };
+    // Its CR is complete, so the resource is coming back (restored) or its
+    // CR reports it vanished: wait either way.
+    let absent = || {
+        format!(
+            "waiting for {what} {source} to exist; the snapshot {} is taken then",
+            req.name
+        )
+    };
+    let Some(source_tags) = source_tags else {
+        return waiting(absent());
+    };
+    // The parent's own reconcile fails on such an annotation and says
+    // what to do; the snapshot waits for the parent's own identifier.
+    if let Some(why) = not_the_parents(req, &source_tags) {
+        return waiting(format!(
+            "{what} {source}, which {parent:?} records as its identifier, is not that resource's ({why}): nothing is snapshotted until {parent:?} records its own identifier (remove its annotation resourceIdentifier; the operator records its own again)"
+        ));
+    }
+    let tags: Vec<(String, String)> = req.tags.clone().into_iter().collect();
+    let outcome = match svc.create_snapshot(source, id, &tags).await? {
+        Some(Created::Now) => Outcome::InProgress(format!("creating snapshot {id}")),
+        Some(Created::Already) => {
+            made_for_it(svc, req).await?;
+            Outcome::InProgress(format!("creating snapshot {id}"))
+        }
+        None => Outcome::InProgress(absent()),
     };
     Ok(Snapshotted { outcome })
 }
@@ -90,10 +183,34 @@ async fn made_for_it<S: Snapshots>(svc: &S, req: &SnapshotRequest) -> Result<(),
     let Some(found) = svc.find_snapshot(id).await? else {
         return Err(not_yet_visible("snapshot", id));
     };
-    match tags::made_for(&req.tags, &svc.tags(&found.arn).await?) {
-        true => Ok(()),
-        false => Err(taken("snapshot", id)),
+    match not_this_snapshots(req, &svc.tags(&found.arn).await?) {
+        None => Ok(()),
+        Some(_) => Err(taken("snapshot", id)),
     }
+}
+
+/// Refuses to restore `req` from the snapshot `id` unless its tags carry
+/// this cluster's owner tag and bind it to no other namespace (the Go
+/// operator's snapshots bind none; the snapshot CR that names them is in
+/// this namespace, and only the operator writes its `status.snapshotID`).
+/// A snapshot not found is left to the restore call, which says so.
+pub async fn check_restorable<S: Snapshots>(
+    svc: &S,
+    req: &ResourceRequest,
+    id: &str,
+) -> Result<(), ProviderError> {
+    let Some(found) = svc.find_snapshot(id).await? else {
+        return Ok(());
+    };
+    let live = svc.tags(&found.arn).await?;
+    let ((owner_key, cluster), (ns_key, ns)) = (&req.owner_tag, &req.namespace_tag);
+    let foreign = live.get(owner_key) != Some(cluster);
+    if foreign || live.get(ns_key).is_some_and(|have| have != ns) {
+        return Err(ProviderError::permanent(format!(
+            "snapshot {id} (spec.restoreFromSnapshot) was not taken by this cluster for this namespace (its tags {owner_key} and {ns_key} say so): nothing is restored from it; name a snapshot of this namespace"
+        )));
+    }
+    Ok(())
 }
 
 /// Deletes the snapshot, unless its tags bind it to another namespace:
@@ -245,17 +362,118 @@ mod tests {
             arn: "a".into(),
             status: status.into(),
         };
-        assert_eq!(outcome("s", None), None, "not found: take it");
         assert_eq!(
-            outcome("s", Some(&found("available"))),
-            Some(Outcome::Ready("s".into()))
+            outcome("s", &found("available")),
+            Outcome::Ready("s".into())
         );
         assert!(
-            matches!(outcome("s", Some(&found("creating"))), Some(Outcome::InProgress(m)) if m.contains("creating"))
+            matches!(outcome("s", &found("creating")), Outcome::InProgress(m) if m.contains("creating"))
         );
-        assert!(matches!(
-            outcome("s", Some(&found("failed"))),
-            Some(Outcome::Failed(_))
-        ));
+        assert!(matches!(outcome("s", &found("failed")), Outcome::Failed(_)));
+    }
+
+    fn request() -> SnapshotRequest {
+        let tags = [
+            ("integreatly.org/clusterID", "testcluster"),
+            ("integreatly.org/resource-name", "snap"),
+            ("integreatly.org/resource-namespace", "app"),
+            ("integreatly.org/resource-type", "managed"),
+        ];
+        SnapshotRequest {
+            kind: cro_provider_api::ResourceKind::Postgres,
+            namespace: "app".into(),
+            name: "snap".into(),
+            owner: cro_provider_api::Owner {
+                api_version: "integreatly.org/v1alpha1".into(),
+                kind: "PostgresSnapshot".into(),
+                name: "snap".into(),
+                uid: "uid".into(),
+            },
+            resource_name: "staging-db".into(),
+            resource_identifier: Some("testclusterappstagingdb".into()),
+            resource_default_identifier: "testclusterappstagingdb".into(),
+            resource_separate_identifier: "testclusterappstagingdb-abcdefgh".into(),
+            identifier: "testclusterappsnap2026112619000000000-abcd1234".into(),
+            strategy: serde_json::Value::Null,
+            tags: tags.map(|(k, v)| (k.to_string(), v.to_string())).into(),
+        }
+    }
+
+    fn tagged(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        (pairs.iter())
+            .map(|(k, v)| (format!("integreatly.org/{k}"), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn only_the_parents_own_database_is_snapshotted() {
+        let req = request();
+        // Made by this operator for app/staging-db.
+        let own = tagged(&[
+            ("clusterID", "testcluster"),
+            ("resource-namespace", "app"),
+            ("resource-name", "staging-db"),
+        ]);
+        assert_eq!(not_the_parents(&req, &own), None);
+        // app-staging/db shares the Go naming's identifier: its tags say whose.
+        let other = tagged(&[
+            ("clusterID", "testcluster"),
+            ("resource-namespace", "app-staging"),
+            ("resource-name", "db"),
+        ]);
+        let why = not_the_parents(&req, &other).unwrap_or_default();
+        assert!(
+            why.contains("another namespace") && !why.contains("app-staging"),
+            "{why}"
+        );
+        // The Go operator's (no namespace tag): by the CR's name.
+        let go = tagged(&[
+            ("clusterID", "testcluster"),
+            ("resource-name", "staging-db"),
+        ]);
+        assert_eq!(not_the_parents(&req, &go), None);
+        let go_other = tagged(&[("clusterID", "testcluster"), ("resource-name", "db")]);
+        assert!(not_the_parents(&req, &go_other).is_some());
+        // Another cluster's, or nobody's.
+        let foreign = tagged(&[
+            ("clusterID", "other"),
+            ("resource-namespace", "app"),
+            ("resource-name", "staging-db"),
+        ]);
+        assert!(not_the_parents(&req, &foreign).is_some());
+        assert!(not_the_parents(&req, &BTreeMap::new()).is_some());
+    }
+
+    #[test]
+    fn a_found_snapshot_counts_only_when_taken_for_this_cr() {
+        let req = request();
+        let own = tagged(&[
+            ("clusterID", "testcluster"),
+            ("resource-namespace", "app"),
+            ("resource-name", "snap"),
+        ]);
+        assert_eq!(not_this_snapshots(&req, &own), None);
+        let other = tagged(&[
+            ("clusterID", "testcluster"),
+            ("resource-namespace", "app-x"),
+            ("resource-name", "snap"),
+        ]);
+        assert!(not_this_snapshots(&req, &other).is_some());
+        let other_cr = tagged(&[
+            ("clusterID", "testcluster"),
+            ("resource-namespace", "app"),
+            ("resource-name", "snap2"),
+        ]);
+        assert!(not_this_snapshots(&req, &other_cr).is_some());
+        // The Go operator's: resource-name is the snapshot's identifier.
+        let go = tagged(&[
+            ("clusterID", "testcluster"),
+            ("resource-name", &req.identifier),
+            ("resource-type", "managed"),
+        ]);
+        assert_eq!(not_this_snapshots(&req, &go), None);
+        let go_by_name = tagged(&[("clusterID", "testcluster"), ("resource-name", "snap")]);
+        assert!(not_this_snapshots(&req, &go_by_name).is_some());
+        assert!(not_this_snapshots(&req, &BTreeMap::new()).is_some());
     }
 }

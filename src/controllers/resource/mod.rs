@@ -34,8 +34,8 @@ use crate::{
 
 use provision::provision;
 pub use provision::{provider, provider_name};
-use request::{annotation, recorded_identifier, secret_namespace};
-pub use request::{namespace_tag, owner, request, tags};
+use request::{annotation, secret_namespace};
+pub use request::{namespace_tag, owner, recorded_identifier, request, tags};
 use status::{report_of_provisioned, report_pending};
 use writes::{close_maintenance_window, publish_secret, record_identifier};
 

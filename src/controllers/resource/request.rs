@@ -26,7 +26,8 @@ pub(super) fn annotation<K: Resource>(cr: &K, key: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-pub(super) fn recorded_identifier<K: Resource>(cr: &K) -> Option<String> {
+/// The cloud identifier `cr` recorded (annotation `resourceIdentifier`).
+pub fn recorded_identifier<K: Resource>(cr: &K) -> Option<String> {
     annotation(cr, RESOURCE_IDENTIFIER_ANNOTATION)
 }
 

@@ -471,6 +471,9 @@ async fn create(
     want: &Desired,
     auth_token: Option<String>,
 ) -> Result<Created, ProviderError> {
+    if let Some(snapshot) = &req.restore_from_snapshot {
+        crate::snapshots::check_restorable(&c.elasticache, req, snapshot).await?;
+    }
     let port = t.port.unwrap_or(6379);
     let places_itself = t.subnet_group.is_some() || t.security_groups.is_some();
     let (placed, _held) =

@@ -771,6 +771,9 @@ async fn create(
     want: &Desired,
     creds: &BTreeMap<String, String>,
 ) -> Result<Created, ProviderError> {
+    if let Some(snapshot) = &req.restore_from_snapshot {
+        crate::snapshots::check_restorable(&c.rds, req, snapshot).await?;
+    }
     let places_itself = t.subnet_group.is_some() || t.security_groups.is_some();
     let (placed, _held) =
         network::placement(c, req, hint, Engine::Postgres, want.port, places_itself).await?;
