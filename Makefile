@@ -6,7 +6,7 @@ ENV_SH := target/testenv/env.sh
 BIN := target/debug/cloud-resource-operator
 OPERATOR_NAMESPACE ?= cloud-resource-operator
 
-.PHONY: help deps build crds testenv-up testenv-down test bench proptest-long lint run
+.PHONY: help deps build crds image testenv-up testenv-down test bench proptest-long lint run
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -21,6 +21,10 @@ crds: ## regenerate crds/ from the Rust types, and the Helm chart's copies of cr
 	cargo run --quiet -- crd --output-dir crds
 	cargo run --quiet -- crd --output-dir deploy/helm/crds
 	cp config/cloud-resource*.yaml deploy/helm/config/
+
+image: ## the operator's image with no container daemon: target/image/cloud-resource-operator.tar, tagged as the chart's default (load it: tests/testenv/testenv.sh load-image FILE)
+	cargo build --release --bin cloud-resource-operator
+	deploy/image/build.sh
 
 testenv-up: deps ## start the local control plane + kwok + moto (builds and caches binaries first time)
 	@$(TESTENV) up
@@ -52,13 +56,15 @@ lint: ## rustfmt and clippy, warnings are errors
 
 # With KUBECONFIG unset: the local environment, with both sample sets
 # (in-cluster and AWS, against the emulator) in namespace $(DEMO_NAMESPACE).
-# Otherwise: that cluster, CRDs and configuration only.
+# Otherwise: that cluster, CRDs and the configuration ConfigMaps that are
+# missing there (existing ones are left as they are, and named).
 DEMO_NAMESPACE ?= demo
 run: deps build ## run the operator in the foreground (local control plane and samples unless KUBECONFIG is set)
 	@local=0; if [ -z "$${KUBECONFIG:-}" ]; then local=1; $(TESTENV) up; set -a; . $(ENV_SH); set +a; fi; \
 	kubectl apply --server-side -k crds/ >/dev/null; \
 	kubectl create namespace $(OPERATOR_NAMESPACE) --dry-run=client -o yaml | kubectl apply -f - >/dev/null; \
-	kubectl -n $(OPERATOR_NAMESPACE) apply -k config/ >/dev/null; \
+	if [ $$local = 1 ]; then kubectl -n $(OPERATOR_NAMESPACE) apply -k config/ >/dev/null; \
+	else config/install-missing.sh $(OPERATOR_NAMESPACE); fi; \
 	if [ $$local = 1 ]; then \
 	  kubectl create namespace $(DEMO_NAMESPACE) --dry-run=client -o yaml | kubectl apply -f - >/dev/null; \
 	  if [ -n "$${CRO_TESTENV_REAL_NODE:-}" ]; then \
@@ -70,6 +76,6 @@ run: deps build ## run the operator in the foreground (local control plane and s
 	  kubectl -n $(DEMO_NAMESPACE) apply -f config/samples/ -f config/samples/aws/ >/dev/null; \
 	  echo "CRDs, configuration and samples installed; in another shell: . $(ENV_SH); kubectl -n $(DEMO_NAMESPACE) get postgres,redis,blobstorages,smtpcredentialsets,postgressnapshots,redissnapshots"; \
 	else \
-	  echo "CRDs and configuration installed; try: kubectl apply -f config/samples/"; \
+	  echo "CRDs installed, configuration as listed above; try: kubectl apply -f config/samples/"; \
 	fi; \
 	exec $${CRO_TESTENV_IN_CLUSTER_DNS:-} $(BIN) run --operator-namespace $(OPERATOR_NAMESPACE)

@@ -771,3 +771,31 @@ fn kustomize_and_helm_ship_the_same_monitoring() {
         "on by default"
     );
 }
+
+/// `make run` against a cluster of one's own (KUBECONFIG set) creates only
+/// the configuration ConfigMaps that are missing (config/install-missing.sh):
+/// tiers a platform engineer edited stay as they are, and it says so.
+#[tokio::test]
+async fn make_run_leaves_an_edited_strategies_config_map_as_it_was() {
+    with_namespace("runcfg", |client, ns| async move {
+        let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+        let edited: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resources-aws-strategies"},
+            "data": {"postgres": "{\"development\": {\"region\": \"\", \"createStrategy\": {\"DBInstanceClass\": \"db.r6g.large\"}}}"}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let edited = config_maps.create(&PostParams::default(), &edited).await.unwrap_or_else(|e| panic!("{e}"));
+
+        let said = run(&repo().join("config/install-missing.sh"), &[&ns]);
+        assert!(said.contains(&format!("left {ns} configmap/cloud-resources-aws-strategies as it is")), "{said}");
+        for name in ["cloud-resource-config", "cloud-resources-openshift-strategies"] {
+            assert!(said.contains(&format!("created {ns} configmap/{name}")), "{said}");
+            config_maps.get(name).await.unwrap_or_else(|e| panic!("{name} was not created: {e}"));
+        }
+        let after = config_maps.get("cloud-resources-aws-strategies").await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((after.data, after.metadata.resource_version), (edited.data, edited.metadata.resource_version), "the edited tiers were rewritten");
+
+        // Run again: everything exists, nothing is written.
+        let again = run(&repo().join("config/install-missing.sh"), &[&ns]);
+        assert_eq!(again.matches("as it is").count(), 3, "{again}");
+    })
+    .await;
+}
