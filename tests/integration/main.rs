@@ -11,6 +11,7 @@ mod deploy;
 mod first_contact;
 mod foundation;
 mod in_cluster;
+mod install;
 mod leader;
 mod lifecycle;
 mod lost_answers;

@@ -1,0 +1,301 @@
+//! The operator installed as users install it (issue #40): its own image
+//! (`deploy/image/build.sh`, as `make image` builds it, from the binary
+//! under test) loaded into the real node, the Helm chart installed into a
+//! namespace that enforces Pod Security "restricted", under an arbitrary
+//! UID as OpenShift assigns one, watching one other "restricted"
+//! namespace. The pods become Ready through their own probes, one takes
+//! the Lease, a workshop Postgres becomes complete and Connectable, an AWS
+//! BlobStorage completes against the emulator, both are deleted, and the
+//! metrics are read through the chart's Service.
+
+use std::{path::PathBuf, process::Command, time::Duration};
+
+use cloud_resource_operator::api::{BlobStorage, Phase, Postgres};
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{Namespace, Pod, Secret, Service},
+};
+use kube::{
+    Api, Client,
+    api::{ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+
+use crate::support::{
+    DEFAULT_TIMEOUT, TestEnv, connectable, create_json, create_namespace, ensure_crds,
+    place_on_real_node, real_node, wait_deleted, wait_for, wait_phase,
+};
+
+/// Pods start for real (image import, probes every 10 s).
+const START: Duration = Duration::from_secs(180);
+/// What OpenShift's restricted-v2 might assign.
+const OPENSHIFT_UID: &str = "1000680000";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs a command with the test environment's kubeconfig; its output, or
+/// a panic naming it.
+fn run(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(repo())
+        .env("KUBECONFIG", &TestEnv::load().kubeconfig)
+        .output()
+        .unwrap_or_else(|e| panic!("running {program}: {e}"));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{program} {}: {said}", args.join(" "));
+    said
+}
+
+async fn restricted_namespace(client: &Client, prefix: &str) -> String {
+    let ns = create_namespace(client, prefix).await;
+    place_on_real_node(client, &ns).await;
+    let labels =
+        json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}});
+    Api::<Namespace>::all(client.clone())
+        .patch(&ns, &PatchParams::default(), &Patch::Merge(&labels))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    ns
+}
+
+/// GET `path` from `host:port` over plain HTTP/1.0; the body.
+async fn http_get(host: &str, port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect((host, port))
+        .await
+        .unwrap_or_else(|e| panic!("{host}:{port}: {e}"));
+    tcp.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut body = String::new();
+    tcp.read_to_string(&mut body)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    body
+}
+
+#[tokio::test]
+async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_uid() {
+    let node = real_node();
+    let env = TestEnv::load();
+    let client = env.client().await;
+    ensure_crds(&client).await;
+    let pod_aws = std::env::var("CRO_TESTENV_POD_AWS_ENDPOINT").unwrap_or_else(|_| {
+        panic!("CRO_TESTENV_POD_AWS_ENDPOINT is not set: the environment has no real node")
+    });
+
+    // The image, as `make image` builds it, of the binary under test.
+    let said = run(
+        "deploy/image/build.sh",
+        &[env!("CARGO_BIN_EXE_cloud-resource-operator")],
+    );
+    assert!(
+        said.contains("docker.io/library/cloud-resource-operator:0.1.0"),
+        "{said}"
+    );
+    run(
+        "tests/testenv/testenv.sh",
+        &["load-image", "target/image/cloud-resource-operator.tar"],
+    );
+
+    let operator_ns = restricted_namespace(&client, "cro-install").await;
+    let app_ns = restricted_namespace(&client, "cro-app").await;
+    // AWS credentials for the emulator, in the Secret the chart reads.
+    let creds: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "cloud-resource-operator-aws"},
+        "stringData": {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    Api::<Secret>::namespaced(client.clone(), &operator_ns)
+        .create(&PostParams::default(), &creds)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let helm = env.helm.to_string_lossy().to_string();
+    let release = "cro";
+    let install = |extra: Vec<String>| {
+        let mut args = vec![
+            "install".to_string(),
+            release.to_string(),
+            "deploy/helm".into(),
+            "--namespace".into(),
+            operator_ns.clone(),
+            "--set".into(),
+            format!("podSecurityContext.runAsUser={OPENSHIFT_UID}"),
+            "--set".into(),
+            format!("operator.watchNamespaces={{{app_ns}}}"),
+            "--set".into(),
+            "image.pullPolicy=Never".into(),
+            "--set".into(),
+            format!("operator.awsRegion={}", env.aws_region),
+            "--set".into(),
+            "extraEnv[0].name=AWS_ENDPOINT_URL".into(),
+            "--set".into(),
+            format!("extraEnv[0].value={pod_aws}"),
+            "--set".into(),
+            "monitoring.prometheusRule.enabled=false".into(),
+        ];
+        args.extend(extra);
+        args
+    };
+    let args = install(vec![]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = std::panic::AssertUnwindSafe(async {
+        run(&helm, &args);
+        installed(&client, &node, &operator_ns, &app_ns).await;
+    });
+    let outcome = futures::FutureExt::catch_unwind(result).await;
+
+    // Whatever happened: the release and both namespaces go.
+    let logs = Command::new(&env.kubectl)
+        .args([
+            "--kubeconfig",
+            &env.kubeconfig.to_string_lossy(),
+            "-n",
+            &operator_ns,
+            "logs",
+            "-l",
+            "app.kubernetes.io/name=cloud-resource-operator",
+            "--tail",
+            "40",
+            "--prefix",
+        ])
+        .output();
+    let _ = Command::new(&helm)
+        .args(["uninstall", release, "--namespace", &operator_ns, "--wait"])
+        .env("KUBECONFIG", &env.kubeconfig)
+        .output();
+    for ns in [&operator_ns, &app_ns] {
+        let _ = Api::<Namespace>::all(client.clone())
+            .delete(ns, &Default::default())
+            .await;
+    }
+    if let Err(e) = outcome {
+        if let Ok(out) = logs {
+            eprintln!(
+                "operator pods' last log lines:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::panic::resume_unwind(e);
+    }
+}
+
+async fn installed(client: &Client, node: &str, operator_ns: &str, app_ns: &str) {
+    // Ready through the pods' own probes, on the real node, as the UID asked.
+    let pods = Api::<Pod>::namespaced(client.clone(), operator_ns);
+    let selector = ListParams::default().labels("app.kubernetes.io/name=cloud-resource-operator");
+    let started = tokio::time::Instant::now();
+    let ready = loop {
+        let listed = pods.list(&selector).await.unwrap_or_else(|e| panic!("{e}"));
+        let ready: Vec<Pod> = listed
+            .items
+            .into_iter()
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .collect();
+        if ready.len() == 2 {
+            break ready;
+        }
+        assert!(
+            started.elapsed() < START,
+            "the operator's two pods are not Ready within {START:?}: {} ready",
+            ready.len()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    for pod in &ready {
+        let spec = pod.spec.clone().unwrap_or_default();
+        assert_eq!(spec.node_name.as_deref(), Some(node));
+        let uid = spec.security_context.and_then(|s| s.run_as_user);
+        assert_eq!(uid.map(|u| u.to_string()).as_deref(), Some(OPENSHIFT_UID));
+    }
+
+    // One of them leads.
+    let leases = Api::<Lease>::namespaced(client.clone(), operator_ns);
+    let names: Vec<String> = ready
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    wait_for(
+        &leases,
+        "cloud-resource-operator",
+        "a pod holding the Lease",
+        START,
+        move |l: Option<&Lease>| {
+            l.and_then(|l| l.spec.as_ref()?.holder_identity.clone())
+                .is_some_and(|h| names.iter().any(|n| h.contains(n.as_str())))
+        },
+    )
+    .await;
+
+    // A workshop Postgres in the other restricted namespace: complete,
+    // and Connectable from the operator's own pod.
+    let _: Postgres = create_json(client, app_ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"},
+        "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "db-sec"}}})).await;
+    let _: BlobStorage = create_json(client, app_ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": "files"},
+        "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "files-sec"}}})).await;
+    let pgs = Api::<Postgres>::namespaced(client.clone(), app_ns);
+    let want = Some(("True".to_string(), "Connected".to_string()));
+    wait_for(
+        &pgs,
+        "db",
+        "complete and Connectable",
+        START,
+        move |o: Option<&Postgres>| {
+            let status = o.and_then(|o| o.status.as_ref());
+            status.and_then(|s| s.phase) == Some(Phase::Complete)
+                && status.and_then(|s| connectable(&s.conditions)) == want
+        },
+    )
+    .await;
+    let blobs = Api::<BlobStorage>::namespaced(client.clone(), app_ns);
+    wait_phase(&blobs, "files", Phase::Complete).await;
+    let secret = Api::<Secret>::namespaced(client.clone(), app_ns)
+        .get("files-sec")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(secret.data.unwrap_or_default().contains_key("bucketName"));
+
+    // The metrics, through the chart's Service (kube-proxy), name both.
+    let service = Api::<Service>::namespaced(client.clone(), operator_ns)
+        .get("cloud-resource-operator-metrics")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ip = service.spec.and_then(|s| s.cluster_ip).unwrap_or_default();
+    let started = tokio::time::Instant::now();
+    loop {
+        let metrics = http_get(&ip, 8080, "/metrics").await;
+        if metrics.contains("cro_postgres_status_phase")
+            && metrics.contains("cro_blobstorage_status_phase")
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < DEFAULT_TIMEOUT,
+            "the metrics through {ip}:8080 lack the phase gauges:\n{metrics}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+
+    pgs.delete("db", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    blobs
+        .delete("files", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
+    wait_deleted(&blobs, "files", DEFAULT_TIMEOUT).await;
+}
