@@ -6,7 +6,7 @@ ENV_SH := target/testenv/env.sh
 BIN := target/debug/cloud-resource-operator
 OPERATOR_NAMESPACE ?= cloud-resource-operator
 
-.PHONY: help deps build crds image testenv-up testenv-down test bench proptest-long lint run
+.PHONY: help deps build crds bundle image testenv-up testenv-down test bench proptest-long lint run
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -21,6 +21,10 @@ crds: ## regenerate crds/ from the Rust types, and the Helm chart's copies of cr
 	cargo run --quiet -- crd --output-dir crds
 	cargo run --quiet -- crd --output-dir deploy/helm/crds
 	cp config/cloud-resource*.yaml deploy/helm/config/
+
+bundle: deps ## regenerate bundle/ (the OLM bundle) from the Helm chart, crds/ and config/samples/
+	@$(TESTENV) build
+	rm -rf bundle && python3 deploy/bundle/generate.py $$(. tests/testenv/versions.env; echo $${CRO_TESTENV_CACHE:-$$HOME/.cache/cro-testenv}/helm-$$HELM_VERSION/bin/helm) bundle
 
 image: ## the operator's image with no container daemon: target/image/cloud-resource-operator.tar, tagged as the chart's default (load it: tests/testenv/testenv.sh load-image FILE)
 	cargo build --release --bin cloud-resource-operator

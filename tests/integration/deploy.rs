@@ -799,3 +799,149 @@ async fn make_run_leaves_an_edited_strategies_config_map_as_it_was() {
     })
     .await;
 }
+
+/// The OLM bundle (bundle/, how the Go operator is installed) is what
+/// deploy/bundle/generate.py makes of the chart, crds/ and the samples: the
+/// ClusterServiceVersion owns the six CRDs, runs the chart's image and
+/// Deployment (WATCH_NAMESPACE from OLM's target namespaces) with the
+/// chart's RBAC, and the operator framework's own validator
+/// (operator-verify, built from its Go module) finds no error in it.
+#[test]
+fn the_olm_bundle_is_the_charts_and_passes_the_operator_frameworks_validator() {
+    let env = TestEnv::load();
+    let fresh = repo().join("target/testenv/bundle");
+    let _ = std::fs::remove_dir_all(&fresh);
+    run(
+        Path::new("python3"),
+        &[
+            "deploy/bundle/generate.py",
+            &env.helm.to_string_lossy(),
+            &fresh.to_string_lossy(),
+        ],
+    );
+    let files = |dir: &Path| -> BTreeMap<String, String> {
+        ["manifests", "metadata"]
+            .iter()
+            .flat_map(|sub| {
+                std::fs::read_dir(dir.join(sub))
+                    .unwrap_or_else(|e| panic!("{}: {e}", dir.join(sub).display()))
+            })
+            .map(|e| e.unwrap_or_else(|e| panic!("{e}")).path())
+            .map(|p| {
+                (
+                    p.strip_prefix(dir)
+                        .unwrap_or(&p)
+                        .to_string_lossy()
+                        .to_string(),
+                    std::fs::read_to_string(&p).unwrap_or_default(),
+                )
+            })
+            .collect()
+    };
+    let (checked_in, generated) = (files(&repo().join("bundle")), files(&fresh));
+    assert_eq!(
+        checked_in.keys().collect::<Vec<_>>(),
+        generated.keys().collect::<Vec<_>>(),
+        "bundle/ is stale: run make bundle"
+    );
+    for (name, text) in &generated {
+        assert!(
+            checked_in[name] == *text,
+            "bundle/{name} is stale: run make bundle"
+        );
+    }
+
+    let csv: Value =
+        documents(&generated["manifests/cloud-resource-operator.clusterserviceversion.yaml"])
+            .remove(0);
+    let owned: BTreeSet<String> = csv["spec"]["customresourcedefinitions"]["owned"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| text(&c["name"]))
+        .collect();
+    let crds: BTreeSet<String> = kustomize("crds/")
+        .iter()
+        .map(|d| text(&d["metadata"]["name"]))
+        .collect();
+    assert_eq!(
+        (owned.len(), &owned),
+        (6, &crds),
+        "the CSV owns the six CRDs"
+    );
+    let chart = documents(&run(&env.helm, &["template", "cro", CHART]));
+    let of = |kind: &str| {
+        chart
+            .iter()
+            .find(|d| d["kind"] == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("the chart renders no {kind}"))
+    };
+    let install = &csv["spec"]["install"]["spec"];
+    let deployed = &install["deployments"][0]["spec"];
+    let container = |spec: &Value| spec["template"]["spec"]["containers"][0].clone();
+    let chart_deployment = of("Deployment")["spec"].clone();
+    assert_eq!(
+        container(deployed)["image"],
+        container(&chart_deployment)["image"],
+        "the chart's image"
+    );
+    assert_eq!(
+        csv["metadata"]["annotations"]["containerImage"],
+        container(&chart_deployment)["image"]
+    );
+    for field in [
+        "args",
+        "securityContext",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+        "ports",
+    ] {
+        assert_eq!(
+            container(deployed)[field],
+            container(&chart_deployment)[field],
+            "container {field}"
+        );
+    }
+    assert_eq!(
+        deployed["template"]["spec"]["securityContext"],
+        chart_deployment["template"]["spec"]["securityContext"]
+    );
+    let watch = container(deployed)["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "WATCH_NAMESPACE")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        watch["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.annotations['olm.targetNamespaces']"
+    );
+    assert_eq!(
+        install["clusterPermissions"][0]["rules"],
+        of("ClusterRole")["rules"],
+        "the chart's ClusterRole"
+    );
+    assert_eq!(
+        install["permissions"][0]["rules"],
+        of("Role")["rules"],
+        "the chart's leader-election Role"
+    );
+
+    let verify = std::env::var("CRO_TESTENV_OPERATOR_VERIFY").unwrap_or_else(|_| panic!("CRO_TESTENV_OPERATOR_VERIFY is not set: restart the environment (make testenv-down testenv-up) to build operator-verify"));
+    let out = Command::new(&verify)
+        .args(["manifests", &repo().join("bundle").to_string_lossy()])
+        .output()
+        .unwrap_or_else(|e| panic!("{verify}: {e}"));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && !said.contains("level=error"),
+        "operator-verify manifests bundle/: {said}"
+    );
+}

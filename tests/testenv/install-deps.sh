@@ -36,5 +36,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
+# deploy/bundle/generate.py reads and writes YAML.
+python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pyyaml
 command -v go >/dev/null || { echo "install-deps: Go is required to build the test binaries (https://go.dev/doc/install)" >&2; exit 1; }
 command -v cargo >/dev/null || { echo "install-deps: cargo (rustup) is required" >&2; exit 1; }

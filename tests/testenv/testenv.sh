@@ -30,6 +30,7 @@ kwok_bin=$cache/kwok-$KWOK_VERSION/bin
 helm_bin=$cache/helm-$HELM_VERSION/bin
 promtool_bin=$cache/prometheus-$PROMETHEUS_VERSION/bin
 coredns_bin=$cache/coredns-$COREDNS_VERSION/bin
+operator_verify_bin=$cache/operator-framework-api-$OPERATOR_FRAMEWORK_API_VERSION/bin
 moto_venv=$cache/moto-$MOTO_VERSION-cbor2-$CBOR2_VERSION
 aws_region=${AWS_REGION_TESTENV:-eu-west-1}
 # Addresses handed to things that do not exist: kwok's fake pods and node
@@ -169,6 +170,16 @@ go 1.25.0
 require github.com/prometheus/prometheus $PROMETHEUS_VERSION" "" github.com/prometheus/prometheus/cmd/promtool
 }
 
+# operator-verify validates the OLM bundle (bundle/) in the tests.
+build_operator_verify() {
+  [ -x "$operator_verify_bin/operator-verify" ] && return 0
+  go_build operator-verify "$operator_verify_bin" "module cro.local/testenv/operator-verify
+
+go 1.25.0
+
+require github.com/operator-framework/api $OPERATOR_FRAMEWORK_API_VERSION" "" github.com/operator-framework/api/cmd/operator-verify
+}
+
 build_moto() {
   # A venv cannot be moved, so it is built in place and marked complete last.
   [ -f "$moto_venv/.complete" ] && return 0
@@ -191,6 +202,7 @@ cmd_build() {
   build_helm
   build_promtool
   build_coredns
+  build_operator_verify
   build_moto
   [ -n "$(real_node_unsupported)" ] || build_real_node_images
   flock -u 9
@@ -301,6 +313,7 @@ export CRO_TESTENV_FAKE_CIDR='$fake_cidr'
 export CRO_TESTENV_SERVICE_CIDR='$service_cidr'
 export CRO_TESTENV_HELM='$helm_bin/helm'
 export CRO_TESTENV_PROMTOOL='$promtool_bin/promtool'
+export CRO_TESTENV_OPERATOR_VERIFY='$operator_verify_bin/operator-verify'
 export CRO_TESTENV_KUBECTL='$k8s_bin/kubectl'
 export CRO_TESTENV_AUDIT_LOG='$state/logs/audit.log'
 export CRO_TESTENV_MOTO_REQUEST_LOG='$state/logs/moto-requests.jsonl'
