@@ -535,7 +535,10 @@ mod tests {
     /// its first verdict).
     #[tokio::test]
     async fn a_failed_check_is_repeated_with_nothing_else_to_wake_the_checker() {
-        let checker = Arc::new(Checker::new(Duration::from_secs(300), Duration::from_secs(5)));
+        let checker = Arc::new(Checker::new(
+            Duration::from_secs(300),
+            Duration::from_secs(5),
+        ));
         // Nothing listens on port 1 of loopback: refused at once.
         let refused = Target::Redis {
             host: "127.0.0.1".into(),
@@ -550,7 +553,11 @@ mod tests {
         let failures = |c: &Checker| c.entries.lock().unwrap()["k"].failures;
         let deadline = Instant::now() + Duration::from_secs(30);
         while failures(&checker) < 2 {
-            assert!(Instant::now() < deadline, "checked {} times in 30 s; the retry is due 5 s after the first", failures(&checker));
+            assert!(
+                Instant::now() < deadline,
+                "checked {} times in 30 s; the retry is due 5 s after the first",
+                failures(&checker)
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         running.abort();
