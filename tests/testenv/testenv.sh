@@ -308,6 +308,9 @@ export AWS_REGION='$aws_region'
 export AWS_DEFAULT_REGION='$aws_region'
 export AWS_ACCESS_KEY_ID='testing'
 export AWS_SECRET_ACCESS_KEY='testing'
+# The SDKs' last resort for credentials and region is the instance metadata
+# service (169.254.169.254), off this machine: never asked in the tests.
+export AWS_EC2_METADATA_DISABLED=true
 export CRO_TESTENV_KWOK_NODE='kwok-node-0'
 export CRO_TESTENV_FAKE_CIDR='$fake_cidr'
 export CRO_TESTENV_SERVICE_CIDR='$service_cidr'
@@ -633,7 +636,11 @@ cmd_up() {
   # moto with realistic creating/modifying/deleting transitions.
   # Its request log and fault file are the tests' view into AWS calls;
   # instances marked for it are backed by the real servers above.
-  start moto env CRO_MOTO_REQUEST_LOG="$state/logs/moto-requests.jsonl" CRO_MOTO_FAULTS="$state/moto-faults.json" \
+  # moto's own boto calls look for credentials and a region: static ones
+  # here, and never the instance metadata service (169.254.169.254), which
+  # is off this machine.
+  start moto env AWS_EC2_METADATA_DISABLED=true AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
+    AWS_DEFAULT_REGION="$aws_region" CRO_MOTO_REQUEST_LOG="$state/logs/moto-requests.jsonl" CRO_MOTO_FAULTS="$state/moto-faults.json" \
     CRO_MOTO_MAINTENANCE="$state/moto-maintenance.json" \
     CRO_MOTO_REAL_POSTGRES="127.0.0.1:$pg_port" CRO_MOTO_REAL_POSTGRES_PASSWORD="$db_password" \
     CRO_MOTO_REAL_REDIS="127.0.0.1:$redis_port" CRO_MOTO_REAL_REDIS_TLS="127.0.0.1:$redis_tls_port" \
