@@ -992,6 +992,9 @@ async fn sts_mode_runs_as_the_role_and_makes_no_iam_user() {
             let fixed = json!({"stringData": {"role_arn": role}});
             secrets.patch("sts-credentials", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&fixed)).await.unwrap_or_else(|e| panic!("{e}"));
             restarted.wait_log("STS mode: AWS calls run as the role", DEFAULT_TIMEOUT).await;
+            // The server that answered while it waited gives way to the
+            // ready one, on another address, logged just after.
+            restarted.wait_log("serving /metrics, /healthz, /readyz address=", DEFAULT_TIMEOUT).await;
             let metrics = restarted.http_get("/metrics").await;
             assert!(!metrics.contains("cro_sts_credentials_secret{"), "{metrics}");
             let blob: BlobStorage = serde_json::from_value(json!({
