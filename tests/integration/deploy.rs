@@ -36,12 +36,12 @@ use crate::support::{
 const CHART: &str = "deploy/helm";
 const RELEASE_NAMESPACE: &str = "cloud-resource-operator";
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Runs a tool of the test environment; its stdout, or a panic with its stderr.
-fn run(program: &Path, args: &[&str]) -> String {
+pub(crate) fn run(program: &Path, args: &[&str]) -> String {
     let env = TestEnv::load();
     let out = Command::new(program)
         .args(args)
@@ -189,18 +189,25 @@ async fn kustomize_and_helm_pass_the_apiserver_dry_run_and_grant_the_same_rbac()
     for field in ["serviceAccountName", "securityContext"] {
         assert_eq!(kd[field], hd[field], "Deployment {field} differs");
     }
-    let container = |d: &Value| d["containers"][0].clone();
+    same_container(&kd, &hd, "kustomize and Helm");
+}
+
+/// Asserts that two pod specs run their operator container the same way.
+fn same_container(a: &Value, b: &Value, what: &str) {
+    let container = |spec: &Value| spec["containers"][0].clone();
     for field in [
+        "image",
         "args",
         "securityContext",
         "livenessProbe",
         "readinessProbe",
         "resources",
+        "ports",
     ] {
         assert_eq!(
-            container(&kd)[field],
-            container(&hd)[field],
-            "container {field} differs"
+            container(a)[field],
+            container(b)[field],
+            "{what}: container {field} differs"
         );
     }
 }
@@ -737,8 +744,38 @@ fn kustomize_and_helm_ship_the_same_monitoring() {
         "monitoring.prometheusRule.enabled=true",
         "--set",
         "monitoring.dashboard.enabled=true",
+        "--set",
+        "monitoring.serviceMonitor.enabled=true",
     ];
     let charted = documents(&run(&helm, &asked));
+    // Prometheus scrapes the chart's metrics Service by its labels and port.
+    let (km, hm) = (
+        find(&kustomized, "ServiceMonitor"),
+        find(&charted, "ServiceMonitor"),
+    );
+    assert_eq!(km["spec"], hm["spec"]);
+    let service = find(&charted, "Service");
+    let selects = hm["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        !selects.is_empty()
+            && selects
+                .iter()
+                .all(|(k, v)| service["metadata"]["labels"][k] == *v),
+        "the ServiceMonitor selects the chart's Service: {selects:?} against {:#}",
+        service["metadata"]["labels"]
+    );
+    let port = text(&hm["spec"]["endpoints"][0]["port"]);
+    assert!(
+        service["spec"]["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| text(&p["name"]) == port),
+        "the Service has the port {port}"
+    );
     let (kr, hr) = (
         find(&kustomized, "PrometheusRule"),
         find(&charted, "PrometheusRule"),
@@ -767,6 +804,7 @@ fn kustomize_and_helm_ship_the_same_monitoring() {
     let default = documents(&run(&helm, &["template", "cro", CHART]));
     assert!(
         !default.iter().any(|d| d["kind"] == "PrometheusRule"
+            || d["kind"] == "ServiceMonitor"
             || d["metadata"]["name"] == "cloud-resource-operator-dashboard"),
         "on by default"
     );
@@ -882,28 +920,15 @@ fn the_olm_bundle_is_the_charts_and_passes_the_operator_frameworks_validator() {
     let container = |spec: &Value| spec["template"]["spec"]["containers"][0].clone();
     let chart_deployment = of("Deployment")["spec"].clone();
     assert_eq!(
-        container(deployed)["image"],
+        csv["metadata"]["annotations"]["containerImage"],
         container(&chart_deployment)["image"],
         "the chart's image"
     );
-    assert_eq!(
-        csv["metadata"]["annotations"]["containerImage"],
-        container(&chart_deployment)["image"]
+    same_container(
+        &deployed["template"]["spec"],
+        &chart_deployment["template"]["spec"],
+        "the CSV and the chart",
     );
-    for field in [
-        "args",
-        "securityContext",
-        "livenessProbe",
-        "readinessProbe",
-        "resources",
-        "ports",
-    ] {
-        assert_eq!(
-            container(deployed)[field],
-            container(&chart_deployment)[field],
-            "container {field}"
-        );
-    }
     assert_eq!(
         deployed["template"]["spec"]["securityContext"],
         chart_deployment["template"]["spec"]["securityContext"]

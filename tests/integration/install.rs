@@ -8,7 +8,7 @@
 //! BlobStorage completes against the emulator, both are deleted, and the
 //! metrics are read through the chart's Service.
 
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{process::Command, time::Duration};
 
 use cloud_resource_operator::api::{BlobStorage, Phase, Postgres};
 use k8s_openapi::api::{
@@ -21,6 +21,7 @@ use kube::{
 };
 use serde_json::json;
 
+use crate::deploy::{repo, run};
 use crate::support::{
     DEFAULT_TIMEOUT, TestEnv, connectable, create_json, create_namespace, ensure_crds,
     place_on_real_node, real_node, wait_deleted, wait_for, wait_phase,
@@ -30,28 +31,6 @@ use crate::support::{
 const START: Duration = Duration::from_secs(180);
 /// What OpenShift's restricted-v2 might assign.
 const OPENSHIFT_UID: &str = "1000680000";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Runs a command with the test environment's kubeconfig; its output, or
-/// a panic naming it.
-fn run(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .current_dir(repo())
-        .env("KUBECONFIG", &TestEnv::load().kubeconfig)
-        .output()
-        .unwrap_or_else(|e| panic!("running {program}: {e}"));
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{program} {}: {said}", args.join(" "));
-    said
-}
 
 async fn restricted_namespace(client: &Client, prefix: &str) -> String {
     let ns = create_namespace(client, prefix).await;
@@ -93,7 +72,7 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
 
     // The image, as `make image` builds it, of the binary under test.
     let said = run(
-        "deploy/image/build.sh",
+        &repo().join("deploy/image/build.sh"),
         &[env!("CARGO_BIN_EXE_cloud-resource-operator")],
     );
     assert!(
@@ -101,7 +80,7 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
         "{said}"
     );
     run(
-        "tests/testenv/testenv.sh",
+        &repo().join("tests/testenv/testenv.sh"),
         &["load-image", "target/image/cloud-resource-operator.tar"],
     );
 
@@ -117,34 +96,31 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
         .await
         .unwrap_or_else(|e| panic!("{e}"));
 
-    let helm = env.helm.to_string_lossy().to_string();
+    let helm = env.helm.clone();
     let release = "cro";
-    let install = |extra: Vec<String>| {
-        let mut args = vec![
-            "install".to_string(),
-            release.to_string(),
-            "deploy/helm".into(),
-            "--namespace".into(),
-            operator_ns.clone(),
-            "--set".into(),
-            format!("podSecurityContext.runAsUser={OPENSHIFT_UID}"),
-            "--set".into(),
-            format!("operator.watchNamespaces={{{app_ns}}}"),
-            "--set".into(),
-            "image.pullPolicy=Never".into(),
-            "--set".into(),
-            format!("operator.awsRegion={}", env.aws_region),
-            "--set".into(),
-            "extraEnv[0].name=AWS_ENDPOINT_URL".into(),
-            "--set".into(),
-            format!("extraEnv[0].value={pod_aws}"),
-            "--set".into(),
-            "monitoring.prometheusRule.enabled=false".into(),
-        ];
-        args.extend(extra);
-        args
-    };
-    let args = install(vec![]);
+    // As a platform engineer on OpenShift would, with the emulator's
+    // endpoint for the AWS samples.
+    let args = [
+        "install".to_string(),
+        release.to_string(),
+        "deploy/helm".into(),
+        "--namespace".into(),
+        operator_ns.clone(),
+        "--set".into(),
+        format!("podSecurityContext.runAsUser={OPENSHIFT_UID}"),
+        "--set".into(),
+        format!("operator.watchNamespaces={{{app_ns}}}"),
+        "--set".into(),
+        "image.pullPolicy=Never".into(),
+        "--set".into(),
+        format!("operator.awsRegion={}", env.aws_region),
+        "--set".into(),
+        "extraEnv[0].name=AWS_ENDPOINT_URL".into(),
+        "--set".into(),
+        format!("extraEnv[0].value={pod_aws}"),
+        "--set".into(),
+        "monitoring.prometheusRule.enabled=false".into(),
+    ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = std::panic::AssertUnwindSafe(async {
         run(&helm, &args);

@@ -16,6 +16,29 @@ use crate::support::{
     with_operator_launched,
 };
 
+/// Creates the namespace `name` (a test namespace) and returns its
+/// tenant's client: a ServiceAccount token that may edit the operator's
+/// CRs there only.
+async fn tenants_namespace(admin: &kube::Client, name: &str) -> kube::Client {
+    use k8s_openapi::api::core::v1::Namespace;
+    let namespace: Namespace = serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"cro.integreatly.org/test": "true"}}}),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    Api::<Namespace>::all(admin.clone())
+        .create(&Default::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+    crate::support::tenant_client(admin, name).await
+}
+
+/// The namespace whose Go-style identifiers collide with `victim`'s:
+/// `victim` without its last character, where `<that character>db` is
+/// `<victim>/db`'s identifier.
+fn colliding(victim: &str) -> String {
+    victim[..victim.len() - 1].to_string()
+}
+
 async fn blob(client: &kube::Client, ns: &str, name: &str, deployment_type: &str, tier: &str) {
     let _: BlobStorage = create_json(
         client,
@@ -198,24 +221,20 @@ async fn a_colliding_identifier_in_another_namespace_reaches_nothing() {
     use cloud_resource_operator::api::{Postgres, SMTPCredentialSet};
     use cro_provider_api::{IdentifierRules, cloud_identifier, separate_identifier};
     use k8s_openapi::api::core::v1::Namespace;
-    use kube::api::{Patch, PatchParams, PostParams};
+    use kube::api::{Patch, PatchParams};
 
-    // The attacker's namespace: the victim's (the operator's test
-    // namespace) without its last character, also watched.
-    let attacker_of = |victim: &str| victim[..victim.len() - 1].to_string();
-    let adjust = move |l: &mut crate::support::Launch| {
-        let attacker = attacker_of(&l.namespace);
+    // The attacker's namespace collides with the victim's (the operator's
+    // test namespace), and is watched too.
+    let adjust = |l: &mut crate::support::Launch| {
+        let attacker = colliding(&l.namespace);
         l.extra_args.push(format!("--watch-namespaces={attacker}"));
     };
     with_operator_launched("tcoll", adjust, |client, ns, _op| async move {
-        let attacker = attacker_of(&ns);
+        let attacker = colliding(&ns);
         let last = &ns[ns.len() - 1..];
-        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": attacker, "labels": {"cro.integreatly.org/test": "true"}}}))
-            .unwrap_or_else(|e| panic!("{e}"));
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.unwrap_or_else(|e| panic!("creating {attacker}: {e}"));
         // The second team acts through its own token, with edit rights on
         // the operator's CRs in its namespace only.
-        let tenant = crate::support::tenant_client(&client, &attacker).await;
+        let tenant = tenants_namespace(&client, &attacker).await;
         let cr = |kind: &str, name: &str| json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
             "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}});
         let (pg_name, mail_name) = (format!("{last}db"), format!("{last}mail"));
@@ -372,7 +391,6 @@ async fn claiming_another_teams_resources_in_the_annotation_reaches_nothing() {
     use cloud_resource_operator::api::{Postgres, PostgresSnapshot};
     use cro_provider_api::cloud_identifier;
     use k8s_openapi::api::core::v1::{Namespace, Secret};
-    use kube::api::PostParams;
 
     let attacker_of = |victim: &str| format!("{victim}-x");
     let adjust = move |l: &mut crate::support::Launch| {
@@ -381,10 +399,7 @@ async fn claiming_another_teams_resources_in_the_annotation_reaches_nothing() {
     };
     with_operator_launched("tclaim", adjust, |client, ns, _op| async move {
         let attacker = attacker_of(&ns);
-        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": attacker, "labels": {"cro.integreatly.org/test": "true"}}}))
-            .unwrap_or_else(|e| panic!("{e}"));
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.unwrap_or_else(|e| panic!("creating {attacker}: {e}"));
-        let tenant = crate::support::tenant_client(&client, &attacker).await;
+        let tenant = tenants_namespace(&client, &attacker).await;
         let cr = |kind: &str, name: &str, annotations: serde_json::Value, spec: serde_json::Value| {
             let mut spec_with = json!({"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}});
             if let Some(m) = spec_with.as_object_mut() {
@@ -490,20 +505,16 @@ async fn a_tenant_flipping_its_annotation_never_snapshots_another_namespaces_dat
     use cloud_resource_operator::api::{Postgres, PostgresSnapshot};
     use cro_provider_api::{cloud_identifier, separate_identifier};
     use k8s_openapi::api::core::v1::Namespace;
-    use kube::api::{Patch, PatchParams, PostParams};
+    use kube::api::{Patch, PatchParams};
 
-    let attacker_of = |victim: &str| victim[..victim.len() - 1].to_string();
-    let adjust = move |l: &mut crate::support::Launch| {
-        let attacker = attacker_of(&l.namespace);
+    let adjust = |l: &mut crate::support::Launch| {
+        let attacker = colliding(&l.namespace);
         l.extra_args.push(format!("--watch-namespaces={attacker}"));
     };
     with_operator_launched("tsnap", adjust, |client, ns, _op| async move {
-        let attacker = attacker_of(&ns);
+        let attacker = colliding(&ns);
         let last = &ns[ns.len() - 1..];
-        let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": attacker, "labels": {"cro.integreatly.org/test": "true"}}}))
-            .unwrap_or_else(|e| panic!("{e}"));
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.unwrap_or_else(|e| panic!("creating {attacker}: {e}"));
-        let tenant = crate::support::tenant_client(&client, &attacker).await;
+        let tenant = tenants_namespace(&client, &attacker).await;
         let postgres = |name: &str, spec: serde_json::Value| {
             let mut base = json!({"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}});
             if let Some(m) = base.as_object_mut() {
