@@ -970,3 +970,91 @@ fn the_olm_bundle_is_the_charts_and_passes_the_operator_frameworks_validator() {
         "operator-verify manifests bundle/: {said}"
     );
 }
+
+/// The chart's values for the operator's flags become its environment,
+/// and `sts.enabled` mounts the projected ServiceAccount token (audience
+/// `openshift`) where the operator reads it by default, as OpenShift STS
+/// needs.
+#[test]
+fn the_charts_flag_values_and_sts_mount_reach_the_operator() {
+    let rendered = run(
+        &TestEnv::load().helm,
+        &[
+            "template",
+            "cro",
+            CHART,
+            "--set",
+            "sts.enabled=true",
+            "--set",
+            "operator.namespaceConfig=false",
+            "--set",
+            "operator.recheckInterval=600",
+            "--set",
+            "operator.awsVpcId=vpc-0abc",
+            "--set",
+            "operator.shardCount=2",
+            "--set",
+            "operator.shardIndex=1",
+            "--set",
+            "extraArgs[0]=--connection-check-interval=60",
+        ],
+    );
+    let docs = documents(&rendered);
+    let pod = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .map(|d| d["spec"]["template"]["spec"].clone())
+        .unwrap_or_else(|| panic!("no Deployment rendered"));
+    let container = &pod["containers"][0];
+    let env: BTreeMap<String, String> = container["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((text(&e["name"]), e["value"].as_str()?.to_string())))
+        .collect();
+    for (name, value) in [
+        ("NAMESPACE_CONFIG", "false"),
+        ("RECHECK_INTERVAL", "600"),
+        ("AWS_VPC_ID", "vpc-0abc"),
+        ("SHARD_COUNT", "2"),
+        ("SHARD_INDEX", "1"),
+    ] {
+        assert_eq!(env.get(name).map(String::as_str), Some(value), "{name}");
+    }
+    assert_eq!(
+        container["args"],
+        json!(["run", "--connection-check-interval=60"])
+    );
+    // The operator's default --sts-token-file is <mountPath>/token.
+    let mount = container["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["name"] == "sts-token")
+        .cloned()
+        .unwrap_or_else(|| panic!("no sts-token mount: {container:#}"));
+    assert_eq!(
+        mount["mountPath"],
+        "/var/run/secrets/openshift/serviceaccount"
+    );
+    let volume = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == "sts-token")
+        .cloned()
+        .unwrap_or_default();
+    let token = &volume["projected"]["sources"][0]["serviceAccountToken"];
+    assert_eq!(
+        (token["audience"].as_str(), token["path"].as_str()),
+        (Some("openshift"), Some("token")),
+        "{volume:#}"
+    );
+    // By default: no mount, and the flags keep the operator's defaults.
+    let default = documents(&run(&TestEnv::load().helm, &["template", "cro", CHART]));
+    let text_of = serde_json::to_string(&default).unwrap_or_default();
+    assert!(
+        !text_of.contains("sts-token") && !text_of.contains("RECHECK_INTERVAL"),
+        "defaults set nothing"
+    );
+}
