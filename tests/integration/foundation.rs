@@ -289,9 +289,21 @@ async fn a_fake_pods_address_is_unreachable_here_never_routed_out() {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
+        // The Service range's last address but one: the API server hands
+        // out ClusterIPs from the bottom, so no Service holds it.
+        let services: Vec<String> = std::env::var("CRO_TESTENV_SERVICE_CIDR")
+            .unwrap_or_else(|_| panic!("CRO_TESTENV_SERVICE_CIDR is not set: start the environment with tests/testenv/testenv.sh up"))
+            .split('/')
+            .map(str::to_string)
+            .collect();
+        let (service_base, service_bits): (Ipv4Addr, u32) = (
+            services[0].parse().unwrap_or_else(|e| panic!("{e}")),
+            services[1].parse().unwrap_or_else(|e| panic!("{e}")),
+        );
+        let unheld = Ipv4Addr::from(u32::from(service_base) | ((1u32 << (32 - service_bits)) - 2)).to_string();
         // Refused here, at once ("No route to host"): a timeout would mean
         // the packet went somewhere.
-        for (what, addr) in [("the pod", ip.to_string()), ("its Service", cluster_ip.clone()), ("a ClusterIP no Service holds", "10.96.255.254".to_string())] {
+        for (what, addr) in [("the pod", ip.to_string()), ("its Service", cluster_ip.clone()), ("a ClusterIP no Service holds", unheld.clone())] {
             let dial = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect((addr.as_str(), 5432))).await;
             match dial {
                 Err(_) => panic!("connecting to {what} ({addr}:5432) was not refused locally: no answer within 5 s"),

@@ -132,7 +132,7 @@ pub async fn take<S: Snapshots>(
     if let Some(found) = svc.find_snapshot(id).await? {
         if let Some(why) = not_this_snapshots(req, &svc.tags(&found.arn).await?) {
             return Err(ProviderError::permanent(format!(
-                "snapshot {id} exists but was not taken for this resource ({why}): it is neither used nor deleted; delete this resource and create one under another name"
+                "snapshot {id} exists but was not taken for this resource ({why}): it is neither used nor deleted; delete this resource and create it again (a new one gets an identifier of its own)"
             )));
         }
         return Ok(Snapshotted {
