@@ -15,6 +15,11 @@ use super::{
 };
 use crate::cache::{Scoped, Shared, Subscription};
 
+/// The annotation (value `"true"`) on the configuration ConfigMaps this
+/// operator ships: defaults that yield to the Go operator's of the same
+/// name. Remove it from a ConfigMap you edit to make it win.
+pub const SHIPPED_DEFAULTS: &str = "cloud-resource-operator.integreatly.org/shipped-defaults";
+
 /// Reads configuration ConfigMaps.
 #[derive(Clone)]
 pub struct ConfigReader {
@@ -137,12 +142,22 @@ impl ConfigReader {
     }
 
     async fn get(&self, namespace: &str, name: &str) -> Result<Option<Located>, ConfigError> {
+        Ok(self.get_marked(namespace, name).await?.map(|(cm, _)| cm))
+    }
+
+    /// The ConfigMap, and whether it is marked as shipped defaults
+    /// ([`SHIPPED_DEFAULTS`]).
+    async fn get_marked(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<(Located, bool)>, ConfigError> {
         if let Some(cm) = self
             .overrides
             .iter()
             .find(|cm| cm.namespace == namespace && cm.name == name)
         {
-            return Ok(Some(cm.clone()));
+            return Ok(Some((cm.clone(), false)));
         }
         let read_error = |error: String| ConfigError::Read {
             namespace: namespace.to_string(),
@@ -166,35 +181,44 @@ impl ConfigReader {
         } else {
             None
         };
+        let marked = |cm: &ConfigMap| {
+            let annotations = cm.metadata.annotations.as_ref();
+            let shipped = annotations
+                .and_then(|a| a.get(SHIPPED_DEFAULTS))
+                .is_some_and(|v| v == "true");
+            (cm.data.clone(), shipped)
+        };
         let cm = match cached {
-            Some(cm) => cm.map(|cm| cm.data.clone()),
+            Some(cm) => cm.map(|cm| marked(&cm)),
             // Not watched (a namespace outside the watched ones).
             None => Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
                 .get_opt(name)
                 .await
                 .map_err(|e| read_error(e.to_string()))?
-                .map(|cm| cm.data),
+                .map(|cm| marked(&cm)),
         };
-        Ok(cm.map(|data| Located {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            data: data.unwrap_or_default(),
+        Ok(cm.map(|(data, shipped)| {
+            let located = Located {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                data: data.unwrap_or_default(),
+            };
+            (located, shipped)
         }))
     }
 
     /// `cloud-resource-config` from the resource's namespace (unless the
-    /// operator reads no namespace's own), else the operator's namespace,
-    /// else `None` (built-in defaults).
+    /// operator reads no namespace's own), else the operator's namespace
+    /// (yielding, when it holds the shipped defaults, to the Go operator's
+    /// namespace's), else `None` (built-in defaults).
     pub async fn types(&self, namespace: &str) -> Result<Option<Located>, ConfigError> {
         if self.namespace_config
+            && namespace != self.operator_namespace
             && let Some(cm) = self.get(namespace, TYPES_CONFIG_MAP).await?
         {
             return Ok(Some(cm));
         }
-        if namespace == self.operator_namespace {
-            return Ok(None);
-        }
-        self.get(&self.operator_namespace, TYPES_CONFIG_MAP).await
+        self.operator_or_go(TYPES_CONFIG_MAP).await
     }
 
     /// The provider's strategies ConfigMap in the operator's namespace,
@@ -202,14 +226,24 @@ impl ConfigReader {
     /// a cluster that switches keeps its tiers rather than meeting the
     /// built-in ones.
     pub async fn strategies(&self, provider: &str) -> Result<Option<Located>, ConfigError> {
-        let name = strategies_config_map(provider);
-        if let Some(cm) = self.get(&self.operator_namespace, &name).await? {
+        self.operator_or_go(&strategies_config_map(provider)).await
+    }
+
+    /// `name` in the operator's namespace, else in the Go operator's. One
+    /// marked as shipped defaults (what deploy/, the chart and the bundle
+    /// install) yields to the Go operator's: installing this operator
+    /// beside a Go installation never shadows the tiers its databases
+    /// were made with.
+    async fn operator_or_go(&self, name: &str) -> Result<Option<Located>, ConfigError> {
+        let ours = self.get_marked(&self.operator_namespace, name).await?;
+        if let Some((cm, false)) = ours {
             return Ok(Some(cm));
         }
-        match &self.go_namespace {
-            Some((ns, _)) => self.get(ns, &name).await,
-            None => Ok(None),
-        }
+        let go = match &self.go_namespace {
+            Some((ns, _)) => self.get(ns, name).await?,
+            None => None,
+        };
+        Ok(go.or(ours.map(|(cm, _)| cm)))
     }
 }
 
