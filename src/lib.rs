@@ -3,6 +3,7 @@
 //! `integreatly.org/v1alpha1` custom resources, on AWS or in-cluster.
 
 pub mod api;
+pub mod aws_identity;
 pub mod cache;
 pub mod cluster_id;
 pub mod config;

@@ -9,7 +9,7 @@ use std::{
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cloud_resource_operator::{
-    api,
+    api, aws_identity,
     cache::{self, Owned},
     cluster_id,
     config::ConfigReader,
@@ -304,6 +304,7 @@ struct Connected {
 /// error.
 async fn connect(
     args: &ClusterArgs,
+    watched: &[String],
     serve_while_waiting: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<Connected> {
     let operator_namespace = operator_namespace(args.operator_namespace.clone())?;
@@ -377,12 +378,16 @@ async fn connect(
             .await?
         }
     };
-    if let Some(sts) = &sts {
-        info!(role_arn = %sts.role_arn, "STS mode: AWS calls run as the role of Secret sts-credentials; BlobStorage gets no IAM user");
+    let identity =
+        aws_identity::choose(&client, &settings.operator_namespace, watched, sts).await?;
+    info!(source = %identity.source, "AWS identity");
+    if identity.sts.is_some() {
+        info!("STS mode: BlobStorage gets no IAM user");
     }
     let nodes = node_instances(&client).await;
-    let mut providers = provider_settings(args, infrastructure.as_ref(), sts, nodes)?;
+    let mut providers = provider_settings(args, infrastructure.as_ref(), identity.sts, nodes)?;
     providers.operator_namespace = Some(settings.operator_namespace.clone());
+    providers.aws.keys = identity.keys;
     Ok(Connected {
         client,
         settings,
@@ -543,6 +548,7 @@ fn provider_settings(
                 node_instances,
             },
             iam_users,
+            keys: None,
         },
     })
 }
@@ -553,7 +559,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         client,
         mut settings,
         providers,
-    } = connect(&args.cluster, Some(args.metrics_address)).await?;
+    } = connect(
+        &args.cluster,
+        &args.watch_namespaces,
+        Some(args.metrics_address),
+    )
+    .await?;
     let mut namespaces = std::collections::BTreeSet::new();
     settings.watch_namespaces = args
         .watch_namespaces
@@ -606,7 +617,7 @@ async fn plan(args: PlanArgs) -> anyhow::Result<i32> {
         client,
         settings,
         providers,
-    } = connect(&args.cluster, None).await?;
+    } = connect(&args.cluster, &args.namespaces, None).await?;
     let providers = providers::build(&client, providers, None);
     let overrides = plan::config_overrides(&args.config, &settings.operator_namespace)?;
     let scopes = cache::scopes(&args.namespaces);

@@ -46,7 +46,8 @@ use tokio::sync::Mutex;
 
 pub use budget::Budget;
 pub use sdk::{
-    AwsSettings, DEFAULT_IAM_PATH, IamUsers, Sts, VpcHint, instance_of_provider_id, sdk_config,
+    AccessKeys, AwsSettings, DEFAULT_IAM_PATH, IamUsers, ReadKeys, Sts, VpcHint,
+    instance_of_provider_id, sdk_config,
 };
 
 pub const NAME: &str = "aws";
@@ -110,7 +111,12 @@ impl AwsProvider {
         if let Some(c) = configs.get(&account) {
             return Ok(c.clone());
         }
-        let base = sdk_config(account.region.as_deref(), self.settings.sts.as_ref()).await;
+        let base = sdk_config(
+            account.region.as_deref(),
+            self.settings.sts.as_ref(),
+            self.settings.keys.as_ref(),
+        )
+        .await;
         if base.region().is_none() {
             return Err(ProviderError::invalid_strategy(
                 "no AWS region: set \"region\" in the tier of cloud-resources-aws-strategies, or give the operator a default region (--aws-region / AWS_REGION, or the OpenShift Infrastructure's)",
@@ -168,9 +174,10 @@ pub fn validate_strategy(kind: ResourceKind, strategy: &Value) -> Result<(), Pro
             parse_section::<elasticache::CreateStrategy>(&tier.create)?;
             parse_section::<elasticache::DeleteStrategy>(&tier.delete)?;
         }
-        // The bucket is created with fixed, safe settings; the Go
-        // operator's createStrategy for it is accepted and ignored.
+        // The bucket is created with fixed, safe settings; of the Go
+        // operator's createStrategy only the pinned Bucket is read.
         ResourceKind::BlobStorage => {
+            s3::pinned_bucket(&tier)?;
             parse_section::<s3::DeleteStrategy>(&tier.delete)?;
         }
         ResourceKind::Smtp => {
@@ -211,7 +218,8 @@ fn own_identifiers(
     let pinned = match kind {
         ResourceKind::Postgres => database::named_by_tier::<Rds>(tier, deleting)?,
         ResourceKind::Redis => database::named_by_tier::<ElastiCache>(tier, deleting)?,
-        ResourceKind::BlobStorage | ResourceKind::Smtp => None,
+        ResourceKind::BlobStorage => s3::pinned_bucket(tier)?,
+        ResourceKind::Smtp => None,
     };
     let rules = rules(kind);
     Ok((rules.conform(default), pinned.map(|p| rules.conform(&p))))
@@ -517,6 +525,31 @@ mod tests {
         req.identifier = "computed".into();
         let got = claimed(&req, &redis, true).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(got.identifier, "pinned-cache");
+        // The Go operator's S3 createStrategy: its Bucket pins the bucket
+        // (any spelling of the key; the exact one wins), the rest is ignored.
+        let mut req = ResourceRequest::offline(ResourceKind::BlobStorage, json!({}));
+        req.identifier = "computed".into();
+        for (create, want) in [
+            (
+                json!({"Bucket": "team-assets", "ACL": null, "ObjectLockEnabledForBucket": null}),
+                "team-assets",
+            ),
+            (json!({"bucket": "lower", "Bucket": "exact"}), "exact"),
+            (json!({"Bucket": null}), "computed"),
+        ] {
+            let pinned = tier(json!({"createStrategy": create}));
+            let got = claimed(&req, &pinned, false).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(got.identifier, want, "{create}");
+        }
+        let e = validate_strategy(
+            ResourceKind::BlobStorage,
+            &json!({"createStrategy": {"Bucket": 5}}),
+        );
+        let e = e.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            e.contains("createStrategy.Bucket must be a bucket name"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -168,7 +168,7 @@ pub fn another_crs(req: &ResourceRequest, live_tags: &BTreeMap<String, String>) 
 /// The message of a CR whose identifier names another CR's resource.
 pub fn another_crs_message(what: &str, id: &str, owner: &str) -> String {
     format!(
-        "{what} {id} was made for {owner} (its tags say so), so this CR neither uses, changes nor deletes it: remove this CR's resourceIdentifier annotation if it names {id} (the CR then gets an identifier of its own), or, if its tier pins the identifier (DBInstanceIdentifier, ReplicationGroupId), use a tier that does not"
+        "{what} {id} was made for {owner} (its tags say so), so this CR neither uses, changes nor deletes it: remove this CR's resourceIdentifier annotation if it names {id} (the CR then gets an identifier of its own), or, if its tier pins the identifier (DBInstanceIdentifier, ReplicationGroupId, Bucket), use a tier that does not"
     )
 }
 

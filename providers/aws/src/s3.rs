@@ -20,6 +20,7 @@ use cro_provider_api::{
     Adoption, Change, ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned,
     ResourceRequest, Timing,
 };
+use serde_json::Value;
 use tracing::warn;
 
 use crate::{
@@ -46,6 +47,30 @@ pub struct DeleteStrategy {
 impl TypedSection for DeleteStrategy {
     const NAME: &'static str = "deleteStrategy";
     const API: &'static str = "the blob storage delete strategy";
+}
+
+/// createStrategy.Bucket: the bucket a tier pins, as the Go operator's
+/// `buildS3BucketConfig` (provider_blobstorage.go) used it instead of the
+/// computed name. The bucket is created with fixed, safe settings, so the
+/// rest of the Go operator's CreateBucketInput is accepted and ignored.
+pub fn pinned_bucket(tier: &Tier) -> Result<Option<String>, ProviderError> {
+    let given = |exact: bool| {
+        tier.create.iter().find(|(k, v)| {
+            !v.is_null()
+                && if exact {
+                    *k == "Bucket"
+                } else {
+                    k.eq_ignore_ascii_case("Bucket")
+                }
+        })
+    };
+    match given(true).or_else(|| given(false)) {
+        None => Ok(None),
+        Some((_, Value::String(b))) if !b.trim().is_empty() => Ok(Some(b.trim().to_string())),
+        Some((k, v)) => Err(ProviderError::invalid_strategy(format!(
+            "createStrategy.{k} must be a bucket name (a non-empty string), found {v}"
+        ))),
+    }
 }
 
 pub fn credentials_secret(name: &str) -> String {

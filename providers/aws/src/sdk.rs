@@ -22,6 +22,64 @@ pub struct AwsSettings {
     pub vpc: VpcHint,
     /// Where the IAM users the operator makes go, and their boundary.
     pub iam_users: IamUsers,
+    /// Access keys read from outside the standard chain (the Cloud
+    /// Credential Operator's Secret); they win over it and over STS.
+    pub keys: Option<ReadKeys>,
+}
+
+/// An access key pair read from a Kubernetes Secret or elsewhere.
+pub struct AccessKeys {
+    pub id: String,
+    pub secret: String,
+}
+
+type KeysFuture = std::pin::Pin<Box<dyn Future<Output = Result<AccessKeys, String>> + Send>>;
+
+/// Access keys the provider reads through a function it is given (the
+/// operator reads the Secret; the provider knows no Kubernetes). Read when
+/// the SDK first needs them, and again every [`KEYS_REREAD`], so a key
+/// the Cloud Credential Operator rotates is taken up without a restart.
+#[derive(Clone)]
+pub struct ReadKeys {
+    /// Where they come from, for logs and errors: `Secret ns/name`.
+    pub source: String,
+    pub read: std::sync::Arc<dyn Fn() -> KeysFuture + Send + Sync>,
+}
+
+impl std::fmt::Debug for ReadKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ReadKeys({})", self.source)
+    }
+}
+
+/// How long keys read through [`ReadKeys`] are used before being read again.
+pub const KEYS_REREAD: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl aws_credential_types::provider::ProvideCredentials for ReadKeys {
+    fn provide_credentials<'a>(
+        &'a self,
+    ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        aws_credential_types::provider::future::ProvideCredentials::new(async move {
+            use aws_credential_types::provider::error::CredentialsError;
+            let keys = (self.read)().await.map_err(|e| {
+                CredentialsError::provider_error(format!(
+                    "reading AWS keys from {}: {e}",
+                    self.source
+                ))
+            })?;
+            let expiry = std::time::SystemTime::now() + KEYS_REREAD;
+            Ok(aws_credential_types::Credentials::new(
+                keys.id,
+                keys.secret,
+                None,
+                Some(expiry),
+                "cloud-credential-operator-secret",
+            ))
+        })
+    }
 }
 
 /// The IAM path new users are made under (so the operator's own policy
@@ -125,8 +183,12 @@ const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The SDK configuration from the standard chain, in `region` when set;
-/// in STS mode, with the credentials of its role.
-pub async fn sdk_config(region: Option<&str>, sts: Option<&Sts>) -> SdkConfig {
+/// with `keys` when given; in STS mode, with the credentials of its role.
+pub async fn sdk_config(
+    region: Option<&str>,
+    sts: Option<&Sts>,
+    keys: Option<&ReadKeys>,
+) -> SdkConfig {
     let timeouts = aws_config::timeout::TimeoutConfig::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(ANSWER_TIMEOUT)
@@ -136,7 +198,9 @@ pub async fn sdk_config(region: Option<&str>, sts: Option<&Sts>) -> SdkConfig {
     if let Some(region) = &region {
         loader = loader.region(region.clone());
     }
-    if let Some(sts) = sts {
+    if let Some(keys) = keys {
+        loader = loader.credentials_provider(keys.clone());
+    } else if let Some(sts) = sts {
         use aws_config::{
             provider_config::ProviderConfig,
             web_identity_token::{StaticConfiguration, WebIdentityTokenCredentialsProvider},

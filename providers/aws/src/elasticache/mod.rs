@@ -482,39 +482,44 @@ async fn create(
     let ec = &c.elasticache;
     let id = req.identifier.as_str();
     let tags: Vec<(String, String)> = req.creation_tags().into_iter().collect();
-    let sent = ec
-        .create_replication_group()
-        .replication_group_id(id)
-        .replication_group_description(format!(
-            "{}/{} (cloud-resource-operator)",
-            req.namespace, req.name
-        ))
-        .engine("redis")
-        .set_engine_version(t.engine_version.clone())
-        .cache_node_type(&want.node_type)
-        .num_cache_clusters(t.num_cache_clusters.unwrap_or(2))
-        .automatic_failover_enabled(t.automatic_failover.unwrap_or(true))
-        .set_multi_az_enabled(t.multi_az)
-        .at_rest_encryption_enabled(t.at_rest_encryption.unwrap_or(true))
-        // AWS refuses an AUTH token without in-transit encryption.
-        .transit_encryption_enabled(auth_token.is_some() || t.transit_encryption == Some(true))
-        .set_auth_token(auth_token)
-        .snapshot_retention_limit(want.snapshot_retention)
-        .set_snapshot_window(want.snapshot_window.clone())
-        .set_preferred_maintenance_window(want.maintenance_window.clone())
-        .set_cache_subnet_group_name(
-            (t.subnet_group.clone()).or(placed.as_ref().map(|p| p.subnet_group.clone())),
-        )
-        .set_security_group_ids(
-            (t.security_groups.clone()).or(placed.map(|p| vec![p.security_group_id])),
-        )
-        .set_cache_parameter_group_name(t.parameter_group.clone())
-        .set_port(t.port)
-        // A clone (spec.restoreFromSnapshot): seeded from the snapshot.
-        .set_snapshot_name(req.restore_from_snapshot.clone())
-        .set_tags(Some(tags::sdk(&tags)))
-        .send()
-        .await;
+    let sent =
+        ec.create_replication_group()
+            .replication_group_id(id)
+            .replication_group_description(t.description.clone().unwrap_or_else(|| {
+                format!("{}/{} (cloud-resource-operator)", req.namespace, req.name)
+            }))
+            .engine("redis")
+            .set_engine_version(t.engine_version.clone())
+            .cache_node_type(&want.node_type)
+            .num_cache_clusters(t.num_cache_clusters.unwrap_or(2))
+            .automatic_failover_enabled(t.automatic_failover.unwrap_or(true))
+            .set_multi_az_enabled(t.multi_az)
+            .at_rest_encryption_enabled(t.at_rest_encryption.unwrap_or(true))
+            // AWS refuses an AUTH token without in-transit encryption.
+            .transit_encryption_enabled(auth_token.is_some() || t.transit_encryption == Some(true))
+            .set_auth_token(auth_token)
+            .snapshot_retention_limit(want.snapshot_retention)
+            .set_snapshot_window(want.snapshot_window.clone())
+            .set_preferred_maintenance_window(want.maintenance_window.clone())
+            .set_cache_subnet_group_name(
+                (t.subnet_group.clone()).or(placed.as_ref().map(|p| p.subnet_group.clone())),
+            )
+            .set_security_group_ids(
+                (t.security_groups.clone()).or(placed.map(|p| vec![p.security_group_id])),
+            )
+            .set_cache_parameter_group_name(t.parameter_group.clone())
+            .set_port(t.port)
+            // Create-only fields, passed through as the Go operator did.
+            .set_kms_key_id(t.kms_key_id.clone())
+            .set_preferred_cache_cluster_azs(t.preferred_zones.clone())
+            .set_notification_topic_arn(t.notification_topic_arn.clone())
+            .set_network_type(t.network_type.as_deref().map(Into::into))
+            .set_data_tiering_enabled(t.data_tiering)
+            // A clone (spec.restoreFromSnapshot): seeded from the snapshot.
+            .set_snapshot_name(req.restore_from_snapshot.clone())
+            .set_tags(Some(tags::sdk(&tags)))
+            .send()
+            .await;
     created(sent, "elasticache:CreateReplicationGroup", id)
         .map_err(|e| network::when_placed(e, was_placed))
 }

@@ -41,6 +41,21 @@ pub struct CreateStrategy {
     pub transit_encryption: Option<bool>,
     #[serde(rename = "SecurityGroupIds")]
     pub security_groups: Option<Vec<String>>,
+    // createStrategy fields set when the group is created and not looked at
+    // again (the Go operator's `buildElasticacheCreateStrategy` passed them
+    // through to CreateReplicationGroup and never compared them).
+    #[serde(rename = "ReplicationGroupDescription")]
+    pub description: Option<String>,
+    #[serde(rename = "KmsKeyId")]
+    pub kms_key_id: Option<String>,
+    #[serde(rename = "PreferredCacheClusterAZs")]
+    pub preferred_zones: Option<Vec<String>>,
+    #[serde(rename = "NotificationTopicArn")]
+    pub notification_topic_arn: Option<String>,
+    #[serde(rename = "NetworkType")]
+    pub network_type: Option<String>,
+    #[serde(rename = "DataTieringEnabled")]
+    pub data_tiering: Option<bool>,
 }
 
 impl TypedSection for CreateStrategy {

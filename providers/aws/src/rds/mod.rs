@@ -800,14 +800,32 @@ async fn create(
         .set_engine_version(want.engine_version.clone())
         .allocated_storage(want.settings.storage)
         .max_allocated_storage(want.max_storage)
-        .master_username(&creds["user"])
+        .master_username(t.master_username.as_deref().unwrap_or(&creds["user"]))
         .master_user_password(&creds["password"])
         .db_name(&want.db_name)
         .backup_retention_period(want.settings.backup_retention)
         .set_preferred_backup_window(want.backup_window.clone())
         .set_preferred_maintenance_window(want.maintenance_window.clone())
         .storage_encrypted(t.storage_encrypted.unwrap_or(true))
-        .set_kms_key_id(t.kms_key_id.clone());
+        .set_kms_key_id(t.kms_key_id.clone())
+        // Create-only fields, passed through as the Go operator did.
+        .set_availability_zone(
+            t.availability_zone
+                .clone()
+                .filter(|_| !want.settings.multi_az),
+        )
+        .set_monitoring_interval(t.monitoring_interval)
+        .set_monitoring_role_arn(t.monitoring_role_arn.clone())
+        .set_enable_performance_insights(t.performance_insights)
+        .set_performance_insights_kms_key_id(t.performance_insights_kms_key_id.clone())
+        .set_performance_insights_retention_period(t.performance_insights_retention)
+        .set_option_group_name(t.option_group.clone())
+        .set_storage_throughput(t.storage_throughput)
+        .set_enable_iam_database_authentication(t.iam_database_authentication)
+        .set_enable_cloudwatch_logs_exports(t.cloudwatch_logs_exports.clone())
+        .set_license_model(t.license_model.clone())
+        .set_network_type(t.network_type.clone())
+        .set_ca_certificate_identifier(t.ca_certificate.clone());
     let sent = with_shared!(create, want, Shared::read(req, t, placed))
         .send()
         .await;

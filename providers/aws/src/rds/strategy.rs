@@ -57,6 +57,38 @@ pub struct CreateStrategy {
     pub allow_major_upgrade: Option<bool>,
     #[serde(rename = "VpcSecurityGroupIds")]
     pub security_groups: Option<Vec<String>>,
+    // createStrategy fields set when the instance is created and not looked
+    // at again (the Go operator's `buildRDSCreateStrategy` passed them
+    // through to CreateDBInstance and never compared them).
+    #[serde(rename = "MasterUsername")]
+    pub master_username: Option<String>,
+    /// Dropped with MultiAZ, as the Go operator dropped it (AWS refuses both).
+    #[serde(rename = "AvailabilityZone")]
+    pub availability_zone: Option<String>,
+    #[serde(rename = "MonitoringInterval")]
+    pub monitoring_interval: Option<i32>,
+    #[serde(rename = "MonitoringRoleArn")]
+    pub monitoring_role_arn: Option<String>,
+    #[serde(rename = "EnablePerformanceInsights")]
+    pub performance_insights: Option<bool>,
+    #[serde(rename = "PerformanceInsightsKMSKeyId")]
+    pub performance_insights_kms_key_id: Option<String>,
+    #[serde(rename = "PerformanceInsightsRetentionPeriod")]
+    pub performance_insights_retention: Option<i32>,
+    #[serde(rename = "OptionGroupName")]
+    pub option_group: Option<String>,
+    #[serde(rename = "StorageThroughput")]
+    pub storage_throughput: Option<i32>,
+    #[serde(rename = "EnableIAMDatabaseAuthentication")]
+    pub iam_database_authentication: Option<bool>,
+    #[serde(rename = "EnableCloudwatchLogsExports")]
+    pub cloudwatch_logs_exports: Option<Vec<String>>,
+    #[serde(rename = "LicenseModel")]
+    pub license_model: Option<String>,
+    #[serde(rename = "NetworkType")]
+    pub network_type: Option<String>,
+    #[serde(rename = "CACertificateIdentifier")]
+    pub ca_certificate: Option<String>,
 }
 
 impl TypedSection for CreateStrategy {
