@@ -1103,3 +1103,168 @@ async fn a_version_the_go_operator_overrode_is_no_major_upgrade() {
     })
     .await;
 }
+
+/// The configuration ConfigMaps of config/, as deploy/ and the chart
+/// install them into the operator's namespace.
+async fn install_shipped_configuration(client: &Client, ns: &str) {
+    let dir = crate::support::repo_root().join("config");
+    for name in [
+        "cloud-resource-config",
+        "cloud-resources-aws-strategies",
+        "cloud-resources-openshift-strategies",
+    ] {
+        let path = dir.join(format!("{name}.yaml"));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let cm: ConfigMap =
+            yaml_serde::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        Api::<ConfigMap>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &cm)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+/// A real Go installation switches (issue #41's "done when"): this
+/// operator installed as deploy/ installs it (config/ in its own namespace),
+/// with no AWS keys of its own, only the Cloud Credential Operator's Secret
+/// the Go operator's CredentialsRequest made; WATCH_NAMESPACE the Go
+/// operator's namespace, holding its tiers (with fields it passed through
+/// to AWS and a pinned bucket) and its cloud-resource-config. The Go-made
+/// RDS instance and pinned bucket become complete untouched, and a new
+/// Postgres gets the tier's pass-through MasterUsername.
+#[tokio::test]
+async fn a_real_go_installation_switches_with_its_tiers_credentials_and_pinned_bucket() {
+    use crate::support::{Launch, create_namespace, wait_phase};
+    with_namespace("go-switch", |client, ns| async move {
+        ensure_crds(&client).await;
+        let env = TestEnv::load();
+        let config = env.aws_config().await;
+        let (rds, iam, s3) = (aws_sdk_rds::Client::new(&config), aws_sdk_iam::Client::new(&config), env.s3().await);
+        let opns = create_namespace(&client, "go-switch-op").await;
+        install_shipped_configuration(&client, &opns).await;
+
+        // The Go operator's own key: CCO mints it for its CredentialsRequest
+        // cloud-resources-aws-credentials (ReconcileProviderCredentials,
+        // pkg/providers/aws/credentials.go) into the operator's namespace.
+        let go_user = format!("cco-{ns}-operator");
+        iam.create_user().user_name(&go_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let go_key = iam.create_access_key().user_name(&go_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let go_key = go_key.access_key().cloned().unwrap_or_else(|| panic!("no key"));
+        create_secret(&client, &opns, plain_secret("cloud-resources-aws-credentials",
+            &[("aws_access_key_id", go_key.access_key_id()), ("aws_secret_access_key", go_key.secret_access_key())])).await;
+
+        // Its cloud-resource-config (buildDefaultConfigMap, pkg/providers/config.go)
+        // with the type a platform added, and its tiers: the helper's null
+        // fields (go_strategies), fields it passed through to AWS, and a
+        // tier pinning a bucket (S3 CreateBucketInput.Bucket).
+        let types: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resource-config"}, "data": {
+            "openshift": "{\"blobstorage\":\"openshift\", \"redis\":\"openshift\", \"postgres\":\"openshift\"}",
+            "aws": "{\"blobstorage\":\"aws\", \"redis\":\"aws\", \"postgres\":\"aws\"}",
+            "gcp": "{\"blobstorage\":\"gcp\", \"redis\":\"gcp\", \"postgres\":\"gcp\"}",
+            "rhoam": "{\"blobstorage\":\"aws\", \"redis\":\"aws\", \"postgres\":\"aws\"}"}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &types).await.unwrap_or_else(|e| panic!("{e}"));
+        let pinned = format!("go-pinned-{}", ns.rsplit('-').next().unwrap_or_default());
+        let mut data = go_strategies();
+        let mut postgres: Value = serde_json::from_str(&data["postgres"]).unwrap_or_else(|e| panic!("{e}"));
+        for (field, value) in [("MasterUsername", json!("postgres")), ("MonitoringInterval", json!(0)), ("EnablePerformanceInsights", json!(false)),
+            ("OptionGroupName", json!("default:postgres-13")), ("AvailabilityZone", json!(format!("{}a", env.aws_region)))] {
+            postgres["production"]["createStrategy"][field] = value;
+        }
+        postgres["development"]["createStrategy"] = json!({"MasterUsername": "cro_admin", "MonitoringInterval": 0, "EnablePerformanceInsights": false});
+        data.insert("postgres".into(), postgres.to_string());
+        let blob_tiers = json!({"production": {"region": "", "_network": "", "createStrategy": {"Bucket": pinned, "ACL": null}, "deleteStrategy": {}}});
+        data.insert("blobstorage".into(), blob_tiers.to_string());
+        let strategies: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resources-aws-strategies"}, "data": data}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &strategies).await.unwrap_or_else(|e| panic!("{e}"));
+
+        // The Go operator's Postgres (as in the first takeover test) and
+        // its pinned bucket (reconcileBucketCreate, TagBlobStorage; key
+        // minted by CCO for cro-aws-s3-<bucket>-creds).
+        let spec = |secret: &str| json!({"type": "rhoam", "tier": "production", "secretRef": {"name": secret}});
+        let db_id = cloud_identifier(CLUSTER, &ns, "db");
+        let password = "0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e";
+        go_rds_instance(&rds, &db_id, "db.t3.small", password, go_tags("db")).await;
+        create_secret(&client, &ns, plain_secret("db-aws-rds-credentials", &[("user", "postgres"), ("password", password)])).await;
+        let pg: Postgres = go_cr(&client, &ns, "Postgres", "db", spec("db-sec"), GO_FINALIZER, Some(&db_id)).await;
+        s3.create_bucket().bucket(&pinned)
+            .create_bucket_configuration(aws_sdk_s3::types::CreateBucketConfiguration::builder().location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(env.aws_region.as_str())).build())
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let tag_set = go_tags("assets").into_iter().map(|(k, v)| aws_sdk_s3::types::Tag::builder().key(k).value(v).build().unwrap_or_else(|e| panic!("{e}"))).collect();
+        s3.put_bucket_tagging().bucket(&pinned).tagging(aws_sdk_s3::types::Tagging::builder().set_tag_set(Some(tag_set)).build().unwrap_or_else(|e| panic!("{e}")))
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let bucket_user = format!("cco-{ns}-assets");
+        iam.create_user().user_name(&bucket_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let key = iam.create_access_key().user_name(&bucket_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let key = key.access_key().cloned().unwrap_or_else(|| panic!("no key"));
+        create_secret(&client, &ns, plain_secret(&format!("cro-aws-s3-{pinned}-creds"),
+            &[("aws_access_key_id", key.access_key_id()), ("aws_secret_access_key", key.secret_access_key())])).await;
+        let blob: BlobStorage = go_cr(&client, &ns, "BlobStorage", "assets", spec("assets-sec"), GO_FINALIZER, Some(&pinned)).await;
+        let db = loop {
+            let out = rds.describe_db_instances().db_instance_identifier(&db_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+            let db = out.db_instances().first().cloned().unwrap_or_else(|| panic!("no instance"));
+            if db.db_instance_status() == Some("available") { break db; }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        };
+        let host = db.endpoint().and_then(|e| e.address()).unwrap_or_default().to_string();
+        go_output_secret(&client, &ns, &pg, "db-sec", &[("username", "postgres"), ("password", password), ("host", &host), ("port", "5432"), ("database", "postgres")]).await;
+        go_status::<Postgres>(&client, &ns, "db", json!({"strategy": "aws", "provider": "aws-rds", "version": "13.13", "secretRef": {"name": "db-sec"},
+            "phase": "complete", "message": format!("rds instance {db_id} is as expected, aws rds status is available")})).await;
+        go_output_secret(&client, &ns, &blob, "assets-sec", &[("bucketName", &pinned), ("bucketRegion", &env.aws_region),
+            ("credentialKeyID", key.access_key_id()), ("credentialSecretKey", key.secret_access_key())]).await;
+        go_status::<BlobStorage>(&client, &ns, "assets", json!({"strategy": "aws", "provider": "aws-s3", "secretRef": {"name": "assets-sec"},
+            "phase": "complete", "message": "successfully created and tagged"})).await;
+
+        // Switch: installed as deploy/ installs it, with no keys of its own.
+        let since = aws_requests().len();
+        let op = Operator::launch(Launch {
+            operator_namespace: Some(opns.clone()),
+            env_remove: vec!["AWS_ACCESS_KEY_ID".into(), "AWS_SECRET_ACCESS_KEY".into(), "AWS_SESSION_TOKEN".into()],
+            ..Launch::new(&ns)
+        })
+        .await;
+        op.wait_log(&format!("Cloud Credential Operator's Secret {opns}/cloud-resources-aws-credentials"), DEFAULT_TIMEOUT).await;
+        let pg: Postgres = taken_over(&client, &ns, "db").await;
+        let _: BlobStorage = taken_over(&client, &ns, "assets").await;
+        let status = pg.status.clone().unwrap_or_default();
+        assert!(status.pending_changes.is_empty(), "the shipped sample tier shadowed the Go one: {:?}", status.pending_changes);
+        let writes: Vec<String> = aws_requests().into_iter().skip(since)
+            .filter(|r| r["action"] == "ModifyDBInstance" && r["params"].to_string().contains(&db_id))
+            .map(|r| r["params"].to_string()).collect();
+        assert!(writes.is_empty(), "the Go instance was modified: {writes:?}");
+        assert_eq!(writes_mentioning(since, &pinned), Vec::<String>::new(), "AWS writes for the pinned bucket");
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let assets = read_secret(&secrets.get("assets-sec").await.unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(assets.get("bucketName"), Some(&pinned));
+
+        // A new Postgres under the Go tier gets what it passed through.
+        create_json_postgres(&client, &ns, "fresh", json!({"type": "rhoam", "tier": "development", "secretRef": {"name": "fresh-sec"}})).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        wait_phase(&pgs, "fresh", Phase::Complete).await;
+        let fresh_id = cloud_identifier(CLUSTER, &ns, "fresh");
+        let out = rds.describe_db_instances().db_instance_identifier(&fresh_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let user = out.db_instances().first().and_then(|d| d.master_username()).map(str::to_string);
+        assert_eq!(user.as_deref(), Some("cro_admin"), "createStrategy.MasterUsername not passed through");
+        let fresh = read_secret(&secrets.get("fresh-sec").await.unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(fresh.get("username").map(String::as_str), Some("cro_admin"));
+
+        for name in ["fresh", "db"] {
+            pgs.delete(name, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        for name in ["fresh", "db"] {
+            wait_deleted(&pgs, name, DEFAULT_TIMEOUT * 2).await;
+        }
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        blobs.delete("assets", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&blobs, "assets", DEFAULT_TIMEOUT).await;
+        op.stop().await;
+        let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).delete(&opns, &DeleteParams::default()).await;
+    })
+    .await;
+}
+
+async fn create_json_postgres(client: &Client, ns: &str, name: &str, spec: Value) {
+    crate::support::create_json::<Postgres>(client, ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": name}, "spec": spec})).await;
+}

@@ -99,7 +99,7 @@ impl TestEnv {
     }
 }
 
-fn repo_root() -> PathBuf {
+pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
