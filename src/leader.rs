@@ -33,7 +33,16 @@ pub struct Config {
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
+    /// Namespaces where a Go cloud-resource-operator may hold its Lease
+    /// ([`GO_LEASE`]): this process leads only while none is live there.
+    pub go_lease_namespaces: Vec<String>,
 }
+
+/// The Go operator's leader-election Lease (`LeaderElectionID`, main.go;
+/// its OLM bundles run it with `--enable-leader-election`). While a live
+/// Go operator holds it, this operator does not lead: two operators would
+/// write the same AWS resources and Secrets.
+pub const GO_LEASE: &str = "ce8de7ea.integreatly.org";
 
 impl Config {
     /// The timing rules client-go enforces, as an error naming the flags.
@@ -60,15 +69,57 @@ pub struct Elector {
     api: Api<Lease>,
     config: Config,
     observed: Mutex<Option<Observed>>,
+    /// The Go operator's Lease in each namespace it may run in, and its
+    /// record as last seen.
+    go_leases: Vec<(Api<Lease>, Mutex<Option<Observed>>)>,
 }
 
 impl Elector {
     pub fn new(client: Client, config: Config) -> Self {
+        let mut namespaces = config.go_lease_namespaces.clone();
+        namespaces.sort();
+        namespaces.dedup();
+        let go_leases = namespaces
+            .iter()
+            .map(|ns| (Api::namespaced(client.clone(), ns), Mutex::new(None)))
+            .collect();
         Elector {
             api: Api::namespaced(client, &config.namespace),
             config,
             observed: Mutex::new(None),
+            go_leases,
         }
+    }
+
+    /// A live Go operator's Lease, described: one with a holder whose
+    /// record changed within its lease duration (judged as our own Lease
+    /// is, on this process's monotonic clock, so a Lease a stopped Go
+    /// operator left behind stops counting one duration after we first
+    /// see it). One that cannot be read counts as not held: the operator
+    /// may not be granted Leases there.
+    async fn go_operator_leading(&self) -> Option<String> {
+        for (api, observed) in &self.go_leases {
+            let lease = match api.get_opt(GO_LEASE).await {
+                Ok(lease) => lease,
+                Err(e) => {
+                    debug!(error = %e, "reading the Go operator's Lease");
+                    continue;
+                }
+            };
+            let Some(spec) = lease.and_then(|l| l.spec) else {
+                continue;
+            };
+            let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+            if let Some(holder) = holder
+                && !expired(observed, &spec, self.config.lease_duration).await
+            {
+                return Some(format!(
+                    "the Go cloud-resource-operator leads (Lease {}/{GO_LEASE}, holder {holder}): stop it first (with OLM, delete its Subscription and ClusterServiceVersion; keep the CRDs), then this operator takes over",
+                    api.namespace().unwrap_or_default()
+                ));
+            }
+        }
+        None
     }
 
     pub fn identity(&self) -> &str {
@@ -77,7 +128,16 @@ impl Elector {
 
     /// Returns once this process holds the lease.
     pub async fn acquire(&self) {
+        let mut said = None;
         loop {
+            if let Some(why) = self.go_operator_leading().await {
+                if said.as_ref() != Some(&why) {
+                    warn!(lease = %self.config.name, "not leading: {why}");
+                    said = Some(why);
+                }
+                tokio::time::sleep(self.config.retry_period).await;
+                continue;
+            }
             match self.try_acquire_or_renew().await {
                 Ok(true) => return,
                 Ok(false) => {}
@@ -102,7 +162,12 @@ impl Elector {
             let deadline = tokio::time::Instant::from_std(renewed + self.config.renew_deadline);
             let sent = Instant::now();
             match tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
-                Ok(Ok(true)) => renewed = sent,
+                Ok(Ok(true)) => {
+                    renewed = sent;
+                    if let Some(why) = self.go_operator_leading().await {
+                        return why;
+                    }
+                }
                 Ok(Ok(false)) => return "another replica holds the Lease".into(),
                 Err(_elapsed) => {
                     return format!(
@@ -169,7 +234,10 @@ impl Elector {
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         let mine = holder.as_deref() == Some(self.identity());
-        if !mine && holder.is_some() && !self.expired(spec).await {
+        if !mine
+            && holder.is_some()
+            && !expired(&self.observed, spec, self.config.lease_duration).await
+        {
             return Ok(false);
         }
         if !mine {
@@ -186,29 +254,30 @@ impl Elector {
                 .await,
         )
     }
+}
 
-    /// Whether the holder's record has stood still for its lease duration,
-    /// measured on this process's monotonic clock.
-    async fn expired(&self, spec: &LeaseSpec) -> bool {
-        let mut observed = self.observed.lock().await;
-        let changed = observed
-            .as_ref()
-            .is_none_or(|o| o.holder != spec.holder_identity || o.renew_time != spec.renew_time);
-        if changed {
-            *observed = Some(Observed {
-                holder: spec.holder_identity.clone(),
-                renew_time: spec.renew_time.clone(),
-                since: Instant::now(),
-            });
-        }
-        let duration = spec
-            .lease_duration_seconds
-            .and_then(|s| u64::try_from(s).ok())
-            .map_or(self.config.lease_duration, Duration::from_secs);
-        observed
-            .as_ref()
-            .is_some_and(|o| o.since.elapsed() >= duration)
+/// Whether the holder's record has stood still for its lease duration
+/// (`default` when it names none), measured on this process's monotonic
+/// clock from when `observed` first saw it.
+async fn expired(observed: &Mutex<Option<Observed>>, spec: &LeaseSpec, default: Duration) -> bool {
+    let mut observed = observed.lock().await;
+    let changed = observed
+        .as_ref()
+        .is_none_or(|o| o.holder != spec.holder_identity || o.renew_time != spec.renew_time);
+    if changed {
+        *observed = Some(Observed {
+            holder: spec.holder_identity.clone(),
+            renew_time: spec.renew_time.clone(),
+            since: Instant::now(),
+        });
     }
+    let duration = spec
+        .lease_duration_seconds
+        .and_then(|s| u64::try_from(s).ok())
+        .map_or(default, Duration::from_secs);
+    observed
+        .as_ref()
+        .is_some_and(|o| o.since.elapsed() >= duration)
 }
 
 /// A 409 means another candidate wrote first: we lost this round.
@@ -247,6 +316,7 @@ mod tests {
             lease_duration: Duration::from_secs(lease),
             renew_deadline: Duration::from_secs(renew),
             retry_period: Duration::from_secs(retry),
+            go_lease_namespaces: Vec::new(),
         }
     }
 

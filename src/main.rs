@@ -670,11 +670,19 @@ fn elector(
     if !args.leader_election {
         return Ok(None);
     }
+    let namespace = args
+        .leader_election_namespace
+        .clone()
+        .unwrap_or_else(|| operator_namespace.to_string());
+    // Where a Go operator this one replaces runs: the same namespace, or
+    // the one namespace it watched.
+    let mut go_lease_namespaces = vec![namespace.clone(), operator_namespace.to_string()];
+    if let [one] = args.watch_namespaces.as_slice() {
+        go_lease_namespaces.push(one.trim().to_string());
+    }
     let config = leader::Config {
-        namespace: args
-            .leader_election_namespace
-            .clone()
-            .unwrap_or_else(|| operator_namespace.to_string()),
+        namespace,
+        go_lease_namespaces,
         name: Shard::new(args.shard_index, args.shard_count)
             .map_err(anyhow::Error::msg)?
             .lease_name(&args.leader_election_lease_name),

@@ -241,3 +241,125 @@ async fn a_leader_whose_lease_is_taken_stops_at_once() {
     })
     .await;
 }
+
+/// The Go operator's Lease as controller-runtime's leader election keeps it
+/// (main.go `LeaderElectionID`, leaseDurationSeconds 15, renewed every 2 s
+/// while it runs), written in `ns` until `stop` is set.
+fn go_operator_leading(
+    client: &kube::Client,
+    ns: &str,
+    holder: &str,
+) -> tokio::sync::watch::Sender<bool> {
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let holder = holder.to_string();
+    tokio::spawn(async move {
+        loop {
+            let now = MicroTime(Timestamp::now());
+            let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "ce8de7ea.integreatly.org"},
+                "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "renewTime": now, "acquireTime": now}});
+            let _ = leases
+                .patch(
+                    "ce8de7ea.integreatly.org",
+                    &PatchParams::apply("go-operator").force(),
+                    &Patch::Apply(lease),
+                )
+                .await;
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs(2)) => {}
+                _ = stopped.changed() => return,
+            }
+        }
+    });
+    stop
+}
+
+/// Waits until the Go operator's Lease in `ns` has been renewed `times`
+/// more times: the operator has had that many election rounds meanwhile.
+async fn go_renewals(client: &kube::Client, ns: &str, times: usize) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let renew_time = || async {
+        let lease = leases
+            .get_opt("ce8de7ea.integreatly.org")
+            .await
+            .ok()
+            .flatten();
+        lease.and_then(|l| l.spec?.renew_time)
+    };
+    let (mut last, mut seen) = (renew_time().await, 0);
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+    while seen < times {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the Go Lease was not renewed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = renew_time().await;
+        if now != last {
+            (last, seen) = (now, seen + 1);
+        }
+    }
+}
+
+/// A live Go operator (its Lease renewed) keeps this one from leading, so
+/// the two never write the same resources; once it stops, this one leads
+/// and completes the waiting CR; a Go operator that comes back (OLM
+/// reinstalling it) makes the leader stop at once.
+#[tokio::test]
+async fn no_leading_while_a_go_operator_holds_its_lease() {
+    with_namespace("leader-go", |client, ns| async move {
+        ensure_crds(&client).await;
+        let go = go_operator_leading(&client, &ns, "cloud-resource-operator-7d9f_1a2b");
+        let mut op = replica(&ns, "a", 5).await;
+        op.wait_log(
+            "not leading: the Go cloud-resource-operator leads",
+            DEFAULT_TIMEOUT,
+        )
+        .await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        create(&pgs, "db").await;
+        // Several election rounds (one a second) pass with the CR there.
+        go_renewals(&client, &ns, 3).await;
+        assert!(
+            !op.logs().contains(LEADING),
+            "led beside a live Go operator"
+        );
+        let untouched = pgs.get("db").await.unwrap_or_else(|e| panic!("{e}"));
+        let touched = untouched.status.is_some() || untouched.metadata.finalizers.is_some();
+        assert!(
+            !touched,
+            "the CR was touched beside a live Go operator: {untouched:?}"
+        );
+
+        // The Go operator stops: its Lease stands still for its duration.
+        go.send_replace(true);
+        op.wait_log(LEADING, Duration::from_secs(60)).await;
+        wait_complete(&pgs, "db").await;
+
+        // It comes back: the leader stops reconciling and exits.
+        let back = go_operator_leading(&client, &ns, "cloud-resource-operator-7d9f_3c4d");
+        let status = op.wait_exit(Duration::from_secs(30)).await;
+        assert!(
+            !status.success(),
+            "a leader beside a Go operator exited successfully"
+        );
+        let logs = op.logs();
+        assert!(
+            logs.contains("lost leadership (the Go cloud-resource-operator leads"),
+            "{logs}"
+        );
+
+        // Gone for good (its Lease deleted with its namespace or by hand).
+        back.send_replace(true);
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+        leases
+            .delete("ce8de7ea.integreatly.org", &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let after = replica(&ns, "b", 5).await;
+        after.wait_log(LEADING, DEFAULT_TIMEOUT).await;
+        delete_all(&pgs, &["db"]).await;
+    })
+    .await;
+}
