@@ -120,6 +120,9 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
         format!("extraEnv[0].value={pod_aws}"),
         "--set".into(),
         "monitoring.prometheusRule.enabled=false".into(),
+        // A switch from the Go operator keeps its metrics Service.
+        "--set".into(),
+        "monitoring.goCompatible=true".into(),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = std::panic::AssertUnwindSafe(async {
@@ -244,25 +247,31 @@ async fn installed(client: &Client, node: &str, operator_ns: &str, app_ns: &str)
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(secret.data.unwrap_or_default().contains_key("bucketName"));
 
-    // The metrics, through the chart's Service (kube-proxy), name both.
-    let service = Api::<Service>::namespaced(client.clone(), operator_ns)
-        .get("cloud-resource-operator-metrics")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let ip = service.spec.and_then(|s| s.cluster_ip).unwrap_or_default();
-    let started = tokio::time::Instant::now();
-    loop {
-        let metrics = http_get(&ip, 8080, "/metrics").await;
-        if metrics.contains("cro_postgres_status_phase")
-            && metrics.contains("cro_blobstorage_status_phase")
-        {
-            break;
+    // The metrics, through the chart's Service (kube-proxy), name both;
+    // and through the Go operator's Service, as its ServiceMonitor scrapes.
+    for (name, port) in [
+        ("cloud-resource-operator-metrics", 8080),
+        ("operator-metrics-service", 8383),
+    ] {
+        let service = Api::<Service>::namespaced(client.clone(), operator_ns)
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("Service {name}: {e}"));
+        let ip = service.spec.and_then(|s| s.cluster_ip).unwrap_or_default();
+        let started = tokio::time::Instant::now();
+        loop {
+            let metrics = http_get(&ip, port, "/metrics").await;
+            if metrics.contains("cro_postgres_status_phase")
+                && metrics.contains("cro_blobstorage_status_phase")
+            {
+                break;
+            }
+            assert!(
+                started.elapsed() < DEFAULT_TIMEOUT,
+                "the metrics through {name} {ip}:{port} lack the phase gauges:\n{metrics}"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        assert!(
-            started.elapsed() < DEFAULT_TIMEOUT,
-            "the metrics through {ip}:8080 lack the phase gauges:\n{metrics}"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 
     pgs.delete("db", &Default::default())

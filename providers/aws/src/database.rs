@@ -56,6 +56,10 @@ pub enum State {
     Busy,
     /// Does not change by itself: needs a person; the message says why.
     Stuck(String),
+    /// Impaired, and recovers once its cause is fixed (storage grown, the
+    /// parameter group or KMS key repaired): looked at again at the busy
+    /// pace, as the Go operator did, rather than failed for good.
+    Impaired(String),
 }
 
 /// What tells one database service from another in the shared steps.
@@ -227,6 +231,7 @@ pub fn decide<D: Database>(
         State::Usable => Plan::Converge(drift()),
         State::Busy => Plan::Wait(format!("{what} is {}", have.status()), drift()),
         State::Stuck(why) => Plan::Fail(why),
+        State::Impaired(why) => Plan::Wait(why, drift()),
     }
 }
 

@@ -89,13 +89,27 @@ pub struct Desired {
 }
 
 /// States an instance does not leave by itself.
-const STUCK: [&str; 6] = [
-    "failed",
-    "incompatible-restore",
-    "incompatible-parameters",
-    "incompatible-network",
-    "storage-full",
-    "inaccessible-encryption-credentials",
+const STUCK: [&str; 2] = ["failed", "incompatible-restore"];
+
+/// States AWS brings an instance out of once their cause is fixed, and
+/// what fixes it (RDS User Guide, "DB instance status").
+const IMPAIRED: [(&str, &str); 4] = [
+    (
+        "storage-full",
+        "raise AllocatedStorage or MaxAllocatedStorage in the tier, or free space",
+    ),
+    (
+        "incompatible-parameters",
+        "fix the DB parameter group's values (the instance restarts with them)",
+    ),
+    (
+        "incompatible-network",
+        "free IP addresses in the DB subnet group's subnets, or fix its subnets",
+    ),
+    (
+        "inaccessible-encryption-credentials",
+        "enable the KMS key again and restore the instance's access to it",
+    ),
 ];
 
 /// A change of `field`, as `status.pendingChanges` shows it.
@@ -440,7 +454,12 @@ impl Database for Client {
             stuck if STUCK.contains(&stuck) => State::Stuck(format!(
                 "RDS instance is in state {stuck}; see the RDS console or events for the cause"
             )),
-            _ => State::Busy,
+            status => match IMPAIRED.iter().find(|(s, _)| *s == status) {
+                Some((status, fix)) => State::Impaired(format!(
+                    "RDS instance is {status} and recovers once its cause is fixed: {fix}; looking again"
+                )),
+                None => State::Busy,
+            },
         }
     }
 
@@ -1113,9 +1132,14 @@ mod tests {
         assert!(
             matches!(decide(Some(&creating), &d, &req(None)), Plan::Wait(m, _) if m.contains("creating"))
         );
+        // Recovers once its cause is fixed: looked at again, saying how.
         creating.status = "storage-full".into();
         assert!(
-            matches!(decide(Some(&creating), &d, &req(None)), Plan::Fail(m) if m.contains("storage-full"))
+            matches!(decide(Some(&creating), &d, &req(None)), Plan::Wait(m, _) if m.contains("storage-full") && m.contains("AllocatedStorage"))
+        );
+        creating.status = "incompatible-restore".into();
+        assert!(
+            matches!(decide(Some(&creating), &d, &req(None)), Plan::Fail(m) if m.contains("incompatible-restore"))
         );
         let Plan::Converge(database::Drift {
             tags: missing,
@@ -1168,10 +1192,10 @@ mod tests {
         assert_eq!(shown(Some(&have), &req(None)), drift);
         have.status = "backing-up".into();
         assert_eq!(shown(Some(&have), &req(None)), drift);
-        have.status = "storage-full".into();
+        have.status = "failed".into();
         assert!(matches!(
             &shown(Some(&have), &req(None))[..],
-            [(_, status, _, Timing::Never(why))] if status == "storage-full" && why.contains("storage-full")
+            [(_, status, _, Timing::Never(why))] if status == "failed" && why.contains("failed")
         ));
         // Someone else's: nothing is made without an approval.
         let unadopted = shown(Some(&go_created()), &req(None));
