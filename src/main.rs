@@ -212,8 +212,10 @@ struct RunArgs {
     allow_cross_namespace_secrets: bool,
     /// Seconds between looks at a complete cloud resource for changes made
     /// outside the operator (console, CLI): each costs a few read calls.
-    #[arg(long, env = "RECHECK_INTERVAL", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
-    recheck_interval: u64,
+    /// Default: the Go operator's ENV_FORCE_RECONCILE_TIMEOUT (nanoseconds)
+    /// when set, else 3600.
+    #[arg(long, env = "RECHECK_INTERVAL", value_parser = clap::value_parser!(u64).range(1..))]
+    recheck_interval: Option<u64>,
     /// Seconds between connection checks of a complete Postgres or Redis
     /// (the `Connectable` condition): a login from the operator's pod with
     /// the Secret's credentials, no cloud API call.
@@ -575,7 +577,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     settings.shard = Shard::new(args.shard_index, args.shard_count)?;
     settings.concurrency = args.concurrency;
     settings.allow_cross_namespace_secrets = args.allow_cross_namespace_secrets;
-    settings.recheck_interval = Duration::from_secs(args.recheck_interval);
+    settings.recheck_interval = recheck_interval(args.recheck_interval);
     settings.cloud_metrics_interval = Duration::from_secs(args.cloud_metrics_interval);
     info!("starting cloud-resource-operator");
     let owned = Arc::new(Owned::new(
@@ -604,6 +606,42 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         connectivity,
     ));
     serve(ctx, elector, metrics, args.metrics_address).await
+}
+
+/// The recheck interval: the flag, else the Go operator's
+/// `ENV_FORCE_RECONCILE_TIMEOUT` (`GetForcedReconcileTimeOrDefault`,
+/// pkg/resources/config.go: an integer of nanoseconds; anything else is
+/// ignored, as there), at least a second, else an hour.
+fn recheck_interval(flag: Option<u64>) -> Duration {
+    const DEFAULT: Duration = Duration::from_secs(3600);
+    if let Some(seconds) = flag {
+        return Duration::from_secs(seconds);
+    }
+    let Ok(go) = std::env::var("ENV_FORCE_RECONCILE_TIMEOUT") else {
+        return DEFAULT;
+    };
+    match go_reconcile_timeout(&go) {
+        Some(interval) => {
+            info!(
+                ?interval,
+                "recheck interval from ENV_FORCE_RECONCILE_TIMEOUT (the Go operator's)"
+            );
+            interval
+        }
+        None => {
+            warn!(
+                "ENV_FORCE_RECONCILE_TIMEOUT is not an integer of nanoseconds; rechecking hourly"
+            );
+            DEFAULT
+        }
+    }
+}
+
+/// `ENV_FORCE_RECONCILE_TIMEOUT` as the Go operator reads it (nanoseconds),
+/// at least a second.
+fn go_reconcile_timeout(value: &str) -> Option<Duration> {
+    let nanos = value.trim().parse::<u64>().ok()?;
+    Some(Duration::from_nanos(nanos).max(Duration::from_secs(1)))
 }
 
 /// Prints the plan; the exit status says whether anything would change.
@@ -803,4 +841,19 @@ fn print_crds(output_dir: Option<PathBuf>) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_go_operators_reconcile_timeout_is_nanoseconds() {
+        let minute = Some(Duration::from_secs(60));
+        assert_eq!(go_reconcile_timeout("60000000000"), minute);
+        assert_eq!(go_reconcile_timeout(" 60000000000\n"), minute);
+        assert_eq!(go_reconcile_timeout("5"), Some(Duration::from_secs(1)));
+        assert_eq!(go_reconcile_timeout("60s"), None);
+        assert_eq!(recheck_interval(Some(30)), Duration::from_secs(30));
+    }
 }

@@ -1268,3 +1268,36 @@ async fn a_real_go_installation_switches_with_its_tiers_credentials_and_pinned_b
 async fn create_json_postgres(client: &Client, ns: &str, name: &str, spec: Value) {
     crate::support::create_json::<Postgres>(client, ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": name}, "spec": spec})).await;
 }
+
+/// A CR the Go operator's GCP provider made (type mapped to `gcp` by its
+/// default cloud-resource-config, `buildDefaultConfigMap`,
+/// pkg/providers/config.go): this operator has no GCP provider, so
+/// deleting the CR keeps the finalizer (nothing leaks silently) and says
+/// what to do; once a person removes the finalizers, it goes.
+#[tokio::test]
+async fn a_gcp_crs_deletion_says_what_a_person_does() {
+    with_namespace("migrate-gcp", |client, ns| async move {
+        ensure_crds(&client).await;
+        let types: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cloud-resource-config"}, "data": {
+            "gcp": "{\"blobstorage\":\"gcp\", \"redis\":\"gcp\", \"postgres\":\"gcp\"}"}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<ConfigMap>::namespaced(client.clone(), &ns).create(&PostParams::default(), &types).await.unwrap_or_else(|e| panic!("{e}"));
+        let spec = json!({"type": "gcp", "tier": "production", "secretRef": {"name": "db-sec"}});
+        let _: Postgres = go_cr(&client, &ns, "Postgres", "db", spec, GO_FINALIZER, Some("gcp-instance-1")).await;
+        go_status::<Postgres>(&client, &ns, "db", json!({"strategy": "gcp", "provider": "gcp-cloudsql", "phase": "complete", "message": "creation successful"})).await;
+        let op = Operator::start(&ns).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        pgs.delete("db", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let stuck = wait_for(&pgs, "db", "a message on what to do", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.and_then(|o| o.status.as_ref()).is_some_and(|s| s.message.as_deref().unwrap_or_default().contains("cannot delete what that provider made"))
+        })
+        .await;
+        let message = stuck.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(message.contains("gcp-instance-1") && message.contains("finalizers\":null"), "{message}");
+        assert!(stuck.metadata.finalizers.is_some_and(|f| !f.is_empty()), "the finalizer went: a GCP resource leaked silently");
+        pgs.patch("db", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
+        op.stop().await;
+    })
+    .await;
+}

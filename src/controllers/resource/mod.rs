@@ -253,13 +253,32 @@ async fn cleanup<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error
                 config::Tier::default()
             }
         };
-    match provider(ctx, &provider_name)?
-        .delete(&request(cr, &ctx.settings, tier))
-        .await?
-    {
+    let Ok(provider) = provider(ctx, &provider_name) else {
+        return Err(Error::Invalid(unknown_provider_on_delete::<K>(
+            cr,
+            &provider_name,
+        )));
+    };
+    match provider.delete(&request(cr, &ctx.settings, tier)).await? {
         Deletion::Done => delete_secret(cr, ctx).await,
         other => Ok(other),
     }
+}
+
+/// A CR made by a provider this operator does not have (the Go
+/// operator's `gcp`) cannot have its cloud resources deleted here: the
+/// finalizer stays (nothing is leaked silently) and the message says what
+/// a person does instead.
+fn unknown_provider_on_delete<K: ResourceCr>(cr: &K, provider: &str) -> String {
+    let name = cr.name_any();
+    let identifier = (cr.annotations().get("resourceIdentifier").cloned())
+        .map(|id| format!(" ({id}, its resourceIdentifier annotation)"))
+        .unwrap_or_default();
+    format!(
+        "{kind} {name} was provisioned by provider {provider:?}, which this operator does not have, so it cannot delete what that provider made: delete that resource{identifier} yourself, then remove the CR's finalizers: kubectl -n {ns} patch {kind} {name} --type=merge -p '{{\"metadata\":{{\"finalizers\":null}}}}'",
+        kind = K::KIND.cr_kind(),
+        ns = cr.namespace().unwrap_or_default(),
+    )
 }
 
 async fn delete_secret<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
