@@ -15,6 +15,7 @@
 
 use std::time::{Duration, Instant};
 
+use cro_provider_api::Fence;
 use k8s_openapi::{
     api::coordination::v1::{Lease, LeaseSpec},
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
@@ -68,6 +69,8 @@ struct Observed {
 pub struct Elector {
     api: Api<Lease>,
     config: Config,
+    /// Opened to the renew deadline after each renewal that succeeded.
+    fence: Fence,
     observed: Mutex<Option<Observed>>,
     /// The Go operator's Lease in each namespace it may run in, and its
     /// record as last seen.
@@ -75,7 +78,7 @@ pub struct Elector {
 }
 
 impl Elector {
-    pub fn new(client: Client, config: Config) -> Self {
+    pub fn new(client: Client, config: Config, fence: Fence) -> Self {
         let mut namespaces = config.go_lease_namespaces.clone();
         namespaces.sort();
         namespaces.dedup();
@@ -86,6 +89,7 @@ impl Elector {
         Elector {
             api: Api::namespaced(client, &config.namespace),
             config,
+            fence,
             observed: Mutex::new(None),
             go_leases,
         }
@@ -138,8 +142,12 @@ impl Elector {
                 tokio::time::sleep(self.config.retry_period).await;
                 continue;
             }
+            let sent = Instant::now();
             match self.try_acquire_or_renew().await {
-                Ok(true) => return,
+                Ok(true) => {
+                    self.fence.extend_to(sent + self.config.renew_deadline);
+                    return;
+                }
                 Ok(false) => {}
                 Err(e) => {
                     warn!(error = %e, lease = %self.config.name, "leader election: reading or updating the Lease failed")
@@ -156,6 +164,12 @@ impl Elector {
     /// after a candidate may have taken over (it does so one lease duration
     /// after our last renewal, which is later than our deadline).
     pub async fn hold(&self) -> String {
+        let lost = self.renew_until_lost().await;
+        self.fence.close();
+        lost
+    }
+
+    async fn renew_until_lost(&self) -> String {
         let mut renewed = Instant::now();
         loop {
             tokio::time::sleep(self.config.retry_period).await;
@@ -164,6 +178,7 @@ impl Elector {
             match tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
                 Ok(Ok(true)) => {
                     renewed = sent;
+                    self.fence.extend_to(sent + self.config.renew_deadline);
                     if let Some(why) = self.go_operator_leading().await {
                         return why;
                     }
@@ -191,6 +206,7 @@ impl Elector {
     /// Gives the lease up, so another replica takes over now instead of
     /// after the lease duration. A lease held by someone else is left alone.
     pub async fn release(&self) -> Result<(), kube::Error> {
+        self.fence.close();
         let Some(mut lease) = self.api.get_opt(&self.config.name).await? else {
             return Ok(());
         };

@@ -10,6 +10,7 @@ pub mod config;
 pub mod connectivity;
 pub mod controllers;
 pub mod credentials;
+pub mod fenced_client;
 pub mod flag_error;
 pub mod leader;
 pub mod metrics;

@@ -14,7 +14,7 @@ use cloud_resource_operator::{
     cluster_id,
     config::ConfigReader,
     connectivity::Checker,
-    controllers,
+    controllers, fenced_client,
     flag_error::FlagError,
     leader,
     metrics::{self, Metrics},
@@ -23,6 +23,7 @@ use cloud_resource_operator::{
     shard::Shard,
     validate,
 };
+use cro_provider_api::Fence;
 use tracing::{error, info, warn};
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
@@ -308,6 +309,7 @@ async fn connect(
     args: &ClusterArgs,
     watched: &[String],
     serve_while_waiting: Option<std::net::SocketAddr>,
+    fence: &Fence,
 ) -> anyhow::Result<Connected> {
     let operator_namespace = operator_namespace(args.operator_namespace.clone())?;
     let mut config = kube::Config::infer()
@@ -323,9 +325,12 @@ async fn connect(
             env!("CARGO_PKG_VERSION")
         )),
     ));
-    let client = kube::Client::try_from(config).context(
-        "building the Kubernetes client from KUBECONFIG or the in-cluster config (its TLS settings or proxy)",
-    )?;
+    let client = kube::client::ClientBuilder::try_from(config)
+        .context(
+            "building the Kubernetes client from KUBECONFIG or the in-cluster config (its TLS settings or proxy)",
+        )?
+        .with_layer(&fenced_client::FenceLayer(fence.clone()))
+        .build();
     if let Some(id) = args.cluster_id.as_deref().filter(|id| !id.is_empty()) {
         cluster_id::check_configured(id)?;
     }
@@ -390,6 +395,7 @@ async fn connect(
     let mut providers = provider_settings(args, infrastructure.as_ref(), identity.sts, nodes)?;
     providers.operator_namespace = Some(settings.operator_namespace.clone());
     providers.aws.keys = identity.keys;
+    providers.aws.fence = fence.clone();
     Ok(Connected {
         client,
         settings,
@@ -551,12 +557,19 @@ fn provider_settings(
             },
             iam_users,
             keys: None,
+            fence: Fence::open(),
         },
     })
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
+    // With leader election, nothing is written until the Lease is held,
+    // and only while it surely is (see cro_provider_api::fence).
+    let fence = match args.leader_election {
+        true => Fence::leased(),
+        false => Fence::open(),
+    };
     let Connected {
         client,
         mut settings,
@@ -565,6 +578,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         &args.cluster,
         &args.watch_namespaces,
         Some(args.metrics_address),
+        &fence,
     )
     .await?;
     let mut namespaces = std::collections::BTreeSet::new();
@@ -596,7 +610,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         connectivity.register_metrics(registry);
     }));
-    let elector = elector(&args, &client, &settings.operator_namespace)?;
+    let elector = elector(&args, &client, &settings.operator_namespace, fence)?;
     let ctx = Arc::new(Context::new(
         client,
         settings,
@@ -655,7 +669,7 @@ async fn plan(args: PlanArgs) -> anyhow::Result<i32> {
         client,
         settings,
         providers,
-    } = connect(&args.cluster, &args.namespaces, None).await?;
+    } = connect(&args.cluster, &args.namespaces, None, &Fence::open()).await?;
     let providers = providers::build(&client, providers, None);
     let overrides = plan::config_overrides(&args.config, &settings.operator_namespace)?;
     let scopes = cache::scopes(&args.namespaces);
@@ -704,6 +718,7 @@ fn elector(
     args: &RunArgs,
     client: &kube::Client,
     operator_namespace: &str,
+    fence: Fence,
 ) -> anyhow::Result<Option<leader::Elector>> {
     if !args.leader_election {
         return Ok(None);
@@ -730,7 +745,7 @@ fn elector(
         retry_period: Duration::from_secs(args.leader_election_retry_period),
     };
     config.check()?;
-    Ok(Some(leader::Elector::new(client.clone(), config)))
+    Ok(Some(leader::Elector::new(client.clone(), config, fence)))
 }
 
 /// Reconciles (as the leader, when electing) and serves `/metrics` until

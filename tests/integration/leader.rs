@@ -363,3 +363,103 @@ async fn no_leading_while_a_go_operator_holds_its_lease() {
     })
     .await;
 }
+
+/// Fencing (issue #46's "done when"): two replicas, each reaching AWS
+/// through its own proxy and the API server as its own ServiceAccount;
+/// the leader frozen (SIGSTOP, as a paused VM or container) while it works
+/// on 20 new AWS BlobStorages and SMTPCredentialSets; the standby takes the
+/// Lease and completes them; the old leader, woken, sends no AWS request
+/// and no Kubernetes write but its Lease's, and stops. Every CR stays
+/// complete and no IAM user holds more than one access key.
+#[tokio::test]
+async fn a_frozen_leader_wakes_and_writes_nothing() {
+    use crate::{
+        lost_answers::Proxy,
+        support::{audited_writes_received_after, cluster_admin_account, create_json},
+    };
+    use cloud_resource_operator::api::{BlobStorage, SMTPCredentialSet};
+    use cro_provider_api::{IdentifierRules, cloud_identifier};
+    with_namespace("fence", |client, ns| async move {
+        ensure_crds(&client).await;
+        let env = crate::support::TestEnv::load();
+        let iam = aws_sdk_iam::Client::new(&env.aws_config().await);
+        let (proxy_a, proxy_b) = (Proxy::lossless(&format!("{ns}-a")).await, Proxy::lossless(&format!("{ns}-b")).await);
+        let (kubeconfig_a, user_a) = cluster_admin_account(&client, &ns, "replica-a").await;
+        let (kubeconfig_b, _) = cluster_admin_account(&client, &ns, "replica-b").await;
+        let launch = |name: &str, proxy: &Proxy, kubeconfig: std::path::PathBuf| {
+            let mut launch = Launch::new(&ns);
+            launch.log_name = format!("operator-{ns}-{name}.log");
+            launch.kubeconfig = Some(kubeconfig);
+            launch.env.push(("AWS_ENDPOINT_URL".into(), proxy.url.clone()));
+            launch.extra_args.extend(["--leader-election-lease-duration=6", "--leader-election-renew-deadline=4", "--leader-election-retry-period=1"].map(String::from));
+            launch
+        };
+        let a = Operator::launch(launch("a", &proxy_a, kubeconfig_a)).await;
+        a.wait_log(LEADING, DEFAULT_TIMEOUT).await;
+        let b = Operator::launch(launch("b", &proxy_b, kubeconfig_b)).await;
+        b.wait_log(WAITING, DEFAULT_TIMEOUT).await;
+
+        let names: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+        let spec = |name: &str| json!({"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}});
+        for name in &names {
+            create_json::<BlobStorage>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": format!("{name}-b")}, "spec": spec(&format!("{name}-b"))})).await;
+            create_json::<SMTPCredentialSet>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "SMTPCredentialSet", "metadata": {"name": format!("{name}-m")}, "spec": spec(&format!("{name}-m"))})).await;
+        }
+        // Frozen in the middle of the work: once it has made some AWS writes.
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        while proxy_a.passed().iter().filter(|c| c.starts_with("Create") || c.starts_with("PUT")).count() < 3 {
+            assert!(tokio::time::Instant::now() < deadline, "the leader made no AWS writes: {:?}", proxy_a.passed());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        a.signal("STOP");
+        b.wait_log(LEADING, DEFAULT_TIMEOUT).await;
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let mails = Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns);
+        let complete = |phase: Option<Phase>| phase == Some(Phase::Complete);
+        for name in &names {
+            wait_for(&blobs, &format!("{name}-b"), "complete", DEFAULT_TIMEOUT, |o: Option<&BlobStorage>| complete(o.and_then(|o| o.status.as_ref()?.phase))).await;
+            wait_for(&mails, &format!("{name}-m"), "complete", DEFAULT_TIMEOUT, |o: Option<&SMTPCredentialSet>| complete(o.and_then(|o| o.status.as_ref()?.phase))).await;
+        }
+
+        // Wake the old leader: it may finish sending what it began before
+        // it froze, but begins nothing (AWS: the proxy saw no request begin
+        // after the wake; Kubernetes: the API server received no write but
+        // the Lease's after it).
+        let woke = k8s_openapi::jiff::Timestamp::now();
+        let woke_unix = woke.as_millisecond() as f64 / 1000.0;
+        a.signal("CONT");
+        let mut a = a;
+        let status = a.wait_exit(Duration::from_secs(30)).await;
+        assert!(!status.success(), "the old leader exited successfully");
+        let aws_after = proxy_a.received_after(woke_unix);
+        assert_eq!(aws_after, Vec::<String>::new(), "AWS requests the old leader began after it woke");
+        let kube_after: Vec<String> = audited_writes_received_after(&user_a, woke).into_iter().filter(|w| !w.contains(" leases ")).collect();
+        assert_eq!(kube_after, Vec::<String>::new(), "Kubernetes writes the old leader sent after it woke");
+        let logs = a.logs();
+        assert!(logs.contains("lost leadership"), "{logs}");
+
+        // Everything stays complete, with one key per user, the published one.
+        for name in &names {
+            let blob = blobs.get(&format!("{name}-b")).await.unwrap_or_else(|e| panic!("{e}"));
+            assert!(complete(blob.status.as_ref().and_then(|s| s.phase)), "{blob:?}");
+            let mail = mails.get(&format!("{name}-m")).await.unwrap_or_else(|e| panic!("{e}"));
+            assert!(complete(mail.status.as_ref().and_then(|s| s.phase)), "{mail:?}");
+            let bucket = cloud_identifier("testcluster", &ns, &format!("{name}-b"));
+            let mail_user = IdentifierRules::IamUser.conform(&format!("{}-ses", cloud_identifier("testcluster", &ns, &format!("{name}-m"))));
+            for user in [bucket, mail_user] {
+                let keys = iam.list_access_keys().user_name(&user).send().await.unwrap_or_else(|e| panic!("{user}: {e:?}"));
+                assert_eq!(keys.access_key_metadata().len(), 1, "IAM user {user} holds {:?}", keys.access_key_metadata());
+            }
+        }
+        for name in &names {
+            blobs.delete(&format!("{name}-b"), &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            mails.delete(&format!("{name}-m"), &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        for name in &names {
+            wait_deleted(&blobs, &format!("{name}-b"), DEFAULT_TIMEOUT).await;
+            wait_deleted(&mails, &format!("{name}-m"), DEFAULT_TIMEOUT).await;
+        }
+        b.stop().await;
+    })
+    .await;
+}

@@ -41,17 +41,43 @@ DeleteBucket,DeleteAccessKey,DeleteUser";
 const TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The fault-injecting endpoint of one seed.
-struct Proxy {
+pub(crate) struct Proxy {
     _child: tokio::process::Child,
-    url: String,
+    pub(crate) url: String,
     log: PathBuf,
 }
 
 impl Proxy {
     async fn start(seed: u64) -> Proxy {
+        Proxy::launch(&format!("seed{seed}"), seed, LOSS).await
+    }
+
+    /// A proxy that loses nothing: one replica's own way to AWS, whose log
+    /// says which calls that replica made.
+    pub(crate) async fn lossless(name: &str) -> Proxy {
+        Proxy::launch(name, 0, "0").await
+    }
+
+    /// The calls it passed, oldest first (action, or method and path).
+    pub(crate) fn passed(&self) -> Vec<String> {
+        self.received_after(0.0)
+    }
+
+    /// The calls whose request line reached it after `unix_seconds`: those
+    /// the client began sending then.
+    pub(crate) fn received_after(&self, unix_seconds: f64) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        (text.lines())
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|c| c["received"].as_f64().is_some_and(|t| t > unix_seconds))
+            .filter_map(|c| c["call"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    async fn launch(name: &str, seed: u64, loss: &str) -> Proxy {
         let env = TestEnv::load();
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let log = root.join(format!("target/testenv/logs/fault-proxy-seed{seed}.jsonl"));
+        let log = root.join(format!("target/testenv/logs/fault-proxy-{name}.jsonl"));
         let _ = std::fs::remove_file(&log);
         let mut child = tokio::process::Command::new("python3")
             .arg(root.join("tests/testenv/fault_proxy.py"))
@@ -61,8 +87,12 @@ impl Proxy {
                 "--seed",
                 &seed.to_string(),
             ])
-            .args(["--drop-request", LOSS, "--drop-answer", LOSS])
-            .args(["--lose-first-answer", LOSE_FIRST, "--log"])
+            .args(["--drop-request", loss, "--drop-answer", loss])
+            .args([
+                "--lose-first-answer",
+                if loss == "0" { "" } else { LOSE_FIRST },
+                "--log",
+            ])
             .arg(&log)
             .stdout(Stdio::piped())
             .kill_on_drop(true)

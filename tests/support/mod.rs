@@ -392,6 +392,20 @@ impl Operator {
         self.wait_exit(timeout).await
     }
 
+    /// Sends `signal` (`STOP`, `CONT`, ...): SIGSTOP freezes the process as
+    /// a paused VM or container would, SIGCONT wakes it.
+    pub fn signal(&self, signal: &str) {
+        let pid = self
+            .child
+            .id()
+            .unwrap_or_else(|| panic!("the operator already exited"));
+        let sent = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .unwrap_or_else(|e| panic!("running kill: {e}"));
+        assert!(sent.success(), "kill -{signal} {pid} failed");
+    }
+
     /// SIGKILL: the process dies without any cleanup, like a crashed node.
     pub async fn kill(&mut self) {
         self.child
@@ -1017,6 +1031,40 @@ pub fn audited_requests_of(user: &str) -> Vec<Audited> {
                 verb: json_text(&e["verb"]),
                 code: e["responseStatus"]["code"].as_i64().unwrap_or_default(),
             }
+        })
+        .collect()
+}
+
+/// The writes (create, update, patch, delete) `user` made whose request
+/// the apiserver received after `after`, as `verb resource namespace/name`.
+pub fn audited_writes_received_after(
+    user: &str,
+    after: k8s_openapi::jiff::Timestamp,
+) -> Vec<String> {
+    let log = TestEnv::load().audit_log;
+    let content = std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("reading the audit log {}: {e}", log.display()));
+    let writes = ["create", "update", "patch", "delete", "deletecollection"];
+    content
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
+        .filter(|e| writes.contains(&e["verb"].as_str().unwrap_or_default()))
+        .filter(|e| {
+            let received = e["requestReceivedTimestamp"].as_str().unwrap_or_default();
+            received
+                .parse::<k8s_openapi::jiff::Timestamp>()
+                .is_ok_and(|t| t > after)
+        })
+        .map(|e| {
+            let o = &e["objectRef"];
+            format!(
+                "{} {} {}/{}",
+                json_text(&e["verb"]),
+                json_text(&o["resource"]),
+                json_text(&o["namespace"]),
+                json_text(&o["name"])
+            )
         })
         .collect()
 }

@@ -21,8 +21,9 @@ A dropped request or answer is a connection closed with no response (what
 a client sees when a connection dies or a load balancer gives up). The
 proxy prints `listening on 127.0.0.1:PORT` once it serves, and appends a
 JSON line per call to --log (action or method and path, and `passed`,
-`request-dropped` or `answer-dropped`) so tests can show the faults hit
-the calls they meant to test. Standard library only; stops on SIGTERM.
+`request-dropped` or `answer-dropped`, and `received`, when its request
+line and headers had arrived) so tests can show the faults hit the calls
+they meant to test, and which calls a client began after a given time. Standard library only; stops on SIGTERM.
 """
 
 import argparse
@@ -69,10 +70,10 @@ class Faults:
                 return (False, True)
             return (drop_request, drop_answer)
 
-    def record(self, call, outcome):
+    def record(self, call, outcome, received=None):
         if self.log is None:
             return
-        line = json.dumps({"time": time.time(), "call": call, "outcome": outcome})
+        line = json.dumps({"time": time.time(), "received": received, "call": call, "outcome": outcome})
         with self.lock:
             self.log.write(line + "\n")
 
@@ -122,10 +123,12 @@ def make_handler(upstream, faults):
             pass
 
         def lose(self, call, outcome):
-            faults.record(call, outcome)
+            faults.record(call, outcome, self.received)
             self.close_connection = True
 
         def relay(self):
+            # Its request line and headers are in: the client began sending.
+            self.received = time.time()
             body = read_body(self)
             call = call_name(self.command, self.path, self.headers, body)
             drop_request, drop_answer = faults.decide(call)
@@ -152,7 +155,7 @@ def make_handler(upstream, faults):
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(payload)
-            faults.record(call, "passed")
+            faults.record(call, "passed", self.received)
 
         do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = relay
 

@@ -4,11 +4,13 @@
 
 mod change;
 pub mod credentials;
+pub mod fence;
 mod identifier;
 mod owned;
 
 pub use change::{Adoption, Change, ChangePolicy, Timing, plan_hash};
 pub use credentials::CredentialsStore;
+pub use fence::Fence;
 pub use owned::{Owned, OwnedObjects, as_any, owned};
 
 pub use identifier::{

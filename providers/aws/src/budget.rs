@@ -16,12 +16,14 @@ use std::{
 };
 
 use aws_smithy_http_client::{Builder, tls};
+use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::{
     http::{
         HttpConnector, HttpConnectorFuture, SharedHttpClient, SharedHttpConnector, http_client_fn,
     },
     orchestrator::HttpRequest,
 };
+use cro_provider_api::Fence;
 
 /// Calls per second and burst for each account, region and service.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -98,17 +100,19 @@ impl Bucket {
     }
 }
 
-/// Sends each request once the bucket allows it.
+/// Sends each request once the bucket allows it, if the fence still
+/// allows it then.
 #[derive(Debug)]
 struct Limited {
     inner: SharedHttpConnector,
     bucket: Arc<Bucket>,
+    fence: Fence,
 }
 
 impl HttpConnector for Limited {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
         let wait = self.bucket.take(Instant::now());
-        let inner = self.inner.clone();
+        let (inner, fence) = (self.inner.clone(), self.fence.clone());
         HttpConnectorFuture::new(async move {
             if !wait.is_zero() {
                 tracing::debug!(
@@ -117,14 +121,23 @@ impl HttpConnector for Limited {
                 );
                 tokio::time::sleep(wait).await;
             }
+            // Asked last, right before sending: a process frozen while it
+            // waited (or before) learns it here.
+            if !fence.allows() {
+                tracing::warn!(uri = %request.uri(), "{}", cro_provider_api::fence::FENCED);
+                return Err(ConnectorError::other(
+                    cro_provider_api::fence::FENCED.into(),
+                    None,
+                ));
+            }
             inner.call(request).await
         })
     }
 }
 
-/// The SDK's default HTTPS client with `budget` in front: give one to each
-/// service client of an account and region.
-pub fn limited_client(budget: Budget) -> SharedHttpClient {
+/// The SDK's default HTTPS client with `budget` and `fence` in front: give
+/// one to each service client of an account and region.
+pub fn limited_client(budget: Budget, fence: Fence) -> SharedHttpClient {
     let base = Builder::new()
         .tls_provider(tls::Provider::Rustls(
             tls::rustls_provider::CryptoMode::AwsLc,
@@ -137,6 +150,7 @@ pub fn limited_client(budget: Budget) -> SharedHttpClient {
                 &base, settings, components,
             ),
             bucket: bucket.clone(),
+            fence: fence.clone(),
         })
     })
 }

@@ -2,6 +2,7 @@
 //! cached: every client counts its calls through the same interceptor.
 
 use aws_config::SdkConfig;
+use cro_provider_api::Fence;
 
 use crate::{
     budget::{Budget, limited_client},
@@ -29,17 +30,17 @@ pub struct Clients {
 }
 
 /// A client of `sdk` for `config`, counting its calls, within its own
-/// budget (each service is throttled on its own).
+/// budget (each service is throttled on its own), behind the fence.
 macro_rules! client {
     ($sdk:ident, $config:expr, $calls:expr, $budget:expr) => {
         $sdk::config::Builder::from($config)
             .interceptor($calls.interceptor())
-            .http_client(limited_client($budget))
+            .http_client(limited_client($budget.0, $budget.1.clone()))
     };
 }
 
 impl Clients {
-    pub fn new(config: &SdkConfig, calls: &Calls, budget: Budget) -> Self {
+    pub fn new(config: &SdkConfig, calls: &Calls, budget: (Budget, &Fence)) -> Self {
         let s3 = client!(aws_sdk_s3, config, calls, budget)
             // With an endpoint override, path-style addressing: emulators
             // and private endpoints do not resolve `<bucket>.<host>`.

@@ -126,7 +126,8 @@ impl AwsProvider {
             Some(role) => sdk::assume_role(&base, role, account.external_id.as_deref()).await?,
             None => base,
         };
-        let clients = Clients::new(&config, &self.calls, self.settings.budget);
+        let budget = (self.settings.budget, &self.settings.fence);
+        let clients = Clients::new(&config, &self.calls, budget);
         let in_account = Arc::new(InAccount {
             clients,
             rds: rds::Seen::default(),

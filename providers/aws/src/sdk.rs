@@ -25,6 +25,9 @@ pub struct AwsSettings {
     /// Access keys read from outside the standard chain (the Cloud
     /// Credential Operator's Secret); they win over it and over STS.
     pub keys: Option<ReadKeys>,
+    /// Asked right before each request is sent (see
+    /// [`cro_provider_api::fence`]).
+    pub fence: cro_provider_api::Fence,
 }
 
 /// An access key pair read from a Kubernetes Secret or elsewhere.
