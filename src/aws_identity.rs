@@ -7,6 +7,7 @@
 //! Identity, a profile). A cluster switching from the Go operator thus
 //! keeps the identity it had, with nothing to copy.
 
+use cro_provider_api::ProviderError;
 use cro_provider_aws::{AccessKeys, ReadKeys, Sts};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
@@ -144,10 +145,10 @@ fn read_keys(client: Client, namespace: String) -> ReadKeys {
         Box::pin(async move {
             match cco_secret(&client, &namespace).await {
                 Ok(Some(keys)) => Ok(keys),
-                Ok(None) => Err(format!(
+                Ok(None) => Err(ProviderError::permanent(format!(
                     "it is gone or lacks {KEY_ID} / {SECRET_KEY}: restore it (its CredentialsRequest), or give the operator keys of its own"
-                )),
-                Err(e) => Err(format!("{e:#}")),
+                ))),
+                Err(e) => Err(ProviderError::transient(format!("{e:#}"))),
             }
         }) as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
     });

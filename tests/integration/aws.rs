@@ -981,6 +981,8 @@ async fn sts_mode_runs_as_the_role_and_makes_no_iam_user() {
             secrets.create(&PostParams::default(), &secret).await.unwrap_or_else(|e| panic!("{e}"));
             let mut launch = crate::support::Launch::new(&ns);
             launch.extra_args.push(format!("--sts-token-file={}", token_file.display()));
+            // As on an STS cluster: no keys of its own (they would win).
+            launch.env_remove.extend(["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"].map(String::from));
             let restarted = crate::support::Operator::launch(launch).await;
             restarted.wait_log("waiting for Secret sts-credentials", DEFAULT_TIMEOUT).await;
             let metrics = restarted.http_get("/metrics").await;
@@ -991,7 +993,7 @@ async fn sts_mode_runs_as_the_role_and_makes_no_iam_user() {
             // Fixed: taken up without a restart.
             let fixed = json!({"stringData": {"role_arn": role}});
             secrets.patch("sts-credentials", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&fixed)).await.unwrap_or_else(|e| panic!("{e}"));
-            restarted.wait_log("STS mode: AWS calls run as the role", DEFAULT_TIMEOUT).await;
+            restarted.wait_log("AWS identity source=STS mode: role", DEFAULT_TIMEOUT).await;
             // The server that answered while it waited gives way to the
             // ready one, on another address, logged just after.
             restarted.wait_log("serving /metrics, /healthz, /readyz address=", DEFAULT_TIMEOUT).await;

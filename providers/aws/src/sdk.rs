@@ -36,7 +36,7 @@ pub struct AccessKeys {
     pub secret: String,
 }
 
-type KeysFuture = std::pin::Pin<Box<dyn Future<Output = Result<AccessKeys, String>> + Send>>;
+type KeysFuture = std::pin::Pin<Box<dyn Future<Output = Result<AccessKeys, ProviderError>> + Send>>;
 
 /// Access keys the provider reads through a function it is given (the
 /// operator reads the Secret; the provider knows no Kubernetes). Read when

@@ -57,7 +57,7 @@ pub async fn ensure(
                 cluster.id
             )));
         }
-        groups::ensure(net, &private, &net.tags(None)[..1]).await?;
+        groups::ensure(net, engine, &private, &net.tags(None)[..1]).await?;
     }
     let description = format!("security group for cluster {}", net.infra);
     let group = security::ensure(net, &cluster.id, &description, &net.tags(None)).await?;

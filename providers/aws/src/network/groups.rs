@@ -6,15 +6,29 @@ use aws_sdk_elasticache::types::Tag as CacheTag;
 use aws_sdk_rds::types::Tag as RdsTag;
 use cro_provider_api::ProviderError;
 
-use super::Network;
+use super::{Engine, Network};
 use crate::errors::{Answer, created};
 
 /// The Go operator's description (`defaultSubnetGroupDesc`, cluster_vpc.go).
 const DESCRIPTION: &str = "Subnet group created and managed by the Cloud Resource Operator";
 
-/// Both subnet groups exist and hold every subnet of `subnets` (a group
-/// found with fewer gets them added; one with more keeps them).
+/// The subnet group of `engine`'s service exists and holds every subnet
+/// of `subnets` (a group found with fewer gets them added; one with more
+/// keeps them). Only that service is called: a Postgres is placed while
+/// ElastiCache is down, and a Redis while RDS is.
 pub async fn ensure(
+    net: &Network<'_>,
+    engine: Engine,
+    subnets: &[String],
+    tags: &[(String, String)],
+) -> Result<(), ProviderError> {
+    match engine {
+        Engine::Postgres => ensure_rds(net, subnets, tags).await,
+        Engine::Redis => ensure_cache(net, subnets, tags).await,
+    }
+}
+
+async fn ensure_rds(
     net: &Network<'_>,
     subnets: &[String],
     tags: &[(String, String)],
@@ -44,6 +58,15 @@ pub async fn ensure(
             created(sent, "rds:CreateDBSubnetGroup", &name)?;
         }
     }
+    Ok(())
+}
+
+async fn ensure_cache(
+    net: &Network<'_>,
+    subnets: &[String],
+    tags: &[(String, String)],
+) -> Result<(), ProviderError> {
+    let name = net.subnet_group();
     match cache_subnets(net, &name).await? {
         Some(have) if subnets.iter().all(|s| have.contains(s)) => {}
         Some(_) => {

@@ -204,7 +204,8 @@ async fn place(
     if bundled::in_use(net, &cluster).await? {
         bundled::ensure(net, &cluster, engine, port).await
     } else {
-        standalone::ensure(net, &cluster, port, standalone::requested_block(network)?).await
+        let requested = standalone::requested_block(network)?;
+        standalone::ensure(net, &cluster, (engine, port), requested).await
     }
 }
 

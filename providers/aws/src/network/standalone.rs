@@ -6,7 +6,7 @@ use cro_provider_api::ProviderError;
 use serde_json::Value;
 
 use super::{
-    Cidr, Network, Placement,
+    Cidr, Engine, Network, Placement,
     cidr::{check_standalone, default_block},
     cluster::ClusterVpc,
     ec2::{at_creation, filter, has_all, tags},
@@ -56,7 +56,7 @@ pub fn requested_block(network: Option<&Value>) -> Result<Option<Cidr>, Provider
 pub async fn ensure(
     net: &Network<'_>,
     cluster: &ClusterVpc,
-    port: i32,
+    (engine, port): (Engine, i32),
     requested: Option<Cidr>,
 ) -> Result<Placement, ProviderError> {
     let (vpc, block) = match find_vpc(net).await? {
@@ -64,7 +64,7 @@ pub async fn ensure(
         None => create_vpc(net, cluster, requested).await?,
     };
     let subnets = ensure_subnets(net, &vpc, &block).await?;
-    groups::ensure(net, &subnets, &net.tags(None)).await?;
+    groups::ensure(net, engine, &subnets, &net.tags(None)).await?;
     let group = security::ensure(
         net,
         &vpc,
