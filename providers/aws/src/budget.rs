@@ -23,6 +23,7 @@ use aws_smithy_runtime_api::client::{
     },
     orchestrator::HttpRequest,
 };
+use aws_smithy_types::body::SdkBody;
 use cro_provider_api::Fence;
 
 /// Calls per second and burst for each account, region and service.
@@ -121,8 +122,11 @@ impl HttpConnector for Limited {
                 );
                 tokio::time::sleep(wait).await;
             }
-            // Asked last, right before sending: a process frozen while it
-            // waited (or before) learns it here.
+            // Asked right before sending: a process frozen while it waited
+            // (or before) learns it here; and again when the connection
+            // writes the body, for one frozen between here and the socket
+            // (waiting for a connection), so nothing it began before the
+            // freeze goes out after it.
             if !fence.allows() {
                 tracing::warn!(uri = %request.uri(), "{}", cro_provider_api::fence::FENCED);
                 return Err(ConnectorError::other(
@@ -130,8 +134,47 @@ impl HttpConnector for Limited {
                     None,
                 ));
             }
+            let mut request = request;
+            let body = request.take_body();
+            *request.body_mut() = body.map_preserve_contents(move |b| {
+                SdkBody::from_body_1_x(FencedBody {
+                    inner: b,
+                    fence: fence.clone(),
+                })
+            });
             inner.call(request).await
         })
+    }
+}
+
+/// A request body that refuses to be written once the fence closes: the
+/// HTTP connection polls it when it writes the request (the head is
+/// buffered with it, so a refused body sends nothing).
+struct FencedBody {
+    inner: SdkBody,
+    fence: Fence,
+}
+
+impl http_body::Body for FencedBody {
+    type Data = bytes::Bytes;
+    type Error = aws_smithy_types::body::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        if !self.fence.allows() {
+            return std::task::Poll::Ready(Some(Err(cro_provider_api::fence::FENCED.into())));
+        }
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        http_body::Body::is_end_stream(&self.inner)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::Body::size_hint(&self.inner)
     }
 }
 
