@@ -208,9 +208,8 @@ impl ConfigReader {
     }
 
     /// `cloud-resource-config` from the resource's namespace (unless the
-    /// operator reads no namespace's own), else the operator's namespace
-    /// (yielding, when it holds the shipped defaults, to the Go operator's
-    /// namespace's), else `None` (built-in defaults).
+    /// operator reads no namespace's own), else the operator's namespace,
+    /// else `None` (built-in defaults).
     pub async fn types(&self, namespace: &str) -> Result<Option<Located>, ConfigError> {
         if self.namespace_config
             && namespace != self.operator_namespace
@@ -218,13 +217,15 @@ impl ConfigReader {
         {
             return Ok(Some(cm));
         }
-        self.operator_or_go(TYPES_CONFIG_MAP).await
+        self.get(&self.operator_namespace, TYPES_CONFIG_MAP).await
     }
 
     /// The provider's strategies ConfigMap in the operator's namespace,
     /// else where the Go operator reads it (its single watch namespace):
     /// a cluster that switches keeps its tiers rather than meeting the
-    /// built-in ones.
+    /// built-in ones. Only while the watched namespaces' own configuration
+    /// is read (`--namespace-config`): off, nothing but the operator's
+    /// namespace says what a tier is.
     pub async fn strategies(&self, provider: &str) -> Result<Option<Located>, ConfigError> {
         self.operator_or_go(&strategies_config_map(provider)).await
     }
@@ -240,8 +241,8 @@ impl ConfigReader {
             return Ok(Some(cm));
         }
         let go = match &self.go_namespace {
-            Some((ns, _)) => self.get(ns, name).await?,
-            None => None,
+            Some((ns, _)) if self.namespace_config => self.get(ns, name).await?,
+            _ => None,
         };
         Ok(go.or(ours.map(|(cm, _)| cm)))
     }
