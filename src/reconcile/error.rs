@@ -86,7 +86,21 @@ impl Error {
 
     /// AWS (or another API) asked for fewer calls: retried quietly.
     pub fn is_throttled(&self) -> bool {
-        matches!(self, Error::Provider(e) if e.kind() == cro_provider_api::ErrorKind::Throttled)
+        match self {
+            Error::Provider(e) => e.kind() == cro_provider_api::ErrorKind::Throttled,
+            Error::Kube { source, .. } => cro_provider_api::api_server_busy(source).is_some(),
+            _ => false,
+        }
+    }
+
+    /// The API server asked for fewer requests (429) and said when to come
+    /// back: retried then, not after this object's failure backoff (which
+    /// grows to minutes for what is a cluster-wide, passing condition).
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Error::Kube { source, .. } => cro_provider_api::api_server_busy(source),
+            _ => None,
+        }
     }
 
     /// Transient errors are retried with backoff; the others wait for a
@@ -162,6 +176,23 @@ mod tests {
                 "{code}"
             );
         }
+        // 429: retried when the API server asked, quietly.
+        let busy: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 429, "reason": "TooManyRequests", "message": "m",
+            "details": {"retryAfterSeconds": 7}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let busy = Error::kube("writing")(kube::Error::Api(Box::new(busy)));
+        assert_eq!(busy.retry_after(), Some(std::time::Duration::from_secs(7)));
+        assert!(busy.is_throttled() && busy.is_transient());
+        let unsaid = Error::kube("writing")(status(429));
+        assert_eq!(
+            unsaid.retry_after(),
+            Some(std::time::Duration::from_secs(1))
+        );
+        assert_eq!(Error::kube("reading")(status(503)).retry_after(), None);
+        let provider = ProviderError::from_kube("writing Secret s", &status(429));
+        assert!(Error::Provider(provider).api_server_unavailable());
         // From a provider, by kind: the providers classify with the same rule.
         let provider = ProviderError::from_kube("reading Secret s", &status(503));
         assert!(Error::Provider(provider).api_server_unavailable());

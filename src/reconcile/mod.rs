@@ -245,6 +245,10 @@ pub fn error_policy<K: Managed>(
     err: &Error,
     ctx: Arc<Context>,
 ) -> Action {
+    if let Some(asked) = err.retry_after() {
+        // Spread, so the objects it turned away do not all return at once.
+        return Action::requeue(asked.mul_f64(rand::random_range(1.0..1.5)));
+    }
     Action::requeue(ctx.backoff(&key(obj.as_ref()), err.api_server_unavailable()))
 }
 

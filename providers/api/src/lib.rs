@@ -550,7 +550,9 @@ impl ProviderError {
     pub fn from_kube(message: impl Into<String>, e: &kube::Error) -> Self {
         let kind = if namespace_terminating(e) {
             ErrorKind::NamespaceTerminating
-        } else if api_server_unavailable(e) {
+        } else if api_server_unavailable(e) || api_server_busy(e).is_some() {
+            // A busy API server is waited for as a down one is: briefly,
+            // every object alike.
             ErrorKind::ApiServerUnavailable
         } else {
             ErrorKind::Transient
@@ -572,6 +574,20 @@ pub fn api_server_unavailable(e: &kube::Error) -> bool {
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
         kube::Error::Api(s) => matches!(s.code, 500 | 503 | 504),
         _ => false,
+    }
+}
+
+/// The API server asked for fewer requests (429: API Priority and
+/// Fairness, or a max-in-flight limit): how long it asked to wait, from
+/// its Status `details.retryAfterSeconds` (what its Retry-After header
+/// says), at least a second.
+pub fn api_server_busy(e: &kube::Error) -> Option<std::time::Duration> {
+    match e {
+        kube::Error::Api(s) if s.code == 429 => {
+            let asked = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
+            Some(std::time::Duration::from_secs(u64::from(asked.max(1))))
+        }
+        _ => None,
     }
 }
 
