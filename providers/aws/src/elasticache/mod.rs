@@ -80,6 +80,10 @@ const AUTH_TOKEN: &str = "authToken";
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
     pub node_type: String,
+    /// Only a tier's own: the group moves up to it, never down, and
+    /// nothing is compared without it (the Go operator's
+    /// buildElasticacheUpdateStrategy).
+    pub engine_version: Option<String>,
     pub snapshot_retention: i32,
     pub snapshot_window: Option<String>,
     pub maintenance_window: Option<String>,
@@ -207,6 +211,7 @@ impl Database for Client {
             node_type: size
                 .or_else(|| t.node_type.clone())
                 .unwrap_or_else(|| "cache.t3.micro".into()),
+            engine_version: t.engine_version.clone(),
             snapshot_retention: t.snapshot_retention.unwrap_or(31),
             snapshot_window: t.snapshot_window.clone(),
             maintenance_window: t.maintenance_window.clone(),
@@ -222,6 +227,22 @@ impl Database for Client {
                 &have.node_type,
                 &want.node_type,
                 timing,
+                false,
+            ));
+        }
+        // An upgrade on the nodes' version, for the maintenance window
+        // (the Go operator sent it with ApplyImmediately under
+        // maintenanceWindow, buildElasticacheUpdateStrategy).
+        let version = &have.node.engine_version;
+        if let Some(wanted) = (want.engine_version.as_ref())
+            .filter(|w| !version.is_empty() && crate::versions::is_upgrade(version, w))
+        {
+            let field = Field::EngineVersion;
+            out.push(change(
+                field,
+                version,
+                wanted,
+                Timing::MaintenanceWindow,
                 false,
             ));
         }
@@ -315,6 +336,7 @@ impl Database for Client {
         let call = self.modify_replication_group().replication_group_id(id);
         let call = changes.set_on(call, |call, field| match field {
             Field::CacheNodeType => call.cache_node_type(&want.node_type),
+            Field::EngineVersion => call.set_engine_version(want.engine_version.clone()),
             Field::SnapshotRetentionLimit => call.snapshot_retention_limit(want.snapshot_retention),
             Field::SnapshotWindow => call.set_snapshot_window(want.snapshot_window.clone()),
             Field::PreferredMaintenanceWindow => {
@@ -637,6 +659,15 @@ mod tests {
                 None,
                 vec![("PreferredMaintenanceWindow", Now)],
             ),
+            // The nodes run 7.1: only a newer version is an upgrade, for
+            // the window; none in the tier compares nothing.
+            (
+                json!({"EngineVersion": "7.2"}),
+                None,
+                vec![("EngineVersion", MaintenanceWindow)],
+            ),
+            (json!({"EngineVersion": "7.1"}), None, vec![]),
+            (json!({"EngineVersion": "6.2"}), None, vec![]),
         ];
         for (tier, size, expected) in rows {
             let got = Client::differences(&go_created(), &want(tier.clone(), size));

@@ -87,14 +87,16 @@ impl TypedSection for DeleteStrategy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Field {
     CacheNodeType,
+    EngineVersion,
     SnapshotRetentionLimit,
     SnapshotWindow,
     PreferredMaintenanceWindow,
 }
 
 impl Field {
-    pub const ALL: [Field; 4] = [
+    pub const ALL: [Field; 5] = [
         Field::CacheNodeType,
+        Field::EngineVersion,
         Field::SnapshotRetentionLimit,
         Field::SnapshotWindow,
         Field::PreferredMaintenanceWindow,
@@ -104,6 +106,7 @@ impl Field {
     pub fn name(self) -> &'static str {
         match self {
             Field::CacheNodeType => "CacheNodeType",
+            Field::EngineVersion => "EngineVersion",
             Field::SnapshotRetentionLimit => "SnapshotRetentionLimit",
             Field::SnapshotWindow => "SnapshotWindow",
             Field::PreferredMaintenanceWindow => "PreferredMaintenanceWindow",
