@@ -49,13 +49,30 @@ pub(crate) struct Proxy {
 
 impl Proxy {
     async fn start(seed: u64) -> Proxy {
-        Proxy::launch(&format!("seed{seed}"), seed, LOSS).await
+        Proxy::launch(&format!("seed{seed}"), seed, LOSS, &[]).await
     }
 
     /// A proxy that loses nothing: one replica's own way to AWS, whose log
     /// says which calls that replica made.
     pub(crate) async fn lossless(name: &str) -> Proxy {
-        Proxy::launch(name, 0, "0").await
+        Proxy::launch(name, 0, "0", &[]).await
+    }
+
+    /// A proxy that answers every call to AWS `service` with 503 while
+    /// `flag` exists, and passes the others.
+    pub(crate) async fn with_service_down(
+        name: &str,
+        service: &str,
+        flag: &std::path::Path,
+    ) -> Proxy {
+        let flag = flag.display().to_string();
+        let args = [
+            "--unavailable",
+            service,
+            "--unavailable-flag",
+            flag.as_str(),
+        ];
+        Proxy::launch(name, 0, "0", &args).await
     }
 
     /// The calls it passed, oldest first (action, or method and path).
@@ -74,7 +91,7 @@ impl Proxy {
             .collect()
     }
 
-    async fn launch(name: &str, seed: u64, loss: &str) -> Proxy {
+    async fn launch(name: &str, seed: u64, loss: &str, extra: &[&str]) -> Proxy {
         let env = TestEnv::load();
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let log = root.join(format!("target/testenv/logs/fault-proxy-{name}.jsonl"));
@@ -88,6 +105,7 @@ impl Proxy {
                 &seed.to_string(),
             ])
             .args(["--drop-request", loss, "--drop-answer", loss])
+            .args(extra)
             .args([
                 "--lose-first-answer",
                 if loss == "0" { "" } else { LOSE_FIRST },
@@ -519,4 +537,83 @@ async fn every_aws_kind_survives_lost_requests_and_answers_over_five_seeds() {
             "not every seed lost an answer of {call}: {lost:?}"
         );
     }
+}
+
+/// One AWS service down while the others work (issue #46): through its
+/// own proxy, the operator meets ElastiCache answering 503
+/// ServiceUnavailable to every call. Its Postgres and BlobStorage complete
+/// meanwhile; its Redis waits, saying why; once ElastiCache is back, the
+/// Redis completes by itself.
+#[tokio::test]
+async fn one_aws_service_down_holds_back_only_its_own_kind() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let flag = root.join(format!(
+        "target/testenv/elasticache-down-{}",
+        std::process::id()
+    ));
+    std::fs::write(&flag, "").unwrap_or_else(|e| panic!("{}: {e}", flag.display()));
+    let proxy = Proxy::with_service_down("elasticache-down", "elasticache", &flag).await;
+    let endpoint = ("AWS_ENDPOINT_URL".to_string(), proxy.url.clone());
+    let log = proxy.log.clone();
+    with_operator_launched(
+        "svcdown",
+        |launch| launch.env.push(endpoint),
+        |client, ns, _op| async move {
+            create_json::<Redis>(&client, &ns, cr("Redis", "cache")).await;
+            create_json::<Postgres>(&client, &ns, cr("Postgres", "db")).await;
+            create_json::<BlobStorage>(&client, &ns, cr("BlobStorage", "files")).await;
+            complete::<Postgres>(&client, &ns, "db", |_| true).await;
+            complete::<BlobStorage>(&client, &ns, "files", |_| true).await;
+            let caches = Api::<Redis>::namespaced(client.clone(), &ns);
+            let waiting = wait_for(
+                &caches,
+                "cache",
+                "a message naming the outage",
+                TIMEOUT,
+                |o: Option<&Redis>| {
+                    o.is_some_and(|o| {
+                        o.message().contains("ServiceUnavailable") || o.message().contains("503")
+                    })
+                },
+            )
+            .await;
+            assert_ne!(waiting.phase(), Some(Phase::Complete));
+            assert_ne!(
+                waiting.phase(),
+                Some(Phase::Failed),
+                "an outage failed the CR: {}",
+                waiting.message()
+            );
+            let refused = std::fs::read_to_string(&log).unwrap_or_default();
+            assert!(
+                refused.contains("\"unavailable\""),
+                "the proxy refused no ElastiCache call"
+            );
+
+            // ElastiCache is back.
+            std::fs::remove_file(&flag).unwrap_or_else(|e| panic!("{}: {e}", flag.display()));
+            complete::<Redis>(&client, &ns, "cache", |_| true).await;
+            for (kind, name) in [
+                ("Redis", "cache"),
+                ("Postgres", "db"),
+                ("BlobStorage", "files"),
+            ] {
+                let resource = kube::discovery::ApiResource::from_gvk_with_plural(
+                    &kube::api::GroupVersionKind::gvk("integreatly.org", "v1alpha1", kind),
+                    &cloud_resource_operator::api::crds()
+                        .into_iter()
+                        .find(|c| c.spec.names.kind == kind)
+                        .map(|c| c.spec.names.plural)
+                        .unwrap_or_default(),
+                );
+                let api: Api<kube::core::DynamicObject> =
+                    Api::namespaced_with(client.clone(), &ns, &resource);
+                api.delete(name, &Default::default())
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                wait_deleted(&api, name, TIMEOUT).await;
+            }
+        },
+    )
+    .await;
 }

@@ -11,6 +11,12 @@ happen, at seeded rates, for any client pointed at it:
         --drop-request 0.2 --drop-answer 0.2 [--port 0] [--log FILE] \
         [--lose-first-answer CreateDBInstance,CreateBucket,...]
 
+`--unavailable SERVICE --unavailable-flag FILE` answers every call to
+SERVICE (the signing name in the request's credential scope: `rds`,
+`elasticache`, `s3`, `iam`, ...) with 503 ServiceUnavailable, without
+passing it on, while FILE exists: one AWS service down for a while, the
+others up.
+
 `--lose-first-answer` loses, whatever the dice say, the answer of the
 first call of each action named (S3 calls are named `CreateBucket`,
 `DeleteBucket` and `HeadBucket` where they are those, else `METHOD
@@ -29,6 +35,7 @@ they meant to test, and which calls a client began after a given time. Standard 
 import argparse
 import http.client
 import json
+import os
 import random
 import signal
 import sys
@@ -96,6 +103,17 @@ def call_name(method, path, headers, body):
     return f"{method} {url.path}" + (f"?{'&'.join(keys)}" if keys else "")
 
 
+def signing_service(headers):
+    """The service a SigV4 request is signed for (its credential scope)."""
+    auth = headers.get("Authorization", "")
+    for part in auth.replace(",", " ").split():
+        if part.startswith("Credential="):
+            scope = part[len("Credential="):].split("/")
+            if len(scope) >= 4:
+                return scope[3]
+    return None
+
+
 def read_body(handler):
     length = handler.headers.get("Content-Length")
     if length is not None:
@@ -113,7 +131,7 @@ def read_body(handler):
     return b""
 
 
-def make_handler(upstream, faults):
+def make_handler(upstream, faults, unavailable=None, unavailable_flag=None):
     host, port = upstream.hostname, upstream.port or 80
 
     class Handler(BaseHTTPRequestHandler):
@@ -131,6 +149,19 @@ def make_handler(upstream, faults):
             self.received = time.time()
             body = read_body(self)
             call = call_name(self.command, self.path, self.headers, body)
+            service = signing_service(self.headers)
+            if unavailable and service == unavailable and os.path.exists(unavailable_flag):
+                faults.record(call, "unavailable", self.received)
+                payload = (b"<ErrorResponse><Error><Type>Receiver</Type><Code>ServiceUnavailable</Code>"
+                           b"<Message>injected: service unavailable</Message></Error>"
+                           b"<RequestId>cro-unavailable</RequestId></ErrorResponse>")
+                self.send_response_only(503, "Service Unavailable")
+                self.send_header("Content-Type", "text/xml")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+                return
             drop_request, drop_answer = faults.decide(call)
             if drop_request:
                 return self.lose(call, "request-dropped")
@@ -171,11 +202,13 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log")
     parser.add_argument("--lose-first-answer", default="")
+    parser.add_argument("--unavailable")
+    parser.add_argument("--unavailable-flag")
     args = parser.parse_args()
     lose_first = [a for a in args.lose_first_answer.split(",") if a]
     faults = Faults(args.seed, args.drop_request, args.drop_answer, lose_first, args.log)
     upstream = urllib.parse.urlsplit(args.upstream)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(upstream, faults))
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(upstream, faults, args.unavailable, args.unavailable_flag))
     server.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)
