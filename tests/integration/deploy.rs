@@ -1058,3 +1058,88 @@ fn the_charts_flag_values_and_sts_mount_reach_the_operator() {
         "defaults set nothing"
     );
 }
+
+/// The actions of docs/operations.md's "AWS permissions" table, with their
+/// service prefixes (remarks in parentheses left out).
+fn documented_aws_actions() -> BTreeSet<String> {
+    let doc = std::fs::read_to_string(repo().join("docs/operations.md"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let table = doc
+        .split("| service | actions |")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no permissions table"));
+    let prefixes = [
+        ("EC2", "ec2"),
+        ("RDS", "rds"),
+        ("ElastiCache", "elasticache"),
+        ("S3", "s3"),
+        ("IAM", "iam"),
+        ("SES", "ses"),
+        ("CloudWatch", "cloudwatch"),
+        ("Resource Groups Tagging API", "tag"),
+        ("STS", "sts"),
+    ];
+    let mut actions = BTreeSet::new();
+    for row in table.lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = row.split('|').collect();
+        let service = cells.get(1).map(|c| c.trim()).unwrap_or_default();
+        let prefix = prefixes
+            .iter()
+            .find(|(name, _)| service.starts_with(name))
+            .map(|(_, p)| *p)
+            .unwrap_or_else(|| panic!("unknown service row {service:?}"));
+        // Remarks in parentheses (nested once) name calls, not actions.
+        let (mut text, mut depth) = (String::new(), 0);
+        for c in cells.get(2).copied().unwrap_or_default().chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                c if depth == 0 => text.push(c),
+                _ => {}
+            }
+        }
+        for name in text.split('`').skip(1).step_by(2) {
+            if name.contains(':') {
+                actions.insert(name.to_string());
+            } else if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                actions.insert(format!("{prefix}:{name}"));
+            }
+        }
+    }
+    actions
+}
+
+/// deploy/openshift-migration/credentials-request.yaml grants exactly the
+/// documented actions (less STS's web identity, which CCO does not mint):
+/// a switched Go installation widens its minted user's policy with it.
+#[test]
+fn the_go_credentials_request_grants_the_documented_actions() {
+    let path = repo().join("deploy/openshift-migration/credentials-request.yaml");
+    let docs = documents(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}")));
+    let granted: BTreeSet<String> = docs
+        .iter()
+        .flat_map(|d| {
+            d["spec"]["providerSpec"]["statementEntries"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .flat_map(|e| e["action"].as_array().cloned().unwrap_or_default())
+        .map(|a| text(&a))
+        .collect();
+    assert_eq!(
+        docs.first()
+            .map(|d| text(&d["metadata"]["name"]))
+            .as_deref(),
+        Some("cloud-resources-aws-credentials")
+    );
+    let mut documented = documented_aws_actions();
+    documented.remove("sts:AssumeRoleWithWebIdentity");
+    assert!(documented.len() > 70, "the table parsed to {documented:?}");
+    assert_eq!(
+        granted,
+        documented,
+        "{} and docs/operations.md differ",
+        path.display()
+    );
+}
