@@ -326,6 +326,82 @@ where
         .unwrap_or_else(|e| panic!("status of {name}: {e}"));
 }
 
+/// A Postgres `db` the Go operator created under a tier that sets only the
+/// windows: its instance (`buildRDSCreateStrategy`, go_rds_instance), its
+/// credentials Secret (`buildDefaultRDSSecret`) and the CR with its
+/// finalizer and annotation (provider_postgres.go). Its identifier.
+async fn go_postgres(
+    client: &Client,
+    rds: &aws_sdk_rds::Client,
+    ns: &str,
+    spec: Value,
+    password: &str,
+) -> (Postgres, String) {
+    let id = cloud_identifier(CLUSTER, ns, "db");
+    go_rds_instance(rds, &id, "db.t3.small", password, go_tags("db")).await;
+    create_secret(
+        client,
+        ns,
+        plain_secret(
+            "db-aws-rds-credentials",
+            &[("user", "postgres"), ("password", password)],
+        ),
+    )
+    .await;
+    let pg = go_cr(client, ns, "Postgres", "db", spec, GO_FINALIZER, Some(&id)).await;
+    (pg, id)
+}
+
+/// Once its instance is available, as the Go operator finishes it: the
+/// output Secret `db-sec` (ReconcileResultSecret) and a complete status.
+async fn go_postgres_complete(
+    client: &Client,
+    rds: &aws_sdk_rds::Client,
+    ns: &str,
+    pg: &Postgres,
+    id: &str,
+    password: &str,
+) {
+    let db = loop {
+        let out = rds
+            .describe_db_instances()
+            .db_instance_identifier(id)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let db = out
+            .db_instances()
+            .first()
+            .cloned()
+            .unwrap_or_else(|| panic!("no instance"));
+        if db.db_instance_status() == Some("available") {
+            break db;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    let host = db
+        .endpoint()
+        .and_then(|e| e.address())
+        .unwrap_or_default()
+        .to_string();
+    go_output_secret(
+        client,
+        ns,
+        pg,
+        "db-sec",
+        &[
+            ("username", "postgres"),
+            ("password", password),
+            ("host", &host),
+            ("port", "5432"),
+            ("database", "postgres"),
+        ],
+    )
+    .await;
+    go_status::<Postgres>(client, ns, "db", json!({"strategy": "aws", "provider": "aws-rds", "version": "13.13", "secretRef": {"name": "db-sec"},
+        "phase": "complete", "message": format!("rds instance {id} is as expected, aws rds status is available")})).await;
+}
+
 /// An output Secret as `ReconcileResultSecret` (pkg/resources/provider.go)
 /// writes it: a controller ownerReference to the CR, no labels.
 async fn go_output_secret<K: Resource<DynamicType = ()>>(
@@ -436,11 +512,8 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
 
         // --- Postgres: buildRDSCreateStrategy + buildDefaultRDSSecret
         // (pkg/providers/aws/provider_postgres.go).
-        let db_id = cloud_identifier(CLUSTER, &ns, "db");
         let password = "3f2c9d1e8a7b4c6d9e0f1a2b3c4d5e6f";
-        go_rds_instance(&rds, &db_id, "db.t3.small", password, go_tags("db")).await;
-        create_secret(&client, &ns, plain_secret("db-aws-rds-credentials", &[("user", "postgres"), ("password", password)])).await;
-        let pg: Postgres = go_cr(&client, &ns, "Postgres", "db", spec("db-sec"), GO_FINALIZER, Some(&db_id)).await;
+        let (pg, db_id) = go_postgres(&client, &rds, &ns, spec("db-sec"), password).await;
 
         // --- Redis: buildElasticacheCreateStrategy (provider_redis.go); the
         // Go operator tags the nodes, not the group.
@@ -493,20 +566,11 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
             &[("aws_access_key_id", mail_key.access_key_id()), ("aws_secret_access_key", mail_key.secret_access_key())])).await;
         let mail: SMTPCredentialSet = go_cr(&client, &ns, "SMTPCredentialSet", "mail", spec("mail-sec"), GO_LEGACY_FINALIZER, None).await;
 
-        // Wait for the emulator's creating phases, as the Go operator would.
-        let db = loop {
-            let out = rds.describe_db_instances().db_instance_identifier(&db_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
-            let db = out.db_instances().first().cloned().unwrap_or_else(|| panic!("no instance"));
-            if db.db_instance_status() == Some("available") { break db; }
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        };
+        // Wait for the emulator's creating phases, as the Go operator
+        // would; then the output Secrets (ReconcileResultSecret) and
+        // complete statuses.
+        go_postgres_complete(&client, &rds, &ns, &pg, &db_id, password).await;
         let group = available_group(&ec, &cache_id).await;
-
-        // Output Secrets (ReconcileResultSecret) and complete statuses.
-        let host = db.endpoint().and_then(|e| e.address()).unwrap_or_default().to_string();
-        go_output_secret(&client, &ns, &pg, "db-sec", &[("username", "postgres"), ("password", password), ("host", &host), ("port", "5432"), ("database", "postgres")]).await;
-        go_status::<Postgres>(&client, &ns, "db", json!({"strategy": "aws", "provider": "aws-rds", "version": "13.13", "secretRef": {"name": "db-sec"},
-            "phase": "complete", "message": format!("rds instance {db_id} is as expected, aws rds status is available")})).await;
         let primary = group.node_groups().first().and_then(|n| n.primary_endpoint()).and_then(|e| e.address()).unwrap_or_default().to_string();
         go_output_secret(&client, &ns, &cache, "cache-sec", &[("uri", &primary), ("port", "6379")]).await;
         go_status::<Redis>(&client, &ns, "cache", json!({"strategy": "aws", "provider": "aws-elasticache", "version": "7.1", "secretRef": {"name": "cache-sec"},
@@ -1184,11 +1248,8 @@ async fn a_real_go_installation_switches_with_its_tiers_credentials_and_pinned_b
         // its pinned bucket (reconcileBucketCreate, TagBlobStorage; key
         // minted by CCO for cro-aws-s3-<bucket>-creds).
         let spec = |secret: &str| json!({"type": "rhoam", "tier": "production", "secretRef": {"name": secret}});
-        let db_id = cloud_identifier(CLUSTER, &ns, "db");
         let password = "0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e";
-        go_rds_instance(&rds, &db_id, "db.t3.small", password, go_tags("db")).await;
-        create_secret(&client, &ns, plain_secret("db-aws-rds-credentials", &[("user", "postgres"), ("password", password)])).await;
-        let pg: Postgres = go_cr(&client, &ns, "Postgres", "db", spec("db-sec"), GO_FINALIZER, Some(&db_id)).await;
+        let (pg, db_id) = go_postgres(&client, &rds, &ns, spec("db-sec"), password).await;
         s3.create_bucket().bucket(&pinned)
             .create_bucket_configuration(aws_sdk_s3::types::CreateBucketConfiguration::builder().location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(env.aws_region.as_str())).build())
             .send().await.unwrap_or_else(|e| panic!("{e:?}"));
@@ -1202,16 +1263,7 @@ async fn a_real_go_installation_switches_with_its_tiers_credentials_and_pinned_b
         create_secret(&client, &ns, plain_secret(&format!("cro-aws-s3-{pinned}-creds"),
             &[("aws_access_key_id", key.access_key_id()), ("aws_secret_access_key", key.secret_access_key())])).await;
         let blob: BlobStorage = go_cr(&client, &ns, "BlobStorage", "assets", spec("assets-sec"), GO_FINALIZER, Some(&pinned)).await;
-        let db = loop {
-            let out = rds.describe_db_instances().db_instance_identifier(&db_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
-            let db = out.db_instances().first().cloned().unwrap_or_else(|| panic!("no instance"));
-            if db.db_instance_status() == Some("available") { break db; }
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        };
-        let host = db.endpoint().and_then(|e| e.address()).unwrap_or_default().to_string();
-        go_output_secret(&client, &ns, &pg, "db-sec", &[("username", "postgres"), ("password", password), ("host", &host), ("port", "5432"), ("database", "postgres")]).await;
-        go_status::<Postgres>(&client, &ns, "db", json!({"strategy": "aws", "provider": "aws-rds", "version": "13.13", "secretRef": {"name": "db-sec"},
-            "phase": "complete", "message": format!("rds instance {db_id} is as expected, aws rds status is available")})).await;
+        go_postgres_complete(&client, &rds, &ns, &pg, &db_id, password).await;
         go_output_secret(&client, &ns, &blob, "assets-sec", &[("bucketName", &pinned), ("bucketRegion", &env.aws_region),
             ("credentialKeyID", key.access_key_id()), ("credentialSecretKey", key.secret_access_key())]).await;
         go_status::<BlobStorage>(&client, &ns, "assets", json!({"strategy": "aws", "provider": "aws-s3", "secretRef": {"name": "assets-sec"},
