@@ -17,8 +17,8 @@ deps: ## install missing system packages (Debian)
 build: ## build the operator and all tests
 	cargo build --workspace --all-targets
 
-crds: ## regenerate crds/ from the Rust types, and the Helm chart's copies of crds/ and config/
-	cargo run --quiet -- crd --output-dir crds
+crds: ## regenerate crds/ and docs/reference.md from the Rust types, and the Helm chart's copies of crds/ and config/
+	cargo run --quiet -- crd --output-dir crds --reference docs/reference.md
 	cargo run --quiet -- crd --output-dir deploy/helm/crds
 	cp config/cloud-resource*.yaml deploy/helm/config/
 

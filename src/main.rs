@@ -44,6 +44,10 @@ enum Command {
         /// Write `<group>_<plural>.yaml` files here instead of printing.
         #[arg(long, env = "CRD_OUTPUT_DIR")]
         output_dir: Option<PathBuf>,
+        /// Also write the API reference page (Markdown) made from the CRDs
+        /// to this file.
+        #[arg(long)]
+        reference: Option<PathBuf>,
     },
     /// Check ConfigMaps and CRs in YAML files or directories offline, with
     /// the operator's own validation; exits 1 when anything is wrong.
@@ -251,7 +255,10 @@ fn parse_tag(s: &str) -> Result<(String, String), FlagError> {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Crd { output_dir } => print_crds(output_dir),
+        Command::Crd {
+            output_dir,
+            reference,
+        } => print_crds(output_dir, reference),
         Command::Validate(args) => validate(args),
         Command::Run(args) => runtime()?.block_on(run(*args)),
         Command::Plan(args) => {
@@ -842,7 +849,11 @@ fn validate(args: ValidateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_crds(output_dir: Option<PathBuf>) -> anyhow::Result<()> {
+fn print_crds(output_dir: Option<PathBuf>, reference: Option<PathBuf>) -> anyhow::Result<()> {
+    if let Some(path) = reference {
+        std::fs::write(&path, api::reference::markdown(&api::crds()))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     for crd in api::crds() {
         let yaml = api::crd_yaml(&crd)
             .with_context(|| format!("serialising CRD {}", crd.spec.names.kind))?;

@@ -276,12 +276,14 @@ pub struct ResourceTypeStatus {
     )]
     #[schemars(schema_with = "status_secret_ref")]
     pub secret_ref: Option<SecretRef>,
+    /// One of: in progress, deletion in progress, complete, paused, failed.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "lenient::field"
     )]
     pub phase: Option<Phase>,
+    /// What the operator is doing or waiting for, and for `failed`, what to change.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -356,7 +358,9 @@ pub struct PendingChange {
     /// The cloud API's field name (e.g. `DBInstanceClass`) or the
     /// in-cluster object's spec path.
     pub field: String,
+    /// The value the resource has now.
     pub current: String,
+    /// The value the tier asks for.
     pub desired: String,
     /// `now`, `maintenanceWindow` (set spec.maintenanceWindow; with
     /// spec.applyImmediately too, applied at once), `scheduled for the next
@@ -395,24 +399,28 @@ pub struct SnapshotStatus {
         deserialize_with = "lenient::field"
     )]
     pub snapshot_id: Option<String>,
+    /// Provider name chosen for the snapshot (`aws`).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "lenient::field"
     )]
     pub strategy: Option<String>,
+    /// One of: in progress, deletion in progress, complete, failed.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "lenient::field"
     )]
     pub phase: Option<Phase>,
+    /// What the operator is doing or waiting for, and for `failed`, what to change.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "lenient::field"
     )]
     pub message: Option<String>,
+    /// Standard conditions; `Ready` is always present once reconciled.
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
@@ -420,6 +428,7 @@ pub struct SnapshotStatus {
     )]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The `metadata.generation` this status describes.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -436,7 +445,10 @@ fn status_secret_ref(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
         "description": "The Secret that holds the connection details.",
-        "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}},
+        "properties": {
+            "name": {"type": "string", "description": "Secret name."},
+            "namespace": {"type": "string", "description": "Secret namespace."}
+        },
         "required": ["name"]
     })
 }

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
     group = "integreatly.org",
     version = "v1alpha1",
     kind = "Postgres",
+    doc = "A PostgreSQL database for an application. `spec.type` picks the provider through the `cloud-resource-config` ConfigMap (AWS RDS, or a Deployment in the cluster), `spec.tier` the settings in that provider's strategies ConfigMap; the connection details are written to the Secret `spec.secretRef` names (keys `username`, `password`, `host`, `port`, `database`).",
+    category = "cloudresources",
     plural = "postgres",
     namespaced,
     status = "ResourceTypeStatus",
@@ -19,7 +21,9 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Provider","type":"string","jsonPath":".status.provider"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Up-To-Date","type":"string","jsonPath":".status.conditions[?(@.type==\"UpToDate\")].status"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Connectable","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Connectable\")].status"}"#,
+    printcolumn = r#"{"name":"Message","type":"string","priority":1,"jsonPath":".status.message"}"#
 )]
 pub struct PostgresSpec {
     #[serde(flatten)]
@@ -34,6 +38,8 @@ pub struct PostgresSpec {
     group = "integreatly.org",
     version = "v1alpha1",
     kind = "Redis",
+    doc = "A Redis cache for an application. `spec.type` picks the provider through the `cloud-resource-config` ConfigMap (AWS ElastiCache, or a Deployment in the cluster), `spec.tier` the settings in that provider's strategies ConfigMap; the connection details are written to the Secret `spec.secretRef` names (keys `uri`, `port`).",
+    category = "cloudresources",
     plural = "redis",
     namespaced,
     status = "ResourceTypeStatus",
@@ -42,7 +48,9 @@ pub struct PostgresSpec {
     printcolumn = r#"{"name":"Provider","type":"string","jsonPath":".status.provider"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Up-To-Date","type":"string","jsonPath":".status.conditions[?(@.type==\"UpToDate\")].status"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Connectable","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Connectable\")].status"}"#,
+    printcolumn = r#"{"name":"Message","type":"string","priority":1,"jsonPath":".status.message"}"#
 )]
 pub struct RedisSpec {
     #[serde(flatten)]
@@ -57,6 +65,8 @@ pub struct RedisSpec {
     group = "integreatly.org",
     version = "v1alpha1",
     kind = "BlobStorage",
+    doc = "An object-storage bucket for an application. `spec.type` picks the provider through the `cloud-resource-config` ConfigMap (an AWS S3 bucket with its own IAM user, or in the cluster), `spec.tier` the settings in that provider's strategies ConfigMap; the details are written to the Secret `spec.secretRef` names (keys `bucketName`, `bucketRegion`, `credentialKeyID`, `credentialSecretKey`).",
+    category = "cloudresources",
     plural = "blobstorages",
     namespaced,
     status = "ResourceTypeStatus",
@@ -65,7 +75,9 @@ pub struct RedisSpec {
     printcolumn = r#"{"name":"Provider","type":"string","jsonPath":".status.provider"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Up-To-Date","type":"string","jsonPath":".status.conditions[?(@.type==\"UpToDate\")].status"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Connectable","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Connectable\")].status"}"#,
+    printcolumn = r#"{"name":"Message","type":"string","priority":1,"jsonPath":".status.message"}"#
 )]
 pub struct BlobStorageSpec {
     #[serde(flatten)]
@@ -78,6 +90,8 @@ pub struct BlobStorageSpec {
     group = "integreatly.org",
     version = "v1alpha1",
     kind = "SMTPCredentialSet",
+    doc = "SMTP credentials for an application to send mail. `spec.type` picks the provider through the `cloud-resource-config` ConfigMap (AWS SES through an IAM user, or in the cluster), `spec.tier` the settings in that provider's strategies ConfigMap; the details are written to the Secret `spec.secretRef` names (keys `username`, `password`, `host`, `port`, `tls`).",
+    category = "cloudresources",
     plural = "smtpcredentialsets",
     namespaced,
     status = "ResourceTypeStatus",
@@ -86,7 +100,9 @@ pub struct BlobStorageSpec {
     printcolumn = r#"{"name":"Provider","type":"string","jsonPath":".status.provider"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Up-To-Date","type":"string","jsonPath":".status.conditions[?(@.type==\"UpToDate\")].status"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Connectable","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Connectable\")].status"}"#,
+    printcolumn = r#"{"name":"Message","type":"string","priority":1,"jsonPath":".status.message"}"#
 )]
 pub struct SMTPCredentialSetSpec {
     #[serde(flatten)]
