@@ -18,4 +18,5 @@ pub mod plan;
 pub mod providers;
 pub mod reconcile;
 pub mod shard;
+pub mod status;
 pub mod validate;

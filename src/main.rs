@@ -21,7 +21,7 @@ use cloud_resource_operator::{
     plan, providers,
     reconcile::{Context, Settings},
     shard::Shard,
-    validate,
+    status, validate,
 };
 use cro_provider_api::Fence;
 use tracing::{error, info, warn};
@@ -57,6 +57,25 @@ enum Command {
     /// clouds. Exits 0 when nothing would change, 2 when something would,
     /// 1 on error.
     Plan(Box<PlanArgs>),
+    /// Explain one CR: phase, conditions, provider, cloud identifier and
+    /// the cloud's own state, the Secret's keys (never its values), owned
+    /// objects, pending changes, recent Events and what to change.
+    /// Read-only. Installed as `kubectl-cro`, it is `kubectl cro status`.
+    Status(Box<StatusArgs>),
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    /// KIND/NAME, e.g. postgres/orders-db (kind, plural or singular).
+    target: String,
+    /// The CR's namespace (default: the kubeconfig context's).
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = PlanFormat::Text)]
+    output: PlanFormat,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 #[derive(Args)]
@@ -265,6 +284,7 @@ fn main() -> anyhow::Result<()> {
             let code = runtime()?.block_on(plan(*args))?;
             std::process::exit(code)
         }
+        Command::Status(args) => runtime()?.block_on(status(*args)),
     }
 }
 
@@ -665,35 +685,68 @@ fn go_reconcile_timeout(value: &str) -> Option<Duration> {
     Some(Duration::from_nanos(nanos).max(Duration::from_secs(1)))
 }
 
-/// Prints the plan; the exit status says whether anything would change.
-async fn plan(args: PlanArgs) -> anyhow::Result<i32> {
-    // Logs go to stderr, quietly: stdout is the plan.
+/// What `plan` and `status` read the cluster and the clouds through, as
+/// the operator would: its ConfigMaps (with `overrides` standing in) and
+/// its providers. Logs go to stderr, quietly: stdout is the answer.
+struct Reader {
+    client: kube::Client,
+    settings: Settings,
+    config: ConfigReader,
+    providers: BTreeMap<&'static str, Arc<dyn cro_provider_api::Provider>>,
+}
+
+impl Reader {
+    async fn connect(
+        cluster: &ClusterArgs,
+        namespaces: &[String],
+        config_files: &[PathBuf],
+    ) -> anyhow::Result<Reader> {
+        let Connected {
+            client,
+            settings,
+            providers,
+        } = connect(cluster, namespaces, None, &Fence::open()).await?;
+        let providers = providers::build(&client, providers, None);
+        let overrides = plan::config_overrides(config_files, &settings.operator_namespace)?;
+        let scopes = cache::scopes(namespaces);
+        let config =
+            ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes)
+                .with_namespace_config(settings.namespace_config)
+                .with_overrides(overrides);
+        let watches = config.clone();
+        tokio::spawn(async move { watches.run().await });
+        let providers = providers.into_iter().map(|p| (p.name(), p)).collect();
+        Ok(Reader {
+            client,
+            settings,
+            config,
+            providers,
+        })
+    }
+
+    fn scope<'a>(&'a self, namespaces: &'a [String]) -> plan::Scope<'a> {
+        plan::Scope {
+            client: &self.client,
+            config: &self.config,
+            settings: &self.settings,
+            providers: &self.providers,
+            namespaces,
+        }
+    }
+}
+
+fn quiet_logs() {
     tracing_subscriber::registry()
         .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")))
         .with(fmt::layer().with_writer(std::io::stderr))
         .init();
-    let Connected {
-        client,
-        settings,
-        providers,
-    } = connect(&args.cluster, &args.namespaces, None, &Fence::open()).await?;
-    let providers = providers::build(&client, providers, None);
-    let overrides = plan::config_overrides(&args.config, &settings.operator_namespace)?;
-    let scopes = cache::scopes(&args.namespaces);
-    let config = ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes)
-        .with_namespace_config(settings.namespace_config)
-        .with_overrides(overrides);
-    let watches = config.clone();
-    tokio::spawn(async move { watches.run().await });
-    let providers = providers.into_iter().map(|p| (p.name(), p)).collect();
-    let scope = plan::Scope {
-        client: &client,
-        config: &config,
-        settings: &settings,
-        providers: &providers,
-        namespaces: &args.namespaces,
-    };
-    let planned = plan::plan(&scope)
+}
+
+/// Prints the plan; the exit status says whether anything would change.
+async fn plan(args: PlanArgs) -> anyhow::Result<i32> {
+    quiet_logs();
+    let reader = Reader::connect(&args.cluster, &args.namespaces, &args.config).await?;
+    let planned = plan::plan(&reader.scope(&args.namespaces))
         .await
         .context("listing the resources to plan")?;
     match args.output {
@@ -705,6 +758,48 @@ async fn plan(args: PlanArgs) -> anyhow::Result<i32> {
     }
     eprint!("{}", planned.summary());
     Ok(planned.exit_code())
+}
+
+/// Explains one CR. The cloud is read only when the operator's namespace
+/// is known (its ConfigMaps say how to reach it).
+async fn status(args: StatusArgs) -> anyhow::Result<()> {
+    quiet_logs();
+    let (resource, name) = status::target(&args.target)?;
+    let namespace = match args.namespace.clone() {
+        Some(ns) => ns,
+        None => {
+            kube::Config::infer()
+                .await
+                .context("reading the kubeconfig (KUBECONFIG or in-cluster config)")?
+                .default_namespace
+        }
+    };
+    let namespaces = [namespace.clone()];
+    let known = args.cluster.operator_namespace.is_some()
+        || std::path::Path::new(SERVICE_ACCOUNT_NAMESPACE).exists();
+    let reader = match known {
+        true => Some(Reader::connect(&args.cluster, &namespaces, &[]).await?),
+        false => None,
+    };
+    let client = match &reader {
+        Some(r) => r.client.clone(),
+        None => kube::Client::try_default()
+            .await
+            .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?,
+    };
+    let scope = reader.as_ref().map(|r| r.scope(&namespaces));
+    let cloud = scope.as_ref().ok_or(
+        "give --operator-namespace (OPERATOR_NAMESPACE), the namespace the operator runs in, to read the cloud through its configuration",
+    );
+    let report = status::gather(&client, (&resource, &namespace, &name), cloud).await?;
+    match args.output {
+        PlanFormat::Text => print!("{}", status::text(&report)),
+        PlanFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report).context("serialising the status")?
+        ),
+    }
+    Ok(())
 }
 
 /// The namespace of the strategies ConfigMaps: the flag, else the pod's.

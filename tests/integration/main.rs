@@ -22,5 +22,6 @@ mod observability;
 mod plan;
 mod real_node;
 mod scale;
+mod status;
 mod tenants;
 mod validate;

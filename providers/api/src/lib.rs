@@ -694,6 +694,13 @@ pub trait Provider: Send + Sync {
     /// the tier, a missing resource as one "created" change.
     async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError>;
 
+    /// The cloud's own view of the resource, from read-only calls (the
+    /// `status` command), e.g. `RDS instance cro-… is available`; `None`
+    /// from a provider whose resources are the cluster objects the CR owns.
+    async fn cloud_state(&self, _req: &ResourceRequest) -> Result<Option<String>, ProviderError> {
+        Ok(None)
+    }
+
     /// The cloud's monitoring data of every database it provisioned,
     /// averaged over the last `period` (the [`CLOUD_GAUGES`]). Errors are
     /// the provider's to log; what could be read is returned.

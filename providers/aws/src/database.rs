@@ -179,6 +179,16 @@ pub async fn observe<D: Database>(
     described
 }
 
+/// The resource's state as the service shows it, for the `status`
+/// command: one describe call.
+pub async fn state<D: Database>(c: &Clients, id: &str) -> Result<String, ProviderError> {
+    let what = D::SERVICE.what;
+    Ok(match D::client(c).describe(id).await? {
+        Some(live) => format!("{what} {id} is {} in {}", live.status(), c.region),
+        None => format!("{what} {id} does not exist in {}", c.region),
+    })
+}
+
 /// What differs on a resource that is there: the tags it lacks and the
 /// tier's differences, split by when they are requested.
 #[derive(Debug, Default, PartialEq)]

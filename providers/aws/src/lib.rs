@@ -385,6 +385,30 @@ impl Provider for AwsProvider {
         }
     }
 
+    async fn cloud_state(&self, req: &ResourceRequest) -> Result<Option<String>, ProviderError> {
+        validate_strategy(req.kind, &req.strategy)?;
+        let (tier, a) = self.tier_clients(&req.strategy).await?;
+        let c = &a.clients;
+        let req = &resolved(c, req, &tier, false).await?;
+        let id = req.identifier.as_str();
+        let state = match req.kind {
+            ResourceKind::Postgres => database::state::<Rds>(c, id).await?,
+            ResourceKind::Redis => database::state::<ElastiCache>(c, id).await?,
+            ResourceKind::BlobStorage => match s3::describe(&c.s3, id).await? {
+                Some(_) => format!("S3 bucket {id} exists in {}", c.region),
+                None => format!("S3 bucket {id} does not exist in {}", c.region),
+            },
+            ResourceKind::Smtp => {
+                let user = smtp::user_name(id);
+                match iam_user::user_exists(&c.iam, &user).await? {
+                    true => format!("IAM user {user} (SES, {}) exists", c.region),
+                    false => format!("IAM user {user} does not exist"),
+                }
+            }
+        };
+        Ok(Some(state))
+    }
+
     async fn cloud_metrics(&self, period: Duration) -> Vec<cro_provider_api::CloudSample> {
         let accounts: Vec<Arc<InAccount>> = self.configs.lock().await.values().cloned().collect();
         let mut samples = Vec::new();
