@@ -1061,7 +1061,7 @@ fn the_charts_flag_values_and_sts_mount_reach_the_operator() {
 
 /// The actions of docs/operations.md's "AWS permissions" table, with their
 /// service prefixes (remarks in parentheses left out).
-fn documented_aws_actions() -> BTreeSet<String> {
+pub(crate) fn documented_aws_actions() -> BTreeSet<String> {
     let doc = std::fs::read_to_string(repo().join("docs/operations.md"))
         .unwrap_or_else(|e| panic!("{e}"));
     let table = doc

@@ -57,6 +57,10 @@ the JSON file CRO_MOTO_MAINTENANCE, as AWS shapes it: `{"rds":
 "ServiceUpdateRecommendedApplyByDate": <unix>, ...}]}`, filtered by the
 call's parameters (one page: tests hold a few).
 
+With IAM enforcement on (/moto-api/reset-auth), HeadBucket is authorized
+by s3:ListBucket as in AWS, and signatures are not re-checked (see the
+comment at the end).
+
 Everything else is moto's own server (same flags: -H HOST -p PORT).
 """
 
@@ -652,6 +656,38 @@ class _CborAwareDispatcher(DomainDispatcherApplication):
 
 
 moto.server.DomainDispatcherApplication = _CborAwareDispatcher
+
+# IAM enforcement (off unless a test turns it on through
+# /moto-api/reset-auth, as tests/integration/iam_policy.rs does), made to
+# judge what AWS judges:
+# - HeadBucket is authorized by s3:ListBucket (S3 API Reference,
+#   HeadBucket: "you must have permissions to perform the s3:ListBucket
+#   action"); moto asks for an action `s3:HeadBucket`, which IAM has not.
+# - moto re-signs each request from its parsed form to check the
+#   signature, and its re-encoding of some EC2 bodies (TagSpecifications)
+#   differs from the SDK's byte for byte: a correct signature is refused
+#   as AuthFailure. The signature is not what the policy test checks; the
+#   key still has to be an IAM user's (moto looks it up before this).
+import moto.s3.responses as _s3_responses  # noqa: E402
+from moto.iam.access_control import IAMRequestBase  # noqa: E402
+
+_s3_responses.ACTION_MAP["BUCKET"]["HEAD"]["DEFAULT"] = "ListBucket"
+IAMRequestBase.check_signature = lambda self: None
+
+# - moto names an action after the service's signing name (`tagging`,
+#   `monitoring`); IAM's action prefixes are `tag` and `cloudwatch`.
+IAM_PREFIX = {"tagging": "tag", "monitoring": "cloudwatch"}
+_iam_request_init = IAMRequestBase.__init__
+
+
+def _iam_request_init_prefixed(self, *args, **kwargs):
+    _iam_request_init(self, *args, **kwargs)
+    service, _, action = self._action.partition(":")
+    self._action = f"{IAM_PREFIX.get(service, service)}:{action}"
+
+
+IAMRequestBase.__init__ = _iam_request_init_prefixed
+
 
 if __name__ == "__main__":
     main(sys.argv[1:])
