@@ -19,6 +19,7 @@ use std::{
 
 use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL, as_any};
 use futures::{StreamExt, channel::mpsc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{
     NamespaceResourceScope, Resource as _,
     api::{
@@ -35,7 +36,7 @@ use kube::{
         watcher,
     },
 };
-use serde::de::DeserializeOwned;
+use serde::{Serialize, de::DeserializeOwned};
 use tracing::warn;
 
 /// Events a slow subscriber may lag behind before the watch waits for it.
@@ -44,6 +45,21 @@ const SUBSCRIBER_BUFFER: usize = 1024;
 /// How long a read waits for the first list before it fails (the usual
 /// cause is RBAC that does not allow listing the kind).
 const READY_LIMIT: Duration = Duration::from_secs(30);
+
+/// The largest object (as JSON) an owned-object watch holds whole: far
+/// more than anything the operator writes (connection details, an
+/// in-cluster database's Deployment and configuration). Anyone who may
+/// create Secrets or ConfigMaps can give them the label those watches
+/// select; a larger object is held as a stub (see [`stub`]), and reads of
+/// it go to the API server, so the cache's memory stays bounded by what the
+/// operator writes, not by what others label.
+pub const OWNED_OBJECT_LIMIT: usize = 64 * 1024;
+
+/// Marks a stub: the object's size, in bytes as JSON.
+pub const STUB_ANNOTATION: &str = "cro.integreatly.org/cached-as-stub";
+
+/// Owner references a stub keeps (enough to wake the CR it belongs to).
+const STUB_OWNER_REFERENCES: usize = 4;
 
 /// How long this process's own write stands in for the watch's copy. The
 /// watch shows a write within moments; the limit only bounds the harm of
@@ -66,6 +82,8 @@ pub struct Shared<K: Resource<DynamicType = ()> + Clone + 'static> {
     /// The resourceVersion of this process's last write of each object:
     /// the watch's echo of it wakes no subscriber.
     own: Arc<Mutex<HashMap<ObjectRef<K>, String>>>,
+    /// Objects larger than this (as JSON) are held as stubs.
+    limit: Option<usize>,
 }
 
 /// This process's writes the watch has not shown yet, and when each was made.
@@ -80,7 +98,15 @@ type Unstarted<K> = (Writer<K>, Api<K>, watcher::Config);
 
 impl<K> Shared<K>
 where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Debug
+        + Default
+        + DeserializeOwned
+        + Serialize
+        + Send
+        + Sync
+        + 'static,
 {
     /// `namespace` is the namespace `api` is scoped to (`None`: all).
     pub fn new(api: Api<K>, namespace: Option<String>, config: watcher::Config) -> Self {
@@ -92,7 +118,14 @@ where
             deleted: Mutex::default(),
             written: Mutex::default(),
             own: Arc::default(),
+            limit: None,
         }
+    }
+
+    /// Holds objects larger than `limit` bytes (as JSON) as stubs.
+    pub fn bounded(mut self, limit: usize) -> Self {
+        self.limit = Some(limit);
+        self
     }
 
     /// A stream of every object the watch sees; `None` once the watch runs
@@ -125,9 +158,15 @@ where
         let Some((writer, api, config)) = taken else {
             return;
         };
+        let limit = self.limit;
         watcher(api, config)
             .default_backoff()
-            .modify(strip_unread)
+            .modify(move |obj| {
+                strip_unread(obj);
+                if let Some(limit) = limit {
+                    stub_if_larger(obj, limit);
+                }
+            })
             .reflect_shared(writer)
             .for_each(|event| async move {
                 match event {
@@ -240,11 +279,38 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for Scoped<K> {
 
 impl<K> Scoped<K>
 where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Debug
+        + Default
+        + DeserializeOwned
+        + Serialize
+        + Send
+        + Sync
+        + 'static,
     K: Resource<Scope = NamespaceResourceScope>,
 {
     /// One watch per scope (`None`: all namespaces).
     pub fn new(client: &Client, scopes: &[Option<String>], config: &watcher::Config) -> Self {
+        Self::with_limit(client, scopes, config, None)
+    }
+
+    /// As [`Scoped::new`], objects larger than `limit` held as stubs.
+    pub fn bounded(
+        client: &Client,
+        scopes: &[Option<String>],
+        config: &watcher::Config,
+        limit: usize,
+    ) -> Self {
+        Self::with_limit(client, scopes, config, Some(limit))
+    }
+
+    fn with_limit(
+        client: &Client,
+        scopes: &[Option<String>],
+        config: &watcher::Config,
+        limit: Option<usize>,
+    ) -> Self {
         let watches = scopes
             .iter()
             .map(|scope| {
@@ -252,21 +318,29 @@ where
                     Some(ns) => Api::namespaced(client.clone(), ns),
                     None => Api::all(client.clone()),
                 };
-                Arc::new(Shared::new(api, scope.clone(), config.clone()))
+                let shared = Shared::new(api, scope.clone(), config.clone());
+                Arc::new(match limit {
+                    Some(limit) => shared.bounded(limit),
+                    None => shared,
+                })
             })
             .collect();
         Scoped(watches)
     }
 
-    /// `Ok(None)` when no watch covers `namespace` (read it directly);
-    /// `Ok(Some(None))` when the covering watch has no such object.
+    /// `Ok(None)` when no watch covers `namespace` or it holds the object
+    /// as a stub (read it directly); `Ok(Some(None))` when the covering
+    /// watch has no such object.
     pub async fn get(
         &self,
         namespace: &str,
         name: &str,
     ) -> Result<Option<Option<Arc<K>>>, NotListed> {
         match self.0.iter().find(|s| s.covers(namespace)) {
-            Some(shared) => shared.get(namespace, name).await.map(Some),
+            Some(shared) => match shared.get(namespace, name).await? {
+                Some(obj) if is_stub(obj.as_ref()) => Ok(None),
+                held => Ok(Some(held)),
+            },
             None => Ok(None),
         }
     }
@@ -281,10 +355,11 @@ where
     }
 
     /// The object as last seen, without waiting for the first list;
-    /// `None` when no watch holds it.
+    /// `None` when no watch holds it whole.
     pub fn peek(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
         let shared = self.0.iter().find(|s| s.covers(namespace))?;
-        shared.reader.get(&ObjectRef::new(name).within(namespace))
+        let obj = shared.reader.get(&ObjectRef::new(name).within(namespace))?;
+        (!is_stub(obj.as_ref())).then_some(obj)
     }
 
     /// The watch of `namespace` (`None`: all namespaces).
@@ -314,6 +389,50 @@ pub fn strip_unread<K: Resource>(obj: &mut K) {
     obj.annotations_mut().remove(LAST_APPLIED);
 }
 
+/// Replaces `obj` by a stub when it is larger than `limit` bytes as JSON:
+/// its name, namespace, UID, versions, deletion, this operator's labels
+/// and a few owner references (what wakes and finds its CR), marked with
+/// [`STUB_ANNOTATION`].
+fn stub_if_larger<K: Resource + Default + Serialize>(obj: &mut K, limit: usize) {
+    let size = serde_json::to_vec(&*obj).map_or(0, |v| v.len());
+    if size <= limit {
+        return;
+    }
+    let meta = obj.meta();
+    let ours = [MANAGED_BY_LABEL, cro_provider_api::OWNER_UID_LABEL];
+    let labels = meta.labels.as_ref().map(|l| {
+        l.iter()
+            .filter(|(k, _)| ours.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    });
+    let owner_references = meta
+        .owner_references
+        .as_ref()
+        .map(|o| o.iter().take(STUB_OWNER_REFERENCES).cloned().collect());
+    let stub_meta = ObjectMeta {
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        generation: meta.generation,
+        creation_timestamp: meta.creation_timestamp.clone(),
+        deletion_timestamp: meta.deletion_timestamp.clone(),
+        labels,
+        owner_references,
+        annotations: Some([(STUB_ANNOTATION.to_string(), size.to_string())].into()),
+        ..ObjectMeta::default()
+    };
+    let mut stub = K::default();
+    *stub.meta_mut() = stub_meta;
+    *obj = stub;
+}
+
+/// Whether the cache holds `obj` as a stub (see [`OWNED_OBJECT_LIMIT`]).
+pub fn is_stub<K: Resource>(obj: &K) -> bool {
+    obj.annotations().contains_key(STUB_ANNOTATION)
+}
+
 /// What the operator creates carries this label; only that is watched.
 pub fn owned() -> watcher::Config {
     watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"))
@@ -333,13 +452,14 @@ pub struct Owned {
 impl Owned {
     pub fn new(client: &Client, scopes: &[Option<String>]) -> Self {
         let owned = owned();
+        let limit = OWNED_OBJECT_LIMIT;
         Owned {
-            secrets: Scoped::new(client, scopes, &owned),
-            deployments: Scoped::new(client, scopes, &owned),
-            services: Scoped::new(client, scopes, &owned),
-            claims: Scoped::new(client, scopes, &owned),
-            config_maps: Scoped::new(client, scopes, &owned),
-            network_policies: Scoped::new(client, scopes, &owned),
+            secrets: Scoped::bounded(client, scopes, &owned, limit),
+            deployments: Scoped::bounded(client, scopes, &owned, limit),
+            services: Scoped::bounded(client, scopes, &owned, limit),
+            claims: Scoped::bounded(client, scopes, &owned, limit),
+            config_maps: Scoped::bounded(client, scopes, &owned, limit),
+            network_policies: Scoped::bounded(client, scopes, &owned, limit),
         }
     }
 
@@ -389,5 +509,53 @@ impl cro_provider_api::OwnedObjects for Owned {
             NetworkPolicy::KIND => as_any(self.network_policies.peek(ns, name)),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn secret(bytes: usize) -> Secret {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "s", "namespace": "app", "uid": "u1", "resourceVersion": "7",
+                "labels": {MANAGED_BY_LABEL: MANAGED_BY, "team": "a"},
+                "annotations": {"note": "x"},
+                "ownerReferences": [{"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "name": "db", "uid": "p1"}]
+            }
+        }))
+        .map(|mut s: Secret| {
+            s.data = Some([("k".to_string(), ByteString(vec![b'a'; bytes]))].into());
+            s
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn an_object_larger_than_the_limit_is_held_as_a_stub() {
+        let mut small = secret(1_000);
+        stub_if_larger(&mut small, OWNED_OBJECT_LIMIT);
+        assert_eq!(small, secret(1_000));
+        assert!(!is_stub(&small));
+
+        let mut large = secret(900 * 1024);
+        stub_if_larger(&mut large, OWNED_OBJECT_LIMIT);
+        assert!(is_stub(&large));
+        assert_eq!(large.data, None);
+        let meta = &large.metadata;
+        assert_eq!(
+            (
+                meta.name.as_deref(),
+                meta.namespace.as_deref(),
+                meta.resource_version.as_deref()
+            ),
+            (Some("s"), Some("app"), Some("7"))
+        );
+        let labels = meta.labels.clone().unwrap_or_default();
+        assert_eq!(labels.keys().collect::<Vec<_>>(), [MANAGED_BY_LABEL]);
+        assert_eq!(meta.owner_references.as_ref().map(Vec::len), Some(1));
+        assert!(serde_json::to_vec(&large).map_or(0, |v| v.len()) < 1_024);
     }
 }

@@ -275,7 +275,9 @@ where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + Debug
+        + Default
         + DeserializeOwned
+        + serde::Serialize
         + Send
         + Sync
         + 'static,
