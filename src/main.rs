@@ -147,11 +147,13 @@ struct ClusterArgs {
     #[arg(long, env = "AWS_API_RATE", default_value_t = cro_provider_aws::Budget::default().rate)]
     aws_api_rate: f64,
     /// Read a CR's own namespace's `cloud-resource-config` before the
-    /// operator namespace's (as the Go operator did). Turn off on a
-    /// multi-tenant cluster: a tenant's ConfigMap could map its CRs to any
+    /// operator namespace's (as the Go operator did). Default: on when
+    /// exactly one namespace is watched (the Go operator's namespace-scoped
+    /// install, where that namespace is the platform's), off when several
+    /// or all are: there a tenant's ConfigMap could map its CRs to any
     /// provider.
-    #[arg(long, env = "NAMESPACE_CONFIG", default_value_t = true, action = clap::ArgAction::Set)]
-    namespace_config: bool,
+    #[arg(long, env = "NAMESPACE_CONFIG", action = clap::ArgAction::Set)]
+    namespace_config: Option<bool>,
     /// AWS calls that may go at once after a quiet period, per account,
     /// region and service.
     #[arg(long, env = "AWS_API_BURST", default_value_t = cro_provider_aws::Budget::default().burst)]
@@ -398,8 +400,18 @@ async fn connect(
         recheck_interval: Duration::from_secs(3600),
         cloud_metrics_interval: Duration::from_secs(300),
         shard: Default::default(),
-        namespace_config: args.namespace_config,
+        namespace_config: namespace_config(args.namespace_config, watched),
     };
+    info!(
+        namespace_config = settings.namespace_config,
+        set = args.namespace_config.is_some(),
+        "namespace-level cloud-resource-config {}",
+        if settings.namespace_config {
+            "read"
+        } else {
+            "not read"
+        }
+    );
     let sts = match serve_while_waiting {
         None => sts_mode(&client, &settings.operator_namespace, &args.sts_token_file).await?,
         Some(address) => {
@@ -802,6 +814,15 @@ async fn status(args: StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--namespace-config` as given, else on only when exactly one
+/// namespace is watched.
+fn namespace_config(flag: Option<bool>, watched: &[String]) -> bool {
+    let mut namespaces: Vec<&str> = watched.iter().map(|n| n.trim()).collect();
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    flag.unwrap_or(namespaces.len() == 1)
+}
+
 /// The namespace of the strategies ConfigMaps: the flag, else the pod's.
 fn operator_namespace(configured: Option<String>) -> anyhow::Result<String> {
     match configured {
@@ -967,6 +988,17 @@ fn print_crds(output_dir: Option<PathBuf>, reference: Option<PathBuf>) -> anyhow
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn namespace_config_is_on_by_default_only_for_one_watched_namespace() {
+        let ns = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(namespace_config(None, &ns(&["app"])));
+        assert!(namespace_config(None, &ns(&["app", " app"])));
+        assert!(!namespace_config(None, &ns(&[])));
+        assert!(!namespace_config(None, &ns(&["a", "b"])));
+        assert!(namespace_config(Some(true), &ns(&[])));
+        assert!(!namespace_config(Some(false), &ns(&["app"])));
+    }
 
     #[test]
     fn the_go_operators_reconcile_timeout_is_nanoseconds() {

@@ -2,8 +2,11 @@
 //! `maxSnapshotRetention` (durations such as `1d`) bound
 //! `spec.snapshotFrequency` and `spec.snapshotRetention`, and
 //! `allowedSizes` lists the `spec.size` values (ElastiCache node types) a
-//! CR may name. A tier with none lets a CR ask for anything, as in the Go
-//! operator; a CR asking for more is `failed` naming the limit.
+//! CR may name. `maxManualSnapshots` bounds the PostgresSnapshot or
+//! RedisSnapshot CRs a namespace holds that no schedule made (each is an
+//! RDS or ElastiCache manual snapshot, of which an account has a quota,
+//! 100 by default for RDS). A tier with none lets a CR ask for anything, as
+//! in the Go operator; a CR asking for more is `failed` naming the limit.
 
 use serde_json::Value;
 
@@ -13,6 +16,7 @@ use crate::api::Duration;
 pub const MIN_SNAPSHOT_FREQUENCY_KEY: &str = "minSnapshotFrequency";
 pub const MAX_SNAPSHOT_RETENTION_KEY: &str = "maxSnapshotRetention";
 pub const ALLOWED_SIZES_KEY: &str = "allowedSizes";
+pub const MAX_MANUAL_SNAPSHOTS_KEY: &str = "maxManualSnapshots";
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Limits {
@@ -20,6 +24,7 @@ pub struct Limits {
     min_snapshot_frequency: Option<Duration>,
     max_snapshot_retention: Option<Duration>,
     allowed_sizes: Option<Vec<String>>,
+    max_manual_snapshots: Option<usize>,
 }
 
 /// What a CR asks for that a tier may limit.
@@ -54,11 +59,28 @@ impl Limits {
             None => None,
             Some(v) => Some(serde_json::from_value(v).map_err(|_| TierKeyError::AllowedSizes)?),
         };
+        let max_manual_snapshots = match t.remove(MAX_MANUAL_SNAPSHOTS_KEY) {
+            None => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| TierKeyError::Count {
+                        key: MAX_MANUAL_SNAPSHOTS_KEY,
+                        value: v.to_string(),
+                    })?,
+            ),
+        };
         Ok(Limits {
             min_snapshot_frequency,
             max_snapshot_retention,
             allowed_sizes,
+            max_manual_snapshots,
         })
+    }
+
+    /// The most manual snapshots of a kind a namespace may hold.
+    pub fn max_manual_snapshots(&self) -> Option<usize> {
+        self.max_manual_snapshots
     }
 
     /// What `asked` exceeds, as a sentence naming the limit; `None` when
@@ -193,6 +215,25 @@ mod tests {
                 .map(|e| e.to_string())
                 .unwrap_or_default();
             assert!(e.starts_with(key), "{e}");
+        }
+    }
+
+    #[test]
+    fn max_manual_snapshots_is_a_whole_number() {
+        assert_eq!(
+            limits(json!({"maxManualSnapshots": 10, "strategy": {}}))
+                .map(|l| l.max_manual_snapshots()),
+            Ok(Some(10))
+        );
+        assert_eq!(
+            limits(json!({"strategy": {}})).map(|l| l.max_manual_snapshots()),
+            Ok(None)
+        );
+        for bad in [json!("10"), json!(-1), json!(2.5)] {
+            assert!(
+                limits(json!({"maxManualSnapshots": bad})).is_err(),
+                "{bad} accepted"
+            );
         }
     }
 }

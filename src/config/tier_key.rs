@@ -26,6 +26,8 @@ pub enum TierKeyError {
         "{key} {value} is not a duration; use days, hours and minutes such as \"1d\" or \"12h\""
     )]
     Limit { key: &'static str, value: String },
+    #[error("{key} {value} is not a count; use a whole number such as 10")]
+    Count { key: &'static str, value: String },
     #[error(
         "{CHANGE_POLICY_KEY} {0} is not a change policy; use \"Automatic\" (the default) or \"Plan\""
     )]

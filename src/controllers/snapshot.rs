@@ -12,11 +12,12 @@ use serde_json::Value;
 
 use super::{
     kinds::{ResourceCr, SnapshotCr},
-    resource::{namespace_tag, owner, provider, recorded_identifier, tags},
+    resource::{admitted, namespace_tag, owner, provider, recorded_identifier, tags},
 };
 use crate::{
     api::{Phase, PostgresSnapshot, RedisSnapshot, SnapshotStatus},
-    config,
+    config::{self, limits::MAX_MANUAL_SNAPSHOTS_KEY},
+    controllers::schedule::SCHEDULED_FOR_LABEL,
     reconcile::{Context, Error, Managed, Report, in_progress_requeue, key, unless_parked},
 };
 
@@ -122,6 +123,40 @@ fn new_snapshot_identifier<K: SnapshotCr>(snap: &K, ctx: &Context) -> String {
     rules.conform(&id)
 }
 
+/// How often a snapshot held back by `maxManualSnapshots` looks again.
+const MANUAL_SNAPSHOTS_RECHECK: Duration = Duration::from_secs(300);
+
+/// The manual snapshots of this kind in the namespace (none a schedule
+/// made, none being deleted or failed) made before `snap`: the earliest
+/// ones are the ones a tier's `maxManualSnapshots` admits.
+async fn manual_snapshots_ahead<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<usize, Error> {
+    let ns = snap.namespace().unwrap_or_default();
+    let listed = Api::<K>::namespaced(ctx.client.clone(), &ns)
+        .list(&kube::api::ListParams::default())
+        .await
+        .map_err(Error::kube(format!(
+            "listing the {}s in {ns}",
+            K::kind(&())
+        )))?;
+    let order = |o: &K| {
+        (
+            o.meta().creation_timestamp.clone().map(|t| t.0),
+            o.name_any(),
+        )
+    };
+    let mine = order(snap);
+    Ok(listed
+        .items
+        .iter()
+        .filter(|o| {
+            o.meta().deletion_timestamp.is_none()
+                && !o.labels().contains_key(SCHEDULED_FOR_LABEL)
+                && o.status().and_then(|s| s.phase) != Some(Phase::Failed)
+                && order(o) < mine
+        })
+        .count())
+}
+
 /// The snapshot's recorded identifier (`status.snapshotID`).
 fn recorded_id<K: SnapshotCr>(snap: &K) -> Option<String> {
     snap.status()
@@ -167,9 +202,32 @@ async fn reconcile<K: SnapshotCr>(
         return Ok((report, Some(in_progress_requeue(Managed::conditions(snap)))));
     }
     let kind = <K::Parent as ResourceCr>::KIND;
-    let strategy = config::tier_strategy(&ctx.config, &provider_name, kind, &parent.spec().tier)
-        .await?
-        .strategy;
+    let tier_name = &parent.spec().tier;
+    let tier = config::tier_strategy(&ctx.config, &provider_name, kind, tier_name).await?;
+    // Never under a tier this namespace may not use (its role may be
+    // another account's).
+    let namespace = snap.namespace().unwrap_or_default();
+    admitted(ctx, &tier, &namespace, &provider_name, kind, tier_name).await?;
+    if let Some(max) = tier.limits.max_manual_snapshots()
+        && snap.status().and_then(|s| s.phase) != Some(Phase::Complete)
+        && !snap.labels().contains_key(SCHEDULED_FOR_LABEL)
+    {
+        let ahead = manual_snapshots_ahead(snap, ctx).await?;
+        if ahead >= max {
+            let message = format!(
+                "namespace {namespace} holds {ahead} manual {}s made before this one, the most tier {tier_name:?} allows ({MAX_MANUAL_SNAPSHOTS_KEY} {max} in ConfigMap {}): delete one and this one is taken within 5 minutes, or at the next edit of this CR",
+                K::kind(&()),
+                config::strategies_config_map(&provider_name),
+            );
+            let report = Report {
+                provider: Some(provider_name),
+                snapshot_id: Some(id),
+                ..Report::new(Phase::Failed, message)
+            };
+            return Ok((report, Some(MANUAL_SNAPSHOTS_RECHECK)));
+        }
+    }
+    let strategy = tier.strategy;
     // The parent's recorded identifier too: a snapshot refused because it
     // named another's resource is tried again once the parent records its own.
     let source = recorded_identifier(&parent);
@@ -262,16 +320,27 @@ async fn cleanup<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Deletion, Err
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| cro_provider_aws::NAME.to_string());
     // Without the parent or its tier, the default region is the best guess.
+    let kind = <K::Parent as ResourceCr>::KIND;
     let strategy = match &parent {
-        Some(p) => config::tier_strategy(
-            &ctx.config,
-            &provider_name,
-            <K::Parent as ResourceCr>::KIND,
-            &p.spec().tier,
-        )
-        .await
-        .map(|t| t.strategy)
-        .unwrap_or_default(),
+        Some(p) => {
+            match config::tier_strategy(&ctx.config, &provider_name, kind, &p.spec().tier).await {
+                Ok(tier) => {
+                    let namespace = snap.namespace().unwrap_or_default();
+                    let tier_name = &p.spec().tier;
+                    if let Err(refused) =
+                        admitted(ctx, &tier, &namespace, &provider_name, kind, tier_name).await
+                    {
+                        return Err(Error::Invalid(format!(
+                            "{refused}; the snapshot is not deleted under that tier: set the {} {}'s spec.tier back to a tier this namespace may use and the deletion goes on",
+                            kind.cr_kind(),
+                            p.name_any()
+                        )));
+                    }
+                    tier.strategy
+                }
+                Err(_) => Value::Null,
+            }
+        }
         None => Value::Null,
     };
     Ok(provider(ctx, &provider_name)?

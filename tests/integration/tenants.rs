@@ -56,6 +56,7 @@ async fn a_tier_admits_only_the_namespaces_it_names_or_selects() {
             json!({"blobstorage": json!({
                 "development": {"strategy": {}, "allowedNamespaces": [admitted]},
                 "selected": {"strategy": {}, "allowedNamespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+                "closed": {"strategy": {}, "allowedNamespaces": ["someone-else"]},
             })
             .to_string()})
         };
@@ -74,6 +75,22 @@ async fn a_tier_admits_only_the_namespaces_it_names_or_selects() {
         // The platform admits the namespace: the CR heals without a restart.
         apply_config_map(&client, &ns, "cloud-resources-openshift-strategies", tiers(&ns)).await;
         wait_phase(&blobs, "refused", Phase::Complete).await;
+
+        // Switched to a tier the namespace may not use, then deleted: not
+        // deleted under that tier (its role may be another account's); the
+        // finalizer stays until the CR names an admitting tier again.
+        let to = |tier: &str| kube::api::Patch::Merge(json!({"spec": {"tier": tier}}));
+        let params = kube::api::PatchParams::default();
+        blobs.patch("selected", &params, &to("closed")).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_phase(&blobs, "selected", Phase::Failed).await;
+        blobs.delete("selected", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let held = crate::support::wait_for(&blobs, "selected", "the deletion refused under tier closed", crate::support::DEFAULT_TIMEOUT, |o: Option<&BlobStorage>| {
+            o.is_some_and(|b| b.message().contains("it is not deleted under that tier"))
+        })
+        .await;
+        assert!(held.message().contains("set spec.tier back"), "{}", held.message());
+        blobs.patch("selected", &params, &to("selected")).await.unwrap_or_else(|e| panic!("{e}"));
+        crate::support::wait_deleted(&blobs, "selected", crate::support::DEFAULT_TIMEOUT).await;
     })
     .await;
 }
@@ -102,6 +119,40 @@ async fn with_namespace_config_off_a_tenants_own_cloud_resource_config_is_not_re
     let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(admin);
     if let Err(e) = namespaces.delete(&ops, &Default::default()).await {
         eprintln!("warning: deleting {ops}: {e}");
+    }
+}
+
+/// Watching several namespaces, with the defaults a platform engineer
+/// installs: a tenant's own `cloud-resource-config` is not read.
+#[tokio::test]
+async fn watching_several_namespaces_a_tenants_own_cloud_resource_config_is_not_read_by_default() {
+    let admin = TestEnv::load().client().await;
+    let other = create_namespace(&admin, "nsconf-other").await;
+    let (watched, operator_namespace) =
+        (other.clone(), create_namespace(&admin, "nsconf-ops").await);
+    let ops = operator_namespace.clone();
+    let adjust = move |l: &mut crate::support::Launch| {
+        l.operator_namespace = Some(operator_namespace);
+        // Appended to the launch's own --watch-namespaces: two namespaces.
+        l.extra_args.push(format!("--watch-namespaces={watched}"));
+    };
+    with_operator_launched("nsconfmany", adjust, |client, ns, op| async move {
+        let tenant = crate::support::tenant_client(&client, &ns).await;
+        let mapping = json!({"blobstorage": "aws", "postgres": "aws", "redis": "aws", "smtpcredentials": "aws"});
+        apply_config_map(&tenant, &ns, "cloud-resource-config", json!({"workshop": mapping.to_string()})).await;
+        blob(&tenant, &ns, "mine", "workshop", "development").await;
+        let blobs = Api::<BlobStorage>::namespaced(tenant.clone(), &ns);
+        let done = wait_phase(&blobs, "mine", Phase::Complete).await;
+        let provider = done.status.and_then(|s| s.strategy);
+        assert_eq!(provider.as_deref(), Some("openshift"), "the tenant's mapping was read");
+        assert!(op.logs().contains("namespace-level cloud-resource-config not read"), "the choice is not logged");
+    })
+    .await;
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(admin);
+    for ns in [other, ops] {
+        if let Err(e) = namespaces.delete(&ns, &Default::default()).await {
+            eprintln!("warning: deleting {ns}: {e}");
+        }
     }
 }
 
@@ -341,6 +392,43 @@ async fn a_tier_bounds_snapshot_frequency_retention_and_size() {
         failed_with("spec.size huge is not one the tier allows (allowedSizes: small)".into()).await;
         set(json!({"size": "small"})).await;
         wait_phase(&redis, "cache", Phase::Complete).await;
+    })
+    .await;
+}
+
+/// A tenant asks for more manual snapshots than its tier allows: the ones
+/// beyond `maxManualSnapshots` are `failed` naming the limit, and one is
+/// taken once an earlier one is deleted (each is a manual RDS snapshot, of
+/// which the account has a quota other teams share).
+#[tokio::test]
+async fn a_tier_bounds_the_manual_snapshots_of_a_namespace() {
+    use cloud_resource_operator::api::{Postgres, PostgresSnapshot};
+    with_operator("snapbound", |client, ns, _op| async move {
+        let tiers = json!({"development": {"maxManualSnapshots": 1, "deleteStrategy": {"SkipFinalSnapshot": true}}});
+        crate::aws::aws_strategies_for(&client, &ns, "postgres", tiers).await;
+        let tenant = crate::support::tenant_client(&client, &ns).await;
+        crate::aws::create_postgres(&tenant, &ns, "db", json!({})).await;
+        wait_phase(&Api::<Postgres>::namespaced(tenant.clone(), &ns), "db", Phase::Complete).await;
+        let snaps = Api::<PostgresSnapshot>::namespaced(tenant.clone(), &ns);
+        for name in ["first", "second"] {
+            let _: PostgresSnapshot = create_json(&tenant, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
+                "metadata": {"name": name}, "spec": {"resourceName": "db"}}))
+            .await;
+            // In creation order: the first is the one admitted.
+            if name == "first" {
+                wait_phase(&snaps, "first", Phase::Complete).await;
+            }
+        }
+        let held = wait_phase(&snaps, "second", Phase::Failed).await.message();
+        assert!(
+            held.contains("holds 1 manual PostgresSnapshots made before this one, the most tier \"development\" allows (maxManualSnapshots 1 in ConfigMap cloud-resources-aws-strategies)"),
+            "{held}"
+        );
+        snaps.delete("first", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        crate::support::wait_deleted(&snaps, "first", crate::support::DEFAULT_TIMEOUT).await;
+        let nudge = kube::api::Patch::Merge(json!({"metadata": {"annotations": {"nudge": "1"}}}));
+        snaps.patch("second", &kube::api::PatchParams::default(), &nudge).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_phase(&snaps, "second", Phase::Complete).await;
     })
     .await;
 }
@@ -654,6 +742,57 @@ async fn a_snapshot_found_under_the_recorded_identifier_must_be_the_crs_own() {
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
         pgs.delete("db", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
         crate::support::wait_deleted(&pgs, "db", std::time::Duration::from_secs(180)).await;
+    })
+    .await;
+}
+
+/// A tenant gives 100 Secrets of 0.9 MiB the label the operator's watch
+/// selects (`app.kubernetes.io/managed-by=cloud-resource-operator`, which
+/// anyone may set): the operator holds them as stubs, and its resident
+/// memory grows by less than 40 MiB (held whole, they would take 90 MiB).
+#[tokio::test]
+async fn a_tenants_large_labelled_secrets_do_not_grow_the_operator() {
+    use k8s_openapi::api::core::v1::Secret;
+    with_operator("bigsecrets", |client, ns, op| async move {
+        let tenant = crate::support::tenant_client(&client, &ns).await;
+        blob(&tenant, &ns, "marker", "workshop", "development").await;
+        let blobs = Api::<BlobStorage>::namespaced(tenant.clone(), &ns);
+        wait_phase(&blobs, "marker", Phase::Complete).await;
+        let before = op.rss_kib().unwrap_or_else(|| panic!("no VmRSS"));
+
+        let secrets = Api::<Secret>::namespaced(tenant.clone(), &ns);
+        let payload: String = (0..900 * 1024).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        for i in 0..100 {
+            let _: Secret = create_json(
+                &tenant,
+                &ns,
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("big-{i}"),
+                       "labels": {"app.kubernetes.io/managed-by": "cloud-resource-operator"}},
+                       "stringData": {"blob": payload}}),
+            )
+            .await;
+        }
+        // The watch delivers events in order: once it shows this edit of
+        // the marker's Secret (the operator reconciles the marker for it),
+        // it has shown the 100 before.
+        let needle = format!("related object updated: Secret.v1./marker-sec.{ns}");
+        let seen = op.logs().matches(&needle).count();
+        let patch = json!({"metadata": {"labels": {"edited-by": "tenant"}}});
+        secrets
+            .patch("marker-sec", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let deadline = tokio::time::Instant::now() + crate::support::DEFAULT_TIMEOUT;
+        while op.logs().matches(&needle).count() <= seen {
+            assert!(tokio::time::Instant::now() < deadline, "the operator never saw the edit of marker-sec");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let after = op.rss_kib().unwrap_or_else(|| panic!("no VmRSS"));
+        let grown_mib = after.saturating_sub(before) as f64 / 1024.0;
+        eprintln!("operator RSS {before} KiB before, {after} KiB after 100 labelled 0.9 MiB Secrets (+{grown_mib:.1} MiB)");
+        assert!(grown_mib < 40.0, "the operator's memory grew by {grown_mib:.1} MiB");
+        // The marker is still served: its Secret is the operator's to read.
+        assert_eq!(blobs.get("marker").await.unwrap_or_else(|e| panic!("{e}")).phase(), Some(Phase::Complete));
     })
     .await;
 }

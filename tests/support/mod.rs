@@ -122,6 +122,34 @@ fn parse_env_sh(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The longest a test body may run (`CRO_TEST_LIMIT_SECS` overrides it):
+/// a hung test fails with its name instead of holding CI until its own
+/// deadline. Every wait inside has its own, shorter deadline.
+pub fn test_limit() -> Duration {
+    std::env::var("CRO_TEST_LIMIT_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(Duration::from_secs(20 * 60), Duration::from_secs)
+}
+
+/// Runs a test body as a task under [`test_limit`]; a body still running
+/// then is aborted and reported as a panic.
+pub async fn limited<Fut>(what: &str, body: Fut) -> Result<(), tokio::task::JoinError>
+where
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let task = tokio::spawn(body);
+    let abort = task.abort_handle();
+    match tokio::time::timeout(test_limit(), task).await {
+        Ok(done) => done,
+        Err(_) => {
+            abort.abort();
+            let (limit, what) = (test_limit(), what.to_string());
+            tokio::spawn(async move { panic!("{what}: the test ran longer than {limit:?}") }).await
+        }
+    }
+}
+
 /// Runs `test` with a fresh namespace, deleting the namespace afterwards
 /// whether the test passed or panicked.
 pub async fn with_namespace<F, Fut>(prefix: &str, test: F)
@@ -132,7 +160,7 @@ where
     let client = TestEnv::load().client().await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let name = create_namespace(&client, prefix).await;
-    let result = tokio::spawn(test(client, name.clone())).await;
+    let result = limited(&name, test(client, name.clone())).await;
     if let Err(e) = namespaces.delete(&name, &DeleteParams::default()).await {
         eprintln!("warning: deleting test namespace {name}: {e}");
     }
@@ -443,7 +471,6 @@ impl Operator {
         }
     }
 
-    /// The process's peak resident memory so far (VmHWM), in KiB.
     /// CPU seconds the operator used so far (user and system, from
     /// /proc/<pid>/stat, in clock ticks of 1/100 s as Linux reports them).
     pub fn cpu_seconds(&self) -> Option<f64> {
@@ -454,11 +481,21 @@ impl Operator {
         Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
     }
 
+    /// The process's peak resident memory so far (VmHWM), in KiB.
     pub fn peak_rss_kib(&self) -> Option<u64> {
+        self.proc_status_kib("VmHWM:")
+    }
+
+    /// The process's resident memory now (VmRSS), in KiB.
+    pub fn rss_kib(&self) -> Option<u64> {
+        self.proc_status_kib("VmRSS:")
+    }
+
+    fn proc_status_kib(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()?)).ok()?;
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
     }
 
@@ -609,7 +646,7 @@ where
     let mut launch = Launch::new(&name);
     adjust(&mut launch);
     let operator = std::sync::Arc::new(Operator::launch(launch).await);
-    let result = tokio::spawn(test(client.clone(), name.clone(), operator.clone())).await;
+    let result = limited(&name, test(client.clone(), name.clone(), operator.clone())).await;
     // Every test with an operator also proves its log leaks no credential.
     let result = match result {
         Ok(()) => {
@@ -784,6 +821,19 @@ pub fn inject_aws_fault(
         "id": id, "service": service, "action": action, "match": matching,
         "code": code, "status": status, "message": message, "times": times,
     }));
+    std::fs::write(&path, serde_json::to_string(&faults).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
+
+/// Removes the fault `id` (see [`inject_aws_fault`]).
+pub fn clear_aws_fault(id: &str) {
+    let path = TestEnv::load().moto_faults;
+    let _guard = FAULTS_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut faults: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    faults.retain(|f| f["id"] != id);
     std::fs::write(&path, serde_json::to_string(&faults).unwrap_or_default())
         .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }

@@ -9,6 +9,7 @@
 //! - `writes`: the operator's writes to the CR and to its Secret.
 
 mod provision;
+pub(crate) use provision::admitted;
 mod request;
 mod status;
 mod writes;
@@ -253,6 +254,18 @@ async fn cleanup<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error
                 config::Tier::default()
             }
         };
+    // A tier this namespace may not use is never acted under, deleting
+    // included: it may hold another account's role (switch a CR to it,
+    // then delete the CR). The finalizer stays until the CR names a tier
+    // that admits it again.
+    let namespace = cr.namespace().unwrap_or_default();
+    let tier_name = &cr.spec().tier;
+    if let Err(refused) = admitted(ctx, &tier, &namespace, &provider_name, K::KIND, tier_name).await
+    {
+        return Err(Error::Invalid(format!(
+            "{refused}; it is not deleted under that tier: set spec.tier back to a tier this namespace may use (the one it was made with) and the deletion goes on"
+        )));
+    }
     let Ok(provider) = provider(ctx, &provider_name) else {
         return Err(Error::Invalid(unknown_provider_on_delete::<K>(
             cr,

@@ -112,7 +112,7 @@ async fn restore_from<Own: SnapshotCr, Other: SnapshotCr>(
 
 /// Refuses a tier whose `allowedNamespaces` / `allowedNamespaceSelector`
 /// do not admit `namespace` (a tier may hold a production account's role).
-async fn admitted(
+pub(crate) async fn admitted(
     ctx: &Context,
     tier: &config::Tier,
     namespace: &str,
