@@ -1143,3 +1143,210 @@ fn the_go_credentials_request_grants_the_documented_actions() {
         path.display()
     );
 }
+
+/// With `operator.watchNamespaces`, the chart grants access to Secrets
+/// (and everything else in namespaces) only in the watched namespaces and
+/// its own, never cluster-wide (issue #43); the install test runs the
+/// operator as a pod under exactly that.
+#[test]
+fn with_watched_namespaces_the_chart_binds_no_cluster_wide_secret_access() {
+    let env = TestEnv::load();
+    let rendered = run(
+        &env.helm,
+        &[
+            "template",
+            "cro",
+            CHART,
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--set",
+            "operator.watchNamespaces={team-a,team-b}",
+        ],
+    );
+    let docs = documents(&rendered);
+    let roles: BTreeMap<String, Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRole")
+        .map(|d| (text(&d["metadata"]["name"]), d.clone()))
+        .collect();
+    let grants_secrets = |role: &Value| {
+        role["rules"].as_array().into_iter().flatten().any(|r| {
+            r["resources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|x| x == "secrets" || x == "*")
+        })
+    };
+    for binding in docs.iter().filter(|d| d["kind"] == "ClusterRoleBinding") {
+        let role = &roles[&text(&binding["roleRef"]["name"])];
+        assert!(
+            !grants_secrets(role),
+            "ClusterRoleBinding {} grants Secrets cluster-wide",
+            text(&binding["metadata"]["name"])
+        );
+    }
+    let mut bound: Vec<String> = docs
+        .iter()
+        .filter(|d| {
+            d["kind"] == "RoleBinding"
+                && grants_secrets(
+                    &roles
+                        .get(&text(&d["roleRef"]["name"]))
+                        .cloned()
+                        .unwrap_or_default(),
+                )
+        })
+        .map(|d| text(&d["metadata"]["namespace"]))
+        .collect();
+    bound.sort();
+    assert_eq!(bound, ["cloud-resource-operator", "team-a", "team-b"]);
+}
+
+/// Two releases of the chart side by side, as the sharding setup
+/// (docs/operations.md, Sharding) installs them: each with its own names,
+/// the second without the configuration ConfigMaps. Helm installs both into
+/// one namespace (no object owned twice), each Deployment selects only its
+/// own pods, and both uninstall cleanly.
+#[tokio::test]
+async fn two_releases_install_side_by_side_as_two_shards() {
+    with_namespace("tworel", |client, ns| async move {
+        let env = TestEnv::load();
+        // Names of their own: other tests install the default names at once.
+        let names = [format!("cro-{ns}-0"), format!("cro-{ns}-1")];
+        let mut installed = Vec::new();
+        for (index, name) in names.iter().enumerate() {
+            let mut args: Vec<String> = [
+                "install",
+                &format!("shard-{index}"),
+                CHART,
+                "--namespace",
+                &ns,
+                "--skip-crds",
+                "--set",
+                "replicaCount=0",
+                "--set",
+                "operator.shardCount=2",
+                "--set",
+                &format!("operator.shardIndex={index}"),
+                "--set",
+                &format!("fullnameOverride={name}"),
+                "--set",
+                "monitoring.prometheusRule.enabled=false",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            if index > 0 {
+                args.extend(["--set".into(), "installConfiguration=false".into()]);
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run(&env.helm, &args);
+            installed.push(format!("shard-{index}"));
+        }
+        let deployments =
+            Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns)
+                .list(&Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        let selectors: BTreeMap<String, Value> = deployments
+            .items
+            .iter()
+            .map(|d| {
+                (
+                    d.name_any(),
+                    json!(d.spec.as_ref().map(|s| s.selector.clone())),
+                )
+            })
+            .collect();
+        let cluster_roles: Vec<bool> = {
+            let roles = Api::<ClusterRole>::all(client.clone());
+            let mut found = Vec::new();
+            for name in &names {
+                found.push(
+                    roles
+                        .get_opt(name)
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}"))
+                        .is_some(),
+                );
+            }
+            found
+        };
+        for release in &installed {
+            run(
+                &env.helm,
+                &["uninstall", release, "--namespace", &ns, "--wait"],
+            );
+        }
+        assert_eq!(
+            selectors.keys().cloned().collect::<Vec<_>>(),
+            names.to_vec()
+        );
+        assert_ne!(
+            selectors[&names[0]], selectors[&names[1]],
+            "the Deployments select each other's pods"
+        );
+        assert_eq!(
+            cluster_roles,
+            [true, true],
+            "each release has its ClusterRole"
+        );
+        let roles = Api::<ClusterRole>::all(client.clone());
+        for name in &names {
+            assert!(
+                roles
+                    .get_opt(name)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .is_none(),
+                "ClusterRole {name} left behind"
+            );
+        }
+    })
+    .await;
+}
+
+/// deploy/openshift-sts, the kustomize component for OpenShift STS, mounts
+/// the same projected token as the chart's `sts.enabled=true`.
+#[test]
+fn the_openshift_sts_component_mounts_the_token_as_the_chart_does() {
+    let env = TestEnv::load();
+    let overlay = repo().join("target/testenv/sts-overlay");
+    std::fs::create_dir_all(&overlay).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        "resources: [../../../deploy]\ncomponents: [../../../deploy/openshift-sts]\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let kustomized = kustomize(&overlay.to_string_lossy());
+    let charted = documents(&run(
+        &env.helm,
+        &[
+            "template",
+            "cro",
+            CHART,
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--set",
+            "sts.enabled=true",
+        ],
+    ));
+    let mounts = |docs: &[Value]| {
+        let pod = docs
+            .iter()
+            .find(|d| d["kind"] == "Deployment")
+            .map(|d| d["spec"]["template"]["spec"].clone())
+            .unwrap_or_else(|| panic!("no Deployment rendered"));
+        (
+            pod["volumes"].clone(),
+            pod["containers"][0]["volumeMounts"].clone(),
+        )
+    };
+    let (k, h) = (mounts(&kustomized), mounts(&charted));
+    assert!(
+        k.0.is_array() && k.1.is_array(),
+        "the component added nothing: {k:?}"
+    );
+    assert_eq!(k, h, "kustomize's STS mount differs from the chart's");
+}
