@@ -292,21 +292,33 @@ async fn cloud_state(obj: &DynamicObject, scope: &Scope<'_>) -> String {
     }
 }
 
+/// Why the cloud's view of a CR could not be read.
+#[derive(Debug, thiserror::Error)]
+enum CloudReadError {
+    #[error("the CR does not read as its kind: {0}")]
+    Decode(#[from] serde_json::Error),
+    #[error("{0}")]
+    Resolve(#[from] crate::reconcile::Error),
+    #[error("{0}")]
+    Config(#[from] config::ConfigError),
+    #[error("provider {0:?} is not available to this command")]
+    Unavailable(String),
+    #[error("{0}")]
+    Provider(#[from] cro_provider_api::ProviderError),
+}
+
 async fn typed<K: ResourceCr>(
     obj: &DynamicObject,
     scope: &Scope<'_>,
-) -> Result<Option<String>, String> {
-    let value = serde_json::to_value(obj).map_err(|e| e.to_string())?;
-    let cr: K = serde_json::from_value(value).map_err(|e| e.to_string())?;
-    let provider = (provider_name(&cr, scope.config).await).map_err(|e| e.to_string())?;
-    let tier = config::tier_strategy(scope.config, &provider, K::KIND, &cr.spec().tier)
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<Option<String>, CloudReadError> {
+    let cr: K = serde_json::from_value(serde_json::to_value(obj)?)?;
+    let provider = provider_name(&cr, scope.config).await?;
+    let tier = config::tier_strategy(scope.config, &provider, K::KIND, &cr.spec().tier).await?;
     let Some(p) = scope.providers.get(provider.as_str()) else {
-        return Err(format!("provider {provider:?} is not available"));
+        return Err(CloudReadError::Unavailable(provider));
     };
     let req = request(&cr, scope.settings, tier);
-    (p.cloud_state(&req).await).map_err(|e| e.to_string())
+    Ok(p.cloud_state(&req).await?)
 }
 
 /// The objects the operator made for the CR: they carry its UID as a label.
