@@ -47,11 +47,26 @@ fn first_time(log: &str, needle: &str) -> Option<String> {
 /// for a pod with `restartPolicy: Always`: a replica that cannot renew its
 /// Lease while the API server is down exits by design, and when both do,
 /// only the restart brings reconciling back. Each run logs to its own file.
+/// Only such exits are allowed: a run that panicked, or one that exits
+/// once the faults are over (plus the Lease's renew deadline), fails the
+/// test with its log.
 struct Replica {
     launch: Launch,
     current: Operator,
     earlier_logs: String,
     runs: usize,
+    /// Exits are expected until then (set when the faults begin).
+    exits_allowed_until: Option<tokio::time::Instant>,
+}
+
+/// After the last fault, how long a replica may still find its Lease lost
+/// (the renew deadline is 10 s) and exit.
+const EXIT_GRACE: Duration = Duration::from_secs(30);
+
+/// The last lines of a log, for a failure message.
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
 impl Replica {
@@ -62,12 +77,28 @@ impl Replica {
             current,
             earlier_logs: String::new(),
             runs: 1,
+            exits_allowed_until: None,
         }
     }
 
     async fn revive(&mut self) {
         if self.current.exited() {
-            self.earlier_logs.push_str(&self.current.logs());
+            let log = self.current.logs();
+            let name = &self.launch.log_name;
+            assert!(
+                !log.contains("panicked"),
+                "{name} run {} panicked:\n{}",
+                self.runs,
+                tail(&log)
+            );
+            assert!(
+                self.exits_allowed_until
+                    .is_some_and(|t| tokio::time::Instant::now() < t),
+                "{name} run {} exited outside the faults:\n{}",
+                self.runs,
+                tail(&log)
+            );
+            self.earlier_logs.push_str(&log);
             self.runs += 1;
             let log_name = format!("{}.{}", self.launch.log_name, self.runs);
             self.current = Operator::launch(Launch {
@@ -107,6 +138,13 @@ where
             replica.revive().await;
         }
         let list = api.list(&ListParams::default()).await.map(|l| l.items);
+        if let Err(e) = &list {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "listing {} still fails at the deadline: {e}",
+                K::kind(&())
+            );
+        }
         if let Ok(items) = list {
             let pending: Vec<String> = names
                 .iter()
@@ -191,11 +229,51 @@ async fn the_api_server_restarts_twice_under_a_hundred_crs() {
             .await;
     }
 
-    // With work in flight: the API server twice, etcd once.
+    // With work provably in flight (not every CR complete yet): the API
+    // server twice (once SIGKILLed, as a crash or OOM kill), etcd once
+    // (SIGKILLed).
+    let in_flight = |client: Client, ns: String| async move {
+        let complete = |phases: Vec<Option<cloud_resource_operator::api::Phase>>| {
+            phases
+                .into_iter()
+                .filter(|p| *p == Some(cloud_resource_operator::api::Phase::Complete))
+                .count()
+        };
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default())
+            .await;
+        let blobs = blobs
+            .map(|l| l.items.iter().map(Phased::phase).collect())
+            .unwrap_or_default();
+        let smtp = Api::<SMTPCredentialSet>::namespaced(client, &ns)
+            .list(&ListParams::default())
+            .await;
+        let smtp = smtp
+            .map(|l| l.items.iter().map(Phased::phase).collect())
+            .unwrap_or_default();
+        complete(blobs) + complete(smtp)
+    };
+    let done_before = in_flight(client.clone(), ns.clone()).await;
+    assert!(
+        done_before < blobs.len() + s3.len() + smtp.len(),
+        "every CR was complete before the first fault"
+    );
+    let until = tokio::time::Instant::now() + Duration::from_secs(3600);
+    for replica in replicas.iter_mut() {
+        replica.exits_allowed_until = Some(until);
+    }
     testenv(&["restart", "apiserver"]);
     tokio::time::sleep(Duration::from_secs(2)).await; // let reconciles start against the new server
-    testenv(&["restart", "etcd"]);
-    testenv(&["restart", "apiserver"]);
+    testenv(&["restart", "etcd", "--kill"]);
+    testenv(&["restart", "apiserver", "--kill"]);
+    let until = tokio::time::Instant::now() + EXIT_GRACE;
+    for replica in replicas.iter_mut() {
+        replica.exits_allowed_until = Some(until);
+    }
+    eprintln!(
+        "{done_before} of {} BlobStorages and SMTPCredentialSets complete when the faults began",
+        blobs.len() + s3.len() + smtp.len()
+    );
 
     let timeout = Duration::from_secs(300);
     let mut all_blobs = blobs.clone();
@@ -282,6 +360,16 @@ async fn the_api_server_restarts_twice_under_a_hundred_crs() {
             b_first_work.as_ref().is_none_or(|t| *t > lost),
             "the standby reconciled at {b_first_work:?}, before the leader lost at {lost}"
         ),
+    }
+
+    for replica in &replicas {
+        let log = replica.logs();
+        assert!(
+            !log.contains("panicked"),
+            "{} panicked:\n{}",
+            replica.launch.log_name,
+            tail(&log)
+        );
     }
 
     // Cleanup with the operators running (finalizers honoured).

@@ -401,9 +401,8 @@ async fn every_alert_fires_on_the_series_the_operator_exports() {
 
         // Every metric the alerts and the dashboard read is a family the
         // operator exports. The deletion gauges have series only while a
-        // CR is being deleted, seconds here: the unit test
-        // metrics::tests::database_gauges_follow_the_cloud_status_and_go_with_the_object
-        // covers them.
+        // CR is being deleted: the_deletion_gauges_stand_while_a_deletion_is_held_and_go_with_it
+        // scrapes them.
         let exported = exposition.clone();
         let deletion_only = ["cro_postgres_deletion_timestamp", "cro_redis_deletion_timestamp"];
         let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(DASHBOARD).unwrap_or_default()).unwrap_or_else(|e| panic!("{DASHBOARD}: {e}"));
@@ -506,4 +505,50 @@ fn exported_family(exposition: &str, name: &str) -> bool {
     exposition
         .lines()
         .any(|l| l.starts_with(&format!("# TYPE {family} ")))
+}
+
+/// The deletion gauges (`cro_postgres_deletion_timestamp`,
+/// `cro_redis_deletion_timestamp`, read by the deletion alerts) stand while
+/// a database's deletion is in progress and go with the CR. The emulator's
+/// delete call answers 503 until the test lets it through, so the deletion
+/// is held as long as the scrape needs, not for a race of seconds.
+#[tokio::test]
+async fn the_deletion_gauges_stand_while_a_deletion_is_held_and_go_with_it() {
+    with_operator_launched("delgauge", |_| {}, |client, ns, op| async move {
+        let postgres = json!({"development": {"deleteStrategy": {"SkipFinalSnapshot": true}}});
+        let redis = json!({"development": {}});
+        let tiers = json!({"postgres": postgres.to_string(), "redis": redis.to_string()});
+        crate::support::apply_config_map(&client, &ns, "cloud-resources-aws-strategies", tiers).await;
+        let cr = |kind: &str, name: &str| json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
+            "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}});
+        let _: Postgres = create_json(&client, &ns, cr("Postgres", "gone-db")).await;
+        let _: Redis = create_json(&client, &ns, cr("Redis", "gone-cache")).await;
+        let (pgs, caches) = (Api::<Postgres>::namespaced(client.clone(), &ns), Api::<Redis>::namespaced(client.clone(), &ns));
+        let identifier = |annotations: &std::collections::BTreeMap<String, String>| annotations["resourceIdentifier"].clone();
+        let db = identifier(wait_phase(&pgs, "gone-db", Phase::Complete).await.metadata.annotations.as_ref().unwrap_or_else(|| panic!("no annotations")));
+        let cache = identifier(wait_phase(&caches, "gone-cache", Phase::Complete).await.metadata.annotations.as_ref().unwrap_or_else(|| panic!("no annotations")));
+        let held = ("ServiceUnavailable", 503, "held by the test");
+        let (db_fault, cache_fault) = (format!("{ns}-held-db"), format!("{ns}-held-cache"));
+        inject_aws_fault(&db_fault, "rds", "DeleteDBInstance", &db, held, None);
+        inject_aws_fault(&cache_fault, "elasticache", "DeleteReplicationGroup", &cache, held, None);
+        pgs.delete("gone-db", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        caches.delete("gone-cache", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let families = ["cro_postgres_deletion_timestamp", "cro_redis_deletion_timestamp"];
+        let present = |s: &[(String, String)], family: &str, name: &str| {
+            s.iter().any(|(series, _)| series.starts_with(&format!("{family}{{")) && series.contains(&format!("namespace=\"{ns}\"")) && series.contains(&format!("\"{name}\"")))
+        };
+        scrape_until(&op, "the deletion gauges of gone-db and gone-cache", |s| {
+            present(s, families[0], "gone-db") && present(s, families[1], "gone-cache")
+        })
+        .await;
+        crate::support::clear_aws_fault(&db_fault);
+        crate::support::clear_aws_fault(&cache_fault);
+        crate::support::wait_deleted(&pgs, "gone-db", DEFAULT_TIMEOUT).await;
+        crate::support::wait_deleted(&caches, "gone-cache", DEFAULT_TIMEOUT).await;
+        scrape_until(&op, "no deletion gauge of gone-db or gone-cache", |s| {
+            !present(s, families[0], "gone-db") && !present(s, families[1], "gone-cache")
+        })
+        .await;
+    })
+    .await;
 }

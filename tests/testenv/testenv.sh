@@ -456,15 +456,17 @@ start_apiserver() {
 
 # Stops one process `up` started (SIGTERM, then SIGKILL), by its pid file
 # and only while its command line is still the binary we started.
-# stop_one NAME [MARKER]: MARKER (default: the cache directory) must be in
-# the process's command line.
+# stop_one NAME [MARKER] [kill]: MARKER (default: the cache directory) must
+# be in the process's command line; `kill` skips SIGTERM (a crash).
 stop_one() {
-  local f=$state/pids/$1.pid pid marker=${2:-$cache}
+  local f=$state/pids/$1.pid pid marker=${2:-$cache} how=${3:-term}
   [ -f "$f" ] || return 0
   pid=$(cat "$f")
   if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$marker"; then
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if [ "$how" != kill ]; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
     # SIGKILL is delivered asynchronously: wait until the process (and
     # with it its listening sockets) is gone, or `restart` cannot bind.
     kill -9 "$pid" 2>/dev/null || true
@@ -473,23 +475,29 @@ stop_one() {
   rm -f "$f"
 }
 
-# restart apiserver|etcd: stops that process and starts it again on the
-# same port and data; its clients see dropped connections and watches.
-# Tests use it to prove the operator survives API-server faults.
+# restart apiserver|etcd [--kill]: stops that process (with --kill by
+# SIGKILL alone, as a crash or an OOM kill) and starts it again on the same
+# port and data; its clients see dropped connections and watches. Tests
+# use it to prove the operator survives API-server faults.
 cmd_restart() {
   [ -f "$state/ports.env" ] || die "not up"
-  local etcd_port etcd_peer api_port moto_port
+  local etcd_port etcd_peer api_port moto_port how=term
   # shellcheck disable=SC1091
   . "$state/ports.env"
+  case ${2:-} in
+    "") ;;
+    --kill) how=kill ;;
+    *) die "usage: $0 restart apiserver|etcd [--kill]" ;;
+  esac
   case ${1:-} in
     apiserver)
-      stop_one kube-apiserver
+      stop_one kube-apiserver "$cache" "$how"
       start_apiserver "$etcd_port" "$api_port" ;;
     etcd)
-      stop_one etcd
+      stop_one etcd "$cache" "$how"
       start_etcd "$etcd_port" "$etcd_peer"
       wait_for "etcd" 30 curl -sf "http://127.0.0.1:$etcd_port/health" ;;
-    *) die "usage: $0 restart apiserver|etcd" ;;
+    *) die "usage: $0 restart apiserver|etcd [--kill]" ;;
   esac
   wait_for "kube-apiserver /readyz" 60 kctl get --raw /readyz
   log "restarted $1"
@@ -747,6 +755,6 @@ case ${1:-} in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  restart) cmd_restart "${2:-}" ;;
-  *) echo "usage: $0 build|up|down|status|restart apiserver|etcd|load-image ARCHIVE" >&2; exit 2 ;;
+  restart) cmd_restart "${2:-}" "${3:-}" ;;
+  *) echo "usage: $0 build|up|down|status|restart apiserver|etcd [--kill]|load-image ARCHIVE" >&2; exit 2 ;;
 esac
