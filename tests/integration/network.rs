@@ -424,6 +424,49 @@ async fn standalone_network_from_the_first_database_to_the_last() {
         create_group["params"].to_string().contains(&group),
         "{create_group}"
     );
+    // As a person reading AWS sees it: every member node of the group in
+    // the subnet group, behind the security group (AWS shows where a
+    // replication group runs only on its nodes).
+    let cache_id = caches
+        .get("cache")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .annotations()
+        .get("resourceIdentifier")
+        .cloned()
+        .unwrap_or_default();
+    let ec = elasticache().await;
+    let members = ec
+        .describe_replication_groups()
+        .replication_group_id(&cache_id)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let members: Vec<String> = members
+        .replication_groups()
+        .iter()
+        .flat_map(|g| g.member_clusters().to_vec())
+        .collect();
+    assert!(!members.is_empty(), "{cache_id} has no member nodes");
+    for member in &members {
+        let nodes = ec
+            .describe_cache_clusters()
+            .cache_cluster_id(member)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let node = &nodes.cache_clusters()[0];
+        let behind: Vec<&str> = node
+            .security_groups()
+            .iter()
+            .filter_map(|g| g.security_group_id())
+            .collect();
+        assert_eq!(
+            (node.cache_subnet_group_name(), behind),
+            (Some(subnet_group.as_str()), vec![group.as_str()]),
+            "node {member} of {cache_id}"
+        );
+    }
     let cache_group = elasticache()
         .await
         .describe_cache_subnet_groups()

@@ -233,7 +233,8 @@ _ec_delete_response = ElastiCacheResponse.delete_replication_group
 
 # What each member cache cluster (node) of a replication group holds and
 # the group does not show: AWS reports a group's engine version and
-# maintenance window only on its nodes (DescribeCacheClusters).
+# maintenance window, and where it runs (CacheSubnetGroupName,
+# SecurityGroups), only on its nodes (DescribeCacheClusters).
 NODE_DEFAULTS = {"engine_version": "7.1", "preferred_maintenance_window": "sun:05:00-sun:06:00"}
 
 
@@ -246,12 +247,17 @@ def ec_create(self, *args, **kwargs):
         node = {name: None for name in _ec_create_cluster.__code__.co_varnames[1:_ec_create_cluster.__code__.co_argcount]}
         node.update(cache_cluster_id=member, replication_group_id=group.replication_group_id, num_cache_nodes=1,
                     cache_node_type=group.cache_node_type, engine="redis", tags=[], preferred_availability_zones=[],
-                    cache_security_group_names=[], security_group_ids=[], snapshot_arns=[], preferred_outpost_arns=[],
+                    cache_subnet_group_name=kwargs.get("cache_subnet_group_name"),
+                    cache_security_group_names=[], security_group_ids=list(kwargs.get("security_group_ids") or []),
+                    snapshot_arns=[], preferred_outpost_arns=[],
                     log_delivery_configurations=[], cache_node_ids_to_remove=[], cache_node_ids_to_reboot=[],
                     engine_version=kwargs.get("engine_version") or NODE_DEFAULTS["engine_version"],
                     preferred_maintenance_window=kwargs.get("preferred_maintenance_window")
                     or NODE_DEFAULTS["preferred_maintenance_window"])
         _ec_create_cluster(self, **node)
+        # DescribeCacheClusters' SecurityGroups: the VPC groups, active.
+        self.cache_clusters[member].security_groups = [
+            {"SecurityGroupId": g, "Status": "active"} for g in node["security_group_ids"]]
     return group
 
 
