@@ -3,9 +3,13 @@
 //! before they arrive and 20 % of answers after AWS acted
 //! (tests/testenv/fault_proxy.py in front of moto), over five seeds at
 //! once. The first answer of every create, modify and delete is lost on
-//! top, so each one's retry meets what the lost call did. Every CR
-//! completes and is deleted without ever being `failed`, and moto is left
-//! with nothing of it but the final snapshots its tiers ask for.
+//! top, so each one's retry meets what the lost call did. AWS's eventual
+//! consistency too: for a few seconds after a create of an instance, a
+//! replication group or a bucket reached AWS, describing it answers "not
+//! found"; and in one seed the first CreateBucket's answer hangs past the
+//! SDK's read timeout. Every CR completes and is deleted without ever being
+//! `failed`, and moto is left with nothing of it but the final snapshots
+//! its tiers ask for.
 
 use std::{collections::BTreeSet, fmt::Debug, path::PathBuf, process::Stdio, time::Duration};
 
@@ -36,6 +40,11 @@ const LOSE_FIRST: &str = "CreateDBInstance,CreateReplicationGroup,CreateBucket,C
 CreateAccessKey,PutUserPolicy,CreateDBSnapshot,CreateSnapshot,ModifyDBInstance,\
 ModifyReplicationGroup,DeleteDBInstance,DeleteReplicationGroup,DeleteDBSnapshot,DeleteSnapshot,\
 DeleteBucket,DeleteAccessKey,DeleteUser";
+/// How long a created instance, group or bucket stays invisible to
+/// describes (AWS documents no bound; seconds are what it shows).
+const NOT_VISIBLE_FOR: &str = "5";
+/// The seed whose first CreateBucket answer hangs past the SDK's timeout.
+const HUNG_SEED: u64 = 1;
 /// Room for a few backoffs after consecutive lost calls (5 s doubling to
 /// 300 s: six failed reconciles in a row wait 315 s).
 const TIMEOUT: Duration = Duration::from_secs(600);
@@ -49,7 +58,11 @@ pub(crate) struct Proxy {
 
 impl Proxy {
     async fn start(seed: u64) -> Proxy {
-        Proxy::launch(&format!("seed{seed}"), seed, LOSS, &[]).await
+        let mut faults = vec!["--not-visible-for", NOT_VISIBLE_FOR];
+        if seed == HUNG_SEED {
+            faults.extend(["--hang-first-answer", "CreateBucket"]);
+        }
+        Proxy::launch(&format!("seed{seed}"), seed, LOSS, &faults).await
     }
 
     /// A proxy that loses nothing: one replica's own way to AWS, whose log
@@ -150,6 +163,14 @@ impl Proxy {
             calls: calls.len(),
             requests: with("request-dropped"),
             answers: with("answer-dropped"),
+            not_visible_to: (calls.iter())
+                .filter(|c| c["outcome"] == "not-visible-yet")
+                .filter_map(|c| c["call"].as_str().map(str::to_string))
+                .collect(),
+            hung: (calls.iter())
+                .filter(|c| c["outcome"] == "answer-hung")
+                .filter_map(|c| c["call"].as_str().map(str::to_string))
+                .collect(),
         }
     }
 }
@@ -160,6 +181,10 @@ struct Losses {
     calls: usize,
     requests: usize,
     answers: usize,
+    /// The describes answered "not found" for what was just created.
+    not_visible_to: BTreeSet<String>,
+    /// The calls whose answer hung past the SDK's timeout.
+    hung: BTreeSet<String>,
 }
 
 fn cr(kind: &str, name: &str) -> Value {
@@ -502,6 +527,7 @@ async fn every_aws_kind_survives_lost_requests_and_answers_over_five_seeds() {
         .map(|seed| tokio::spawn(one_seed(*seed)))
         .collect();
     let mut lost_everywhere: Option<BTreeSet<String>> = None;
+    let mut met_the_lag = BTreeSet::new();
     for (seed, run) in SEEDS.iter().zip(runs) {
         let losses = run
             .await
@@ -510,14 +536,38 @@ async fn every_aws_kind_survives_lost_requests_and_answers_over_five_seeds() {
             calls,
             requests,
             answers,
+            ref not_visible_to,
+            ref hung,
             ..
         } = losses;
-        eprintln!("seed {seed}: {calls} AWS calls, {requests} requests and {answers} answers lost");
+        eprintln!(
+            "seed {seed}: {calls} AWS calls, {requests} requests and {answers} answers lost; not visible yet to {not_visible_to:?}; hung {hung:?}"
+        );
         assert!(requests > 0, "seed {seed}: no request was lost");
+        met_the_lag.extend(not_visible_to.iter().cloned());
+        if *seed == HUNG_SEED {
+            assert!(
+                hung.contains("CreateBucket"),
+                "seed {seed}: no CreateBucket answer hung"
+            );
+        }
         lost_everywhere = Some(match lost_everywhere {
             None => losses.answers_of,
             Some(before) => before.intersection(&losses.answers_of).cloned().collect(),
         });
+    }
+    // The operator looked right after its creates and met AWS's lag, for
+    // each kind in some seed (whether a look falls in the window is the
+    // dice's).
+    for describe in [
+        "DescribeDBInstances",
+        "DescribeReplicationGroups",
+        "HeadBucket",
+    ] {
+        assert!(
+            met_the_lag.contains(describe),
+            "no {describe} met a just-created resource: {met_the_lag:?}"
+        );
     }
     // Every create met what its lost call made, in every seed.
     let lost = lost_everywhere.unwrap_or_default();

@@ -17,6 +17,17 @@ SERVICE (the signing name in the request's credential scope: `rds`,
 passing it on, while FILE exists: one AWS service down for a while, the
 others up.
 
+`--not-visible-for SECONDS` plays AWS's eventual consistency: for that
+long after a create of an RDS instance, an ElastiCache replication group
+or an S3 bucket reached AWS (its answer passed or lost), a describe of it
+by its identifier answers as if it did not exist (`DBInstanceNotFound`,
+`ReplicationGroupNotFoundFault`, S3's 404 `NoSuchBucket`), as AWS's
+documentation warns a read right after a write may.
+
+`--hang-first-answer ACTIONS` holds the answer of the first call of each
+action named for `--hang-seconds` (default 70, past the SDK's 60-second
+read timeout) after AWS acted, then closes the connection: a hung answer.
+
 `--lose-first-answer` loses, whatever the dice say, the answer of the
 first call of each action named (S3 calls are named `CreateBucket`,
 `DeleteBucket` and `HeadBucket` where they are those, else `METHOD
@@ -59,13 +70,35 @@ HOP_BY_HOP = {
 class Faults:
     """Seeded decisions, one pair per call, in the order calls arrive."""
 
-    def __init__(self, seed, drop_request, drop_answer, lose_first, log_path):
+    def __init__(self, seed, drop_request, drop_answer, lose_first, log_path, not_visible_for=0.0, hang_first=()):
         self.rng = random.Random(seed)
         self.drop_request = drop_request
         self.drop_answer = drop_answer
         self.lose_first = set(lose_first)
+        self.hang_first = set(hang_first)
+        self.not_visible_for = not_visible_for
+        # (service, identifier) -> when a describe first sees it.
+        self.visible_at = {}
         self.lock = threading.Lock()
         self.log = open(log_path, "a", buffering=1) if log_path else None
+
+    def hangs(self, call):
+        """Whether this call's answer is held (the first of its action)."""
+        with self.lock:
+            if call in self.hang_first:
+                self.hang_first.discard(call)
+                return True
+            return False
+
+    def created(self, key):
+        """AWS acted on a create of `key`: not visible for a while."""
+        if key and self.not_visible_for > 0:
+            with self.lock:
+                self.visible_at.setdefault(key, time.time() + self.not_visible_for)
+
+    def hidden(self, key):
+        with self.lock:
+            return key is not None and time.time() < self.visible_at.get(key, 0)
 
     def decide(self, call):
         """(lose the request, lose the answer) for the next call."""
@@ -103,6 +136,60 @@ def call_name(method, path, headers, body):
     return f"{method} {url.path}" + (f"?{'&'.join(keys)}" if keys else "")
 
 
+def form(body):
+    try:
+        return {k: v[0] for k, v in urllib.parse.parse_qs(body.decode("utf-8", "replace")).items()}
+    except ValueError:
+        return {}
+
+
+CREATES = {
+    "CreateDBInstance": ("rds", "DBInstanceIdentifier"),
+    "RestoreDBInstanceFromDBSnapshot": ("rds", "DBInstanceIdentifier"),
+    "CreateReplicationGroup": ("elasticache", "ReplicationGroupId"),
+}
+DESCRIBES = {
+    "DescribeDBInstances": ("rds", "DBInstanceIdentifier", "DBInstanceNotFound", "DBInstance {} not found."),
+    "DescribeReplicationGroups": ("elasticache", "ReplicationGroupId", "ReplicationGroupNotFoundFault",
+                                  "ReplicationGroup {} not found."),
+}
+
+
+def bucket_of(path):
+    segments = [p for p in urllib.parse.urlsplit(path).path.split("/") if p]
+    return segments[0] if segments else None
+
+
+def created_key(call, method, path, body):
+    """What a create call makes: (service, identifier), else None."""
+    if call in CREATES:
+        service, param = CREATES[call]
+        return (service, form(body).get(param))
+    if call == "CreateBucket":
+        return ("s3", bucket_of(path))
+    return None
+
+
+def not_found(call, method, path, body, faults):
+    """AWS's answer to a describe of something not visible yet, else None."""
+    if call in DESCRIBES:
+        service, param, code, message = DESCRIBES[call]
+        ident = form(body).get(param)
+        if ident and faults.hidden((service, ident)):
+            xml = (f"<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code>"
+                   f"<Message>{message.format(ident)}</Message></Error>"
+                   f"<RequestId>cro-not-visible</RequestId></ErrorResponse>")
+            return 404, "text/xml", xml.encode()
+        return None
+    bucket = bucket_of(path)
+    if method in ("GET", "HEAD") and bucket and len([p for p in urllib.parse.urlsplit(path).path.split("/") if p]) == 1 \
+            and faults.hidden(("s3", bucket)):
+        xml = (f"<Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message>"
+               f"<BucketName>{bucket}</BucketName><RequestId>cro-not-visible</RequestId></Error>")
+        return 404, "application/xml", xml.encode()
+    return None
+
+
 def signing_service(headers):
     """The service a SigV4 request is signed for (its credential scope)."""
     auth = headers.get("Authorization", "")
@@ -131,7 +218,7 @@ def read_body(handler):
     return b""
 
 
-def make_handler(upstream, faults, unavailable=None, unavailable_flag=None):
+def make_handler(upstream, faults, unavailable=None, unavailable_flag=None, hang_seconds=70.0):
     host, port = upstream.hostname, upstream.port or 80
 
     class Handler(BaseHTTPRequestHandler):
@@ -162,6 +249,17 @@ def make_handler(upstream, faults, unavailable=None, unavailable_flag=None):
                 if self.command != "HEAD":
                     self.wfile.write(payload)
                 return
+            hidden = not_found(call, self.command, self.path, body, faults)
+            if hidden is not None:
+                status, kind, payload = hidden
+                faults.record(call, "not-visible-yet", self.received)
+                self.send_response_only(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+                return
             drop_request, drop_answer = faults.decide(call)
             if drop_request:
                 return self.lose(call, "request-dropped")
@@ -176,6 +274,11 @@ def make_handler(upstream, faults, unavailable=None, unavailable_flag=None):
                 return self.lose(call, "upstream-failed")
             finally:
                 conn.close()
+            if answer.status < 300:
+                faults.created(created_key(call, self.command, self.path, body))
+            if faults.hangs(call):
+                time.sleep(hang_seconds)
+                return self.lose(call, "answer-hung")
             if drop_answer:
                 return self.lose(call, "answer-dropped")
             self.send_response_only(answer.status, answer.reason)
@@ -204,11 +307,17 @@ def main():
     parser.add_argument("--lose-first-answer", default="")
     parser.add_argument("--unavailable")
     parser.add_argument("--unavailable-flag")
+    parser.add_argument("--not-visible-for", type=float, default=0.0)
+    parser.add_argument("--hang-first-answer", default="")
+    parser.add_argument("--hang-seconds", type=float, default=70.0)
     args = parser.parse_args()
     lose_first = [a for a in args.lose_first_answer.split(",") if a]
-    faults = Faults(args.seed, args.drop_request, args.drop_answer, lose_first, args.log)
+    hang_first = [a for a in args.hang_first_answer.split(",") if a]
+    faults = Faults(args.seed, args.drop_request, args.drop_answer, lose_first, args.log,
+                    args.not_visible_for, hang_first)
     upstream = urllib.parse.urlsplit(args.upstream)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(upstream, faults, args.unavailable, args.unavailable_flag))
+    handler = make_handler(upstream, faults, args.unavailable, args.unavailable_flag, args.hang_seconds)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), handler)
     server.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)
