@@ -745,7 +745,20 @@ async fn a_reconcile_with_nothing_to_change_writes_nothing() {
         .await;
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
         wait_phase(&pgs, "db", Phase::Complete).await;
-        // Let the burst of creation events settle into one complete state.
+        // The first connection check's verdict is written once, right after
+        // the CR is complete (a kwok pod cannot be reached here): it is
+        // the last write of the creation, not a no-op reconcile's.
+        wait_for(
+            &pgs,
+            "db",
+            "the Connectable condition",
+            DEFAULT_TIMEOUT,
+            |o: Option<&Postgres>| {
+                o.and_then(|p| p.status.as_ref())
+                    .is_some_and(|s| crate::support::connectable(&s.conditions).is_some())
+            },
+        )
+        .await;
         let versions = || async {
             let rv = |o: Option<String>| o.unwrap_or_default();
             (
