@@ -99,14 +99,18 @@ pub fn not_the_parents(req: &SnapshotRequest, live: &BTreeMap<String, String>) -
 /// (`GetDefaultResourceTags(..., snapshotName, ...)` in
 /// createPostgresSnapshot and createRedisSnapshot,
 /// pkg/providers/aws/provider_postgressnapshot.go and
-/// provider_redissnapshot.go), and never with a namespace.
+/// provider_redissnapshot.go), and never with a namespace. A Go snapshot
+/// of an ElastiCache group may have gained the group's namespace tag since
+/// (the group's tags go to its snapshots, see `snapshot_tags`): its
+/// identifier as resource-name still makes it this CR's, in that
+/// namespace only.
 pub fn not_this_snapshots(
     req: &SnapshotRequest,
     live: &BTreeMap<String, String>,
 ) -> Option<String> {
     let theirs = |name: &str| not_made_for(req, name, live);
     match tag(&req.tags, "resource-namespace").is_some_and(|(k, _)| live.contains_key(k)) {
-        true => theirs(&req.name),
+        true => theirs(&req.name).and_then(|why| theirs(&req.identifier).map(|_| why)),
         false => theirs(&req.identifier),
     }
 }
@@ -472,6 +476,19 @@ mod tests {
             ("resource-type", "managed"),
         ]);
         assert_eq!(not_this_snapshots(&req, &go), None);
+        // ... and once its group's tags (the namespace's) reached it.
+        let go_then_grouped = tagged(&[
+            ("clusterID", "testcluster"),
+            ("resource-name", &req.identifier),
+            ("resource-namespace", "app"),
+        ]);
+        assert_eq!(not_this_snapshots(&req, &go_then_grouped), None);
+        let go_elsewhere = tagged(&[
+            ("clusterID", "testcluster"),
+            ("resource-name", &req.identifier),
+            ("resource-namespace", "app-x"),
+        ]);
+        assert!(not_this_snapshots(&req, &go_elsewhere).is_some());
         let go_by_name = tagged(&[("clusterID", "testcluster"), ("resource-name", "snap")]);
         assert!(not_this_snapshots(&req, &go_by_name).is_some());
         assert!(not_this_snapshots(&req, &BTreeMap::new()).is_some());
