@@ -156,8 +156,9 @@ impl Proxy {
             .collect();
         let with = |outcome: &str| calls.iter().filter(|c| c["outcome"] == outcome).count();
         Losses {
+            // A hung answer is lost too: the SDK gives up on it.
             answers_of: (calls.iter())
-                .filter(|c| c["outcome"] == "answer-dropped")
+                .filter(|c| c["outcome"] == "answer-dropped" || c["outcome"] == "answer-hung")
                 .filter_map(|c| c["call"].as_str().map(str::to_string))
                 .collect(),
             calls: calls.len(),
