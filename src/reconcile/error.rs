@@ -38,6 +38,10 @@ pub enum Error {
 
 pub use cro_provider_api::namespace_terminating;
 
+/// How soon a resource AWS created and does not show yet is looked at
+/// again (AWS documents no bound; its reads catch up in seconds).
+const NOT_VISIBLE_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Error {
     pub fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
         let action = action.into();
@@ -96,9 +100,14 @@ impl Error {
     /// The API server asked for fewer requests (429) and said when to come
     /// back: retried then, not after this object's failure backoff (which
     /// grows to minutes for what is a cluster-wide, passing condition).
+    /// So is a resource AWS created and does not show yet: looked at again
+    /// in seconds (`NOT_VISIBLE_RETRY`), as its reads catch up.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
             Error::Kube { source, .. } => cro_provider_api::api_server_busy(source),
+            Error::Provider(e) if e.kind() == cro_provider_api::ErrorKind::NotVisibleYet => {
+                Some(NOT_VISIBLE_RETRY)
+            }
             _ => None,
         }
     }
@@ -120,6 +129,18 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resource_not_visible_yet_is_looked_at_again_in_seconds_not_backed_off() {
+        let lag = Error::Provider(ProviderError::new(
+            cro_provider_api::ErrorKind::NotVisibleYet,
+            "RDS instance x exists by AWS's answer to its create but is not visible yet",
+        ));
+        assert_eq!(lag.retry_after(), Some(NOT_VISIBLE_RETRY));
+        assert!(lag.is_transient());
+        let other = Error::Provider(ProviderError::transient("connection reset"));
+        assert_eq!(other.retry_after(), None);
+    }
 
     fn api_error(causes: serde_json::Value) -> kube::Error {
         let status: kube::core::Status = serde_json::from_value(serde_json::json!({

@@ -441,6 +441,10 @@ pub enum ErrorKind {
     Throttled,
     /// Network, 5xx, conflicts, a resource mid-change: retrying may help.
     Transient,
+    /// AWS answered that a create's resource exists, and a look does not
+    /// find it yet (its reads are eventually consistent): looked at again
+    /// within seconds, without this object's failure backoff growing.
+    NotVisibleYet,
     /// Needs a person (invalid parameter or combination, access denied,
     /// quota, unsupported in the region): the message says what to change.
     /// Tried again when the CR or its configuration changes, or after a
@@ -530,6 +534,7 @@ impl ProviderError {
         match self.kind {
             ErrorKind::Throttled => "throttled",
             ErrorKind::Transient => "provider_api",
+            ErrorKind::NotVisibleYet => "not_visible_yet",
             ErrorKind::Permanent => "provider_permanent",
             ErrorKind::InvalidStrategy => "invalid_strategy",
             ErrorKind::NamespaceTerminating => "namespace_terminating",
@@ -541,7 +546,10 @@ impl ProviderError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self.kind,
-            ErrorKind::Throttled | ErrorKind::Transient | ErrorKind::ApiServerUnavailable
+            ErrorKind::Throttled
+                | ErrorKind::Transient
+                | ErrorKind::NotVisibleYet
+                | ErrorKind::ApiServerUnavailable
         )
     }
 

@@ -185,9 +185,12 @@ pub fn taken(what: &str, id: &str) -> ProviderError {
 /// AWS said a create's resource exists, and a look does not find it (yet:
 /// AWS's reads are eventually consistent): look again.
 pub fn not_yet_visible(what: &str, id: &str) -> ProviderError {
-    ProviderError::transient(format!(
-        "{what} {id} exists by AWS's answer to its create but is not visible yet; looking again"
-    ))
+    ProviderError::new(
+        cro_provider_api::ErrorKind::NotVisibleYet,
+        format!(
+            "{what} {id} exists by AWS's answer to its create but is not visible yet; looking again"
+        ),
+    )
 }
 
 impl<T, E> Answer<T, E> for Result<T, SdkError<E, HttpResponse>>

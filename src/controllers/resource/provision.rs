@@ -256,6 +256,7 @@ fn with_tier_location(
                 .into()
         }
         ErrorKind::Transient
+        | ErrorKind::NotVisibleYet
         | ErrorKind::Throttled
         | ErrorKind::NamespaceTerminating
         | ErrorKind::ApiServerUnavailable => e.into(),
