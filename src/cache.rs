@@ -66,6 +66,34 @@ const STUB_OWNER_REFERENCES: usize = 4;
 /// a write remembered after the watch already showed it deleted.
 const WRITTEN_LIMIT: Duration = Duration::from_secs(60);
 
+/// What a watch-backed cache holds: a kind the API serves, kept as
+/// deserialized (stubs are made of `Default` and sized as JSON).
+pub trait Cached:
+    Resource<DynamicType = ()>
+    + Clone
+    + Debug
+    + Default
+    + DeserializeOwned
+    + Serialize
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Cached for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Debug
+        + Default
+        + DeserializeOwned
+        + Serialize
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// One watch of `K` (in one namespace, or all), shared by its subscribers
 /// and by reads. Objects are held without their managed fields.
 pub struct Shared<K: Resource<DynamicType = ()> + Clone + 'static> {
@@ -96,18 +124,7 @@ pub type Subscription<K> = futures::stream::BoxStream<'static, Arc<K>>;
 /// A watch before it runs: where its events go, and what it watches.
 type Unstarted<K> = (Writer<K>, Api<K>, watcher::Config);
 
-impl<K> Shared<K>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + Debug
-        + Default
-        + DeserializeOwned
-        + Serialize
-        + Send
-        + Sync
-        + 'static,
-{
+impl<K: Cached> Shared<K> {
     /// `namespace` is the namespace `api` is scoped to (`None`: all).
     pub fn new(api: Api<K>, namespace: Option<String>, config: watcher::Config) -> Self {
         let (reader, writer) = reflector::store_shared(SUBSCRIBER_BUFFER);
@@ -279,16 +296,7 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for Scoped<K> {
 
 impl<K> Scoped<K>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + Debug
-        + Default
-        + DeserializeOwned
-        + Serialize
-        + Send
-        + Sync
-        + 'static,
-    K: Resource<Scope = NamespaceResourceScope>,
+    K: Cached + Resource<Scope = NamespaceResourceScope>,
 {
     /// One watch per scope (`None`: all namespaces).
     pub fn new(client: &Client, scopes: &[Option<String>], config: &watcher::Config) -> Self {

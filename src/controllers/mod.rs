@@ -272,15 +272,7 @@ fn connection_verdicts<K: ResourceCr>(
 
 fn subscription<K>(scoped: &cache::Scoped<K>, scope: Option<&str>) -> Option<cache::Subscription<K>>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + Debug
-        + Default
-        + DeserializeOwned
-        + serde::Serialize
-        + Send
-        + Sync
-        + 'static,
+    K: cache::Cached + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
     scoped.scope(scope)?.subscribe()
 }

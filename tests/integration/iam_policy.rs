@@ -207,18 +207,23 @@ fn as_moto_evaluates(policy: &Value) -> Value {
     p
 }
 
-/// An IAM user holding only the shipped policy, made while moto still
-/// answers anyone; its access key.
-async fn user_with_the_policy(endpoint: &str) -> (String, String) {
-    let env = TestEnv::load();
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+/// The SDK's configuration for `endpoint` with the keys moto takes while
+/// it answers anyone (before IAM is enforced).
+async fn unenforced(endpoint: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(endpoint)
-        .region(aws_config::Region::new(env.aws_region.clone()))
+        .region(aws_config::Region::new(TestEnv::load().aws_region))
         .credentials_provider(aws_sdk_iam::config::Credentials::new(
             "testing", "testing", None, None, "test",
         ))
         .load()
-        .await;
+        .await
+}
+
+/// An IAM user holding only the shipped policy, made while moto still
+/// answers anyone; its access key.
+async fn user_with_the_policy(endpoint: &str) -> (String, String) {
+    let config = unenforced(endpoint).await;
     let iam = aws_sdk_iam::Client::new(&config);
     let document = as_moto_evaluates(&policy("operator-policy.json")).to_string();
     let arn = iam
@@ -268,14 +273,7 @@ async fn cluster_vpc(endpoint: &str) -> String {
         "aws_cluster.py: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(aws_config::Region::new(env.aws_region.clone()))
-        .credentials_provider(aws_sdk_iam::config::Credentials::new(
-            "testing", "testing", None, None, "test",
-        ))
-        .load()
-        .await;
+    let config = unenforced(endpoint).await;
     let ec2 = aws_sdk_ec2::Client::new(&config);
     let vpcs = ec2
         .describe_vpcs()

@@ -95,6 +95,39 @@ async fn a_tier_admits_only_the_namespaces_it_names_or_selects() {
     .await;
 }
 
+/// The tenant of `ns` maps `workshop` to AWS in its own namespace's
+/// `cloud-resource-config`; its BlobStorage is made in the cluster anyway.
+async fn a_tenants_mapping_is_not_read(client: &kube::Client, ns: &str) {
+    let tenant = crate::support::tenant_client(client, ns).await;
+    let mapping =
+        json!({"blobstorage": "aws", "postgres": "aws", "redis": "aws", "smtpcredentials": "aws"});
+    apply_config_map(
+        &tenant,
+        ns,
+        "cloud-resource-config",
+        json!({"workshop": mapping.to_string()}),
+    )
+    .await;
+    blob(&tenant, ns, "mine", "workshop", "development").await;
+    let blobs = Api::<BlobStorage>::namespaced(tenant.clone(), ns);
+    let done = wait_phase(&blobs, "mine", Phase::Complete).await;
+    let provider = done.status.and_then(|s| s.strategy);
+    assert_eq!(
+        provider.as_deref(),
+        Some("openshift"),
+        "the tenant's mapping was read"
+    );
+}
+
+async fn delete_namespaces(admin: kube::Client, names: &[String]) {
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(admin);
+    for ns in names {
+        if let Err(e) = namespaces.delete(ns, &Default::default()).await {
+            eprintln!("warning: deleting {ns}: {e}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn with_namespace_config_off_a_tenants_own_cloud_resource_config_is_not_read() {
     let admin = TestEnv::load().client().await;
@@ -105,21 +138,10 @@ async fn with_namespace_config_off_a_tenants_own_cloud_resource_config_is_not_re
         l.extra_args.push("--namespace-config=false".into());
     };
     with_operator_launched("nsconf", adjust, |client, ns, _op| async move {
-        // The tenant maps `workshop` to AWS in its own namespace.
-        let tenant = crate::support::tenant_client(&client, &ns).await;
-        let mapping = json!({"blobstorage": "aws", "postgres": "aws", "redis": "aws", "smtpcredentials": "aws"});
-        apply_config_map(&tenant, &ns, "cloud-resource-config", json!({"workshop": mapping.to_string()})).await;
-        blob(&tenant, &ns, "mine", "workshop", "development").await;
-        let blobs = Api::<BlobStorage>::namespaced(tenant.clone(), &ns);
-        let done = wait_phase(&blobs, "mine", Phase::Complete).await;
-        let provider = done.status.and_then(|s| s.strategy);
-        assert_eq!(provider.as_deref(), Some("openshift"), "the tenant's mapping was read");
+        a_tenants_mapping_is_not_read(&client, &ns).await;
     })
     .await;
-    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(admin);
-    if let Err(e) = namespaces.delete(&ops, &Default::default()).await {
-        eprintln!("warning: deleting {ops}: {e}");
-    }
+    delete_namespaces(admin, &[ops]).await;
 }
 
 /// Watching several namespaces, with the defaults a platform engineer
@@ -137,23 +159,15 @@ async fn watching_several_namespaces_a_tenants_own_cloud_resource_config_is_not_
         l.extra_args.push(format!("--watch-namespaces={watched}"));
     };
     with_operator_launched("nsconfmany", adjust, |client, ns, op| async move {
-        let tenant = crate::support::tenant_client(&client, &ns).await;
-        let mapping = json!({"blobstorage": "aws", "postgres": "aws", "redis": "aws", "smtpcredentials": "aws"});
-        apply_config_map(&tenant, &ns, "cloud-resource-config", json!({"workshop": mapping.to_string()})).await;
-        blob(&tenant, &ns, "mine", "workshop", "development").await;
-        let blobs = Api::<BlobStorage>::namespaced(tenant.clone(), &ns);
-        let done = wait_phase(&blobs, "mine", Phase::Complete).await;
-        let provider = done.status.and_then(|s| s.strategy);
-        assert_eq!(provider.as_deref(), Some("openshift"), "the tenant's mapping was read");
-        assert!(op.logs().contains("namespace-level cloud-resource-config not read"), "the choice is not logged");
+        a_tenants_mapping_is_not_read(&client, &ns).await;
+        assert!(
+            op.logs()
+                .contains("namespace-level cloud-resource-config not read"),
+            "the choice is not logged"
+        );
     })
     .await;
-    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(admin);
-    for ns in [other, ops] {
-        if let Err(e) = namespaces.delete(&ns, &Default::default()).await {
-            eprintln!("warning: deleting {ns}: {e}");
-        }
-    }
+    delete_namespaces(admin, &[other, ops]).await;
 }
 
 /// A Service a person made, named like a new Postgres: the Postgres fails

@@ -810,32 +810,31 @@ pub fn inject_aws_fault(
     (code, status, message): (&str, u16, &str),
     times: Option<u32>,
 ) {
+    edit_faults(|faults| {
+        faults.retain(|f| f["id"] != id);
+        faults.push(serde_json::json!({
+            "id": id, "service": service, "action": action, "match": matching,
+            "code": code, "status": status, "message": message, "times": times,
+        }));
+    });
+}
+
+/// Edits moto's fault file (see [`inject_aws_fault`]) under the lock.
+fn edit_faults(edit: impl FnOnce(&mut Vec<serde_json::Value>)) {
     let path = TestEnv::load().moto_faults;
     let _guard = FAULTS_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut faults: Vec<serde_json::Value> = std::fs::read_to_string(&path)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
-    faults.retain(|f| f["id"] != id);
-    faults.push(serde_json::json!({
-        "id": id, "service": service, "action": action, "match": matching,
-        "code": code, "status": status, "message": message, "times": times,
-    }));
+    edit(&mut faults);
     std::fs::write(&path, serde_json::to_string(&faults).unwrap_or_default())
         .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }
 
 /// Removes the fault `id` (see [`inject_aws_fault`]).
 pub fn clear_aws_fault(id: &str) {
-    let path = TestEnv::load().moto_faults;
-    let _guard = FAULTS_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let mut faults: Vec<serde_json::Value> = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    faults.retain(|f| f["id"] != id);
-    std::fs::write(&path, serde_json::to_string(&faults).unwrap_or_default())
-        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    edit_faults(|faults| faults.retain(|f| f["id"] != id));
 }
 
 /// Makes moto list `entry` as maintenance AWS has pending (see
