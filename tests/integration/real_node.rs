@@ -54,9 +54,13 @@ async fn run_client(
         ns,
         json!({
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"restartPolicy": "Never", "containers": [{
+            // Admitted where Pod Security "restricted" is enforced.
+            "spec": {"restartPolicy": "Never",
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{
                 "name": "client", "image": "cro-testenv/tools:1", "imagePullPolicy": "Never",
                 "command": ["sh", "-c", script], "env": env,
+                "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
             }]}
         }),
     )
@@ -219,6 +223,55 @@ async fn a_database_on_a_fake_node_is_reported_unreachable_at_once() {
         let conditions = found.status.map(|s| s.conditions).unwrap_or_default();
         let message = conditions.iter().find(|c| c.type_ == "Connectable").map(|c| c.message.clone()).unwrap_or_default();
         assert!(message.contains("db.") && message.contains(":5432 is unreachable"), "{message}");
+    })
+    .await;
+}
+
+/// What OpenShift's restricted-v2 SCC admits in a namespace: the UIDs of
+/// its range (annotations OpenShift sets on every namespace). The pods run
+/// as the range's first UID, which has no passwd entry in the images, pass
+/// Pod Security "restricted", and serve an application (issue #40).
+#[tokio::test]
+async fn in_cluster_databases_start_under_an_openshift_namespaces_uid_range() {
+    let _node = real_node();
+    let dns = |l: &mut crate::support::Launch| l.wrapper = in_cluster_dns();
+    with_operator_launched("uid-range", dns, |client, ns, _op| async move {
+        place_on_real_node(&client, &ns).await;
+        let openshift = json!({"metadata": {
+            "labels": {"pod-security.kubernetes.io/enforce": "restricted"},
+            "annotations": {
+                "openshift.io/sa.scc.uid-range": "1000680000/10000",
+                "openshift.io/sa.scc.supplemental-groups": "1000680000/10000",
+            }}});
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .patch(&ns, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&openshift))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let _: Postgres = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"}, "spec": spec("db-sec")})).await;
+        let _: Redis = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "cache"}, "spec": spec("cache-sec")})).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let caches = Api::<Redis>::namespaced(client.clone(), &ns);
+        let want = Some(("True".to_string(), "Connected".to_string()));
+        let w = want.clone();
+        wait_for(&pgs, "db", "complete and Connectable", START, move |o: Option<&Postgres>| {
+            let s = o.and_then(|o| o.status.as_ref());
+            s.and_then(|s| s.phase) == Some(Phase::Complete) && s.and_then(|s| connectable(&s.conditions)) == w
+        })
+        .await;
+        wait_for(&caches, "cache", "complete and Connectable", START, move |o: Option<&Redis>| {
+            let s = o.and_then(|o| o.status.as_ref());
+            s.and_then(|s| s.phase) == Some(Phase::Complete) && s.and_then(|s| connectable(&s.conditions)) == want
+        })
+        .await;
+        for name in ["db", "cache"] {
+            let pod = ready_pod(&client, &ns, name, None).await;
+            let context = pod.spec.and_then(|s| s.security_context).unwrap_or_default();
+            assert_eq!(context.run_as_user, Some(1000680000), "{name}: {context:?}");
+            assert_eq!(context.fs_group, Some(1000680000), "{name}: {context:?}");
+        }
+        let pg_env = env_from("db-sec", &[("PGHOST", "host"), ("PGPORT", "port"), ("PGUSER", "username"), ("PGPASSWORD", "password"), ("PGDATABASE", "database")]);
+        let (ok, log) = run_client(&client, &ns, "pg-write", pg_env, "psql -v ON_ERROR_STOP=1 -c 'CREATE TABLE t (v text)' -c \"INSERT INTO t VALUES ('x')\"").await;
+        assert!(ok, "psql with the Secret's credentials: {log}");
     })
     .await;
 }

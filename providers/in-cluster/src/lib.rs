@@ -21,7 +21,7 @@ use cro_provider_api::{
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
+    core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service},
     networking::v1::NetworkPolicy,
 };
 use kube::{Api, Client};
@@ -324,6 +324,23 @@ impl InClusterProvider {
         Ok(isolated.then_some(&self.isolation))
     }
 
+    /// The user the workload's pods run as, by its namespace (see
+    /// [`workload::PodUser`]): read each time, so a namespace given an
+    /// OpenShift range later gets pods that start there.
+    async fn pod_user(&self, req: &ResourceRequest) -> Result<workload::PodUser, ProviderError> {
+        let ns = Api::<Namespace>::all(self.client.clone())
+            .get(&req.namespace)
+            .await
+            .map_err(|e| {
+                let message = format!("reading Namespace {}: {e}", req.namespace);
+                ProviderError::from_kube(message, &e)
+            })?;
+        workload::PodUser::of_namespace(
+            &req.namespace,
+            &ns.metadata.annotations.unwrap_or_default(),
+        )
+    }
+
     /// The layout of the CR's objects (what deleting it removes).
     async fn layout(&self, req: &ResourceRequest) -> Result<Layout, ProviderError> {
         Ok(self.observed_layout(req).await?.0)
@@ -355,7 +372,8 @@ impl InClusterProvider {
                     credentials::ensure(&self.api::<Secret>(req), req, &overrides.secret_data)
                         .await?;
                 let isolation = self.isolation(req).await?;
-                let desired = workload::postgres(req, &overrides, isolation)?;
+                let user = self.pod_user(req).await?;
+                let desired = workload::postgres(req, &overrides, isolation, &user)?;
                 (desired, creds, self.host(req))
             }
             Layout::GoOperator => {
@@ -399,7 +417,8 @@ impl InClusterProvider {
                     ),
                     false => None,
                 };
-                let desired = workload::redis(req, &overrides, isolation)?;
+                let user = self.pod_user(req).await?;
+                let desired = workload::redis(req, &overrides, isolation, &user)?;
                 (desired, self.host(req), password)
             }
             Layout::GoOperator => {
@@ -534,9 +553,10 @@ pub fn validate_strategy(
     let overrides = strategy::parse(strategy)?;
     let probe = ResourceRequest::offline(kind, strategy.clone());
     let isolated = Some(&workload::Isolation::default());
+    let user = &workload::PodUser::Image;
     match kind {
-        ResourceKind::Postgres => workload::postgres(&probe, &overrides, isolated).map(drop),
-        ResourceKind::Redis => workload::redis(&probe, &overrides, isolated).map(drop),
+        ResourceKind::Postgres => workload::postgres(&probe, &overrides, isolated, user).map(drop),
+        ResourceKind::Redis => workload::redis(&probe, &overrides, isolated, user).map(drop),
         ResourceKind::BlobStorage | ResourceKind::Smtp => Ok(()),
     }
 }
@@ -628,15 +648,19 @@ impl Provider for InClusterProvider {
     async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
         let overrides = strategy::parse(&req.strategy)?;
         let layout = self.layout_to_make(req).await?;
-        let isolation = match layout {
-            Layout::Ours => self.isolation(req).await?,
-            Layout::GoOperator => None,
+        let (isolation, user) = match (req.kind, layout) {
+            (ResourceKind::Postgres | ResourceKind::Redis, Layout::Ours) => {
+                (self.isolation(req).await?, self.pod_user(req).await?)
+            }
+            _ => (None, workload::PodUser::Image),
         };
         let desired = match (req.kind, layout) {
             (ResourceKind::Postgres, Layout::Ours) => {
-                workload::postgres(req, &overrides, isolation)?
+                workload::postgres(req, &overrides, isolation, &user)?
             }
-            (ResourceKind::Redis, Layout::Ours) => workload::redis(req, &overrides, isolation)?,
+            (ResourceKind::Redis, Layout::Ours) => {
+                workload::redis(req, &overrides, isolation, &user)?
+            }
             (ResourceKind::Postgres, Layout::GoOperator) => legacy::postgres(req),
             (ResourceKind::Redis, Layout::GoOperator) => legacy::redis(req),
             (ResourceKind::BlobStorage | ResourceKind::Smtp, _) => return Ok(Vec::new()),

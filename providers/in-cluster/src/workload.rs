@@ -67,6 +67,63 @@ fn network_policy(req: &ResourceRequest, app: &str, port: u16, isolation: &Isola
     })
 }
 
+/// The user a workload's pods run as.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum PodUser {
+    /// The upstream images' own user, 999.
+    #[default]
+    Image,
+    /// The first UID (and group) of the namespace's ranges: OpenShift's
+    /// `restricted-v2` SCC refuses any UID outside them, and the images
+    /// run under any UID whose group may write their volume.
+    Range { uid: i64, fs_group: i64 },
+}
+
+/// The namespace annotations OpenShift sets from its UID and group ranges.
+pub const UID_RANGE_ANNOTATION: &str = "openshift.io/sa.scc.uid-range";
+pub const GROUPS_ANNOTATION: &str = "openshift.io/sa.scc.supplemental-groups";
+
+impl PodUser {
+    /// The user for pods in a namespace with these annotations: the first
+    /// of its OpenShift UID range (`<first>/<size>`, or `<first>-<last>`)
+    /// when it has one, its first supplemental group owning the volume
+    /// (the UID when it names none).
+    pub fn of_namespace(
+        namespace: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<PodUser, ProviderError> {
+        let first = |key: &str| -> Result<Option<i64>, ProviderError> {
+            let Some(range) = annotations.get(key) else {
+                return Ok(None);
+            };
+            let first = range.split(['/', '-', ',']).next().unwrap_or_default();
+            first.trim().parse::<i64>().map(Some).map_err(|_| {
+                ProviderError::permanent(format!(
+                    "Namespace {namespace}'s annotation {key} is {range:?}, not a range such as \"1000680000/10000\": fix or remove it (the in-cluster pods run as the range's first UID)"
+                ))
+            })
+        };
+        Ok(match first(UID_RANGE_ANNOTATION)? {
+            Some(uid) => PodUser::Range {
+                uid,
+                fs_group: first(GROUPS_ANNOTATION)?.unwrap_or(uid),
+            },
+            None => PodUser::Image,
+        })
+    }
+
+    /// The pod's securityContext, Pod Security "restricted" either way.
+    fn security_context(&self) -> Value {
+        let mut context = match self {
+            PodUser::Image => json!({"runAsUser": 999, "runAsGroup": 999, "fsGroup": 999}),
+            PodUser::Range { uid, fs_group } => json!({"runAsUser": uid, "fsGroup": fs_group}),
+        };
+        context["runAsNonRoot"] = json!(true);
+        context["seccompProfile"] = json!({"type": "RuntimeDefault"});
+        context
+    }
+}
+
 /// What differs between Postgres and Redis.
 struct Engine {
     app: &'static str,
@@ -113,6 +170,7 @@ fn build(
     engine: Engine,
     extra_volume: Option<Value>,
     isolation: Option<&Isolation>,
+    user: &PodUser,
 ) -> Result<Desired, ProviderError> {
     let (app, port) = (engine.app, engine.port);
     let pvc_spec = json!({
@@ -123,7 +181,7 @@ fn build(
         "selector": selector(req, app),
         "ports": [{"name": app, "port": engine.port, "targetPort": engine.port}],
     });
-    let deployment_spec = deployment_spec(req, engine, extra_volume);
+    let deployment_spec = deployment_spec(req, engine, extra_volume, user);
     let object = |api_version: &str, kind: &str, spec: Value| json!({"apiVersion": api_version, "kind": kind, "metadata": metadata(req, &req.name, app), "spec": spec});
     let pvc =
         overridden::<PersistentVolumeClaimSpec>(pvc_spec, o.pvc_spec.as_ref(), "strategy.pvcSpec")?;
@@ -153,8 +211,13 @@ fn build(
 }
 
 /// One replica, recreated (never two pods on one volume), its data on the
-/// PVC, running as the upstream images' non-root user.
-fn deployment_spec(req: &ResourceRequest, engine: Engine, extra_volume: Option<Value>) -> Value {
+/// PVC, running as a non-root user (see [`PodUser`]).
+fn deployment_spec(
+    req: &ResourceRequest,
+    engine: Engine,
+    extra_volume: Option<Value>,
+    user: &PodUser,
+) -> Value {
     let app = engine.app;
     let mut container = engine.container;
     container["name"] = json!(app);
@@ -180,9 +243,7 @@ fn deployment_spec(req: &ResourceRequest, engine: Engine, extra_volume: Option<V
         "template": {
             "metadata": {"labels": labels(req, app)},
             "spec": {
-                // The upstream images run as uid 999 once initialised.
-                "securityContext": {"runAsNonRoot": true, "runAsUser": 999, "runAsGroup": 999, "fsGroup": 999,
-                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "securityContext": user.security_context(),
                 "containers": [container],
                 "volumes": volumes,
             }
@@ -194,6 +255,7 @@ pub fn postgres(
     req: &ResourceRequest,
     o: &Overrides,
     isolation: Option<&Isolation>,
+    user: &PodUser,
 ) -> Result<Desired, ProviderError> {
     let secret = credentials_secret_name(&req.name);
     let from_secret = |var: &str, key: &str| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}});
@@ -222,6 +284,7 @@ pub fn postgres(
         },
         None,
         isolation,
+        user,
     )
 }
 
@@ -237,6 +300,7 @@ pub fn redis(
     req: &ResourceRequest,
     o: &Overrides,
     isolation: Option<&Isolation>,
+    user: &PodUser,
 ) -> Result<Desired, ProviderError> {
     let probe = json!({"exec": {"command": ["redis-cli", "ping"]}, "periodSeconds": 10});
     let mut live = probe.clone();
@@ -272,6 +336,7 @@ pub fn redis(
         },
         Some(config_volume),
         isolation,
+        user,
     )?;
     let mut data = BTreeMap::from([("redis.conf".to_string(), REDIS_CONF.to_string())]);
     data.extend(o.config_map_data.clone());
@@ -323,7 +388,8 @@ mod tests {
 
     #[test]
     fn postgres_defaults() {
-        let d = postgres(&req(), &Overrides::default(), None).unwrap_or_else(|e| panic!("{e}"));
+        let d = postgres(&req(), &Overrides::default(), None, &PodUser::Image)
+            .unwrap_or_else(|e| panic!("{e}"));
         let spec = &d.deployment["spec"];
         assert_eq!(spec["replicas"], 1);
         assert_eq!(spec["strategy"]["type"], "Recreate");
@@ -349,7 +415,7 @@ mod tests {
     fn image_override_changes_only_the_image() {
         let o = parse(&json!({"strategy": {"deploymentSpec": {"template": {"spec": {"containers": [{"name": "postgres", "image": "postgres:16.4"}]}}}}}))
             .unwrap_or_else(|e| panic!("{e}"));
-        let d = postgres(&req(), &o, None).unwrap_or_else(|e| panic!("{e}"));
+        let d = postgres(&req(), &o, None, &PodUser::Image).unwrap_or_else(|e| panic!("{e}"));
         let c = &d.deployment["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], "postgres:16.4");
         assert!(c["readinessProbe"].is_object() && c["env"].is_array());
@@ -360,7 +426,7 @@ mod tests {
     fn invalid_override_names_the_field() {
         let o = parse(&json!({"strategy": {"pvcSpec": {"accessModes": "ReadWriteOnce"}}}))
             .unwrap_or_else(|e| panic!("{e}"));
-        let err = postgres(&req(), &o, None)
+        let err = postgres(&req(), &o, None, &PodUser::Image)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -372,8 +438,13 @@ mod tests {
         let isolation = Isolation {
             operator_namespace: Some("cro".into()),
         };
-        let d = redis(&req(), &Overrides::default(), Some(&isolation))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let d = redis(
+            &req(),
+            &Overrides::default(),
+            Some(&isolation),
+            &PodUser::Image,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let policy = d.network_policy.unwrap_or_default();
         assert_eq!(
             policy["spec"]["ingress"][0]["from"],
@@ -386,7 +457,8 @@ mod tests {
         // Off in the tier: neither the policy nor the password.
         let o = parse(&json!({"strategy": {"networkPolicy": false, "redisPassword": false}}))
             .unwrap_or_else(|e| panic!("{e}"));
-        let d = redis(&req(), &o, Some(&isolation)).unwrap_or_else(|e| panic!("{e}"));
+        let d =
+            redis(&req(), &o, Some(&isolation), &PodUser::Image).unwrap_or_else(|e| panic!("{e}"));
         assert!(d.network_policy.is_none());
         let c = &d.deployment["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(
@@ -394,7 +466,8 @@ mod tests {
             json!(["redis-server", "/etc/redis/redis.conf"])
         );
         // Made before isolation: open, as it was.
-        let d = redis(&req(), &Overrides::default(), None).unwrap_or_else(|e| panic!("{e}"));
+        let d = redis(&req(), &Overrides::default(), None, &PodUser::Image)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(d.network_policy.is_none() && d.deployment["metadata"]["annotations"].is_null());
         let err = parse(&json!({"strategy": {"networkPolicy": "no"}}))
             .err()
@@ -403,11 +476,55 @@ mod tests {
         assert!(err.contains("strategy.networkPolicy"), "{err}");
     }
 
+    /// OpenShift's restricted-v2 admits only UIDs of the namespace's range.
+    #[test]
+    fn pods_run_as_the_first_uid_of_an_openshift_namespaces_range() {
+        let annotations = |pairs: &[(&str, &str)]| {
+            (pairs.iter())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let of = |pairs: &[(&str, &str)]| PodUser::of_namespace("app", &annotations(pairs));
+        assert_eq!(of(&[]).ok(), Some(PodUser::Image));
+        let range = of(&[
+            (UID_RANGE_ANNOTATION, "1000680000/10000"),
+            (GROUPS_ANNOTATION, "1000690000/10000"),
+        ]);
+        let want = PodUser::Range {
+            uid: 1000680000,
+            fs_group: 1000690000,
+        };
+        assert_eq!(range.ok(), Some(want.clone()));
+        let d =
+            postgres(&req(), &Overrides::default(), None, &want).unwrap_or_else(|e| panic!("{e}"));
+        let context = &d.deployment["spec"]["template"]["spec"]["securityContext"];
+        assert_eq!(context["runAsUser"], 1000680000);
+        assert_eq!(context["fsGroup"], 1000690000);
+        assert!(context.get("runAsGroup").is_none(), "{context}");
+        assert_eq!(context["runAsNonRoot"], true);
+        let no_groups = of(&[(UID_RANGE_ANNOTATION, "1000680000-1000689999")]);
+        assert!(matches!(
+            no_groups,
+            Ok(PodUser::Range {
+                uid: 1000680000,
+                fs_group: 1000680000
+            })
+        ));
+        let err = of(&[(UID_RANGE_ANNOTATION, "any")])
+            .err()
+            .map(|e| e.to_string());
+        let err = err.unwrap_or_default();
+        assert!(
+            err.contains("Namespace app") && err.contains(UID_RANGE_ANNOTATION),
+            "{err}"
+        );
+    }
+
     #[test]
     fn redis_config_map_merges_overrides() {
         let o = parse(&json!({"strategy": {"configMapData": {"extra.conf": "x"}}}))
             .unwrap_or_else(|e| panic!("{e}"));
-        let d = redis(&req(), &o, None).unwrap_or_else(|e| panic!("{e}"));
+        let d = redis(&req(), &o, None, &PodUser::Image).unwrap_or_else(|e| panic!("{e}"));
         let cm = d.config_map.unwrap_or_default();
         assert_eq!(cm["metadata"]["name"], "db-config");
         assert_eq!(cm["data"]["redis.conf"], REDIS_CONF);

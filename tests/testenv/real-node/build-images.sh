@@ -31,7 +31,7 @@ tar -C "$work/pause" --numeric-owner -cf "$work/pause-layer.tar" pause
 echo '{"Entrypoint": ["/pause"], "User": "65535:65535"}' >"$work/pause.json"
 
 root=$work/rootfs
-debootstrap --variant=minbase --include=postgresql,redis-server "$suite" "$root" "$mirror" \
+debootstrap --variant=minbase --include=postgresql,redis-server,libnss-wrapper "$suite" "$root" "$mirror" \
   >"$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
 pgbin=$(ls -d "$root"/usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 pgbin=${pgbin#"$root"}
