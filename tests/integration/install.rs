@@ -6,7 +6,9 @@
 //! namespace. The pods become Ready through their own probes, one takes
 //! the Lease, a workshop Postgres becomes complete and Connectable, an AWS
 //! BlobStorage completes against the emulator, both are deleted, and the
-//! metrics are read through the chart's Service.
+//! metrics are read through the chart's Service. The same again with
+//! kustomize: deploy/ under an overlay that moves it to another namespace,
+//! as users adapt it.
 
 use std::{process::Command, time::Duration};
 
@@ -70,32 +72,7 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
         panic!("CRO_TESTENV_POD_AWS_ENDPOINT is not set: the environment has no real node")
     });
 
-    // The image, as `make image` builds it, of the binary under test.
-    let said = run(
-        &repo().join("deploy/image/build.sh"),
-        &[env!("CARGO_BIN_EXE_cloud-resource-operator")],
-    );
-    assert!(
-        said.contains("docker.io/library/cloud-resource-operator:0.1.0"),
-        "{said}"
-    );
-    run(
-        &repo().join("tests/testenv/testenv.sh"),
-        &["load-image", "target/image/cloud-resource-operator.tar"],
-    );
-
-    let operator_ns = restricted_namespace(&client, "cro-install").await;
-    let app_ns = restricted_namespace(&client, "cro-app").await;
-    // AWS credentials for the emulator, in the Secret the chart reads.
-    let creds: Secret =
-        serde_json::from_value(json!({"metadata": {"name": "cloud-resource-operator-aws"},
-        "stringData": {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}}))
-        .unwrap_or_else(|e| panic!("{e}"));
-    Api::<Secret>::namespaced(client.clone(), &operator_ns)
-        .create(&PostParams::default(), &creds)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-
+    let (operator_ns, app_ns) = prepared(&client, "cro-install", "cro-app").await;
     let helm = env.helm.clone();
     let release = "cro";
     // As a platform engineer on OpenShift would, with the emulator's
@@ -127,17 +104,146 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = std::panic::AssertUnwindSafe(async {
         run(&helm, &args);
-        installed(&client, &node, &operator_ns, &app_ns).await;
+        let chart = Expect {
+            pods: 2,
+            uid: Some(OPENSHIFT_UID),
+            services: &[
+                ("cloud-resource-operator-metrics", 8080),
+                ("operator-metrics-service", 8383),
+            ],
+        };
+        installed(&client, &node, &operator_ns, &app_ns, &chart).await;
     });
     let outcome = futures::FutureExt::catch_unwind(result).await;
 
     // Whatever happened: the release and both namespaces go.
-    let logs = Command::new(&env.kubectl)
+    let logs = operator_logs(&env, &operator_ns);
+    let _ = Command::new(&helm)
+        .args(["uninstall", release, "--namespace", &operator_ns, "--wait"])
+        .env("KUBECONFIG", &env.kubeconfig)
+        .output();
+    cleaned_up(&client, &[&operator_ns, &app_ns], outcome, logs).await;
+}
+
+/// deploy/ as a user adapts it: an overlay moving it into their namespace
+/// (cluster-scoped names made unique here, as a second installation
+/// would), with the image, the one namespace to watch and the AWS
+/// endpoint; applied server-side as docs/install.md says.
+#[tokio::test]
+async fn kustomize_installs_deploy_under_an_overlay_into_restricted_namespaces() {
+    let node = real_node();
+    let env = TestEnv::load();
+    let client = env.client().await;
+    ensure_crds(&client).await;
+    let pod_aws = std::env::var("CRO_TESTENV_POD_AWS_ENDPOINT").unwrap_or_else(|_| {
+        panic!("CRO_TESTENV_POD_AWS_ENDPOINT is not set: the environment has no real node")
+    });
+    let (operator_ns, app_ns) = prepared(&client, "cro-kustomize", "cro-kapp").await;
+    let overlay = repo().join(format!("target/overlays/{operator_ns}"));
+    std::fs::create_dir_all(&overlay).unwrap_or_else(|e| panic!("{e}"));
+    let region = &env.aws_region;
+    let kustomization = format!(
+        r#"namespace: {operator_ns}
+resources:
+  - ../../../deploy
+images:
+  - name: cloud-resource-operator
+    newName: docker.io/library/cloud-resource-operator
+    newTag: 0.1.0
+patches:
+  - target: {{kind: ClusterRole, name: cloud-resource-operator}}
+    patch: '[{{"op": "replace", "path": "/metadata/name", "value": "{operator_ns}"}}]'
+  - target: {{kind: ClusterRoleBinding, name: cloud-resource-operator}}
+    patch: '[{{"op": "replace", "path": "/metadata/name", "value": "{operator_ns}"}}]'
+  - target: {{kind: Deployment, name: cloud-resource-operator}}
+    patch: |-
+      - {{op: replace, path: /spec/replicas, value: 1}}
+      - {{op: add, path: /spec/template/spec/containers/0/imagePullPolicy, value: Never}}
+      - {{op: add, path: /spec/template/spec/containers/0/env/-, value: {{name: WATCH_NAMESPACE, value: {app_ns}}}}}
+      - {{op: add, path: /spec/template/spec/containers/0/env/-, value: {{name: AWS_REGION, value: {region}}}}}
+      - {{op: add, path: /spec/template/spec/containers/0/env/-, value: {{name: AWS_ENDPOINT_URL, value: "{pod_aws}"}}}}
+"#
+    );
+    std::fs::write(overlay.join("kustomization.yaml"), kustomization)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let overlay_arg = overlay.to_string_lossy().into_owned();
+    let result = std::panic::AssertUnwindSafe(async {
+        let args = [
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-k",
+            &overlay_arg,
+        ];
+        run(&env.kubectl, &args);
+        let deployed = Expect {
+            pods: 1,
+            uid: None,
+            services: &[("cloud-resource-operator-metrics", 8080)],
+        };
+        installed(&client, &node, &operator_ns, &app_ns, &deployed).await;
+    });
+    let outcome = futures::FutureExt::catch_unwind(result).await;
+
+    // Whatever happened: what it made goes, but not the CRDs other tests use.
+    let logs = operator_logs(&env, &operator_ns);
+    for kind in ["clusterrolebinding", "clusterrole"] {
+        let _ = Command::new(&env.kubectl)
+            .args(["delete", kind, &operator_ns, "--ignore-not-found"])
+            .env("KUBECONFIG", &env.kubeconfig)
+            .output();
+    }
+    let _ = std::fs::remove_dir_all(&overlay);
+    cleaned_up(&client, &[&operator_ns, &app_ns], outcome, logs).await;
+}
+
+/// The image of the binary under test, loaded into the real node; a
+/// namespace for the operator and one for applications, both enforcing
+/// Pod Security "restricted", and the AWS credentials Secret.
+async fn prepared(client: &Client, operator: &str, app: &str) -> (String, String) {
+    // Once for all the tests here (they would write the same archive).
+    static IMAGE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    IMAGE.get_or_init(|| async { image() }).await;
+    let operator_ns = restricted_namespace(client, operator).await;
+    let app_ns = restricted_namespace(client, app).await;
+    // AWS credentials for the emulator, in the Secret the Deployment reads.
+    let creds: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "cloud-resource-operator-aws"},
+        "stringData": {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    Api::<Secret>::namespaced(client.clone(), &operator_ns)
+        .create(&PostParams::default(), &creds)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    (operator_ns, app_ns)
+}
+
+/// The image, as `make image` builds it, of the binary under test, loaded
+/// into the real node.
+fn image() {
+    let said = run(
+        &repo().join("deploy/image/build.sh"),
+        &[env!("CARGO_BIN_EXE_cloud-resource-operator")],
+    );
+    assert!(
+        said.contains("docker.io/library/cloud-resource-operator:0.1.0"),
+        "{said}"
+    );
+    run(
+        &repo().join("tests/testenv/testenv.sh"),
+        &["load-image", "target/image/cloud-resource-operator.tar"],
+    );
+}
+
+/// The operator pods' last log lines.
+fn operator_logs(env: &TestEnv, ns: &str) -> std::io::Result<std::process::Output> {
+    Command::new(&env.kubectl)
         .args([
             "--kubeconfig",
             &env.kubeconfig.to_string_lossy(),
             "-n",
-            &operator_ns,
+            ns,
             "logs",
             "-l",
             "app.kubernetes.io/name=cloud-resource-operator",
@@ -145,12 +251,17 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
             "40",
             "--prefix",
         ])
-        .output();
-    let _ = Command::new(&helm)
-        .args(["uninstall", release, "--namespace", &operator_ns, "--wait"])
-        .env("KUBECONFIG", &env.kubeconfig)
-        .output();
-    for ns in [&operator_ns, &app_ns] {
+        .output()
+}
+
+/// Deletes `namespaces`, then fails with the logs if the test did.
+async fn cleaned_up(
+    client: &Client,
+    namespaces: &[&str],
+    outcome: std::thread::Result<()>,
+    logs: std::io::Result<std::process::Output>,
+) {
+    for ns in namespaces {
         let _ = Api::<Namespace>::all(client.clone())
             .delete(ns, &Default::default())
             .await;
@@ -167,7 +278,24 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
     }
 }
 
-async fn installed(client: &Client, node: &str, operator_ns: &str, app_ns: &str) {
+/// What an installation shows when it works.
+struct Expect<'a> {
+    /// Replicas that become Ready.
+    pods: usize,
+    /// The UID their spec sets (`None`: none, the image's user applies;
+    /// `runAsNonRoot` has the kubelet check it is not root).
+    uid: Option<&'a str>,
+    /// The Services that serve the metrics, and their ports.
+    services: &'a [(&'a str, u16)],
+}
+
+async fn installed(
+    client: &Client,
+    node: &str,
+    operator_ns: &str,
+    app_ns: &str,
+    expect: &Expect<'_>,
+) {
     // Ready through the pods' own probes, on the real node, as the UID asked.
     let pods = Api::<Pod>::namespaced(client.clone(), operator_ns);
     let selector = ListParams::default().labels("app.kubernetes.io/name=cloud-resource-operator");
@@ -184,12 +312,13 @@ async fn installed(client: &Client, node: &str, operator_ns: &str, app_ns: &str)
                     .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
             })
             .collect();
-        if ready.len() == 2 {
+        if ready.len() == expect.pods {
             break ready;
         }
         assert!(
             started.elapsed() < START,
-            "the operator's two pods are not Ready within {START:?}: {} ready",
+            "the operator's {} pods are not Ready within {START:?}: {} ready",
+            expect.pods,
             ready.len()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -198,7 +327,7 @@ async fn installed(client: &Client, node: &str, operator_ns: &str, app_ns: &str)
         let spec = pod.spec.clone().unwrap_or_default();
         assert_eq!(spec.node_name.as_deref(), Some(node));
         let uid = spec.security_context.and_then(|s| s.run_as_user);
-        assert_eq!(uid.map(|u| u.to_string()).as_deref(), Some(OPENSHIFT_UID));
+        assert_eq!(uid.map(|u| u.to_string()).as_deref(), expect.uid);
     }
 
     // One of them leads.
@@ -249,10 +378,7 @@ async fn installed(client: &Client, node: &str, operator_ns: &str, app_ns: &str)
 
     // The metrics, through the chart's Service (kube-proxy), name both;
     // and through the Go operator's Service, as its ServiceMonitor scrapes.
-    for (name, port) in [
-        ("cloud-resource-operator-metrics", 8080),
-        ("operator-metrics-service", 8383),
-    ] {
+    for &(name, port) in expect.services {
         let service = Api::<Service>::namespaced(client.clone(), operator_ns)
             .get(name)
             .await
