@@ -156,7 +156,7 @@ pub enum PlanError {
     Unavailable(String),
     #[error("{error} (tier {tier:?} in ConfigMap {config_map})")]
     Plan {
-        error: cro_provider_api::ProviderError,
+        error: Box<cro_provider_api::ProviderError>,
         tier: String,
         config_map: String,
     },
@@ -249,7 +249,7 @@ async fn plan_one<K: ResourceCr>(
     };
     let changes =
         (p.plan(&request(cr, scope.settings, tier)).await).map_err(|error| PlanError::Plan {
-            error,
+            error: Box::new(error),
             tier: cr.spec().tier.clone(),
             config_map: config::strategies_config_map(&provider),
         })?;

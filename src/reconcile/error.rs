@@ -101,13 +101,15 @@ impl Error {
     /// back: retried then, not after this object's failure backoff (which
     /// grows to minutes for what is a cluster-wide, passing condition).
     /// So is a resource AWS created and does not show yet: looked at again
-    /// in seconds (`NOT_VISIBLE_RETRY`), as its reads catch up.
+    /// in seconds (`NOT_VISIBLE_RETRY`), as its reads catch up; and a
+    /// provider error that says when retrying can help.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
             Error::Kube { source, .. } => cro_provider_api::api_server_busy(source),
             Error::Provider(e) if e.kind() == cro_provider_api::ErrorKind::NotVisibleYet => {
                 Some(NOT_VISIBLE_RETRY)
             }
+            Error::Provider(e) if e.retry_wait().is_some() => e.retry_wait(),
             _ => None,
         }
     }

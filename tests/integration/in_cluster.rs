@@ -375,6 +375,54 @@ async fn owned_objects_deleted_or_edited_by_hand_are_restored() {
     .await;
 }
 
+/// Another writer that changes the owned Deployment back after each
+/// correction (a second controller; a mutating webhook rewriting the
+/// image): the operator corrects it a few times, then waits longer each
+/// time instead of writing in turn with it for ever, and says who else
+/// writes it (issue #46). Once the other writer stops, it is corrected.
+#[tokio::test]
+async fn a_conflicting_writer_meets_bounded_corrections_and_an_event() {
+    with_operator("fight", |client, ns, _op| async move {
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        create(&client, &ns, &cr::<Postgres>("Postgres", "db", spec("workshop", "development", "db-sec"))).await;
+        wait_phase(&pgs, "db", Phase::Complete).await;
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let image = |d: &Deployment| {
+            (d.spec.as_ref().and_then(|s| s.template.spec.as_ref()))
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.clone())
+                .unwrap_or_default()
+        };
+        let theirs = "example.com/mirrored/postgres:17";
+        let rewrite = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "db"},
+            "spec": {"template": {"spec": {"containers": [{"name": "postgres", "image": theirs}]}}}});
+        let fighter = PatchParams::apply("image-mirror").force();
+        // For 45 s it puts its image back whenever the operator changed it.
+        let mut rewrites = 0;
+        let until = tokio::time::Instant::now() + Duration::from_secs(45);
+        while tokio::time::Instant::now() < until {
+            let d = deployments.get("db").await.unwrap_or_else(|e| panic!("{e}"));
+            if image(&d) != theirs {
+                deployments.patch("db", &fighter, &Patch::Apply(&rewrite)).await.unwrap_or_else(|e| panic!("{e}"));
+                rewrites += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Three free corrections, then one after 30 s; not hundreds.
+        assert!((2..=6).contains(&rewrites), "the operator corrected the Deployment {rewrites} times in 45 s");
+        let events = crate::support::events_in(&client, &ns).await;
+        let said = events.iter().filter_map(|e| e.message.clone()).find(|m| m.contains("was changed back"));
+        let said = said.unwrap_or_else(|| panic!("no Event says the Deployment is fought over: {events:?}"));
+        assert!(said.contains("image-mirror") && said.contains("strategy.deploymentSpec"), "{said}");
+        // The other writer stopped: the tier's image comes back.
+        wait_for(&deployments, "db", "the tier's image back", Duration::from_secs(200), move |d: Option<&Deployment>| {
+            d.is_some_and(|d| image(d) == "docker.io/library/postgres:17")
+        })
+        .await;
+    })
+    .await;
+}
+
 /// Fails when any object of kind `K` labelled as the operator's is left.
 async fn assert_none_managed<K>(client: &Client, ns: &str)
 where

@@ -471,6 +471,8 @@ pub struct ProviderError {
     /// The cloud API's own error code (e.g. `InvalidSubnetID.NotFound`),
     /// for callers that decide by it rather than by the message.
     code: Option<String>,
+    /// When the provider knows the retry will not help before then.
+    retry_in: Option<std::time::Duration>,
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
@@ -481,6 +483,7 @@ impl ProviderError {
             kind,
             message: message.into(),
             code: None,
+            retry_in: None,
             source: None,
         }
     }
@@ -512,6 +515,17 @@ impl ProviderError {
     pub fn with_code(mut self, code: Option<&str>) -> Self {
         self.code = code.map(str::to_string);
         self
+    }
+
+    /// Retried after `wait` rather than after the object's failure backoff.
+    pub fn retry_in(mut self, wait: std::time::Duration) -> Self {
+        self.retry_in = Some(wait);
+        self
+    }
+
+    /// When to retry, if the provider said (see [`Self::retry_in`]).
+    pub fn retry_wait(&self) -> Option<std::time::Duration> {
+        self.retry_in
     }
 
     /// The cloud API's error code, when the error came from one.

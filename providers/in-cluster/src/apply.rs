@@ -13,7 +13,7 @@ use kube::{
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
-use crate::{merge::is_subset, objects::Objects};
+use crate::{corrections::Corrections, merge::is_subset, objects::Objects};
 
 pub const FIELD_MANAGER: &str = "cloud-resource-operator";
 
@@ -83,11 +83,13 @@ pub fn not_ours(kind: &str, meta: &ObjectMeta, owner: &Owner) -> ProviderError {
 }
 
 /// Applies `desired` for `owner`, refusing an object of the same name
-/// that is not its own.
+/// that is not its own; an object changed back after each correction waits
+/// (see [`Corrections`]).
 pub async fn ensure<K>(
     api: &Objects<K>,
     desired: &Value,
     owner: &Owner,
+    corrections: &Corrections,
 ) -> Result<Applied<K>, ProviderError>
 where
     K: Resource<DynamicType = ()> + Owned + Debug + Serialize + DeserializeOwned,
@@ -104,6 +106,16 @@ where
         if is_subset(desired, &as_json) {
             return Ok(Applied::Current(live));
         }
+        let uid = live.meta().uid.clone().unwrap_or_default();
+        let now = std::time::Instant::now();
+        if let Err(held) = corrections.allowed(&uid, now) {
+            // The cache keeps no managed fields: who else writes is read
+            // from the API server.
+            let fresh = api.fresh(name).await.ok().flatten();
+            let meta = fresh.as_ref().map_or(live.meta(), |f| f.meta());
+            return Err(fought_over(&K::kind(&()), meta, held.hold).retry_in(held.left));
+        }
+        corrections.corrected(&uid, now);
     }
     let applied = api
         .patch(
@@ -114,6 +126,38 @@ where
         .await
         .map_err(|e| api_error("applying", desired, e))?;
     Ok(Applied::Current(applied))
+}
+
+/// The error for an object changed back after each correction: who else
+/// writes it (its managed fields' other managers), and how long the
+/// operator waits after its last correction (the message stays the same
+/// while it waits, so it is one Event).
+fn fought_over(kind: &str, meta: &ObjectMeta, hold: std::time::Duration) -> ProviderError {
+    let mut others: Vec<&str> = (meta.managed_fields.iter().flatten())
+        .filter(|f| f.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter_map(|f| f.manager.as_deref())
+        .filter(|m| *m != FIELD_MANAGER)
+        .collect();
+    others.sort_unstable();
+    others.dedup();
+    let who = match others.is_empty() {
+        true => "a mutating admission webhook, as no other field manager is recorded".to_string(),
+        false => format!("field manager {}", others.join(", ")),
+    };
+    let tier_key = match kind {
+        "Deployment" => "strategy.deploymentSpec",
+        "Service" => "strategy.serviceSpec",
+        "PersistentVolumeClaim" => "strategy.pvcSpec",
+        "ConfigMap" => "strategy.configMapData",
+        _ => "the tier's strategy",
+    };
+    ProviderError::transient(format!(
+        "{kind} {}/{} was changed back after each of the operator's last {} corrections (other writers: {who}): the operator corrects it again {}s after its last correction. Stop the other writer, or put its change in the tier ({tier_key})",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+        crate::corrections::FREE,
+        hold.as_secs(),
+    ))
 }
 
 /// Adopts an object another operator made (the Go operator's): when it
@@ -129,7 +173,7 @@ where
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     let Some(live) = read(api, desired).await? else {
-        return ensure(api, desired, owner).await;
+        return ensure(api, desired, owner, &Corrections::default()).await;
     };
     if live.meta().deletion_timestamp.is_some() {
         return Ok(Applied::Terminating);

@@ -4,6 +4,7 @@
 //! and SMTP get placeholder Secrets a person fills in.
 
 mod apply;
+mod corrections;
 mod credentials;
 mod drift;
 mod legacy;
@@ -36,6 +37,7 @@ pub struct InClusterProvider {
     cluster_domain: Option<String>,
     cache: Option<std::sync::Arc<dyn cro_provider_api::OwnedObjects>>,
     isolation: workload::Isolation,
+    corrections: corrections::Corrections,
 }
 
 impl InClusterProvider {
@@ -47,6 +49,7 @@ impl InClusterProvider {
             cluster_domain,
             cache: None,
             isolation: workload::Isolation::default(),
+            corrections: corrections::Corrections::default(),
         }
     }
 
@@ -152,7 +155,7 @@ impl InClusterProvider {
     ) -> Result<Applied<K>, ProviderError> {
         let api = self.api::<K>(req);
         match layout {
-            Layout::Ours => ensure(&api, desired, &req.owner).await,
+            Layout::Ours => ensure(&api, desired, &req.owner, &self.corrections).await,
             Layout::GoOperator => adopt(&api, desired, &req.owner).await,
         }
     }
