@@ -220,12 +220,12 @@ async fn unenforced(endpoint: &str) -> aws_config::SdkConfig {
         .await
 }
 
-/// An IAM user holding only the shipped policy, made while moto still
-/// answers anyone; its access key.
-async fn user_with_the_policy(endpoint: &str) -> (String, String) {
+/// An IAM user holding only `policy`, made while moto still answers
+/// anyone; its access key.
+async fn user_with_the_policy(endpoint: &str, policy: &Value) -> (String, String) {
     let config = unenforced(endpoint).await;
     let iam = aws_sdk_iam::Client::new(&config);
-    let document = as_moto_evaluates(&policy("operator-policy.json")).to_string();
+    let document = as_moto_evaluates(policy).to_string();
     let arn = iam
         .create_policy()
         .policy_name("cloud-resource-operator")
@@ -297,7 +297,8 @@ async fn cluster_vpc(endpoint: &str) -> String {
 async fn the_aws_samples_are_served_and_deleted_under_the_shipped_policy() {
     let moto = start_moto().await;
     let vpc = cluster_vpc(&moto.endpoint).await;
-    let (key_id, secret) = user_with_the_policy(&moto.endpoint).await;
+    let shipped = policy("operator-policy.json");
+    let (key_id, secret) = user_with_the_policy(&moto.endpoint, &shipped).await;
     enforce_iam_after(&moto.endpoint, 0).await;
     let endpoint = moto.endpoint.clone();
     let adjust = move |l: &mut Launch| {
@@ -367,6 +368,88 @@ async fn the_aws_samples_are_served_and_deleted_under_the_shipped_policy() {
             "calls the policy does not allow:\n{}",
             denied.join("\n")
         );
+    })
+    .await;
+}
+
+/// An identity refused tag:GetResources, as one holding the Go operator's
+/// policy is (its CredentialsRequest, pkg/providers/aws/credentials.go,
+/// lacks it): a recheck reads each resource on its own instead, the CR
+/// stays complete, and the refusal is named in its `AWSPermissions`
+/// condition and in `cro_aws_permission_refused` (issue #41).
+#[tokio::test]
+async fn a_refused_listing_read_falls_back_and_is_named() {
+    let moto = start_moto().await;
+    let vpc = cluster_vpc(&moto.endpoint).await;
+    let mut without = policy("operator-policy.json");
+    for s in without["Statement"].as_array_mut().into_iter().flatten() {
+        if let Some(actions) = s["Action"].as_array_mut() {
+            actions.retain(|a| a != "tag:GetResources");
+        }
+    }
+    assert!(!allowed(&without).contains("tag:GetResources"));
+    let (key_id, secret) = user_with_the_policy(&moto.endpoint, &without).await;
+    enforce_iam_after(&moto.endpoint, 0).await;
+    let endpoint = moto.endpoint.clone();
+    let adjust = move |l: &mut Launch| {
+        l.cluster_id = None;
+        l.extra_args.push(format!("--aws-vpc-id={vpc}"));
+        l.env.push(("AWS_ENDPOINT_URL".into(), endpoint));
+        l.env.push(("AWS_ACCESS_KEY_ID".into(), key_id));
+        l.env.push(("AWS_SECRET_ACCESS_KEY".into(), secret));
+        // Rechecks (which read from listings) every 10 s, not hourly.
+        l.env.push(("RECHECK_INTERVAL".into(), "10".into()));
+    };
+    with_operator_launched("refusedread", adjust, |client, ns, op| async move {
+        for (file, cm) in objects_in("config") {
+            let cm: k8s_openapi::api::core::v1::ConfigMap =
+                serde_json::from_value(serde_json::to_value(&cm).unwrap_or_default())
+                    .unwrap_or_else(|e| panic!("{file}: {e}"));
+            crate::support::apply(&Api::namespaced(client.clone(), &ns), &cm)
+                .await
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+        }
+        let samples = objects_in("config/samples/aws");
+        let (file, blob) = (samples.iter())
+            .find(|(_, o)| o.types.as_ref().is_some_and(|t| t.kind == "BlobStorage"))
+            .unwrap_or_else(|| panic!("no BlobStorage sample: {samples:?}"));
+        let api = api_for(&client, &ns, blob);
+        api.create(&Default::default(), blob)
+            .await
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let name = blob.name_any();
+        let refused = |o: &DynamicObject| {
+            let conditions = o.data["status"]["conditions"].as_array().cloned();
+            conditions.unwrap_or_default().iter().any(|c| {
+                c["type"] == "AWSPermissions"
+                    && c["status"] == "False"
+                    && c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("tag:GetResources"))
+            })
+        };
+        wait_for(
+            &api,
+            &name,
+            "complete, AWSPermissions naming tag:GetResources",
+            DEFAULT_TIMEOUT * 2,
+            |o: Option<&DynamicObject>| {
+                o.is_some_and(|o| o.data["status"]["phase"] == "complete" && refused(o))
+            },
+        )
+        .await;
+        let metrics = op.http_get("/metrics").await;
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l == r#"cro_aws_permission_refused{action="tag:GetResources"} 1"#),
+            "{metrics}"
+        );
+        // It keeps serving: deleted with the calls the policy allows.
+        api.delete(&name, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&api, &name, DEFAULT_TIMEOUT * 2).await;
     })
     .await;
 }

@@ -37,10 +37,16 @@ struct VpcActionLabels {
 /// `success`, `throttled` or `error`. Also the Go operator's
 /// `cro_vpc_action`: 1 for a failed creation of the database network's
 /// VPC, labelled with AWS's error code, cleared once one is created.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    action: String,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Calls {
     calls: Family<CallLabels, Counter>,
     vpc_actions: Family<VpcActionLabels, Gauge>,
+    refused: Family<ActionLabels, Gauge>,
 }
 
 impl Calls {
@@ -55,6 +61,36 @@ impl Calls {
             "1 after a failed creation of the database network's VPC, by AWS's error code; cleared once one is created",
             self.vpc_actions.clone(),
         );
+        registry.register(
+            "cro_aws_permission_refused",
+            "1 while the operator's AWS identity is refused a read it falls back from (see the AWSPermissions condition), by action",
+            self.refused.clone(),
+        );
+    }
+
+    /// Whether the identity is refused `action` (see `permissions`).
+    pub fn refused(&self, action: &str, refused: bool) {
+        let labels = ActionLabels {
+            action: action.to_string(),
+        };
+        if refused {
+            self.refused.get_or_create(&labels).set(1);
+        } else {
+            self.refused.remove(&labels);
+        }
+    }
+
+    /// The actions shown as refused.
+    #[cfg(test)]
+    pub fn refused_now(&self) -> Vec<String> {
+        let mut registry = Registry::default();
+        registry.register("r", "", self.refused.clone());
+        let mut text = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
+        (text.lines())
+            .filter(|l| l.starts_with("r{") && l.ends_with(" 1"))
+            .filter_map(|l| Some(l.split('"').nth(1)?.to_string()))
+            .collect()
     }
 
     /// What creating the database network's VPC came to, as the Go

@@ -27,6 +27,8 @@ pub struct Clients {
     pub network: tokio::sync::Mutex<()>,
     /// The databases whose CloudWatch metrics are scraped.
     pub watched: Watched,
+    /// The reads this identity is refused, and falls back from.
+    pub refused: crate::permissions::Refused,
 }
 
 /// A client of `sdk` for `config`, counting its calls, within its own
@@ -72,6 +74,7 @@ impl Clients {
             calls: calls.clone(),
             network: tokio::sync::Mutex::new(()),
             watched: Watched::default(),
+            refused: Default::default(),
         }
     }
 }

@@ -18,6 +18,7 @@ mod keys;
 mod listing;
 mod maintenance;
 mod network;
+mod permissions;
 mod plan;
 mod rds;
 mod s3;
@@ -335,14 +336,16 @@ impl Provider for AwsProvider {
         let c = &a.clients;
         let req = &resolved(c, req, &tier, false).await?;
         let (store, hint) = (self.credentials.as_ref(), &self.settings.vpc);
-        match req.kind {
+        let mut provisioned = match req.kind {
             ResourceKind::Postgres => rds::reconcile(store, (c, &a.rds), hint, req, &tier).await,
             ResourceKind::BlobStorage => s3::reconcile(&self.keys(&a), (c, &a.s3), req).await,
             ResourceKind::Redis => {
                 elasticache::reconcile(store, (c, &a.elasticache), hint, req, &tier).await
             }
             ResourceKind::Smtp => smtp::reconcile(&self.keys(&a), c, req, &tier).await,
-        }
+        }?;
+        provisioned.conditions.extend(c.refused.condition());
+        Ok(provisioned)
     }
 
     async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError> {

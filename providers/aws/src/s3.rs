@@ -314,7 +314,7 @@ async fn observe(
             .buckets
             // Bucket ARNs are `arn:<partition>:s3:::<bucket>`.
             .get(bucket, max_age, || {
-                crate::tags::tagged(&c.tagging, "s3", |arn| {
+                crate::tags::tagged(c, "s3", |arn| {
                     arn.split_once(":s3:::")
                         .map(|(_, bucket)| bucket.to_string())
                 })

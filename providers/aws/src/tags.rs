@@ -77,13 +77,17 @@ pub async fn ensure<T: Tagging + ?Sized>(
 
 /// The tags of every tagged resource of `service` (tag:GetResources, one
 /// call per hundred resources), keyed by `key_of` their ARN; resources
-/// it gives no key are left out.
+/// it gives no key are left out. An identity refused tag:GetResources (the
+/// Go operator's policy lacks it) gets none: every resource is then read
+/// on its own, with the calls that policy allows.
 pub async fn tagged(
-    tagging: &aws_sdk_resourcegroupstagging::Client,
+    c: &crate::clients::Clients,
     service: &str,
     key_of: impl Fn(&str) -> Option<String>,
 ) -> Result<BTreeMap<String, BTreeMap<String, String>>, ProviderError> {
-    let mut pages = tagging
+    const ACTION: &str = "tag:GetResources";
+    let mut pages = c
+        .tagging
         .get_resources()
         .resource_type_filters(service)
         .resources_per_page(100)
@@ -91,7 +95,14 @@ pub async fn tagged(
         .send();
     let mut all = BTreeMap::new();
     while let Some(page) = pages.next().await {
-        let page = page.named("tag:GetResources", service)?;
+        if let Err(e) = &page
+            && crate::permissions::is_refusal(e)
+        {
+            let fallback = "each resource's tags are read on its own";
+            c.refused.note(&c.calls, ACTION, fallback);
+            return Ok(BTreeMap::new());
+        }
+        let page = page.named(ACTION, service)?;
         for r in page.resource_tag_mapping_list() {
             let Some(key) = r.resource_arn().and_then(&key_of) else {
                 continue;
@@ -100,6 +111,7 @@ pub async fn tagged(
             all.insert(key, collect(tags));
         }
     }
+    c.refused.allowed(&c.calls, ACTION);
     Ok(all)
 }
 

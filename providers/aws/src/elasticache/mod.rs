@@ -316,7 +316,7 @@ impl Database for Client {
         // The filter is the service alone (`service[:resourceType]` in
         // AWS's documentation of GetResources), narrowed to replication
         // groups by their ARNs (`arn:aws:elasticache:…:replicationgroup:<id>`).
-        let mut tags = crate::tags::tagged(&c.tagging, "elasticache", |arn| {
+        let mut tags = crate::tags::tagged(c, "elasticache", |arn| {
             arn.contains(":replicationgroup:").then(|| arn.to_string())
         })
         .await?;

@@ -54,7 +54,7 @@ impl Snapshot {
 pub async fn list(c: &Clients) -> Result<BTreeMap<String, Vec<Snapshot>>, ProviderError> {
     // The filter is the service alone, narrowed by ARN (as the groups'
     // listing does, see `elasticache::Client::list`).
-    let mut tagged = tags::tagged(&c.tagging, "elasticache", |arn| {
+    let mut tagged = tags::tagged(c, "elasticache", |arn| {
         arn.contains(":snapshot:").then(|| arn.to_string())
     })
     .await?;
