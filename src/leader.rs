@@ -17,7 +17,10 @@ use std::time::{Duration, Instant};
 
 use cro_provider_api::Fence;
 use k8s_openapi::{
-    api::coordination::v1::{Lease, LeaseSpec},
+    api::{
+        apps::v1::Deployment,
+        coordination::v1::{Lease, LeaseSpec},
+    },
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
     jiff::Timestamp,
 };
@@ -44,6 +47,31 @@ pub struct Config {
 /// Go operator holds it, this operator does not lead: two operators would
 /// write the same AWS resources and Secrets.
 pub const GO_LEASE: &str = "ce8de7ea.integreatly.org";
+
+/// The Go operator's Deployment, as every one of its OLM bundles names it.
+/// Bundles before 0.43 run it without leader election (no Lease at all):
+/// its ready replicas are what tells it runs.
+pub const GO_DEPLOYMENT: &str = "cloud-resource-operator";
+
+/// Whether `d` is the Go operator's Deployment with a ready replica: its
+/// container sets `OPERATOR_NAME=cloud-resource-operator` (every Go bundle's
+/// CSV does; this operator's manifests, which may share the name, do not).
+fn go_deployment_ready(d: &Deployment) -> bool {
+    let containers = (d.spec.as_ref())
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default();
+    let go = containers
+        .iter()
+        .flat_map(|c| c.env.iter().flatten())
+        .any(|e| {
+            e.name == "OPERATOR_NAME" && e.value.as_deref() == Some("cloud-resource-operator")
+        });
+    let ready = (d.status.as_ref())
+        .and_then(|s| s.ready_replicas)
+        .unwrap_or(0);
+    go && ready > 0
+}
 
 impl Config {
     /// The timing rules client-go enforces, as an error naming the flags.
@@ -75,6 +103,8 @@ pub struct Elector {
     /// The Go operator's Lease in each namespace it may run in, and its
     /// record as last seen.
     go_leases: Vec<(Api<Lease>, Mutex<Option<Observed>>)>,
+    /// The Go operator's Deployment in each of those namespaces.
+    go_deployments: Vec<Api<Deployment>>,
 }
 
 impl Elector {
@@ -86,12 +116,16 @@ impl Elector {
             .iter()
             .map(|ns| (Api::namespaced(client.clone(), ns), Mutex::new(None)))
             .collect();
+        let go_deployments = (namespaces.iter())
+            .map(|ns| Api::namespaced(client.clone(), ns))
+            .collect();
         Elector {
             api: Api::namespaced(client, &config.namespace),
             config,
             fence,
             observed: Mutex::new(None),
             go_leases,
+            go_deployments,
         }
     }
 
@@ -100,8 +134,21 @@ impl Elector {
     /// is, on this process's monotonic clock, so a Lease a stopped Go
     /// operator left behind stops counting one duration after we first
     /// see it). One that cannot be read counts as not held: the operator
-    /// may not be granted Leases there.
+    /// may not be granted Leases there. Or its Deployment with a ready
+    /// replica, for the Go releases that run without leader election.
     async fn go_operator_leading(&self) -> Option<String> {
+        for api in &self.go_deployments {
+            match api.get_opt(GO_DEPLOYMENT).await {
+                Ok(Some(d)) if go_deployment_ready(&d) => {
+                    return Some(format!(
+                        "the Go cloud-resource-operator runs (Deployment {}/{GO_DEPLOYMENT} has a ready replica): stop it first (with OLM, delete its Subscription and ClusterServiceVersion; keep the CRDs), then this operator takes over",
+                        api.namespace().unwrap_or_default()
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => debug!(error = %e, "reading the Go operator's Deployment"),
+            }
+        }
         for (api, observed) in &self.go_leases {
             let lease = match api.get_opt(GO_LEASE).await {
                 Ok(lease) => lease,
@@ -323,6 +370,25 @@ pub fn identity() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The Go bundles' Deployment counts once a replica is ready; this
+    /// operator's own, which may share its name, never does.
+    #[test]
+    fn only_the_go_operators_ready_deployment_counts() {
+        let deployment = |env: serde_json::Value, ready: i32| -> Deployment {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": GO_DEPLOYMENT},
+                "spec": {"selector": {}, "template": {"spec": {"containers": [{"name": "c", "env": env}]}}},
+                "status": {"readyReplicas": ready}
+            }))
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let go = serde_json::json!([{"name": "OPERATOR_NAME", "value": "cloud-resource-operator"}]);
+        let ours = serde_json::json!([{"name": "LOG_FORMAT", "value": "json"}]);
+        assert!(go_deployment_ready(&deployment(go.clone(), 1)));
+        assert!(!go_deployment_ready(&deployment(go, 0)));
+        assert!(!go_deployment_ready(&deployment(ours, 2)));
+    }
 
     fn config(lease: u64, renew: u64, retry: u64) -> Config {
         Config {

@@ -364,6 +364,60 @@ async fn no_leading_while_a_go_operator_holds_its_lease() {
     .await;
 }
 
+/// A Go operator from a bundle before 0.43 runs without leader election
+/// (no Lease): its Deployment, as its CSV makes it
+/// (packagemanifests/0.38.0/cloud-resource-operator.clusterserviceversion.yaml,
+/// `install.spec.deployments`), with a ready replica keeps this one from
+/// leading; scaled to zero (OLM's Subscription and CSV deleted), this one
+/// leads and completes the waiting CR.
+#[tokio::test]
+async fn no_leading_while_a_go_operators_deployment_runs() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    with_namespace("leader-godep", |client, ns| async move {
+        ensure_crds(&client).await;
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let go: Deployment = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "cloud-resource-operator"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"name": "cloud-resource-operator"}},
+                "template": {"metadata": {"labels": {"name": "cloud-resource-operator"}},
+                    "spec": {"serviceAccountName": "default", "containers": [{
+                        "name": "cloud-resource-operator", "command": ["cloud-resource-operator"],
+                        "image": "quay.io/integreatly/cloud-resource-operator:v0.38.0",
+                        "env": [
+                            {"name": "WATCH_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['olm.targetNamespaces']"}}},
+                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                            {"name": "OPERATOR_NAME", "value": "cloud-resource-operator"},
+                            {"name": "TAG_KEY_PREFIX", "value": "integreatly.org/"}]}]}}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        deployments.create(&PostParams::default(), &go).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_for(&deployments, "cloud-resource-operator", "a ready replica", DEFAULT_TIMEOUT, |d: Option<&Deployment>| {
+            d.and_then(|d| d.status.as_ref()?.ready_replicas).unwrap_or(0) > 0
+        })
+        .await;
+        let op = replica(&ns, "a", 5).await;
+        op.wait_log("not leading: the Go cloud-resource-operator runs (Deployment", DEFAULT_TIMEOUT).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        create(&pgs, "db").await;
+        // Election rounds (one a second) pass with the CR there.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(!op.logs().contains(LEADING), "led beside a running Go operator");
+        let untouched = pgs.get("db").await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(untouched.status.is_none() && untouched.metadata.finalizers.is_none(), "{untouched:?}");
+
+        // Stopped as OLM leaves it once its CSV is gone: no replica.
+        let stopped = json!({"spec": {"replicas": 0}});
+        deployments
+            .patch("cloud-resource-operator", &PatchParams::default(), &Patch::Merge(&stopped))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        op.wait_log(LEADING, Duration::from_secs(60)).await;
+        wait_complete(&pgs, "db").await;
+        delete_all(&pgs, &["db"]).await;
+    })
+    .await;
+}
+
 /// Fencing (issue #46's "done when"): two replicas, each reaching AWS
 /// through its own proxy and the API server as its own ServiceAccount;
 /// the leader frozen (SIGSTOP, as a paused VM or container) while it works
