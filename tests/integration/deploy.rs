@@ -1203,6 +1203,78 @@ fn with_watched_namespaces_the_chart_binds_no_cluster_wide_secret_access() {
     assert_eq!(bound, ["cloud-resource-operator", "team-a", "team-b"]);
 }
 
+/// `networkPolicy.enabled` (issue #43: /metrics names every tenant's CRs):
+/// one NetworkPolicy selecting exactly the release's operator pods,
+/// admitting only the listed peers and only on the metrics port, accepted
+/// by the API server; none by default.
+#[tokio::test]
+async fn the_charts_network_policy_admits_only_its_peers_to_the_metrics_port() {
+    let env = TestEnv::load();
+    let client = env.client().await;
+    ensure_release_namespace(&client).await;
+    let peer = "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring";
+    let args = [
+        "template",
+        "cro",
+        CHART,
+        "--namespace",
+        RELEASE_NAMESPACE,
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set",
+        peer,
+    ];
+    let rendered = run(&env.helm, &args);
+    let docs = documents(&rendered);
+    let policies: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == "NetworkPolicy")
+        .collect();
+    assert_eq!(policies.len(), 1, "{rendered}");
+    let policy = policies[0];
+    let pods = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .map(|d| d["spec"]["template"]["metadata"]["labels"].clone());
+    let pods = pods.unwrap_or_else(|| panic!("no Deployment rendered"));
+    for (k, v) in policy["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        assert_eq!(
+            &pods[k], v,
+            "the policy selects pod label {k}={v}; the pods have {pods}"
+        );
+    }
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
+    assert_eq!(
+        policy["spec"]["ingress"],
+        json!([{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+            "ports": [{"port": "metrics", "protocol": "TCP"}]}])
+    );
+    let file = repo().join("target/testenv/helm-network-policy.yaml");
+    std::fs::write(&file, serde_json::to_string(policy).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let path = file.to_string_lossy();
+    run(
+        &env.kubectl,
+        &[
+            "apply",
+            "--dry-run=server",
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "-f",
+            &path,
+        ],
+    );
+    let default = documents(&run(&env.helm, &["template", "cro", CHART]));
+    assert!(
+        !default.iter().any(|d| d["kind"] == "NetworkPolicy"),
+        "on by default"
+    );
+}
+
 /// Two releases of the chart side by side, as the sharding setup
 /// (docs/operations.md, Sharding) installs them: each with its own names,
 /// the second without the configuration ConfigMaps. Helm installs both into
