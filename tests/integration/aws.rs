@@ -276,6 +276,127 @@ async fn out_of_band_changes_wait_for_the_maintenance_window_and_versions_only_g
     .await;
 }
 
+/// A tier's `Port` moves an instance, as the Go operator moved it
+/// (buildRDSUpdateStrategy): shown as pending until the maintenance
+/// window; then the database network's security group admits the new port
+/// first, ModifyDBInstance moves it (AWS restarts it at once), and the
+/// Secret's port follows the endpoint (issue #41).
+#[tokio::test]
+async fn a_tier_port_moves_the_instance_in_the_window_and_the_secret_follows() {
+    with_operator("rdsport", |client, ns, _op| async move {
+        aws_strategies(&client, &ns, json!({"development": {}})).await;
+        create_postgres(&client, &ns, "db", json!({})).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        wait_phase(&pgs, "db", Phase::Complete).await;
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let port = |s: &Secret| {
+            s.data
+                .as_ref()
+                .and_then(|d| d.get("port"))
+                .map(|p| String::from_utf8_lossy(&p.0).into_owned())
+        };
+        let sec = secrets
+            .get("db-sec")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(port(&sec).as_deref(), Some("5432"));
+
+        aws_strategies(
+            &client,
+            &ns,
+            json!({"development": {"createStrategy": {"Port": 5433}}}),
+        )
+        .await;
+        poke(&pgs, "db", 1).await;
+        wait_for(
+            &pgs,
+            "db",
+            "the port change pending",
+            DEFAULT_TIMEOUT,
+            |o: Option<&Postgres>| {
+                o.and_then(up_to_date).is_some_and(|(s, m)| {
+                    s == "False" && m.contains("Port 5432 -> 5433 (maintenanceWindow)")
+                })
+            },
+        )
+        .await;
+        let id = cloud_identifier("testcluster", &ns, "db");
+        let rds = rds().await;
+        let endpoint_port =
+            |d: Option<aws_sdk_rds::types::DbInstance>| d.and_then(|d| d.endpoint()?.port());
+        assert_eq!(
+            endpoint_port(instance(&rds, &id).await),
+            Some(5432),
+            "moved outside the window"
+        );
+
+        pgs.patch(
+            "db",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"maintenanceWindow": true}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        while endpoint_port(instance(&rds, &id).await) != Some(5433) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the instance was not moved to port 5433"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+        // Its security groups admit the new port (the database network's).
+        let groups: Vec<String> = (instance(&rds, &id)
+            .await
+            .unwrap_or_else(|| panic!("no instance"))
+            .vpc_security_groups()
+            .iter())
+        .filter_map(|g| g.vpc_security_group_id().map(str::to_string))
+        .collect();
+        let ec2 = aws_sdk_ec2::Client::new(&TestEnv::load().aws_config().await);
+        let described = ec2
+            .describe_security_groups()
+            .set_group_ids(Some(groups.clone()))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let admits = described
+            .security_groups()
+            .iter()
+            .flat_map(|g| g.ip_permissions())
+            .any(|r| {
+                r.from_port().is_some_and(|f| f <= 5433) && r.to_port().is_some_and(|t| t >= 5433)
+            });
+        assert!(admits, "no rule of {groups:?} admits 5433: {described:?}");
+        poke(&pgs, "db", 2).await;
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        loop {
+            let sec = secrets
+                .get("db-sec")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            if port(&sec).as_deref() == Some("5433") {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the Secret's port did not follow: {:?}",
+                port(&sec)
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+        wait_for(
+            &pgs,
+            "db",
+            "up to date on 5433",
+            DEFAULT_TIMEOUT,
+            |o: Option<&Postgres>| o.and_then(up_to_date).is_some_and(|(s, _)| s == "True"),
+        )
+        .await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_vanished_instance_is_reported_not_recreated() {
     with_operator("rdsgone", |client, ns, _op| async move {

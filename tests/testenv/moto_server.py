@@ -14,6 +14,8 @@ must be exercised. This launcher wraps the backends so that:
   which then applies everything pending, as AWS does (no window ever comes:
   tests see exactly what was pulled forward); untagged instances apply every
   change at once, as stock moto;
+- ModifyDBInstance's DBPortNumber moves the endpoint's port at once, as
+  AWS does whatever ApplyImmediately says (stock moto ignores it);
 - a new replication group is `creating` for that long, and a deleted one
   `deleting` for that long and then gone;
 - DeleteReplicationGroup with FinalSnapshotIdentifier takes that snapshot;
@@ -149,6 +151,12 @@ def rds_modify(self, db_instance_identifier, db_kwargs):
                 if key is not None:
                     pending[name] = db_kwargs.pop(key)
         db.pending_modified_values = pending or None
+    # Stock moto sets an attribute nothing reads; AWS moves the endpoint to
+    # the new port at once, "regardless of the value of ApplyImmediately"
+    # (DBPortNumber, ModifyDBInstance in the RDS API reference).
+    key = _param(db_kwargs, "DBPortNumber")
+    if key is not None:
+        db.port = int(db_kwargs.pop(key))
     db = _rds_modify(self, db_instance_identifier, db_kwargs)
     _transition(db, "modifying", "available")
     return db

@@ -47,6 +47,7 @@ pub struct Pending {
     pub engine_version: Option<String>,
     pub multi_az: Option<bool>,
     pub backup_retention: Option<i32>,
+    pub port: Option<i32>,
 }
 
 impl From<&DbInstance> for Instance {
@@ -85,6 +86,7 @@ impl From<&DbInstance> for Instance {
                 engine_version: pending.and_then(|p| p.engine_version().map(str::to_string)),
                 multi_az: pending.and_then(|p| p.multi_az()),
                 backup_retention: pending.and_then(|p| p.backup_retention_period()),
+                port: pending.and_then(|p| p.port()),
             },
             tags: db
                 .tag_list()

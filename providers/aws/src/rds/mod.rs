@@ -140,7 +140,7 @@ fn gated(
     change(field, have, want, timing, restarts)
 }
 
-/// Class, storage growth, engine upgrades and Multi-AZ.
+/// Class, storage growth, engine upgrades, Multi-AZ and the port.
 fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
     let (h, w, pending) = (&have.settings, &want.settings, &have.pending);
     let mut out = Vec::new();
@@ -196,6 +196,12 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
             scheduled,
             false,
         ));
+    }
+    // The Go operator moved an instance to the tier's Port
+    // (buildRDSUpdateStrategy); its Secret's port follows the endpoint.
+    if let Some(port) = have.port.filter(|p| *p != want.port) {
+        let scheduled = pending.port == Some(want.port);
+        out.push(gated(Field::Port, port, want.port, scheduled, true));
     }
     out
 }
@@ -498,6 +504,9 @@ impl Database for Client {
                 call.set_preferred_backup_window(want.backup_window.clone())
             }
             Field::CaCertificateIdentifier => call.ca_certificate_identifier(NEW_CA),
+            // AWS restarts the instance on the new port at once, whatever
+            // ApplyImmediately says: requested in the window only.
+            Field::Port => call.db_port_number(want.port),
             Field::PreferredMaintenanceWindow => {
                 call.set_preferred_maintenance_window(want.maintenance_window.clone())
             }
@@ -577,6 +586,12 @@ pub async fn reconcile(
     }
     if let (Plan::Converge(_), Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
         return set_password(store, (c, seen), req, &creds, why).await;
+    }
+    if moves_port(&plan) {
+        // The database network's security group admits the new port
+        // before the instance moves to it (a tier placing it keeps its own).
+        let places_itself = strategy.subnet_group.is_some() || strategy.security_groups.is_some();
+        network::placement(c, req, hint, Engine::Postgres, want.port, places_itself).await?;
     }
     let arn = have.as_ref().map(|h| h.arn.clone()).unwrap_or_default();
     let create = create(store, (c, hint), req, &strategy, &want, &creds);
@@ -781,6 +796,12 @@ async fn rotate_password(
     Ok(rotated)
 }
 
+/// Whether this pass requests the instance's move to another port.
+fn moves_port(plan: &Plan) -> bool {
+    matches!(plan, Plan::Converge(drift)
+        if drift.changes.apply.iter().any(|c| c.field == Field::Port.name()))
+}
+
 /// Creates the instance, or restores it from `req.restore_from_snapshot`.
 async fn create(
     store: &dyn CredentialsStore,
@@ -936,6 +957,12 @@ mod tests {
             .publicly_accessible(false)
             .preferred_backup_window("02:00-03:00")
             .preferred_maintenance_window("mon:04:00-mon:05:00")
+            .endpoint(
+                aws_sdk_rds::types::Endpoint::builder()
+                    .address("x.abc.eu-west-1.rds.amazonaws.com")
+                    .port(5432)
+                    .build(),
+            )
             .build();
         Instance::from(&db)
     }
@@ -1018,6 +1045,8 @@ mod tests {
                 json!("MON:04:00-MON:05:00"),
                 None,
             ),
+            ("Port", json!(5433), Some(MaintenanceWindow)),
+            ("Port", json!(5432), None),
         ];
         for (field, value, timing) in asked {
             let tier = json!({ field: value });

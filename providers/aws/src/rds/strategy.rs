@@ -130,10 +130,11 @@ pub enum Field {
     PreferredBackupWindow,
     PreferredMaintenanceWindow,
     CaCertificateIdentifier,
+    Port,
 }
 
 impl Field {
-    pub const ALL: [Field; 12] = [
+    pub const ALL: [Field; 13] = [
         Field::DbInstanceClass,
         Field::AllocatedStorage,
         Field::EngineVersion,
@@ -146,6 +147,7 @@ impl Field {
         Field::PreferredBackupWindow,
         Field::PreferredMaintenanceWindow,
         Field::CaCertificateIdentifier,
+        Field::Port,
     ];
 
     /// Its AWS API name, as `status.pendingChanges` shows it.
@@ -163,6 +165,7 @@ impl Field {
             Field::PreferredBackupWindow => "PreferredBackupWindow",
             Field::PreferredMaintenanceWindow => "PreferredMaintenanceWindow",
             Field::CaCertificateIdentifier => "CACertificateIdentifier",
+            Field::Port => "Port",
         }
     }
 }
