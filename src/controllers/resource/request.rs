@@ -15,6 +15,10 @@ use crate::{
 
 /// Label whose value becomes the `product-name` tag (as in the Go operator).
 const PRODUCT_NAME_LABEL: &str = "productName";
+/// Label whose value becomes the unprefixed `add-on-name` tag of RDS
+/// instances and replication groups (the Go operator's
+/// buildRDSTagCreateStrategy and its ElastiCache twin).
+const ADDON_NAME_LABEL: &str = "addonName";
 
 /// A non-empty annotation of `cr`.
 pub(super) fn annotation<K: Resource>(cr: &K, key: &str) -> Option<String> {
@@ -59,7 +63,7 @@ pub fn namespace_tag(settings: &Settings, namespace: &str) -> (String, String) {
 }
 
 /// Tags for cloud resources (DESIGN §4).
-pub fn tags<K: Resource>(
+pub fn tags<K: Resource<DynamicType = ()>>(
     settings: &Settings,
     cr: &K,
     deployment_type: &str,
@@ -79,6 +83,14 @@ pub fn tags<K: Resource>(
         .and_then(|l| l.get(PRODUCT_NAME_LABEL))
     {
         tags.insert(format!("{p}product-name"), product.clone());
+    }
+    let addon = (cr.meta().labels.as_ref())
+        .and_then(|l| l.get(ADDON_NAME_LABEL))
+        .filter(|a| !a.is_empty());
+    if let Some(addon) = addon
+        && ["Postgres", "Redis"].contains(&K::kind(&()).as_ref())
+    {
+        tags.insert("add-on-name".into(), addon.clone());
     }
     // The Go operator's MergeTags(infraTags, defaultTags): the
     // Infrastructure's tags win (pkg/resources/tags.go).
@@ -204,6 +216,27 @@ mod tests {
         cr
     }
 
+    /// The Go operator's `add-on-name` tag, from label `addonName`, on
+    /// databases only (buildRDSTagCreateStrategy, provider_redis.go).
+    #[test]
+    fn an_addon_name_label_tags_databases() {
+        let mut pg = postgres(serde_json::json!({}), None);
+        pg.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("addonName".into(), "rhoam".into());
+        let tagged = tags(&settings(), &pg, "managed");
+        assert_eq!(tagged.get("add-on-name").map(String::as_str), Some("rhoam"));
+        let mut blob: crate::api::BlobStorage = serde_json::from_value(serde_json::json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage",
+            "metadata": {"name": "files", "namespace": "shop", "labels": {"addonName": "rhoam"}},
+            "spec": {"type": "managed", "tier": "production", "secretRef": {"name": "s"}}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        blob.metadata.uid = Some("u-2".into());
+        assert_eq!(tags(&settings(), &blob, "managed").get("add-on-name"), None);
+    }
+
     #[test]
     fn a_request_carries_the_crs_identifier_owner_and_tags() {
         let req = request(
@@ -225,6 +258,7 @@ mod tests {
         assert_eq!(tag("resource-type").as_deref(), Some("managed"));
         assert_eq!(tag("resource-name").as_deref(), Some("orders"));
         assert_eq!(tag("product-name").as_deref(), Some("orders-app"));
+        assert_eq!(req.tags.get("add-on-name"), None, "no addonName label");
         // The Infrastructure's tags win over the operator's, as in Go.
         assert_eq!(req.tags.get("team").map(String::as_str), Some("infra"));
         let namespace = (
