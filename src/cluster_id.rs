@@ -119,6 +119,36 @@ fn forbidden_matters<'a>(mut groups: impl Iterator<Item = &'a str>) -> bool {
     groups.any(|g| g == INFRASTRUCTURE_GROUP)
 }
 
+/// OpenShift's pod and service networks (Network "cluster" of
+/// config.openshift.io: `spec.clusterNetwork[].cidr`, `spec.serviceNetwork`),
+/// which a new standalone database VPC keeps clear of, as the Go operator
+/// does; none on other clusters, or when it cannot be read (said once).
+pub async fn pod_and_service_blocks(client: &Client) -> Vec<String> {
+    let gvk = GroupVersionKind::gvk(INFRASTRUCTURE_GROUP, "v1", "Network");
+    let networks: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&gvk, "networks"),
+    );
+    match networks.get_opt("cluster").await {
+        Ok(network) => network.map(|n| network_blocks(&n.data)).unwrap_or_default(),
+        Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
+        Err(e) => {
+            tracing::warn!(error = %e, "reading networks.config.openshift.io \"cluster\": a new standalone database VPC avoids only the cluster VPC's blocks, not the pod and service networks");
+            Vec::new()
+        }
+    }
+}
+
+/// The blocks a Network "cluster" names (pure).
+fn network_blocks(network: &serde_json::Value) -> Vec<String> {
+    let spec = &network["spec"];
+    let pods = (spec["clusterNetwork"].as_array().into_iter().flatten())
+        .filter_map(|n| n["cidr"].as_str());
+    let services =
+        (spec["serviceNetwork"].as_array().into_iter().flatten()).filter_map(|n| n.as_str());
+    pods.chain(services).map(str::to_string).collect()
+}
+
 /// The Infrastructure's default AWS region (`status.platformStatus.aws.region`).
 pub fn infrastructure_region(infrastructure: &serde_json::Value) -> Option<String> {
     infrastructure["status"]["platformStatus"]["aws"]["region"]
@@ -160,6 +190,17 @@ mod tests {
             message.contains("--cluster-id") && message.contains("cluster_role.yaml"),
             "{message}"
         );
+    }
+
+    /// As OpenShift writes it (`oc get network.config cluster -o yaml`).
+    #[test]
+    fn the_networks_pod_and_service_blocks_are_read() {
+        let network = serde_json::json!({"spec": {
+            "clusterNetwork": [{"cidr": "10.128.0.0/14", "hostPrefix": 23}],
+            "networkType": "OVNKubernetes",
+            "serviceNetwork": ["172.30.0.0/16"]}});
+        assert_eq!(network_blocks(&network), ["10.128.0.0/14", "172.30.0.0/16"]);
+        assert!(network_blocks(&serde_json::json!({})).is_empty());
     }
 
     #[test]

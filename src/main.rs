@@ -432,6 +432,7 @@ async fn connect(
     }
     let nodes = node_instances(&client).await;
     let mut providers = provider_settings(args, infrastructure.as_ref(), identity.sts, nodes)?;
+    providers.aws.vpc.pod_and_service_blocks = cluster_id::pod_and_service_blocks(&client).await;
     providers.operator_namespace = Some(settings.operator_namespace.clone());
     providers.aws.keys = identity.keys;
     providers.aws.fence = fence.clone();
@@ -593,6 +594,7 @@ fn provider_settings(
             vpc: cro_provider_aws::VpcHint {
                 vpc_id: args.aws_vpc_id.clone().filter(|v| !v.is_empty()),
                 node_instances,
+                pod_and_service_blocks: Vec::new(),
             },
             iam_users,
             keys: None,

@@ -154,6 +154,10 @@ impl IamUsers {
 pub struct VpcHint {
     pub vpc_id: Option<String>,
     pub node_instances: Vec<String>,
+    /// The cluster's pod and service networks (OpenShift's Network
+    /// "cluster"), which a new standalone VPC's default block avoids, as
+    /// the Go operator's getNonOverlappingDefaultCIDR does.
+    pub pod_and_service_blocks: Vec<String>,
 }
 
 /// The EC2 instance of a node's `spec.providerID` on AWS

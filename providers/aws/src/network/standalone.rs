@@ -129,11 +129,21 @@ async fn create_vpc(
 ) -> Result<(String, Cidr), ProviderError> {
     let block = match requested {
         Some(block) => block,
-        None => default_block(&cluster.blocks).ok_or_else(|| {
-            ProviderError::invalid_strategy(
-                "no default CIDR block for the database network is clear of the cluster VPC's: set CidrBlock in the tier's _network createStrategy (cloud-resources-aws-strategies)",
-            )
-        })?,
+        None => {
+            // Clear of the cluster's VPC, pods and services.
+            let mut taken = cluster.blocks.clone();
+            taken.extend(
+                net.hint
+                    .pod_and_service_blocks
+                    .iter()
+                    .filter_map(|b| b.parse::<Cidr>().ok()),
+            );
+            default_block(&taken).ok_or_else(|| {
+                ProviderError::invalid_strategy(
+                    "no default CIDR block for the database network is clear of the cluster VPC's and its pod and service networks: set CidrBlock in the tier's _network createStrategy (cloud-resources-aws-strategies)",
+                )
+            })?
+        }
     };
     check_standalone(&block, &cluster.blocks)
         .map_err(|e| ProviderError::invalid_strategy(e.to_string()))?;
