@@ -104,6 +104,23 @@ async fn ensure_release_namespace(client: &Client) {
         .unwrap_or_else(|e| panic!("creating namespace {RELEASE_NAMESPACE}: {e}"));
 }
 
+/// `kubectl apply --dry-run=server` of `objects` (YAML or JSON) into the
+/// release namespace, written to target/testenv/`name` first.
+fn server_dry_run(env: &TestEnv, name: &str, objects: &str) {
+    let file = repo().join("target/testenv").join(name);
+    std::fs::write(&file, objects).unwrap_or_else(|e| panic!("{e}"));
+    let path = file.to_string_lossy();
+    let args = [
+        "apply",
+        "--dry-run=server",
+        "--namespace",
+        RELEASE_NAMESPACE,
+        "-f",
+        &path,
+    ];
+    run(&env.kubectl, &args);
+}
+
 #[tokio::test]
 async fn kustomize_and_helm_pass_the_apiserver_dry_run_and_grant_the_same_rbac() {
     let env = TestEnv::load();
@@ -126,19 +143,7 @@ async fn kustomize_and_helm_pass_the_apiserver_dry_run_and_grant_the_same_rbac()
             "--include-crds",
         ],
     );
-    let file = repo().join("target/testenv/helm-rendered.yaml");
-    std::fs::write(&file, &rendered).unwrap_or_else(|e| panic!("{e}"));
-    run(
-        &env.kubectl,
-        &[
-            "apply",
-            "--dry-run=server",
-            "--namespace",
-            RELEASE_NAMESPACE,
-            "-f",
-            &file.to_string_lossy(),
-        ],
-    );
+    server_dry_run(&env, "helm-rendered.yaml", &rendered);
 
     // The same objects (Helm creates the namespace itself), granting and
     // carrying the same.
@@ -1253,21 +1258,8 @@ async fn the_charts_network_policy_admits_only_its_peers_to_the_metrics_port() {
         json!([{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
             "ports": [{"port": "metrics", "protocol": "TCP"}]}])
     );
-    let file = repo().join("target/testenv/helm-network-policy.yaml");
-    std::fs::write(&file, serde_json::to_string(policy).unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let path = file.to_string_lossy();
-    run(
-        &env.kubectl,
-        &[
-            "apply",
-            "--dry-run=server",
-            "--namespace",
-            RELEASE_NAMESPACE,
-            "-f",
-            &path,
-        ],
-    );
+    let policy = serde_json::to_string(policy).unwrap_or_default();
+    server_dry_run(&env, "helm-network-policy.yaml", &policy);
     let default = documents(&run(&env.helm, &["template", "cro", CHART]));
     assert!(
         !default.iter().any(|d| d["kind"] == "NetworkPolicy"),

@@ -293,6 +293,31 @@ async fn cluster_vpc(endpoint: &str) -> String {
         .to_string()
 }
 
+/// The operator as a new user runs it (no --cluster-id), against the
+/// private moto as the IAM user of `key`, in the cluster's VPC.
+fn as_the_user(endpoint: &str, vpc: String, key: (String, String)) -> impl Fn(&mut Launch) + Clone {
+    let endpoint = endpoint.to_string();
+    move |l: &mut Launch| {
+        l.cluster_id = None;
+        l.extra_args.push(format!("--aws-vpc-id={vpc}"));
+        l.env.push(("AWS_ENDPOINT_URL".into(), endpoint.clone()));
+        l.env.push(("AWS_ACCESS_KEY_ID".into(), key.0.clone()));
+        l.env.push(("AWS_SECRET_ACCESS_KEY".into(), key.1.clone()));
+    }
+}
+
+/// The configuration ConfigMaps of config/, as shipped, in `ns`.
+async fn shipped_configuration(client: &kube::Client, ns: &str) {
+    for (file, cm) in objects_in("config") {
+        let cm: k8s_openapi::api::core::v1::ConfigMap =
+            serde_json::from_value(serde_json::to_value(&cm).unwrap_or_default())
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+        crate::support::apply(&Api::namespaced(client.clone(), ns), &cm)
+            .await
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+}
+
 #[tokio::test]
 async fn the_aws_samples_are_served_and_deleted_under_the_shipped_policy() {
     let moto = start_moto().await;
@@ -300,23 +325,9 @@ async fn the_aws_samples_are_served_and_deleted_under_the_shipped_policy() {
     let shipped = policy("operator-policy.json");
     let (key_id, secret) = user_with_the_policy(&moto.endpoint, &shipped).await;
     enforce_iam_after(&moto.endpoint, 0).await;
-    let endpoint = moto.endpoint.clone();
-    let adjust = move |l: &mut Launch| {
-        l.cluster_id = None;
-        l.extra_args.push(format!("--aws-vpc-id={vpc}"));
-        l.env.push(("AWS_ENDPOINT_URL".into(), endpoint));
-        l.env.push(("AWS_ACCESS_KEY_ID".into(), key_id));
-        l.env.push(("AWS_SECRET_ACCESS_KEY".into(), secret));
-    };
+    let adjust = as_the_user(&moto.endpoint, vpc, (key_id, secret));
     with_operator_launched("iampolicy", adjust, |client, ns, op| async move {
-        for (file, cm) in objects_in("config") {
-            let cm: k8s_openapi::api::core::v1::ConfigMap =
-                serde_json::from_value(serde_json::to_value(&cm).unwrap_or_default())
-                    .unwrap_or_else(|e| panic!("{file}: {e}"));
-            crate::support::apply(&Api::namespaced(client.clone(), &ns), &cm)
-                .await
-                .unwrap_or_else(|e| panic!("{file}: {e}"));
-        }
+        shipped_configuration(&client, &ns).await;
         let samples = objects_in("config/samples/aws");
         assert!(samples.len() >= 6, "{samples:?}");
         for (file, obj) in &samples {
@@ -390,25 +401,14 @@ async fn a_refused_listing_read_falls_back_and_is_named() {
     assert!(!allowed(&without).contains("tag:GetResources"));
     let (key_id, secret) = user_with_the_policy(&moto.endpoint, &without).await;
     enforce_iam_after(&moto.endpoint, 0).await;
-    let endpoint = moto.endpoint.clone();
+    let as_user = as_the_user(&moto.endpoint, vpc, (key_id, secret));
     let adjust = move |l: &mut Launch| {
-        l.cluster_id = None;
-        l.extra_args.push(format!("--aws-vpc-id={vpc}"));
-        l.env.push(("AWS_ENDPOINT_URL".into(), endpoint));
-        l.env.push(("AWS_ACCESS_KEY_ID".into(), key_id));
-        l.env.push(("AWS_SECRET_ACCESS_KEY".into(), secret));
+        as_user(l);
         // Rechecks (which read from listings) every 10 s, not hourly.
         l.env.push(("RECHECK_INTERVAL".into(), "10".into()));
     };
     with_operator_launched("refusedread", adjust, |client, ns, op| async move {
-        for (file, cm) in objects_in("config") {
-            let cm: k8s_openapi::api::core::v1::ConfigMap =
-                serde_json::from_value(serde_json::to_value(&cm).unwrap_or_default())
-                    .unwrap_or_else(|e| panic!("{file}: {e}"));
-            crate::support::apply(&Api::namespaced(client.clone(), &ns), &cm)
-                .await
-                .unwrap_or_else(|e| panic!("{file}: {e}"));
-        }
+        shipped_configuration(&client, &ns).await;
         let samples = objects_in("config/samples/aws");
         let (file, blob) = (samples.iter())
             .find(|(_, o)| o.types.as_ref().is_some_and(|t| t.kind == "BlobStorage"))

@@ -64,13 +64,7 @@ async fn http_get(host: &str, port: u16, path: &str) -> String {
 
 #[tokio::test]
 async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_uid() {
-    let node = real_node();
-    let env = TestEnv::load();
-    let client = env.client().await;
-    ensure_crds(&client).await;
-    let pod_aws = std::env::var("CRO_TESTENV_POD_AWS_ENDPOINT").unwrap_or_else(|_| {
-        panic!("CRO_TESTENV_POD_AWS_ENDPOINT is not set: the environment has no real node")
-    });
+    let (node, env, client, pod_aws) = environment().await;
 
     let (operator_ns, app_ns) = prepared(&client, "cro-install", "cro-app").await;
     let helm = env.helm.clone();
@@ -131,13 +125,7 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
 /// endpoint; applied server-side as docs/install.md says.
 #[tokio::test]
 async fn kustomize_installs_deploy_under_an_overlay_into_restricted_namespaces() {
-    let node = real_node();
-    let env = TestEnv::load();
-    let client = env.client().await;
-    ensure_crds(&client).await;
-    let pod_aws = std::env::var("CRO_TESTENV_POD_AWS_ENDPOINT").unwrap_or_else(|_| {
-        panic!("CRO_TESTENV_POD_AWS_ENDPOINT is not set: the environment has no real node")
-    });
+    let (node, env, client, pod_aws) = environment().await;
     let (operator_ns, app_ns) = prepared(&client, "cro-kustomize", "cro-kapp").await;
     let overlay = repo().join(format!("target/overlays/{operator_ns}"));
     std::fs::create_dir_all(&overlay).unwrap_or_else(|e| panic!("{e}"));
@@ -195,6 +183,19 @@ patches:
     }
     let _ = std::fs::remove_dir_all(&overlay);
     cleaned_up(&client, &[&operator_ns, &app_ns], outcome, logs).await;
+}
+
+/// The real node's name, the environment and its client (CRDs installed),
+/// and the emulator's endpoint as pods reach it.
+async fn environment() -> (String, TestEnv, Client, String) {
+    let node = real_node();
+    let env = TestEnv::load();
+    let client = env.client().await;
+    ensure_crds(&client).await;
+    let pod_aws = std::env::var("CRO_TESTENV_POD_AWS_ENDPOINT").unwrap_or_else(|_| {
+        panic!("CRO_TESTENV_POD_AWS_ENDPOINT is not set: the environment has no real node")
+    });
+    (node, env, client, pod_aws)
 }
 
 /// The image of the binary under test, loaded into the real node; a
