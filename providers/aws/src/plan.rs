@@ -155,14 +155,15 @@ pub fn another_crs(req: &ResourceRequest, live_tags: &BTreeMap<String, String>) 
     }
     let (namespace_key, namespace) = &req.namespace_tag;
     if let Some(other) = live_tags.get(namespace_key) {
-        return (other != namespace).then(|| format!("namespace {other}"));
+        // Never named: the message reaches a tenant who may not know it.
+        return (other != namespace).then(|| "a CR of another namespace".to_string());
     }
     let (name_key, name) = req
         .tags
         .iter()
         .find(|(k, _)| k.ends_with("resource-name"))?;
     let other = live_tags.get(name_key)?;
-    (other != name).then(|| format!("a CR named {other}"))
+    (other != name).then(|| "another CR (its resource-name tag names another)".to_string())
 }
 
 /// The message of a CR whose identifier names another CR's resource.
@@ -345,7 +346,7 @@ mod tests {
             assert!(!ours(&thief, &bound));
             assert_eq!(
                 another_crs(&thief, &bound).as_deref(),
-                Some("namespace teama")
+                Some("a CR of another namespace")
             );
         }
         // Made before the binding (the Go operator): its resource-name tells
@@ -354,7 +355,7 @@ mod tests {
         assert!(ours(&request("teama", "db", Some("c1teamadb")), &go));
         assert_eq!(
             another_crs(&request("team", "adb", None), &go).as_deref(),
-            Some("a CR named db")
+            Some("another CR (its resource-name tag names another)")
         );
         // Another cluster's resource is not another CR's: it is adopted or not.
         let foreign = tags(&[("p/clusterID", "c2"), ("p/resource-namespace", "x")]);
