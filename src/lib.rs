@@ -19,4 +19,5 @@ pub mod providers;
 pub mod reconcile;
 pub mod shard;
 pub mod status;
+pub mod terminal;
 pub mod validate;

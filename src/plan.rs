@@ -68,10 +68,10 @@ impl Plan {
         }
     }
 
-    /// `<Kind> <namespace>/<name> <field>: <current> -> <desired> (<when>)`.
+    /// `<Kind> <namespace>/<name> <field>: <current> -> <desired> (<when>)`,
+    /// with control characters escaped (see [`crate::terminal`]).
     pub fn text(&self) -> String {
-        self.changes
-            .iter()
+        let lines: String = (self.changes.iter())
             .map(|l| {
                 let restarts = if l.restarts { ", restarts" } else { "" };
                 format!(
@@ -79,7 +79,8 @@ impl Plan {
                     l.kind, l.namespace, l.name, l.field, l.current, l.desired, l.when
                 )
             })
-            .collect()
+            .collect();
+        crate::terminal::printable(&lines)
     }
 
     /// What went wrong, one line per CR, and a count.
@@ -105,7 +106,7 @@ impl Plan {
             resources.len(),
             self.errors.len()
         ));
-        out
+        crate::terminal::printable(&out)
     }
 }
 

@@ -93,7 +93,8 @@ pub fn next_steps(r: &Report) -> Vec<String> {
     steps
 }
 
-/// The report as a person reads it.
+/// The report as a person reads it (control characters escaped, see
+/// [`crate::terminal`]).
 pub fn text(r: &Report) -> String {
     let mut out = String::new();
     let mut line = |label: &str, value: &str| {
@@ -194,7 +195,7 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(out, "  - {s}");
         }
     }
-    out
+    crate::terminal::printable(&out)
 }
 
 #[cfg(test)]

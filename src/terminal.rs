@@ -1,0 +1,30 @@
+//! The command-line reports (`plan`, `status`) print values a tenant wrote
+//! (names, `spec.size`, messages quoting them): control characters other
+//! than the report's own line ends are shown escaped, so no value can move
+//! the cursor, recolour or rewrite a platform engineer's terminal.
+
+/// `text` with every control character but `\n` escaped (`\u{1b}`).
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_sequences_are_shown_not_obeyed() {
+        let size = "10Gi\u{1b}[2J\u{1b}]0;owned\u{7}\r";
+        assert_eq!(printable(size), "10Gi\\u{1b}[2J\\u{1b}]0;owned\\u{7}\\r");
+        assert_eq!(printable("a -> b\nc\n"), "a -> b\nc\n");
+        assert_eq!(printable("tab\there"), "tab\\there");
+    }
+}
