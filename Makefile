@@ -63,8 +63,13 @@ lint: ## rustfmt and clippy, warnings are errors
 # Otherwise: that cluster, CRDs and the configuration ConfigMaps that are
 # missing there (existing ones are left as they are, and named).
 DEMO_NAMESPACE ?= demo
-run: deps build ## run the operator in the foreground (local control plane and samples unless KUBECONFIG is set)
-	@local=0; if [ -z "$${KUBECONFIG:-}" ]; then local=1; $(TESTENV) up; set -a; . $(ENV_SH); set +a; fi; \
+# Builds only what running needs: the operator's binary (not the tests),
+# and for the local environment no test-only tools (helm, promtool, the
+# bundle validator); `make test` builds those when it first needs them.
+run: deps ## run the operator in the foreground (local control plane and samples unless KUBECONFIG is set)
+	@[ -x $(BIN) ] || echo "building the operator's binary — first time only, 10 to 20 min on 2 cores"
+	cargo build --bin cloud-resource-operator
+	@local=0; if [ -z "$${KUBECONFIG:-}" ]; then local=1; CRO_TESTENV_FOR=run $(TESTENV) up; set -a; . $(ENV_SH); set +a; fi; \
 	kubectl apply --server-side -k crds/ >/dev/null; \
 	kubectl create namespace $(OPERATOR_NAMESPACE) --dry-run=client -o yaml | kubectl apply -f - >/dev/null; \
 	if [ $$local = 1 ]; then kubectl -n $(OPERATOR_NAMESPACE) apply -k config/ >/dev/null; \

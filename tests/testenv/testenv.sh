@@ -66,7 +66,7 @@ go_build() {
     local p; for p in "$@"; do echo "	_ \"$p\""; done
     echo ')'
   } >"$work/tools.go"
-  log "building $name ($*) — first time only, this takes a while"
+  log "building $name ($*) — first time only, a few minutes on 2 cores"
   (
     cd "$work"
     export GOFLAGS=-mod=mod CGO_ENABLED=0
@@ -191,6 +191,9 @@ build_moto() {
   touch "$moto_venv/.complete"
 }
 
+# What is built: everything, or with CRO_TESTENV_FOR=run (`make run`) only
+# what running the operator needs; the tests' own tools (helm, promtool,
+# the bundle validator) are built when a later `up` is for the tests.
 cmd_build() {
   mkdir -p "$cache"
   # One build at a time per cache (a second caller waits, then finds it done).
@@ -199,13 +202,18 @@ cmd_build() {
   build_etcd
   build_kwok
   build_kubernetes
-  build_helm
-  build_promtool
   build_coredns
-  build_operator_verify
   build_moto
   [ -n "$(real_node_unsupported)" ] || build_real_node_images
+  build_test_tools
   flock -u 9
+}
+
+build_test_tools() {
+  [ "${CRO_TESTENV_FOR:-test}" = run ] && return 0
+  build_helm
+  build_promtool
+  build_operator_verify
 }
 
 # ---------------------------------------------------------------- up -------
@@ -619,6 +627,8 @@ recycle_volumes() {
 
 cmd_up() {
   if cmd_status; then
+    # Started by `make run`: the tests' tools may still be missing.
+    build_test_tools
     recycle_volumes
     log "already up; source $state/env.sh"
     return 0
