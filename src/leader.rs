@@ -103,9 +103,16 @@ pub struct Elector {
     /// The Go operator's Lease in each namespace it may run in, and its
     /// record as last seen.
     go_leases: Vec<(Api<Lease>, Mutex<Option<Observed>>)>,
-    /// The Go operator's Deployment in each of those namespaces.
+    /// The Go operator's Deployment in each of those namespaces, and when
+    /// they were last read with what they said (kept until the next read).
     go_deployments: Vec<Api<Deployment>>,
+    deployments_read: Mutex<Option<(Instant, Option<String>)>>,
 }
+
+/// How often the Go operator's Deployments are read while this process
+/// waits or leads: its Lease says more often whether it runs, where it
+/// holds one.
+const GO_DEPLOYMENT_EVERY: Duration = Duration::from_secs(60);
 
 impl Elector {
     pub fn new(client: Client, config: Config, fence: Fence) -> Self {
@@ -126,6 +133,7 @@ impl Elector {
             observed: Mutex::new(None),
             go_leases,
             go_deployments,
+            deployments_read: Mutex::new(None),
         }
     }
 
@@ -137,18 +145,22 @@ impl Elector {
     /// may not be granted Leases there. Or its Deployment with a ready
     /// replica, for the Go releases that run without leader election.
     async fn go_operator_leading(&self) -> Option<String> {
-        for api in &self.go_deployments {
-            match api.get_opt(GO_DEPLOYMENT).await {
-                Ok(Some(d)) if go_deployment_ready(&d) => {
-                    return Some(format!(
-                        "the Go cloud-resource-operator runs (Deployment {}/{GO_DEPLOYMENT} has a ready replica): stop it first (with OLM, delete its Subscription and ClusterServiceVersion; keep the CRDs), then this operator takes over",
-                        api.namespace().unwrap_or_default()
-                    ));
+        let mut read = self.deployments_read.lock().await;
+        match read.as_ref() {
+            Some((at, said)) if at.elapsed() < GO_DEPLOYMENT_EVERY => {
+                if said.is_some() {
+                    return said.clone();
                 }
-                Ok(_) => {}
-                Err(e) => debug!(error = %e, "reading the Go operator's Deployment"),
+            }
+            _ => {
+                let said = self.go_deployment_running().await;
+                *read = Some((Instant::now(), said.clone()));
+                if said.is_some() {
+                    return said;
+                }
             }
         }
+        drop(read);
         for (api, observed) in &self.go_leases {
             let lease = match api.get_opt(GO_LEASE).await {
                 Ok(lease) => lease,
@@ -168,6 +180,23 @@ impl Elector {
                     "the Go cloud-resource-operator leads (Lease {}/{GO_LEASE}, holder {holder}): stop it first (with OLM, delete its Subscription and ClusterServiceVersion; keep the CRDs), then this operator takes over",
                     api.namespace().unwrap_or_default()
                 ));
+            }
+        }
+        None
+    }
+
+    /// A Go operator's Deployment with a ready replica, described.
+    async fn go_deployment_running(&self) -> Option<String> {
+        for api in &self.go_deployments {
+            match api.get_opt(GO_DEPLOYMENT).await {
+                Ok(Some(d)) if go_deployment_ready(&d) => {
+                    return Some(format!(
+                        "the Go cloud-resource-operator runs (Deployment {}/{GO_DEPLOYMENT} has a ready replica): stop it first (with OLM, delete its Subscription and ClusterServiceVersion; keep the CRDs), then this operator takes over",
+                        api.namespace().unwrap_or_default()
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => debug!(error = %e, "reading the Go operator's Deployment"),
             }
         }
         None

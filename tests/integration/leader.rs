@@ -405,13 +405,14 @@ async fn no_leading_while_a_go_operators_deployment_runs() {
         let untouched = pgs.get("db").await.unwrap_or_else(|e| panic!("{e}"));
         assert!(untouched.status.is_none() && untouched.metadata.finalizers.is_none(), "{untouched:?}");
 
-        // Stopped as OLM leaves it once its CSV is gone: no replica.
+        // Stopped as OLM leaves it once its CSV is gone: no replica. It is
+        // read once a minute (its Lease, where it holds one, more often).
         let stopped = json!({"spec": {"replicas": 0}});
         deployments
             .patch("cloud-resource-operator", &PatchParams::default(), &Patch::Merge(&stopped))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        op.wait_log(LEADING, Duration::from_secs(60)).await;
+        op.wait_log(LEADING, Duration::from_secs(120)).await;
         wait_complete(&pgs, "db").await;
         delete_all(&pgs, &["db"]).await;
     })

@@ -36,10 +36,12 @@ const WORKLOADS: usize = 3;
 const RESTART_BUDGET: usize = 50;
 
 /// What the operator reads once per start, not per CR: the Lease, the
-/// OpenShift Infrastructure, and the Go operator's STS-mode Secret.
+/// OpenShift Infrastructure and Network, the Go operator's STS-mode Secret
+/// and its Deployment (no leading beside a running Go operator).
 fn read_per_start(r: &crate::support::Audited) -> bool {
-    ["leases", "infrastructures"].contains(&r.resource.as_str())
+    ["leases", "infrastructures", "networks"].contains(&r.resource.as_str())
         || (r.resource == "secrets" && r.name == "sts-credentials")
+        || (r.resource == "deployments" && r.name == "cloud-resource-operator")
 }
 
 #[tokio::test]

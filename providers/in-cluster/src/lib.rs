@@ -327,10 +327,17 @@ impl InClusterProvider {
         Ok(isolated.then_some(&self.isolation))
     }
 
-    /// The user the workload's pods run as, by its namespace (see
-    /// [`workload::PodUser`]): read each time, so a namespace given an
-    /// OpenShift range later gets pods that start there.
+    /// The user the workload's pods run as (see [`workload::PodUser`]): an
+    /// available Deployment's own (its pods start; nothing is read, so a
+    /// restart over complete workloads reads no namespace), else its
+    /// namespace's, read when the workload is made or does not start (one
+    /// made as 999 before, refused by OpenShift, moves into the range).
     async fn pod_user(&self, req: &ResourceRequest) -> Result<workload::PodUser, ProviderError> {
+        if let Some(d) = self.deployment(req).await?
+            && available(&d)
+        {
+            return Ok(workload::PodUser::of_deployment(&d));
+        }
         let ns = Api::<Namespace>::all(self.client.clone())
             .get(&req.namespace)
             .await

@@ -112,6 +112,21 @@ impl PodUser {
         })
     }
 
+    /// The user a Deployment's pods run as: the upstream images' 999, or
+    /// the UID (and fsGroup) its pod template names.
+    pub fn of_deployment(d: &k8s_openapi::api::apps::v1::Deployment) -> PodUser {
+        let context = (d.spec.as_ref())
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|s| s.security_context.as_ref());
+        match context.and_then(|c| c.run_as_user) {
+            Some(uid) if uid != 999 => PodUser::Range {
+                uid,
+                fs_group: context.and_then(|c| c.fs_group).unwrap_or(uid),
+            },
+            _ => PodUser::Image,
+        }
+    }
+
     /// The pod's securityContext, Pod Security "restricted" either way.
     fn security_context(&self) -> Value {
         let mut context = match self {
@@ -502,6 +517,14 @@ mod tests {
         assert_eq!(context["fsGroup"], 1000690000);
         assert!(context.get("runAsGroup").is_none(), "{context}");
         assert_eq!(context["runAsNonRoot"], true);
+        // A Deployment made so says the same (what an available one keeps).
+        let deployment =
+            serde_json::from_value(d.deployment.clone()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(PodUser::of_deployment(&deployment), want);
+        let image = postgres(&req(), &Overrides::default(), None, &PodUser::Image)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let deployment = serde_json::from_value(image.deployment).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(PodUser::of_deployment(&deployment), PodUser::Image);
         let no_groups = of(&[(UID_RANGE_ANNOTATION, "1000680000-1000689999")]);
         assert!(matches!(
             no_groups,
