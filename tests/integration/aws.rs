@@ -818,6 +818,23 @@ async fn redis_on_elasticache_through_creating_and_deleting() {
         }
         wait_for(&redis, "cache", "complete again", DEFAULT_TIMEOUT, phase(Phase::Complete, "")).await;
 
+        // A node type EC2 does not offer in the nodes' zones is not
+        // requested, even in the window, and says why (the Go operator's
+        // check in buildElasticacheUpdateStrategy).
+        let unoffered = json!({"spec": {"size": "cache.x9.nope", "maintenanceWindow": true}});
+        redis.patch("cache", &PatchParams::default(), &Patch::Merge(&unoffered)).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_for(&redis, "cache", "the node type held back", DEFAULT_TIMEOUT, |o: Option<&Redis>| {
+            (o.and_then(|o| o.status.as_ref()).map(|s| s.conditions.clone()).unwrap_or_default().iter())
+                .any(|c| c.type_ == "UpToDate" && c.message.contains("EC2 does not offer x9.nope in availability zone"))
+        })
+        .await;
+        let group = ec.describe_replication_groups().replication_group_id(&id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(group.replication_groups().first().and_then(|g| g.cache_node_type()), Some("cache.m5.large"));
+        let asked = aws_requests().into_iter().any(|r| r["action"] == "ModifyReplicationGroup" && r["params"].to_string().contains("x9.nope"));
+        assert!(!asked, "ModifyReplicationGroup asked for a node type the zones do not offer");
+        let back = json!({"spec": {"size": "cache.m5.large", "maintenanceWindow": false}});
+        redis.patch("cache", &PatchParams::default(), &Patch::Merge(&back)).await.unwrap_or_else(|e| panic!("{e}"));
+
         redis.delete("cache", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
         let final_id = final_snapshot_id(&redis, &ns, "cache").await;
         wait_for(&redis, "cache", "deletion in progress", DEFAULT_TIMEOUT, phase(Phase::DeleteInProgress, "")).await;

@@ -20,7 +20,8 @@ must be exercised. This launcher wraps the backends so that:
   `deleting` for that long and then gone;
 - DeleteReplicationGroup with FinalSnapshotIdentifier takes that snapshot;
 - a replication group's members are cache clusters (nodes), holding the
-  engine version and maintenance window AWS shows only there, gone with it;
+  engine version and maintenance window AWS shows only there, gone with it,
+  in zones of the group's region (stock moto says us-east-1a anywhere);
 - ModifyReplicationGroup (missing from stock moto) changes the snapshot
   retention and window, node type and maintenance window, and leaves the
   group `modifying` for that long;
@@ -249,6 +250,13 @@ NODE_DEFAULTS = {"engine_version": "7.1", "preferred_maintenance_window": "sun:0
 def ec_create(self, *args, **kwargs):
     group = _ec_create(self, *args, **kwargs)
     _transition(group, "creating", "available")
+    # AWS places a group's nodes in its region's zones; stock moto names
+    # us-east-1a and us-east-1b whatever the region.
+    for node_group in group.node_groups:
+        for member in node_group.get("node_group_members", []):
+            zone = member.get("preferred_availability_zone") or ""
+            if not zone.startswith(self.region_name):
+                member["preferred_availability_zone"] = self.region_name + (zone[-1:] or "a")
     for member in group.member_clusters:
         if member in self.cache_clusters:
             continue

@@ -49,6 +49,7 @@ use crate::{
 };
 
 pub mod observed;
+mod offering;
 mod snapshot_tags;
 mod strategy;
 
@@ -381,6 +382,8 @@ pub async fn reconcile(
         have,
         plan,
     } = database::look::<Client>((c, &seen.groups), req, tier).await?;
+    let zones = have.as_ref().map(|g| g.zones.clone()).unwrap_or_default();
+    let plan = offering::checked(c, plan, &want.node_type, &zones).await?;
     let token = auth_token(store, req, &strategy, have.as_ref(), &plan).await?;
     // As the Go operator's gauges show it (`exposeRedisMetrics`).
     let mut health = database::health(have.as_ref(), &HEALTHY);

@@ -22,6 +22,8 @@ pub struct Group {
     /// Its member cache clusters (nodes); the first is where the Go
     /// operator put its tags (`TagElasticacheNode`, provider_redis.go).
     pub members: Vec<String>,
+    /// The availability zones its nodes are in, as its node groups say.
+    pub zones: Vec<String>,
     /// What AWS shows only on the nodes (DescribeCacheClusters): the
     /// engine version and maintenance window, as the first node has them.
     pub node: Node,
@@ -73,6 +75,10 @@ impl From<&ReplicationGroup> for Group {
             transit_encryption: g.transit_encryption_enabled().unwrap_or(false),
             auth_token: g.auth_token_enabled().unwrap_or(false),
             members: g.member_clusters().to_vec(),
+            zones: (g.node_groups().iter())
+                .flat_map(|n| n.node_group_members())
+                .filter_map(|m| m.preferred_availability_zone().map(str::to_string))
+                .collect(),
             node: Node::default(),
             tags: BTreeMap::new(),
         }
