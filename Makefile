@@ -67,7 +67,7 @@ DEMO_NAMESPACE ?= demo
 # and for the local environment no test-only tools (helm, promtool, the
 # bundle validator); `make test` builds those when it first needs them.
 run: deps ## run the operator in the foreground (local control plane and samples unless KUBECONFIG is set)
-	@[ -x $(BIN) ] || echo "building the operator's binary — first time only, 10 to 20 min on 2 cores"
+	@[ -x $(BIN) ] || echo "building the operator's binary — first time only, about 11 min on 2 cores"
 	cargo build --bin cloud-resource-operator
 	@local=0; if [ -z "$${KUBECONFIG:-}" ]; then local=1; CRO_TESTENV_FOR=run $(TESTENV) up; set -a; . $(ENV_SH); set +a; fi; \
 	kubectl apply --server-side -k crds/ >/dev/null; \
