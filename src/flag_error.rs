@@ -24,4 +24,6 @@ pub enum FlagError {
     ClusterId { id: String, kept: String },
     #[error("--extra-tag (EXTRA_TAGS) {0:?} is not key=value")]
     Tag(String),
+    #[error("{0:?} is not a duration: give a whole number of seconds, at least 1, e.g. 300")]
+    Seconds(String),
 }

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod aws_identity;
 pub mod cache;
+pub mod cli;
 pub mod cluster_id;
 pub mod config;
 pub mod connectivity;

@@ -1,0 +1,277 @@
+//! Connecting to the cluster: who it is (cluster ID, region, tags), the
+//! operator's namespace, the AWS identity, and the providers' settings.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use anyhow::{Context as _, bail};
+use cro_provider_api::Fence;
+use tracing::{info, warn};
+
+use super::{args::ClusterArgs, sts};
+use crate::{
+    aws_identity, cluster_id, fenced_client, providers, reconcile::Settings, shard::Shard,
+};
+
+pub(super) const SERVICE_ACCOUNT_NAMESPACE: &str =
+    "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// A connection to the cluster, the settings its CRs are provisioned
+/// with, and the providers.
+pub(super) struct Connected {
+    pub client: kube::Client,
+    pub settings: Settings,
+    pub providers: providers::Settings,
+}
+
+/// How the CRs are worked on: from `run`'s flags, or [`Work::read_only`]
+/// for `plan` and `status`, which reconcile nothing.
+pub(super) struct Work {
+    /// The namespaces watched (trimmed, each once); empty for all.
+    pub watch_namespaces: Vec<String>,
+    pub concurrency: u16,
+    pub shard: Shard,
+    pub allow_cross_namespace_secrets: bool,
+    pub recheck_interval: Duration,
+    pub cloud_metrics_interval: Duration,
+}
+
+impl Work {
+    pub fn read_only() -> Work {
+        Work {
+            watch_namespaces: Vec::new(),
+            concurrency: 1,
+            shard: Shard::default(),
+            allow_cross_namespace_secrets: false,
+            recheck_interval: Duration::from_secs(3600),
+            cloud_metrics_interval: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Connects; with `serve_while_waiting`, a Secret `sts-credentials` that
+/// cannot be used is waited for (see [`sts::wait_for_sts`]) rather than an
+/// error. `watched` are the namespaces the CRs are read from.
+pub(super) async fn connect(
+    args: &ClusterArgs,
+    watched: &[String],
+    work: Work,
+    serve_while_waiting: Option<std::net::SocketAddr>,
+    fence: &Fence,
+) -> anyhow::Result<Connected> {
+    let operator_namespace = operator_namespace(args.operator_namespace.clone())?;
+    let mut config = kube::Config::infer()
+        .await
+        .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
+    // The operator's name in the API server's audit log, and the field
+    // manager of its writes that name none (finalizers, Events), which
+    // would otherwise show as "unknown" in managedFields.
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(concat!(
+            "cloud-resource-operator/",
+            env!("CARGO_PKG_VERSION")
+        )),
+    ));
+    let client = kube::client::ClientBuilder::try_from(config)
+        .context(
+            "building the Kubernetes client from KUBECONFIG or the in-cluster config (its TLS settings or proxy)",
+        )?
+        .with_layer(&fenced_client::FenceLayer(fence.clone()))
+        .build();
+    if let Some(id) = args.cluster_id.as_deref().filter(|id| !id.is_empty()) {
+        cluster_id::check_configured(id)?;
+    }
+    let configured_id = args.cluster_id.as_deref().is_some_and(|id| !id.is_empty());
+    let infrastructure = match cluster_id::infrastructure(&client).await {
+        Err(e @ cluster_id::InfrastructureError::Forbidden) if configured_id => {
+            // The ID is given; the region and tags it also holds are not.
+            warn!(error = %e, "reading the OpenShift Infrastructure object; going on with the configured cluster ID, without its region and resource tags");
+            None
+        }
+        read => read
+            .context("reading the OpenShift Infrastructure object (cluster ID, region and tags)")?,
+    };
+    let (cluster_id, cluster_id_source) =
+        cluster_id::discover(&client, args.cluster_id.as_deref(), infrastructure.as_ref())
+            .await
+            .context(
+                "discovering the cluster ID; set --cluster-id (CLUSTER_ID) to skip discovery",
+            )?;
+    info!(
+        operator_namespace = %operator_namespace,
+        cluster_id = %cluster_id,
+        cluster_id_source = ?cluster_id_source,
+        "connected to the cluster"
+    );
+    let settings = Settings {
+        operator_namespace,
+        watch_namespaces: work.watch_namespaces,
+        concurrency: work.concurrency,
+        cluster_id,
+        tag_key_prefix: args.tag_key_prefix.clone(),
+        extra_tags: extra_tags(&args.extra_tags, infrastructure.is_some()),
+        infrastructure_tags: infrastructure
+            .as_ref()
+            .map(cluster_id::infrastructure_tags)
+            .unwrap_or_default(),
+        allow_cross_namespace_secrets: work.allow_cross_namespace_secrets,
+        recheck_interval: work.recheck_interval,
+        cloud_metrics_interval: work.cloud_metrics_interval,
+        shard: work.shard,
+        namespace_config: namespace_config(args.namespace_config, watched),
+    };
+    info!(
+        namespace_config = settings.namespace_config,
+        set = args.namespace_config.is_some(),
+        "namespace-level cloud-resource-config {}",
+        if settings.namespace_config {
+            "read"
+        } else {
+            "not read"
+        }
+    );
+    let sts = match serve_while_waiting {
+        None => sts::sts_mode(&client, &settings.operator_namespace, &args.sts_token_file).await?,
+        Some(address) => {
+            sts::wait_for_sts(
+                &client,
+                &settings.operator_namespace,
+                &args.sts_token_file,
+                address,
+            )
+            .await?
+        }
+    };
+    let identity =
+        aws_identity::choose(&client, &settings.operator_namespace, watched, sts).await?;
+    info!(source = %identity.source, "AWS identity");
+    if identity.sts.is_some() {
+        info!("STS mode: BlobStorage gets no IAM user");
+    }
+    let nodes = node_instances(&client).await;
+    let mut providers = provider_settings(args, infrastructure.as_ref(), identity.sts, nodes)?;
+    providers.aws.vpc.pod_and_service_blocks = cluster_id::pod_and_service_blocks(&client).await;
+    providers.operator_namespace = Some(settings.operator_namespace.clone());
+    providers.aws.keys = identity.keys;
+    providers.aws.fence = fence.clone();
+    Ok(Connected {
+        client,
+        settings,
+        providers,
+    })
+}
+
+/// The configured extra tags; on OpenShift also the Go operator's
+/// `red-hat-managed=true` (`GetDefaultResourceTags`, pkg/resources/tags.go),
+/// unless configured otherwise.
+fn extra_tags(configured: &[(String, String)], openshift: bool) -> BTreeMap<String, String> {
+    let mut tags: BTreeMap<_, _> = configured.iter().cloned().collect();
+    if openshift {
+        tags.entry("red-hat-managed".into())
+            .or_insert_with(|| "true".into());
+    }
+    tags
+}
+
+/// The EC2 instances of a few nodes, from their `spec.providerID`
+/// (`aws:///<zone>/<instance>`): on any Kubernetes on AWS they say which
+/// VPC the cluster runs in. None where nodes are not on AWS, or may not be
+/// listed (the operator then needs the subnets' cluster tag or
+/// --aws-vpc-id to place databases).
+async fn node_instances(client: &kube::Client) -> Vec<String> {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    match nodes
+        .list(&kube::api::ListParams::default().limit(20))
+        .await
+    {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref())
+            .filter_map(cro_provider_aws::instance_of_provider_id)
+            .collect(),
+        Err(e) => {
+            warn!(error = %e, "listing nodes (to find the cluster's VPC from their providerID); AWS databases are placed by the subnets' cluster tag or --aws-vpc-id");
+            Vec::new()
+        }
+    }
+}
+
+/// The providers' settings: flags first, then what the OpenShift
+/// Infrastructure object says.
+fn provider_settings(
+    args: &ClusterArgs,
+    infrastructure: Option<&serde_json::Value>,
+    sts: Option<cro_provider_aws::Sts>,
+    node_instances: Vec<String>,
+) -> anyhow::Result<providers::Settings> {
+    let budget = cro_provider_aws::Budget {
+        rate: args.aws_api_rate,
+        burst: args.aws_api_burst,
+    };
+    budget.check()?;
+    let iam_users = cro_provider_aws::IamUsers::new(
+        &args.iam_user_path,
+        args.iam_permissions_boundary.as_deref(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let aws_region = args
+        .aws_region
+        .clone()
+        .or_else(|| infrastructure.and_then(cluster_id::infrastructure_region));
+    Ok(providers::Settings {
+        cluster_domain: args.cluster_domain.clone(),
+        operator_namespace: None,
+        aws: cro_provider_aws::AwsSettings {
+            region: aws_region,
+            budget,
+            sts,
+            vpc: cro_provider_aws::VpcHint {
+                vpc_id: args.aws_vpc_id.clone().filter(|v| !v.is_empty()),
+                node_instances,
+                pod_and_service_blocks: Vec::new(),
+            },
+            iam_users,
+            keys: None,
+            fence: Fence::open(),
+        },
+    })
+}
+
+/// `--namespace-config` as given, else on only when exactly one
+/// namespace is watched.
+fn namespace_config(flag: Option<bool>, watched: &[String]) -> bool {
+    let mut namespaces: Vec<&str> = watched.iter().map(|n| n.trim()).collect();
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    flag.unwrap_or(namespaces.len() == 1)
+}
+
+/// The namespace of the strategies ConfigMaps: the flag, else the pod's.
+fn operator_namespace(configured: Option<String>) -> anyhow::Result<String> {
+    match configured {
+        Some(ns) => Ok(ns),
+        None => match std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE) {
+            Ok(ns) => Ok(ns.trim().to_string()),
+            Err(_) => bail!(
+                "--operator-namespace (OPERATOR_NAMESPACE) is required when not running in a pod"
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_config_is_on_by_default_only_for_one_watched_namespace() {
+        let ns = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(namespace_config(None, &ns(&["app"])));
+        assert!(namespace_config(None, &ns(&["app", " app"])));
+        assert!(!namespace_config(None, &ns(&[])));
+        assert!(!namespace_config(None, &ns(&["a", "b"])));
+        assert!(namespace_config(Some(true), &ns(&[])));
+        assert!(!namespace_config(Some(false), &ns(&["app"])));
+    }
+}

@@ -1,0 +1,11 @@
+//! The command line: `run` and the tools beside it (`plan`, `status`,
+//! `validate`, `crd`). The binary only parses and dispatches to here.
+
+pub mod args;
+mod connect;
+pub mod offline;
+pub mod read;
+pub mod run;
+mod sts;
+
+pub use args::{Cli, Command};
