@@ -34,9 +34,6 @@ use tracing::debug;
 
 use crate::metrics::ObjectLabels;
 
-/// The condition type.
-pub const CONNECTABLE: &str = "Connectable";
-
 /// Where to log in, from a connection Secret's keys.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Target {
@@ -164,7 +161,7 @@ impl Verdict {
             Verdict::Protocol(e) => ("ProtocolError", format!("{host}:{port}: {e}")),
         };
         cro_provider_api::Condition {
-            type_: CONNECTABLE.into(),
+            type_: cro_provider_api::ConditionType::Connectable,
             status: self.connected(),
             reason: reason.into(),
             message,

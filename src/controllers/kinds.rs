@@ -67,8 +67,8 @@ impl KindStatus for ResourceTypeStatus {
         Some(Report {
             phase: self.phase?,
             message: self.message.clone().unwrap_or_default(),
-            provider: self.strategy.clone(),
-            service: self.provider.clone(),
+            strategy: self.strategy.clone(),
+            provider: self.provider.clone(),
             version: self.version.clone(),
             secret_ref: self.secret_ref.clone(),
             snapshot_id: None,
@@ -88,8 +88,8 @@ impl KindStatus for ResourceTypeStatus {
 
     fn json(report: &Report, conditions: Vec<Condition>, generation: Option<i64>) -> Value {
         let status = ResourceTypeStatus {
-            strategy: report.provider.clone(),
-            provider: report.service.clone(),
+            strategy: report.strategy.clone(),
+            provider: report.provider.clone(),
             version: report.version.clone(),
             secret_ref: report.secret_ref.clone(),
             phase: Some(report.phase),
@@ -136,7 +136,7 @@ impl SnapshotCr for RedisSnapshot {
 impl KindStatus for SnapshotStatus {
     fn report(&self) -> Option<Report> {
         Some(Report {
-            provider: self.strategy.clone(),
+            strategy: self.strategy.clone(),
             snapshot_id: self.snapshot_id.clone(),
             ..Report::new(self.phase?, self.message.clone().unwrap_or_default())
         })
@@ -149,7 +149,7 @@ impl KindStatus for SnapshotStatus {
     fn json(report: &Report, conditions: Vec<Condition>, generation: Option<i64>) -> Value {
         let status = SnapshotStatus {
             snapshot_id: report.snapshot_id.clone(),
-            strategy: report.provider.clone(),
+            strategy: report.strategy.clone(),
             phase: Some(report.phase),
             message: Some(report.message.clone()),
             conditions,

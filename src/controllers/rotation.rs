@@ -54,7 +54,7 @@ pub fn completed(
 /// (in-cluster workloads keep the passwords they were initialised with).
 pub fn unsupported() -> cro_provider_api::Condition {
     cro_provider_api::Condition {
-        type_: crate::reconcile::status::CREDENTIALS_ROTATED.into(),
+        type_: cro_provider_api::ConditionType::CredentialsRotated,
         status: false,
         reason: "Unsupported".into(),
         message: format!(

@@ -21,33 +21,13 @@ use crate::{
     reconcile::{Context, Error, Managed, Report, in_progress_requeue, key, unless_parked},
 };
 
-#[async_trait::async_trait]
-impl Managed for PostgresSnapshot {
-    type Status = SnapshotStatus;
-    fn status(&self) -> Option<&SnapshotStatus> {
-        self.status.as_ref()
-    }
-    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
-        reconcile(self, ctx).await
-    }
-    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
-        cleanup(self, ctx).await
-    }
-}
-
-#[async_trait::async_trait]
-impl Managed for RedisSnapshot {
-    type Status = SnapshotStatus;
-    fn status(&self) -> Option<&SnapshotStatus> {
-        self.status.as_ref()
-    }
-    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
-        reconcile(self, ctx).await
-    }
-    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
-        cleanup(self, ctx).await
-    }
-}
+// The skeleton's view of each snapshot kind.
+crate::reconcile::managed!(
+    SnapshotStatus,
+    [PostgresSnapshot, RedisSnapshot],
+    skip_create: |_snapshot| false,
+    tier: |_snapshot| None
+);
 
 async fn parent<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Option<K::Parent>, Error> {
     let ns = snap.namespace().unwrap_or_default();
@@ -183,7 +163,7 @@ async fn reconcile<K: SnapshotCr>(
     let Some(id) = recorded_id(snap) else {
         let id = new_snapshot_identifier(snap, ctx);
         let report = Report {
-            provider: Some(provider_name),
+            strategy: Some(provider_name),
             snapshot_id: Some(id.clone()),
             ..Report::new(Phase::InProgress, format!("taking snapshot {id}"))
         };
@@ -195,7 +175,7 @@ async fn reconcile<K: SnapshotCr>(
     let parent_phase = parent.status().and_then(|s| s.phase);
     if parent_phase != Some(Phase::Complete) {
         let report = Report {
-            provider: Some(provider_name),
+            strategy: Some(provider_name),
             snapshot_id: Some(id),
             ..Report::new(Phase::InProgress, waiting_for_parent(snap, parent_phase))
         };
@@ -220,7 +200,7 @@ async fn reconcile<K: SnapshotCr>(
                 config::strategies_config_map(&provider_name),
             );
             let report = Report {
-                provider: Some(provider_name),
+                strategy: Some(provider_name),
                 snapshot_id: Some(id),
                 ..Report::new(Phase::Failed, message)
             };
@@ -245,7 +225,7 @@ async fn reconcile<K: SnapshotCr>(
     })
     .await?;
     let report = Report {
-        provider: Some(provider_name),
+        strategy: Some(provider_name),
         snapshot_id: Some(id),
         ..Report::new(Phase::InProgress, "")
     };

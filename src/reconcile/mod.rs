@@ -3,6 +3,7 @@
 //! the `Ready` condition, `observedGeneration`, Events, status writes only
 //! on change, and retry policy. Kinds plug in through [`Managed`].
 
+pub mod conditions;
 mod context;
 mod error;
 mod events;
@@ -18,6 +19,7 @@ pub use context::{Context, Settings};
 pub use error::Error;
 pub use status::Report;
 
+use conditions::ConditionType;
 use cro_provider_api::Deletion;
 use k8s_openapi::{
     NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp,
@@ -54,9 +56,8 @@ const WRITTEN_PAST_RETRY: Duration = Duration::from_secs(1);
 /// between 5 seconds and 2 minutes, so a quick creation is seen quickly and
 /// a long one (RDS takes many minutes) costs few cloud API calls.
 pub fn in_progress_requeue(conditions: &[Condition]) -> Duration {
-    let since = conditions
-        .iter()
-        .find(|c| c.type_ == "Ready" && c.status == "False")
+    let since = conditions::find(conditions, ConditionType::Ready)
+        .filter(|c| c.status == conditions::status_of(false))
         .map(|c| c.last_transition_time.0);
     let elapsed = since
         .and_then(|t| {
@@ -97,13 +98,9 @@ pub trait Managed:
         Self::Status::json(report, conditions, self.meta().generation)
     }
     /// `spec.skipCreate`.
-    fn skip_create(&self) -> bool {
-        false
-    }
+    fn skip_create(&self) -> bool;
     /// `spec.tier`, for kinds that have one (a metrics label).
-    fn tier(&self) -> Option<&str> {
-        None
-    }
+    fn tier(&self) -> Option<&str>;
     /// Creates or converges the object (calling its provider's
     /// `reconcile`); `Ok` carries the status to report and when to look
     /// again.
@@ -111,6 +108,43 @@ pub trait Managed:
     /// Removes what the CR owns outside Kubernetes' garbage collection.
     async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error>;
 }
+
+/// `Managed` for kinds whose status is the field `status`, reconciled and
+/// cleaned up by the functions `reconcile` and `cleanup` of the module that
+/// invokes this: `managed!(Status, [Kind, ...], skip_create: |cr| ..,
+/// tier: |cr| ..)`.
+macro_rules! managed {
+    ($status:ty, [$($kind:ty),+ $(,)?], skip_create: |$s:ident| $skip:expr, tier: |$t:ident| $tier:expr $(,)?) => {$(
+        #[async_trait::async_trait]
+        impl $crate::reconcile::Managed for $kind {
+            type Status = $status;
+            fn status(&self) -> Option<&$status> {
+                self.status.as_ref()
+            }
+            fn skip_create(&self) -> bool {
+                let $s = self;
+                $skip
+            }
+            fn tier(&self) -> Option<&str> {
+                let $t = self;
+                $tier
+            }
+            async fn reconcile(
+                &self,
+                ctx: &$crate::reconcile::Context,
+            ) -> Result<($crate::reconcile::Report, Option<std::time::Duration>), $crate::reconcile::Error> {
+                reconcile(self, ctx).await
+            }
+            async fn cleanup(
+                &self,
+                ctx: &$crate::reconcile::Context,
+            ) -> Result<cro_provider_api::Deletion, $crate::reconcile::Error> {
+                cleanup(self, ctx).await
+            }
+        }
+    )+};
+}
+pub(crate) use managed;
 
 /// A status type as the skeleton reads and writes it.
 pub trait KindStatus: Send + Sync {
@@ -393,7 +427,7 @@ fn record_time_to_ready<K: Managed>(ctx: &Context, obj: &K, report: &Report) {
     if let Some(age) = created.and_then(|c| (Timestamp::now() - c).try_into().ok()) {
         ctx.metrics.time_to_ready(
             &K::kind(&()),
-            report.provider.as_deref().unwrap_or_default(),
+            report.strategy.as_deref().unwrap_or_default(),
             obj.tier().unwrap_or_default(),
             age,
         );
@@ -417,7 +451,7 @@ pub fn metric_labels<K: Managed>(ctx: &Context, obj: &K, report: Option<&Report>
         instanceID: instance.unwrap_or_default(),
         productName: label("productName"),
         strategy: report
-            .and_then(|r| r.service.clone().or_else(|| r.provider.clone()))
+            .and_then(|r| r.provider.clone().or_else(|| r.strategy.clone()))
             .unwrap_or_default(),
     }
 }
@@ -478,10 +512,7 @@ fn became_ready_first_time<K: Managed>(
     report: &Report,
 ) -> bool {
     let from_start = previous.is_none_or(|p| p.phase == Phase::InProgress);
-    let never_ready = !obj
-        .conditions()
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let never_ready = !conditions::is(obj.conditions(), ConditionType::Ready, true);
     report.phase == Phase::Complete
         && from_start
         && never_ready
@@ -623,7 +654,7 @@ mod tests {
 
     fn ready_false_since(secs_ago: i64) -> Vec<Condition> {
         vec![Condition {
-            type_: "Ready".into(),
+            type_: ConditionType::Ready.to_string(),
             status: "False".into(),
             reason: "InProgress".into(),
             message: String::new(),

@@ -6,6 +6,7 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 
+use super::conditions::{ConditionType, find, status_of};
 use crate::api::{Phase, SecretRef};
 
 /// What a reconcile found, independent of the kind's status type.
@@ -13,11 +14,11 @@ use crate::api::{Phase, SecretRef};
 pub struct Report {
     pub phase: Phase,
     pub message: String,
-    /// The provider's name in `cloud-resource-config` (e.g. `aws`);
-    /// `status.strategy`, as the Go operator calls it.
+    /// `status.strategy`, as the Go operator calls the provider's name in
+    /// `cloud-resource-config` (e.g. `aws`).
+    pub strategy: Option<String>,
+    /// `status.provider`: what the provider made (e.g. `aws-rds`).
     pub provider: Option<String>,
-    /// What the provider made (e.g. `aws-rds`); `status.provider`.
-    pub service: Option<String>,
     pub version: Option<String>,
     pub secret_ref: Option<SecretRef>,
     pub snapshot_id: Option<String>,
@@ -42,8 +43,8 @@ impl Report {
         Report {
             phase,
             message: message.into(),
+            strategy: None,
             provider: None,
-            service: None,
             version: None,
             secret_ref: None,
             snapshot_id: None,
@@ -77,18 +78,14 @@ pub fn ready_condition(
     generation: Option<i64>,
     previous: &[Condition],
 ) -> Condition {
-    let status = if report.phase == Phase::Complete {
-        "True"
-    } else {
-        "False"
-    };
-    let old = previous.iter().find(|c| c.type_ == "Ready");
+    let status = status_of(report.phase == Phase::Complete);
+    let old = find(previous, ConditionType::Ready);
     let last_transition_time = match old {
         Some(c) if c.status == status => c.last_transition_time.clone(),
         _ => Time(Timestamp::now()),
     };
     Condition {
-        type_: "Ready".into(),
+        type_: ConditionType::Ready.to_string(),
         status: status.into(),
         reason: ready_reason(report.phase).into(),
         message: report.message.clone(),
@@ -100,12 +97,10 @@ pub fn ready_condition(
 /// Conditions the operator reports only while they hold (a feature asked of
 /// a provider that lacks it): once not reported, they are removed, not kept
 /// as if another writer had set them.
-pub const SNAPSHOTS_SCHEDULED: &str = "SnapshotsScheduled";
-pub const CREDENTIALS_ROTATED: &str = "CredentialsRotated";
-const WHILE_THEY_HOLD: [&str; 3] = [
-    SNAPSHOTS_SCHEDULED,
-    CREDENTIALS_ROTATED,
-    crate::connectivity::CONNECTABLE,
+const WHILE_THEY_HOLD: [ConditionType; 3] = [
+    ConditionType::SnapshotsScheduled,
+    ConditionType::CredentialsRotated,
+    ConditionType::Connectable,
 ];
 
 /// Conditions with Ready, the provider's conditions and those reported
@@ -120,13 +115,13 @@ pub fn merged(
     let extra: Vec<Condition> = extra
         .iter()
         .map(|c| {
-            let status = if c.status { "True" } else { "False" };
-            let last_transition_time = match previous.iter().find(|p| p.type_ == c.type_) {
+            let status = status_of(c.status);
+            let last_transition_time = match find(previous, c.type_) {
                 Some(p) if p.status == status => p.last_transition_time.clone(),
                 _ => Time(Timestamp::now()),
             };
             Condition {
-                type_: c.type_.clone(),
+                type_: c.type_.to_string(),
                 status: status.into(),
                 reason: c.reason.clone(),
                 message: c.message.clone(),
@@ -136,7 +131,9 @@ pub fn merged(
         })
         .collect();
     let replaced = |t: &str| {
-        t == "Ready" || WHILE_THEY_HOLD.contains(&t) || extra.iter().any(|e| e.type_ == t)
+        ConditionType::parse(t)
+            .is_some_and(|t| t == ConditionType::Ready || WHILE_THEY_HOLD.contains(&t))
+            || extra.iter().any(|e| e.type_ == t)
     };
     let mut out = vec![ready];
     out.extend(extra.iter().cloned());
@@ -174,7 +171,7 @@ mod tests {
     #[test]
     fn a_condition_reported_while_it_holds_goes_when_it_no_longer_does() {
         let condition = |type_: &str| Condition {
-            type_: type_.into(),
+            type_: type_.to_string(),
             status: "False".into(),
             reason: "Unsupported".into(),
             message: String::new(),
@@ -182,7 +179,7 @@ mod tests {
             last_transition_time: Time(Timestamp::UNIX_EPOCH),
         };
         let previous = [
-            condition(SNAPSHOTS_SCHEDULED),
+            condition(ConditionType::SnapshotsScheduled.as_str()),
             condition("SetByAnotherWriter"),
         ];
         let ready = condition("Ready");
@@ -190,7 +187,7 @@ mod tests {
         let types: Vec<&str> = kept.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(types, ["Ready", "SetByAnotherWriter"]);
         let still = cro_provider_api::Condition {
-            type_: SNAPSHOTS_SCHEDULED.into(),
+            type_: ConditionType::SnapshotsScheduled,
             status: false,
             reason: "Unsupported".into(),
             message: String::new(),

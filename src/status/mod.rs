@@ -30,6 +30,7 @@ use crate::{
         resource::{provider_name, request},
     },
     plan::Scope,
+    reconcile::conditions::{self, ConditionType},
 };
 
 pub use render::text;
@@ -84,6 +85,13 @@ pub struct ConditionLine {
     pub message: String,
     /// Since its last transition, e.g. `5m`.
     pub age: String,
+}
+
+impl ConditionLine {
+    /// Whether this is a condition of type `t` whose status is `holds`.
+    pub fn is(&self, t: ConditionType, holds: bool) -> bool {
+        self.r#type == t.as_str() && self.status == conditions::status_of(holds)
+    }
 }
 
 /// The output Secret: where it is and its keys, never the values.

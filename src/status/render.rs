@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 use k8s_openapi::jiff::Timestamp;
 
 use super::Report;
-use crate::api::{ADOPT_ANNOTATION, APPROVE_PLAN_ANNOTATION};
+use crate::{
+    api::{ADOPT_ANNOTATION, APPROVE_PLAN_ANNOTATION},
+    reconcile::conditions::ConditionType,
+};
 
 /// `5s`, `12m`, `3h`, `4d`: how long ago, as kubectl shows ages.
 pub fn age(at: Option<Timestamp>) -> String {
@@ -47,8 +50,10 @@ pub fn next_steps(r: &Report) -> Vec<String> {
         let why = r.message.as_deref().unwrap_or("no message");
         steps.push(format!("failed: {why}"));
     }
-    if let Some(ready) = r.conditions.iter().find(|c| c.r#type == "Ready")
-        && ready.status == "False"
+    if let Some(ready) = r
+        .conditions
+        .iter()
+        .find(|c| c.is(ConditionType::Ready, false))
         && phase != Some("failed")
         && !ready.message.is_empty()
         && r.message.as_deref() != Some(ready.message.as_str())
@@ -83,7 +88,7 @@ pub fn next_steps(r: &Report) -> Vec<String> {
     if let Some(c) = r
         .conditions
         .iter()
-        .find(|c| c.r#type == "Connectable" && c.status == "False")
+        .find(|c| c.is(ConditionType::Connectable, false))
     {
         steps.push(format!(
             "the operator could not log in with the Secret ({}): {}",

@@ -307,12 +307,63 @@ pub enum Outcome<T> {
     Failed(String),
 }
 
+/// The condition types the operator and its providers report in a CR's
+/// `status.conditions`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConditionType {
+    Ready,
+    UpToDate,
+    Adopted,
+    Connectable,
+    SnapshotsScheduled,
+    CredentialsRotated,
+    AwsPermissions,
+    SendingIdentityVerified,
+}
+
+impl ConditionType {
+    pub const ALL: [ConditionType; 8] = [
+        ConditionType::Ready,
+        ConditionType::UpToDate,
+        ConditionType::Adopted,
+        ConditionType::Connectable,
+        ConditionType::SnapshotsScheduled,
+        ConditionType::CredentialsRotated,
+        ConditionType::AwsPermissions,
+        ConditionType::SendingIdentityVerified,
+    ];
+
+    /// The CamelCase name written in `status.conditions[].type`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConditionType::Ready => "Ready",
+            ConditionType::UpToDate => "UpToDate",
+            ConditionType::Adopted => "Adopted",
+            ConditionType::Connectable => "Connectable",
+            ConditionType::SnapshotsScheduled => "SnapshotsScheduled",
+            ConditionType::CredentialsRotated => "CredentialsRotated",
+            ConditionType::AwsPermissions => "AWSPermissions",
+            ConditionType::SendingIdentityVerified => "SendingIdentityVerified",
+        }
+    }
+
+    /// The type a written condition names, when it is one of these.
+    pub fn parse(name: &str) -> Option<ConditionType> {
+        ConditionType::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for ConditionType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A condition a provider reports besides `Ready` (e.g. whether an SES
 /// sending identity is verified), shown in the CR's status.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Condition {
-    /// CamelCase condition type, e.g. `SendingIdentityVerified`.
-    pub type_: String,
+    pub type_: ConditionType,
     pub status: bool,
     /// CamelCase reason.
     pub reason: String,

@@ -12,7 +12,7 @@ use aws_sdk_rds::{
     config::http::HttpResponse,
     error::{ProvideErrorMetadata, SdkError},
 };
-use cro_provider_api::Condition;
+use cro_provider_api::{Condition, ConditionType};
 use tracing::warn;
 
 use crate::calls::Calls;
@@ -48,7 +48,7 @@ impl Refused {
     pub fn condition(&self) -> Option<Condition> {
         let actions = self.actions.lock().unwrap_or_else(|e| e.into_inner());
         (!actions.is_empty()).then(|| Condition {
-            type_: CONDITION.into(),
+            type_: ConditionType::AwsPermissions,
             status: false,
             reason: "ReadRefused".into(),
             message: format!(
@@ -58,8 +58,6 @@ impl Refused {
         })
     }
 }
-
-pub const CONDITION: &str = "AWSPermissions";
 
 /// Whether an AWS error is a refusal of the identity's permissions: its
 /// code, or HTTP 403 when the answer's code could not be read (AWS's JSON
@@ -86,7 +84,7 @@ mod tests {
         let c = refused
             .condition()
             .unwrap_or_else(|| panic!("no condition"));
-        assert_eq!((c.type_.as_str(), c.status), (CONDITION, false));
+        assert_eq!((c.type_, c.status), (ConditionType::AwsPermissions, false));
         assert!(c.message.contains("tag:GetResources"), "{}", c.message);
         assert_eq!(calls.refused_now(), vec!["tag:GetResources".to_string()]);
         refused.allowed(&calls, "tag:GetResources");

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use aws_sdk_sesv2::operation::get_email_identity::GetEmailIdentityError;
 use cro_provider_api::{
-    Change, Condition, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError,
-    Provisioned, ResourceRequest,
+    Change, Condition, ConditionType, ConnectionDetails, Deletion, IdentifierRules, Outcome,
+    ProviderError, Provisioned, ResourceRequest,
 };
 
 use crate::{
@@ -71,7 +71,7 @@ async fn identity_condition(
         ),
     };
     Ok(Condition {
-        type_: "SendingIdentityVerified".into(),
+        type_: ConditionType::SendingIdentityVerified,
         status,
         reason: reason.into(),
         message,

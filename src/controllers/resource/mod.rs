@@ -29,99 +29,27 @@ use crate::{
     connectivity::{self, Changed},
     controllers::{kinds::ResourceCr, schedule},
     reconcile::{
-        Context, Error, Managed, Report, in_progress_requeue, key, metric_labels, output_secret,
+        Context, Error, Managed, Report,
+        conditions::{self, ConditionType},
+        in_progress_requeue, key, metric_labels, output_secret,
     },
 };
 
-use provision::provision;
+use provision::{Answer, provision};
 pub use provision::{provider, provider_name};
 use request::{annotation, secret_namespace};
 pub use request::{namespace_tag, owner, recorded_identifier, request, tags};
 use status::{report_of_provisioned, report_pending};
 use writes::{close_maintenance_window, publish_secret, record_identifier};
 
-// The skeleton's view of each kind: its status, and this module's
-// reconcile and cleanup.
-
-#[async_trait::async_trait]
-impl Managed for Postgres {
-    type Status = ResourceTypeStatus;
-    fn status(&self) -> Option<&ResourceTypeStatus> {
-        self.status.as_ref()
-    }
-    fn skip_create(&self) -> bool {
-        self.spec.resource.skip_create
-    }
-    fn tier(&self) -> Option<&str> {
-        Some(&self.spec.resource.tier)
-    }
-    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
-        reconcile(self, ctx).await
-    }
-    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
-        cleanup(self, ctx).await
-    }
-}
-
-#[async_trait::async_trait]
-impl Managed for Redis {
-    type Status = ResourceTypeStatus;
-    fn status(&self) -> Option<&ResourceTypeStatus> {
-        self.status.as_ref()
-    }
-    fn skip_create(&self) -> bool {
-        self.spec.resource.skip_create
-    }
-    fn tier(&self) -> Option<&str> {
-        Some(&self.spec.resource.tier)
-    }
-    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
-        reconcile(self, ctx).await
-    }
-    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
-        cleanup(self, ctx).await
-    }
-}
-
-#[async_trait::async_trait]
-impl Managed for BlobStorage {
-    type Status = ResourceTypeStatus;
-    fn status(&self) -> Option<&ResourceTypeStatus> {
-        self.status.as_ref()
-    }
-    fn skip_create(&self) -> bool {
-        self.spec.resource.skip_create
-    }
-    fn tier(&self) -> Option<&str> {
-        Some(&self.spec.resource.tier)
-    }
-    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
-        reconcile(self, ctx).await
-    }
-    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
-        cleanup(self, ctx).await
-    }
-}
-
-#[async_trait::async_trait]
-impl Managed for SMTPCredentialSet {
-    type Status = ResourceTypeStatus;
-    fn status(&self) -> Option<&ResourceTypeStatus> {
-        self.status.as_ref()
-    }
-    fn skip_create(&self) -> bool {
-        self.spec.resource.skip_create
-    }
-    fn tier(&self) -> Option<&str> {
-        Some(&self.spec.resource.tier)
-    }
-    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
-        reconcile(self, ctx).await
-    }
-    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error> {
-        cleanup(self, ctx).await
-    }
-}
+// The skeleton's view of each resource kind: its status, and this
+// module's reconcile and cleanup.
+crate::reconcile::managed!(
+    ResourceTypeStatus,
+    [Postgres, Redis, BlobStorage, SMTPCredentialSet],
+    skip_create: |cr| cr.spec.resource.skip_create,
+    tier: |cr| Some(&cr.spec.resource.tier)
+);
 
 async fn reconcile<K: ResourceCr>(
     cr: &K,
@@ -130,7 +58,11 @@ async fn reconcile<K: ResourceCr>(
     let secret_ns = secret_namespace(cr, ctx)?;
     let first_look = !ctx.reconciled_since_start(&key(cr));
     let provider_name = provider_name(cr, &ctx.config).await?;
-    let (provisioned, policy, rotation) = provision(cr, ctx, &provider_name, first_look).await?;
+    let Answer {
+        provisioned,
+        policy,
+        rotation,
+    } = provision(cr, ctx, &provider_name, first_look).await?;
     let found = provider(ctx, &provider_name)?;
     let (takes_snapshots, rotates) = (found.takes_snapshots(), found.rotates_credentials());
     if let Some(id) = &provisioned.identifier
@@ -195,15 +127,14 @@ fn connectable<K: ResourceCr>(
         name: cr.name_any(),
     };
     let labels = metric_labels(ctx, cr, Some(report));
-    let shown = Managed::conditions(cr)
-        .iter()
-        .find(|c| c.type_ == connectivity::CONNECTABLE)
-        .map(|c| cro_provider_api::Condition {
-            type_: c.type_.clone(),
-            status: c.status == "True",
+    let shown = conditions::find(Managed::conditions(cr), ConditionType::Connectable).map(|c| {
+        cro_provider_api::Condition {
+            type_: ConditionType::Connectable,
+            status: c.status == conditions::status_of(true),
             reason: c.reason.clone(),
             message: c.message.clone(),
-        });
+        }
+    });
     if let Some(c) = ctx.connectivity.watch(&key, changed, target, labels, shown) {
         report.conditions.push(c);
     }
@@ -225,7 +156,7 @@ async fn scheduled_snapshots<K: ResourceCr>(
     };
     if !takes_snapshots {
         report.conditions.push(cro_provider_api::Condition {
-            type_: crate::reconcile::status::SNAPSHOTS_SCHEDULED.into(),
+            type_: ConditionType::SnapshotsScheduled,
             status: false,
             reason: "Unsupported".into(),
             message: "spec.snapshotFrequency is set, but this resource's provider takes no snapshots (its type maps to an in-cluster provider in cloud-resource-config)".into(),

@@ -167,6 +167,14 @@ fn within_limits<K: ResourceCr>(cr: &K, tier: &config::Tier, provider: &str) -> 
     .into())
 }
 
+/// The provider's answer, with the tier's change policy and the credential
+/// rotation that was asked for.
+pub(super) struct Answer {
+    pub provisioned: cro_provider_api::Provisioned,
+    pub policy: ChangePolicy,
+    pub rotation: Option<String>,
+}
+
 /// Asks the provider for the resource, unless the same inputs just failed
 /// for a reason that needs a person; with the tier's change policy and the
 /// credential rotation asked for.
@@ -176,7 +184,7 @@ pub(super) async fn provision<K: ResourceCr>(
     ctx: &Context,
     provider_name: &str,
     first_look: bool,
-) -> Result<(cro_provider_api::Provisioned, ChangePolicy, Option<String>), Error> {
+) -> Result<Answer, Error> {
     let tier_name = &cr.spec().tier;
     let tier = config::tier_strategy(&ctx.config, provider_name, K::KIND, tier_name).await?;
     let namespace = cr.namespace().unwrap_or_default();
@@ -210,11 +218,14 @@ pub(super) async fn provision<K: ResourceCr>(
                 // Nothing is provisioned yet: status keeps the provider it had.
                 let service = cr.status().and_then(|s| s.provider.clone());
                 let outcome = Outcome::InProgress(waiting);
-                return Ok((
-                    cro_provider_api::Provisioned::new(&service.unwrap_or_default(), outcome),
+                return Ok(Answer {
+                    provisioned: cro_provider_api::Provisioned::new(
+                        &service.unwrap_or_default(),
+                        outcome,
+                    ),
                     policy,
-                    None,
-                ));
+                    rotation: None,
+                });
             }
         }
     }
@@ -231,7 +242,11 @@ pub(super) async fn provision<K: ResourceCr>(
             .map_err(|e| with_tier_location(e, provider_name, K::KIND, tier_name))
     })
     .await?;
-    Ok((provisioned, policy, rotation))
+    Ok(Answer {
+        provisioned,
+        policy,
+        rotation,
+    })
 }
 
 /// A tier problem is reported with where the tier lives, so the message

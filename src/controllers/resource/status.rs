@@ -9,7 +9,11 @@ use tracing::info;
 use crate::{
     api::{ADOPT_ANNOTATION, APPROVE_PLAN_ANNOTATION, PendingChange, Phase},
     controllers::{kinds::ResourceCr, rotation},
-    reconcile::{Managed, Report, key},
+    reconcile::{
+        Managed, Report,
+        conditions::{self, ConditionType},
+        key,
+    },
 };
 
 /// The `UpToDate` condition: whether the live resource matches its tier,
@@ -22,7 +26,7 @@ fn up_to_date(
     approved: Option<&str>,
 ) -> cro_provider_api::Condition {
     let condition = |status, reason: &str, message| cro_provider_api::Condition {
-        type_: "UpToDate".into(),
+        type_: ConditionType::UpToDate,
         status,
         reason: reason.into(),
         message,
@@ -114,15 +118,13 @@ fn adopted(
     previous: &[Condition],
 ) -> Option<cro_provider_api::Condition> {
     let condition = |status, reason: &str, message| cro_provider_api::Condition {
-        type_: "Adopted".into(),
+        type_: ConditionType::Adopted,
         status,
         reason: reason.into(),
         message,
     };
     let Some(a) = adoption else {
-        return previous
-            .iter()
-            .any(|c| c.type_ == "Adopted" && c.status == "False")
+        return conditions::is(previous, ConditionType::Adopted, false)
             .then(|| condition(true, "Adopted", "the cloud resource was adopted".into()));
     };
     let list: Vec<String> = a
@@ -164,8 +166,8 @@ pub(super) fn report_of_provisioned<K: ResourceCr>(
 ) -> Report {
     let previous = cr.report();
     let mut report = Report {
-        provider: Some(provider_name),
-        service: Some(provisioned.provider.clone()).filter(|p| !p.is_empty()),
+        strategy: Some(provider_name),
+        provider: Some(provisioned.provider.clone()).filter(|p| !p.is_empty()),
         version: (provisioned.version.clone())
             .or_else(|| previous.as_ref().and_then(|p| p.version.clone())),
         secret_ref: previous.as_ref().and_then(|p| p.secret_ref.clone()),
@@ -286,7 +288,7 @@ mod tests {
             report
                 .conditions
                 .iter()
-                .any(|c| c.type_ == "UpToDate" && c.status)
+                .any(|c| c.type_ == ConditionType::UpToDate && c.status)
         );
         let listed = &report.pending[0];
         assert_eq!(listed.field, "maintenance system-update");
