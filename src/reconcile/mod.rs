@@ -10,7 +10,11 @@ mod events;
 pub mod finalizer;
 mod invalid;
 mod left;
+#[cfg(test)]
+mod mock_api;
 pub mod output_secret;
+#[cfg(test)]
+mod skeleton_tests;
 pub mod status;
 
 use std::{fmt::Debug, sync::Arc, time::Duration};

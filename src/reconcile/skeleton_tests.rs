@@ -1,0 +1,434 @@
+//! The reconcile skeleton against an API server in memory
+//! ([`super::mock_api`]) and a kind whose spec scripts what its reconcile
+//! and cleanup answer: the finalizer, status written only on change,
+//! Events, failures, deletion, echoes of the operator's own writes. No
+//! test environment; each test takes milliseconds.
+
+use std::{sync::Arc, time::Duration};
+
+use cro_provider_api::{Deletion, ErrorKind, ProviderError};
+use kube::{CustomResource, core::DeserializeGuard, runtime::controller::Action};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{
+    Context, Error, Report, Settings,
+    finalizer::FINALIZER,
+    mock_api::{MockApi, Recorded},
+};
+use crate::{
+    api::{Phase, SnapshotStatus},
+    cache::{self, Owned},
+    connectivity::Checker,
+    metrics::Metrics,
+    shard::Shard,
+};
+
+/// A test kind: `outcome` is what its reconcile answers, `cleanup` what
+/// its cleanup does.
+#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "test.integreatly.org",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    status = "SnapshotStatus"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WidgetSpec {
+    outcome: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    cleanup: String,
+    #[serde(default)]
+    skip_create: bool,
+}
+
+async fn reconcile(w: &Widget, _: &Context) -> Result<(Report, Option<Duration>), Error> {
+    let message = w.spec.message.clone();
+    match w.spec.outcome.as_str() {
+        "complete" => Ok((Report::new(Phase::Complete, message), None)),
+        "in-progress" => Ok((
+            Report::new(Phase::InProgress, message),
+            Some(Duration::from_secs(7)),
+        )),
+        "transient" => Err(ProviderError::transient(message).into()),
+        "throttled" => Err(ProviderError::new(ErrorKind::Throttled, message).into()),
+        _ => Err(Error::Invalid(message)),
+    }
+}
+
+async fn cleanup(w: &Widget, _: &Context) -> Result<Deletion, Error> {
+    match w.spec.cleanup.as_str() {
+        "in-progress" => Ok(Deletion::InProgress("deleting the cloud resource".into())),
+        _ => Ok(Deletion::Done),
+    }
+}
+
+super::managed!(SnapshotStatus, [Widget], skip_create: |w| w.spec.skip_create, tier: |_w| None);
+
+struct Harness {
+    api: MockApi,
+    ctx: Arc<Context>,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        Harness::sharded(Shard::default())
+    }
+
+    fn sharded(shard: Shard) -> Harness {
+        let (api, client) = MockApi::start();
+        let settings = Settings {
+            operator_namespace: "cloud-resource-operator".into(),
+            watch_namespaces: Vec::new(),
+            concurrency: 1,
+            cluster_id: "testcluster".into(),
+            tag_key_prefix: "integreatly.org/".into(),
+            extra_tags: Default::default(),
+            infrastructure_tags: Default::default(),
+            allow_cross_namespace_secrets: false,
+            recheck_interval: Duration::from_secs(3600),
+            cloud_metrics_interval: Duration::from_secs(300),
+            shard,
+            namespace_config: false,
+        };
+        let owned = Arc::new(Owned::new(&client, &cache::scopes(&[])));
+        let timeout = Duration::from_secs(1);
+        let ctx = Context::new(
+            client,
+            settings,
+            owned,
+            Vec::new(),
+            Arc::new(Metrics::new(|_| {})),
+            Arc::new(Checker::new(timeout, timeout)),
+        );
+        Harness {
+            api,
+            ctx: Arc::new(ctx),
+        }
+    }
+
+    /// A Widget as a user creates it in namespace `app`.
+    fn create(&self, namespace: &str, spec: Value) -> Widget {
+        let stored = self.api.put(json!({
+            "apiVersion": "test.integreatly.org/v1",
+            "kind": "Widget",
+            "metadata": {
+                "name": "w", "namespace": namespace, "uid": "0b5e-uid", "generation": 1,
+                "creationTimestamp": "2026-11-27T09:00:00Z",
+            },
+            "spec": spec,
+        }));
+        serde_json::from_value(stored).expect("a Widget")
+    }
+
+    /// The Widget as the API server holds it now (the next watch event).
+    fn current(&self, w: &Widget) -> Option<Widget> {
+        let stored = self.api.stored(&serde_json::to_value(w).expect("JSON"))?;
+        Some(serde_json::from_value(stored).expect("a Widget"))
+    }
+
+    /// Reconciles `w` as the controller would hand it over.
+    async fn reconcile(&self, w: &Widget) -> Result<Action, Error> {
+        let guarded = Arc::new(DeserializeGuard(Ok(w.clone())));
+        super::reconcile(guarded, self.ctx.clone()).await
+    }
+
+    /// Reconciles the stored Widget until a pass writes nothing; every
+    /// request made on the way.
+    async fn settle(&self, w: &Widget) -> Vec<Recorded> {
+        let mut all = Vec::new();
+        for _ in 0..5 {
+            let now = self.current(w).expect("the Widget is stored");
+            let _ = self.reconcile(&now).await;
+            let sent = self.api.take();
+            if sent.is_empty() {
+                return all;
+            }
+            all.extend(sent);
+        }
+        panic!("still writing after 5 passes: {all:#?}");
+    }
+}
+
+fn status_writes(sent: &[Recorded]) -> usize {
+    sent.iter().filter(|r| r.is_status_write()).count()
+}
+
+/// The reasons of the Events sent (created or counted into a series).
+fn event_reasons(sent: &[Recorded]) -> Vec<String> {
+    (sent.iter().filter(|r| r.is_event()))
+        .filter_map(|r| r.body["reason"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn phase(w: &Widget) -> Option<Phase> {
+    w.status.as_ref()?.phase
+}
+
+#[tokio::test]
+async fn a_new_object_gets_the_finalizer_then_its_status_and_one_event() {
+    let h = Harness::new();
+    let w = h.create("app", json!({"outcome": "complete", "message": "ready"}));
+    let action = h.reconcile(&w).await.expect("reconciled");
+    assert_eq!(action, Action::await_change());
+    let sent = h.api.take();
+    let finalizer = &sent[0];
+    assert_eq!(finalizer.method, http::Method::PATCH);
+    assert!(finalizer.body.to_string().contains(FINALIZER), "{sent:#?}");
+    assert_eq!(status_writes(&sent), 1, "{sent:#?}");
+    assert_eq!(event_reasons(&sent), ["Complete"]);
+    let now = h.current(&w).expect("stored");
+    assert_eq!(phase(&now), Some(Phase::Complete));
+    assert_eq!(now.metadata.finalizers, Some(vec![FINALIZER.to_string()]));
+    let ready = &now.status.as_ref().expect("a status").conditions[0];
+    assert_eq!(
+        (ready.type_.as_str(), ready.status.as_str()),
+        ("Ready", "True")
+    );
+}
+
+#[tokio::test]
+async fn an_unchanged_result_writes_nothing() {
+    let h = Harness::new();
+    let w = h.create("app", json!({"outcome": "complete", "message": "ready"}));
+    h.settle(&w).await;
+    let now = h.current(&w).expect("stored");
+    assert!(h.reconcile(&now).await.is_ok());
+    let sent = h.api.take();
+    assert!(
+        sent.is_empty(),
+        "a reconcile with nothing new wrote: {sent:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_failure_needing_a_person_is_shown_once_and_retried_after_an_hour() {
+    let h = Harness::new();
+    let w = h.create(
+        "app",
+        json!({"outcome": "invalid", "message": "tier gold not found"}),
+    );
+    let action = h
+        .reconcile(&w)
+        .await
+        .expect("a permanent failure is reported, not retried");
+    assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
+    let sent = h.api.take();
+    assert_eq!(event_reasons(&sent), ["Failed"]);
+    let now = h.current(&w).expect("stored");
+    assert_eq!(phase(&now), Some(Phase::Failed));
+    let status = now.status.as_ref().expect("a status");
+    assert_eq!(status.message.as_deref(), Some("tier gold not found"));
+    // The same failure again: neither a write nor another Event.
+    assert!(h.reconcile(&now).await.is_ok());
+    assert!(h.api.take().is_empty());
+}
+
+#[tokio::test]
+async fn a_transient_failure_is_retried_with_a_warning_and_the_error_in_status() {
+    let h = Harness::new();
+    let w = h.create(
+        "app",
+        json!({"outcome": "transient", "message": "RDS did not answer"}),
+    );
+    let err = h
+        .reconcile(&w)
+        .await
+        .expect_err("a transient failure goes to the error policy");
+    assert!(err.is_transient());
+    let sent = h.api.take();
+    assert!(
+        event_reasons(&sent).contains(&"ReconcileError".to_string()),
+        "{sent:#?}"
+    );
+    let now = h.current(&w).expect("stored");
+    let message = now.status.and_then(|s| s.message).unwrap_or_default();
+    assert_eq!(message, "retrying after error: RDS did not answer");
+}
+
+#[tokio::test]
+async fn throttling_is_retried_without_a_warning() {
+    let h = Harness::new();
+    let w = h.create(
+        "app",
+        json!({"outcome": "throttled", "message": "Rate exceeded"}),
+    );
+    let err = h.reconcile(&w).await.expect_err("throttling is retried");
+    assert!(err.is_throttled());
+    let sent = h.api.take();
+    assert!(
+        !event_reasons(&sent).contains(&"ReconcileError".to_string()),
+        "{sent:#?}"
+    );
+    assert_eq!(
+        status_writes(&sent),
+        1,
+        "the retry is still shown in status"
+    );
+}
+
+#[tokio::test]
+async fn in_progress_is_looked_at_again_when_the_kind_asks() {
+    let h = Harness::new();
+    let w = h.create(
+        "app",
+        json!({"outcome": "in-progress", "message": "creating"}),
+    );
+    let action = h.reconcile(&w).await.expect("reconciled");
+    assert_eq!(action, Action::requeue(Duration::from_secs(7)));
+    let now = h.current(&w).expect("stored");
+    assert_eq!(phase(&now), Some(Phase::InProgress));
+}
+
+#[tokio::test]
+async fn skip_create_pauses_without_asking_the_kind() {
+    let h = Harness::new();
+    // `invalid` would fail: a paused object must never get that far.
+    let w = h.create("app", json!({"outcome": "invalid", "skipCreate": true}));
+    assert_eq!(
+        h.reconcile(&w).await.expect("paused"),
+        Action::await_change()
+    );
+    let now = h.current(&w).expect("stored");
+    assert_eq!(phase(&now), Some(Phase::Paused));
+    let message = now.status.and_then(|s| s.message).unwrap_or_default();
+    assert_eq!(message, super::SKIP_CREATE_MESSAGE);
+}
+
+#[tokio::test]
+async fn a_deletion_in_progress_keeps_the_finalizer_and_says_so() {
+    let h = Harness::new();
+    let w = h.create(
+        "app",
+        json!({"outcome": "complete", "cleanup": "in-progress"}),
+    );
+    h.settle(&w).await;
+    let mut deleting = h.current(&w).expect("stored");
+    deleting.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
+    );
+    let deleting: Widget =
+        serde_json::from_value(h.api.put(serde_json::to_value(&deleting).expect("JSON")))
+            .expect("a Widget");
+    let action = h.reconcile(&deleting).await.expect("reconciled");
+    assert!(
+        action != Action::await_change(),
+        "a deletion in progress is looked at again"
+    );
+    let now = h.current(&w).expect("still there: the finalizer holds it");
+    assert_eq!(phase(&now), Some(Phase::DeleteInProgress));
+    assert_eq!(now.metadata.finalizers, Some(vec![FINALIZER.to_string()]));
+}
+
+#[tokio::test]
+async fn a_finished_cleanup_removes_the_finalizer_and_the_object_goes() {
+    let h = Harness::new();
+    let w = h.create("app", json!({"outcome": "complete"}));
+    h.settle(&w).await;
+    let mut deleting = h.current(&w).expect("stored");
+    deleting.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
+    );
+    let deleting: Widget =
+        serde_json::from_value(h.api.put(serde_json::to_value(&deleting).expect("JSON")))
+            .expect("a Widget");
+    assert_eq!(
+        h.reconcile(&deleting).await.expect("deleted"),
+        Action::await_change()
+    );
+    let sent = h.api.take();
+    assert_eq!(
+        status_writes(&sent),
+        0,
+        "nothing is written to an object on its way out"
+    );
+    assert!(
+        h.current(&w).is_none(),
+        "the finalizer was not removed: {sent:#?}"
+    );
+}
+
+#[tokio::test]
+async fn an_object_deleted_without_our_finalizer_is_left_alone() {
+    let h = Harness::new();
+    let mut w = h.create("app", json!({"outcome": "complete"}));
+    w.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    w.metadata.finalizers = Some(vec!["someone.else/finalizer".into()]);
+    assert_eq!(
+        h.reconcile(&w).await.expect("reconciled"),
+        Action::await_change()
+    );
+    assert!(h.api.take().is_empty());
+}
+
+#[tokio::test]
+async fn another_shards_namespace_is_not_touched() {
+    let shard = Shard::new(0, 2).expect("two shards");
+    let namespace = (0..100)
+        .map(|i| format!("team-{i}"))
+        .find(|ns| !shard.owns(ns))
+        .expect("some namespace belongs to the other shard");
+    let h = Harness::sharded(shard);
+    let w = h.create(&namespace, json!({"outcome": "complete"}));
+    assert_eq!(
+        h.reconcile(&w).await.expect("skipped"),
+        Action::await_change()
+    );
+    assert!(h.api.take().is_empty());
+}
+
+#[tokio::test]
+async fn the_version_a_reconcile_wrote_past_waits_for_the_newer_one() {
+    let h = Harness::new();
+    let w = h.create("app", json!({"outcome": "complete"}));
+    h.reconcile(&w).await.expect("reconciled");
+    h.api.take();
+    // The cache still shows the version before the operator's own writes.
+    let action = h.reconcile(&w).await.expect("not reconciled again");
+    assert_eq!(action, Action::requeue(super::WRITTEN_PAST_RETRY));
+    assert!(h.api.take().is_empty(), "a stale version was written over");
+}
+
+#[tokio::test]
+async fn account_ids_never_reach_status_or_events() {
+    let h = Harness::new();
+    let message =
+        "AccessDenied: arn:aws:iam::123456789012:role/cro may not call rds:CreateDBInstance";
+    let w = h.create("app", json!({"outcome": "invalid", "message": message}));
+    h.reconcile(&w).await.expect("reported");
+    let sent = h.api.take();
+    let written =
+        serde_json::to_string(&sent.iter().map(|r| &r.body).collect::<Vec<_>>()).expect("JSON");
+    assert!(!written.contains("123456789012"), "{written}");
+    assert!(written.contains("may not call rds:CreateDBInstance"));
+}
+
+#[tokio::test]
+async fn an_object_whose_spec_does_not_parse_is_failed_naming_the_field() {
+    let h = Harness::new();
+    let stored = h.api.put(json!({
+        "apiVersion": "test.integreatly.org/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "app", "uid": "0b5e-uid", "generation": 1},
+        "spec": {"outcome": "complete", "skipCreate": "yes"},
+    }));
+    let guarded: DeserializeGuard<Widget> =
+        serde_json::from_value(stored.clone()).expect("guarded");
+    assert!(
+        guarded.0.is_err(),
+        "the test needs a spec that does not parse"
+    );
+    super::reconcile(Arc::new(guarded), h.ctx.clone())
+        .await
+        .expect("reported");
+    let status = &h.api.stored(&stored).expect("stored")["status"];
+    assert_eq!(status["phase"], "failed");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(message.contains("skipCreate"), "{message}");
+}
