@@ -313,9 +313,10 @@ pub struct ResourceTypeStatus {
         deserialize_with = "lenient::list"
     )]
     pub pending_changes: Vec<PendingChange>,
-    /// The hash of `pendingChanges`: under a tier with `changePolicy:
-    /// Plan`, annotating the CR with `integreatly.org/approve-plan` set to
-    /// it applies exactly these changes.
+    /// The hash of `pendingChanges` and the cloud resource they change:
+    /// under a tier with `changePolicy: Plan`, annotating the CR with
+    /// `integreatly.org/approve-plan` set to it applies exactly these
+    /// changes, to that resource only.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",

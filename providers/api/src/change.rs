@@ -63,14 +63,17 @@ pub struct Adoption {
     pub hash: String,
 }
 
-/// A short, stable hash of a list of changes (what a person approves): the
-/// same changes give the same hash in any order, in any process.
-pub fn plan_hash(changes: &[Change]) -> String {
+/// A short, stable hash of a list of changes to the cloud resource
+/// `identifier` (what a person approves): the same changes give the same
+/// hash in any order, in any process; an approval of one resource's
+/// changes approves nothing on another.
+pub fn plan_hash(identifier: &str, changes: &[Change]) -> String {
     let mut lines: Vec<String> = changes
         .iter()
         .map(|c| format!("{}={}->{}", c.field, c.current, c.desired))
         .collect();
     lines.sort();
+    lines.insert(0, identifier.to_string());
     let digest = Sha256::digest(lines.join("\n").as_bytes());
     digest.iter().take(5).map(|b| format!("{b:02x}")).collect()
 }
@@ -93,11 +96,12 @@ mod tests {
     fn the_hash_names_the_changes_not_their_order() {
         let a = [change("A", "1", "2"), change("B", "x", "y")];
         let b = [change("B", "x", "y"), change("A", "1", "2")];
-        assert_eq!(plan_hash(&a), plan_hash(&b));
-        assert_eq!(plan_hash(&a).len(), 10);
+        assert_eq!(plan_hash("db", &a), plan_hash("db", &b));
+        assert_eq!(plan_hash("db", &a).len(), 10);
+        assert_ne!(plan_hash("db", &a), plan_hash("other-db", &a));
         assert_ne!(
-            plan_hash(&a),
-            plan_hash(&[change("A", "1", "3"), change("B", "x", "y")])
+            plan_hash("db", &a),
+            plan_hash("db", &[change("A", "1", "3"), change("B", "x", "y")])
         );
     }
 }

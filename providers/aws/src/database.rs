@@ -235,7 +235,7 @@ pub fn decide<D: Database>(
     }
     let drift = || Drift {
         tags: crate::tags::missing(&req.tags, have.tags()),
-        changes: split(differences, &Gate::of(&req.options)),
+        changes: split(differences, &Gate::of(req)),
     };
     match D::state(have.status()) {
         State::Usable => Plan::Converge(drift()),

@@ -20,16 +20,20 @@ pub struct Gate {
     pub policy: ChangePolicy,
     /// Under `Plan`: the plan hash a person approved.
     pub approved: Option<String>,
+    /// The resource changed: the plan hash is bound to it.
+    pub identifier: String,
 }
 
 impl Gate {
-    /// The gate `options` (the CR's spec) set.
-    pub fn of(options: &cro_provider_api::Options) -> Self {
+    /// The gate the request's options (the CR's spec) set.
+    pub fn of(req: &cro_provider_api::ResourceRequest) -> Self {
+        let options = &req.options;
         Gate {
             maintenance_window: options.maintenance_window,
             apply_immediately: options.apply_immediately,
             policy: options.change_policy,
             approved: options.approved_plan.clone(),
+            identifier: req.identifier.clone(),
         }
     }
 }
@@ -79,7 +83,8 @@ impl Split {
 /// then every change that can be made is made at once.
 pub fn split(changes: Vec<Change>, gate: &Gate) -> Split {
     if gate.policy == ChangePolicy::Plan {
-        let approved = gate.approved.as_deref() == Some(plan_hash(&changes).as_str());
+        let approved =
+            gate.approved.as_deref() == Some(plan_hash(&gate.identifier, &changes).as_str());
         let (apply, pending): (Vec<_>, _) = changes
             .into_iter()
             .partition(|c| approved && !matches!(c.timing, Timing::Never(_)));
@@ -187,7 +192,7 @@ pub fn adoption(
     // Adopting binds it to this CR's namespace.
     let mut changes = tag_changes(&req.creation_tags(), live_tags);
     changes.extend(drift.iter().cloned());
-    let hash = plan_hash(&changes);
+    let hash = plan_hash(&req.identifier, &changes);
     (req.options.approved_adoption.as_deref() != Some(hash.as_str()))
         .then_some(Adoption { changes, hash })
 }
@@ -442,13 +447,21 @@ mod tests {
 
     #[test]
     fn a_plan_tier_applies_nothing_until_its_hash_is_approved() {
-        let hash = plan_hash(&changes());
+        let hash = plan_hash("db", &changes());
         let plan = |approved: Option<&str>, window: bool| Gate {
             policy: ChangePolicy::Plan,
             approved: approved.map(str::to_string),
             maintenance_window: window,
+            identifier: "db".into(),
             ..Gate::default()
         };
+        // Another resource's approval of the same changes approves nothing.
+        let elsewhere = plan_hash("another-db", &changes());
+        assert!(
+            split(changes(), &plan(Some(&elsewhere), false))
+                .apply
+                .is_empty()
+        );
         // Not approved, or approved with a stale hash: nothing, whatever
         // the CR's maintenance flags say.
         for gate in [plan(None, true), plan(Some("0123456789"), false)] {

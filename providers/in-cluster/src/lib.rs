@@ -173,7 +173,8 @@ impl InClusterProvider {
             return Ok(None);
         }
         let changes = self.drift(req, desired, layout).await?;
-        let approved = req.options.approved_plan.as_deref() == Some(&plan_hash(&changes));
+        let approved =
+            req.options.approved_plan.as_deref() == Some(&plan_hash(&req.identifier, &changes));
         if changes.is_empty() || drift::creates_workload(&changes) || approved {
             return Ok(None);
         }

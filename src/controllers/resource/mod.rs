@@ -62,6 +62,7 @@ async fn reconcile<K: ResourceCr>(
         provisioned,
         policy,
         rotation,
+        identifier,
     } = provision(cr, ctx, &provider_name, first_look).await?;
     let found = provider(ctx, &provider_name)?;
     let (takes_snapshots, rotates) = (found.takes_snapshots(), found.rotates_credentials());
@@ -88,7 +89,12 @@ async fn reconcile<K: ResourceCr>(
         }
         Outcome::Ready(details) => {
             let approved = annotation(cr, APPROVE_PLAN_ANNOTATION);
-            report_pending(&mut report, provisioned.pending, policy, approved);
+            report_pending(
+                &mut report,
+                (&identifier, provisioned.pending),
+                policy,
+                approved,
+            );
             publish_secret(cr, ctx, &secret_ns, &details, &mut report).await?;
             connectable(cr, ctx, &details, &mut report);
             // The provider says whether to look again; the operator says when.

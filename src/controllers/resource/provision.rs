@@ -167,12 +167,14 @@ fn within_limits<K: ResourceCr>(cr: &K, tier: &config::Tier, provider: &str) -> 
     .into())
 }
 
-/// The provider's answer, with the tier's change policy and the credential
-/// rotation that was asked for.
+/// The provider's answer, with the tier's change policy, the credential
+/// rotation that was asked for, and the identifier the request named
+/// (the plan hash of its pending changes is bound to it).
 pub(super) struct Answer {
     pub provisioned: cro_provider_api::Provisioned,
     pub policy: ChangePolicy,
     pub rotation: Option<String>,
+    pub identifier: String,
 }
 
 /// Asks the provider for the resource, unless the same inputs just failed
@@ -225,6 +227,7 @@ pub(super) async fn provision<K: ResourceCr>(
                     ),
                     policy,
                     rotation: None,
+                    identifier: req.identifier,
                 });
             }
         }
@@ -246,6 +249,7 @@ pub(super) async fn provision<K: ResourceCr>(
         provisioned,
         policy,
         rotation,
+        identifier: req.identifier,
     })
 }
 

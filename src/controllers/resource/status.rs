@@ -74,11 +74,11 @@ fn up_to_date(
 /// the tier's: listed, never part of the plan or of `UpToDate`.
 pub(super) fn report_pending(
     report: &mut Report,
-    pending: Vec<Change>,
+    (identifier, pending): (&str, Vec<Change>),
     policy: ChangePolicy,
     approved: Option<String>,
 ) {
-    let hash = plan_hash(&pending);
+    let hash = plan_hash(identifier, &pending);
     report.pending = pending.into_iter().map(pending_change).collect();
     let condition = up_to_date(&report.pending, &hash, policy, approved.as_deref());
     report.conditions.push(condition);
@@ -282,7 +282,7 @@ mod tests {
             }]),
             ..Default::default()
         });
-        report_pending(&mut report, Vec::new(), ChangePolicy::Plan, None);
+        report_pending(&mut report, ("db", Vec::new()), ChangePolicy::Plan, None);
         assert_eq!(report.plan_hash, None);
         assert!(
             report
@@ -300,8 +300,8 @@ mod tests {
         let mut with_change = Report::new(Phase::Complete, "ready".to_string());
         with_change.health = report.health.clone();
         let diff = vec![change("AllocatedStorage", Timing::Now)];
-        let hash = plan_hash(&diff);
-        report_pending(&mut with_change, diff, ChangePolicy::Plan, None);
+        let hash = plan_hash("db", &diff);
+        report_pending(&mut with_change, ("db", diff), ChangePolicy::Plan, None);
         assert_eq!(with_change.plan_hash, Some(hash));
         assert_eq!(with_change.pending.len(), 2);
     }
