@@ -92,6 +92,45 @@ pub trait DeleteSection: TypedSection + Send + Sync {
     fn skip_final_snapshot(&self) -> bool;
 }
 
+/// The plumbing RDS and ElastiCache share word for word: `Live` for their
+/// live resource type (fields `arn`, `status`, `tags`), and the sections
+/// for their tier's createStrategy and deleteStrategy types (fields
+/// `identifier`, `final_snapshot`, `skip_final_snapshot`).
+macro_rules! live_and_sections {
+    ($live:ty, $create:ty, $delete:ty) => {
+        impl $crate::database::Live for $live {
+            fn arn(&self) -> &str {
+                &self.arn
+            }
+            fn status(&self) -> &str {
+                &self.status
+            }
+            fn tags(&self) -> &std::collections::BTreeMap<String, String> {
+                &self.tags
+            }
+        }
+
+        impl $crate::database::CreateSection for $create {
+            fn identifier(&self) -> Option<&str> {
+                self.identifier.as_deref()
+            }
+        }
+
+        impl $crate::database::DeleteSection for $delete {
+            fn identifier(&self) -> Option<&str> {
+                self.identifier.as_deref()
+            }
+            fn final_snapshot(&self) -> Option<&str> {
+                self.final_snapshot.as_deref()
+            }
+            fn skip_final_snapshot(&self) -> bool {
+                self.skip_final_snapshot.unwrap_or(false)
+            }
+        }
+    };
+}
+pub(crate) use live_and_sections;
+
 /// One managed database service: RDS or ElastiCache.
 #[async_trait::async_trait]
 pub trait Database: Snapshots + Sized {

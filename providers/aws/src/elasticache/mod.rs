@@ -34,9 +34,7 @@ use crate::{
     clients::Clients,
     cloud_metrics::Target,
     credentials::{self, CredentialsStore},
-    database::{
-        self, CreateSection, Database, DeleteSection, Looked, Plan, Removal, Service, State,
-    },
+    database::{self, Database, Looked, Plan, Removal, Service, State},
     errors::{Answer, Created, created},
     listing::Listing,
     maintenance,
@@ -118,17 +116,7 @@ async fn describe_node(svc: &Client, id: &str) -> Result<Option<Node>, ProviderE
     Ok(out.and_then(|o| o.cache_clusters().first().map(Node::from)))
 }
 
-impl database::Live for Group {
-    fn arn(&self) -> &str {
-        &self.arn
-    }
-    fn status(&self) -> &str {
-        &self.status
-    }
-    fn tags(&self) -> &BTreeMap<String, String> {
-        &self.tags
-    }
-}
+database::live_and_sections!(Group, CreateStrategy, DeleteStrategy);
 
 const DESCRIBE: &str = "elasticache:DescribeReplicationGroups";
 
@@ -156,24 +144,6 @@ async fn describe_all(svc: &Client) -> Result<BTreeMap<String, Group>, ProviderE
     Ok(groups
         .filter_map(|g| Some((g.replication_group_id()?.to_string(), Group::from(g))))
         .collect())
-}
-
-impl CreateSection for CreateStrategy {
-    fn identifier(&self) -> Option<&str> {
-        self.identifier.as_deref()
-    }
-}
-
-impl DeleteSection for DeleteStrategy {
-    fn identifier(&self) -> Option<&str> {
-        self.identifier.as_deref()
-    }
-    fn final_snapshot(&self) -> Option<&str> {
-        self.final_snapshot.as_deref()
-    }
-    fn skip_final_snapshot(&self) -> bool {
-        self.skip_final_snapshot.unwrap_or(false)
-    }
 }
 
 /// A change of `field`, as `status.pendingChanges` shows it.

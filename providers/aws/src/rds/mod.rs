@@ -30,9 +30,7 @@ use crate::{
     clients::Clients,
     cloud_metrics::Target,
     credentials::{self, CredentialsStore},
-    database::{
-        self, CreateSection, Database, DeleteSection, Looked, Plan, Removal, Service, State,
-    },
+    database::{self, Database, Looked, Plan, Removal, Service, State},
     errors::{Answer, Created, created},
     listing::Listing,
     maintenance,
@@ -346,17 +344,7 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
     out
 }
 
-impl database::Live for Instance {
-    fn arn(&self) -> &str {
-        &self.arn
-    }
-    fn status(&self) -> &str {
-        &self.status
-    }
-    fn tags(&self) -> &BTreeMap<String, String> {
-        &self.tags
-    }
-}
+database::live_and_sections!(Instance, CreateStrategy, DeleteStrategy);
 
 const DESCRIBE: &str = "rds:DescribeDBInstances";
 
@@ -384,24 +372,6 @@ async fn describe_all(svc: &Client) -> Result<BTreeMap<String, Instance>, Provid
     Ok(instances
         .filter_map(|i| Some((i.db_instance_identifier()?.to_string(), Instance::from(i))))
         .collect())
-}
-
-impl CreateSection for CreateStrategy {
-    fn identifier(&self) -> Option<&str> {
-        self.identifier.as_deref()
-    }
-}
-
-impl DeleteSection for DeleteStrategy {
-    fn identifier(&self) -> Option<&str> {
-        self.identifier.as_deref()
-    }
-    fn final_snapshot(&self) -> Option<&str> {
-        self.final_snapshot.as_deref()
-    }
-    fn skip_final_snapshot(&self) -> bool {
-        self.skip_final_snapshot.unwrap_or(false)
-    }
 }
 
 #[async_trait::async_trait]
