@@ -62,13 +62,13 @@ impl Proxy {
         if seed == HUNG_SEED {
             faults.extend(["--hang-first-answer", "CreateBucket"]);
         }
-        Proxy::launch(&format!("seed{seed}"), seed, LOSS, &faults).await
+        Proxy::launch(&format!("seed{seed}"), seed, LOSS, LOSE_FIRST, &faults).await
     }
 
     /// A proxy that loses nothing: one replica's own way to AWS, whose log
     /// says which calls that replica made.
     pub(crate) async fn lossless(name: &str) -> Proxy {
-        Proxy::launch(name, 0, "0", &[]).await
+        Proxy::launch(name, 0, "0", "", &[]).await
     }
 
     /// A proxy that answers every call to AWS `service` with 503 while
@@ -85,7 +85,18 @@ impl Proxy {
             "--unavailable-flag",
             flag.as_str(),
         ];
-        Proxy::launch(name, 0, "0", &args).await
+        Proxy::launch(name, 0, "0", "", &args).await
+    }
+
+    /// A proxy that loses the first answer of each of `calls` (after AWS
+    /// acted on it) and nothing else.
+    pub(crate) async fn losing_first_answers(name: &str, calls: &[&str]) -> Proxy {
+        Proxy::launch(name, 0, "0", &calls.join(","), &[]).await
+    }
+
+    /// The calls whose answer it lost.
+    pub(crate) fn answers_lost(&self) -> BTreeSet<String> {
+        self.losses().answers_of
     }
 
     /// The calls it passed, oldest first (action, or method and path).
@@ -104,7 +115,7 @@ impl Proxy {
             .collect()
     }
 
-    async fn launch(name: &str, seed: u64, loss: &str, extra: &[&str]) -> Proxy {
+    async fn launch(name: &str, seed: u64, loss: &str, lose_first: &str, extra: &[&str]) -> Proxy {
         let env = TestEnv::load();
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let log = root.join(format!("target/testenv/logs/fault-proxy-{name}.jsonl"));
@@ -119,11 +130,7 @@ impl Proxy {
             ])
             .args(["--drop-request", loss, "--drop-answer", loss])
             .args(extra)
-            .args([
-                "--lose-first-answer",
-                if loss == "0" { "" } else { LOSE_FIRST },
-                "--log",
-            ])
+            .args(["--lose-first-answer", lose_first, "--log"])
             .arg(&log)
             .stdout(Stdio::piped())
             .kill_on_drop(true)

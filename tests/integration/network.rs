@@ -13,9 +13,13 @@ use cro_provider_api::shorten;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::support::{
-    DEFAULT_TIMEOUT, Launch, Operator, TestEnv, apply_config_map, aws_requests, aws_requests_after,
-    create_json, create_namespace, ensure_crds, wait_deleted, wait_phase,
+use crate::{
+    lost_answers::Proxy,
+    support::{
+        DEFAULT_TIMEOUT, Launch, Operator, TestEnv, apply_config_map, aws_requests,
+        aws_requests_after, create_json, create_namespace, ensure_crds, failed_events,
+        wait_deleted, wait_phase,
+    },
 };
 
 async fn ec2() -> aws_sdk_ec2::Client {
@@ -1162,6 +1166,132 @@ async fn a_kill_after_any_network_call_leaves_one_of_each() {
         .unwrap_or_else(|e| panic!("{e}"));
     wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
     assert_eq!(standalone_vpc(&ec2, &id).await, None);
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(&ns, &Default::default()).await;
+    operator.stop().await;
+}
+
+/// The writes that make the database network and remove it (issue #46).
+const NETWORK_MAKES: [&str; 10] = [
+    "CreateVpc",
+    "CreateSubnet",
+    "CreateDBSubnetGroup",
+    "CreateCacheSubnetGroup",
+    "CreateSecurityGroup",
+    "AuthorizeSecurityGroupIngress",
+    "CreateVpcPeeringConnection",
+    "AcceptVpcPeeringConnection",
+    "CreateTags",
+    "CreateRoute",
+];
+const NETWORK_REMOVES: [&str; 7] = [
+    "DeleteSecurityGroup",
+    "DeleteRoute",
+    "DeleteSubnet",
+    "DeleteDBSubnetGroup",
+    "DeleteCacheSubnetGroup",
+    "DeleteVpcPeeringConnection",
+    "DeleteVpc",
+];
+
+/// Lost answers on the network (issue #46): the first answer of every
+/// write that makes or removes the database network is lost after AWS
+/// acted on it, while a Postgres and a Redis of one cluster make the
+/// network at once and, deleted at once, remove it. Every retry is answered
+/// by looking: no CR fails, the network has one of each object, and
+/// nothing of it is left after the last database.
+#[tokio::test]
+async fn every_network_write_whose_answer_is_lost_is_answered_by_looking() {
+    let (client, ec2, id, cluster, ns) = cluster("netlost", "10.190").await;
+    strategies(
+        &client,
+        &ns,
+        json!({"development": {"createStrategy": {"CidrBlock": "10.205.0.0/26"}}}),
+    )
+    .await;
+    let proxy =
+        Proxy::losing_first_answers(&ns, &[&NETWORK_MAKES[..], &NETWORK_REMOVES].concat()).await;
+    let mut l = launch(&ns, &id, "lost");
+    l.env.push(("AWS_ENDPOINT_URL".into(), proxy.url.clone()));
+    let operator = Operator::launch(l).await;
+    let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+    let caches = Api::<Redis>::namespaced(client.clone(), &ns);
+    let _: Postgres = create_json(&client, &ns, cr("Postgres", "db", "development")).await;
+    let _: Redis = create_json(&client, &ns, cr("Redis", "cache", "development")).await;
+    wait_phase(&pgs, "db", Phase::Complete).await;
+    wait_phase(&caches, "cache", Phase::Complete).await;
+
+    // One of each, each lost answer notwithstanding.
+    let (vpc, _) = standalone_vpc(&ec2, &id)
+        .await
+        .unwrap_or_else(|| panic!("no database network"));
+    let subnets = ec2
+        .describe_subnets()
+        .filters(filter("vpc-id", &vpc))
+        .send()
+        .await;
+    assert_eq!(
+        subnets.unwrap_or_else(|e| panic!("{e:?}")).subnets().len(),
+        2
+    );
+    let peerings = ec2.describe_vpc_peering_connections().send().await;
+    let peerings = peerings.unwrap_or_else(|e| panic!("{e:?}"));
+    let between: Vec<&str> = (peerings.vpc_peering_connections().iter())
+        .filter(|p| p.requester_vpc_info().and_then(|i| i.vpc_id()) == Some(vpc.as_str()))
+        .filter(|p| p.accepter_vpc_info().and_then(|i| i.vpc_id()) == Some(cluster.as_str()))
+        .filter_map(|p| p.vpc_peering_connection_id())
+        .collect();
+    let active = peering(&ec2, &vpc, &cluster).await;
+    assert_eq!(
+        (between.len(), active.is_some()),
+        (1, true),
+        "peerings {between:?}"
+    );
+    for (table, routes) in routes(&ec2, &cluster).await {
+        if let Some(to) = routes.get("10.205.0.0/26") {
+            assert_eq!(Some(to), active.as_ref(), "route table {table}");
+        }
+    }
+    let name = shorten(&format!("{id}-security-group"), 40);
+    assert!(security_group(&ec2, &name, &vpc).await.is_some());
+    let lost = proxy.answers_lost();
+    let unlost: Vec<&str> = (NETWORK_MAKES.iter().copied())
+        .filter(|call| !lost.contains(*call))
+        .collect();
+    assert!(
+        unlost.is_empty(),
+        "no answer lost of {unlost:?}; lost: {lost:?}"
+    );
+
+    // Both go at once; the network goes with the last.
+    for deleted in [
+        pgs.delete("db", &Default::default()).await.map(drop),
+        caches.delete("cache", &Default::default()).await.map(drop),
+    ] {
+        deleted.unwrap_or_else(|e| panic!("{e}"));
+    }
+    wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
+    wait_deleted(&caches, "cache", DEFAULT_TIMEOUT).await;
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+    while standalone_vpc(&ec2, &id).await.is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the database network was left"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert_eq!(security_group(&ec2, &name, &vpc).await.map(|g| g.0), None);
+    assert_eq!(peering(&ec2, &vpc, &cluster).await, None);
+    let lost = proxy.answers_lost();
+    let unlost: Vec<&str> = (NETWORK_REMOVES.iter().copied())
+        .filter(|call| !lost.contains(*call))
+        .collect();
+    assert!(
+        unlost.is_empty(),
+        "no answer lost of {unlost:?}; lost: {lost:?}"
+    );
+    let failed = failed_events(&client, &ns).await;
+    assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = namespaces.delete(&ns, &Default::default()).await;
     operator.stop().await;

@@ -25,6 +25,8 @@ pub struct Clients {
     /// Held while the cluster's database network is made or removed, so
     /// two reconciles never make two of it.
     pub network: tokio::sync::Mutex<()>,
+    /// Network creates whose answer was lost (see `network::LostCreates`).
+    pub lost_creates: crate::network::LostCreates,
     /// The databases whose CloudWatch metrics are scraped.
     pub watched: Watched,
     /// The reads this identity is refused, and falls back from.
@@ -73,6 +75,7 @@ impl Clients {
             ),
             calls: calls.clone(),
             network: tokio::sync::Mutex::new(()),
+            lost_creates: Default::default(),
             watched: Watched::default(),
             refused: Default::default(),
         }

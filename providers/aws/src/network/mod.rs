@@ -23,6 +23,7 @@ mod cidr;
 mod cluster;
 mod ec2;
 mod groups;
+mod lost;
 mod security;
 mod standalone;
 
@@ -34,6 +35,7 @@ use tokio::sync::MutexGuard;
 use crate::{clients::Clients, sdk::VpcHint};
 
 pub use cidr::Cidr;
+pub use lost::LostCreates;
 pub use standalone::requested_block;
 
 /// The engines placed: which subnet group (RDS or ElastiCache) and which
@@ -63,6 +65,7 @@ pub struct Network<'a> {
     pub owner_key: &'a str,
     pub hint: &'a VpcHint,
     pub calls: &'a crate::calls::Calls,
+    pub lost: &'a LostCreates,
 }
 
 impl<'a> Network<'a> {
@@ -75,6 +78,7 @@ impl<'a> Network<'a> {
             owner_key: &req.owner_tag.0,
             hint,
             calls: &c.calls,
+            lost: &c.lost_creates,
         }
     }
 

@@ -10,7 +10,9 @@ use super::{
     cidr::{check_standalone, default_block},
     cluster::ClusterVpc,
     ec2::{at_creation, filter, has_all, tags},
-    groups, security,
+    groups,
+    lost::sent_once,
+    security,
 };
 use crate::errors::Answer;
 
@@ -59,9 +61,16 @@ pub async fn ensure(
     (engine, port): (Engine, i32),
     requested: Option<Cidr>,
 ) -> Result<Placement, ProviderError> {
+    let what = format!("the database network of cluster {}", net.infra);
     let (vpc, block) = match find_vpc(net).await? {
-        Some(found) => found,
-        None => create_vpc(net, cluster, requested).await?,
+        Some(found) => {
+            net.lost.found(&what);
+            found
+        }
+        None => {
+            net.lost.may_create(&what, "ec2:CreateVpc")?;
+            create_vpc(net, cluster, requested, &what).await?
+        }
     };
     let subnets = ensure_subnets(net, &vpc, &block).await?;
     groups::ensure(net, engine, &subnets, &net.tags(None)).await?;
@@ -126,6 +135,7 @@ async fn create_vpc(
     net: &Network<'_>,
     cluster: &ClusterVpc,
     requested: Option<Cidr>,
+    what: &str,
 ) -> Result<(String, Cidr), ProviderError> {
     let block = match requested {
         Some(block) => block,
@@ -152,9 +162,14 @@ async fn create_vpc(
         .create_vpc()
         .cidr_block(block.to_string())
         .tag_specifications(at_creation(ResourceType::Vpc, &net.tags(Some(VPC_NAME))))
+        .customize()
+        .config_override(sent_once())
         .send()
-        .await
-        .named("ec2:CreateVpc", &block.to_string());
+        .await;
+    if let Err(e) = &out {
+        net.lost.lost(what, e);
+    }
+    let out = out.named("ec2:CreateVpc", &block.to_string());
     match &out {
         Ok(_) => net.calls.vpc_created(None),
         Err(e) => net.calls.vpc_created(Some(e.code().unwrap_or("unknown"))),
@@ -325,9 +340,15 @@ async fn ensure_peering(
     vpc: &str,
     cluster: &str,
 ) -> Result<String, ProviderError> {
+    let what = format!("the peering of {vpc} to {cluster}");
     let (id, state) = match find_peering(net, vpc, cluster).await? {
-        Some(found) => found,
+        Some(found) => {
+            net.lost.found(&what);
+            found
+        }
         None => {
+            net.lost
+                .may_create(&what, "ec2:CreateVpcPeeringConnection")?;
             let out = net
                 .ec2
                 .create_vpc_peering_connection()
@@ -337,12 +358,17 @@ async fn ensure_peering(
                     ResourceType::VpcPeeringConnection,
                     &net.tags(Some(PEERING_NAME)),
                 ))
+                .customize()
+                .config_override(sent_once())
                 .send()
-                .await
-                .named(
-                    "ec2:CreateVpcPeeringConnection",
-                    &format!("{vpc} to {cluster}"),
-                )?;
+                .await;
+            if let Err(e) = &out {
+                net.lost.lost(&what, e);
+            }
+            let out = out.named(
+                "ec2:CreateVpcPeeringConnection",
+                &format!("{vpc} to {cluster}"),
+            )?;
             let p = out.vpc_peering_connection();
             let id = p
                 .and_then(|p| p.vpc_peering_connection_id())
@@ -364,12 +390,26 @@ async fn ensure_peering(
         match state.as_str() {
             "active" => return Ok(id),
             "pending-acceptance" => {
-                net.ec2
+                let accepted = net
+                    .ec2
                     .accept_vpc_peering_connection()
                     .vpc_peering_connection_id(&id)
                     .send()
-                    .await
-                    .named("ec2:AcceptVpcPeeringConnection", &id)?;
+                    .await;
+                // The SDK's retry of an accept whose answer was lost meets
+                // a connection no longer pending: look at what it is.
+                if let Err(e) = accepted {
+                    let now = find_peering(net, vpc, cluster).await?;
+                    if !now
+                        .is_some_and(|(found, state)| found == id && state != "pending-acceptance")
+                    {
+                        return Err(crate::errors::api_error(
+                            "ec2:AcceptVpcPeeringConnection",
+                            &id,
+                            e,
+                        ));
+                    }
+                }
                 return Ok(id);
             }
             "initiating-request" | "provisioning" if tokio::time::Instant::now() < settled_by => {
