@@ -37,7 +37,7 @@ use kube::{
     },
 };
 use serde::{Serialize, de::DeserializeOwned};
-use tracing::warn;
+use tracing::{debug, warn};
 
 /// Events a slow subscriber may lag behind before the watch waits for it.
 const SUBSCRIBER_BUFFER: usize = 1024;
@@ -176,6 +176,9 @@ impl<K: Cached> Shared<K> {
             return;
         };
         let limit = self.limit;
+        // What the store held when a relist began (see `relisted`).
+        let relisting: Mutex<Option<Vec<Arc<K>>>> = Mutex::default();
+        let relisting = &relisting;
         watcher(api, config)
             .default_backoff()
             .modify(move |obj| {
@@ -190,21 +193,50 @@ impl<K: Cached> Shared<K> {
                     Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
                         self.written_map().remove(&ObjectRef::from_obj(&obj));
                     }
-                    Ok(watcher::Event::Init) => self.written_map().clear(),
-                    Ok(watcher::Event::Delete(obj)) => {
-                        self.written_map().remove(&ObjectRef::from_obj(&obj));
-                        self.own_map().remove(&ObjectRef::from_obj(&obj));
-                        let obj = Arc::new(obj);
-                        let subscribers = self.deleted.lock().unwrap_or_else(|e| e.into_inner());
-                        for tx in subscribers.iter() {
-                            let _ = tx.unbounded_send(obj.clone());
-                        }
+                    Ok(watcher::Event::Init) => {
+                        self.written_map().clear();
+                        *relisting.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(self.reader.state());
                     }
-                    Ok(watcher::Event::InitDone) => {}
+                    Ok(watcher::Event::Delete(obj)) => self.tell_deleted(Arc::new(obj)),
+                    Ok(watcher::Event::InitDone) => {
+                        let before = relisting.lock().unwrap_or_else(|e| e.into_inner()).take();
+                        self.relisted(before.unwrap_or_default());
+                    }
                     Err(e) => warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying"),
                 }
             })
             .await;
+    }
+
+    /// Tells the subscribers of deletions that `obj` is gone.
+    fn tell_deleted(&self, obj: Arc<K>) {
+        let at = ObjectRef::from_obj(obj.as_ref());
+        self.written_map().remove(&at);
+        self.own_map().remove(&at);
+        let subscribers = self.deleted.lock().unwrap_or_else(|e| e.into_inner());
+        for tx in subscribers.iter() {
+            let _ = tx.unbounded_send(obj.clone());
+        }
+    }
+
+    /// After a relist (the first list, or one after 410 Gone when the
+    /// watch's resourceVersion was compacted away): the objects held
+    /// `before` it that it no longer shows were deleted while no watch ran,
+    /// and no Delete event will ever say so.
+    fn relisted(&self, before: Vec<Arc<K>>) {
+        if before.is_empty() {
+            return;
+        }
+        let now: std::collections::HashSet<ObjectRef<K>> = (self.reader.state().iter())
+            .map(|o| ObjectRef::from_obj(o.as_ref()))
+            .collect();
+        for gone in before {
+            if !now.contains(&ObjectRef::from_obj(gone.as_ref())) {
+                debug!(kind = %K::kind(&()), name = %gone.name_any(), "deleted while the watch was away; seen by the relist");
+                self.tell_deleted(gone);
+            }
+        }
     }
 
     /// Whether the watch has listed within `limit` (it never may, e.g.

@@ -8,6 +8,7 @@ mod support;
 mod faults;
 mod openshift;
 mod poison;
+mod relist;
 mod rollout;
 
 /// Held for the whole of each test: no two of these run at once.
