@@ -6,6 +6,7 @@ mod connect;
 pub mod offline;
 pub mod read;
 pub mod run;
+mod signal;
 mod sts;
 
 pub use args::{Cli, Command};

@@ -80,9 +80,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     ));
     tokio::spawn(connectivity.clone().run());
     let metrics = Arc::new(Metrics::new(|registry| {
-        for provider in &providers {
-            provider.register_metrics(registry);
-        }
+        registry.register_collector(Box::new(metrics::ProviderMetrics(providers.clone())));
         connectivity.register_metrics(registry);
     }));
     let elector = elector(&args, &client, &settings.operator_namespace, fence)?;
@@ -198,7 +196,7 @@ async fn serve(
         .await
         .with_context(|| format!("listening on --metrics-address {address}"))?;
     info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
-    let shutdown = controllers::shutdown_on(terminated());
+    let shutdown = controllers::shutdown_on(super::signal::terminated());
     tokio::select! {
         worked = work(ctx, elector, shutdown) => worked?,
         served = metrics::serve(listener, metrics) => served.context("serving metrics")?,
@@ -244,24 +242,6 @@ async fn work(
         }
     }
     Ok(())
-}
-
-/// Resolves on SIGTERM (Kubernetes stopping the pod) or SIGINT.
-pub(super) async fn terminated() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(e) => {
-            warn!(error = %e, "cannot listen for SIGTERM; stopping on SIGINT only");
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-    info!("shutting down: finishing running reconciles");
 }
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ pub(super) async fn wait_for_sts(
                 }
                 tokio::select! {
                     () = tokio::time::sleep(STS_RETRY) => {}
-                    () = super::run::terminated() => bail!("stopped while waiting for Secret {namespace}/sts-credentials"),
+                    () = super::signal::terminated() => bail!("stopped while waiting for Secret {namespace}/sts-credentials"),
                 }
             }
         }
