@@ -25,8 +25,8 @@ pub struct Clients {
     /// Held while the cluster's database network is made or removed, so
     /// two reconciles never make two of it.
     pub network: tokio::sync::Mutex<()>,
-    /// Network creates whose answer was lost (see `network::LostCreates`).
-    pub lost_creates: crate::network::LostCreates,
+    /// Network creates whose answer was lost (see `lost_creates`).
+    pub lost_creates: crate::lost_creates::LostCreates,
     /// The databases whose CloudWatch metrics are scraped.
     pub watched: Watched,
     /// The reads this identity is refused, and falls back from.

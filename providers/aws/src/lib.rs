@@ -16,6 +16,7 @@ mod iam_user;
 mod identity;
 mod keys;
 mod listing;
+mod lost_creates;
 mod maintenance;
 mod network;
 mod permissions;

@@ -23,7 +23,6 @@ mod cidr;
 mod cluster;
 mod ec2;
 mod groups;
-mod lost;
 mod security;
 mod standalone;
 
@@ -35,7 +34,6 @@ use tokio::sync::MutexGuard;
 use crate::{clients::Clients, sdk::VpcHint};
 
 pub use cidr::Cidr;
-pub use lost::LostCreates;
 pub use standalone::requested_block;
 
 /// The engines placed: which subnet group (RDS or ElastiCache) and which
@@ -65,7 +63,7 @@ pub struct Network<'a> {
     pub owner_key: &'a str,
     pub hint: &'a VpcHint,
     pub calls: &'a crate::calls::Calls,
-    pub lost: &'a LostCreates,
+    pub lost: &'a crate::lost_creates::LostCreates,
 }
 
 impl<'a> Network<'a> {

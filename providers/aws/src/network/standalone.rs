@@ -10,11 +10,9 @@ use super::{
     cidr::{check_standalone, default_block},
     cluster::ClusterVpc,
     ec2::{at_creation, filter, has_all, tags},
-    groups,
-    lost::sent_once,
-    security,
+    groups, security,
 };
-use crate::errors::Answer;
+use crate::{errors::Answer, lost_creates::sent_once};
 
 // The Go operator's Name tags (cluster_network_provider.go constants).
 const VPC_NAME: &str = "Cloud Resource VPC";
