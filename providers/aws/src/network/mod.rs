@@ -180,11 +180,29 @@ pub async fn released(
     let ours = |tags: &std::collections::BTreeMap<String, String>| {
         tags.get(&req.owner_tag.0) == Some(&req.owner_tag.1)
     };
-    use crate::database::Database;
-    if c.rds.list(c).await?.values().any(|i| ours(&i.tags))
-        || c.elasticache.list(c).await?.values().any(|g| ours(&g.tags))
-    {
+    use crate::database::{Database, Live};
+    let instances = c.rds.list(c).await?;
+    let groups = c.elasticache.list(c).await?;
+    let others: Vec<(&String, &str)> = (instances.iter())
+        .filter(|(_, i)| ours(&i.tags))
+        .map(|(id, i)| (id, i.status()))
+        .chain(
+            (groups.iter())
+                .filter(|(_, g)| ours(&g.tags))
+                .map(|(id, g)| (id, g.status())),
+        )
+        .collect();
+    if others.iter().any(|(_, status)| *status != "deleting") {
         return Ok(());
+    }
+    // Databases of the cluster still being deleted: the last of them to
+    // finish may have looked while this one still stood, and left the
+    // network to it. So this one waits for them (AWS lists a deleted
+    // database for minutes, and may list it a moment longer).
+    if let Some((id, _)) = others.first() {
+        return Err(ProviderError::transient(format!(
+            "the cluster's database network goes with its last database: waiting for {id} (being deleted) to be gone"
+        )));
     }
     if bundled {
         bundled::remove(&net, &cluster).await
