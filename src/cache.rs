@@ -10,18 +10,17 @@
 //! list and hold every Secret again.
 
 use std::{
-    any::Any,
     collections::HashMap,
     fmt::Debug,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL, as_any};
+use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL};
 use futures::{StreamExt, channel::mpsc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{
-    NamespaceResourceScope, Resource as _,
+    NamespaceResourceScope,
     api::{
         apps::v1::Deployment,
         core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
@@ -538,17 +537,24 @@ pub fn scopes(watch_namespaces: &[String]) -> Vec<Option<String>> {
 }
 
 /// Providers read the objects the operator owns from these watches.
-impl cro_provider_api::OwnedObjects for Owned {
-    fn get(&self, kind: &str, ns: &str, name: &str) -> Option<Arc<dyn Any + Send + Sync>> {
-        match kind {
-            Deployment::KIND => as_any(self.deployments.peek(ns, name)),
-            Service::KIND => as_any(self.services.peek(ns, name)),
-            PersistentVolumeClaim::KIND => as_any(self.claims.peek(ns, name)),
-            Secret::KIND => as_any(self.secrets.peek(ns, name)),
-            ConfigMap::KIND => as_any(self.config_maps.peek(ns, name)),
-            NetworkPolicy::KIND => as_any(self.network_policies.peek(ns, name)),
-            _ => None,
-        }
+impl cro_kube::OwnedObjects for Owned {
+    fn deployment(&self, ns: &str, name: &str) -> Option<Arc<Deployment>> {
+        self.deployments.peek(ns, name)
+    }
+    fn service(&self, ns: &str, name: &str) -> Option<Arc<Service>> {
+        self.services.peek(ns, name)
+    }
+    fn claim(&self, ns: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
+        self.claims.peek(ns, name)
+    }
+    fn secret(&self, ns: &str, name: &str) -> Option<Arc<Secret>> {
+        self.secrets.peek(ns, name)
+    }
+    fn config_map(&self, ns: &str, name: &str) -> Option<Arc<ConfigMap>> {
+        self.config_maps.peek(ns, name)
+    }
+    fn network_policy(&self, ns: &str, name: &str) -> Option<Arc<NetworkPolicy>> {
+        self.network_policies.peek(ns, name)
     }
 }
 

@@ -11,9 +11,10 @@ use std::{
     sync::{Arc, Mutex},
 };
 
+use cro_kube::{OwnedObjects, owned};
 use cro_provider_api::{
-    CredentialsStore, MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, OwnedObjects, ProviderError,
-    ResourceRequest, opaque_secret, owned,
+    CredentialsStore, MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, ProviderError,
+    ResourceRequest, opaque_secret,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::{
@@ -131,12 +132,12 @@ impl CredentialsStore for CredentialsSecrets {
                     if !claimable(secret, req) {
                         return Err(not_claimable(req, name));
                     }
-                    return Ok(Some(cro_provider_api::secret_strings(secret)));
+                    return Ok(Some(cro_kube::secret_strings(secret)));
                 }
             }
         }
         let fresh = self.api(ns).get_opt(name).await.map_err(|e| {
-            ProviderError::from_kube(format!("reading Secret {ns}/{name}: {e}"), &e)
+            cro_kube::provider_error(format!("reading Secret {ns}/{name}: {e}"), &e)
         })?;
         // The watch shows what the API server has, ours or a later change.
         if version(fresh.as_ref()) == version(cached.as_deref()) {
@@ -145,7 +146,7 @@ impl CredentialsStore for CredentialsSecrets {
         }
         match &fresh {
             Some(secret) if !claimable(secret, req) => Err(not_claimable(req, name)),
-            _ => Ok(fresh.as_ref().map(cro_provider_api::secret_strings)),
+            _ => Ok(fresh.as_ref().map(cro_kube::secret_strings)),
         }
     }
 
@@ -167,7 +168,7 @@ impl CredentialsStore for CredentialsSecrets {
             .patch(name, &params, &Patch::Apply(&secret))
             .await
             .map_err(|e| {
-                ProviderError::from_kube(
+                cro_kube::provider_error(
                     format!("writing Secret {}/{name}: {e}", req.namespace),
                     &e,
                 )
@@ -181,7 +182,7 @@ impl CredentialsStore for CredentialsSecrets {
     async fn delete(&self, req: &ResourceRequest, name: &str) -> Result<(), ProviderError> {
         let found = (self.api(&req.namespace)).get_opt(name).await;
         let found = found.map_err(|e| {
-            ProviderError::from_kube(format!("reading Secret {}/{name}: {e}", req.namespace), &e)
+            cro_kube::provider_error(format!("reading Secret {}/{name}: {e}", req.namespace), &e)
         })?;
         match found {
             None => return Ok(()),
@@ -196,7 +197,7 @@ impl CredentialsStore for CredentialsSecrets {
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => {
                 let what = format!("deleting Secret {}/{name}: {e}", req.namespace);
-                return Err(ProviderError::from_kube(what, &e));
+                return Err(cro_kube::provider_error(what, &e));
             }
         }
         self.wrote(&req.namespace, name, Wrote::Deleted);
@@ -225,7 +226,7 @@ impl CredentialsStore for CredentialsSecrets {
                 "deleting CredentialsRequest {}/{name} (the Go operator's credentials, which the Cloud Credential Operator removes with it) is forbidden: apply deploy/openshift-migration/rbac.yaml",
                 req.namespace
             ))),
-            Err(e) => Err(ProviderError::from_kube(
+            Err(e) => Err(cro_kube::provider_error(
                 format!("deleting CredentialsRequest {}/{name}: {e}", req.namespace),
                 &e,
             )),

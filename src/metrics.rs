@@ -18,7 +18,7 @@ use prometheus_client::{
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, text::encode},
     metrics::{
         MetricType,
-        counter::Counter,
+        counter::{ConstCounter, Counter},
         family::Family,
         gauge::{ConstGauge, Gauge},
         histogram::{Histogram, exponential_buckets},
@@ -249,6 +249,44 @@ impl Collector for NamedGauges {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
             for (labels, value) in series {
                 ConstGauge::new(*value).encode(family.encode_family(labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The providers' own metrics (`Provider::metrics`), rendered from what
+/// each keeps when scraped.
+pub struct ProviderMetrics(pub Vec<Arc<dyn cro_provider_api::Provider>>);
+
+impl std::fmt::Debug for ProviderMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.0.iter().map(|p| p.name()).collect();
+        f.debug_tuple("ProviderMetrics").field(&names).finish()
+    }
+}
+
+impl Collector for ProviderMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use cro_provider_api::MetricKind;
+        for provider in &self.0 {
+            for family in provider.metrics() {
+                let kind = match family.kind {
+                    MetricKind::Counter => MetricType::Counter,
+                    MetricKind::Gauge => MetricType::Gauge,
+                };
+                let mut encoder =
+                    encoder.encode_descriptor(family.name, family.help, None, kind)?;
+                for (labels, value) in &family.series {
+                    let series = encoder.encode_family(labels)?;
+                    match family.kind {
+                        MetricKind::Counter => ConstCounter::new(*value).encode(series)?,
+                        MetricKind::Gauge => {
+                            ConstGauge::new(i64::try_from(*value).unwrap_or(i64::MAX))
+                                .encode(series)?
+                        }
+                    }
+                }
             }
         }
         Ok(())

@@ -61,9 +61,7 @@ pub fn build(
     let mut in_cluster =
         cro_provider_in_cluster::InClusterProvider::new(client.clone(), settings.cluster_domain)
             .with_operator_namespace(settings.operator_namespace);
-    let owned = cache
-        .clone()
-        .map(|c| c as Arc<dyn cro_provider_api::OwnedObjects>);
+    let owned = cache.clone().map(|c| c as Arc<dyn cro_kube::OwnedObjects>);
     let credentials = crate::credentials::CredentialsSecrets::new(client.clone(), owned);
     let aws = cro_provider_aws::AwsProvider::new(Arc::new(credentials), settings.aws);
     if let Some(cache) = cache {

@@ -9,9 +9,10 @@ use std::{
     path::{Path, PathBuf},
 };
 
-const CRATES: [&str; 4] = [
+const CRATES: [&str; 5] = [
     "src",
     "providers/api/src",
+    "providers/kube/src",
     "providers/aws/src",
     "providers/in-cluster/src",
 ];
@@ -202,7 +203,7 @@ fn between_top_modules(
 fn no_module_imports_one_that_imports_it() {
     for krate in CRATES {
         let edges = imports(Path::new(krate));
-        assert!(edges.len() > 3, "{krate}: no modules read");
+        assert!(edges.len() >= 2, "{krate}: no modules read");
         for edges in [between_top_modules(&edges), edges] {
             for module in edges.keys() {
                 if let Some(cycle) = cycle_through(&edges, module) {

@@ -36,7 +36,7 @@ pub enum Error {
     Internal(String),
 }
 
-pub use cro_provider_api::namespace_terminating;
+pub use cro_kube::namespace_terminating;
 
 /// How soon a resource AWS created and does not show yet is looked at
 /// again (AWS documents no bound; its reads catch up in seconds).
@@ -50,7 +50,7 @@ impl Error {
 
     pub fn label(&self) -> &'static str {
         match self {
-            Error::Kube { source, .. } if cro_provider_api::api_server_unavailable(source) => {
+            Error::Kube { source, .. } if cro_kube::api_server_unavailable(source) => {
                 "kube_unavailable"
             }
             Error::Kube { .. } => "kube_api",
@@ -80,7 +80,7 @@ impl Error {
     /// a failure of this object's own.
     pub fn api_server_unavailable(&self) -> bool {
         match self {
-            Error::Kube { source, .. } => cro_provider_api::api_server_unavailable(source),
+            Error::Kube { source, .. } => cro_kube::api_server_unavailable(source),
             Error::Provider(e) => e.kind() == cro_provider_api::ErrorKind::ApiServerUnavailable,
             // A watch that never finished listing: the API server is down.
             Error::Cache(_) => true,
@@ -92,7 +92,7 @@ impl Error {
     pub fn is_throttled(&self) -> bool {
         match self {
             Error::Provider(e) => e.kind() == cro_provider_api::ErrorKind::Throttled,
-            Error::Kube { source, .. } => cro_provider_api::api_server_busy(source).is_some(),
+            Error::Kube { source, .. } => cro_kube::api_server_busy(source).is_some(),
             _ => false,
         }
     }
@@ -105,7 +105,7 @@ impl Error {
     /// provider error that says when retrying can help.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
-            Error::Kube { source, .. } => cro_provider_api::api_server_busy(source),
+            Error::Kube { source, .. } => cro_kube::api_server_busy(source),
             Error::Provider(e) if e.kind() == cro_provider_api::ErrorKind::NotVisibleYet => {
                 Some(NOT_VISIBLE_RETRY)
             }
@@ -214,12 +214,12 @@ mod tests {
             Some(std::time::Duration::from_secs(1))
         );
         assert_eq!(Error::kube("reading")(status(503)).retry_after(), None);
-        let provider = ProviderError::from_kube("writing Secret s", &status(429));
+        let provider = cro_kube::provider_error("writing Secret s", &status(429));
         assert!(Error::Provider(provider).api_server_unavailable());
         // From a provider, by kind: the providers classify with the same rule.
-        let provider = ProviderError::from_kube("reading Secret s", &status(503));
+        let provider = cro_kube::provider_error("reading Secret s", &status(503));
         assert!(Error::Provider(provider).api_server_unavailable());
-        let provider = ProviderError::from_kube("reading Secret s", &status(409));
+        let provider = cro_kube::provider_error("reading Secret s", &status(409));
         assert!(!Error::Provider(provider).api_server_unavailable());
     }
 }

@@ -6,12 +6,10 @@ mod change;
 pub mod credentials;
 pub mod fence;
 mod identifier;
-mod owned;
 
 pub use change::{Adoption, Change, ChangePolicy, Timing, plan_hash};
 pub use credentials::CredentialsStore;
 pub use fence::Fence;
-pub use owned::{Owned, OwnedObjects, as_any, owned};
 
 pub use identifier::{
     DEFAULT_IDENTIFIER_LENGTH, IdentifierRules, cloud_identifier, separate_identifier, shorten,
@@ -112,14 +110,6 @@ pub fn opaque_secret<'a>(
         "type": "Opaque",
         "data": data,
     })
-}
-
-/// A Secret's values that are UTF-8 text, by key (credentials Secrets
-/// hold nothing else; other values are left out).
-pub fn secret_strings(secret: &k8s_openapi::api::core::v1::Secret) -> BTreeMap<String, String> {
-    (secret.data.iter().flatten())
-        .filter_map(|(k, v)| Some((k.clone(), String::from_utf8(v.0.clone()).ok()?)))
-        .collect()
 }
 
 /// A new password: 32 random letters and digits (no character a
@@ -617,51 +607,6 @@ impl ProviderError {
                 | ErrorKind::ApiServerUnavailable
         )
     }
-
-    /// A failed call to the API server, as a provider error of the right
-    /// kind (read from the error, never from its text).
-    pub fn from_kube(message: impl Into<String>, e: &kube::Error) -> Self {
-        let kind = if namespace_terminating(e) {
-            ErrorKind::NamespaceTerminating
-        } else if api_server_unavailable(e) || api_server_busy(e).is_some() {
-            // A busy API server is waited for as a down one is: briefly,
-            // every object alike.
-            ErrorKind::ApiServerUnavailable
-        } else {
-            ErrorKind::Transient
-        };
-        Self::new(kind, message)
-    }
-}
-
-/// The cause the API server gives when a namespace being deleted refuses
-/// new objects (its NamespaceLifecycle admission).
-pub fn namespace_terminating(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")))
-}
-
-/// The API server could not be reached or could not serve the request
-/// (it is restarting, or its etcd is): transport errors and 500/503/504.
-pub fn api_server_unavailable(e: &kube::Error) -> bool {
-    match e {
-        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
-        kube::Error::Api(s) => matches!(s.code, 500 | 503 | 504),
-        _ => false,
-    }
-}
-
-/// The API server asked for fewer requests (429: API Priority and
-/// Fairness, or a max-in-flight limit): how long it asked to wait, from
-/// its Status `details.retryAfterSeconds` (what its Retry-After header
-/// says), at least a second.
-pub fn api_server_busy(e: &kube::Error) -> Option<std::time::Duration> {
-    match e {
-        kube::Error::Api(s) if s.code == 429 => {
-            let asked = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
-            Some(std::time::Duration::from_secs(u64::from(asked.max(1))))
-        }
-        _ => None,
-    }
 }
 
 /// A gauge the Go operator fills from the cloud's monitoring, per
@@ -727,15 +672,35 @@ pub struct CloudSample {
     pub value: f64,
 }
 
+/// A metric family a provider keeps, as plain data the operator renders
+/// on `/metrics` (so that this crate names no metrics library).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricFamily {
+    /// The name without a counter's `_total`, e.g. `cro_aws_api_calls`.
+    pub name: &'static str,
+    pub help: &'static str,
+    pub kind: MetricKind,
+    /// Each series: its labels and its value.
+    pub series: Vec<(Vec<(&'static str, String)>, u64)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricKind {
+    Counter,
+    Gauge,
+}
+
 /// A provider of backing services (`aws`, `openshift`).
 #[async_trait::async_trait]
 pub trait Provider: Send + Sync {
     /// The name used in `cloud-resource-config` (e.g. `openshift`).
     fn name(&self) -> &'static str;
 
-    /// Registers the provider's own metrics (e.g. cloud API calls) in the
-    /// operator's registry, served on `/metrics`.
-    fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
+    /// The provider's own metrics (e.g. cloud API calls) as they stand,
+    /// which the operator serves on `/metrics`.
+    fn metrics(&self) -> Vec<MetricFamily> {
+        Vec::new()
+    }
 
     /// Creates or converges the resource. Idempotent.
     async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError>;

@@ -11,112 +11,115 @@ use aws_smithy_runtime_api::{
     client::{interceptors::Intercept, orchestrator::Metadata},
     http::Response,
 };
-use prometheus_client::{
-    encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, gauge::Gauge},
-    registry::Registry,
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
 };
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CallLabels {
-    service: String,
-    operation: String,
-    outcome: String,
-}
-
-/// The Go operator's `cro_vpc_action` labels (`SetVpcAction`,
-/// pkg/resources/custom_metrics.go).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct VpcActionLabels {
-    action: String,
-    status: String,
-    error: String,
-}
+use cro_provider_api::{MetricFamily, MetricKind};
 
 /// `cro_aws_api_calls_total{service, operation, outcome}`; outcome is
 /// `success`, `throttled` or `error`. Also the Go operator's
-/// `cro_vpc_action`: 1 for a failed creation of the database network's
-/// VPC, labelled with AWS's error code, cleared once one is created.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ActionLabels {
-    action: String,
-}
-
+/// `cro_vpc_action{action, status, error}` (`SetVpcAction`,
+/// pkg/resources/custom_metrics.go): 1 for a failed creation of the
+/// database network's VPC, labelled with AWS's error code, cleared once one
+/// is created; and `cro_aws_permission_refused{action}`. Kept as plain
+/// counts the operator renders (see `MetricFamily`).
 #[derive(Clone, Debug, Default)]
-pub struct Calls {
-    calls: Family<CallLabels, Counter>,
-    vpc_actions: Family<VpcActionLabels, Gauge>,
-    refused: Family<ActionLabels, Gauge>,
+pub struct Calls(Arc<Mutex<Counts>>);
+
+#[derive(Debug, Default)]
+struct Counts {
+    /// (service, operation, outcome) → attempts.
+    calls: BTreeMap<(String, String, String), u64>,
+    /// The failed VPC creation's AWS error code, if the last one failed.
+    vpc_failed: Option<String>,
+    /// The actions refused now.
+    refused: std::collections::BTreeSet<String>,
 }
 
 impl Calls {
-    pub fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "cro_aws_api_calls",
-            "AWS API call attempts, by service, operation and outcome",
-            self.calls.clone(),
-        );
-        registry.register(
-            "cro_vpc_action",
-            "1 after a failed creation of the database network's VPC, by AWS's error code; cleared once one is created",
-            self.vpc_actions.clone(),
-        );
-        registry.register(
-            "cro_aws_permission_refused",
-            "1 while the operator's AWS identity is refused a read it falls back from (see the AWSPermissions condition), by action",
-            self.refused.clone(),
-        );
+    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every family, as the operator renders it on `/metrics`.
+    pub fn families(&self) -> Vec<MetricFamily> {
+        let counts = self.counts();
+        let calls = (counts.calls.iter())
+            .map(|((service, operation, outcome), n)| {
+                let labels = vec![
+                    ("service", service.clone()),
+                    ("operation", operation.clone()),
+                    ("outcome", outcome.clone()),
+                ];
+                (labels, *n)
+            })
+            .collect();
+        let vpc = (counts.vpc_failed.iter())
+            .map(|code| {
+                let labels = vec![
+                    ("action", "create".to_string()),
+                    ("status", "failed".to_string()),
+                    ("error", code.clone()),
+                ];
+                (labels, 1)
+            })
+            .collect();
+        let refused = (counts.refused.iter())
+            .map(|action| (vec![("action", action.clone())], 1))
+            .collect();
+        vec![
+            MetricFamily {
+                name: "cro_aws_api_calls",
+                help: "AWS API call attempts, by service, operation and outcome",
+                kind: MetricKind::Counter,
+                series: calls,
+            },
+            MetricFamily {
+                name: "cro_vpc_action",
+                help: "1 after a failed creation of the database network's VPC, by AWS's error code; cleared once one is created",
+                kind: MetricKind::Gauge,
+                series: vpc,
+            },
+            MetricFamily {
+                name: "cro_aws_permission_refused",
+                help: "1 while the operator's AWS identity is refused a read it falls back from (see the AWSPermissions condition), by action",
+                kind: MetricKind::Gauge,
+                series: refused,
+            },
+        ]
     }
 
     /// Whether the identity is refused `action` (see `permissions`).
     pub fn refused(&self, action: &str, refused: bool) {
-        let labels = ActionLabels {
-            action: action.to_string(),
-        };
+        let mut counts = self.counts();
         if refused {
-            self.refused.get_or_create(&labels).set(1);
+            counts.refused.insert(action.to_string());
         } else {
-            self.refused.remove(&labels);
+            counts.refused.remove(action);
         }
     }
 
     /// The actions shown as refused.
     #[cfg(test)]
     pub fn refused_now(&self) -> Vec<String> {
-        let mut registry = Registry::default();
-        registry.register("r", "", self.refused.clone());
-        let mut text = String::new();
-        let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
-        (text.lines())
-            .filter(|l| l.starts_with("r{") && l.ends_with(" 1"))
-            .filter_map(|l| Some(l.split('"').nth(1)?.to_string()))
-            .collect()
+        self.counts().refused.iter().cloned().collect()
     }
 
     /// What creating the database network's VPC came to, as the Go
     /// operator reports it (`createNetwork`, cluster_network_provider.go).
     pub fn vpc_created(&self, error_code: Option<&str>) {
-        match error_code {
-            Some(code) => {
-                let labels = VpcActionLabels {
-                    action: "create".into(),
-                    status: "failed".into(),
-                    error: code.into(),
-                };
-                self.vpc_actions.get_or_create(&labels).set(1);
-            }
-            None => self.vpc_actions.clear(),
-        }
+        self.counts().vpc_failed = error_code.map(str::to_string);
     }
 
     fn record(&self, service: &str, operation: &str, outcome: &str) {
-        self.calls
-            .get_or_create(&CallLabels {
-                service: service.to_ascii_lowercase(),
-                operation: operation.to_string(),
-                outcome: outcome.to_string(),
-            })
-            .inc();
+        let key = (
+            service.to_ascii_lowercase(),
+            operation.to_string(),
+            outcome.to_string(),
+        );
+        *self.counts().calls.entry(key).or_default() += 1;
     }
 
     /// The interceptor to put on every client.

@@ -327,8 +327,8 @@ impl Provider for AwsProvider {
         NAME
     }
 
-    fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
-        self.calls.register(registry);
+    fn metrics(&self) -> Vec<cro_provider_api::MetricFamily> {
+        self.calls.families()
     }
 
     async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {

@@ -4,7 +4,8 @@
 
 use std::fmt::Debug;
 
-use cro_provider_api::{OWNER_UID_LABEL, Owned, Owner, ProviderError};
+use cro_kube::Owned;
+use cro_provider_api::{OWNER_UID_LABEL, Owner, ProviderError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Resource,
@@ -26,7 +27,7 @@ pub enum Applied<K> {
 }
 
 fn api_error(verb: &str, desired: &Value, e: kube::Error) -> ProviderError {
-    ProviderError::from_kube(
+    cro_kube::provider_error(
         format!(
             "{verb} {} {}/{}: {e}",
             desired["kind"].as_str().unwrap_or("object"),
@@ -235,7 +236,7 @@ where
     K: Resource<DynamicType = ()> + Owned + Debug + DeserializeOwned,
 {
     let context = |e: kube::Error| {
-        ProviderError::from_kube(format!("deleting {} {name}: {e}", K::kind(&())), &e)
+        cro_kube::provider_error(format!("deleting {} {name}: {e}", K::kind(&())), &e)
     };
     let Some(live) = api.fresh(name).await.map_err(context)? else {
         return Ok(true);

@@ -4,9 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use cro_provider_api::{
-    ProviderError, ResourceRequest, opaque_secret, random_password, secret_strings,
-};
+use cro_kube::secret_strings;
+use cro_provider_api::{ProviderError, ResourceRequest, opaque_secret, random_password};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -70,7 +69,7 @@ async fn stored(
 ) -> Result<BTreeMap<String, String>, ProviderError> {
     let name = credentials_secret_name(&req.name);
     let err = |verb: &str, e: kube::Error| {
-        ProviderError::from_kube(format!("{verb} Secret {}/{name}: {e}", req.namespace), &e)
+        cro_kube::provider_error(format!("{verb} Secret {}/{name}: {e}", req.namespace), &e)
     };
     let live = api.get_opt(&name).await.map_err(|e| err("reading", e))?;
     if let Some(l) = live
@@ -118,7 +117,7 @@ pub async fn adopt_go_postgres(
 ) -> Result<Credentials, ProviderError> {
     let name = crate::legacy::postgres_secret_name(&req.name);
     let live = api.get_opt(&name).await.map_err(|e| {
-        ProviderError::from_kube(format!("reading Secret {}/{name}: {e}", req.namespace), &e)
+        cro_kube::provider_error(format!("reading Secret {}/{name}: {e}", req.namespace), &e)
     })?;
     let existing = live.as_ref().and_then(crate::legacy::postgres_credentials);
     let creds = existing.unwrap_or_else(|| {
@@ -147,7 +146,7 @@ pub async fn ensure_go_redis_config(
     api: &Objects<k8s_openapi::api::core::v1::ConfigMap>,
 ) -> Result<(), ProviderError> {
     let name = crate::legacy::REDIS_CONFIG_MAP;
-    let err = |e: kube::Error| ProviderError::from_kube(format!("ConfigMap {name}: {e}"), &e);
+    let err = |e: kube::Error| cro_kube::provider_error(format!("ConfigMap {name}: {e}"), &e);
     if api.get_opt(name).await.map_err(err)?.is_some() {
         return Ok(());
     }

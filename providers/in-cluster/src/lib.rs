@@ -16,8 +16,9 @@ mod workload;
 use std::collections::BTreeMap;
 
 use apply::{Applied, adopt, ensure};
+use cro_kube::Owned;
 use cro_provider_api::{
-    Change, ChangePolicy, ConnectionDetails, Deletion, Outcome, Owned, Provider, ProviderError,
+    Change, ChangePolicy, ConnectionDetails, Deletion, Outcome, Provider, ProviderError,
     Provisioned, ResourceKind, ResourceRequest, SnapshotRequest, Snapshotted, plan_hash,
 };
 use k8s_openapi::api::{
@@ -35,7 +36,7 @@ pub const NAME: &str = "openshift";
 pub struct InClusterProvider {
     client: Client,
     cluster_domain: Option<String>,
-    cache: Option<std::sync::Arc<dyn cro_provider_api::OwnedObjects>>,
+    cache: Option<std::sync::Arc<dyn cro_kube::OwnedObjects>>,
     isolation: workload::Isolation,
     corrections: corrections::Corrections,
 }
@@ -61,7 +62,7 @@ impl InClusterProvider {
     }
 
     /// Reads the objects it owns from `cache` when it holds them.
-    pub fn with_cache(mut self, cache: std::sync::Arc<dyn cro_provider_api::OwnedObjects>) -> Self {
+    pub fn with_cache(mut self, cache: std::sync::Arc<dyn cro_kube::OwnedObjects>) -> Self {
         self.cache = Some(cache);
         self
     }
@@ -94,7 +95,7 @@ impl InClusterProvider {
             .get_opt(&req.name)
             .await
             .map_err(|e| {
-                ProviderError::from_kube(
+                cro_kube::provider_error(
                     format!("reading Deployment {}/{}: {e}", req.namespace, req.name),
                     &e,
                 )
@@ -270,7 +271,7 @@ impl InClusterProvider {
         req: &ResourceRequest,
     ) -> Result<(Layout, bool), ProviderError> {
         let read = |kind: &str, e: kube::Error| {
-            ProviderError::from_kube(
+            cro_kube::provider_error(
                 format!("reading {kind} {}/{}: {e}", req.namespace, req.name),
                 &e,
             )
@@ -344,7 +345,7 @@ impl InClusterProvider {
             .await
             .map_err(|e| {
                 let message = format!("reading Namespace {}: {e}", req.namespace);
-                ProviderError::from_kube(message, &e)
+                cro_kube::provider_error(message, &e)
             })?;
         workload::PodUser::of_namespace(
             &req.namespace,
@@ -482,7 +483,7 @@ impl InClusterProvider {
                     .list(&Default::default())
                     .await
                     .map_err(|e| {
-                        ProviderError::from_kube(
+                        cro_kube::provider_error(
                             format!("listing Deployments in {}: {e}", req.namespace),
                             &e,
                         )

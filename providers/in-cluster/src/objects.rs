@@ -6,7 +6,7 @@
 
 use std::{ops::Deref, sync::Arc};
 
-use cro_provider_api::{Owned, OwnedObjects, owned};
+use cro_kube::{Owned, OwnedObjects, owned};
 use kube::Api;
 
 /// A namespaced kind the provider writes and the cache holds.
