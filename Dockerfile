@@ -9,9 +9,10 @@ WORKDIR /src
 # Dependencies first, so editing the operator does not rebuild them.
 COPY Cargo.toml Cargo.lock rust-toolchain.toml ./
 COPY providers/api/Cargo.toml providers/api/Cargo.toml
+COPY providers/kube/Cargo.toml providers/kube/Cargo.toml
 COPY providers/aws/Cargo.toml providers/aws/Cargo.toml
 COPY providers/in-cluster/Cargo.toml providers/in-cluster/Cargo.toml
-RUN for d in . providers/api providers/aws providers/in-cluster; do \
+RUN for d in . providers/api providers/kube providers/aws providers/in-cluster; do \
       mkdir -p $d/src && echo 'fn main() {}' > $d/src/main.rs && touch $d/src/lib.rs; \
     done \
  && cargo build --release --locked --bin cloud-resource-operator || true
