@@ -131,6 +131,15 @@ impl Harness {
         Some(serde_json::from_value(stored).expect("a Widget"))
     }
 
+    /// `w` as the API server holds it once a user deleted it (its
+    /// finalizers hold it).
+    fn delete(&self, w: &Widget) -> Widget {
+        let mut deleting = self.current(w).expect("stored");
+        deleting.metadata.deletion_timestamp = Some(now());
+        let stored = self.api.put(serde_json::to_value(&deleting).expect("JSON"));
+        serde_json::from_value(stored).expect("a Widget")
+    }
+
     /// Reconciles `w` as the controller would hand it over.
     async fn reconcile(&self, w: &Widget) -> Result<Action, Error> {
         let guarded = Arc::new(DeserializeGuard(Ok(w.clone())));
@@ -152,6 +161,10 @@ impl Harness {
         }
         panic!("still writing after 5 passes: {all:#?}");
     }
+}
+
+fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
 }
 
 fn status_writes(sent: &[Recorded]) -> usize {
@@ -307,13 +320,7 @@ async fn a_deletion_in_progress_keeps_the_finalizer_and_says_so() {
         json!({"outcome": "complete", "cleanup": "in-progress"}),
     );
     h.settle(&w).await;
-    let mut deleting = h.current(&w).expect("stored");
-    deleting.metadata.deletion_timestamp = Some(
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
-    );
-    let deleting: Widget =
-        serde_json::from_value(h.api.put(serde_json::to_value(&deleting).expect("JSON")))
-            .expect("a Widget");
+    let deleting = h.delete(&w);
     let action = h.reconcile(&deleting).await.expect("reconciled");
     assert!(
         action != Action::await_change(),
@@ -329,13 +336,7 @@ async fn a_finished_cleanup_removes_the_finalizer_and_the_object_goes() {
     let h = Harness::new();
     let w = h.create("app", json!({"outcome": "complete"}));
     h.settle(&w).await;
-    let mut deleting = h.current(&w).expect("stored");
-    deleting.metadata.deletion_timestamp = Some(
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
-    );
-    let deleting: Widget =
-        serde_json::from_value(h.api.put(serde_json::to_value(&deleting).expect("JSON")))
-            .expect("a Widget");
+    let deleting = h.delete(&w);
     assert_eq!(
         h.reconcile(&deleting).await.expect("deleted"),
         Action::await_change()
@@ -356,9 +357,7 @@ async fn a_finished_cleanup_removes_the_finalizer_and_the_object_goes() {
 async fn an_object_deleted_without_our_finalizer_is_left_alone() {
     let h = Harness::new();
     let mut w = h.create("app", json!({"outcome": "complete"}));
-    w.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-        k8s_openapi::jiff::Timestamp::now(),
-    ));
+    w.metadata.deletion_timestamp = Some(now());
     w.metadata.finalizers = Some(vec!["someone.else/finalizer".into()]);
     assert_eq!(
         h.reconcile(&w).await.expect("reconciled"),

@@ -6,7 +6,7 @@
 //! acting. Afterwards every CR is complete, nothing is duplicated, and no
 //! CR reports a stale error.
 
-use std::{collections::BTreeMap, path::Path, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 use cloud_resource_operator::api::{BlobStorage, Redis, SMTPCredentialSet};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Secret};
@@ -16,16 +16,6 @@ use serde_json::json;
 use crate::support::{
     DEFAULT_TIMEOUT, Launch, Operator, Phased, TestEnv, create_json, create_namespace, ensure_crds,
 };
-
-fn testenv(args: &[&str]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testenv/testenv.sh");
-    let status = std::process::Command::new("bash")
-        .arg(script)
-        .args(args)
-        .status()
-        .unwrap_or_else(|e| panic!("running testenv.sh: {e}"));
-    assert!(status.success(), "testenv.sh {args:?} failed");
-}
 
 fn cr(kind: &str, name: &str, type_: &str) -> serde_json::Value {
     json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
@@ -262,10 +252,10 @@ async fn the_api_server_restarts_twice_under_a_hundred_crs() {
     for replica in replicas.iter_mut() {
         replica.exits_allowed_until = Some(until);
     }
-    testenv(&["restart", "apiserver"]);
+    crate::testenv(&["restart", "apiserver"]);
     tokio::time::sleep(Duration::from_secs(2)).await; // let reconciles start against the new server
-    testenv(&["restart", "etcd", "--kill"]);
-    testenv(&["restart", "apiserver", "--kill"]);
+    crate::testenv(&["restart", "etcd", "--kill"]);
+    crate::testenv(&["restart", "apiserver", "--kill"]);
     let until = tokio::time::Instant::now() + EXIT_GRACE;
     for replica in replicas.iter_mut() {
         replica.exits_allowed_until = Some(until);

@@ -11,5 +11,17 @@ mod poison;
 mod relist;
 mod rollout;
 
+/// Runs `tests/testenv/testenv.sh` with `args` (restart a process,
+/// compact etcd), failing the test if it fails.
+fn testenv(args: &[&str]) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testenv/testenv.sh");
+    let status = std::process::Command::new("bash")
+        .arg(script)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("running testenv.sh: {e}"));
+    assert!(status.success(), "testenv.sh {args:?} failed");
+}
+
 /// Held for the whole of each test: no two of these run at once.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -5,7 +5,7 @@
 //! watches meet 410 Gone and relist. A relist shows only what exists: the
 //! deleted Secret comes with no Delete event, and must still be noticed.
 
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
 use cloud_resource_operator::api::{BlobStorage, Phase};
 use k8s_openapi::api::core::v1::Secret;
@@ -16,16 +16,6 @@ use crate::support::{
     DEFAULT_TIMEOUT, Launch, Operator, TestEnv, create_json, create_namespace, ensure_crds,
     wait_deleted, wait_phase,
 };
-
-fn testenv(args: &[&str]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testenv/testenv.sh");
-    let status = std::process::Command::new("bash")
-        .arg(script)
-        .args(args)
-        .status()
-        .unwrap_or_else(|e| panic!("running testenv.sh: {e}"));
-    assert!(status.success(), "testenv.sh {args:?} failed");
-}
 
 fn blob(name: &str) -> serde_json::Value {
     json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": name},
@@ -57,7 +47,7 @@ async fn a_watch_compacted_away_relists_and_misses_no_deletion() {
     // restarted first, so that nothing of what follows waits in a socket
     // of the operator's for it to wake.
     operator.signal("STOP");
-    testenv(&["restart", "apiserver"]);
+    crate::testenv(&["restart", "apiserver"]);
     blobs
         .delete("gone", &Default::default())
         .await
@@ -67,7 +57,7 @@ async fn a_watch_compacted_away_relists_and_misses_no_deletion() {
         .await
         .unwrap_or_else(|e| panic!("deleting unpublished-sec: {e}"));
     create_json::<BlobStorage>(&client, &ns, blob("new")).await;
-    testenv(&["compact"]);
+    crate::testenv(&["compact"]);
     operator.signal("CONT");
 
     // Woken: 410 Gone, a relist, and nothing missed.

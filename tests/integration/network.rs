@@ -1057,6 +1057,47 @@ async fn a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc() {
     operator.stop().await;
 }
 
+/// The database network of cluster `id` as one of each, however its calls
+/// went: one VPC, two subnets, one peering (active) to the cluster's VPC
+/// `cluster`, one security group of its name. Its VPC and peering.
+async fn one_of_each(ec2: &aws_sdk_ec2::Client, id: &str, cluster: &str) -> (String, String) {
+    let (vpc, _) = standalone_vpc(ec2, id)
+        .await
+        .unwrap_or_else(|| panic!("no database network"));
+    let subnets = ec2
+        .describe_subnets()
+        .filters(filter("vpc-id", &vpc))
+        .send()
+        .await;
+    assert_eq!(
+        subnets.unwrap_or_else(|e| panic!("{e:?}")).subnets().len(),
+        2
+    );
+    let peerings = ec2.describe_vpc_peering_connections().send().await;
+    let peerings = peerings.unwrap_or_else(|e| panic!("{e:?}"));
+    let between: Vec<&str> = (peerings.vpc_peering_connections().iter())
+        .filter(|p| p.requester_vpc_info().and_then(|i| i.vpc_id()) == Some(vpc.as_str()))
+        .filter(|p| p.accepter_vpc_info().and_then(|i| i.vpc_id()) == Some(cluster))
+        .filter_map(|p| p.vpc_peering_connection_id())
+        .collect();
+    assert_eq!(between.len(), 1, "peerings of the network: {between:?}");
+    let active = peering(ec2, &vpc, cluster)
+        .await
+        .unwrap_or_else(|| panic!("the peering {between:?} is not active"));
+    let name = shorten(&format!("{id}-security-group"), 40);
+    let groups = ec2
+        .describe_security_groups()
+        .filters(filter("group-name", &name))
+        .send()
+        .await;
+    let groups = groups.unwrap_or_else(|e| panic!("{e:?}"));
+    let named = (groups.security_groups().iter())
+        .filter(|g| g.group_name() == Some(name.as_str()))
+        .count();
+    assert_eq!(named, 1, "security groups named {name}");
+    (vpc, active)
+}
+
 #[tokio::test]
 async fn a_kill_after_any_network_call_leaves_one_of_each() {
     let (client, ec2, id, cluster, ns) = cluster("netkill", "10.180").await;
@@ -1126,40 +1167,7 @@ async fn a_kill_after_any_network_call_leaves_one_of_each() {
     );
 
     // One of each, however the calls were cut.
-    let (vpc, _) = standalone_vpc(&ec2, &id)
-        .await
-        .unwrap_or_else(|| panic!("no network"));
-    let subnets = ec2
-        .describe_subnets()
-        .filters(filter("vpc-id", &vpc))
-        .send()
-        .await;
-    assert_eq!(
-        subnets.unwrap_or_else(|e| panic!("{e:?}")).subnets().len(),
-        2
-    );
-    let peerings = ec2.describe_vpc_peering_connections().send().await;
-    let peerings = peerings.unwrap_or_else(|e| panic!("{e:?}"));
-    let between = peerings
-        .vpc_peering_connections()
-        .iter()
-        .filter(|p| p.requester_vpc_info().and_then(|i| i.vpc_id()) == Some(vpc.as_str()))
-        .filter(|p| p.accepter_vpc_info().and_then(|i| i.vpc_id()) == Some(cluster.as_str()))
-        .count();
-    assert_eq!(between, 1, "peerings of the network");
-    let name = shorten(&format!("{id}-security-group"), 40);
-    let groups = ec2
-        .describe_security_groups()
-        .filters(filter("group-name", &name))
-        .send()
-        .await;
-    let groups = groups.unwrap_or_else(|e| panic!("{e:?}"));
-    let named = groups
-        .security_groups()
-        .iter()
-        .filter(|g| g.group_name() == Some(name.as_str()))
-        .count();
-    assert_eq!(named, 1, "security groups named {name}");
+    one_of_each(&ec2, &id, &cluster).await;
 
     pgs.delete("db", &Default::default())
         .await
@@ -1222,38 +1230,13 @@ async fn every_network_write_whose_answer_is_lost_is_answered_by_looking() {
     wait_phase(&caches, "cache", Phase::Complete).await;
 
     // One of each, each lost answer notwithstanding.
-    let (vpc, _) = standalone_vpc(&ec2, &id)
-        .await
-        .unwrap_or_else(|| panic!("no database network"));
-    let subnets = ec2
-        .describe_subnets()
-        .filters(filter("vpc-id", &vpc))
-        .send()
-        .await;
-    assert_eq!(
-        subnets.unwrap_or_else(|e| panic!("{e:?}")).subnets().len(),
-        2
-    );
-    let peerings = ec2.describe_vpc_peering_connections().send().await;
-    let peerings = peerings.unwrap_or_else(|e| panic!("{e:?}"));
-    let between: Vec<&str> = (peerings.vpc_peering_connections().iter())
-        .filter(|p| p.requester_vpc_info().and_then(|i| i.vpc_id()) == Some(vpc.as_str()))
-        .filter(|p| p.accepter_vpc_info().and_then(|i| i.vpc_id()) == Some(cluster.as_str()))
-        .filter_map(|p| p.vpc_peering_connection_id())
-        .collect();
-    let active = peering(&ec2, &vpc, &cluster).await;
-    assert_eq!(
-        (between.len(), active.is_some()),
-        (1, true),
-        "peerings {between:?}"
-    );
+    let (vpc, active) = one_of_each(&ec2, &id, &cluster).await;
     for (table, routes) in routes(&ec2, &cluster).await {
         if let Some(to) = routes.get("10.205.0.0/26") {
-            assert_eq!(Some(to), active.as_ref(), "route table {table}");
+            assert_eq!(Some(to), Some(&active), "route table {table}");
         }
     }
     let name = shorten(&format!("{id}-security-group"), 40);
-    assert!(security_group(&ec2, &name, &vpc).await.is_some());
     let lost = proxy.answers_lost();
     let unlost: Vec<&str> = (NETWORK_MAKES.iter().copied())
         .filter(|call| !lost.contains(*call))
