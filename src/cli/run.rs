@@ -18,7 +18,7 @@ use crate::{
     controllers, leader,
     metrics::{self, Metrics},
     providers,
-    reconcile::Context,
+    reconcile::{Context, Settings},
     shard::Shard,
 };
 
@@ -83,7 +83,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         registry.register_collector(Box::new(metrics::ProviderMetrics(providers.clone())));
         connectivity.register_metrics(registry);
     }));
-    let elector = elector(&args, &client, &settings.operator_namespace, fence)?;
+    let elector = elector(&args, &client, &settings, fence)?;
     let ctx = Arc::new(Context::new(
         client,
         settings,
@@ -153,12 +153,13 @@ fn go_reconcile_timeout(value: &str) -> Option<Duration> {
 fn elector(
     args: &RunArgs,
     client: &kube::Client,
-    operator_namespace: &str,
+    settings: &Settings,
     fence: Fence,
 ) -> anyhow::Result<Option<leader::Elector>> {
     if !args.leader_election {
         return Ok(None);
     }
+    let operator_namespace = settings.operator_namespace.as_str();
     let namespace = args
         .leader_election_namespace
         .clone()
@@ -166,15 +167,13 @@ fn elector(
     // Where a Go operator this one replaces runs: the same namespace, or
     // the one namespace it watched.
     let mut go_lease_namespaces = vec![namespace.clone(), operator_namespace.to_string()];
-    if let [one] = args.watch_namespaces.as_slice() {
-        go_lease_namespaces.push(one.trim().to_string());
+    if let [one] = settings.watch_namespaces.as_slice() {
+        go_lease_namespaces.push(one.clone());
     }
     let config = leader::Config {
         namespace,
         go_lease_namespaces,
-        name: Shard::new(args.shard_index, args.shard_count)
-            .map_err(anyhow::Error::msg)?
-            .lease_name(&args.leader_election_lease_name),
+        name: settings.shard.lease_name(&args.leader_election_lease_name),
         identity: leader::identity(),
         lease_duration: args.leader_election_lease_duration,
         renew_deadline: args.leader_election_renew_deadline,
