@@ -3,13 +3,14 @@ installer leaves it: a VPC whose subnets (two zones, private) are tagged
 kubernetes.io/cluster/<id> (the tests' fixed cluster ID). As EKS leaves
 it: another VPC with the kwok node's EC2 instance, whose providerID then
 names it (a cluster ID discovered from kube-system's UID finds it so).
-A database tagged with the tests' cluster ID stands for the ones a real
-cluster keeps: tests of that cluster ID run side by side, each with its
+A database tagged with each of the tests' cluster IDs (the fixed one,
+and the one derived from kube-system's UID) stands for the ones a real
+cluster keeps: tests of one cluster ID run side by side, each with its
 own operator process, and without it one test deleting its last database
 would remove the network another is creating in (the network tests use
 cluster IDs of their own to show that removal). Prints "<zone> <instance id>".
 
-Usage: aws_cluster.py <endpoint> <region> <cluster id>
+Usage: aws_cluster.py <endpoint> <region> <cluster id> [<keeper cluster id> ...]
 """
 
 import sys
@@ -17,6 +18,7 @@ import sys
 import boto3
 
 endpoint, region, cluster = sys.argv[1:4]
+keepers = [cluster] + sys.argv[4:]
 ec2 = boto3.client("ec2", endpoint_url=endpoint, region_name=region,
                    aws_access_key_id="testing", aws_secret_access_key="testing")
 zones = sorted(z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"])[:2]
@@ -40,7 +42,8 @@ instance = ec2.run_instances(ImageId="ami-03cf127a", InstanceType="t3.medium", M
                              SubnetId=eks[0])["Instances"][0]["InstanceId"]
 rds = boto3.client("rds", endpoint_url=endpoint, region_name=region,
                    aws_access_key_id="testing", aws_secret_access_key="testing")
-rds.create_db_instance(DBInstanceIdentifier="cro-testenv-keeper", DBInstanceClass="db.t3.micro", Engine="postgres",
-                       MasterUsername="keeper", MasterUserPassword="keeper-password", AllocatedStorage=20,
-                       Tags=[{"Key": "integreatly.org/clusterID", "Value": cluster}])
+for i, keeper in enumerate(keepers):
+    rds.create_db_instance(DBInstanceIdentifier=f"cro-testenv-keeper-{i}", DBInstanceClass="db.t3.micro",
+                           Engine="postgres", MasterUsername="keeper", MasterUserPassword="keeper-password",
+                           AllocatedStorage=20, Tags=[{"Key": "integreatly.org/clusterID", "Value": keeper}])
 print(zones[0], instance)

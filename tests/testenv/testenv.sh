@@ -717,9 +717,15 @@ EOF
   # The cluster's VPC and the node's EC2 instance, as on EKS: the
   # operator finds where to place databases from the node's providerID.
   wait_for "moto server" 60 curl -sf "http://127.0.0.1:$moto_port/moto-api/"
-  local node_zone node_instance
+  # Tests that run as a new user does (no --cluster-id) share the ID the
+  # operator derives from kube-system's UID (src/cluster_id.rs): it gets a
+  # keeper database too.
+  local node_zone node_instance uid
+  wait_for "namespace kube-system" 30 kctl get namespace kube-system
+  uid=$(kctl get namespace kube-system -o jsonpath='{.metadata.uid}')
   read -r node_zone node_instance < <("$moto_venv/bin/python" "$here/aws_cluster.py" \
-    "http://127.0.0.1:$moto_port" "$aws_region" testcluster) || die "laying out the cluster's VPC in moto failed"
+    "http://127.0.0.1:$moto_port" "$aws_region" testcluster \
+    "k$(tr -cd '0-9a-fA-F' <<<"$uid" | cut -c1-8 | tr 'A-F' 'a-f')") || die "laying out the cluster's VPC in moto failed"
   # One fake node that kwok keeps Ready and whose pods kwok marks Running.
   kctl apply -f - >/dev/null <<EOF
 apiVersion: v1
