@@ -41,8 +41,9 @@ testenv-down: ## stop exactly what testenv-up started
 test: deps ## run the whole test suite (unit, integration, end-to-end)
 	@was_up=0; $(TESTENV) status && was_up=1 || true; \
 	$(TESTENV) up; \
-	set +e; ( set -a; . $(ENV_SH); set +a; cargo test --workspace --all-targets --no-fail-fast ); status=$$?; set -e; \
+	set +e; ( set -a; . $(ENV_SH); set +a; cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee target/test-output.log ); status=$$?; set -e; \
 	[ $$was_up = 1 ] || $(TESTENV) down; \
+	[ $$status = 0 ] || tests/failures.py target/test-output.log; \
 	exit $$status
 
 bench: deps ## rerunnable benchmarks: ready latency (BENCH_N=10); AWS calls at rest; scale over BENCH_CRS (2000) in-cluster CRs, release build
