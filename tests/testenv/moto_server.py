@@ -26,7 +26,11 @@ must be exercised. This launcher wraps the backends so that:
   retention and window, node type and maintenance window, and leaves the
   group `modifying` for that long;
 - CreateBucket puts the tags of its CreateBucketConfiguration on the new
-  bucket, as S3 does since 2025 (stock moto reads only LocationConstraint).
+  bucket, as S3 does since 2025 (stock moto reads only LocationConstraint);
+- a DB or cache subnet group, a security group or a subnet that a database
+  uses cannot be deleted (InvalidDBSubnetGroupStateFault,
+  CacheSubnetGroupInUse, DependencyViolation), as AWS refuses (stock moto
+  deletes them under the database).
 
 An RDS instance or replication group tagged with the value
 `cro-test-real-backend` answers at the real PostgreSQL / Redis of the test
@@ -407,6 +411,54 @@ ElastiCacheBackend.create_replication_group = _real_ec_create
 ElastiCacheBackend.describe_replication_groups = ec_describe
 ElastiCacheResponse.delete_replication_group = ec_delete_response
 ElastiCacheResponse.modify_replication_group = ec_modify_response
+
+# --- EC2: what databases use ----------------------------------------------------
+# An RDS instance or ElastiCache node has network interfaces in its subnets,
+# behind its security groups: AWS refuses to delete either while they exist
+# (DependencyViolation, "has a dependent object" / "has dependencies and
+# cannot be deleted"). Stock moto deletes them under a running database.
+from moto.ec2.exceptions import DependencyViolationError  # noqa: E402
+from moto.ec2.models.security_groups import SecurityGroupBackend  # noqa: E402
+from moto.ec2.models.subnets import SubnetBackend  # noqa: E402
+
+
+def _databases_in(ec2):
+    """(identifier, security group ids, subnet ids) of each database of the
+    EC2 backend's account and region."""
+    from moto.elasticache.models import elasticache_backends
+    from moto.rds.models import rds_backends
+
+    rds = rds_backends[ec2.account_id][ec2.region_name]
+    for db in list(rds.databases.values()):
+        group = rds.subnet_groups.get(getattr(db, "_db_subnet_group_name", None) or "")
+        subnets = [getattr(s, "id", s) for s in getattr(group, "_subnets", None) or []]
+        yield db.db_instance_identifier, list(db.vpc_security_group_ids or []), subnets
+    cache = elasticache_backends[ec2.account_id][ec2.region_name]
+    for group_id, group in list(cache.replication_groups.items()):
+        subnet_group = cache.cache_subnet_groups.get(getattr(group, "cache_subnet_group_name", None) or "")
+        yield group_id, list(getattr(group, "security_group_ids", None) or []), \
+            list(getattr(subnet_group, "subnet_ids", None) or [])
+
+
+def ec2_delete_security_group(self, name=None, group_id=None):
+    for db, groups, _ in _databases_in(self):
+        if group_id and group_id in groups:
+            raise DependencyViolationError(f"resource {group_id} has a dependent object ({db})")
+    return _ec2_delete_security_group(self, name=name, group_id=group_id)
+
+
+def ec2_delete_subnet(self, subnet_id):
+    for db, _, subnets in _databases_in(self):
+        if subnet_id in subnets:
+            raise DependencyViolationError(
+                f"The subnet '{subnet_id}' has dependencies and cannot be deleted ({db})")
+    return _ec2_delete_subnet(self, subnet_id)
+
+
+_ec2_delete_security_group = SecurityGroupBackend.delete_security_group
+_ec2_delete_subnet = SubnetBackend.delete_subnet
+SecurityGroupBackend.delete_security_group = ec2_delete_security_group
+SubnetBackend.delete_subnet = ec2_delete_subnet
 
 # --- S3 -------------------------------------------------------------------------
 from moto.s3.responses import S3Response
