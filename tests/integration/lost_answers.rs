@@ -88,6 +88,30 @@ impl Proxy {
         Proxy::launch(name, 0, "0", "", &args).await
     }
 
+    /// A proxy whose listings of RDS instances and replication groups leave
+    /// out `databases` while `flag` exists (a listing AWS has not brought
+    /// up to date), and pass everything else.
+    pub(crate) async fn with_stale_listing(
+        name: &str,
+        databases: &[&str],
+        flag: &std::path::Path,
+    ) -> Proxy {
+        let (ids, flag) = (databases.join(","), flag.display().to_string());
+        let args = [
+            "--stale-listing",
+            ids.as_str(),
+            "--stale-flag",
+            flag.as_str(),
+        ];
+        Proxy::launch(name, 0, "0", "", &args).await
+    }
+
+    /// Whether it left a database out of a listing.
+    pub(crate) fn listed_stale(&self) -> bool {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.contains("\"stale-listing\"")
+    }
+
     /// A proxy that loses the first answer of each of `calls` (after AWS
     /// acted on it) and nothing else.
     pub(crate) async fn losing_first_answers(name: &str, calls: &[&str]) -> Proxy {

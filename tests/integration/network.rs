@@ -1280,6 +1280,102 @@ async fn every_network_write_whose_answer_is_lost_is_answered_by_looking() {
     operator.stop().await;
 }
 
+/// Two operators of one cluster ID (two shards, or two installations)
+/// share its network. When one deletes what it takes for the cluster's
+/// last database, because AWS's listing does not show the other's yet,
+/// AWS refuses to remove what that database uses (DependencyViolation),
+/// and the network is removed from its security group on, so the refusal
+/// comes before anything is gone; the deletion waits, sees the other
+/// database once the listing does, and keeps the network whole.
+#[tokio::test]
+async fn a_stale_listing_never_removes_the_network_another_operators_database_uses() {
+    let (client, ec2, id, cluster, ns_b) = cluster("netshard", "10.200").await;
+    let ns_a = create_namespace(&client, "network").await;
+    let network = json!({"development": {"createStrategy": {"CidrBlock": "10.206.0.0/26"}}});
+    for ns in [&ns_a, &ns_b] {
+        strategies(&client, ns, network.clone()).await;
+    }
+    let b = Operator::launch(launch(&ns_b, &id, "b")).await;
+    let pgs_b = Api::<Postgres>::namespaced(client.clone(), &ns_b);
+    let _: Postgres = create_json(&client, &ns_b, cr("Postgres", "db", "development")).await;
+    let db_b = wait_phase(&pgs_b, "db", Phase::Complete).await;
+    let instance_b = db_b
+        .annotations()
+        .get("resourceIdentifier")
+        .cloned()
+        .unwrap_or_else(|| panic!("no resourceIdentifier on {ns_b}/db"));
+
+    let flag = std::env::temp_dir().join(format!("{ns_a}-stale"));
+    std::fs::write(&flag, "").unwrap_or_else(|e| panic!("{e}"));
+    let proxy = Proxy::with_stale_listing(&ns_a, &[&instance_b], &flag).await;
+    let mut l = launch(&ns_a, &id, "a");
+    l.env.push(("AWS_ENDPOINT_URL".into(), proxy.url.clone()));
+    let a = Operator::launch(l).await;
+    let pgs_a = Api::<Postgres>::namespaced(client.clone(), &ns_a);
+    let _: Postgres = create_json(&client, &ns_a, cr("Postgres", "db", "development")).await;
+    wait_phase(&pgs_a, "db", Phase::Complete).await;
+    let (vpc, active) = one_of_each(&ec2, &id, &cluster).await;
+
+    // A's database goes; its listing shows no other of the cluster.
+    pgs_a
+        .delete("db", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+    while !a.logs().contains("DependencyViolation") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no removal refused (stale listing served: {})\n{}",
+            proxy.listed_stale(),
+            a.logs()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert!(proxy.listed_stale(), "the listing was never stale");
+    std::fs::remove_file(&flag).unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&pgs_a, "db", DEFAULT_TIMEOUT).await;
+
+    // B's database keeps its whole network: nothing of it was removed.
+    assert_eq!(
+        one_of_each(&ec2, &id, &cluster).await,
+        (vpc.clone(), active.clone())
+    );
+    let routed = routes(&ec2, &cluster).await;
+    assert!(
+        routed
+            .values()
+            .any(|r| r.get("10.206.0.0/26") == Some(&active)),
+        "the route to the network went: {routed:?}"
+    );
+    let (_, _, behind) = placement_of(&db_b).await;
+    let name = shorten(&format!("{id}-security-group"), 40);
+    let group = security_group(&ec2, &name, &vpc).await.map(|g| g.0);
+    assert_eq!(Some(behind), group.map(|g| vec![g]));
+    let failed = failed_events(&client, &ns_a).await;
+    assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
+
+    // B's database, now the last, takes the network with it.
+    pgs_b
+        .delete("db", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&pgs_b, "db", DEFAULT_TIMEOUT).await;
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+    while standalone_vpc(&ec2, &id).await.is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the database network was left"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    for ns in [&ns_a, &ns_b] {
+        let _ = namespaces.delete(ns, &Default::default()).await;
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
 /// A tier in a region where nothing says where the cluster runs (no
 /// subnet tagged for it, the nodes' instances elsewhere): the database is
 /// not put into the region's default VPC, the CR fails naming what to set,

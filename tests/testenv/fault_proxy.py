@@ -24,6 +24,11 @@ by its identifier answers as if it did not exist (`DBInstanceNotFound`,
 `ReplicationGroupNotFoundFault`, S3's 404 `NoSuchBucket`), as AWS's
 documentation warns a read right after a write may.
 
+`--stale-listing IDS --stale-flag FILE` plays the same for listings: while
+FILE exists, a DescribeDBInstances or DescribeReplicationGroups without an
+identifier (a listing) answers without the databases named in IDS
+(comma-separated), as a listing AWS has not yet brought up to date.
+
 `--hang-first-answer ACTIONS` holds the answer of the first call of each
 action named for `--hang-seconds` (default 70, past the SDK's 60-second
 read timeout) after AWS acted, then closes the connection: a hung answer.
@@ -48,6 +53,7 @@ import http.client
 import json
 import os
 import random
+import re
 import signal
 import sys
 import threading
@@ -190,6 +196,23 @@ def not_found(call, method, path, body, faults):
     return None
 
 
+LISTED = {"DescribeDBInstances": ("DBInstance", "DBInstanceIdentifier"),
+          "DescribeReplicationGroups": ("ReplicationGroup", "ReplicationGroupId")}
+
+
+def stale(call, body, payload, ids):
+    """A listing's answer without the databases `ids` (else unchanged)."""
+    if call not in LISTED or not ids or form(body).get(DESCRIBES[call][1]):
+        return payload
+    item, ident = LISTED[call]
+    pattern = re.compile(rf"<{item}>.*?</{item}>".encode(), re.DOTALL)
+
+    def keep(m):
+        named = re.search(rf"<{ident}>([^<]*)</{ident}>".encode(), m.group(0))
+        return b"" if named and named.group(1).decode() in ids else m.group(0)
+    return pattern.sub(keep, payload)
+
+
 def signing_service(headers):
     """The service a SigV4 request is signed for (its credential scope)."""
     auth = headers.get("Authorization", "")
@@ -218,7 +241,8 @@ def read_body(handler):
     return b""
 
 
-def make_handler(upstream, faults, unavailable=None, unavailable_flag=None, hang_seconds=70.0):
+def make_handler(upstream, faults, unavailable=None, unavailable_flag=None, hang_seconds=70.0,
+                 stale_ids=(), stale_flag=None):
     host, port = upstream.hostname, upstream.port or 80
 
     class Handler(BaseHTTPRequestHandler):
@@ -276,6 +300,11 @@ def make_handler(upstream, faults, unavailable=None, unavailable_flag=None, hang
                 conn.close()
             if answer.status < 300:
                 faults.created(created_key(call, self.command, self.path, body))
+                if stale_flag and os.path.exists(stale_flag):
+                    listed = payload
+                    payload = stale(call, body, payload, stale_ids)
+                    if payload != listed:
+                        faults.record(call, "stale-listing", self.received)
             if faults.hangs(call):
                 time.sleep(hang_seconds)
                 return self.lose(call, "answer-hung")
@@ -320,13 +349,17 @@ def main():
     parser.add_argument("--not-visible-for", type=float, default=0.0)
     parser.add_argument("--hang-first-answer", default="")
     parser.add_argument("--hang-seconds", type=float, default=70.0)
+    parser.add_argument("--stale-listing", default="")
+    parser.add_argument("--stale-flag")
     args = parser.parse_args()
     lose_first = [a for a in args.lose_first_answer.split(",") if a]
     hang_first = [a for a in args.hang_first_answer.split(",") if a]
     faults = Faults(args.seed, args.drop_request, args.drop_answer, lose_first, args.log,
                     args.not_visible_for, hang_first)
     upstream = urllib.parse.urlsplit(args.upstream)
-    handler = make_handler(upstream, faults, args.unavailable, args.unavailable_flag, args.hang_seconds)
+    stale_ids = {i for i in args.stale_listing.split(",") if i}
+    handler = make_handler(upstream, faults, args.unavailable, args.unavailable_flag, args.hang_seconds,
+                           stale_ids, args.stale_flag)
     server = QuietServer(("127.0.0.1", args.port), handler)
     server.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
