@@ -1060,6 +1060,18 @@ async fn a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc() {
 /// The database network of cluster `id` as one of each, however its calls
 /// went: one VPC, two subnets, one peering (active) to the cluster's VPC
 /// `cluster`, one security group of its name. Its VPC and peering.
+/// Waits until the database network of cluster `id` is gone.
+async fn network_removed(ec2: &aws_sdk_ec2::Client, id: &str) {
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+    while standalone_vpc(ec2, id).await.is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the database network was left"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
 async fn one_of_each(ec2: &aws_sdk_ec2::Client, id: &str, cluster: &str) -> (String, String) {
     let (vpc, _) = standalone_vpc(ec2, id)
         .await
@@ -1255,14 +1267,7 @@ async fn every_network_write_whose_answer_is_lost_is_answered_by_looking() {
     }
     wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
     wait_deleted(&caches, "cache", DEFAULT_TIMEOUT).await;
-    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
-    while standalone_vpc(&ec2, &id).await.is_some() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the database network was left"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    }
+    network_removed(&ec2, &id).await;
     assert_eq!(security_group(&ec2, &name, &vpc).await.map(|g| g.0), None);
     assert_eq!(peering(&ec2, &vpc, &cluster).await, None);
     let lost = proxy.answers_lost();
@@ -1360,14 +1365,7 @@ async fn a_stale_listing_never_removes_the_network_another_operators_database_us
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     wait_deleted(&pgs_b, "db", DEFAULT_TIMEOUT).await;
-    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
-    while standalone_vpc(&ec2, &id).await.is_some() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the database network was left"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    }
+    network_removed(&ec2, &id).await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     for ns in [&ns_a, &ns_b] {
         let _ = namespaces.delete(ns, &Default::default()).await;
