@@ -12,6 +12,8 @@ pub mod postgres;
 pub mod redis;
 mod tls;
 
+pub use tls::Trust;
+
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
@@ -174,8 +176,9 @@ trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 type Stream = Box<dyn Io>;
 
-/// Resolves, connects and logs in to `target`, all within `timeout`.
-pub async fn check(target: &Target, timeout: Duration) -> Verdict {
+/// Resolves, connects and logs in to `target`, all within `timeout`; a
+/// Redis TLS server must be one `trust` vouches for.
+pub async fn check(target: &Target, timeout: Duration, trust: &Trust) -> Verdict {
     let deadline = Instant::now() + timeout;
     let (host, port) = target.address();
     let resolved = tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await;
@@ -214,7 +217,7 @@ pub async fn check(target: &Target, timeout: Duration) -> Verdict {
                     postgres::check(tcp, host, &login).await
                 }
                 Target::Redis { password, tls, .. } => {
-                    redis::check(tcp, host, *tls, password.as_deref()).await
+                    redis::check(tcp, host, *tls, password.as_deref(), trust).await
                 }
             }
         };
@@ -271,6 +274,7 @@ pub struct Checker {
     wake: Notify,
     every: Duration,
     timeout: Duration,
+    trust: Trust,
     postgres: Family<ObjectLabels, Gauge>,
     redis: Family<ObjectLabels, Gauge>,
 }
@@ -287,6 +291,7 @@ impl Checker {
             wake: Notify::new(),
             every,
             timeout,
+            trust: Trust::system(),
             postgres: Family::default(),
             redis: Family::default(),
         }
@@ -385,7 +390,7 @@ impl Checker {
                 .for_each_concurrent(PARALLEL, |(key, target)| {
                     let this = self.clone();
                     async move {
-                        let verdict = check(&target, this.timeout).await;
+                        let verdict = check(&target, this.timeout, &this.trust).await;
                         this.record(&key, &target, verdict);
                     }
                 })

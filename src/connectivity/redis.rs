@@ -5,20 +5,30 @@
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-use super::{Stream, Verdict};
+use super::{
+    Stream, Verdict,
+    tls::{Trust, untrusted},
+};
 
 /// `AUTH` with `password`, if any, then `PING`, over `tcp` to `host`
-/// (in a TLS session when `tls`).
+/// (in a TLS session when `tls`, with a server whose certificate `trust`
+/// vouches for: the token goes to no other).
 pub async fn check(
     tcp: tokio::net::TcpStream,
     host: &str,
     tls: bool,
     password: Option<&str>,
+    trust: &Trust,
 ) -> Verdict {
     let stream: Stream = match tls {
         false => Box::new(tcp),
-        true => match super::tls::connect(tcp, host).await {
+        true => match trust.connect(tcp, host).await {
             Ok(s) => Box::new(s),
+            Err(e) if untrusted(&e) => {
+                return Verdict::Protocol(format!(
+                    "the server's TLS certificate is not trusted ({e}), so its AUTH token was not sent: ElastiCache's certificates chain to Amazon's public CAs, so check the host in the Secret; a server behind another CA needs that CA in the operator's SSL_CERT_FILE"
+                ));
+            }
             Err(e) => {
                 return Verdict::Protocol(format!(
                     "no TLS session ({e}): the Secret's tls is \"true\" but the server does not speak TLS on this port; remove tls from the Secret if the group has no in-transit encryption"

@@ -1,16 +1,24 @@
-//! TLS for the connection check. The server's certificate is not checked
-//! against a CA: RDS signs with its own CAs, in-cluster servers with none,
-//! and the check asks "does this Secret let a client in", not "is this the
-//! right server". The password is never sent where this matters: MD5 and
-//! SCRAM never reveal it, and a clear-text request is not answered.
+//! TLS for the connection check.
+//!
+//! Postgres: the server's certificate is not checked against a CA. RDS
+//! signs with its own CAs, in-cluster servers with none, and the check asks
+//! "does this Secret let a client in", not "is this the right server". The
+//! password is never sent where this matters: MD5 and SCRAM never reveal
+//! it, and a clear-text request is not answered.
+//!
+//! Redis: `AUTH` sends the token itself, so the server must prove it is the
+//! one the Secret names: its certificate must chain to a CA of the system
+//! (`SSL_CERT_FILE`/`SSL_CERT_DIR` when set, as OpenSSL reads them) and
+//! name the host. ElastiCache's certificates are signed by Amazon's public
+//! CAs, which every system bundle holds.
 
 use std::sync::{Arc, LazyLock};
 
 use rustls::{
-    DigitallySignedStruct, SignatureScheme,
+    DigitallySignedStruct, RootCertStore, SignatureScheme,
     client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
     crypto::WebPkiSupportedAlgorithms,
-    pki_types::{CertificateDer, ServerName, UnixTime},
+    pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject},
 };
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsConnector, client::TlsStream};
@@ -64,11 +72,73 @@ static CONNECTOR: LazyLock<Result<TlsConnector, rustls::Error>> = LazyLock::new(
     Ok(TlsConnector::from(Arc::new(config)))
 });
 
-/// A TLS session over `tcp` to `host`.
+/// A TLS session over `tcp` to `host`, whatever its certificate.
 pub async fn connect(tcp: TcpStream, host: &str) -> std::io::Result<TlsStream<TcpStream>> {
     let connector = CONNECTOR
         .as_ref()
         .map_err(|e| std::io::Error::other(e.clone()))?;
     let name = ServerName::try_from(host.to_string()).map_err(std::io::Error::other)?;
     connector.connect(name, tcp).await
+}
+
+/// The CAs a server's certificate must chain to, as a ready connector.
+#[derive(Clone)]
+pub struct Trust(Arc<Result<TlsConnector, String>>);
+
+impl Trust {
+    /// The system's CA certificates (`SSL_CERT_FILE`/`SSL_CERT_DIR` when set).
+    pub fn system() -> Trust {
+        Trust::with(Vec::new())
+    }
+
+    /// The system's, and those of the PEM file at `path`.
+    pub fn system_and_pem_file(path: &str) -> Result<Trust, String> {
+        let extra = CertificateDer::pem_file_iter(path)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("{path}: {e}"))?;
+        Ok(Trust::with(extra))
+    }
+
+    fn with(extra: Vec<CertificateDer<'static>>) -> Trust {
+        let found = rustls_native_certs::load_native_certs();
+        let mut roots = RootCertStore::empty();
+        roots.add_parsable_certificates(found.certs);
+        roots.add_parsable_certificates(extra);
+        if roots.is_empty() {
+            let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+            return Trust(Arc::new(Err(format!(
+                "no CA certificates found on this system ({}): set SSL_CERT_FILE to a PEM bundle",
+                errors.join("; ")
+            ))));
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map(|c| c.with_root_certificates(roots).with_no_client_auth());
+        Trust(Arc::new(
+            config
+                .map(|c| TlsConnector::from(Arc::new(c)))
+                .map_err(|e| e.to_string()),
+        ))
+    }
+
+    /// A TLS session over `tcp` to `host`, whose certificate must chain to
+    /// these CAs and name `host`.
+    pub async fn connect(
+        &self,
+        tcp: TcpStream,
+        host: &str,
+    ) -> std::io::Result<TlsStream<TcpStream>> {
+        let connector = (self.0.as_ref().as_ref()).map_err(|e| std::io::Error::other(e.clone()))?;
+        let name = ServerName::try_from(host.to_string()).map_err(std::io::Error::other)?;
+        connector.connect(name, tcp).await
+    }
+}
+
+/// Whether a TLS session failed on the server's certificate (rather than
+/// on a server that does not speak TLS).
+pub fn untrusted(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)))
 }

@@ -8,16 +8,25 @@ use std::time::{Duration, Instant};
 
 use cloud_resource_operator::{
     api::{Phase, Postgres, Redis},
-    connectivity::{Target, Verdict, check},
+    connectivity::{self, Target, Trust, Verdict},
 };
 use kube::Api;
 use serde_json::json;
 
 use crate::support::{
-    DEFAULT_TIMEOUT, connectable, create_json, wait_for, wait_phase, with_operator_launched,
+    DEFAULT_TIMEOUT, TestEnv, connectable, create_json, wait_for, wait_phase,
+    with_operator_launched,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The check as the tests' operators run it: trusting the system's CAs and
+/// the test environment's, which signed its servers.
+async fn check(target: &Target, timeout: Duration) -> Verdict {
+    let ca = TestEnv::load().ca.display().to_string();
+    let trust = Trust::system_and_pem_file(&ca).unwrap_or_else(|e| panic!("{e}"));
+    connectivity::check(target, timeout, &trust).await
+}
 
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} unset: source target/testenv/env.sh"))
@@ -110,6 +119,14 @@ async fn redis_auth_and_ping() {
     assert!(
         matches!(wrong, Verdict::AuthenticationFailed(_)),
         "{wrong:?}"
+    );
+    // A server whose certificate chains to no CA the operator trusts is
+    // never sent the token: the system's CAs alone do not vouch for it.
+    let target = redis("CRO_TESTENV_REDIS_TLS", Some(&password));
+    let untrusted = connectivity::check(&target, TIMEOUT, &Trust::system()).await;
+    assert!(
+        matches!(&untrusted, Verdict::Protocol(m) if m.contains("certificate is not trusted") && m.contains("not sent")),
+        "{untrusted:?}"
     );
     let mut plain = redis("CRO_TESTENV_REDIS_TLS", Some(&password));
     if let Target::Redis { tls, .. } = &mut plain {

@@ -41,6 +41,10 @@ pub struct TestEnv {
     /// Faults moto returns instead of calls (a JSON list).
     pub moto_faults: PathBuf,
     pub moto_maintenance: PathBuf,
+    /// The test environment's CA, which signed its database servers.
+    pub ca: PathBuf,
+    /// The system's CAs and `ca`: the operators' SSL_CERT_FILE.
+    pub trust: PathBuf,
 }
 
 impl TestEnv {
@@ -62,6 +66,8 @@ impl TestEnv {
             moto_request_log: PathBuf::from(get("CRO_TESTENV_MOTO_REQUEST_LOG")),
             moto_faults: PathBuf::from(get("CRO_TESTENV_MOTO_FAULTS")),
             moto_maintenance: PathBuf::from(get("CRO_TESTENV_MOTO_MAINTENANCE")),
+            ca: PathBuf::from(get("CRO_TESTENV_CA")),
+            trust: PathBuf::from(get("CRO_TESTENV_TRUST")),
         }
     }
 
@@ -391,6 +397,8 @@ impl Operator {
             .env("AWS_REGION", &env.aws_region)
             .env("AWS_ACCESS_KEY_ID", "testing")
             .env("AWS_SECRET_ACCESS_KEY", "testing")
+            // As a platform engineer whose servers have a CA of their own.
+            .env("SSL_CERT_FILE", &env.trust)
             .env("RUST_LOG", "info,cloud_resource_operator=debug");
         for var in &launch.env_remove {
             command.env_remove(var);

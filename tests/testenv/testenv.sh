@@ -340,7 +340,13 @@ export CRO_TESTENV_REDIS='127.0.0.1:$redis_port'
 export CRO_TESTENV_REDIS_AUTH='127.0.0.1:$redis_auth_port'
 export CRO_TESTENV_REDIS_TLS='127.0.0.1:$redis_tls_port'
 export CRO_TESTENV_DB_PASSWORD='$db_password'
+export CRO_TESTENV_CA='$state/pki/ca.crt'
+export CRO_TESTENV_TRUST='$state/pki/trust.pem'
 EOF
+  # What the operators the tests start trust (their SSL_CERT_FILE): the
+  # system's CAs and the environment's.
+  cat /etc/ssl/certs/ca-certificates.crt "$state/pki/ca.crt" >"$state/pki/trust.pem" 2>/dev/null ||
+    cp "$state/pki/ca.crt" "$state/pki/trust.pem"
   if [ -f "$state/real-node.unsupported" ]; then
     echo "export CRO_TESTENV_NO_REAL_NODE='$(cat "$state/real-node.unsupported")'" >>"$state/env.sh"
   else
@@ -550,8 +556,14 @@ start_databases() {
   dir=$(mktemp -d /tmp/cro-testenv-db.XXXXXX)
   echo "$dir" >"$state/dbdir"
   printf '%s\n' "$password" >"$dir/pwfile"
-  openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=localhost \
-    -keyout "$dir/server.key" -out "$dir/server.crt" >/dev/null 2>&1
+  # Signed by the environment's CA for the address the servers answer at:
+  # a client that checks certificates (the Redis TLS check) trusts them
+  # only when given that CA (CRO_TESTENV_CA).
+  openssl req -newkey rsa:2048 -nodes -subj /CN=localhost \
+    -keyout "$dir/server.key" -out "$dir/server.csr" >/dev/null 2>&1
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >"$dir/ext.cnf"
+  openssl x509 -req -in "$dir/server.csr" -CA "$state/pki/ca.crt" -CAkey "$state/pki/ca.key" -CAcreateserial \
+    -days 30 -extfile "$dir/ext.cnf" -out "$dir/server.crt" >/dev/null 2>&1
   chmod 600 "$dir/server.key"
   chmod 755 "$dir"
   [ "$(id -u)" != 0 ] || chown -R nobody:nogroup "$dir"
