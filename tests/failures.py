@@ -32,9 +32,11 @@ def sections(lines):
 
 
 def reason(body):
-    """The panic and what follows it; the start of the output without one."""
+    """The panic and its message (no backtrace); the start of the output
+    without one."""
     start = next((i for i, l in enumerate(body) if "panicked at" in l), 0)
-    kept = [l[:400] for l in body[start:] if l.strip() and not l.startswith("note: run with")]
+    end = next((i for i, l in enumerate(body) if i > start and l.startswith("stack backtrace:")), len(body))
+    kept = [l[:400] for l in body[start:end] if l.strip() and not l.startswith("note: run with")]
     return kept[:LINES_PER_TEST]
 
 

@@ -83,7 +83,18 @@ pub async fn connect(tcp: TcpStream, host: &str) -> std::io::Result<TlsStream<Tc
 
 /// The CAs a server's certificate must chain to, as a ready connector.
 #[derive(Clone)]
-pub struct Trust(Arc<Result<TlsConnector, String>>);
+pub struct Trust(Arc<Result<TlsConnector, TrustError>>);
+
+/// Why no server can be trusted, and what to set.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TrustError {
+    #[error("no CA certificates found on this system ({found}): set SSL_CERT_FILE to a PEM bundle")]
+    NoCertificates { found: String },
+    #[error("{path} is not a PEM file of certificates: {reason}")]
+    Pem { path: String, reason: String },
+    #[error("no TLS client configuration: {0}")]
+    Tls(rustls::Error),
+}
 
 impl Trust {
     /// The system's CA certificates (`SSL_CERT_FILE`/`SSL_CERT_DIR` when set).
@@ -92,10 +103,13 @@ impl Trust {
     }
 
     /// The system's, and those of the PEM file at `path`.
-    pub fn system_and_pem_file(path: &str) -> Result<Trust, String> {
+    pub fn system_and_pem_file(path: &str) -> Result<Trust, TrustError> {
         let extra = CertificateDer::pem_file_iter(path)
             .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|e| TrustError::Pem {
+                path: path.to_string(),
+                reason: e.to_string(),
+            })?;
         Ok(Trust::with(extra))
     }
 
@@ -106,10 +120,9 @@ impl Trust {
         roots.add_parsable_certificates(extra);
         if roots.is_empty() {
             let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
-            return Trust(Arc::new(Err(format!(
-                "no CA certificates found on this system ({}): set SSL_CERT_FILE to a PEM bundle",
-                errors.join("; ")
-            ))));
+            return Trust(Arc::new(Err(TrustError::NoCertificates {
+                found: errors.join("; "),
+            })));
         }
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
@@ -118,7 +131,7 @@ impl Trust {
         Trust(Arc::new(
             config
                 .map(|c| TlsConnector::from(Arc::new(c)))
-                .map_err(|e| e.to_string()),
+                .map_err(TrustError::Tls),
         ))
     }
 
