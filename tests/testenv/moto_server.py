@@ -417,6 +417,9 @@ ElastiCacheResponse.modify_replication_group = ec_modify_response
 # behind its security groups: AWS refuses to delete either while they exist
 # (DependencyViolation, "has a dependent object" / "has dependencies and
 # cannot be deleted"). Stock moto deletes them under a running database.
+# moto places no interfaces, so every subnet of a database's subnet group
+# counts as used: stricter than AWS, which refuses only the subnets that
+# hold an interface (one for a single-AZ instance).
 from moto.ec2.exceptions import DependencyViolationError  # noqa: E402
 from moto.ec2.models.security_groups import SecurityGroupBackend  # noqa: E402
 from moto.ec2.models.subnets import SubnetBackend  # noqa: E402
