@@ -10,6 +10,7 @@
 #   testenv.sh status  exit 0 when the environment is up and healthy
 #   testenv.sh restart apiserver|etcd  restart one process under its clients
 #   testenv.sh compact  compact etcd's history up to its current revision
+#   testenv.sh backup|restore [--bump]  snapshot etcd / restore the snapshot
 #   testenv.sh load-image ARCHIVE  load a docker-save archive into the real node
 #
 # Binaries are built from published Go modules and cached by version in
@@ -130,13 +131,17 @@ go 1.25.0
 require github.com/coredns/coredns $COREDNS_VERSION" "" github.com/coredns/coredns
 }
 
+# etcd, and etcdutl for `restore` (a data directory from a snapshot).
 build_etcd() {
-  [ -x "$etcd_bin/etcd" ] && return 0
+  [ -x "$etcd_bin/etcd" ] && [ -x "$etcd_bin/etcdutl" ] && return 0
   go_build etcd "$etcd_bin" "module cro.local/testenv/etcd
 
 go 1.24
 
-require go.etcd.io/etcd/server/v3 $ETCD_VERSION" "" go.etcd.io/etcd/server/v3
+require (
+	go.etcd.io/etcd/server/v3 $ETCD_VERSION
+	go.etcd.io/etcd/etcdutl/v3 $ETCD_VERSION
+)" "" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/etcdutl/v3
   # Go names a /v3 module's binary after the element before the suffix.
   mv "$etcd_bin/server" "$etcd_bin/etcd"
 }
@@ -537,6 +542,56 @@ cmd_compact() {
   log "compacted etcd at revision $revision"
 }
 
+# backup: an online snapshot of etcd (what `etcdctl snapshot save` does,
+# through etcd's JSON gateway), to $state/etcd-backup.db.
+# restore [--bump]: Kubernetes' documented procedure with it: the API
+# server stopped, etcd's data replaced by `etcdutl snapshot restore`, both
+# started again. Plain, revisions rewind: every resourceVersion a client
+# holds is from etcd's future, and the cluster writes the same revisions
+# again for other objects. With --bump, as etcd advises for Kubernetes,
+# the revision jumps past every client's and the older ones count as
+# compacted, so watches meet 410 Gone and relist.
+cmd_backup() {
+  [ -f "$state/ports.env" ] || die "not up"
+  local etcd_port etcd_peer api_port moto_port
+  # shellcheck disable=SC1091
+  . "$state/ports.env"
+  curl -sf -X POST "http://127.0.0.1:$etcd_port/v3/maintenance/snapshot" -d '{}' |
+    python3 -c '
+import base64, json, sys
+with open(sys.argv[1], "wb") as out:
+    for line in sys.stdin:
+        if line.strip():
+            out.write(base64.b64decode(json.loads(line)["result"].get("blob", "")))
+' "$state/etcd-backup.db" || die "taking etcd's snapshot failed"
+  log "backed up etcd to $state/etcd-backup.db"
+}
+
+cmd_restore() {
+  [ -f "$state/ports.env" ] || die "not up"
+  [ -f "$state/etcd-backup.db" ] || die "no backup to restore (testenv.sh backup)"
+  local etcd_port etcd_peer api_port moto_port bump=()
+  # shellcheck disable=SC1091
+  . "$state/ports.env"
+  case ${1:-} in
+    "") ;;
+    --bump) bump=(--bump-revision 1000000000 --mark-compacted) ;;
+    *) die "usage: $0 restore [--bump]" ;;
+  esac
+  stop_one kube-apiserver "$cache"
+  stop_one etcd "$cache"
+  rm -rf "$state/etcd"
+  "$etcd_bin/etcdutl" snapshot restore "$state/etcd-backup.db" --data-dir "$state/etcd" \
+    --name testenv --initial-cluster "testenv=http://127.0.0.1:$etcd_peer" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" "${bump[@]}" \
+    >"$state/logs/etcdutl.log" 2>&1 || die "etcdutl snapshot restore failed: see $state/logs/etcdutl.log"
+  start_etcd "$etcd_port" "$etcd_peer"
+  wait_for "etcd" 30 curl -sf "http://127.0.0.1:$etcd_port/health"
+  start_apiserver "$etcd_port" "$api_port"
+  wait_for "kube-apiserver /readyz" 60 kctl get --raw /readyz
+  log "restored etcd from the backup${1:+ ($1)}"
+}
+
 # Real database servers from the system's packages, for the connection
 # check: PostgreSQL with TLS, SCRAM (cro_admin) and MD5 (cro_md5) logins,
 # and Redis with and without a password. PostgreSQL runs as `nobody` when
@@ -805,5 +860,7 @@ case ${1:-} in
   status) cmd_status ;;
   restart) cmd_restart "${2:-}" "${3:-}" ;;
   compact) cmd_compact ;;
-  *) echo "usage: $0 build|up|down|status|restart apiserver|etcd [--kill]|compact|load-image ARCHIVE" >&2; exit 2 ;;
+  backup) cmd_backup ;;
+  restore) cmd_restore "${2:-}" ;;
+  *) echo "usage: $0 build|up|down|status|restart apiserver|etcd [--kill]|compact|backup|restore [--bump]|load-image ARCHIVE" >&2; exit 2 ;;
 esac
