@@ -22,3 +22,4 @@ pub mod shard;
 pub mod status;
 pub mod terminal;
 pub mod validate;
+pub mod watch;

@@ -36,6 +36,7 @@ use crate::{
     cache,
     config::{TYPES_CONFIG_MAP, provider_of_strategies_map},
     reconcile::{Context, Managed, error_policy, key, reconcile},
+    watch::watch,
 };
 use kinds::ResourceCr;
 
@@ -114,31 +115,49 @@ impl Scope {
 /// operator's own writes (its finalizer, its status) start no reconcile:
 /// each would find nothing to do, while CRs still waiting for their first
 /// reconcile queue behind it.
-fn controller_of<K>(
-    api: Api<DeserializeGuard<K>>,
-    ctx: &Arc<Context>,
-) -> Controller<DeserializeGuard<K>>
+///
+/// A relist (after 410 Gone, or an API server that was away, perhaps over
+/// an etcd restore) forgets what the operator noted of its own writes to
+/// the scope's CRs: the versions it lists may be ones it wrote past before
+/// a restore took them back, and each is reconciled again, as at a start.
+fn controller_of<K>(scope: &Scope, ctx: &Arc<Context>) -> Controller<DeserializeGuard<K>>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let (reader, writer) = reflector::store();
+    let relisted = (ctx.clone(), scope.0.clone());
     let ctx = ctx.clone();
-    let crs = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .modify(cache::strip_unread)
-        .reflect(writer)
-        .applied_objects()
-        .try_filter(move |cr| {
-            let echo = ctx.own_write(&key(cr), cr.meta().resource_version.as_deref());
-            futures::future::ready(!echo)
-        });
+    let crs = watch(
+        scope.api::<DeserializeGuard<K>>(&ctx),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(cache::strip_unread)
+    .inspect_ok(move |event| {
+        if matches!(event, watcher::Event::Init) {
+            relisted
+                .0
+                .forget_own_writes(&K::kind(&()), relisted.1.as_deref());
+        }
+    })
+    .reflect(writer)
+    .applied_objects()
+    .try_filter(move |cr| {
+        let echo = ctx.own_write(&key(cr), cr.meta().resource_version.as_deref());
+        futures::future::ready(!echo)
+    });
     Controller::for_stream(crs, reader)
 }
 
 fn run_scope(ctx: Arc<Context>, scope: Scope, shutdown: Shutdown) -> impl Future<Output = ()> {
-    let postgres_snapshots =
-        controller_of(scope.api::<DeserializeGuard<PostgresSnapshot>>(&ctx), &ctx);
-    let redis_snapshots = controller_of(scope.api::<DeserializeGuard<RedisSnapshot>>(&ctx), &ctx);
+    let postgres_snapshots = controller_of::<PostgresSnapshot>(&scope, &ctx);
+    let redis_snapshots = controller_of::<RedisSnapshot>(&scope, &ctx);
     let postgres = resource_controller::<Postgres>(&ctx, &scope, true);
     let redis = resource_controller::<Redis>(&ctx, &scope, true);
     let blobs = resource_controller::<BlobStorage>(&ctx, &scope, false);
@@ -186,7 +205,7 @@ fn resource_controller<K: ResourceCr>(
     scope: &Scope,
     workloads: bool,
 ) -> Controller<DeserializeGuard<K>> {
-    let controller = controller_of(scope.api::<DeserializeGuard<K>>(ctx), ctx);
+    let controller = controller_of::<K>(scope, ctx);
     let by_types = controller.store();
     let by_operator_cm = controller.store();
     let ns = scope.0.as_deref();

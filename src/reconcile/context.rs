@@ -141,6 +141,15 @@ impl Context {
         }
     }
 
+    /// Forgets what was noted of the operator's own writes to the CRs of
+    /// `kind` in `namespace` (`None`: all namespaces), as after a start.
+    pub fn forget_own_writes(&self, kind: &str, namespace: Option<&str>) {
+        match namespace {
+            Some(ns) => self.left_at.forget(&format!("{kind}/{ns}/")),
+            None => self.left_at.forget(&format!("{kind}/")),
+        }
+    }
+
     /// Whether this process has reconciled `key` before.
     pub fn reconciled_since_start(&self, key: &str) -> bool {
         self.left_at.contains(key)

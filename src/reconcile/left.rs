@@ -119,6 +119,15 @@ impl LeftAt {
         };
     }
 
+    /// Forgets every key that starts with `prefix`: a relist may show
+    /// versions noted here that an etcd restore brought back, which must
+    /// not count as written past (they would wait for a newer version
+    /// that never comes).
+    pub fn forget(&self, prefix: &str) {
+        self.map().retain(|key, _| !key.starts_with(prefix));
+        self.writes().retain(|key, _| !key.starts_with(prefix));
+    }
+
     /// A failed reconcile wrote its error into the status, moving `key`
     /// from `from` to `to`. When `from` is where the last reconcile left
     /// it, nobody else changed it: `to` is as unchanged as `from` was (a
@@ -222,6 +231,33 @@ mod tests {
         // An error status that changed nothing moves nothing.
         left.wrote_status("ns/db", Some("3"), "3".into());
         assert!(!left.written_past("ns/db", Some("3")) && left.unchanged("ns/db", Some("3")));
+    }
+
+    #[test]
+    fn a_relist_forgets_the_versions_of_its_scope_only() {
+        let left = LeftAt::default();
+        left.wrote("Redis/a/db", "2".into());
+        left.wrote("Redis/a/db", "3".into());
+        left.record("Redis/a/db", Some("3".into()), vec!["1".into()]);
+        left.wrote("Redis/b/db", "5".into());
+        left.wrote("Redis/b/db", "6".into());
+        left.wrote("Postgres/a/db", "8".into());
+        left.wrote("Postgres/a/db", "9".into());
+        // A restore brought back version 2 of Redis a/db.
+        assert!(left.written_past("Redis/a/db", Some("2")));
+        left.forget("Redis/a/");
+        assert!(
+            !left.written_past("Redis/a/db", Some("2")) && !left.contains("Redis/a/db"),
+            "the relisted version is reconciled, as at a start"
+        );
+        assert!(
+            left.written_past("Redis/b/db", Some("5")),
+            "another namespace"
+        );
+        assert!(
+            left.written_past("Postgres/a/db", Some("8")),
+            "another kind"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod faults;
 mod openshift;
 mod poison;
 mod relist;
+mod restore;
 mod rollout;
 
 /// Runs `tests/testenv/testenv.sh` with `args` (restart a process,
