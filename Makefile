@@ -5,8 +5,12 @@ TESTENV := tests/testenv/testenv.sh
 ENV_SH := target/testenv/env.sh
 BIN := target/debug/cloud-resource-operator
 OPERATOR_NAMESPACE ?= cloud-resource-operator
+# cargo-deny, built once (a debug build: two minutes on 2 cores, a fifth of
+# the release build's) and cached by version outside the repository.
+CARGO_DENY_VERSION := 0.20.2
+CARGO_DENY_ROOT := $(HOME)/.cache/cro-tools/cargo-deny-$(CARGO_DENY_VERSION)
 
-.PHONY: help deps build crds bundle image testenv-up testenv-down test bench proptest-long lint run
+.PHONY: help deps build crds bundle image testenv-up testenv-down test bench proptest-long lint deny run
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -55,9 +59,14 @@ bench: deps ## rerunnable benchmarks: ready latency (BENCH_N=10); AWS calls at r
 proptest-long: ## the property tests with 20,000 cases each (make test runs 256)
 	PROPTEST_CASES=20000 cargo test --release --test properties
 
-lint: ## rustfmt and clippy, warnings are errors
+lint: deny ## rustfmt, clippy (warnings are errors) and cargo-deny
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+deny: ## cargo-deny's licenses, sources and bans checks of Cargo.lock (deny.toml; offline)
+	@[ -x $(CARGO_DENY_ROOT)/bin/cargo-deny ] || \
+	  cargo install cargo-deny --version $(CARGO_DENY_VERSION) --locked --debug --root $(CARGO_DENY_ROOT)
+	$(CARGO_DENY_ROOT)/bin/cargo-deny check licenses sources bans
 
 # With KUBECONFIG unset: the local environment, with both sample sets
 # (in-cluster and AWS, against the emulator) in namespace $(DEMO_NAMESPACE).
