@@ -106,6 +106,20 @@ impl Proxy {
         Proxy::launch(name, 0, "0", "", &args).await
     }
 
+    /// A proxy that holds each request of `calls` while `flag` exists,
+    /// before it reaches AWS, and passes everything else.
+    pub(crate) async fn holding(name: &str, calls: &[&str], flag: &std::path::Path) -> Proxy {
+        let (calls, flag) = (calls.join(","), flag.display().to_string());
+        let args = ["--hold", calls.as_str(), "--hold-flag", flag.as_str()];
+        Proxy::launch(name, 0, "0", "", &args).await
+    }
+
+    /// Whether it held a request.
+    pub(crate) fn held(&self) -> bool {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.contains("\"held\"")
+    }
+
     /// Whether it left a database out of a listing.
     pub(crate) fn listed_stale(&self) -> bool {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

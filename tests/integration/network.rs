@@ -1057,9 +1057,6 @@ async fn a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc() {
     operator.stop().await;
 }
 
-/// The database network of cluster `id` as one of each, however its calls
-/// went: one VPC, two subnets, one peering (active) to the cluster's VPC
-/// `cluster`, one security group of its name. Its VPC and peering.
 /// Waits until the database network of cluster `id` is gone.
 async fn network_removed(ec2: &aws_sdk_ec2::Client, id: &str) {
     let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
@@ -1072,6 +1069,9 @@ async fn network_removed(ec2: &aws_sdk_ec2::Client, id: &str) {
     }
 }
 
+/// The database network of cluster `id` as one of each, however its calls
+/// went: one VPC, two subnets, one peering (active) to the cluster's VPC
+/// `cluster`, one security group of its name. Its VPC and peering.
 async fn one_of_each(ec2: &aws_sdk_ec2::Client, id: &str, cluster: &str) -> (String, String) {
     let (vpc, _) = standalone_vpc(ec2, id)
         .await
@@ -1365,6 +1365,76 @@ async fn a_stale_listing_never_removes_the_network_another_operators_database_us
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     wait_deleted(&pgs_b, "db", DEFAULT_TIMEOUT).await;
+    network_removed(&ec2, &id).await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    for ns in [&ns_a, &ns_b] {
+        let _ = namespaces.delete(ns, &Default::default()).await;
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+/// Two operators of one cluster ID (two shards, or two installations): A
+/// found the network and sent its CreateDBInstance, which has not reached
+/// AWS yet, when B deletes the cluster's last database and, seeing no
+/// other, removes the network. A's create then names a subnet group that
+/// is gone (`DBSubnetGroupNotFoundFault`): A makes the network again and
+/// creates its database there, without failing.
+#[tokio::test]
+async fn a_create_sent_while_another_operator_removes_the_network_makes_it_again() {
+    let (client, ec2, id, cluster, ns_b) = cluster("netrace", "10.220").await;
+    let ns_a = create_namespace(&client, "network").await;
+    let network = json!({"development": {"createStrategy": {"CidrBlock": "10.207.0.0/26"}}});
+    for ns in [&ns_a, &ns_b] {
+        strategies(&client, ns, network.clone()).await;
+    }
+    let b = Operator::launch(launch(&ns_b, &id, "b")).await;
+    let pgs_b = Api::<Postgres>::namespaced(client.clone(), &ns_b);
+    let _: Postgres = create_json(&client, &ns_b, cr("Postgres", "db", "development")).await;
+    wait_phase(&pgs_b, "db", Phase::Complete).await;
+
+    let flag = std::env::temp_dir().join(format!("{ns_a}-hold"));
+    std::fs::write(&flag, "").unwrap_or_else(|e| panic!("{e}"));
+    let proxy = Proxy::holding(&ns_a, &["CreateDBInstance"], &flag).await;
+    let mut l = launch(&ns_a, &id, "a");
+    l.env.push(("AWS_ENDPOINT_URL".into(), proxy.url.clone()));
+    let a = Operator::launch(l).await;
+    let pgs_a = Api::<Postgres>::namespaced(client.clone(), &ns_a);
+    let _: Postgres = create_json(&client, &ns_a, cr("Postgres", "db", "development")).await;
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+    while !proxy.held() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "A sent no CreateDBInstance\n{}",
+            a.logs()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+
+    // B's database, the cluster's only one, goes with the network.
+    pgs_b
+        .delete("db", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&pgs_b, "db", DEFAULT_TIMEOUT).await;
+    network_removed(&ec2, &id).await;
+    std::fs::remove_file(&flag).unwrap_or_else(|e| panic!("{e}"));
+
+    wait_phase(&pgs_a, "db", Phase::Complete).await;
+    assert!(
+        a.logs().contains("DBSubnetGroupNotFoundFault"),
+        "A's create did not meet the removed network\n{}",
+        a.logs()
+    );
+    one_of_each(&ec2, &id, &cluster).await;
+    let failed = failed_events(&client, &ns_a).await;
+    assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
+
+    pgs_a
+        .delete("db", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&pgs_a, "db", DEFAULT_TIMEOUT).await;
     network_removed(&ec2, &id).await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     for ns in [&ns_a, &ns_b] {

@@ -29,6 +29,11 @@ FILE exists, a DescribeDBInstances or DescribeReplicationGroups without an
 identifier (a listing) answers without the databases named in IDS
 (comma-separated), as a listing AWS has not yet brought up to date.
 
+`--hold ACTIONS --hold-flag FILE` holds each request of the actions named
+while FILE exists, before it reaches AWS, then passes it on: a call a
+client sent and AWS has not yet acted on, for as long as a test needs to
+make something happen in between (another operator's work).
+
 `--hang-first-answer ACTIONS` holds the answer of the first call of each
 action named for `--hang-seconds` (default 70, past the SDK's 60-second
 read timeout) after AWS acted, then closes the connection: a hung answer.
@@ -242,7 +247,7 @@ def read_body(handler):
 
 
 def make_handler(upstream, faults, unavailable=None, unavailable_flag=None, hang_seconds=70.0,
-                 stale_ids=(), stale_flag=None):
+                 stale_ids=(), stale_flag=None, held=(), hold_flag=None):
     host, port = upstream.hostname, upstream.port or 80
 
     class Handler(BaseHTTPRequestHandler):
@@ -284,6 +289,10 @@ def make_handler(upstream, faults, unavailable=None, unavailable_flag=None, hang
                 if self.command != "HEAD":
                     self.wfile.write(payload)
                 return
+            if call in held and hold_flag and os.path.exists(hold_flag):
+                faults.record(call, "held", self.received)
+                while os.path.exists(hold_flag):
+                    time.sleep(0.05)
             drop_request, drop_answer = faults.decide(call)
             if drop_request:
                 return self.lose(call, "request-dropped")
@@ -351,6 +360,8 @@ def main():
     parser.add_argument("--hang-seconds", type=float, default=70.0)
     parser.add_argument("--stale-listing", default="")
     parser.add_argument("--stale-flag")
+    parser.add_argument("--hold", default="")
+    parser.add_argument("--hold-flag")
     args = parser.parse_args()
     lose_first = [a for a in args.lose_first_answer.split(",") if a]
     hang_first = [a for a in args.hang_first_answer.split(",") if a]
@@ -358,8 +369,9 @@ def main():
                     args.not_visible_for, hang_first)
     upstream = urllib.parse.urlsplit(args.upstream)
     stale_ids = {i for i in args.stale_listing.split(",") if i}
+    held = {a for a in args.hold.split(",") if a}
     handler = make_handler(upstream, faults, args.unavailable, args.unavailable_flag, args.hang_seconds,
-                           stale_ids, args.stale_flag)
+                           stale_ids, args.stale_flag, held, args.hold_flag)
     server = QuietServer(("127.0.0.1", args.port), handler)
     server.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
