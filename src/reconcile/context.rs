@@ -17,7 +17,11 @@ use crate::{
     metrics::Metrics,
 };
 
-use super::{events::Events, left::LeftAt};
+use super::{
+    events::Events,
+    left::LeftAt,
+    share::{Shares, Slot},
+};
 
 /// Operator-wide settings.
 #[derive(Clone, Debug)]
@@ -67,7 +71,15 @@ pub struct Context {
     parked: Mutex<HashMap<String, Parked>>,
     /// How each object's last reconcile left it.
     left_at: LeftAt,
+    /// Each namespace's share of the reconcile slots, where one controller
+    /// per kind serves every namespace (`None`: each watched namespace
+    /// has its own).
+    shares: Option<Shares>,
 }
+
+/// A reconcile's namespace holds its share of the kind's slots.
+#[derive(Debug)]
+pub struct ShareHeld;
 
 /// A failure that needs a person, and the inputs it happened with.
 struct Parked {
@@ -93,6 +105,8 @@ impl Context {
         connectivity: Arc<Checker>,
     ) -> Self {
         let scopes = cache::scopes(&settings.watch_namespaces);
+        let shares =
+            (settings.watch_namespaces.is_empty()).then(|| Shares::new(settings.concurrency));
         Context {
             config: ConfigReader::new(client.clone(), settings.operator_namespace.clone(), &scopes)
                 .with_namespace_config(settings.namespace_config),
@@ -110,6 +124,17 @@ impl Context {
             failures: Mutex::default(),
             parked: Mutex::default(),
             left_at: LeftAt::default(),
+            shares,
+        }
+    }
+
+    /// A slot for a reconcile of a `kind` CR in `namespace`: always when
+    /// each watched namespace has controllers of its own, else within the
+    /// namespace's share (`Err` when it holds it already).
+    pub fn reconcile_slot(&self, kind: &str, namespace: &str) -> Result<Option<Slot>, ShareHeld> {
+        match &self.shares {
+            None => Ok(None),
+            Some(shares) => shares.take(kind, namespace).map(Some).ok_or(ShareHeld),
         }
     }
 

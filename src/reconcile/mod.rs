@@ -13,6 +13,7 @@ mod left;
 #[cfg(test)]
 mod mock_api;
 pub mod output_secret;
+mod share;
 #[cfg(test)]
 mod skeleton_tests;
 pub mod status;
@@ -54,6 +55,9 @@ pub const SKIP_CREATE_MESSAGE: &str = "skipping create or update for maintenance
 /// When to look again at a CR whose cached version is one the operator
 /// wrote past: the watch shows the newer one within moments.
 const WRITTEN_PAST_RETRY: Duration = Duration::from_secs(1);
+
+/// When a CR whose namespace held its share of reconciles comes again.
+const SHARE_RETRY: Duration = Duration::from_secs(1);
 
 /// How soon a resource that is still converging is looked at again when no
 /// event arrives first: a quarter of the time it has been in progress,
@@ -199,6 +203,12 @@ pub async fn reconcile<K: Managed>(
     if ctx.written_past(&key(obj.as_ref()), obj.meta().resource_version.as_deref()) {
         return Ok(Action::requeue(WRITTEN_PAST_RETRY));
     }
+    // Its namespace holds its share of the kind's slots (see `share`):
+    // this slot goes to another namespace's CR meanwhile.
+    let Ok(_slot) = ctx.reconcile_slot(&K::kind(&()), &obj.namespace().unwrap_or_default()) else {
+        debug!(object = %key(obj.as_ref()), "its namespace holds its share of reconciles; coming again");
+        return Ok(Action::requeue(SHARE_RETRY));
+    };
     match &obj.0 {
         Ok(valid) => reconcile_valid(valid, &ctx).instrument(span).await,
         Err(invalid) => {

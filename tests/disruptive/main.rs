@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod fairness;
 mod faults;
 mod openshift;
 mod poison;
