@@ -27,3 +27,38 @@ fn testenv(args: &[&str]) {
 
 /// Held for the whole of each test: no two of these run at once.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A workshop (in-cluster) BlobStorage `name` publishing `<name>-sec`.
+fn workshop_blob(name: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": name},
+           "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}})
+}
+
+/// A namespace of `prefix` and an operator of it without leader election,
+/// which rides out an API server's outage instead of exiting when its
+/// Lease could not be renewed.
+async fn riding_out_outages(prefix: &str) -> (kube::Client, String, support::Operator) {
+    let client = support::TestEnv::load().client().await;
+    support::ensure_crds(&client).await;
+    let ns = support::create_namespace(&client, prefix).await;
+    let operator = support::Operator::launch(support::Launch {
+        log_name: format!("operator-{ns}.log"),
+        extra_args: vec!["--leader-election=false".into()],
+        ..support::Launch::new(&ns)
+    })
+    .await;
+    (client, ns, operator)
+}
+
+/// Waits until the Secret `name` exists.
+async fn wait_secret(secrets: &kube::Api<k8s_openapi::api::core::v1::Secret>, name: &str) {
+    let deadline = tokio::time::Instant::now() + support::DEFAULT_TIMEOUT;
+    while secrets.get_opt(name).await.ok().flatten().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the Secret {name} was not published within {:?}",
+            support::DEFAULT_TIMEOUT
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}

@@ -7,34 +7,12 @@
 //! finalizer), an edit and a new CR, and serve the CRs the restore brought
 //! back and forget the ones it took away.
 
-use std::time::Duration;
-
 use cloud_resource_operator::api::{BlobStorage, Phase};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, api::Patch, api::PatchParams};
 use serde_json::json;
 
-use crate::support::{
-    DEFAULT_TIMEOUT, Launch, Operator, TestEnv, create_json, create_namespace, ensure_crds,
-    wait_deleted, wait_phase,
-};
-
-fn blob(name: &str) -> serde_json::Value {
-    json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": name},
-           "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}})
-}
-
-/// Waits until the Secret `name` exists.
-async fn wait_secret(secrets: &Api<Secret>, name: &str) {
-    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
-    while secrets.get_opt(name).await.ok().flatten().is_none() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the Secret {name} was not published within {DEFAULT_TIMEOUT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
+use crate::support::{DEFAULT_TIMEOUT, create_json, wait_deleted, wait_phase};
 
 /// Plain, as etcd restores by default: revisions rewind.
 #[tokio::test]
@@ -52,23 +30,15 @@ async fn after_an_etcd_restore_with_bumped_revisions_nothing_is_missed() {
 
 async fn restore_misses_nothing(bump: bool) {
     let _serial = crate::SERIAL.lock().await;
-    let client = TestEnv::load().client().await;
-    ensure_crds(&client).await;
-    let ns = create_namespace(&client, "restore").await;
     // Without leader election: with it, the restore's outage outlasts the
     // Lease (10 s) and the operator exits, to relist from scratch when its
     // pod restarts. This one rides the outage out on its old watches.
-    let operator = Operator::launch(Launch {
-        log_name: format!("operator-{ns}.log"),
-        extra_args: vec!["--leader-election=false".into()],
-        ..Launch::new(&ns)
-    })
-    .await;
+    let (client, ns, operator) = crate::riding_out_outages("restore").await;
     let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
     let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
     let all = ["deleted", "edited", "returned", "written-past"];
     for name in all {
-        create_json::<BlobStorage>(&client, &ns, blob(name)).await;
+        create_json::<BlobStorage>(&client, &ns, crate::workshop_blob(name)).await;
     }
     for name in all {
         wait_phase(&blobs, name, Phase::Complete).await;
@@ -79,7 +49,7 @@ async fn restore_misses_nothing(bump: bool) {
     // and is completed, one that goes, and one the operator writes again
     // (its version from the backup is one the operator wrote past). All
     // are revisions the cluster writes again after a plain restore.
-    create_json::<BlobStorage>(&client, &ns, blob("forgotten")).await;
+    create_json::<BlobStorage>(&client, &ns, crate::workshop_blob("forgotten")).await;
     wait_phase(&blobs, "forgotten", Phase::Complete).await;
     blobs
         .delete("returned", &Default::default())
@@ -87,7 +57,7 @@ async fn restore_misses_nothing(bump: bool) {
         .unwrap_or_else(|e| panic!("deleting returned: {e}"));
     wait_deleted(&blobs, "returned", DEFAULT_TIMEOUT).await;
     move_secret(&blobs, "written-past", "written-past-moved").await;
-    wait_secret(&secrets, "written-past-moved").await;
+    crate::wait_secret(&secrets, "written-past-moved").await;
     crate::testenv(if bump {
         &["restore", "--bump"]
     } else {
@@ -111,16 +81,16 @@ async fn restore_misses_nothing(bump: bool) {
         .await
         .unwrap_or_else(|e| panic!("deleting deleted: {e}"));
     move_secret(&blobs, "edited", "edited-moved").await;
-    create_json::<BlobStorage>(&client, &ns, blob("fresh")).await;
+    create_json::<BlobStorage>(&client, &ns, crate::workshop_blob("fresh")).await;
     secrets
         .delete("written-past-sec", &Default::default())
         .await
         .unwrap_or_else(|e| panic!("deleting written-past-sec: {e}"));
 
     wait_deleted(&blobs, "deleted", DEFAULT_TIMEOUT).await;
-    wait_secret(&secrets, "edited-moved").await;
+    crate::wait_secret(&secrets, "edited-moved").await;
     wait_phase(&blobs, "fresh", Phase::Complete).await;
-    wait_secret(&secrets, "written-past-sec").await;
+    crate::wait_secret(&secrets, "written-past-sec").await;
     wait_phase(&blobs, "returned", Phase::Complete).await;
     // Still watching, long after: a deletion of the one the restore
     // brought back is finalized too.

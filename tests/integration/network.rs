@@ -1057,6 +1057,27 @@ async fn a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc() {
     operator.stop().await;
 }
 
+/// Deletes Postgres `db`, the last database of cluster `id`, and waits
+/// until it and the database network are gone.
+async fn last_database_goes(pgs: &Api<Postgres>, ec2: &aws_sdk_ec2::Client, id: &str) {
+    pgs.delete("db", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(pgs, "db", DEFAULT_TIMEOUT).await;
+    network_removed(ec2, id).await;
+}
+
+/// Deletes the two operators' namespaces and stops them.
+async fn two_operators_end(client: &Client, ends: [(&String, Operator); 2]) {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    for (ns, _) in &ends {
+        let _ = namespaces.delete(ns, &Default::default()).await;
+    }
+    for (_, operator) in ends {
+        operator.stop().await;
+    }
+}
+
 /// Waits until the database network of cluster `id` is gone.
 async fn network_removed(ec2: &aws_sdk_ec2::Client, id: &str) {
     let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
@@ -1360,18 +1381,8 @@ async fn a_stale_listing_never_removes_the_network_another_operators_database_us
     assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
 
     // B's database, now the last, takes the network with it.
-    pgs_b
-        .delete("db", &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    wait_deleted(&pgs_b, "db", DEFAULT_TIMEOUT).await;
-    network_removed(&ec2, &id).await;
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    for ns in [&ns_a, &ns_b] {
-        let _ = namespaces.delete(ns, &Default::default()).await;
-    }
-    a.stop().await;
-    b.stop().await;
+    last_database_goes(&pgs_b, &ec2, &id).await;
+    two_operators_end(&client, [(&ns_a, a), (&ns_b, b)]).await;
 }
 
 /// Two operators of one cluster ID (two shards, or two installations): A
@@ -1430,18 +1441,8 @@ async fn a_create_sent_while_another_operator_removes_the_network_makes_it_again
     let failed = failed_events(&client, &ns_a).await;
     assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
 
-    pgs_a
-        .delete("db", &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    wait_deleted(&pgs_a, "db", DEFAULT_TIMEOUT).await;
-    network_removed(&ec2, &id).await;
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    for ns in [&ns_a, &ns_b] {
-        let _ = namespaces.delete(ns, &Default::default()).await;
-    }
-    a.stop().await;
-    b.stop().await;
+    last_database_goes(&pgs_a, &ec2, &id).await;
+    two_operators_end(&client, [(&ns_a, a), (&ns_b, b)]).await;
 }
 
 /// A tier in a region where nothing says where the cluster runs (no
