@@ -179,6 +179,8 @@ pub struct RunArgs {
     )]
     pub watch_namespaces: Vec<String>,
     /// Reconciles run at once per kind (and per watched namespace).
+    /// Watching every namespace, the namespaces with reconciles running
+    /// share three quarters of them evenly.
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: u16,
     /// Split the namespaces between this many groups of replicas, by a
