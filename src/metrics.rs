@@ -194,6 +194,8 @@ impl Collector for TrackedObjects {
 pub struct Metrics {
     registry: Registry,
     reconciles: Family<KindLabels, Counter>,
+    /// Reconciles put off because their namespace held its share.
+    deferred: Family<KindLabels, Counter>,
     failures: Family<ErrorLabels, Counter>,
     duration: Family<KindLabels, Histogram, fn() -> Histogram>,
     databases: Vec<DatabaseGauges>,
@@ -311,6 +313,12 @@ impl Metrics {
             "Reconciles run, by kind",
             Family::default(),
         );
+        let deferred = registered(
+            r,
+            "cro_reconciles_deferred",
+            "Reconciles put off for a second because their namespace held its share of the kind's reconciles (watching every namespace), by kind",
+            Family::default(),
+        );
         let failures = registered(
             r,
             "cro_reconcile_errors",
@@ -395,6 +403,7 @@ impl Metrics {
         Metrics {
             registry,
             reconciles,
+            deferred,
             failures,
             duration,
             databases,
@@ -421,6 +430,12 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    /// A reconcile of `kind` put off: its namespace held its share.
+    pub fn deferred(&self, kind: &str) {
+        let labels = KindLabels { kind: kind.into() };
+        self.deferred.get_or_create(&labels).inc();
     }
 
     pub fn time_to_ready(&self, kind: &str, provider: &str, tier: &str, took: Duration) {

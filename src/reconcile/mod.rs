@@ -207,6 +207,7 @@ pub async fn reconcile<K: Managed>(
     // this slot goes to another namespace's CR meanwhile.
     let Ok(_slot) = ctx.reconcile_slot(&K::kind(&()), &obj.namespace().unwrap_or_default()) else {
         debug!(object = %key(obj.as_ref()), "its namespace holds its share of reconciles; coming again");
+        ctx.metrics.deferred(&K::kind(&()));
         return Ok(Action::requeue(SHARE_RETRY));
     };
     match &obj.0 {
