@@ -131,7 +131,7 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let relisted = (ctx.clone(), scope.0.clone());
+    let (forgets, namespace) = (ctx.clone(), scope.0.clone());
     let ctx = ctx.clone();
     let crs = watch(
         scope.api::<DeserializeGuard<K>>(&ctx),
@@ -141,9 +141,7 @@ where
     .modify(cache::strip_unread)
     .inspect_ok(move |event| {
         if matches!(event, watcher::Event::Init) {
-            relisted
-                .0
-                .forget_own_writes(&K::kind(&()), relisted.1.as_deref());
+            forgets.forget_own_writes(&K::kind(&()), namespace.as_deref());
         }
     })
     .reflect(writer)

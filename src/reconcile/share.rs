@@ -34,7 +34,8 @@ impl Shares {
         let concurrency = usize::from(concurrency);
         Shares {
             held: Arc::default(),
-            limit: (concurrency - concurrency / 4).max(1),
+            // At least one slot turns over wherever there are two.
+            limit: (concurrency - (concurrency / 4).max(1)).max(1),
         }
     }
 
@@ -109,6 +110,14 @@ mod tests {
         assert!(c.is_some());
         a.truncate(4);
         assert!(shares.take("Redis", "a").is_none(), "a holds 4 of 4");
+    }
+
+    #[test]
+    fn with_few_slots_one_still_turns_over() {
+        let shares = Shares::new(3);
+        let a: Vec<Slot> = (0..3).filter_map(|_| shares.take("Redis", "a")).collect();
+        assert_eq!(a.len(), 2, "the third slot is left for other namespaces");
+        assert!(shares.take("Redis", "b").is_some());
     }
 
     #[test]
