@@ -339,6 +339,15 @@ pub struct ResourceTypeStatus {
         deserialize_with = "lenient::field"
     )]
     pub credentials_rotation: Option<CredentialsRotation>,
+    /// A fingerprint of the CR's generation, labels and annotations that the
+    /// last successful reconcile answered: a reconcile of the same inputs
+    /// is a recheck, which may use batched cloud observations.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::field"
+    )]
+    pub observed_inputs: Option<String>,
 }
 
 /// A completed rotation of a resource's credentials.

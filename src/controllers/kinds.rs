@@ -79,6 +79,7 @@ impl KindStatus for ResourceTypeStatus {
             adoption_hash: self.adoption_hash.clone(),
             rotation: self.credentials_rotation.clone(),
             health: None,
+            observed_inputs: self.observed_inputs.clone(),
         })
     }
 
@@ -100,6 +101,7 @@ impl KindStatus for ResourceTypeStatus {
             plan_hash: report.plan_hash.clone(),
             adoption_hash: report.adoption_hash.clone(),
             credentials_rotation: report.rotation.clone(),
+            observed_inputs: report.observed_inputs.clone(),
         };
         serde_json::to_value(status).unwrap_or(Value::Null)
     }

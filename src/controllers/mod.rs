@@ -14,7 +14,7 @@ use std::{fmt::Debug, sync::Arc, time::Duration};
 
 use cro_provider_api::ResourceKind;
 use futures::{
-    FutureExt, StreamExt, TryStreamExt,
+    FutureExt, StreamExt,
     future::{BoxFuture, Shared},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -22,7 +22,7 @@ use kube::{
     Api, Resource, ResourceExt,
     core::DeserializeGuard,
     runtime::{
-        Controller, WatchStreamExt, controller,
+        Controller, PredicateConfig, WatchStreamExt, controller,
         reflector::{self, ObjectRef},
         watcher,
     },
@@ -35,7 +35,7 @@ use crate::{
     api::{BlobStorage, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SMTPCredentialSet},
     cache,
     config::{TYPES_CONFIG_MAP, provider_of_strategies_map},
-    reconcile::{Context, Managed, error_policy, key, reconcile},
+    reconcile::{Context, Managed, error_policy, inputs, reconcile},
     watch::watch,
 };
 use kinds::ResourceCr;
@@ -111,15 +111,12 @@ impl Scope {
 }
 
 /// A controller whose store holds the CRs without what reconciles never
-/// read (see [`cache::strip_unread`]). The watch's echoes of the
-/// operator's own writes (its finalizer, its status) start no reconcile:
-/// each would find nothing to do, while CRs still waiting for their first
-/// reconcile queue behind it.
-///
-/// A relist (after 410 Gone, or an API server that was away, perhaps over
-/// an etcd restore) forgets what the operator noted of its own writes to
-/// the scope's CRs: the versions it lists may be ones it wrote past before
-/// a restore took them back, and each is reconciled again, as at a start.
+/// read (see [`cache::strip_unread`]). Only a change of a CR's inputs
+/// (see [`inputs`]) starts a reconcile: the watch's echoes of the
+/// operator's own writes (its finalizer, its status) would find nothing to
+/// do, while CRs still waiting for their first reconcile queue behind
+/// them. Every CR passes once after a start; a relist (after 410 Gone, or
+/// an API server that was away) passes the CRs that changed meanwhile.
 fn controller_of<K>(scope: &Scope, ctx: &Arc<Context>) -> Controller<DeserializeGuard<K>>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -131,25 +128,15 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let (forgets, namespace) = (ctx.clone(), scope.0.clone());
-    let ctx = ctx.clone();
     let crs = watch(
-        scope.api::<DeserializeGuard<K>>(&ctx),
+        scope.api::<DeserializeGuard<K>>(ctx),
         watcher::Config::default(),
     )
     .default_backoff()
     .modify(cache::strip_unread)
-    .inspect_ok(move |event| {
-        if matches!(event, watcher::Event::Init) {
-            forgets.forget_own_writes(&K::kind(&()), namespace.as_deref());
-        }
-    })
     .reflect(writer)
     .applied_objects()
-    .try_filter(move |cr| {
-        let echo = ctx.own_write(&key(cr), cr.meta().resource_version.as_deref());
-        futures::future::ready(!echo)
-    });
+    .predicate_filter(inputs::inputs, PredicateConfig::default());
     Controller::for_stream(crs, reader)
 }
 

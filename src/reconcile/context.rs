@@ -2,13 +2,13 @@
 //! reader, providers, the Events and per-object retry state.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use cro_provider_api::Provider;
-use kube::Client;
+use kube::{Client, Resource};
 
 use crate::{
     cache::{self, Owned},
@@ -19,8 +19,8 @@ use crate::{
 
 use super::{
     events::Events,
-    left::LeftAt,
     share::{Shares, Slot},
+    stale::{LastWrites, ObjectKey, object_key},
 };
 
 /// Operator-wide settings.
@@ -69,8 +69,10 @@ pub struct Context {
     failures: Mutex<HashMap<String, (u32, Instant)>>,
     /// Failures that need a person, by object: what they failed with.
     parked: Mutex<HashMap<String, Parked>>,
-    /// How each object's last reconcile left it.
-    left_at: LeftAt,
+    /// The version of each CR the operator's last write to it made.
+    last_writes: LastWrites,
+    /// The CRs reconciled since this process started.
+    reconciled: Mutex<HashSet<ObjectKey>>,
     /// Each namespace's share of the reconcile slots, where one controller
     /// per kind serves every namespace (`None`: each watched namespace
     /// has its own).
@@ -123,7 +125,8 @@ impl Context {
             connectivity,
             failures: Mutex::default(),
             parked: Mutex::default(),
-            left_at: LeftAt::default(),
+            last_writes: LastWrites::default(),
+            reconciled: Mutex::default(),
             shares,
         }
     }
@@ -138,46 +141,37 @@ impl Context {
         }
     }
 
-    /// Whether `key` is as its last reconcile left it (or has not been
-    /// reconciled since this process started): this reconcile is a
-    /// recheck or a restart, not the answer to a change.
-    pub fn unchanged_since_last_reconcile(&self, key: &str, version: Option<String>) -> bool {
-        self.left_at.unchanged(key, version.as_deref())
-    }
-
-    /// Whether `version` of `key` is one its last reconcile wrote past:
-    /// the watch delivers the newer version next, and a reconcile of this
-    /// one would add the finalizer or write the status again.
-    pub fn written_past(&self, key: &str, version: Option<&str>) -> bool {
-        self.left_at.written_past(key, version)
-    }
-
-    /// Whether the watch's `version` of `key` only echoes this process's
-    /// own writes (see [`LeftAt::own_write`]): no reconcile is started
-    /// for it.
-    pub fn own_write(&self, key: &str, version: Option<&str>) -> bool {
-        self.left_at.own_write(key, version)
-    }
-
-    /// A write of this process's own made `version` of the CR `key`.
-    pub fn wrote(&self, key: &str, version: Option<String>) {
+    /// A write of this process's own made `version` of the CR `obj`.
+    pub fn wrote<K: Resource<DynamicType = ()>>(&self, obj: &K, version: Option<String>) {
         if let Some(version) = version {
-            self.left_at.wrote(key, version);
+            self.last_writes.note(object_key(obj), &version);
         }
     }
 
-    /// Forgets what was noted of the operator's own writes to the CRs of
-    /// `kind` in `namespace` (`None`: all namespaces), as after a start.
-    pub fn forget_own_writes(&self, kind: &str, namespace: Option<&str>) {
-        match namespace {
-            Some(ns) => self.left_at.forget(&format!("{kind}/{ns}/")),
-            None => self.left_at.forget(&format!("{kind}/")),
-        }
+    /// Whether the cache shows `obj` older than the operator's last write
+    /// to it (see [`super::stale`]).
+    pub fn cache_behind<K: Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
+        (self.last_writes).cache_behind(&object_key(obj), obj.meta().resource_version.as_deref())
     }
 
-    /// Whether this process has reconciled `key` before.
-    pub fn reconciled_since_start(&self, key: &str) -> bool {
-        self.left_at.contains(key)
+    /// Whether this process has reconciled `obj` before.
+    pub fn reconciled_since_start<K: Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
+        let reconciled = self.reconciled.lock().unwrap_or_else(|e| e.into_inner());
+        reconciled.contains(&object_key(obj))
+    }
+
+    /// A reconcile of `obj` finished.
+    pub fn reconciled<K: Resource<DynamicType = ()>>(&self, obj: &K) {
+        let mut reconciled = self.reconciled.lock().unwrap_or_else(|e| e.into_inner());
+        reconciled.insert(object_key(obj));
+    }
+
+    /// `obj` is gone: its per-object state goes with it.
+    pub fn forget<K: Resource<DynamicType = ()>>(&self, obj: &K) {
+        let key = object_key(obj);
+        self.last_writes.forget(&key);
+        let mut reconciled = self.reconciled.lock().unwrap_or_else(|e| e.into_inner());
+        reconciled.remove(&key);
     }
 
     /// When to recheck a complete cloud resource at the latest: after the
@@ -191,18 +185,6 @@ impl Context {
         } else {
             interval
         }
-    }
-
-    /// Records the version a reconcile left `key` at (`None`: it is gone)
-    /// and the versions it wrote past.
-    pub fn left_at(&self, key: &str, version: Option<String>, passed: Vec<String>) {
-        self.left_at.record(key, version, passed);
-    }
-
-    /// A failed reconcile wrote its error into `key`'s status, from
-    /// version `from` to `to` (see [`LeftAt::wrote_status`]).
-    pub fn wrote_error_status(&self, key: &str, from: Option<&str>, to: String) {
-        self.left_at.wrote_status(key, from, to);
     }
 
     /// Records one more consecutive failure of `key` and returns how long

@@ -8,14 +8,15 @@ mod context;
 mod error;
 mod events;
 pub mod finalizer;
+pub mod inputs;
 mod invalid;
-mod left;
 #[cfg(test)]
 mod mock_api;
 pub mod output_secret;
 mod share;
 #[cfg(test)]
 mod skeleton_tests;
+mod stale;
 pub mod status;
 
 use std::{fmt::Debug, sync::Arc, time::Duration};
@@ -52,9 +53,9 @@ const FAILED_RETRY: Duration = Duration::from_secs(3600);
 /// The message the Go operator shows for `skipCreate`.
 pub const SKIP_CREATE_MESSAGE: &str = "skipping create or update for maintenance";
 
-/// When to look again at a CR whose cached version is one the operator
-/// wrote past: the watch shows the newer one within moments.
-const WRITTEN_PAST_RETRY: Duration = Duration::from_secs(1);
+/// When to look again at a CR the cache shows older than the operator's
+/// last write to it: the watch shows the newer one within moments.
+const CACHE_BEHIND_RETRY: Duration = Duration::from_secs(1);
 
 /// When a CR whose namespace held its share of reconciles comes again.
 const SHARE_RETRY: Duration = Duration::from_secs(1);
@@ -196,12 +197,12 @@ pub async fn reconcile<K: Managed>(
     {
         return Ok(Action::await_change());
     }
-    // A version this operator's own reconcile wrote past (the cache has
-    // not shown its newer one yet): reconcile the newer one in a moment.
-    // The watch does not bring it as a change (it is the operator's own
-    // write), and this run may stand for a requeue it absorbed.
-    if ctx.written_past(&key(obj.as_ref()), obj.meta().resource_version.as_deref()) {
-        return Ok(Action::requeue(WRITTEN_PAST_RETRY));
+    // A version older than the operator's last write (the cache has not
+    // shown the write yet): reconcile the newer one in a moment. The watch
+    // does not bring it as a change (it changes no input), and this run
+    // may stand for a requeue it absorbed.
+    if ctx.cache_behind(obj.as_ref()) {
+        return Ok(Action::requeue(CACHE_BEHIND_RETRY));
     }
     // Its namespace holds its share of the kind's slots (see `share`):
     // this slot goes to another namespace's CR meanwhile.
@@ -261,14 +262,8 @@ async fn reconcile_valid<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
                 .report()
                 .unwrap_or_else(|| Report::new(Phase::InProgress, ""));
             report.message = format!("retrying after error: {e}");
-            match write_status(ctx, obj, report).await {
-                Ok(Some(to)) => {
-                    ctx.wrote_error_status(&key, obj.meta().resource_version.as_deref(), to)
-                }
-                Ok(None) => {}
-                Err(status_err) => {
-                    warn!(object = %key, error = %status_err, "could not record the error in status");
-                }
+            if let Err(status_err) = write_status(ctx, obj, report).await {
+                warn!(object = %key, error = %status_err, "could not record the error in status");
             }
             Err(e)
         }
@@ -280,9 +275,7 @@ async fn reconcile_valid<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
                 .unwrap_or_else(|| Report::new(Phase::Failed, ""));
             report.phase = Phase::Failed;
             report.message = e.to_string();
-            if let Some(to) = write_status(ctx, obj, report).await? {
-                ctx.wrote_error_status(&key, obj.meta().resource_version.as_deref(), to);
-            }
+            write_status(ctx, obj, report).await?;
             Ok(Action::requeue(FAILED_RETRY))
         }
     }
@@ -312,7 +305,7 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         return match obj.cleanup(ctx).await? {
             Deletion::Done => {
                 finalizer::remove(&api, obj).await?;
-                ctx.left_at(&key(obj), None, Vec::new());
+                ctx.forget(obj);
                 ctx.metrics
                     .object(&K::kind(&()), metric_labels(ctx, obj, None), None);
                 info!(object = %key(obj), "deleted");
@@ -331,7 +324,7 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
     }
 
     let finalized = finalizer::ensure(&api, obj).await?;
-    ctx.wrote(&key(obj), finalized.clone());
+    ctx.wrote(obj, finalized);
 
     if obj.skip_create() {
         let mut report = obj
@@ -343,35 +336,18 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         return Ok(Action::await_change());
     }
 
-    let (report, requeue) = obj.reconcile(ctx).await?;
-    let written = write_status(ctx, obj, report).await?;
-    // Versions written past: the one this reconcile started from when it
-    // wrote the CR, the finalizer's when the status was written after it.
-    let mut passed = Vec::new();
-    if finalized.is_some() || written.is_some() {
-        passed.extend(obj.resource_version());
-    }
-    if written.is_some() {
-        passed.extend(finalized.clone());
-    }
-    // Left at the last version written: the status's, else the
-    // finalizer's, else the one it started from.
-    ctx.left_at(
-        &key(obj),
-        written.or(finalized).or_else(|| obj.resource_version()),
-        passed,
-    );
+    let (mut report, requeue) = obj.reconcile(ctx).await?;
+    // What this reconcile answered: a later one of the same inputs is a
+    // recheck (see `inputs`).
+    report.observed_inputs = Some(inputs::fingerprint(obj));
+    write_status(ctx, obj, report).await?;
+    ctx.reconciled(obj);
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Writes the status for `report` unless it is already exactly that, and
 /// publishes an Event when the phase or a failure message changes.
-/// The object's new resourceVersion when the status was written.
-async fn write_status<K: Managed>(
-    ctx: &Context,
-    obj: &K,
-    mut report: Report,
-) -> Result<Option<String>, Error> {
+async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) -> Result<(), Error> {
     // Messages quote configuration and cloud errors; keep the object far
     // below etcd's size limit whatever they hold.
     report.message = truncate(&without_account_ids(&report.message), 4096);
@@ -407,10 +383,10 @@ async fn write_status<K: Managed>(
         .and_then(|v| v.get("status").cloned())
         .unwrap_or(Value::Null);
     if desired == current {
-        return Ok(None);
+        return Ok(());
     }
     let version = put_status::<K>(ctx, obj, desired).await?;
-    ctx.wrote(&key(obj), version.clone());
+    ctx.wrote(obj, version);
 
     if became_ready_first_time(obj, previous.as_ref(), &report) {
         record_time_to_ready(ctx, obj, &report);
@@ -433,7 +409,7 @@ async fn write_status<K: Managed>(
         )
         .await;
     }
-    Ok(version)
+    Ok(())
 }
 
 /// Observes the time from `obj`'s creation to its first complete phase.

@@ -383,15 +383,22 @@ async fn another_shards_namespace_is_not_touched() {
 }
 
 #[tokio::test]
-async fn the_version_a_reconcile_wrote_past_waits_for_the_newer_one() {
+async fn a_cache_behind_the_operators_last_write_waits_for_it() {
     let h = Harness::new();
     let w = h.create("app", json!({"outcome": "complete"}));
     h.reconcile(&w).await.expect("reconciled");
     h.api.take();
     // The cache still shows the version before the operator's own writes.
     let action = h.reconcile(&w).await.expect("not reconciled again");
-    assert_eq!(action, Action::requeue(super::WRITTEN_PAST_RETRY));
+    assert_eq!(action, Action::requeue(super::CACHE_BEHIND_RETRY));
     assert!(h.api.take().is_empty(), "a stale version was written over");
+    // Once it shows the write, the reconcile runs, and finds nothing to do.
+    let caught_up = h.current(&w).expect("stored");
+    assert_eq!(
+        h.reconcile(&caught_up).await.expect("reconciled"),
+        Action::await_change()
+    );
+    assert!(h.api.take().is_empty());
 }
 
 #[tokio::test]

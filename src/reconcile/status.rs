@@ -36,6 +36,9 @@ pub struct Report {
     pub rotation: Option<crate::api::CredentialsRotation>,
     /// What the cloud said of the resource in this pass (metrics only).
     pub health: Option<cro_provider_api::Health>,
+    /// The fingerprint of the inputs a reconcile answered (see
+    /// [`super::inputs`]).
+    pub observed_inputs: Option<String>,
 }
 
 impl Report {
@@ -55,6 +58,7 @@ impl Report {
             adoption_hash: None,
             rotation: None,
             health: None,
+            observed_inputs: None,
         }
     }
 }

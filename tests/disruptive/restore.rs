@@ -36,7 +36,7 @@ async fn restore_misses_nothing(bump: bool) {
     let (client, ns, operator) = crate::riding_out_outages("restore").await;
     let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
     let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
-    let all = ["deleted", "edited", "returned", "written-past"];
+    let all = ["deleted", "edited", "returned", "rewound"];
     for name in all {
         create_json::<BlobStorage>(&client, &ns, crate::workshop_blob(name)).await;
     }
@@ -47,8 +47,9 @@ async fn restore_misses_nothing(bump: bool) {
 
     // Written after the backup, so undone by the restore: a CR that comes
     // and is completed, one that goes, and one the operator writes again
-    // (its version from the backup is one the operator wrote past). All
-    // are revisions the cluster writes again after a plain restore.
+    // (the restore takes it back to before the operator's last write to
+    // it). All are revisions the cluster writes again after a plain
+    // restore.
     create_json::<BlobStorage>(&client, &ns, crate::workshop_blob("forgotten")).await;
     wait_phase(&blobs, "forgotten", Phase::Complete).await;
     blobs
@@ -56,8 +57,8 @@ async fn restore_misses_nothing(bump: bool) {
         .await
         .unwrap_or_else(|e| panic!("deleting returned: {e}"));
     wait_deleted(&blobs, "returned", DEFAULT_TIMEOUT).await;
-    move_secret(&blobs, "written-past", "written-past-moved").await;
-    crate::wait_secret(&secrets, "written-past-moved").await;
+    move_secret(&blobs, "rewound", "rewound-moved").await;
+    crate::wait_secret(&secrets, "rewound-moved").await;
     crate::testenv(if bump {
         &["restore", "--bump"]
     } else {
@@ -75,7 +76,7 @@ async fn restore_misses_nothing(bump: bool) {
 
     // At once, before the cluster's revision passes the ones the
     // operator saw: a deletion, an edit, a creation, and a deleted
-    // Secret of the CR whose version the operator wrote past.
+    // Secret of the CR taken back to before the operator's last write.
     blobs
         .delete("deleted", &Default::default())
         .await
@@ -83,14 +84,14 @@ async fn restore_misses_nothing(bump: bool) {
     move_secret(&blobs, "edited", "edited-moved").await;
     create_json::<BlobStorage>(&client, &ns, crate::workshop_blob("fresh")).await;
     secrets
-        .delete("written-past-sec", &Default::default())
+        .delete("rewound-sec", &Default::default())
         .await
-        .unwrap_or_else(|e| panic!("deleting written-past-sec: {e}"));
+        .unwrap_or_else(|e| panic!("deleting rewound-sec: {e}"));
 
     wait_deleted(&blobs, "deleted", DEFAULT_TIMEOUT).await;
     crate::wait_secret(&secrets, "edited-moved").await;
     wait_phase(&blobs, "fresh", Phase::Complete).await;
-    crate::wait_secret(&secrets, "written-past-sec").await;
+    crate::wait_secret(&secrets, "rewound-sec").await;
     wait_phase(&blobs, "returned", Phase::Complete).await;
     // Still watching, long after: a deletion of the one the restore
     // brought back is finalized too.

@@ -56,7 +56,7 @@ async fn reconcile<K: ResourceCr>(
     ctx: &Context,
 ) -> Result<(Report, Option<Duration>), Error> {
     let secret_ns = secret_namespace(cr, ctx)?;
-    let first_look = !ctx.reconciled_since_start(&key(cr));
+    let first_look = !ctx.reconciled_since_start(cr);
     let provider_name = provider_name(cr, &ctx.config).await?;
     let Answer {
         provisioned,

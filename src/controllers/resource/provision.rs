@@ -14,7 +14,7 @@ use crate::{
         kinds::{ResourceCr, SnapshotCr},
         rotation,
     },
-    reconcile::{Context, Error, key, unless_parked},
+    reconcile::{Context, Error, inputs, key, unless_parked},
 };
 
 /// The provider name: sticky once recorded in `status.strategy`.
@@ -234,7 +234,8 @@ pub(super) async fn provision<K: ResourceCr>(
     }
     // A CR changed since its last reconcile (an edit, a poke) is looked at
     // afresh; a recheck or a restart may use a batched observation.
-    if !ctx.unchanged_since_last_reconcile(&key(cr), cr.resource_version()) {
+    let observed = cr.status().and_then(|s| s.observed_inputs.as_deref());
+    if !inputs::answered(cr, observed) {
         req.options.observed_within = None;
     }
     req.options.defer_unbatched = req.options.observed_within.is_some() && first_look;

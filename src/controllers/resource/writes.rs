@@ -9,7 +9,7 @@ use crate::{
     api::{Phase, RESOURCE_IDENTIFIER_ANNOTATION, SecretRef},
     controllers::kinds::ResourceCr,
     reconcile::{
-        Context, Error, Report, key,
+        Context, Error, Report,
         output_secret::{self, Target, Written},
     },
 };
@@ -39,7 +39,7 @@ pub(super) async fn close_maintenance_window<K: ResourceCr>(
             "setting spec.maintenanceWindow of {} back to false",
             cr.name_any()
         )))?;
-    ctx.wrote(&key(cr), closed.resource_version());
+    ctx.wrote(cr, closed.resource_version());
     Ok(())
 }
 
@@ -65,7 +65,7 @@ pub(super) async fn record_identifier<K: ResourceCr>(
             "recording {RESOURCE_IDENTIFIER_ANNOTATION} on {}",
             cr.name_any()
         )))?;
-    ctx.wrote(&key(cr), recorded.resource_version());
+    ctx.wrote(cr, recorded.resource_version());
     Ok(())
 }
 
