@@ -1,11 +1,13 @@
 //! What a reconcile answers. A CR's inputs are its generation (its spec),
-//! its labels, its annotations but the identifier the operator records
-//! itself, and whether it is being deleted. A watch event that changes
-//! none of them (the echo of the operator's own status write or finalizer)
-//! starts no reconcile: it is the predicate of every CR watch. And a
-//! reconcile whose inputs the status says were answered already is a
+//! its labels, its annotations and whether it is being deleted. A watch
+//! event that changes none of them (the echo of the operator's own status
+//! write or finalizer) starts no reconcile: it is the predicate of every
+//! CR watch. The identifier the operator records in an annotation wakes one
+//! reconcile when it is first written, as a person's edit of it must.
+//! A reconcile whose inputs the status says were answered already is a
 //! recheck, which may use batched cloud observations; the status keeps
-//! them across restarts and leader changes.
+//! them (without the recorded identifier, which the reconcile that answered
+//! them may have written) across restarts and leader changes.
 
 use std::collections::BTreeMap;
 
@@ -24,12 +26,12 @@ struct Inputs<'a> {
 
 /// The watch predicate: a hash of `obj`'s inputs.
 pub fn inputs<K: Resource>(obj: &K) -> Option<u64> {
-    Some(u64::from(hash(obj)))
+    Some(u64::from(hash(obj, true)))
 }
 
 /// `obj`'s inputs as `status.observedInputs` records them.
 pub fn fingerprint<K: Resource>(obj: &K) -> String {
-    format!("{:08x}", hash(obj))
+    format!("{:08x}", hash(obj, false))
 }
 
 /// Whether `observed` (a status's `observedInputs`) is `obj`'s inputs: its
@@ -41,13 +43,13 @@ pub fn answered<K: Resource>(obj: &K, observed: Option<&str>) -> bool {
     observed.is_none_or(|o| o == fingerprint(obj))
 }
 
-fn hash<K: Resource>(obj: &K) -> u32 {
+fn hash<K: Resource>(obj: &K, with_identifier: bool) -> u32 {
     let meta = obj.meta();
     let inputs = Inputs {
         generation: meta.generation,
         labels: meta.labels.as_ref(),
         annotations: (meta.annotations.iter().flatten())
-            .filter(|(k, _)| *k != RESOURCE_IDENTIFIER_ANNOTATION)
+            .filter(|(k, _)| with_identifier || *k != RESOURCE_IDENTIFIER_ANNOTATION)
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect(),
         deleting: meta.deletion_timestamp.is_some(),
@@ -71,15 +73,22 @@ mod tests {
             json!({"name": "db", "generation": 1, "resourceVersion": "1",
             "annotations": {"team": "a"}}),
         );
-        // The finalizer, the recorded identifier, a new resourceVersion
-        // (the status): none of them is an input.
+        // The finalizer and a new resourceVersion (the status) are no
+        // input.
         let written = cr(
             json!({"name": "db", "generation": 1, "resourceVersion": "4",
             "finalizers": ["cloud-resources-operator.integreatly.org/finalizers"],
-            "annotations": {"team": "a", RESOURCE_IDENTIFIER_ANNOTATION: "appdb"}}),
+            "annotations": {"team": "a"}}),
         );
         assert_eq!(inputs(&created), inputs(&written));
-        assert!(answered(&written, Some(&fingerprint(&created))));
+        // The recorded identifier wakes a reconcile (a person may remove
+        // or change it), which finds its inputs answered.
+        let recorded = cr(
+            json!({"name": "db", "generation": 1, "resourceVersion": "5",
+            "annotations": {"team": "a", RESOURCE_IDENTIFIER_ANNOTATION: "appdb"}}),
+        );
+        assert_ne!(inputs(&recorded), inputs(&written));
+        assert!(answered(&recorded, Some(&fingerprint(&created))));
     }
 
     #[test]
