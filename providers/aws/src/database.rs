@@ -313,8 +313,8 @@ pub fn shown<D: Database>(
 }
 
 /// What a reconcile starts from: the tier's createStrategy and what it
-/// asks for, the resource as it is, and the plan.
-pub struct Looked<D: Database> {
+/// asks for, the resource as observed, and the plan decided for it.
+pub struct Observation<D: Database> {
     /// The tier's createStrategy.
     pub strategy: D::Create,
     pub want: D::Desired,
@@ -323,16 +323,16 @@ pub struct Looked<D: Database> {
 }
 
 /// Reads the tier and the resource, and decides.
-pub async fn look<D: Database>(
+pub async fn observe_and_decide<D: Database>(
     at: (&Clients, &Listing<D::Live>),
     req: &ResourceRequest,
     tier: &Tier,
-) -> Result<Looked<D>, ProviderError> {
+) -> Result<Observation<D>, ProviderError> {
     let strategy = parse_section::<D::Create>(&tier.create)?;
     let want = D::desired(req, &strategy);
     let have = observe::<D>(at, req).await?;
     let plan = decide::<D>(have.as_ref(), &want, req);
-    Ok(Looked {
+    Ok(Observation {
         strategy,
         want,
         have,
@@ -346,8 +346,8 @@ pub async fn plan<D: Database>(
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Vec<Change>, ProviderError> {
-    let looked = look::<D>(at, req, tier).await?;
-    Ok(shown::<D>(&looked.plan, looked.have.as_ref(), req))
+    let observed = observe_and_decide::<D>(at, req, tier).await?;
+    Ok(shown::<D>(&observed.plan, observed.have.as_ref(), req))
 }
 
 /// Runs `plan` against `have` and says what the CR reports: `create` (the

@@ -24,7 +24,7 @@ pub struct KeySource<'a> {
     /// user and no key is made (and the operator's role may not touch IAM).
     pub sts: bool,
     /// The IAM users of the request's account, as last seen.
-    pub users: &'a iam_user::Seen,
+    pub users: &'a iam_user::AccountCache,
 }
 
 /// The key of the CR's user `user`, whose one inline policy is `policy`:

@@ -70,10 +70,10 @@ pub struct AwsProvider {
 /// the clients and its own listings.
 struct InAccount {
     clients: Clients,
-    rds: rds::Seen,
-    elasticache: elasticache::Seen,
-    s3: s3::Seen,
-    iam: iam_user::Seen,
+    rds: rds::AccountCache,
+    elasticache: elasticache::AccountCache,
+    s3: s3::AccountCache,
+    iam: iam_user::AccountCache,
 }
 
 /// Where a tier's calls go and as whom.
@@ -132,10 +132,10 @@ impl AwsProvider {
         let clients = Clients::new(&config, &self.calls, budget);
         let in_account = Arc::new(InAccount {
             clients,
-            rds: rds::Seen::default(),
-            elasticache: elasticache::Seen::default(),
-            s3: s3::Seen::default(),
-            iam: iam_user::Seen::default(),
+            rds: rds::AccountCache::default(),
+            elasticache: elasticache::AccountCache::default(),
+            s3: s3::AccountCache::default(),
+            iam: iam_user::AccountCache::default(),
         });
         configs.insert(account, in_account.clone());
         Ok(in_account)

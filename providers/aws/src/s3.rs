@@ -83,7 +83,7 @@ type Buckets = crate::listing::Listing<BTreeMap<String, String>>;
 /// What S3 was last seen to hold in one account and region: every tagged
 /// bucket's tags, shared by every BlobStorage there.
 #[derive(Default)]
-pub struct Seen {
+pub struct AccountCache {
     buckets: Buckets,
 }
 
@@ -305,12 +305,12 @@ pub fn decide(
 /// The bucket's tags, if it exists: from the tagging API's listing of
 /// every tagged bucket on a recheck, else read on its own.
 async fn observe(
-    (c, seen): (&Clients, &Seen),
+    (c, cache): (&Clients, &AccountCache),
     req: &ResourceRequest,
 ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
     let bucket = req.identifier.as_str();
     if let Some(max_age) = req.options.observed_within
-        && let Some(tags) = seen
+        && let Some(tags) = cache
             .buckets
             // Bucket ARNs are `arn:<partition>:s3:::<bucket>`.
             .get(bucket, max_age, || {
@@ -324,7 +324,7 @@ async fn observe(
         return Ok(Some(tags));
     }
     let described = describe(&c.s3, bucket).await;
-    seen.buckets.described(bucket);
+    cache.buckets.described(bucket);
     described
 }
 
@@ -341,12 +341,16 @@ pub async fn describe(
 
 /// Every change `reconcile` would make, from read-only calls.
 pub async fn plan(
-    (c, seen): (&Clients, &Seen),
+    (c, cache): (&Clients, &AccountCache),
     req: &ResourceRequest,
 ) -> Result<Vec<Change>, ProviderError> {
     let bucket = req.identifier.as_str();
-    let tags = observe((c, seen), req).await?;
-    let plan = decide(tags.as_ref(), req, seen.buckets.written_since(bucket, None));
+    let tags = observe((c, cache), req).await?;
+    let plan = decide(
+        tags.as_ref(),
+        req,
+        cache.buckets.written_since(bucket, None),
+    );
     let lost = match plan {
         Plan::Tag(_) => observe_settings(&c.s3, bucket).await?,
         _ => Vec::new(),
@@ -393,7 +397,7 @@ fn shown(
 
 pub async fn reconcile(
     k: &KeySource<'_>,
-    (c, seen): (&Clients, &Seen),
+    (c, cache): (&Clients, &AccountCache),
     req: &ResourceRequest,
 ) -> Result<Provisioned, ProviderError> {
     let (s3, region) = (&c.s3, c.region.as_str());
@@ -403,12 +407,12 @@ pub async fn reconcile(
         recheck_after: Some(RECHECK),
         ..Provisioned::new(PROVIDER, outcome)
     };
-    let made_here = seen.buckets.written_since(bucket, None);
-    match decide(observe((c, seen), req).await?.as_ref(), req, made_here) {
+    let made_here = cache.buckets.written_since(bucket, None);
+    match decide(observe((c, cache), req).await?.as_ref(), req, made_here) {
         Plan::Tag(missing) => {
             if !missing.is_empty() {
                 let tagged = s3.add_tags(bucket, &missing).await;
-                seen.buckets.wrote(bucket);
+                cache.buckets.wrote(bucket);
                 tagged?;
             }
             // Public access and encryption are looked at too (a restart's
@@ -420,14 +424,14 @@ pub async fn reconcile(
             if !lost.is_empty() {
                 warn!(bucket, lost = %lost.join(", "), "the bucket lost settings outside the operator; setting them again");
                 let done = set_up(s3, req).await;
-                seen.buckets.wrote(bucket);
+                cache.buckets.wrote(bucket);
                 done?;
             }
         }
-        Plan::Create => create((s3, &seen.buckets), req, region).await?,
+        Plan::Create => create((s3, &cache.buckets), req, region).await?,
         Plan::SetUp => {
             let done = set_up(s3, req).await;
-            seen.buckets.wrote(bucket);
+            cache.buckets.wrote(bucket);
             done?;
         }
         Plan::Fail(why) => return Ok(provisioned(Outcome::Failed(why))),

@@ -34,7 +34,7 @@ use crate::{
     clients::Clients,
     cloud_metrics::Target,
     credentials::{self, CredentialsStore},
-    database::{self, Database, Looked, Plan, Removal, Service, State},
+    database::{self, Database, Observation, Plan, Removal, Service, State},
     errors::{Answer, Created, created},
     listing::Listing,
     maintenance,
@@ -56,11 +56,10 @@ pub use strategy::{CreateStrategy, DeleteStrategy, Field};
 
 pub const PROVIDER: &str = "aws-elasticache";
 
-/// Where the AUTH token of a group this operator created is kept.
 /// What this operator last saw of ElastiCache in one account and region,
 /// shared by every Redis there (see [`crate::listing`]).
 #[derive(Default)]
-pub struct Seen {
+pub struct AccountCache {
     pub groups: Listing<Group>,
     /// Pending maintenance, by group (see [`crate::maintenance`]).
     maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
@@ -68,6 +67,7 @@ pub struct Seen {
     snapshots: Listing<Vec<observed::Snapshot>>,
 }
 
+/// Where the AUTH token of a group this operator created is kept.
 pub fn credentials_secret(name: &str) -> String {
     format!("{name}-aws-elasticache-credentials")
 }
@@ -341,17 +341,17 @@ impl Database for Client {
 
 pub async fn reconcile(
     store: &dyn CredentialsStore,
-    (c, seen): (&Clients, &Seen),
+    (c, cache): (&Clients, &AccountCache),
     hint: &VpcHint,
     req: &ResourceRequest,
     tier: &Tier,
 ) -> Result<Provisioned, ProviderError> {
-    let Looked {
+    let Observation {
         strategy,
         want,
         have,
         plan,
-    } = database::look::<Client>((c, &seen.groups), req, tier).await?;
+    } = database::observe_and_decide::<Client>((c, &cache.groups), req, tier).await?;
     let zones = have.as_ref().map(|g| g.zones.clone()).unwrap_or_default();
     let plan = offering::checked(c, plan, &want.node_type, &zones).await?;
     let token = auth_token(store, req, &strategy, have.as_ref(), &plan).await?;
@@ -360,7 +360,7 @@ pub async fn reconcile(
     if let Some(group) = &have {
         let nodes = group.members.clone();
         c.watched.watch(&req.identifier, Target::Group { nodes });
-        let (listing, within) = (&seen.maintenance, req.options.observed_within);
+        let (listing, within) = (&cache.maintenance, req.options.observed_within);
         let list = || maintenance::list_elasticache(&c.elasticache);
         health.maintenance = maintenance::pending(listing, &req.identifier, within, list).await;
         let first_node = group.members.first().map_or("", String::as_str);
@@ -371,7 +371,7 @@ pub async fn reconcile(
             .filter(|_| ours)
             .map(|_| req.options.recheck_interval);
         health.snapshots_not_found = snapshot_tags::ensure(
-            (c, &seen.snapshots),
+            (c, &cache.snapshots),
             &req.identifier,
             first_node,
             &req.creation_tags(),
@@ -399,7 +399,7 @@ pub async fn reconcile(
     let version = (have.as_ref().map(|h| h.node.engine_version.clone()))
         .filter(|v| !v.is_empty())
         .or(strategy.engine_version.clone());
-    let at = (c, &seen.groups);
+    let at = (c, &cache.groups);
     let mut report = database::act::<Client>(at, req, (have, plan), &want, create, ready).await?;
     report.version = version;
     report.health = Some(health);
@@ -409,7 +409,7 @@ pub async fn reconcile(
         let (ec, id) = (&c.elasticache, req.identifier.as_str());
         let applied = service_updates::apply_elasticache(ec, id, &tier.service_updates).await?;
         if !applied.is_empty() {
-            seen.groups.wrote(id);
+            cache.groups.wrote(id);
             report.outcome = cro_provider_api::Outcome::InProgress(format!(
                 "applying ElastiCache service updates {} to {id} (serviceUpdates)",
                 applied.join(", ")

@@ -164,25 +164,28 @@ async fn describe_user(
 /// What this operator last saw of IAM users in one account, shared by
 /// every BlobStorage and SMTPCredentialSet there (see [`crate::listing`]).
 #[derive(Default)]
-pub struct Seen {
+pub struct AccountCache {
     users: Listing<User>,
 }
 
 /// The user `user`: from the account's listing on a recheck, else read on
 /// its own.
 async fn observe_user(
-    (c, seen): (&Clients, &Seen),
+    (c, cache): (&Clients, &AccountCache),
     req: &ResourceRequest,
     user: &str,
     policy_name: &str,
 ) -> Result<Option<User>, ProviderError> {
     if let Some(max_age) = req.options.observed_within
-        && let Some(live) = seen.users.get(user, max_age, || list_users(&c.iam)).await?
+        && let Some(live) = cache
+            .users
+            .get(user, max_age, || list_users(&c.iam))
+            .await?
     {
         return Ok(Some(live));
     }
     let described = describe_user(&c.iam, user, policy_name).await;
-    seen.users.described(user);
+    cache.users.described(user);
     described
 }
 
@@ -249,12 +252,12 @@ pub fn shown_user(plan: &UserPlan, live: Option<&User>, policy_name: &str) -> Ve
 
 /// Every change [`ensure_user`] would make, from read-only calls.
 pub async fn plan_user(
-    (c, seen): (&Clients, &Seen),
+    (c, cache): (&Clients, &AccountCache),
     req: &ResourceRequest,
     user: &str,
     (policy_name, policy): (&str, &Value),
 ) -> Result<Vec<Change>, ProviderError> {
-    let live = observe_user((c, seen), req, user, policy_name).await?;
+    let live = observe_user((c, cache), req, user, policy_name).await?;
     let plan = decide_user(live.as_ref(), req, user, (policy_name, policy));
     Ok(shown_user(&plan, live.as_ref(), policy_name))
 }
@@ -262,7 +265,7 @@ pub async fn plan_user(
 /// The user exists, tagged, with exactly `policy` as its inline policy
 /// (as [`decide_user`] says); whether it existed already.
 pub async fn ensure_user(
-    (c, seen): (&Clients, &Seen),
+    (c, cache): (&Clients, &AccountCache),
     placed: &crate::IamUsers,
     req: &ResourceRequest,
     user: &str,
@@ -270,7 +273,7 @@ pub async fn ensure_user(
     policy: &Value,
 ) -> Result<bool, ProviderError> {
     let iam = &c.iam;
-    let live = observe_user((c, seen), req, user, policy_name).await?;
+    let live = observe_user((c, cache), req, user, policy_name).await?;
     let mut existed = live.is_some();
     let mut plan = decide_user(live.as_ref(), req, user, (policy_name, policy));
     if plan == UserPlan::Create {
@@ -283,7 +286,7 @@ pub async fn ensure_user(
             .set_tags(Some(crate::tags::iam_tags(&all)?))
             .send()
             .await;
-        seen.users.wrote(user);
+        cache.users.wrote(user);
         plan = match created(sent, "iam:CreateUser", user)? {
             Created::Now => UserPlan::Converge {
                 tags: Vec::new(),
@@ -304,7 +307,7 @@ pub async fn ensure_user(
     };
     if !tags.is_empty() {
         let tagged = crate::tags::Tagging::add_tags(iam, user, &tags).await;
-        seen.users.wrote(user);
+        cache.users.wrote(user);
         tagged?;
     }
     if put_policy {
@@ -315,7 +318,7 @@ pub async fn ensure_user(
             .policy_document(policy.to_string())
             .send()
             .await;
-        seen.users.wrote(user);
+        cache.users.wrote(user);
         sent.named("iam:PutUserPolicy", user)?;
     }
     Ok(existed)

@@ -30,7 +30,7 @@ use crate::{
     clients::Clients,
     cloud_metrics::Target,
     credentials::{self, CredentialsStore},
-    database::{self, Database, Looked, Plan, Removal, Service, State},
+    database::{self, Database, Observation, Plan, Removal, Service, State},
     errors::{Answer, Created, created},
     listing::Listing,
     maintenance,
@@ -54,7 +54,7 @@ pub const PROVIDER: &str = "aws-rds";
 /// What this operator last saw of RDS in one account and region, shared
 /// by every Postgres there (see [`crate::listing`]).
 #[derive(Default)]
-pub struct Seen {
+pub struct AccountCache {
     pub instances: Listing<Instance>,
     /// Pending maintenance, by instance ARN (see [`crate::maintenance`]).
     maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
@@ -525,7 +525,7 @@ impl Database for Client {
 
 pub async fn reconcile(
     store: &dyn CredentialsStore,
-    (c, seen): (&Clients, &Seen),
+    (c, cache): (&Clients, &AccountCache),
     hint: &VpcHint,
     req: &ResourceRequest,
     tier: &Tier,
@@ -536,26 +536,27 @@ pub async fn reconcile(
     ];
     let creds = credentials::ensure(store, req, &credentials_secret(&req.name), &defaults).await?;
     let creds = rotate_password(store, req, creds).await?;
-    let Looked {
+    let Observation {
         strategy,
         want,
         have,
         plan,
-    } = database::look::<Client>((c, &seen.instances), req, tier).await?;
+    } = database::observe_and_decide::<Client>((c, &cache.instances), req, tier).await?;
     let version = have.as_ref().map(|h| h.engine_version.clone());
     let mut health = health(have.as_ref());
     if let Some(have) = &have {
         c.watched.watch(&req.identifier, Target::Instance);
-        health.max_memory_bytes = class_memory(c, seen, &have.settings.class).await;
+        health.max_memory_bytes = class_memory(c, cache, &have.settings.class).await;
         let within = req.options.observed_within;
         let list = || maintenance::list_rds(&c.rds);
-        health.maintenance = maintenance::pending(&seen.maintenance, &have.arn, within, list).await;
+        health.maintenance =
+            maintenance::pending(&cache.maintenance, &have.arn, within, list).await;
     } else {
         // Gone (deleted outside the operator): no more CloudWatch reads.
         c.watched.forget(&req.identifier);
     }
     if let (Plan::Converge(_), Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
-        return set_password(store, (c, seen), req, &creds, why).await;
+        return set_password(store, (c, cache), req, &creds, why).await;
     }
     if moves_port(&plan) {
         // The database network's security group admits the new port
@@ -566,7 +567,7 @@ pub async fn reconcile(
     let arn = have.as_ref().map(|h| h.arn.clone()).unwrap_or_default();
     let create = create(store, (c, hint), req, &strategy, &want, &creds);
     let ready = |have: &Instance| details(have, &want, &creds);
-    let at = (c, &seen.instances);
+    let at = (c, &cache.instances);
     let mut report = database::act::<Client>(at, req, (have, plan), &want, create, ready).await?;
     report.version = version;
     report.health = Some(health);
@@ -577,7 +578,7 @@ pub async fn reconcile(
     if matches!(report.outcome, Outcome::Ready(_)) && req.options.maintenance_window {
         let applied = service_updates::apply_rds(&c.rds, &arn, &tier.service_updates).await?;
         if !applied.is_empty() {
-            seen.instances.wrote(&req.identifier);
+            cache.instances.wrote(&req.identifier);
             report.maintenance_window_used = false;
             report.outcome = Outcome::InProgress(format!(
                 "applying RDS pending maintenance actions {} to {} (serviceUpdates)",
@@ -628,10 +629,10 @@ fn health(have: Option<&Instance>) -> Health {
 /// `setPostgresMaxMemoryMetric`), asked once per class. `None` when EC2
 /// has no such type (`db.serverless`) or cannot be asked now: the gauge is
 /// then absent, never a reason to fail a reconcile.
-async fn class_memory(c: &Clients, seen: &Seen, class: &str) -> Option<i64> {
+async fn class_memory(c: &Clients, cache: &AccountCache, class: &str) -> Option<i64> {
     // Held while EC2 is asked: the reconciles of a restart that all need
     // the same class wait for one answer instead of each asking.
-    let mut memory = seen.class_memory.lock().await;
+    let mut memory = cache.class_memory.lock().await;
     if let Some(bytes) = memory.get(class) {
         return *bytes;
     }
@@ -867,7 +868,7 @@ async fn restore(
 /// source's, or rotated); then the mark goes.
 async fn set_password(
     store: &dyn CredentialsStore,
-    (c, seen): (&Clients, &Seen),
+    (c, cache): (&Clients, &AccountCache),
     req: &ResourceRequest,
     creds: &BTreeMap<String, String>,
     why: &str,
@@ -882,7 +883,7 @@ async fn set_password(
         .master_user_password(&creds["password"])
         .send()
         .await;
-    seen.instances.wrote(id);
+    cache.instances.wrote(id);
     sent.named("rds:ModifyDBInstance", id)?;
     let mut unmarked = creds.clone();
     unmarked.remove(PASSWORD_PENDING);
