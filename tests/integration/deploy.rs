@@ -88,6 +88,7 @@ fn compared_fields(kind: &str) -> &'static [&'static str] {
         "ClusterRoleBinding" => &["roleRef", "subjects"],
         "RoleBinding" => &["roleRef", "subjects", "metadata.namespace"],
         "ServiceAccount" | "Service" | "Deployment" => &["metadata.namespace"],
+        "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => &["spec"],
         _ => &[],
     }
 }
@@ -648,14 +649,16 @@ async fn the_approvals_policy_lets_only_its_group_approve() {
         ensure_crds(&client).await;
         let shipped = kustomize("deploy/approvals/");
         let kind = |k: &str| shipped.iter().find(|d| d["kind"] == k).cloned().unwrap_or_else(|| panic!("no {k} in deploy/approvals"));
-        // Helm renders the same policy for the group it is given.
-        let rendered = run(&TestEnv::load().helm, &["template", "cro", CHART, "--set", "approvals.group=cloud-resource-approvers"]);
-        let charted = documents(&rendered);
+        // deploy/ installs it, and Helm renders the same policy by default.
+        let whole = kustomize("deploy/");
+        assert!(whole.iter().any(|d| d["kind"] == "ValidatingAdmissionPolicy"), "deploy/ installs no approvals policy");
+        let charted = documents(&run(&TestEnv::load().helm, &["template", "cro", CHART]));
         for k in ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] {
-            let helm = charted.iter().find(|d| d["kind"] == k).unwrap_or_else(|| panic!("the chart renders no {k}"));
+            let helm = charted.iter().find(|d| d["kind"] == k).unwrap_or_else(|| panic!("the chart renders no {k} by default"));
             assert_eq!(helm["spec"], kind(k)["spec"], "{k}");
         }
-        assert!(!documents(&run(&TestEnv::load().helm, &["template", "cro", CHART])).iter().any(|d| d["kind"] == "ValidatingAdmissionPolicy"), "on by default");
+        let off = documents(&run(&TestEnv::load().helm, &["template", "cro", CHART, "--set", "approvals.group="]));
+        assert!(!off.iter().any(|d| d["kind"] == "ValidatingAdmissionPolicy"), "approvals.group empty still renders the policy");
 
         // The shipped policy, under this test's names, bound to its namespace.
         let name = format!("cro-approvals-{ns}");
@@ -675,7 +678,8 @@ async fn the_approvals_policy_lets_only_its_group_approve() {
         policies.create(&PostParams::default(), &object(policy)).await.unwrap_or_else(|e| panic!("creating the policy: {e}"));
         bindings.create(&PostParams::default(), &object(binding)).await.unwrap_or_else(|e| panic!("creating the binding: {e}"));
 
-        // A tenant that may edit Postgres in its namespace, and one of its CRs.
+        // A tenant that may edit Postgres in its namespace (as may the
+        // approvers group), and one of its CRs.
         let tenant: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "tenant"}})).unwrap_or_else(|e| panic!("{e}"));
         Api::<ServiceAccount>::namespaced(client.clone(), &ns).create(&PostParams::default(), &tenant).await.unwrap_or_else(|e| panic!("{e}"));
         let role: Role = serde_json::from_value(json!({"metadata": {"name": "tenant"}, "rules": [
@@ -684,7 +688,8 @@ async fn the_approvals_policy_lets_only_its_group_approve() {
         Api::<Role>::namespaced(client.clone(), &ns).create(&PostParams::default(), &role).await.unwrap_or_else(|e| panic!("{e}"));
         let bound: RoleBinding = serde_json::from_value(json!({"metadata": {"name": "tenant"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
-            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": ns}]}))
+            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": ns},
+                {"kind": "Group", "name": "cloud-resource-approvers", "apiGroup": "rbac.authorization.k8s.io"}]}))
             .unwrap_or_else(|e| panic!("{e}"));
         Api::<RoleBinding>::namespaced(client.clone(), &ns).create(&PostParams::default(), &bound).await.unwrap_or_else(|e| panic!("{e}"));
         let pg: Postgres = serde_json::from_value(json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"},
@@ -714,9 +719,11 @@ async fn the_approvals_policy_lets_only_its_group_approve() {
         // Other edits of its own CR still go through.
         let (ok, printed) = kubectl_as(&as_tenant, &["-n", &ns, "annotate", "--overwrite", "postgres", "db", "team/owner=payments"]);
         assert!(ok, "{printed}");
-        // A member of the group approves.
+        // A member of the group approves, and so does a cluster administrator.
         let (ok, printed) = kubectl_as(&admin, &["-n", &ns, "annotate", "--overwrite", "postgres", "db", "integreatly.org/adopt=approved",
-            "--as=platform-lead", "--as-group=system:masters", "--as-group=cloud-resource-approvers"]);
+            "--as=platform-lead", "--as-group=cloud-resource-approvers"]);
+        assert!(ok, "{printed}");
+        let (ok, printed) = kubectl_as(&admin, &["-n", &ns, "annotate", "--overwrite", "postgres", "db", "integreatly.org/adopt=by-admin"]);
         assert!(ok, "{printed}");
 
         let _ = bindings.delete(&name, &DeleteParams::default()).await;

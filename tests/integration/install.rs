@@ -143,6 +143,10 @@ patches:
     patch: '[{{"op": "replace", "path": "/metadata/name", "value": "{operator_ns}"}}]'
   - target: {{kind: ClusterRoleBinding, name: cloud-resource-operator}}
     patch: '[{{"op": "replace", "path": "/metadata/name", "value": "{operator_ns}"}}]'
+  - target: {{kind: ValidatingAdmissionPolicy, name: cloud-resource-operator-approvals}}
+    patch: '[{{"op": "replace", "path": "/metadata/name", "value": "{operator_ns}-approvals"}}]'
+  - target: {{kind: ValidatingAdmissionPolicyBinding, name: cloud-resource-operator-approvals}}
+    patch: '[{{"op": "replace", "path": "/metadata/name", "value": "{operator_ns}-approvals"}}, {{"op": "replace", "path": "/spec/policyName", "value": "{operator_ns}-approvals"}}]'
   - target: {{kind: Deployment, name: cloud-resource-operator}}
     patch: |-
       - {{op: replace, path: /spec/replicas, value: 1}}
@@ -175,9 +179,16 @@ patches:
 
     // Whatever happened: what it made goes, but not the CRDs other tests use.
     let logs = operator_logs(&env, &operator_ns);
-    for kind in ["clusterrolebinding", "clusterrole"] {
+    let approvals = format!("{operator_ns}-approvals");
+    let cluster_scoped = [
+        ("clusterrolebinding", operator_ns.as_str()),
+        ("clusterrole", &operator_ns),
+        ("validatingadmissionpolicybinding", &approvals),
+        ("validatingadmissionpolicy", &approvals),
+    ];
+    for (kind, name) in cluster_scoped {
         let _ = Command::new(&env.kubectl)
-            .args(["delete", kind, &operator_ns, "--ignore-not-found"])
+            .args(["delete", kind, name, "--ignore-not-found"])
             .env("KUBECONFIG", &env.kubeconfig)
             .output();
     }
