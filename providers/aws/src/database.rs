@@ -368,9 +368,7 @@ pub async fn act<D: Database>(
     report.recheck_after = Some(RECHECK);
     report.outcome = match plan {
         Plan::Create => {
-            let created = create.await;
-            listing.wrote(id);
-            if created? == Created::Already {
+            if listing.writing(id, create).await? == Created::Already {
                 made_for_it::<D>(svc, req).await?;
             }
             Outcome::InProgress(format!("creating {what} {id}"))
@@ -386,16 +384,12 @@ pub async fn act<D: Database>(
         Plan::Converge(Drift { tags, changes }) => {
             let have = have.unwrap_or_default();
             if !tags.is_empty() {
-                let tagged = svc.add_tags(have.arn(), &tags).await;
-                listing.wrote(id);
-                tagged?;
+                listing.writing(id, svc.add_tags(have.arn(), &tags)).await?;
             }
             let to_request = !changes.apply.is_empty();
             let settled = settle(changes.clone());
             if to_request {
-                let modified = svc.modify(id, want, changes).await;
-                listing.wrote(id);
-                modified?;
+                listing.writing(id, svc.modify(id, want, changes)).await?;
             }
             // A pass over the usable resource used the window, whether or
             // not anything differed: the Go operator clears it after every

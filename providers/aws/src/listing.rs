@@ -76,9 +76,18 @@ impl<T: Clone> Listing<T> {
         Ok(taken.and_then(|t| t.items.get(id).cloned()))
     }
 
+    /// Sends `write`, a call that changes `id`, and notes it whatever the
+    /// answer (a lost answer may still have acted): every write to a
+    /// listed resource goes through here.
+    pub async fn writing<R>(&self, id: &str, write: impl Future<Output = R>) -> R {
+        let answer = write.await;
+        self.wrote(id);
+        answer
+    }
+
     /// Says the operator just wrote to `id` (answered or not): listings
     /// taken until now no longer say how it is.
-    pub fn wrote(&self, id: &str) {
+    fn wrote(&self, id: &str) {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         written.insert(id.to_string(), Instant::now());
     }

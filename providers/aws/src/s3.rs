@@ -108,7 +108,9 @@ async fn create(
 ) -> Result<(), ProviderError> {
     let bucket = req.identifier.as_str();
     let tags = crate::tags::s3_tags(&req.creation_tags())?;
-    let mut sent = send_create(s3, bucket, region, Some(tags)).await;
+    let mut sent = buckets
+        .writing(bucket, send_create(s3, bucket, region, Some(tags)))
+        .await;
     // Tags on CreateBucket need s3:TagResource beside s3:CreateBucket; an
     // identity granted only the older list still gets its bucket, tagged
     // by the set-up.
@@ -117,9 +119,10 @@ async fn create(
             bucket,
             "s3:CreateBucket with tags was refused; creating it untagged and tagging it after: grant s3:TagResource (docs/operations.md, AWS permissions) so no bucket is ever untagged"
         );
-        sent = send_create(s3, bucket, region, None).await;
+        sent = buckets
+            .writing(bucket, send_create(s3, bucket, region, None))
+            .await;
     }
-    buckets.wrote(bucket);
     if created(sent, "s3:CreateBucket", bucket)? == Created::Already {
         // This account's bucket: ours when untagged (the retry of a create
         // whose answer was lost) or tagged for this CR.
@@ -411,9 +414,10 @@ pub async fn reconcile(
     match decide(observe((c, cache), req).await?.as_ref(), req, made_here) {
         Plan::Tag(missing) => {
             if !missing.is_empty() {
-                let tagged = s3.add_tags(bucket, &missing).await;
-                cache.buckets.wrote(bucket);
-                tagged?;
+                cache
+                    .buckets
+                    .writing(bucket, s3.add_tags(bucket, &missing))
+                    .await?;
             }
             // Public access and encryption are looked at too (a restart's
             // first look trusts them, as it trusts the keys), and put back.
@@ -423,16 +427,12 @@ pub async fn reconcile(
             };
             if !lost.is_empty() {
                 warn!(bucket, lost = %lost.join(", "), "the bucket lost settings outside the operator; setting them again");
-                let done = set_up(s3, req).await;
-                cache.buckets.wrote(bucket);
-                done?;
+                cache.buckets.writing(bucket, set_up(s3, req)).await?;
             }
         }
         Plan::Create => create((s3, &cache.buckets), req, region).await?,
         Plan::SetUp => {
-            let done = set_up(s3, req).await;
-            cache.buckets.wrote(bucket);
-            done?;
+            cache.buckets.writing(bucket, set_up(s3, req)).await?;
         }
         Plan::Fail(why) => return Ok(provisioned(Outcome::Failed(why))),
         Plan::Unadopted(adoption) => {

@@ -13,7 +13,7 @@
 
 use cro_provider_api::ProviderError;
 
-use crate::errors::Answer;
+use crate::{errors::Answer, listing::Listing};
 
 /// An RDS pending maintenance action of one instance.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,9 +75,9 @@ pub fn elasticache_due(actions: &[UpdateAction], wanted: &[String]) -> (Vec<Stri
 }
 
 /// Applies the RDS actions due for the instance `arn`; what was applied.
-pub async fn apply_rds(
-    rds: &aws_sdk_rds::Client,
-    arn: &str,
+pub async fn apply_rds<L: Clone>(
+    (rds, listing): (&aws_sdk_rds::Client, &Listing<L>),
+    (id, arn): (&str, &str),
     times: &[String],
 ) -> Result<Vec<String>, ProviderError> {
     if times.is_empty() {
@@ -101,21 +101,21 @@ pub async fn apply_rds(
         .collect();
     let due = rds_due(&actions, times)?;
     for action in &due {
-        rds.apply_pending_maintenance_action()
+        let apply = rds
+            .apply_pending_maintenance_action()
             .resource_identifier(arn)
             .apply_action(action)
             .opt_in_type("immediate")
-            .send()
-            .await
-            .named("rds:ApplyPendingMaintenanceAction", arn)?;
+            .send();
+        (listing.writing(id, apply).await).named("rds:ApplyPendingMaintenanceAction", arn)?;
     }
     Ok(due)
 }
 
 /// Applies the ElastiCache updates due for the group `id`; what was
 /// applied.
-pub async fn apply_elasticache(
-    ec: &aws_sdk_elasticache::Client,
+pub async fn apply_elasticache<L: Clone>(
+    (ec, listing): (&aws_sdk_elasticache::Client, &Listing<L>),
     id: &str,
     wanted: &[String],
 ) -> Result<Vec<String>, ProviderError> {
@@ -146,13 +146,13 @@ pub async fn apply_elasticache(
         .collect();
     let (due, critical) = elasticache_due(&actions, wanted);
     for name in &due {
-        let out = ec
+        let apply = ec
             .batch_apply_update_action()
             .replication_group_ids(id)
             .service_update_name(name)
-            .send()
-            .await
-            .named("elasticache:BatchApplyUpdateAction", id)?;
+            .send();
+        let out =
+            (listing.writing(id, apply).await).named("elasticache:BatchApplyUpdateAction", id)?;
         if let Some(unprocessed) = out.unprocessed_update_actions().first() {
             return Err(ProviderError::transient(format!(
                 "elasticache:BatchApplyUpdateAction {id}: service update {name} not processed: {}",
@@ -161,12 +161,12 @@ pub async fn apply_elasticache(
         }
     }
     if critical {
-        ec.modify_replication_group()
+        let modify = ec
+            .modify_replication_group()
             .replication_group_id(id)
             .apply_immediately(true)
-            .send()
-            .await
-            .named("elasticache:ModifyReplicationGroup", id)?;
+            .send();
+        (listing.writing(id, modify).await).named("elasticache:ModifyReplicationGroup", id)?;
     }
     Ok(due)
 }

@@ -407,9 +407,9 @@ pub async fn reconcile(
     // the Go operator applies them (applySpecifiedSecurityUpdates).
     if matches!(report.outcome, cro_provider_api::Outcome::Ready(_)) {
         let (ec, id) = (&c.elasticache, req.identifier.as_str());
-        let applied = service_updates::apply_elasticache(ec, id, &tier.service_updates).await?;
+        let at = (ec, &cache.groups);
+        let applied = service_updates::apply_elasticache(at, id, &tier.service_updates).await?;
         if !applied.is_empty() {
-            cache.groups.wrote(id);
             report.outcome = cro_provider_api::Outcome::InProgress(format!(
                 "applying ElastiCache service updates {} to {id} (serviceUpdates)",
                 applied.join(", ")

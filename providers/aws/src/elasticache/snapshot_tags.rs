@@ -112,8 +112,10 @@ pub async fn ensure(
         let value = if missing.is_empty() {
             0
         } else {
-            listing.wrote(id);
-            match tag(&c.elasticache, &snapshot, &missing).await {
+            match listing
+                .writing(id, tag(&c.elasticache, &snapshot, &missing))
+                .await
+            {
                 Ok(value) => value,
                 Err(e) => {
                     tracing::warn!(resource = id, snapshot = %snapshot.name, error = %e, "tagging an ElastiCache snapshot");

@@ -278,15 +278,14 @@ pub async fn ensure_user(
     let mut plan = decide_user(live.as_ref(), req, user, (policy_name, policy));
     if plan == UserPlan::Create {
         let all: Vec<(String, String)> = req.creation_tags().into_iter().collect();
-        let sent = iam
+        let create = iam
             .create_user()
             .user_name(user)
             .path(&placed.path)
             .set_permissions_boundary(placed.permissions_boundary.clone())
             .set_tags(Some(crate::tags::iam_tags(&all)?))
-            .send()
-            .await;
-        cache.users.wrote(user);
+            .send();
+        let sent = cache.users.writing(user, create).await;
         plan = match created(sent, "iam:CreateUser", user)? {
             Created::Now => UserPlan::Converge {
                 tags: Vec::new(),
@@ -306,20 +305,17 @@ pub async fn ensure_user(
         UserPlan::Create => (Vec::new(), true),
     };
     if !tags.is_empty() {
-        let tagged = crate::tags::Tagging::add_tags(iam, user, &tags).await;
-        cache.users.wrote(user);
-        tagged?;
+        let tag = crate::tags::Tagging::add_tags(iam, user, &tags);
+        cache.users.writing(user, tag).await?;
     }
     if put_policy {
-        let sent = iam
+        let put = iam
             .put_user_policy()
             .user_name(user)
             .policy_name(policy_name)
             .policy_document(policy.to_string())
-            .send()
-            .await;
-        cache.users.wrote(user);
-        sent.named("iam:PutUserPolicy", user)?;
+            .send();
+        (cache.users.writing(user, put).await).named("iam:PutUserPolicy", user)?;
     }
     Ok(existed)
 }

@@ -576,9 +576,12 @@ pub async fn reconcile(
     // is usable; the window stays open until a pass applies none, as the
     // Go operator keeps it (ReconcilePostgres).
     if matches!(report.outcome, Outcome::Ready(_)) && req.options.maintenance_window {
-        let applied = service_updates::apply_rds(&c.rds, &arn, &tier.service_updates).await?;
+        let (at, id) = (
+            (&c.rds, &cache.instances),
+            (req.identifier.as_str(), arn.as_str()),
+        );
+        let applied = service_updates::apply_rds(at, id, &tier.service_updates).await?;
         if !applied.is_empty() {
-            cache.instances.wrote(&req.identifier);
             report.maintenance_window_used = false;
             report.outcome = Outcome::InProgress(format!(
                 "applying RDS pending maintenance actions {} to {} (serviceUpdates)",
@@ -874,17 +877,15 @@ async fn set_password(
     why: &str,
 ) -> Result<Provisioned, ProviderError> {
     let id = req.identifier.as_str();
-    let sent = c
+    let modify = c
         .rds
         .modify_db_instance()
         .db_instance_identifier(id)
         // Applied as soon as possible without ApplyImmediately, which
         // would also pull forward every modification queued for the window.
         .master_user_password(&creds["password"])
-        .send()
-        .await;
-    cache.instances.wrote(id);
-    sent.named("rds:ModifyDBInstance", id)?;
+        .send();
+    (cache.instances.writing(id, modify).await).named("rds:ModifyDBInstance", id)?;
     let mut unmarked = creds.clone();
     unmarked.remove(PASSWORD_PENDING);
     store
