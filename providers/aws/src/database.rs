@@ -1,5 +1,6 @@
 //! What Postgres on RDS and Redis on ElastiCache share, written once over
-//! one small trait per service, [`Database`]:
+//! one small trait per service, [`Database`] (which `service/databases.rs`
+//! makes the provider's `Service`):
 //! - observe: [`observe`], batched through the service's [`Listing`] for
 //!   rechecks, one describe otherwise;
 //! - decide: [`decide`], pure: vanished, someone else's, the service's
@@ -7,8 +8,8 @@
 //! - act: [`act`] runs the plan: the service's own create and modify
 //!   calls, tags, and what the CR reports; [`delete`] runs every
 //!   deletion around the service's own calls;
-//! - plan: [`plan`] shows what [`decide`] says a reconcile would do
-//!   ([`shown`], pure).
+//! - plan: [`shown`] (pure) shows what [`decide`] says a reconcile would
+//!   do.
 
 use std::{collections::BTreeMap, future::Future};
 
@@ -18,14 +19,14 @@ use cro_provider_api::{
 };
 
 use crate::{
-    RECHECK,
+    At, InAccount, RECHECK,
     clients::Clients,
     credentials::CredentialsStore,
     errors::{Created, not_yet_visible, taken},
     listing::Listing,
     plan::{self, Gate, Settled, Split, settle, split, vanished},
     snapshots::{self, Snapshots},
-    strategy::{Tier, TypedSection, parse_section},
+    strategy::{Tier, TypedSection},
 };
 
 /// The live resource, as far as the shared steps need it.
@@ -63,9 +64,11 @@ pub enum State {
 }
 
 /// What tells one database service from another in the shared steps.
-pub struct Service {
+pub struct ServiceInfo {
     /// The report's `provider`: "aws-rds".
     pub provider: &'static str,
+    /// The rules its resources' identifiers follow.
+    pub rules: IdentifierRules,
     /// For messages: "RDS instance".
     pub what: &'static str,
     /// The resource's AWS API name, for plan lines: "DBInstance".
@@ -140,10 +143,21 @@ pub trait Database: Snapshots + Sized {
     /// The tier's sections for this service's create and delete calls.
     type Create: CreateSection;
     type Delete: DeleteSection;
-    const SERVICE: Service;
+    const SERVICE: ServiceInfo;
 
     /// This service's client among the account's clients.
     fn client(c: &Clients) -> &Self;
+    /// Its resources as the account's last listing holds them.
+    fn listing(a: &InAccount) -> &Listing<Self::Live>;
+    /// A reconcile's act: what the service does around [`act`] (its
+    /// credentials, network, health and maintenance), and what the CR
+    /// reports.
+    async fn act(
+        at: &At<'_>,
+        req: (&ResourceRequest, &Tier),
+        create: &Self::Create,
+        observed: (Option<Self::Live>, Plan),
+    ) -> Result<Provisioned, ProviderError>;
     /// What the tier's createStrategy (and the request) ask for, with the
     /// Go operator's defaults where it sets nothing (pure).
     fn desired(req: &ResourceRequest, create: &Self::Create) -> Self::Desired;
@@ -177,23 +191,6 @@ pub struct Removal<'a, L, S> {
     pub strategy: &'a S,
     /// The final snapshot to leave; `None`: the tier skips it.
     pub final_snapshot: Option<String>,
-}
-
-/// The identifier the tier names for the resource, when the CR records
-/// none: the deleteStrategy's when deleting, else the createStrategy's (the
-/// Go operator's order, buildRDSDeleteConfig). A platform that pinned one
-/// in a tier keeps finding its resource under it.
-pub fn named_by_tier<D: Database>(
-    tier: &Tier,
-    deleting: bool,
-) -> Result<Option<String>, ProviderError> {
-    let create = parse_section::<D::Create>(&tier.create)?;
-    let create = create.identifier().map(str::to_string);
-    if !deleting {
-        return Ok(create);
-    }
-    let delete = parse_section::<D::Delete>(&tier.delete)?;
-    Ok(delete.identifier().map(str::to_string).or(create))
 }
 
 /// The resource under `req.identifier`, if it exists. A recheck reads it
@@ -310,44 +307,6 @@ pub fn shown<D: Database>(
                 .collect()
         }
     }
-}
-
-/// What a reconcile starts from: the tier's createStrategy and what it
-/// asks for, the resource as observed, and the plan decided for it.
-pub struct Observation<D: Database> {
-    /// The tier's createStrategy.
-    pub strategy: D::Create,
-    pub want: D::Desired,
-    pub have: Option<D::Live>,
-    pub plan: Plan,
-}
-
-/// Reads the tier and the resource, and decides.
-pub async fn observe_and_decide<D: Database>(
-    at: (&Clients, &Listing<D::Live>),
-    req: &ResourceRequest,
-    tier: &Tier,
-) -> Result<Observation<D>, ProviderError> {
-    let strategy = parse_section::<D::Create>(&tier.create)?;
-    let want = D::desired(req, &strategy);
-    let have = observe::<D>(at, req).await?;
-    let plan = decide::<D>(have.as_ref(), &want, req);
-    Ok(Observation {
-        strategy,
-        want,
-        have,
-        plan,
-    })
-}
-
-/// Every change a reconcile would make (for `plan`), from read-only calls.
-pub async fn plan<D: Database>(
-    at: (&Clients, &Listing<D::Live>),
-    req: &ResourceRequest,
-    tier: &Tier,
-) -> Result<Vec<Change>, ProviderError> {
-    let observed = observe_and_decide::<D>(at, req, tier).await?;
-    Ok(shown::<D>(&observed.plan, observed.have.as_ref(), req))
 }
 
 /// Runs `plan` against `have` and says what the CR reports: `create` (the
@@ -471,9 +430,8 @@ pub async fn delete<D: Database>(
     store: &dyn CredentialsStore,
     c: &Clients,
     req: &ResourceRequest,
-    tier: &Tier,
+    strategy: &D::Delete,
 ) -> Result<Deletion, ProviderError> {
-    let strategy = parse_section::<D::Delete>(&tier.delete)?;
     let final_snapshot = match strategy.final_snapshot() {
         Some(named) => D::SERVICE.snapshot_rules.conform(named),
         None => snapshots::final_id(req, D::SERVICE.snapshot_rules),
@@ -501,7 +459,7 @@ pub async fn delete<D: Database>(
             let removal = Removal {
                 id,
                 live,
-                strategy: &strategy,
+                strategy,
                 final_snapshot,
             };
             svc.remove(removal).await
@@ -513,5 +471,8 @@ pub async fn delete<D: Database>(
 #[cfg(test)]
 pub fn desired<D: Database>(req: &ResourceRequest, tier: serde_json::Value) -> D::Desired {
     let map = tier.as_object().cloned().unwrap_or_default();
-    D::desired(req, &parse_section(&map).unwrap_or_else(|e| panic!("{e}")))
+    D::desired(
+        req,
+        &crate::strategy::parse_section(&map).unwrap_or_else(|e| panic!("{e}")),
+    )
 }

@@ -5,14 +5,16 @@
 //! is made here, above both: `iam_user` only talks to IAM, `cco` only
 //! reads and deletes what CCO made.
 
+use std::collections::BTreeMap;
+
 use cro_provider_api::{Change, ProviderError, ResourceRequest};
 use serde_json::Value;
 
 use crate::{
     cco,
     clients::Clients,
-    credentials::CredentialsStore,
-    iam_user::{self, Keys, Stored},
+    credentials::{AccessKey, CredentialsStore},
+    iam_user::{self, Keys, Stored, User, UserPlan},
     sdk::IamUsers,
 };
 
@@ -27,48 +29,111 @@ pub struct KeySource<'a> {
     pub users: &'a iam_user::AccountCache,
 }
 
-/// The key of the CR's user `user`, whose one inline policy is `policy`:
-/// ours, kept in the Secret `secret_name` (the user and key made when
-/// missing), or the one CCO minted through CredentialsRequest
-/// `cco_request`.
-pub async fn user_keys(
+/// The CR's user `user`, whose one inline policy is `policy_name`, and
+/// the Secret `secret_name` that keeps its key; or the Cloud Credential
+/// Operator's CredentialsRequest `cco_request`.
+pub struct UserSecrets<'a> {
+    pub user: &'a str,
+    pub policy_name: &'a str,
+    pub secret_name: &'a str,
+    pub cco_request: &'a str,
+}
+
+/// Whose key the CR hands out, as observed.
+pub enum Observed {
+    /// The key CCO minted for a resource taken over from the Go operator
+    /// (no Secret of ours), used as it is.
+    Minted(AccessKey),
+    /// Ours: what the Secret holds, and the user as IAM shows it.
+    Ours {
+        stored: Option<BTreeMap<String, String>>,
+        user: Option<User>,
+    },
+}
+
+pub async fn observe(
     k: &KeySource<'_>,
     c: &Clients,
     req: &ResourceRequest,
-    (user, policy_name, policy): (&str, &str, &Value),
-    (secret_name, cco_request): (&str, &str),
-) -> Result<Keys, ProviderError> {
-    let ours = k.store.read(req, secret_name).await?;
-    if ours.is_none()
-        && let Some(key) = cco::read(k.store, req, cco_request).await?
+    u: &UserSecrets<'_>,
+) -> Result<Observed, ProviderError> {
+    let stored = k.store.read(req, u.secret_name).await?;
+    if stored.is_none()
+        && let Some(key) = cco::read(k.store, req, u.cco_request).await?
     {
-        return Ok(Keys::minted(key));
+        return Ok(Observed::Minted(key));
     }
-    let existed =
-        iam_user::ensure_user((c, k.users), k.iam_users, req, user, policy_name, policy).await?;
-    let stored = Stored::new(ours.unwrap_or_default());
-    let user_secret = (user, secret_name);
+    let user = iam_user::observe_user((c, k.users), req, u.user, u.policy_name).await?;
+    Ok(Observed::Ours { stored, user })
+}
+
+/// What the user needs (pure); `None`: the minted key is used, the user
+/// left alone.
+pub fn decide(
+    req: &ResourceRequest,
+    u: &UserSecrets<'_>,
+    policy: &Value,
+    live: &Observed,
+) -> Option<UserPlan> {
+    match live {
+        Observed::Minted(_) => None,
+        Observed::Ours { user, .. } => Some(iam_user::decide_user(
+            user.as_ref(),
+            req,
+            u.user,
+            (u.policy_name, policy),
+        )),
+    }
+}
+
+/// Every change [`act`] would make to the user (pure): none where the
+/// Cloud Credential Operator's key is used.
+pub fn shown(u: &UserSecrets<'_>, live: &Observed, plan: Option<&UserPlan>) -> Vec<Change> {
+    match (live, plan) {
+        (Observed::Ours { user, .. }, Some(plan)) => {
+            iam_user::shown_user(plan, user.as_ref(), u.policy_name)
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The key to hand out: the minted one, or, once `plan` is carried out on
+/// the user, ours (made when missing, rotated when due).
+pub async fn act(
+    k: &KeySource<'_>,
+    c: &Clients,
+    req: &ResourceRequest,
+    (u, policy): (&UserSecrets<'_>, &Value),
+    (live, plan): (Observed, Option<UserPlan>),
+) -> Result<Keys, ProviderError> {
+    let (stored, user) = match live {
+        Observed::Minted(key) => return Ok(Keys::minted(key)),
+        Observed::Ours { stored, user } => (stored, user),
+    };
+    // [`decide`] gives `None` only for a minted key.
+    let plan = plan.unwrap_or_else(|| {
+        iam_user::decide_user(user.as_ref(), req, u.user, (u.policy_name, policy))
+    });
+    let (names, found) = ((u.user, u.policy_name, policy), user.is_some());
+    let existed = iam_user::act_user((c, k.users), k.iam_users, req, names, (found, plan)).await?;
+    let stored = Stored::new(stored.unwrap_or_default());
+    let user_secret = (u.user, u.secret_name);
     // The clock is read here, once: what follows decides from it.
     let now = iam_user::unix_now();
     let looked = (stored, existed);
     iam_user::ensure_access_key(k.store, &c.iam, req, user_secret, looked, now).await
 }
 
-/// Every change [`user_keys`] would make to the user, from read-only
-/// calls: none where the Cloud Credential Operator's key is used.
-pub async fn plan_user(
+/// The key of the CR's user: [`observe`], [`decide`], [`act`].
+pub async fn user_keys(
     k: &KeySource<'_>,
     c: &Clients,
     req: &ResourceRequest,
-    (user, policy_name, policy): (&str, &str, &Value),
-    (secret_name, cco_request): (&str, &str),
-) -> Result<Vec<Change>, ProviderError> {
-    if k.store.read(req, secret_name).await?.is_none()
-        && cco::read(k.store, req, cco_request).await?.is_some()
-    {
-        return Ok(Vec::new());
-    }
-    iam_user::plan_user((c, k.users), req, user, (policy_name, policy)).await
+    (u, policy): (&UserSecrets<'_>, &Value),
+) -> Result<Keys, ProviderError> {
+    let live = observe(k, c, req, u).await?;
+    let plan = decide(req, u, policy, &live);
+    act(k, c, req, (u, policy), (live, plan)).await
 }
 
 /// Deletes the CR's user `user` (if it is the CR's) and its credentials:

@@ -13,7 +13,6 @@ mod database;
 mod elasticache;
 mod errors;
 mod iam_user;
-mod identity;
 mod keys;
 mod listing;
 mod lost_creates;
@@ -24,6 +23,7 @@ mod plan;
 mod rds;
 mod s3;
 mod sdk;
+mod service;
 mod service_updates;
 mod smtp;
 pub mod smtp_password;
@@ -34,16 +34,14 @@ mod versions;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use aws_sdk_elasticache::Client as ElastiCache;
-use aws_sdk_rds::Client as Rds;
 use calls::Calls;
 use clients::Clients;
 use cro_provider_api::{
-    Change, Deletion, IdentifierRules, Provider, ProviderError, Provisioned, ResourceKind,
-    ResourceRequest, SnapshotRequest, Snapshotted,
+    Change, Deletion, Provider, ProviderError, Provisioned, ResourceKind, ResourceRequest,
+    SnapshotRequest, Snapshotted,
 };
-use database::Database;
 use serde_json::Value;
+use service::{DatabaseService, Kind};
 use tokio::sync::Mutex;
 
 pub use budget::Budget;
@@ -65,10 +63,20 @@ pub struct AwsProvider {
     configs: Mutex<HashMap<Account, Arc<InAccount>>>,
 }
 
+/// What a service's steps work with: one account's clients and what each
+/// service last saw there, and the provider's settings.
+pub(crate) struct At<'a> {
+    pub c: &'a Clients,
+    pub account: &'a InAccount,
+    pub store: &'a dyn cro_provider_api::CredentialsStore,
+    pub keys: keys::KeySource<'a>,
+    pub vpc: &'a VpcHint,
+}
+
 /// One account and region: its clients and what each service last saw
 /// there. Composed here, above the services, so each service sees only
 /// the clients and its own listings.
-struct InAccount {
+pub(crate) struct InAccount {
     clients: Clients,
     rds: rds::AccountCache,
     elasticache: elasticache::AccountCache,
@@ -151,6 +159,17 @@ impl AwsProvider {
         }
     }
 
+    /// What the services' steps work with in `a`.
+    fn at<'a>(&'a self, a: &'a InAccount) -> At<'a> {
+        At {
+            c: &a.clients,
+            account: a,
+            store: self.credentials.as_ref(),
+            keys: self.keys(a),
+            vpc: &self.settings.vpc,
+        }
+    }
+
     /// A request's tier and the clients its calls go through.
     async fn tier_clients(
         &self,
@@ -162,32 +181,24 @@ impl AwsProvider {
     }
 }
 
+static POSTGRES: DatabaseService<aws_sdk_rds::Client> = DatabaseService::NEW;
+static REDIS: DatabaseService<aws_sdk_elasticache::Client> = DatabaseService::NEW;
+
+/// The service each resource kind is provisioned as.
+fn service(kind: ResourceKind) -> &'static dyn Kind {
+    match kind {
+        ResourceKind::Postgres => &POSTGRES,
+        ResourceKind::Redis => &REDIS,
+        ResourceKind::BlobStorage => &s3::Bucket,
+        ResourceKind::Smtp => &smtp::Ses,
+    }
+}
+
 /// Checks a tier's strategy for `kind` without calling AWS: every section
 /// key and field name and type. Reconcile runs it first, and
 /// `cloud-resource-operator validate` runs it offline.
 pub fn validate_strategy(kind: ResourceKind, strategy: &Value) -> Result<(), ProviderError> {
-    use strategy::parse_section;
-    let tier = strategy::parse(strategy)?;
-    match kind {
-        ResourceKind::Postgres => {
-            parse_section::<rds::CreateStrategy>(&tier.create)?;
-            parse_section::<rds::DeleteStrategy>(&tier.delete)?;
-        }
-        ResourceKind::Redis => {
-            parse_section::<elasticache::CreateStrategy>(&tier.create)?;
-            parse_section::<elasticache::DeleteStrategy>(&tier.delete)?;
-        }
-        // The bucket is created with fixed, safe settings; of the Go
-        // operator's createStrategy only the pinned Bucket is read.
-        ResourceKind::BlobStorage => {
-            s3::pinned_bucket(&tier)?;
-            parse_section::<s3::DeleteStrategy>(&tier.delete)?;
-        }
-        ResourceKind::Smtp => {
-            parse_section::<smtp::CreateStrategy>(&tier.create)?;
-        }
-    }
-    Ok(())
+    service(kind).validate(&strategy::parse(strategy)?)
 }
 
 /// Checks a tier of the `_network` key (its `createStrategy.CidrBlock`)
@@ -196,108 +207,20 @@ pub fn validate_network_strategy(strategy: &Value) -> Result<(), ProviderError> 
     network::requested_block(Some(strategy)).map(|_| ())
 }
 
-/// The identifier rules of the resource `kind` is provisioned as.
-fn rules(kind: ResourceKind) -> IdentifierRules {
-    match kind {
-        ResourceKind::Postgres => IdentifierRules::RdsInstance,
-        ResourceKind::Redis => IdentifierRules::ElastiCacheReplicationGroup,
-        // The bucket's IAM user has the same name; a valid bucket name is a
-        // valid user name.
-        ResourceKind::BlobStorage => IdentifierRules::S3Bucket,
-        ResourceKind::Smtp => IdentifierRules::IamUser,
-    }
-}
-
-/// The identifiers this CR's own request gives, conformed to AWS's rules:
-/// the one its tier pins (`DBInstanceIdentifier`, `ReplicationGroupId`, as
-/// the Go operator used them), else the default for its namespace and name
-/// (`default`, computed by the operator).
-fn own_identifiers(
-    kind: ResourceKind,
-    default: &str,
-    tier: &strategy::Tier,
-    deleting: bool,
-) -> Result<(String, Option<String>), ProviderError> {
-    let pinned = match kind {
-        ResourceKind::Postgres => database::named_by_tier::<Rds>(tier, deleting)?,
-        ResourceKind::Redis => database::named_by_tier::<ElastiCache>(tier, deleting)?,
-        ResourceKind::BlobStorage => s3::pinned_bucket(tier)?,
-        ResourceKind::Smtp => None,
-    };
-    let rules = rules(kind);
-    Ok((rules.conform(default), pinned.map(|p| rules.conform(&p))))
-}
-
-/// The request with the identifier it may act on. The CR's
-/// `resourceIdentifier` annotation (`recorded_identifier`) is written by
-/// the operator but can be written by anyone who may edit the CR, so it is
-/// accepted only when it is one of the CR's own identifiers; another would
-/// let a CR reset, rotate, snapshot or delete a resource that is not its
-/// own. A delete ignores such an annotation (it removes only what is the
-/// CR's own), so the CR can still go.
-fn claimed(
-    req: &ResourceRequest,
-    tier: &strategy::Tier,
-    deleting: bool,
-) -> Result<ResourceRequest, ProviderError> {
-    let (default, pinned) = own_identifiers(req.kind, &req.identifier, tier, deleting)?;
-    let separate = identity::own_separate(req);
-    let mut req = req.clone();
-    let own = pinned.clone().unwrap_or_else(|| default.clone());
-    match req
-        .recorded_identifier
-        .as_deref()
-        .map(|r| rules(req.kind).conform(r))
-    {
-        None => req.identifier = own,
-        Some(r) if r == default || r == separate || Some(&r) == pinned.as_ref() => {
-            req.identifier = r
-        }
-        Some(_) if deleting => {
-            req.recorded_identifier = None;
-            req.identifier = own;
-        }
-        Some(r) => return Err(foreign_annotation(&r, &own)),
-    }
-    Ok(req)
-}
-
-/// [`claimed`], then, for a CR that recorded no identifier and whose tier
-/// pins none, its separate identifier when the shared one is another
-/// CR's (see `identity`).
-async fn resolved(
-    c: &Clients,
-    req: &ResourceRequest,
-    tier: &strategy::Tier,
-    deleting: bool,
-) -> Result<ResourceRequest, ProviderError> {
-    let (_, pinned) = own_identifiers(req.kind, &req.identifier, tier, deleting)?;
-    let mut req = claimed(req, tier, deleting)?;
-    if req.recorded_identifier.is_none()
-        && pinned.is_none()
-        && let Some(own) = identity::separate(c, &req).await?
-    {
-        req.identifier = own;
-    }
-    Ok(req)
-}
-
-fn foreign_annotation(recorded: &str, own: &str) -> ProviderError {
-    ProviderError::permanent(format!(
-        "annotation resourceIdentifier {recorded:?} is not this resource's identifier ({own:?}): the operator records it, and a resource may not name another one; remove the annotation (the operator records {own:?} again)"
-    ))
-}
-
 /// The request with identifiers AWS accepts, for the resource's own
-/// identifier only (see [`claimed`]).
+/// identifier only (see [`service::identity::claimed`]).
 fn conformed_snapshot(req: &SnapshotRequest) -> Result<SnapshotRequest, ProviderError> {
-    let snapshot_rules = match req.kind {
-        ResourceKind::Redis => IdentifierRules::ElastiCacheSnapshot,
-        _ => IdentifierRules::RdsSnapshot,
+    let kind = service(req.kind);
+    let Some(snapshot_rules) = kind.snapshot_rules() else {
+        return Err(ProviderError::permanent(format!(
+            "a {:?} has no snapshots",
+            req.kind
+        )));
     };
     let tier = strategy::parse(&req.strategy).unwrap_or_default();
-    let (default, pinned) =
-        own_identifiers(req.kind, &req.resource_default_identifier, &tier, false)?;
+    let rules = kind.rules();
+    let default = rules.conform(&req.resource_default_identifier);
+    let pinned = kind.pinned(&tier, false)?;
     let identifier = snapshot_rules.conform(&req.identifier);
     // None recorded: only a snapshot already taken can be found.
     let Some(recorded) = &req.resource_identifier else {
@@ -306,10 +229,10 @@ fn conformed_snapshot(req: &SnapshotRequest) -> Result<SnapshotRequest, Provider
             ..req.clone()
         });
     };
-    let resource = rules(req.kind).conform(recorded);
-    let separate = rules(req.kind).conform(&req.resource_separate_identifier);
+    let resource = rules.conform(recorded);
+    let separate = rules.conform(&req.resource_separate_identifier);
     if resource != default && resource != separate && Some(&resource) != pinned.as_ref() {
-        return Err(foreign_annotation(
+        return Err(service::identity::foreign_annotation(
             &resource,
             pinned.as_ref().unwrap_or(&default),
         ));
@@ -332,85 +255,26 @@ impl Provider for AwsProvider {
     }
 
     async fn reconcile(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
-        validate_strategy(req.kind, &req.strategy)?;
-        let (tier, a) = self.tier_clients(&req.strategy).await?;
-        let c = &a.clients;
-        let req = &resolved(c, req, &tier, false).await?;
-        let (store, hint) = (self.credentials.as_ref(), &self.settings.vpc);
-        let mut provisioned = match req.kind {
-            ResourceKind::Postgres => rds::reconcile(store, (c, &a.rds), hint, req, &tier).await,
-            ResourceKind::BlobStorage => s3::reconcile(&self.keys(&a), (c, &a.s3), req).await,
-            ResourceKind::Redis => {
-                elasticache::reconcile(store, (c, &a.elasticache), hint, req, &tier).await
-            }
-            ResourceKind::Smtp => smtp::reconcile(&self.keys(&a), c, req, &tier).await,
-        }?;
-        provisioned.conditions.extend(c.refused.condition());
-        Ok(provisioned)
+        let tier = strategy::parse(&req.strategy)?;
+        service(req.kind).reconcile(self, req, &tier).await
     }
 
     async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError> {
-        let (tier, a) = self.tier_clients(&req.strategy).await?;
-        let c = &a.clients;
-        let req = &resolved(c, req, &tier, true).await?;
-        let deleted = match req.kind {
-            ResourceKind::Postgres => {
-                database::delete::<Rds>(self.credentials.as_ref(), c, req, &tier).await?
-            }
-            ResourceKind::Redis => {
-                database::delete::<ElastiCache>(self.credentials.as_ref(), c, req, &tier).await?
-            }
-            ResourceKind::BlobStorage => {
-                return s3::delete(&self.keys(&a), &c.s3, &c.iam, req, &tier).await;
-            }
-            ResourceKind::Smtp => return smtp::delete(&self.keys(&a), &c.iam, req).await,
-        };
-        if deleted == Deletion::Done {
-            c.watched.forget(&req.identifier);
-            network::released(c, req, &self.settings.vpc).await?;
-        }
-        Ok(deleted)
+        let tier = strategy::parse(&req.strategy)?;
+        service(req.kind).delete(self, req, &tier).await
     }
 
     async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
-        validate_strategy(req.kind, &req.strategy)?;
-        let (tier, a) = self.tier_clients(&req.strategy).await?;
-        let c = &a.clients;
-        let req = &resolved(c, req, &tier, false).await?;
-        match req.kind {
-            ResourceKind::Postgres => {
-                database::plan::<Rds>((c, &a.rds.instances), req, &tier).await
-            }
-            ResourceKind::Redis => {
-                database::plan::<ElastiCache>((c, &a.elasticache.groups), req, &tier).await
-            }
-            ResourceKind::BlobStorage => s3::plan((c, &a.s3), req).await,
-            ResourceKind::Smtp => smtp::plan(&self.keys(&a), c, req, &tier).await,
-        }
+        let tier = strategy::parse(&req.strategy)?;
+        service(req.kind).plan(self, req, &tier).await
     }
 
     async fn cloud_state(&self, req: &ResourceRequest) -> Result<Option<String>, ProviderError> {
-        validate_strategy(req.kind, &req.strategy)?;
         let (tier, a) = self.tier_clients(&req.strategy).await?;
-        let c = &a.clients;
-        let req = &resolved(c, req, &tier, false).await?;
-        let id = req.identifier.as_str();
-        let state = match req.kind {
-            ResourceKind::Postgres => database::state::<Rds>(c, id).await?,
-            ResourceKind::Redis => database::state::<ElastiCache>(c, id).await?,
-            ResourceKind::BlobStorage => match s3::describe(&c.s3, id).await? {
-                Some(_) => format!("S3 bucket {id} exists in {}", c.region),
-                None => format!("S3 bucket {id} does not exist in {}", c.region),
-            },
-            ResourceKind::Smtp => {
-                let user = smtp::user_name(id);
-                match iam_user::user_exists(&c.iam, &user).await? {
-                    true => format!("IAM user {user} (SES, {}) exists", c.region),
-                    false => format!("IAM user {user} does not exist"),
-                }
-            }
-        };
-        Ok(Some(state))
+        let (kind, c) = (service(req.kind), &a.clients);
+        let pinned = kind.pinned(&tier, false)?;
+        let req = service::identity::resolved(kind, c, req, pinned, false).await?;
+        Ok(Some(kind.cloud_state(c, &req.identifier).await?))
     }
 
     async fn cloud_metrics(&self, period: Duration) -> Vec<cro_provider_api::CloudSample> {
@@ -432,43 +296,29 @@ impl Provider for AwsProvider {
         let req = &conformed_snapshot(req)?;
         // Snapshots live where their resource does: its tier's region.
         let (_, a) = self.tier_clients(&req.strategy).await?;
-        let c = &a.clients;
+        let (kind, c) = (service(req.kind), &a.clients);
         // Whose the resource is, by its tags, before anything is taken.
         let source = match &req.resource_identifier {
-            Some(id) => Some((id.as_str(), identity::tags_of(c, req.kind, id).await?)),
+            Some(id) => Some((id.as_str(), kind.tags_of(c, id).await?)),
             None => None,
         };
-        match req.kind {
-            ResourceKind::Redis => {
-                let what = ElastiCache::SERVICE.what;
-                snapshots::take(&c.elasticache, what, req, source).await
-            }
-            ResourceKind::Postgres => snapshots::take(&c.rds, Rds::SERVICE.what, req, source).await,
-            kind @ (ResourceKind::BlobStorage | ResourceKind::Smtp) => Err(
-                ProviderError::permanent(format!("a {kind:?} has no snapshots")),
-            ),
-        }
+        kind.take_snapshot(c, req, source).await
     }
 
     async fn delete_snapshot(&self, req: &SnapshotRequest) -> Result<Deletion, ProviderError> {
+        let kind = service(req.kind);
+        let Some(snapshot_rules) = kind.snapshot_rules() else {
+            return Ok(Deletion::Done);
+        };
         // A snapshot is deleted by its own identifier; which resource it
         // was of does not matter.
-        let snapshot_rules = match req.kind {
-            ResourceKind::Redis => IdentifierRules::ElastiCacheSnapshot,
-            _ => IdentifierRules::RdsSnapshot,
-        };
         let req = &SnapshotRequest {
             identifier: snapshot_rules.conform(&req.identifier),
             ..req.clone()
         };
         let tier = strategy::parse(&req.strategy).unwrap_or_default();
         let a = self.in_account(&tier).await?;
-        let c = &a.clients;
-        match req.kind {
-            ResourceKind::Redis => snapshots::remove(&c.elasticache, req).await,
-            ResourceKind::Postgres => snapshots::remove(&c.rds, req).await,
-            ResourceKind::BlobStorage | ResourceKind::Smtp => Ok(Deletion::Done),
-        }
+        kind.remove_snapshot(&a.clients, req).await
     }
 }
 
@@ -476,6 +326,20 @@ impl Provider for AwsProvider {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The identifier `req` may act on under `tier`.
+    fn claimed(
+        req: &ResourceRequest,
+        tier: &strategy::Tier,
+        deleting: bool,
+    ) -> Result<ResourceRequest, ProviderError> {
+        let kind = service(req.kind);
+        service::identity::claimed(kind, req, kind.pinned(tier, deleting)?, deleting)
+    }
+
+    fn own_separate(req: &ResourceRequest) -> String {
+        service::identity::own_separate(service(req.kind), req)
+    }
 
     fn error(kind: ResourceKind, strategy: Value) -> String {
         validate_strategy(kind, &strategy)
@@ -595,13 +459,13 @@ mod tests {
                 "{kind:?}: {e}"
             );
             // Its separate identifier is its own; another CR's is not.
-            req.recorded_identifier = Some(identity::own_separate(&req));
+            req.recorded_identifier = Some(own_separate(&req));
             assert!(claimed(&req, &tier, false).is_ok(), "{kind:?}");
             let other = ResourceRequest {
                 name: "other".into(),
                 ..req.clone()
             };
-            req.recorded_identifier = Some(identity::own_separate(&other));
+            req.recorded_identifier = Some(own_separate(&other));
             assert!(claimed(&req, &tier, false).is_err(), "{kind:?}");
             let mut snap = SnapshotRequest {
                 kind,
@@ -616,6 +480,14 @@ mod tests {
                 strategy: json!({}),
                 tags: Default::default(),
             };
+            if service(kind).snapshot_rules().is_none() {
+                let e = conformed_snapshot(&snap).err().map(|e| e.to_string());
+                assert!(
+                    e.unwrap_or_default().contains("has no snapshots"),
+                    "{kind:?}"
+                );
+                continue;
+            }
             assert!(conformed_snapshot(&snap).is_err(), "{kind:?}");
             snap.resource_identifier = Some(snap.resource_default_identifier.clone());
             assert!(conformed_snapshot(&snap).is_ok(), "{kind:?}");

@@ -17,19 +17,20 @@ use aws_sdk_s3::{
     },
 };
 use cro_provider_api::{
-    Adoption, Change, ConnectionDetails, Deletion, Outcome, ProviderError, Provisioned,
-    ResourceRequest, Timing,
+    Adoption, Change, ConnectionDetails, Deletion, IdentifierRules, Outcome, ProviderError,
+    Provisioned, ResourceRequest, Timing,
 };
 use serde_json::Value;
 use tracing::warn;
 
 use crate::{
-    RECHECK, cco,
+    At, RECHECK, cco,
     clients::Clients,
     errors::{Answer, Created, created, not_yet_visible, taken},
     iam_user,
     keys::{self, KeySource},
     plan::{self, vanished},
+    service::{Sections, Service, Tags},
     strategy::{Tier, TypedSection, parse_section},
     tags::Tagging,
 };
@@ -49,11 +50,17 @@ impl TypedSection for DeleteStrategy {
     const API: &'static str = "the blob storage delete strategy";
 }
 
+/// createStrategy as the operator reads it: only the bucket a tier pins.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CreateStrategy {
+    pub bucket: Option<String>,
+}
+
 /// createStrategy.Bucket: the bucket a tier pins, as the Go operator's
 /// `buildS3BucketConfig` (provider_blobstorage.go) used it instead of the
 /// computed name. The bucket is created with fixed, safe settings, so the
 /// rest of the Go operator's CreateBucketInput is accepted and ignored.
-pub fn pinned_bucket(tier: &Tier) -> Result<Option<String>, ProviderError> {
+fn pinned_bucket(tier: &Tier) -> Result<Option<String>, ProviderError> {
     let given = |exact: bool| {
         tier.create.iter().find(|(k, v)| {
             !v.is_null()
@@ -342,25 +349,6 @@ pub async fn describe(
     })
 }
 
-/// Every change `reconcile` would make, from read-only calls.
-pub async fn plan(
-    (c, cache): (&Clients, &AccountCache),
-    req: &ResourceRequest,
-) -> Result<Vec<Change>, ProviderError> {
-    let bucket = req.identifier.as_str();
-    let tags = observe((c, cache), req).await?;
-    let plan = decide(
-        tags.as_ref(),
-        req,
-        cache.buckets.written_since(bucket, None),
-    );
-    let lost = match plan {
-        Plan::Tag(_) => observe_settings(&c.s3, bucket).await?,
-        _ => Vec::new(),
-    };
-    Ok(shown(&plan, tags.as_ref(), &lost, req))
-}
-
 /// What `plan` shows for `plan` (pure), `lost`: the settings a bucket of
 /// this cluster no longer has.
 fn shown(
@@ -398,11 +386,114 @@ fn shown(
     }
 }
 
-pub async fn reconcile(
-    k: &KeySource<'_>,
-    (c, cache): (&Clients, &AccountCache),
-    req: &ResourceRequest,
-) -> Result<Provisioned, ProviderError> {
+/// The bucket as observed: its tags (`None`: no such bucket), and whether
+/// this process created (or tried to create) it.
+pub struct Observed {
+    tags: Option<BTreeMap<String, String>>,
+    made_here: bool,
+}
+
+/// BlobStorage as the provider's [`Service`]: the bucket, then its IAM
+/// user's key.
+pub struct Bucket;
+
+#[async_trait::async_trait]
+impl Service for Bucket {
+    type Create = CreateStrategy;
+    type Delete = DeleteStrategy;
+    type Live = Observed;
+    type Plan = Plan;
+    /// The bucket's IAM user has the same name; a valid bucket name is a
+    /// valid user name.
+    const RULES: IdentifierRules = IdentifierRules::S3Bucket;
+
+    /// Of the Go operator's createStrategy only the pinned Bucket is read.
+    fn sections(
+        &self,
+        tier: &Tier,
+    ) -> Result<Sections<CreateStrategy, DeleteStrategy>, ProviderError> {
+        Ok(Sections {
+            create: CreateStrategy {
+                bucket: pinned_bucket(tier)?,
+            },
+            delete: parse_section(&tier.delete)?,
+        })
+    }
+
+    fn pinned(&self, s: &Sections<CreateStrategy, DeleteStrategy>, _: bool) -> Option<String> {
+        s.create.bucket.clone()
+    }
+
+    async fn tags_of(&self, c: &Clients, id: &str) -> Result<Option<Tags>, ProviderError> {
+        describe(&c.s3, id).await
+    }
+
+    async fn cloud_state(&self, c: &Clients, id: &str) -> Result<String, ProviderError> {
+        Ok(match describe(&c.s3, id).await? {
+            Some(_) => format!("S3 bucket {id} exists in {}", c.region),
+            None => format!("S3 bucket {id} does not exist in {}", c.region),
+        })
+    }
+
+    async fn observe(
+        &self,
+        at: &At<'_>,
+        req: &ResourceRequest,
+        _: &Sections<CreateStrategy, DeleteStrategy>,
+    ) -> Result<Observed, ProviderError> {
+        let cache = &at.account.s3;
+        Ok(Observed {
+            made_here: cache.buckets.written_since(&req.identifier, None),
+            tags: observe((at.c, cache), req).await?,
+        })
+    }
+
+    fn decide(
+        &self,
+        req: &ResourceRequest,
+        _: &Sections<CreateStrategy, DeleteStrategy>,
+        live: &Observed,
+    ) -> Plan {
+        decide(live.tags.as_ref(), req, live.made_here)
+    }
+
+    /// A bucket of this cluster is also read for the settings it lost.
+    async fn shown(
+        &self,
+        at: &At<'_>,
+        req: &ResourceRequest,
+        (live, plan): (&Observed, &Plan),
+    ) -> Result<Vec<Change>, ProviderError> {
+        let lost = match plan {
+            Plan::Tag(_) => observe_settings(&at.c.s3, &req.identifier).await?,
+            _ => Vec::new(),
+        };
+        Ok(shown(plan, live.tags.as_ref(), &lost, req))
+    }
+
+    async fn act(
+        &self,
+        at: &At<'_>,
+        (req, _): (&ResourceRequest, &Tier),
+        _: &Sections<CreateStrategy, DeleteStrategy>,
+        (_, plan): (Observed, Plan),
+    ) -> Result<Provisioned, ProviderError> {
+        act(at, req, plan).await
+    }
+
+    async fn remove(
+        &self,
+        at: &At<'_>,
+        req: &ResourceRequest,
+        s: &Sections<CreateStrategy, DeleteStrategy>,
+    ) -> Result<Deletion, ProviderError> {
+        delete(&at.keys, at.c, req, &s.delete).await
+    }
+}
+
+/// Carries out `plan` for the bucket, then its user's key.
+async fn act(at: &At<'_>, req: &ResourceRequest, plan: Plan) -> Result<Provisioned, ProviderError> {
+    let (k, c, cache) = (&at.keys, at.c, &at.account.s3);
     let (s3, region) = (&c.s3, c.region.as_str());
     let bucket = req.identifier.as_str();
     let provisioned = |outcome| Provisioned {
@@ -410,8 +501,7 @@ pub async fn reconcile(
         recheck_after: Some(RECHECK),
         ..Provisioned::new(PROVIDER, outcome)
     };
-    let made_here = cache.buckets.written_since(bucket, None);
-    match decide(observe((c, cache), req).await?.as_ref(), req, made_here) {
+    match plan {
         Plan::Tag(missing) => {
             if !missing.is_empty() {
                 cache
@@ -476,24 +566,22 @@ async fn access_key(
     bucket: &str,
 ) -> Result<iam_user::Keys, ProviderError> {
     let policy = iam_user::bucket_policy(bucket);
-    keys::user_keys(
-        k,
-        c,
-        req,
-        (bucket, POLICY_NAME, &policy),
-        (&credentials_secret(&req.name), &cco::s3_request(bucket)),
-    )
-    .await
+    let u = keys::UserSecrets {
+        user: bucket,
+        policy_name: POLICY_NAME,
+        secret_name: &credentials_secret(&req.name),
+        cco_request: &cco::s3_request(bucket),
+    };
+    keys::user_keys(k, c, req, (&u, &policy)).await
 }
 
-pub async fn delete(
+async fn delete(
     k: &KeySource<'_>,
-    s3: &Client,
-    iam: &aws_sdk_iam::Client,
+    c: &Clients,
     req: &ResourceRequest,
-    tier: &Tier,
+    strategy: &DeleteStrategy,
 ) -> Result<Deletion, ProviderError> {
-    let strategy = parse_section::<DeleteStrategy>(&tier.delete)?;
+    let (s3, iam) = (&c.s3, &c.iam);
     let force = strategy.force_bucket_deletion.unwrap_or(false);
     let bucket = req.identifier.as_str();
     if let Some(tags) = describe(s3, bucket).await?

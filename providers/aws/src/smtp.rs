@@ -12,11 +12,12 @@ use cro_provider_api::{
 };
 
 use crate::{
-    RECHECK, cco,
+    At, RECHECK, cco,
     clients::Clients,
     errors::Answer,
-    iam_user,
-    keys::{self, KeySource},
+    iam_user::{self, UserPlan},
+    keys,
+    service::{Sections, Service, Tags},
     smtp_password::smtp_password,
     strategy::{Tier, TypedSection, parse_section},
 };
@@ -97,77 +98,156 @@ pub fn smtp_host(region: &str) -> String {
     format!("email-smtp.{region}.amazonaws.com")
 }
 
-pub async fn reconcile(
-    k: &KeySource<'_>,
-    c: &Clients,
-    req: &ResourceRequest,
-    tier: &Tier,
-) -> Result<Provisioned, ProviderError> {
-    let strategy = parse_section::<CreateStrategy>(&tier.create)?;
-    let region = c.region.as_str();
-    let user = &user_name(&req.identifier);
-    let mut conditions = Vec::new();
-    let identity = strategy.email_identity;
-    if let Some(identity) = &identity {
-        conditions.push(identity_condition(&c.ses, identity).await?);
+/// What an SMTPCredentialSet's reconcile sees: the region, the sending
+/// identity's verification (when the tier names one), and the key.
+pub struct Observed {
+    region: String,
+    identity: Option<Condition>,
+    keys: keys::Observed,
+}
+
+/// The CR's IAM user and where its key is kept.
+struct Names {
+    user: String,
+    secret: String,
+    cco_request: String,
+}
+
+impl Names {
+    fn of(req: &ResourceRequest) -> Self {
+        Names {
+            user: user_name(&req.identifier),
+            secret: credentials_secret(&req.name),
+            cco_request: cco::ses_request(&req.identifier),
+        }
     }
-    // Taken over from the Go operator: its CCO-minted key stays; the
-    // password is derived from it with AWS's current (SigV4) algorithm.
-    let policy = iam_user::ses_send_policy(identity.as_deref(), region);
-    let keys = keys::user_keys(
-        k,
-        c,
-        req,
-        (user, POLICY_NAME, &policy),
-        (
-            &credentials_secret(&req.name),
-            &cco::ses_request(&req.identifier),
-        ),
-    )
-    .await?;
-    let key = &keys.key;
-    let details = ConnectionDetails(BTreeMap::from([
-        ("username".into(), key.id.clone()),
-        ("password".into(), smtp_password(&key.secret, region)),
-        ("host".into(), smtp_host(region)),
-        ("port".into(), "587".into()),
-        ("tls".into(), "true".into()),
-    ]));
-    Ok(keys.report(Provisioned {
-        identifier: Some(req.identifier.clone()),
-        recheck_after: Some(RECHECK),
-        conditions,
-        ..Provisioned::new(PROVIDER, Outcome::Ready(details))
-    }))
+
+    fn secrets(&self) -> keys::UserSecrets<'_> {
+        keys::UserSecrets {
+            user: &self.user,
+            policy_name: POLICY_NAME,
+            secret_name: &self.secret,
+            cco_request: &self.cco_request,
+        }
+    }
 }
 
-/// Every change `reconcile` would make, from read-only calls.
-pub async fn plan(
-    k: &KeySource<'_>,
-    c: &Clients,
-    req: &ResourceRequest,
-    tier: &Tier,
-) -> Result<Vec<Change>, ProviderError> {
-    let strategy = parse_section::<CreateStrategy>(&tier.create)?;
-    let policy = iam_user::ses_send_policy(strategy.email_identity.as_deref(), &c.region);
-    let user = &user_name(&req.identifier);
-    let credentials = (
-        credentials_secret(&req.name),
-        cco::ses_request(&req.identifier),
-    );
-    let secrets = (credentials.0.as_str(), credentials.1.as_str());
-    keys::plan_user(k, c, req, (user, POLICY_NAME, &policy), secrets).await
-}
+/// SMTPCredentialSet as the provider's [`Service`]: an IAM user that may
+/// only send through SES, and its key as SMTP credentials.
+pub struct Ses;
 
-pub async fn delete(
-    k: &KeySource<'_>,
-    iam: &aws_sdk_iam::Client,
-    req: &ResourceRequest,
-) -> Result<Deletion, ProviderError> {
-    let credentials: (&str, &str) = (
-        &credentials_secret(&req.name),
-        &cco::ses_request(&req.identifier),
-    );
-    keys::delete_user_and_keys(k, iam, req, &user_name(&req.identifier), credentials).await?;
-    Ok(Deletion::Done)
+#[async_trait::async_trait]
+impl Service for Ses {
+    type Create = CreateStrategy;
+    /// The Go operator's SMTP strategy has no deleteStrategy.
+    type Delete = ();
+    type Live = Observed;
+    type Plan = Option<UserPlan>;
+    const RULES: IdentifierRules = IdentifierRules::IamUser;
+
+    fn sections(&self, tier: &Tier) -> Result<Sections<CreateStrategy, ()>, ProviderError> {
+        Ok(Sections {
+            create: parse_section(&tier.create)?,
+            delete: (),
+        })
+    }
+
+    fn pinned(&self, _: &Sections<CreateStrategy, ()>, _: bool) -> Option<String> {
+        None
+    }
+
+    async fn tags_of(&self, c: &Clients, id: &str) -> Result<Option<Tags>, ProviderError> {
+        iam_user::user_tags(&c.iam, &user_name(id)).await
+    }
+
+    async fn cloud_state(&self, c: &Clients, id: &str) -> Result<String, ProviderError> {
+        let user = user_name(id);
+        Ok(match iam_user::user_exists(&c.iam, &user).await? {
+            true => format!("IAM user {user} (SES, {}) exists", c.region),
+            false => format!("IAM user {user} does not exist"),
+        })
+    }
+
+    async fn observe(
+        &self,
+        at: &At<'_>,
+        req: &ResourceRequest,
+        s: &Sections<CreateStrategy, ()>,
+    ) -> Result<Observed, ProviderError> {
+        let identity = match &s.create.email_identity {
+            Some(identity) => Some(identity_condition(&at.c.ses, identity).await?),
+            None => None,
+        };
+        let names = Names::of(req);
+        Ok(Observed {
+            region: at.c.region.clone(),
+            identity,
+            keys: keys::observe(&at.keys, at.c, req, &names.secrets()).await?,
+        })
+    }
+
+    fn decide(
+        &self,
+        req: &ResourceRequest,
+        s: &Sections<CreateStrategy, ()>,
+        live: &Observed,
+    ) -> Option<UserPlan> {
+        let policy = iam_user::ses_send_policy(s.create.email_identity.as_deref(), &live.region);
+        keys::decide(req, &Names::of(req).secrets(), &policy, &live.keys)
+    }
+
+    async fn shown(
+        &self,
+        _: &At<'_>,
+        req: &ResourceRequest,
+        (live, plan): (&Observed, &Option<UserPlan>),
+    ) -> Result<Vec<Change>, ProviderError> {
+        Ok(keys::shown(
+            &Names::of(req).secrets(),
+            &live.keys,
+            plan.as_ref(),
+        ))
+    }
+
+    /// Taken over from the Go operator: its CCO-minted key stays; the
+    /// password is derived from it with AWS's current (SigV4) algorithm.
+    async fn act(
+        &self,
+        at: &At<'_>,
+        (req, _): (&ResourceRequest, &Tier),
+        s: &Sections<CreateStrategy, ()>,
+        (live, plan): (Observed, Option<UserPlan>),
+    ) -> Result<Provisioned, ProviderError> {
+        let region = live.region.as_str();
+        let policy = iam_user::ses_send_policy(s.create.email_identity.as_deref(), region);
+        let names = Names::of(req);
+        let u = (&names.secrets(), &policy);
+        let keys = keys::act(&at.keys, at.c, req, u, (live.keys, plan)).await?;
+        let key = &keys.key;
+        let details = ConnectionDetails(BTreeMap::from([
+            ("username".into(), key.id.clone()),
+            ("password".into(), smtp_password(&key.secret, region)),
+            ("host".into(), smtp_host(region)),
+            ("port".into(), "587".into()),
+            ("tls".into(), "true".into()),
+        ]));
+        Ok(keys.report(Provisioned {
+            identifier: Some(req.identifier.clone()),
+            recheck_after: Some(RECHECK),
+            conditions: live.identity.into_iter().collect(),
+            ..Provisioned::new(PROVIDER, Outcome::Ready(details))
+        }))
+    }
+
+    async fn remove(
+        &self,
+        at: &At<'_>,
+        req: &ResourceRequest,
+        _: &Sections<CreateStrategy, ()>,
+    ) -> Result<Deletion, ProviderError> {
+        let names = Names::of(req);
+        let credentials = (names.secret.as_str(), names.cco_request.as_str());
+        keys::delete_user_and_keys(&at.keys, &at.c.iam, req, &names.user, credentials).await?;
+        Ok(Deletion::Done)
+    }
 }

@@ -31,10 +31,11 @@ use cro_provider_api::{
 };
 
 use crate::{
+    At,
     clients::Clients,
     cloud_metrics::Target,
     credentials::{self, CredentialsStore},
-    database::{self, Database, Observation, Plan, Removal, Service, State},
+    database::{self, Database, Plan, Removal, ServiceInfo, State},
     errors::{Answer, Created, created},
     listing::Listing,
     maintenance,
@@ -159,8 +160,9 @@ fn change(
 
 #[async_trait::async_trait]
 impl Database for Client {
-    const SERVICE: Service = Service {
+    const SERVICE: ServiceInfo = ServiceInfo {
         provider: PROVIDER,
+        rules: IdentifierRules::ElastiCacheReplicationGroup,
         what: "ElastiCache replication group",
         api_name: "ReplicationGroup",
         snapshot_rules: IdentifierRules::ElastiCacheSnapshot,
@@ -173,6 +175,90 @@ impl Database for Client {
 
     fn client(c: &Clients) -> &Self {
         &c.elasticache
+    }
+
+    fn listing(a: &crate::InAccount) -> &Listing<Group> {
+        &a.elasticache.groups
+    }
+
+    /// A reconcile of the group, observed and decided: the node type offered
+    /// where it runs, its AUTH token, then the create or the tier's changes,
+    /// its health, its snapshots' tags and the tier's service updates.
+    async fn act(
+        at: &At<'_>,
+        (req, tier): (&ResourceRequest, &Tier),
+        strategy: &CreateStrategy,
+        (have, plan): (Option<Group>, Plan),
+    ) -> Result<Provisioned, ProviderError> {
+        let (store, c, cache, hint) = (at.store, at.c, &at.account.elasticache, at.vpc);
+        let want = Client::desired(req, strategy);
+        let zones = have.as_ref().map(|g| g.zones.clone()).unwrap_or_default();
+        let plan = offering::checked(c, plan, &want.node_type, &zones).await?;
+        let token = auth_token(store, req, strategy, have.as_ref(), &plan).await?;
+        // As the Go operator's gauges show it (`exposeRedisMetrics`).
+        let mut health = database::health(have.as_ref(), &HEALTHY);
+        if let Some(group) = &have {
+            let nodes = group.members.clone();
+            c.watched.watch(&req.identifier, Target::Group { nodes });
+            let (listing, within) = (&cache.maintenance, req.options.observed_within);
+            let list = || maintenance::list_elasticache(&c.elasticache);
+            health.maintenance = maintenance::pending(listing, &req.identifier, within, list).await;
+            let first_node = group.members.first().map_or("", String::as_str);
+            // Only a group that is this CR's: another's (or one awaiting
+            // adoption) keeps its snapshots' tags as they are.
+            let ours = crate::plan::ours(req, &group.tags);
+            let recheck = within
+                .filter(|_| ours)
+                .map(|_| req.options.recheck_interval);
+            health.snapshots_not_found = snapshot_tags::ensure(
+                (c, &cache.snapshots),
+                &req.identifier,
+                first_node,
+                &req.creation_tags(),
+                recheck,
+            )
+            .await;
+        } else {
+            // Gone (deleted outside the operator): no more CloudWatch reads.
+            c.watched.forget(&req.identifier);
+        }
+        let create = create(c, hint, req, strategy, &want, token.clone());
+        let ready = |have: &Group| {
+            let (host, port) = have.primary.clone().unwrap_or_default();
+            let mut details =
+                BTreeMap::from([("uri".into(), host), ("port".into(), port.to_string())]);
+            if have.transit_encryption {
+                details.insert("tls".into(), "true".into());
+            }
+            if let Some(token) = token.filter(|_| have.auth_token) {
+                details.insert("password".into(), token);
+            }
+            ConnectionDetails(details)
+        };
+        // The engine version as its nodes run it (what status.version shows),
+        // else what the tier asked for at create.
+        let version = (have.as_ref().map(|h| h.node.engine_version.clone()))
+            .filter(|v| !v.is_empty())
+            .or(strategy.engine_version.clone());
+        let at = (c, &cache.groups);
+        let mut report =
+            database::act::<Client>(at, req, (have, plan), &want, create, ready).await?;
+        report.version = version;
+        report.health = Some(health);
+        // The tier's serviceUpdates, on every pass over the usable group, as
+        // the Go operator applies them (applySpecifiedSecurityUpdates).
+        if matches!(report.outcome, cro_provider_api::Outcome::Ready(_)) {
+            let (ec, id) = (&c.elasticache, req.identifier.as_str());
+            let at = (ec, &cache.groups);
+            let applied = service_updates::apply_elasticache(at, id, &tier.service_updates).await?;
+            if !applied.is_empty() {
+                report.outcome = cro_provider_api::Outcome::InProgress(format!(
+                    "applying ElastiCache service updates {} to {id} (serviceUpdates)",
+                    applied.join(", ")
+                ));
+            }
+        }
+        Ok(report)
     }
 
     /// `spec.size` wins over the tier's CacheNodeType.
@@ -337,86 +423,6 @@ impl Database for Client {
         let what = Self::SERVICE.what;
         Ok(Deletion::InProgress(format!("deleting {what} {}", r.id)))
     }
-}
-
-pub async fn reconcile(
-    store: &dyn CredentialsStore,
-    (c, cache): (&Clients, &AccountCache),
-    hint: &VpcHint,
-    req: &ResourceRequest,
-    tier: &Tier,
-) -> Result<Provisioned, ProviderError> {
-    let Observation {
-        strategy,
-        want,
-        have,
-        plan,
-    } = database::observe_and_decide::<Client>((c, &cache.groups), req, tier).await?;
-    let zones = have.as_ref().map(|g| g.zones.clone()).unwrap_or_default();
-    let plan = offering::checked(c, plan, &want.node_type, &zones).await?;
-    let token = auth_token(store, req, &strategy, have.as_ref(), &plan).await?;
-    // As the Go operator's gauges show it (`exposeRedisMetrics`).
-    let mut health = database::health(have.as_ref(), &HEALTHY);
-    if let Some(group) = &have {
-        let nodes = group.members.clone();
-        c.watched.watch(&req.identifier, Target::Group { nodes });
-        let (listing, within) = (&cache.maintenance, req.options.observed_within);
-        let list = || maintenance::list_elasticache(&c.elasticache);
-        health.maintenance = maintenance::pending(listing, &req.identifier, within, list).await;
-        let first_node = group.members.first().map_or("", String::as_str);
-        // Only a group that is this CR's: another's (or one awaiting
-        // adoption) keeps its snapshots' tags as they are.
-        let ours = crate::plan::ours(req, &group.tags);
-        let recheck = within
-            .filter(|_| ours)
-            .map(|_| req.options.recheck_interval);
-        health.snapshots_not_found = snapshot_tags::ensure(
-            (c, &cache.snapshots),
-            &req.identifier,
-            first_node,
-            &req.creation_tags(),
-            recheck,
-        )
-        .await;
-    } else {
-        // Gone (deleted outside the operator): no more CloudWatch reads.
-        c.watched.forget(&req.identifier);
-    }
-    let create = create(c, hint, req, &strategy, &want, token.clone());
-    let ready = |have: &Group| {
-        let (host, port) = have.primary.clone().unwrap_or_default();
-        let mut details = BTreeMap::from([("uri".into(), host), ("port".into(), port.to_string())]);
-        if have.transit_encryption {
-            details.insert("tls".into(), "true".into());
-        }
-        if let Some(token) = token.filter(|_| have.auth_token) {
-            details.insert("password".into(), token);
-        }
-        ConnectionDetails(details)
-    };
-    // The engine version as its nodes run it (what status.version shows),
-    // else what the tier asked for at create.
-    let version = (have.as_ref().map(|h| h.node.engine_version.clone()))
-        .filter(|v| !v.is_empty())
-        .or(strategy.engine_version.clone());
-    let at = (c, &cache.groups);
-    let mut report = database::act::<Client>(at, req, (have, plan), &want, create, ready).await?;
-    report.version = version;
-    report.health = Some(health);
-    // The tier's serviceUpdates, on every pass over the usable group, as
-    // the Go operator applies them (applySpecifiedSecurityUpdates).
-    if matches!(report.outcome, cro_provider_api::Outcome::Ready(_)) {
-        let (ec, id) = (&c.elasticache, req.identifier.as_str());
-        let at = (ec, &cache.groups);
-        let applied = service_updates::apply_elasticache(at, id, &tier.service_updates).await?;
-        if !applied.is_empty() {
-            report.outcome = cro_provider_api::Outcome::InProgress(format!(
-                "applying ElastiCache service updates {} to {id} (serviceUpdates)",
-                applied.join(", ")
-            ));
-        }
-    }
-    Ok(report)
 }
 
 /// Replication group statuses in which the group serves clients, as the

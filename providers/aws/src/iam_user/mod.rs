@@ -170,7 +170,7 @@ pub struct AccountCache {
 
 /// The user `user`: from the account's listing on a recheck, else read on
 /// its own.
-async fn observe_user(
+pub async fn observe_user(
     (c, cache): (&Clients, &AccountCache),
     req: &ResourceRequest,
     user: &str,
@@ -250,32 +250,17 @@ pub fn shown_user(plan: &UserPlan, live: Option<&User>, policy_name: &str) -> Ve
     }
 }
 
-/// Every change [`ensure_user`] would make, from read-only calls.
-pub async fn plan_user(
-    (c, cache): (&Clients, &AccountCache),
-    req: &ResourceRequest,
-    user: &str,
-    (policy_name, policy): (&str, &Value),
-) -> Result<Vec<Change>, ProviderError> {
-    let live = observe_user((c, cache), req, user, policy_name).await?;
-    let plan = decide_user(live.as_ref(), req, user, (policy_name, policy));
-    Ok(shown_user(&plan, live.as_ref(), policy_name))
-}
-
-/// The user exists, tagged, with exactly `policy` as its inline policy
-/// (as [`decide_user`] says); whether it existed already.
-pub async fn ensure_user(
+/// Carries out `plan`, what [`decide_user`] said of the user (`existed`:
+/// whether it was found): it exists, tagged, with exactly `policy` as its
+/// inline policy; whether it existed already.
+pub async fn act_user(
     (c, cache): (&Clients, &AccountCache),
     placed: &crate::IamUsers,
     req: &ResourceRequest,
-    user: &str,
-    policy_name: &str,
-    policy: &Value,
+    (user, policy_name, policy): (&str, &str, &Value),
+    (mut existed, mut plan): (bool, UserPlan),
 ) -> Result<bool, ProviderError> {
     let iam = &c.iam;
-    let live = observe_user((c, cache), req, user, policy_name).await?;
-    let mut existed = live.is_some();
-    let mut plan = decide_user(live.as_ref(), req, user, (policy_name, policy));
     if plan == UserPlan::Create {
         let all: Vec<(String, String)> = req.creation_tags().into_iter().collect();
         let create = iam

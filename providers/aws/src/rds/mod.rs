@@ -27,10 +27,11 @@ use cro_provider_api::{
 };
 
 use crate::{
+    At,
     clients::Clients,
     cloud_metrics::Target,
     credentials::{self, CredentialsStore},
-    database::{self, Database, Observation, Plan, Removal, Service, State},
+    database::{self, Database, Plan, Removal, ServiceInfo, State},
     errors::{Answer, Created, created},
     listing::Listing,
     maintenance,
@@ -376,8 +377,9 @@ async fn describe_all(svc: &Client) -> Result<BTreeMap<String, Instance>, Provid
 
 #[async_trait::async_trait]
 impl Database for Client {
-    const SERVICE: Service = Service {
+    const SERVICE: ServiceInfo = ServiceInfo {
         provider: PROVIDER,
+        rules: IdentifierRules::RdsInstance,
         what: "RDS instance",
         api_name: "DBInstance",
         snapshot_rules: IdentifierRules::RdsSnapshot,
@@ -390,6 +392,81 @@ impl Database for Client {
 
     fn client(c: &Clients) -> &Self {
         &c.rds
+    }
+
+    fn listing(a: &crate::InAccount) -> &Listing<Instance> {
+        &a.rds.instances
+    }
+
+    /// A reconcile of the instance, observed and decided: its credentials
+    /// Secret first, then the create or the tier's changes, its network, its
+    /// health and the tier's maintenance.
+    async fn act(
+        at: &At<'_>,
+        (req, tier): (&ResourceRequest, &Tier),
+        strategy: &CreateStrategy,
+        (have, plan): (Option<Instance>, Plan),
+    ) -> Result<Provisioned, ProviderError> {
+        let (store, c, cache, hint) = (at.store, at.c, &at.account.rds, at.vpc);
+        let defaults: [(&str, credentials::Generator); 2] = [
+            ("user", || "postgres".to_string()),
+            ("password", credentials::random_password),
+        ];
+        let creds =
+            credentials::ensure(store, req, &credentials_secret(&req.name), &defaults).await?;
+        let creds = rotate_password(store, req, creds).await?;
+        let want = Client::desired(req, strategy);
+        let version = have.as_ref().map(|h| h.engine_version.clone());
+        let mut health = health(have.as_ref());
+        if let Some(have) = &have {
+            c.watched.watch(&req.identifier, Target::Instance);
+            health.max_memory_bytes = class_memory(c, cache, &have.settings.class).await;
+            let within = req.options.observed_within;
+            let list = || maintenance::list_rds(&c.rds);
+            health.maintenance =
+                maintenance::pending(&cache.maintenance, &have.arn, within, list).await;
+        } else {
+            // Gone (deleted outside the operator): no more CloudWatch reads.
+            c.watched.forget(&req.identifier);
+        }
+        if let (Plan::Converge(_), Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
+            return set_password(store, (c, cache), req, &creds, why).await;
+        }
+        if moves_port(&plan) {
+            // The database network's security group admits the new port
+            // before the instance moves to it (a tier placing it keeps its own).
+            let places_itself =
+                strategy.subnet_group.is_some() || strategy.security_groups.is_some();
+            network::placement(c, req, hint, Engine::Postgres, want.port, places_itself).await?;
+        }
+        let arn = have.as_ref().map(|h| h.arn.clone()).unwrap_or_default();
+        let create = create(store, (c, hint), req, strategy, &want, &creds);
+        let ready = |have: &Instance| details(have, &want, &creds);
+        let at = (c, &cache.instances);
+        let mut report =
+            database::act::<Client>(at, req, (have, plan), &want, create, ready).await?;
+        report.version = version;
+        report.health = Some(health);
+        report.rotated = creds.get(ROTATION).cloned();
+        // The tier's serviceUpdates, under the window only, once the instance
+        // is usable; the window stays open until a pass applies none, as the
+        // Go operator keeps it (ReconcilePostgres).
+        if matches!(report.outcome, Outcome::Ready(_)) && req.options.maintenance_window {
+            let (at, id) = (
+                (&c.rds, &cache.instances),
+                (req.identifier.as_str(), arn.as_str()),
+            );
+            let applied = service_updates::apply_rds(at, id, &tier.service_updates).await?;
+            if !applied.is_empty() {
+                report.maintenance_window_used = false;
+                report.outcome = Outcome::InProgress(format!(
+                    "applying RDS pending maintenance actions {} to {} (serviceUpdates)",
+                    applied.join(", "),
+                    req.identifier
+                ));
+            }
+        }
+        Ok(report)
     }
 
     /// The Go operator's defaults where the tier sets nothing.
@@ -521,76 +598,6 @@ impl Database for Client {
             .unless_missing(gone, "rds:DeleteDBInstance", id)?;
         Ok(Deletion::InProgress(format!("deleting RDS instance {id}")))
     }
-}
-
-pub async fn reconcile(
-    store: &dyn CredentialsStore,
-    (c, cache): (&Clients, &AccountCache),
-    hint: &VpcHint,
-    req: &ResourceRequest,
-    tier: &Tier,
-) -> Result<Provisioned, ProviderError> {
-    let defaults: [(&str, credentials::Generator); 2] = [
-        ("user", || "postgres".to_string()),
-        ("password", credentials::random_password),
-    ];
-    let creds = credentials::ensure(store, req, &credentials_secret(&req.name), &defaults).await?;
-    let creds = rotate_password(store, req, creds).await?;
-    let Observation {
-        strategy,
-        want,
-        have,
-        plan,
-    } = database::observe_and_decide::<Client>((c, &cache.instances), req, tier).await?;
-    let version = have.as_ref().map(|h| h.engine_version.clone());
-    let mut health = health(have.as_ref());
-    if let Some(have) = &have {
-        c.watched.watch(&req.identifier, Target::Instance);
-        health.max_memory_bytes = class_memory(c, cache, &have.settings.class).await;
-        let within = req.options.observed_within;
-        let list = || maintenance::list_rds(&c.rds);
-        health.maintenance =
-            maintenance::pending(&cache.maintenance, &have.arn, within, list).await;
-    } else {
-        // Gone (deleted outside the operator): no more CloudWatch reads.
-        c.watched.forget(&req.identifier);
-    }
-    if let (Plan::Converge(_), Some(why)) = (&plan, creds.get(PASSWORD_PENDING)) {
-        return set_password(store, (c, cache), req, &creds, why).await;
-    }
-    if moves_port(&plan) {
-        // The database network's security group admits the new port
-        // before the instance moves to it (a tier placing it keeps its own).
-        let places_itself = strategy.subnet_group.is_some() || strategy.security_groups.is_some();
-        network::placement(c, req, hint, Engine::Postgres, want.port, places_itself).await?;
-    }
-    let arn = have.as_ref().map(|h| h.arn.clone()).unwrap_or_default();
-    let create = create(store, (c, hint), req, &strategy, &want, &creds);
-    let ready = |have: &Instance| details(have, &want, &creds);
-    let at = (c, &cache.instances);
-    let mut report = database::act::<Client>(at, req, (have, plan), &want, create, ready).await?;
-    report.version = version;
-    report.health = Some(health);
-    report.rotated = creds.get(ROTATION).cloned();
-    // The tier's serviceUpdates, under the window only, once the instance
-    // is usable; the window stays open until a pass applies none, as the
-    // Go operator keeps it (ReconcilePostgres).
-    if matches!(report.outcome, Outcome::Ready(_)) && req.options.maintenance_window {
-        let (at, id) = (
-            (&c.rds, &cache.instances),
-            (req.identifier.as_str(), arn.as_str()),
-        );
-        let applied = service_updates::apply_rds(at, id, &tier.service_updates).await?;
-        if !applied.is_empty() {
-            report.maintenance_window_used = false;
-            report.outcome = Outcome::InProgress(format!(
-                "applying RDS pending maintenance actions {} to {} (serviceUpdates)",
-                applied.join(", "),
-                req.identifier
-            ));
-        }
-    }
-    Ok(report)
 }
 
 /// RDS statuses in which the instance serves clients, as the Go operator
