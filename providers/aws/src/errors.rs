@@ -134,6 +134,15 @@ pub trait Answer<T, E> {
         operation: &str,
         resource: &str,
     ) -> Result<Option<T>, ProviderError>;
+    /// `None` when AWS answers with the error `code`: a retry's "already
+    /// there" (a duplicate rule, a conflicting subnet), which the caller
+    /// answers by looking.
+    fn unless_code(
+        self,
+        code: &str,
+        operation: &str,
+        resource: &str,
+    ) -> Result<Option<T>, ProviderError>;
 }
 
 /// Whether AWS answered a create that what it names exists already: the
@@ -171,6 +180,23 @@ where
         Ok(_) => Ok(Created::Now),
         Err(e) if e.code().is_some_and(already_exists) => Ok(Created::Already),
         Err(e) => Err(api_error(operation, resource, e)),
+    }
+}
+
+/// [`created`], or `None` when AWS answers that what the create is made
+/// from is not there (`missing` picks that error).
+pub fn created_from<T, E>(
+    result: Result<T, SdkError<E, HttpResponse>>,
+    missing: impl FnOnce(&E) -> bool,
+    operation: &str,
+    resource: &str,
+) -> Result<Option<Created>, ProviderError>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match result {
+        Err(e) if e.as_service_error().is_some_and(missing) => Ok(None),
+        out => created(out, operation, resource).map(Some),
     }
 }
 
@@ -212,6 +238,15 @@ where
             Err(e) if e.as_service_error().is_some_and(missing) => Ok(None),
             Err(e) => Err(api_error(operation, resource, e)),
         }
+    }
+
+    fn unless_code(
+        self,
+        code: &str,
+        operation: &str,
+        resource: &str,
+    ) -> Result<Option<T>, ProviderError> {
+        self.unless_missing(|e| e.code() == Some(code), operation, resource)
     }
 }
 

@@ -11,7 +11,7 @@ use cro_provider_api::{
 };
 
 use crate::{
-    errors::{Answer, Created, created, not_yet_visible, taken},
+    errors::{Answer, Created, created_from, not_yet_visible, taken},
     tags::{self, Tagging},
 };
 
@@ -285,19 +285,13 @@ impl Snapshots for aws_sdk_rds::Client {
         id: &str,
         tags: &[(String, String)],
     ) -> Result<Option<Created>, ProviderError> {
+        use aws_sdk_rds::operation::create_db_snapshot::CreateDBSnapshotError;
         let call = self.create_db_snapshot().db_instance_identifier(resource);
         let call = call
             .db_snapshot_identifier(id)
             .set_tags(Some(tags::sdk(tags)));
-        match call.send().await {
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_db_instance_not_found_fault()) =>
-            {
-                Ok(None)
-            }
-            out => created(out, "rds:CreateDBSnapshot", id).map(Some),
-        }
+        let missing = |e: &CreateDBSnapshotError| e.is_db_instance_not_found_fault();
+        created_from(call.send().await, missing, "rds:CreateDBSnapshot", id)
     }
 
     async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
@@ -334,17 +328,11 @@ impl Snapshots for aws_sdk_elasticache::Client {
         id: &str,
         tags: &[(String, String)],
     ) -> Result<Option<Created>, ProviderError> {
+        use aws_sdk_elasticache::operation::create_snapshot::CreateSnapshotError;
         let call = self.create_snapshot().replication_group_id(resource);
         let call = call.snapshot_name(id).set_tags(Some(tags::sdk(tags)));
-        match call.send().await {
-            Err(e)
-                if (e.as_service_error())
-                    .is_some_and(|e| e.is_replication_group_not_found_fault()) =>
-            {
-                Ok(None)
-            }
-            out => created(out, "elasticache:CreateSnapshot", id).map(Some),
-        }
+        let missing = |e: &CreateSnapshotError| e.is_replication_group_not_found_fault();
+        created_from(call.send().await, missing, "elasticache:CreateSnapshot", id)
     }
 
     async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {

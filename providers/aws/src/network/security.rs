@@ -31,26 +31,16 @@ pub async fn ensure(
         .tag_specifications(at_creation(ResourceType::SecurityGroup, tags))
         .send()
         .await;
-    match sent {
-        Ok(out) => out.group_id().map(str::to_string).ok_or_else(|| {
+    match sent.unless_code("InvalidGroup.Duplicate", "ec2:CreateSecurityGroup", &name)? {
+        Some(out) => out.group_id().map(str::to_string).ok_or_else(|| {
             ProviderError::transient(format!(
                 "ec2:CreateSecurityGroup {name}: no group id in AWS's answer; looking again"
             ))
         }),
         // A lost answer's retry: the group is there; look at it.
-        Err(e)
-            if aws_sdk_ec2::error::ProvideErrorMetadata::code(&e)
-                == Some("InvalidGroup.Duplicate") =>
-        {
-            find(net, vpc)
-                .await?
-                .ok_or_else(|| crate::errors::not_yet_visible("security group", &name))
-        }
-        Err(e) => Err(crate::errors::api_error(
-            "ec2:CreateSecurityGroup",
-            &name,
-            e,
-        )),
+        None => find(net, vpc)
+            .await?
+            .ok_or_else(|| crate::errors::not_yet_visible("security group", &name)),
     }
 }
 
@@ -116,19 +106,8 @@ pub async fn admit(
             )
             .send()
             .await;
-        match sent {
-            Ok(_) => {}
-            Err(e)
-                if aws_sdk_ec2::error::ProvideErrorMetadata::code(&e)
-                    == Some("InvalidPermission.Duplicate") => {}
-            Err(e) => {
-                return Err(crate::errors::api_error(
-                    "ec2:AuthorizeSecurityGroupIngress",
-                    group,
-                    e,
-                ));
-            }
-        }
+        let op = "ec2:AuthorizeSecurityGroupIngress";
+        sent.unless_code("InvalidPermission.Duplicate", op, group)?;
     }
     Ok(())
 }

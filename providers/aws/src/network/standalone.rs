@@ -217,20 +217,12 @@ async fn ensure_subnets(
                 .tag_specifications(at_creation(ResourceType::Subnet, &subnet_tags(net)))
                 .send()
                 .await;
-            match sent {
-                Ok(_) => {}
-                // Made by an attempt whose answer was lost: looked at below.
-                Err(e)
-                    if aws_sdk_ec2::error::ProvideErrorMetadata::code(&e)
-                        == Some("InvalidSubnet.Conflict") => {}
-                Err(e) => {
-                    return Err(crate::errors::api_error(
-                        "ec2:CreateSubnet",
-                        &half.to_string(),
-                        e,
-                    ));
-                }
-            }
+            // Made by an attempt whose answer was lost: looked at below.
+            sent.unless_code(
+                "InvalidSubnet.Conflict",
+                "ec2:CreateSubnet",
+                &half.to_string(),
+            )?;
         }
         have = subnets(net, vpc).await?;
         if let Some(half) = halves.iter().find(|h| {
