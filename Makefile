@@ -3,6 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 TESTENV := tests/testenv/testenv.sh
 ENV_SH := target/testenv/env.sh
+BENCH ?= bench::
 BIN := target/debug/cloud-resource-operator
 OPERATOR_NAMESPACE ?= cloud-resource-operator
 # cargo-deny, built once (a debug build: two minutes on 2 cores, a fifth of
@@ -50,11 +51,13 @@ test: deps ## run the whole test suite (unit, integration, end-to-end)
 	[ $$status = 0 ] || tests/failures.py target/test-output.log; \
 	exit $$status
 
-bench: deps ## rerunnable benchmarks: ready latency (BENCH_N=10); AWS calls at rest; scale over BENCH_CRS (2000) in-cluster CRs, release build
+bench: deps ## rerunnable benchmarks (BENCH=bench::<name> for one): ready latency (BENCH_N=10); AWS calls at rest; scale over BENCH_CRS (2000) in-cluster BlobStorage and BENCH_DBS (100) Postgres and Redis, release build; raw results in target/bench/
 	@$(TESTENV) up
 	cargo build --release --bin cloud-resource-operator
-	@set -a; . $(ENV_SH); set +a; CRO_BENCH_BIN=$(CURDIR)/target/release/cloud-resource-operator \
-	  cargo test --test integration -- --ignored --nocapture --test-threads 1 bench:: 2>&1 | grep -E 'latency|aws calls|scale over|shards over|what each write|test result|panicked'
+	@mkdir -p target/bench; out=target/bench/$$(date -u +%Y-%m-%dT%H%M)-$$(git rev-parse --short HEAD).txt; \
+	set -a; . $(ENV_SH); set +a; CRO_BENCH_BIN=$(CURDIR)/target/release/cloud-resource-operator \
+	  cargo test --test integration -- --ignored --nocapture --test-threads 1 $(BENCH) 2>&1 | grep -E 'latency|aws calls|scale over|shards over|what each write|test result|panicked' | tee $$out; \
+	echo "raw results: $$out (docs/bench-results/ keeps the runs docs/benchmarks.md quotes)"
 
 proptest-long: ## the property tests with 20,000 cases each (make test runs 256)
 	PROPTEST_CASES=20000 cargo test --release --test properties

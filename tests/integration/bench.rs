@@ -240,8 +240,14 @@ async fn scale_over_many_in_cluster_crs() {
                 .unwrap_or_else(|e| panic!("{e}"))
             }
         };
-        let mut complete = Completions::watch(&blobs);
+        let mut complete = Completions::watch(&blobs, |b: &BlobStorage| b.status.as_ref().and_then(|s| s.phase));
         let apf_before = apf_wait(&client).await;
+        // Floors and runs alternate: a ConfigMap floor before the runs and
+        // one after them, so a control plane that slows as it fills shows
+        // as the floors' spread instead of hiding in the ratio.
+        let as_operator = crate::support::client_of(&kubeconfig).await;
+        let floor_before = write_floor(&as_operator, &ns, "floorb", n, HELD_WRITES).await;
+        remove_floor(&client, &ns, "floorb").await;
 
         // N CRs waiting for an operator (a restore from backup, an upgrade).
         create_many(&blobs, n, blob("stopped")).await;
@@ -285,7 +291,6 @@ async fn scale_over_many_in_cluster_crs() {
         // The floor, with the operator stopped so it does not compete.
         restarted.stop().await;
         let writes_per_cr = (writes_at_create as f64 / n as f64).round().max(1.0) as usize;
-        let as_operator = crate::support::client_of(&kubeconfig).await;
         let plane_before = control_plane_cpu();
         let floor = write_floor(&as_operator, &ns, "floor", n, writes_per_cr).await;
         let plane_floor = control_plane_cpu() - plane_before;
@@ -338,6 +343,15 @@ async fn scale_over_many_in_cluster_crs() {
             restart_rss / 1024,
         );
 
+        let floors = (floor_before.as_secs_f64() + floor.as_secs_f64()) / 2.0;
+        println!(
+            "scale over {n} in-cluster BlobStorage, floors alternating with runs: ConfigMap floor before the runs {:.1} s ({HELD_WRITES} writes per CR), after them {:.1} s ({writes_per_cr}); against their mean {floors:.1} s: created while stopped {:.2} x, created while running {:.2} x",
+            floor_before.as_secs_f64(),
+            floor.as_secs_f64(),
+            from_stopped.as_secs_f64() / floors,
+            to_complete.as_secs_f64() / floors,
+        );
+
         // The CRs go with an operator running (their finalizers).
         let cleaner = crate::support::Operator::launch(launch("cleanup")).await;
         let deadline = Instant::now() + std::time::Duration::from_secs(900);
@@ -364,6 +378,129 @@ async fn scale_over_many_in_cluster_crs() {
     .await;
 }
 
+/// In-cluster Postgres and Redis at scale beside BlobStorage (issue 46):
+/// `BENCH_DBS` (default 100) of each, created while the operator runs, in
+/// two rounds, each followed by the ConfigMap floor of as many CRs and
+/// writes per CR (the operator idle meanwhile: complete CRs cost no
+/// write), so floors and runs alternate. Per round: the time until all are
+/// `complete` (Deployment, Service, PVC, credentials and output Secrets,
+/// status) against its floor; requests and writes per CR from the audit
+/// log. Then peak RSS. The operator runs as its own ServiceAccount.
+#[tokio::test]
+#[ignore = "benchmark: run with `make bench`"]
+async fn scale_over_many_in_cluster_databases() {
+    use cloud_resource_operator::api::Redis;
+    let per_kind = count("BENCH_DBS", 100);
+    crate::support::with_namespace("benchdbs", move |client, ns| async move {
+        crate::support::ensure_crds(&client).await;
+        let (kubeconfig, user) = crate::support::cluster_admin_account(&client, &ns, "bench").await;
+        let binary = std::env::var_os("CRO_BENCH_BIN").map(std::path::PathBuf::from);
+        let mut launch = crate::support::Launch::new(&ns);
+        launch.kubeconfig = Some(kubeconfig.clone());
+        launch.log_name = format!("operator-{ns}.log");
+        launch.binary = binary.clone();
+        let operator = crate::support::Operator::launch(launch).await;
+        let as_operator = crate::support::client_of(&kubeconfig).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let redis = Api::<Redis>::namespaced(client.clone(), &ns);
+        let mut pg_done = Completions::watch(&pgs, |p: &Postgres| p.status.as_ref().and_then(|s| s.phase));
+        let mut redis_done = Completions::watch(&redis, |r: &Redis| r.status.as_ref().and_then(|s| s.phase));
+        let spec = |kind: &str, name: String| {
+            json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
+                "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}})
+        };
+        let half = per_kind.div_ceil(2);
+        let mut rounds = Vec::new();
+        for round in 0..2 {
+            let (before, writes_before) = requests_of(&user);
+            let started = Instant::now();
+            let (pg, rd) = (format!("pg{round}-"), format!("redis{round}-"));
+            let create_pg = create_many(&pgs, half, |i| {
+                serde_json::from_value(spec("Postgres", format!("{pg}{i}"))).unwrap_or_else(|e| panic!("{e}"))
+            });
+            let create_redis = create_many(&redis, half, |i| {
+                serde_json::from_value(spec("Redis", format!("{rd}{i}"))).unwrap_or_else(|e| panic!("{e}"))
+            });
+            futures::join!(create_pg, create_redis);
+            pg_done.wait(&pg, half).await;
+            redis_done.wait(&rd, half).await;
+            let took = started.elapsed();
+            tokio::time::sleep(std::time::Duration::from_secs(10)).await; // the completions' own follow-ups
+            let (after, writes_after) = requests_of(&user);
+            let crs = 2 * half;
+            // Where the round's requests went, by verb and resource.
+            let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
+            for r in &crate::support::audited_requests_of(&user)[before..after] {
+                *by_kind.entry(format!("{} {}", r.verb, r.resource)).or_default() += 1;
+            }
+            let by_kind: Vec<String> =
+                by_kind.iter().map(|(k, v)| format!("{k} {:.1}", *v as f64 / crs as f64)).collect();
+            println!("scale over in-cluster databases, round {round}, requests per CR: {}", by_kind.join(", "));
+            let writes_per_cr = ((writes_after - writes_before) as f64 / crs as f64).round().max(1.0) as usize;
+            let prefix = format!("floor{round}");
+            let floor = write_floor(&as_operator, &ns, &prefix, crs, writes_per_cr).await;
+            remove_floor(&client, &ns, &prefix).await;
+            rounds.push((took, floor, (after - before) as f64 / crs as f64, (writes_after - writes_before) as f64 / crs as f64));
+        }
+        let peak_rss = operator.peak_rss_kib().unwrap_or_default();
+        let shown: Vec<String> = rounds
+            .iter()
+            .map(|(took, floor, requests, writes)| {
+                format!(
+                    "all complete {:.1} s, floor {:.1} s: {:.2} x; {requests:.1} requests, {writes:.1} writes per CR",
+                    took.as_secs_f64(),
+                    floor.as_secs_f64(),
+                    took.as_secs_f64() / floor.as_secs_f64()
+                )
+            })
+            .collect();
+        println!(
+            "scale over {} in-cluster Postgres and {} Redis ({}), two rounds of {half} each created while running, each followed by its ConfigMap floor: {}; peak RSS {} MiB",
+            2 * half,
+            2 * half,
+            if binary.is_some() { "release build" } else { "test build" },
+            shown.join("; then "),
+            peak_rss / 1024,
+        );
+        // The CRs go with the operator running (their finalizers).
+        let all = kube::api::ListParams::default();
+        let deadline = Instant::now() + std::time::Duration::from_secs(600);
+        pgs.delete_collection(&kube::api::DeleteParams::default(), &all).await.unwrap_or_else(|e| panic!("{e}"));
+        redis.delete_collection(&kube::api::DeleteParams::default(), &all).await.unwrap_or_else(|e| panic!("{e}"));
+        while !pgs.list(&all).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty()
+            || !redis.list(&all).await.unwrap_or_else(|e| panic!("{e}")).items.is_empty()
+        {
+            assert!(Instant::now() < deadline, "databases still present 10 min after deletion");
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+        operator.stop().await;
+        kube::Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+            .delete(&format!("bench-{ns}"), &kube::api::DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    })
+    .await;
+}
+
+/// The label of a floor's ConfigMaps, its prefix as value.
+const FLOOR_LABEL: &str = "bench-floor";
+
+/// Deletes the ConfigMaps of the floor `prefix`, so the runs after it meet
+/// the API server as the runs before did.
+async fn remove_floor(client: &kube::Client, ns: &str, prefix: &str) {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), ns);
+    let these = kube::api::ListParams::default().labels(&format!("{FLOOR_LABEL}={prefix}"));
+    cms.delete_collection(&kube::api::DeleteParams::default(), &these)
+        .await
+        .unwrap_or_else(|e| panic!("deleting the floor {prefix}: {e}"));
+}
+
+/// The writes per new BlobStorage that `make test` holds the operator to
+/// (tests/integration/scale.rs): the floor measured before the runs, when
+/// the operator's own count is not known yet.
+const HELD_WRITES: usize = 4;
+
 /// The API server's write floor for `n` CRs of `writes` writes each, as
 /// `client` (the operator's identity, so the same API Priority and
 /// Fairness level): `n` ConfigMaps created, each then patched `writes - 1`
@@ -384,9 +521,11 @@ async fn write_floor(
             let cms = cms.clone();
             async move {
                 let name = format!("{prefix}-{i}");
-                let cm: ConfigMap =
-                    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "0"}}))
-                        .unwrap_or_else(|e| panic!("{e}"));
+                let cm: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": name, "labels": {FLOOR_LABEL: prefix}},
+                    "data": {"k": "0"}
+                }))
+                .unwrap_or_else(|e| panic!("{e}"));
                 cms.create(&PostParams::default(), &cm)
                     .await
                     .unwrap_or_else(|e| panic!("{e}"));
@@ -577,21 +716,23 @@ async fn apf_wait(client: &kube::Client) -> (f64, f64) {
 /// Which CRs of a kind are `complete`, from one watch the benchmark holds
 /// from before the first create (polling lists of thousands of objects
 /// would load the API server being measured).
-struct Completions {
-    events: futures::stream::BoxStream<
-        'static,
-        Result<cloud_resource_operator::api::BlobStorage, watcher::Error>,
-    >,
+struct Completions<K> {
+    events: futures::stream::BoxStream<'static, Result<K, watcher::Error>>,
     seen: std::collections::HashSet<String>,
+    phase: fn(&K) -> Option<Phase>,
 }
 
-impl Completions {
-    fn watch(api: &Api<cloud_resource_operator::api::BlobStorage>) -> Self {
+impl<K> Completions<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    fn watch(api: &Api<K>, phase: fn(&K) -> Option<Phase>) -> Self {
         Completions {
             events: watcher(api.clone(), watcher::Config::default())
                 .applied_objects()
                 .boxed(),
             seen: Default::default(),
+            phase,
         }
     }
 
@@ -604,13 +745,13 @@ impl Completions {
         while done(&self.seen) < n {
             let next = tokio::time::timeout_at(deadline, self.events.try_next()).await;
             match next {
-                Ok(Ok(Some(b))) => {
-                    if b.status.as_ref().and_then(|s| s.phase) == Some(Phase::Complete) {
-                        self.seen.insert(b.name_any());
+                Ok(Ok(Some(cr))) => {
+                    if (self.phase)(&cr) == Some(Phase::Complete) {
+                        self.seen.insert(cr.name_any());
                     }
                 }
-                Ok(Ok(None)) => panic!("the watch of BlobStorage ended"),
-                Ok(Err(e)) => eprintln!("watch of BlobStorage: {e}; resuming"),
+                Ok(Ok(None)) => panic!("the watch of {prefix}* ended"),
+                Ok(Err(e)) => eprintln!("watch of {prefix}*: {e}; resuming"),
                 Err(_) => panic!(
                     "{} of {n} {prefix}* complete after 30 min",
                     done(&self.seen)
