@@ -37,8 +37,8 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use calls::Calls;
 use clients::Clients;
 use cro_provider_api::{
-    Change, Deletion, Provider, ProviderError, Provisioned, ResourceKind, ResourceRequest,
-    SnapshotRequest, Snapshotted,
+    Change, Deletion, IdentifierRules, Provider, ProviderError, Provisioned, ResourceKind,
+    ResourceRequest, SnapshotRequest, Snapshotted,
 };
 use serde_json::Value;
 use service::{DatabaseService, Kind};
@@ -207,16 +207,14 @@ pub fn validate_network_strategy(strategy: &Value) -> Result<(), ProviderError> 
     network::requested_block(Some(strategy)).map(|_| ())
 }
 
-/// The request with identifiers AWS accepts, for the resource's own
-/// identifier only (see [`service::identity::claimed`]).
-fn conformed_snapshot(req: &SnapshotRequest) -> Result<SnapshotRequest, ProviderError> {
+/// The request with identifiers AWS accepts (its snapshots' `rules`), for
+/// the resource's own identifier only (see
+/// [`service::identity::claimed`]).
+fn conformed_snapshot(
+    req: &SnapshotRequest,
+    snapshot_rules: IdentifierRules,
+) -> Result<SnapshotRequest, ProviderError> {
     let kind = service(req.kind);
-    let Some(snapshot_rules) = kind.snapshot_rules() else {
-        return Err(ProviderError::permanent(format!(
-            "a {:?} has no snapshots",
-            req.kind
-        )));
-    };
     let tier = strategy::parse(&req.strategy).unwrap_or_default();
     let rules = kind.rules();
     let default = rules.conform(&req.resource_default_identifier);
@@ -242,6 +240,10 @@ fn conformed_snapshot(req: &SnapshotRequest) -> Result<SnapshotRequest, Provider
         resource_identifier: Some(resource),
         ..req.clone()
     })
+}
+
+fn no_snapshots(kind: ResourceKind) -> ProviderError {
+    ProviderError::permanent(format!("a {kind:?} has no snapshots"))
 }
 
 #[async_trait::async_trait]
@@ -293,32 +295,32 @@ impl Provider for AwsProvider {
     }
 
     async fn snapshot(&self, req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
-        let req = &conformed_snapshot(req)?;
         // Snapshots live where their resource does: its tier's region.
         let (_, a) = self.tier_clients(&req.strategy).await?;
         let (kind, c) = (service(req.kind), &a.clients);
+        let snapshots = kind.snapshots(c).ok_or_else(|| no_snapshots(req.kind))?;
+        let req = &conformed_snapshot(req, snapshots.rules)?;
         // Whose the resource is, by its tags, before anything is taken.
         let source = match &req.resource_identifier {
             Some(id) => Some((id.as_str(), kind.tags_of(c, id).await?)),
             None => None,
         };
-        kind.take_snapshot(c, req, source).await
+        snapshots::take(snapshots.calls, snapshots.what, req, source).await
     }
 
     async fn delete_snapshot(&self, req: &SnapshotRequest) -> Result<Deletion, ProviderError> {
-        let kind = service(req.kind);
-        let Some(snapshot_rules) = kind.snapshot_rules() else {
+        let tier = strategy::parse(&req.strategy).unwrap_or_default();
+        let a = self.in_account(&tier).await?;
+        let Some(snapshots) = service(req.kind).snapshots(&a.clients) else {
             return Ok(Deletion::Done);
         };
         // A snapshot is deleted by its own identifier; which resource it
         // was of does not matter.
         let req = &SnapshotRequest {
-            identifier: snapshot_rules.conform(&req.identifier),
+            identifier: snapshots.rules.conform(&req.identifier),
             ..req.clone()
         };
-        let tier = strategy::parse(&req.strategy).unwrap_or_default();
-        let a = self.in_account(&tier).await?;
-        kind.remove_snapshot(&a.clients, req).await
+        snapshots::remove(snapshots.calls, req).await
     }
 }
 
@@ -480,21 +482,21 @@ mod tests {
                 strategy: json!({}),
                 tags: Default::default(),
             };
-            if service(kind).snapshot_rules().is_none() {
-                let e = conformed_snapshot(&snap).err().map(|e| e.to_string());
-                assert!(
-                    e.unwrap_or_default().contains("has no snapshots"),
-                    "{kind:?}"
-                );
-                continue;
-            }
-            assert!(conformed_snapshot(&snap).is_err(), "{kind:?}");
+            let rules = match kind {
+                ResourceKind::Postgres => IdentifierRules::RdsSnapshot,
+                ResourceKind::Redis => IdentifierRules::ElastiCacheSnapshot,
+                ResourceKind::BlobStorage | ResourceKind::Smtp => continue,
+            };
+            assert!(conformed_snapshot(&snap, rules).is_err(), "{kind:?}");
             snap.resource_identifier = Some(snap.resource_default_identifier.clone());
-            assert!(conformed_snapshot(&snap).is_ok(), "{kind:?}");
+            assert!(conformed_snapshot(&snap, rules).is_ok(), "{kind:?}");
             snap.resource_identifier = Some(snap.resource_separate_identifier.clone());
-            assert!(conformed_snapshot(&snap).is_ok(), "{kind:?}");
+            assert!(conformed_snapshot(&snap, rules).is_ok(), "{kind:?}");
             snap.resource_identifier = None;
-            assert!(conformed_snapshot(&snap).is_ok(), "{kind:?}: none recorded");
+            assert!(
+                conformed_snapshot(&snap, rules).is_ok(),
+                "{kind:?}: none recorded"
+            );
         }
     }
 

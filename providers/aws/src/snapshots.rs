@@ -22,6 +22,14 @@ pub struct Found {
     pub status: String,
 }
 
+/// A service's snapshots: their calls, what they are called in messages,
+/// and the rules of their identifiers.
+pub struct SnapshotsOf<'c> {
+    pub calls: &'c dyn Snapshots,
+    pub what: &'static str,
+    pub rules: IdentifierRules,
+}
+
 /// What a service offers the shared steps.
 #[async_trait::async_trait]
 pub trait Snapshots: Tagging {
@@ -121,7 +129,7 @@ pub fn not_this_snapshots(
 /// the parent recorded, and its tags if it exists) is snapshotted, only
 /// when its tags say it is the parent's: neither an identifier nor an
 /// annotation, which a tenant may write, proves whose a resource is.
-pub async fn take<S: Snapshots>(
+pub async fn take<S: Snapshots + ?Sized>(
     svc: &S,
     what: &str,
     req: &SnapshotRequest,
@@ -182,7 +190,10 @@ pub async fn take<S: Snapshots>(
 /// After a create met a snapshot of its name (a retry whose first
 /// attempt's answer was lost): whether a fresh look finds it made for
 /// this snapshot CR; an error says what else.
-async fn made_for_it<S: Snapshots>(svc: &S, req: &SnapshotRequest) -> Result<(), ProviderError> {
+async fn made_for_it<S: Snapshots + ?Sized>(
+    svc: &S,
+    req: &SnapshotRequest,
+) -> Result<(), ProviderError> {
     let id = req.identifier.as_str();
     let Some(found) = svc.find_snapshot(id).await? else {
         return Err(not_yet_visible("snapshot", id));
@@ -198,7 +209,7 @@ async fn made_for_it<S: Snapshots>(svc: &S, req: &SnapshotRequest) -> Result<(),
 /// operator's snapshots bind none; the snapshot CR that names them is in
 /// this namespace, and only the operator writes its `status.snapshotID`).
 /// A snapshot not found is left to the restore call, which says so.
-pub async fn check_restorable<S: Snapshots>(
+pub async fn check_restorable<S: Snapshots + ?Sized>(
     svc: &S,
     req: &ResourceRequest,
     id: &str,
@@ -220,7 +231,7 @@ pub async fn check_restorable<S: Snapshots>(
 /// Deletes the snapshot, unless its tags bind it to another namespace:
 /// whatever identifier led here, another team's snapshot is never deleted
 /// for this CR.
-pub async fn remove<S: Snapshots>(
+pub async fn remove<S: Snapshots + ?Sized>(
     svc: &S,
     req: &SnapshotRequest,
 ) -> Result<Deletion, ProviderError> {
@@ -246,7 +257,7 @@ pub fn final_id(req: &ResourceRequest, rules: IdentifierRules) -> String {
 
 /// The final snapshot a deletion left carries the resource's tags (copied
 /// by AWS where it can; this covers the rest).
-pub async fn tag_final<S: Snapshots>(
+pub async fn tag_final<S: Snapshots + ?Sized>(
     svc: &S,
     id: &str,
     want: &BTreeMap<String, String>,

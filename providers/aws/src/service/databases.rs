@@ -7,15 +7,15 @@ use std::marker::PhantomData;
 
 use cro_provider_api::{
     Change, Deletion, IdentifierRules, ProviderError, Provisioned, ResourceRequest,
-    SnapshotRequest, Snapshotted,
 };
 
-use super::{Sections, Service, Source, Tags};
+use super::{Sections, Service, Tags};
 use crate::{
     At,
     clients::Clients,
     database::{self, CreateSection, Database, DeleteSection, Live, Plan},
-    network, snapshots,
+    network,
+    snapshots::SnapshotsOf,
     strategy::{Tier, parse_section},
 };
 
@@ -27,7 +27,7 @@ impl<D> DatabaseService<D> {
 }
 
 #[async_trait::async_trait]
-impl<D: Database> Service for DatabaseService<D> {
+impl<D: Database + 'static> Service for DatabaseService<D> {
     type Create = D::Create;
     type Delete = D::Delete;
     type Live = Option<D::Live>;
@@ -111,24 +111,11 @@ impl<D: Database> Service for DatabaseService<D> {
         Ok(deleted)
     }
 
-    fn snapshot_rules(&self) -> Option<IdentifierRules> {
-        Some(D::SERVICE.snapshot_rules)
-    }
-
-    async fn take_snapshot(
-        &self,
-        c: &Clients,
-        req: &SnapshotRequest,
-        source: Source<'_>,
-    ) -> Result<Snapshotted, ProviderError> {
-        snapshots::take(D::client(c), D::SERVICE.what, req, source).await
-    }
-
-    async fn remove_snapshot(
-        &self,
-        c: &Clients,
-        req: &SnapshotRequest,
-    ) -> Result<Deletion, ProviderError> {
-        snapshots::remove(D::client(c), req).await
+    fn snapshots<'c>(&self, c: &'c Clients) -> Option<SnapshotsOf<'c>> {
+        Some(SnapshotsOf {
+            calls: D::client(c),
+            what: D::SERVICE.what,
+            rules: D::SERVICE.snapshot_rules,
+        })
     }
 }

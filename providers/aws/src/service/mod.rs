@@ -11,10 +11,9 @@ use std::collections::BTreeMap;
 
 use cro_provider_api::{
     Change, Deletion, IdentifierRules, ProviderError, Provisioned, ResourceRequest,
-    SnapshotRequest, Snapshotted,
 };
 
-use crate::{At, AwsProvider, clients::Clients, strategy::Tier};
+use crate::{At, AwsProvider, clients::Clients, snapshots::SnapshotsOf, strategy::Tier};
 
 mod databases;
 pub mod identity;
@@ -28,9 +27,6 @@ pub struct Sections<C, D> {
 }
 
 pub type Tags = BTreeMap<String, String>;
-
-/// A snapshot's source: its identifier and tags (`None`: not found).
-pub type Source<'a> = Option<(&'a str, Option<Tags>)>;
 
 /// One AWS service a resource kind is provisioned as.
 #[async_trait::async_trait]
@@ -88,27 +84,10 @@ pub trait Service: Send + Sync {
         s: &Sections<Self::Create, Self::Delete>,
     ) -> Result<Deletion, ProviderError>;
 
-    /// The rules its snapshots' identifiers follow; `None`: it has none.
-    fn snapshot_rules(&self) -> Option<IdentifierRules> {
+    /// Its snapshots: their calls, what they are called in messages and
+    /// the rules of their identifiers; `None`: it has none.
+    fn snapshots<'c>(&self, _: &'c Clients) -> Option<SnapshotsOf<'c>> {
         None
-    }
-    async fn take_snapshot(
-        &self,
-        _: &Clients,
-        req: &SnapshotRequest,
-        _: Source<'_>,
-    ) -> Result<Snapshotted, ProviderError> {
-        Err(ProviderError::permanent(format!(
-            "a {:?} has no snapshots",
-            req.kind
-        )))
-    }
-    async fn remove_snapshot(
-        &self,
-        _: &Clients,
-        _: &SnapshotRequest,
-    ) -> Result<Deletion, ProviderError> {
-        Ok(Deletion::Done)
     }
 }
 
@@ -154,18 +133,7 @@ pub trait Kind: Send + Sync {
         req: &ResourceRequest,
         tier: &Tier,
     ) -> Result<Deletion, ProviderError>;
-    fn snapshot_rules(&self) -> Option<IdentifierRules>;
-    async fn take_snapshot(
-        &self,
-        c: &Clients,
-        req: &SnapshotRequest,
-        source: Source<'_>,
-    ) -> Result<Snapshotted, ProviderError>;
-    async fn remove_snapshot(
-        &self,
-        c: &Clients,
-        req: &SnapshotRequest,
-    ) -> Result<Deletion, ProviderError>;
+    fn snapshots<'c>(&self, c: &'c Clients) -> Option<SnapshotsOf<'c>>;
 }
 
 #[async_trait::async_trait]
@@ -234,24 +202,7 @@ impl<S: Service> Kind for S {
         self.remove(at, req, &s).await
     }
 
-    fn snapshot_rules(&self) -> Option<IdentifierRules> {
-        Service::snapshot_rules(self)
-    }
-
-    async fn take_snapshot(
-        &self,
-        c: &Clients,
-        req: &SnapshotRequest,
-        source: Source<'_>,
-    ) -> Result<Snapshotted, ProviderError> {
-        Service::take_snapshot(self, c, req, source).await
-    }
-
-    async fn remove_snapshot(
-        &self,
-        c: &Clients,
-        req: &SnapshotRequest,
-    ) -> Result<Deletion, ProviderError> {
-        Service::remove_snapshot(self, c, req).await
+    fn snapshots<'c>(&self, c: &'c Clients) -> Option<SnapshotsOf<'c>> {
+        Service::snapshots(self, c)
     }
 }
