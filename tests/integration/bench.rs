@@ -248,6 +248,7 @@ async fn scale_over_many_in_cluster_crs() {
         let as_operator = crate::support::client_of(&kubeconfig).await;
         let floor_before = write_floor(&as_operator, &ns, "floorb", n, HELD_WRITES).await;
         remove_floor(&client, &ns, "floorb").await;
+        let (floor_requests, floor_writes) = requests_of(&user);
 
         // N CRs waiting for an operator (a restore from backup, an upgrade).
         create_many(&blobs, n, blob("stopped")).await;
@@ -313,8 +314,8 @@ async fn scale_over_many_in_cluster_crs() {
             floor.as_secs_f64(),
             from_stopped.as_secs_f64(),
             from_stopped.as_secs_f64() / floor.as_secs_f64(),
-            stopped_requests as f64 / n as f64,
-            stopped_writes as f64 / n as f64,
+            (stopped_requests - floor_requests) as f64 / n as f64,
+            (stopped_writes - floor_writes) as f64 / n as f64,
             cpu_stopped,
             1000.0 * plane_stopped / n as f64,
             1000.0 * plane_floor / n as f64,
@@ -440,17 +441,20 @@ async fn scale_over_many_in_cluster_databases() {
             let prefix = format!("floor{round}");
             let floor = write_floor(&as_operator, &ns, &prefix, crs, writes_per_cr).await;
             remove_floor(&client, &ns, &prefix).await;
-            rounds.push((took, floor, (after - before) as f64 / crs as f64, (writes_after - writes_before) as f64 / crs as f64));
+            let workloads = workload_floor(&client, &ns, &[pg, rd]).await;
+            rounds.push((took, (floor, workloads), (after - before) as f64 / crs as f64, (writes_after - writes_before) as f64 / crs as f64));
         }
         let peak_rss = operator.peak_rss_kib().unwrap_or_default();
         let shown: Vec<String> = rounds
             .iter()
-            .map(|(took, floor, requests, writes)| {
+            .map(|(took, (floor, workloads), requests, writes)| {
                 format!(
-                    "all complete {:.1} s, floor {:.1} s: {:.2} x; {requests:.1} requests, {writes:.1} writes per CR",
+                    "all complete {:.1} s, ConfigMap floor {:.1} s: {:.2} x, workload floor {:.1} s: {:.2} x; {requests:.1} requests, {writes:.1} writes per CR",
                     took.as_secs_f64(),
                     floor.as_secs_f64(),
-                    took.as_secs_f64() / floor.as_secs_f64()
+                    took.as_secs_f64() / floor.as_secs_f64(),
+                    workloads.as_secs_f64(),
+                    took.as_secs_f64() / workloads.as_secs_f64(),
                 )
             })
             .collect();
@@ -480,6 +484,96 @@ async fn scale_over_many_in_cluster_databases() {
             .unwrap_or_else(|e| panic!("{e}"));
     })
     .await;
+}
+
+/// The control plane's floor for the workloads of the CRs named
+/// `<prefix>…`: a copy of each Deployment the operator made for them
+/// (under its own name and selector, so no two manage the same pods),
+/// created 16 at a time, and the time until every copy is Available
+/// (the controller manager, scheduler and kwok at work, as for the
+/// operator's). The copies are deleted after.
+async fn workload_floor(
+    client: &kube::Client,
+    ns: &str,
+    prefixes: &[String],
+) -> std::time::Duration {
+    let deployments = Api::<Deployment>::namespaced(client.clone(), ns);
+    let made = deployments
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let copies: Vec<Deployment> = made
+        .items
+        .iter()
+        .filter(|d| {
+            prefixes
+                .iter()
+                .any(|p| d.name_any().starts_with(p.as_str()))
+        })
+        .map(|d| {
+            let name = format!("wl-{}", d.name_any());
+            let mut spec = d.spec.clone().unwrap_or_default();
+            let labels = BTreeMap::from([(FLOOR_LABEL.to_string(), name.clone())]);
+            spec.selector.match_labels = Some(labels.clone());
+            let template = spec.template.metadata.get_or_insert_with(Default::default);
+            template.labels = Some(labels);
+            let mut copy = Deployment {
+                spec: Some(spec),
+                ..Default::default()
+            };
+            copy.metadata.name = Some(name);
+            copy.metadata.labels = Some(BTreeMap::from([(
+                FLOOR_LABEL.to_string(),
+                "workloads".to_string(),
+            )]));
+            copy
+        })
+        .collect();
+    let n = copies.len();
+    assert!(n > 0, "no Deployment of {prefixes:?} to copy");
+    let mut ready = watcher(
+        deployments.clone(),
+        watcher::Config::default().labels(&format!("{FLOOR_LABEL}=workloads")),
+    )
+    .applied_objects()
+    .boxed();
+    let started = Instant::now();
+    futures::stream::iter(copies)
+        .map(|d| {
+            let deployments = deployments.clone();
+            async move {
+                deployments
+                    .create(&PostParams::default(), &d)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"))
+            }
+        })
+        .buffer_unordered(16)
+        .for_each(|_| async {})
+        .await;
+    let mut available_ones = std::collections::HashSet::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(600);
+    while available_ones.len() < n {
+        match tokio::time::timeout_at(deadline, ready.try_next()).await {
+            Ok(Ok(Some(d))) if available(&d) => {
+                available_ones.insert(d.name_any());
+            }
+            Ok(Ok(Some(_))) => {}
+            Ok(Ok(None)) => panic!("the watch of the copied Deployments ended"),
+            Ok(Err(e)) => eprintln!("watch of the copied Deployments: {e}; resuming"),
+            Err(_) => panic!(
+                "{} of {n} copied Deployments Available after 10 min",
+                available_ones.len()
+            ),
+        }
+    }
+    let took = started.elapsed();
+    let these = kube::api::ListParams::default().labels(&format!("{FLOOR_LABEL}=workloads"));
+    deployments
+        .delete_collection(&kube::api::DeleteParams::background(), &these)
+        .await
+        .unwrap_or_else(|e| panic!("deleting the copied Deployments: {e}"));
+    took
 }
 
 /// The label of a floor's ConfigMaps, its prefix as value.

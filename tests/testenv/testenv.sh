@@ -793,7 +793,9 @@ EOF
   read -r node_zone node_instance < <("$moto_venv/bin/python" "$here/aws_cluster.py" \
     "http://127.0.0.1:$moto_port" "$aws_region" testcluster \
     "k$(tr -cd '0-9a-fA-F' <<<"$uid" | cut -c1-8 | tr 'A-F' 'a-f')") || die "laying out the cluster's VPC in moto failed"
-  # One fake node that kwok keeps Ready and whose pods kwok marks Running.
+  # One fake node that kwok keeps Ready and whose pods kwok marks Running;
+  # room for make bench's in-cluster databases and their copies beside the
+  # suites' pods.
   kctl apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Node
@@ -804,8 +806,8 @@ metadata:
 spec:
   providerID: aws:///$node_zone/$node_instance
 status:
-  allocatable: {cpu: "32", memory: 256Gi, pods: "250"}
-  capacity: {cpu: "32", memory: 256Gi, pods: "250"}
+  allocatable: {cpu: "32", memory: 256Gi, pods: "1000"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "1000"}
 EOF
   create_volumes
   start_real_node
