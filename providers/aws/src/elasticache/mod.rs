@@ -1,7 +1,7 @@
 //! Redis as an ElastiCache replication group: what is ElastiCache's own in
 //! observe → decide → act over the steps shared with RDS
 //! ([`crate::database`]): [`Group`] (tags batched through the resource
-//! groups tagging API when listing), [`differences`], [`reconcile`]. Defaults are the Go operator's
+//! groups tagging API when listing), [`differences`], `Database::act`. Defaults are the Go operator's
 //! (`buildElasticacheCreateStrategy`, pkg/providers/aws/provider_redis.go):
 //! two nodes with automatic failover, encryption at rest, 31 days of
 //! snapshots; `spec.size` is the node type. The Secret's `uri` is the

@@ -4,7 +4,7 @@
 //!   from DescribeDBInstances itself, one instance or a page of a hundred);
 //! - decide: [`differences`] and [`decide`], pure, from the instance, the
 //!   tier's [`Desired`] state and the CR's gate to a [`Plan`];
-//! - act: [`reconcile`] runs the plan's calls.
+//! - act: `Database::act` runs the plan's calls.
 //!
 //! Defaults are the Go operator's (`buildRDSCreateStrategy`,
 //! pkg/providers/aws/provider_postgres.go), so an instance it created does
