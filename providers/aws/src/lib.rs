@@ -10,6 +10,7 @@ mod clients;
 mod cloud_metrics;
 mod credentials;
 mod database;
+mod describe;
 mod elasticache;
 mod errors;
 mod iam_user;

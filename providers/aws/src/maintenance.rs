@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use aws_sdk_rds::primitives::DateTime;
 use cro_provider_api::{Maintenance, ProviderError};
 
-use crate::errors::Answer;
+use crate::describe::every_item;
 
 /// Unix seconds of an optional AWS date; `None` stays `None`.
 fn secs(at: Option<&DateTime>) -> Option<i64> {
@@ -136,17 +136,12 @@ where
 pub async fn list_rds(
     rds: &aws_sdk_rds::Client,
 ) -> Result<BTreeMap<String, Vec<Maintenance>>, ProviderError> {
-    let pages = rds
-        .describe_pending_maintenance_actions()
-        .max_records(100)
-        .into_paginator()
-        .send();
-    let pages = pages
-        .try_collect()
-        .await
-        .named("rds:DescribePendingMaintenanceActions", "(all)")?;
+    let call = rds.describe_pending_maintenance_actions().max_records(100);
+    let op = "rds:DescribePendingMaintenanceActions";
+    let pages = call.into_paginator().send();
+    let all = every_item(pages, op, |p| p.pending_maintenance_actions()).await?;
     let mut out: BTreeMap<String, Vec<Maintenance>> = BTreeMap::new();
-    for resource in pages.iter().flat_map(|p| p.pending_maintenance_actions()) {
+    for resource in all {
         let arn = resource.resource_identifier().unwrap_or_default();
         let actions = resource.pending_maintenance_action_details();
         (out.entry(arn.to_string()).or_default())
@@ -172,21 +167,15 @@ pub async fn list_elasticache(
         UpdateActionStatus::Stopping,
         UpdateActionStatus::Stopped,
     ];
-    let pages = ec
-        .describe_update_actions()
-        .service_update_status(ServiceUpdateStatus::Available)
-        .set_update_action_status(Some(open.to_vec()))
-        .max_records(100)
-        .into_paginator()
-        .send();
-    let pages = pages
-        .try_collect()
-        .await
-        .named("elasticache:DescribeUpdateActions", "(all)")?;
+    let call = ec.describe_update_actions().max_records(100);
+    let call = (call.service_update_status(ServiceUpdateStatus::Available))
+        .set_update_action_status(Some(open.to_vec()));
+    let op = "elasticache:DescribeUpdateActions";
+    let all = every_item(call.into_paginator().send(), op, |p| p.update_actions()).await?;
     let mut out: BTreeMap<String, Vec<Maintenance>> = BTreeMap::new();
-    for update in pages.iter().flat_map(|p| p.update_actions()) {
+    for update in all {
         if let Some(group) = update.replication_group_id() {
-            (out.entry(group.to_string()).or_default()).push(elasticache_update(update));
+            (out.entry(group.to_string()).or_default()).push(elasticache_update(&update));
         }
     }
     Ok(out)

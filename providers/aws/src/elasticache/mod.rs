@@ -18,34 +18,25 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_elasticache::{
-    Client,
-    operation::{
-        delete_replication_group::DeleteReplicationGroupError,
-        describe_cache_clusters::DescribeCacheClustersError,
-        describe_replication_groups::DescribeReplicationGroupsError,
-    },
+    Client, operation::delete_replication_group::DeleteReplicationGroupError,
 };
 use cro_provider_api::{
     Change, ConnectionDetails, Deletion, IdentifierRules, ProviderError, Provisioned,
     ResourceRequest, Timing,
 };
 
-use crate::{
-    At,
-    clients::Clients,
-    cloud_metrics::Target,
-    credentials::{self, CredentialsStore},
-    database::{self, Database, Plan, Removal, ServiceInfo, State},
-    errors::{Answer, Created, created},
-    listing::Listing,
-    maintenance,
-    network::{self, Engine},
-    plan::Split,
-    sdk::VpcHint,
-    service_updates,
-    strategy::Tier,
-    tags::{self, Tagging},
-};
+use crate::clients::Clients;
+use crate::cloud_metrics::Target;
+use crate::credentials::{self, CredentialsStore};
+use crate::database::{self, Database, Plan, Removal, ServiceInfo, State};
+use crate::errors::{Answer, Created, created};
+use crate::listing::Listing;
+use crate::network::{self, Engine};
+use crate::plan::{Split, change};
+use crate::sdk::VpcHint;
+use crate::strategy::Tier;
+use crate::tags::{self, Tagging};
+use crate::{At, describe, maintenance, service_updates};
 
 pub mod observed;
 mod offering;
@@ -89,74 +80,19 @@ pub struct Desired {
     pub maintenance_window: Option<String>,
 }
 
-/// Every node of the account and region, by cache cluster id.
-async fn describe_nodes(svc: &Client) -> Result<BTreeMap<String, Node>, ProviderError> {
-    let op = "elasticache:DescribeCacheClusters";
-    let pages = svc
-        .describe_cache_clusters()
-        .max_records(100)
-        .into_paginator()
-        .send();
-    let pages = pages.try_collect().await.named(op, "(all)")?;
-    let nodes = pages.iter().flat_map(|p| p.cache_clusters());
-    Ok(nodes
-        .filter_map(|n| Some((n.cache_cluster_id()?.to_string(), Node::from(n))))
-        .collect())
-}
-
-/// The node `id`, if it exists.
-async fn describe_node(svc: &Client, id: &str) -> Result<Option<Node>, ProviderError> {
-    let op = "elasticache:DescribeCacheClusters";
-    let out = svc
-        .describe_cache_clusters()
-        .cache_cluster_id(id)
-        .send()
-        .await;
-    let gone = |e: &DescribeCacheClustersError| e.is_cache_cluster_not_found_fault();
-    let out = out.unless_missing(gone, op, id)?;
-    Ok(out.and_then(|o| o.cache_clusters().first().map(Node::from)))
-}
+// The node `id`, if it exists; every node of the account and region, by
+// cache cluster id.
+describe::one_and_all!(describe_node, describe_nodes: Client => Node,
+    "elasticache:DescribeCacheClusters", describe_cache_clusters, cache_cluster_id,
+    cache_clusters, is_cache_cluster_not_found_fault);
 
 database::live_and_sections!(Group, CreateStrategy, DeleteStrategy);
 
-const DESCRIBE: &str = "elasticache:DescribeReplicationGroups";
-
-/// The group `id` (without its tags), if it exists.
-async fn describe_one(svc: &Client, id: &str) -> Result<Option<Group>, ProviderError> {
-    let out = svc
-        .describe_replication_groups()
-        .replication_group_id(id)
-        .send()
-        .await;
-    let gone = |e: &DescribeReplicationGroupsError| e.is_replication_group_not_found_fault();
-    let out = out.unless_missing(gone, DESCRIBE, id)?;
-    Ok(out.and_then(|o| o.replication_groups().first().map(Group::from)))
-}
-
-/// Every group of the account and region (without tags), by identifier.
-async fn describe_all(svc: &Client) -> Result<BTreeMap<String, Group>, ProviderError> {
-    let pages = svc
-        .describe_replication_groups()
-        .max_records(100)
-        .into_paginator()
-        .send();
-    let pages = pages.try_collect().await.named(DESCRIBE, "(all)")?;
-    let groups = pages.iter().flat_map(|p| p.replication_groups());
-    Ok(groups
-        .filter_map(|g| Some((g.replication_group_id()?.to_string(), Group::from(g))))
-        .collect())
-}
-
-/// A change of `field`, as `status.pendingChanges` shows it.
-fn change(
-    field: Field,
-    have: impl ToString,
-    want: impl ToString,
-    timing: Timing,
-    restarts: bool,
-) -> Change {
-    crate::plan::change(field.name(), have, want, timing, restarts)
-}
+// The group `id` (without its tags), if it exists; every group of the
+// account and region (without tags), by identifier.
+describe::one_and_all!(describe_one, describe_all: Client => Group,
+    "elasticache:DescribeReplicationGroups", describe_replication_groups, replication_group_id,
+    replication_groups, is_replication_group_not_found_fault);
 
 #[async_trait::async_trait]
 impl Database for Client {
@@ -280,7 +216,7 @@ impl Database for Client {
         if !have.node_type.is_empty() && have.node_type != want.node_type {
             let timing = Timing::MaintenanceWindow;
             out.push(change(
-                Field::CacheNodeType,
+                Field::CacheNodeType.name(),
                 &have.node_type,
                 &want.node_type,
                 timing,
@@ -296,7 +232,7 @@ impl Database for Client {
         {
             let field = Field::EngineVersion;
             out.push(change(
-                field,
+                field.name(),
                 version,
                 wanted,
                 Timing::MaintenanceWindow,
@@ -306,7 +242,7 @@ impl Database for Client {
         if have.snapshot_retention != want.snapshot_retention {
             let (have, want) = (have.snapshot_retention, want.snapshot_retention);
             out.push(change(
-                Field::SnapshotRetentionLimit,
+                Field::SnapshotRetentionLimit.name(),
                 have,
                 want,
                 Timing::Now,
@@ -319,7 +255,7 @@ impl Database for Client {
             .filter(|w| !w.eq_ignore_ascii_case(&have.snapshot_window))
         {
             out.push(change(
-                Field::SnapshotWindow,
+                Field::SnapshotWindow.name(),
                 &have.snapshot_window,
                 window,
                 Timing::Now,
@@ -333,7 +269,7 @@ impl Database for Client {
             .filter(|w| !window.is_empty() && !w.eq_ignore_ascii_case(window))
         {
             let field = Field::PreferredMaintenanceWindow;
-            out.push(change(field, window, w, Timing::Now, false));
+            out.push(change(field.name(), window, w, Timing::Now, false));
         }
         out
     }

@@ -20,7 +20,7 @@ use cro_provider_api::{ProviderError, Series};
 use super::observed::Snapshot;
 use crate::{
     clients::Clients,
-    errors::Answer,
+    describe,
     listing::Listing,
     tags::{self, Tagging},
 };
@@ -58,18 +58,11 @@ pub async fn list(c: &Clients) -> Result<BTreeMap<String, Vec<Snapshot>>, Provid
         arn.contains(":snapshot:").then(|| arn.to_string())
     })
     .await?;
-    let pages = c
-        .elasticache
-        .describe_snapshots()
-        .max_records(50)
-        .into_paginator()
-        .send();
-    let pages = pages
-        .try_collect()
-        .await
-        .named("elasticache:DescribeSnapshots", "(all)")?;
+    let pages = c.elasticache.describe_snapshots().max_records(50);
+    let op = "elasticache:DescribeSnapshots";
+    let all = describe::every_item(pages.into_paginator().send(), op, |p| p.snapshots()).await?;
     let mut out: BTreeMap<String, Vec<Snapshot>> = BTreeMap::new();
-    for s in pages.iter().flat_map(|p| p.snapshots()) {
+    for s in all {
         let (Some(group), Some(arn)) = (s.replication_group_id(), s.arn()) else {
             continue;
         };

@@ -17,8 +17,7 @@ use std::collections::BTreeMap;
 use aws_sdk_rds::{
     Client,
     operation::{
-        delete_db_instance::DeleteDBInstanceError, describe_db_instances::DescribeDBInstancesError,
-        modify_db_instance::ModifyDBInstanceError,
+        delete_db_instance::DeleteDBInstanceError, modify_db_instance::ModifyDBInstanceError,
     },
 };
 use cro_provider_api::{
@@ -26,23 +25,18 @@ use cro_provider_api::{
     Provisioned, ResourceRequest, Timing,
 };
 
-use crate::{
-    At,
-    clients::Clients,
-    cloud_metrics::Target,
-    credentials::{self, CredentialsStore},
-    database::{self, Database, Plan, Removal, ServiceInfo, State},
-    errors::{Answer, Created, created},
-    listing::Listing,
-    maintenance,
-    network::{self, Engine, Placement},
-    plan::Split,
-    sdk::VpcHint,
-    service_updates,
-    strategy::Tier,
-    tags,
-    versions::{is_upgrade, postgres_major},
-};
+use crate::clients::Clients;
+use crate::cloud_metrics::Target;
+use crate::credentials::{self, CredentialsStore};
+use crate::database::{self, Database, Plan, Removal, ServiceInfo, State};
+use crate::errors::{Answer, Created, created};
+use crate::listing::Listing;
+use crate::network::{self, Engine, Placement};
+use crate::plan::{Split, change};
+use crate::sdk::VpcHint;
+use crate::strategy::Tier;
+use crate::versions::{is_upgrade, postgres_major};
+use crate::{At, describe, maintenance, service_updates, tags};
 
 pub mod instance;
 mod strategy;
@@ -111,17 +105,6 @@ const IMPAIRED: [(&str, &str); 4] = [
     ),
 ];
 
-/// A change of `field`, as `status.pendingChanges` shows it.
-fn change(
-    field: Field,
-    have: impl ToString,
-    want: impl ToString,
-    timing: Timing,
-    restarts: bool,
-) -> Change {
-    crate::plan::change(field.name(), have, want, timing, restarts)
-}
-
 /// A disruptive change: for the maintenance window, or already scheduled
 /// there when AWS holds the desired value as pending.
 fn gated(
@@ -136,7 +119,7 @@ fn gated(
     } else {
         Timing::MaintenanceWindow
     };
-    change(field, have, want, timing, restarts)
+    change(field.name(), have, want, timing, restarts)
 }
 
 /// Class, storage growth, engine upgrades, Multi-AZ and the port.
@@ -165,7 +148,7 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
     } else if h.storage > w.storage && !autoscaled(have) {
         let never = Timing::Never("RDS storage cannot shrink".into());
         out.push(change(
-            Field::AllocatedStorage,
+            Field::AllocatedStorage.name(),
             h.storage,
             w.storage,
             never,
@@ -180,10 +163,10 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
             gated(Field::EngineVersion, current, wanted, scheduled, true)
         } else if is_upgrade(current, wanted) {
             let why = "a major version upgrade is made only when the tier's createStrategy sets AllowMajorVersionUpgrade: true";
-            change(Field::EngineVersion, current, wanted, Timing::Never(why.into()), true)
+            change(Field::EngineVersion.name(), current, wanted, Timing::Never(why.into()), true)
         } else {
             let never = Timing::Never("engine versions only move up".into());
-            change(Field::EngineVersion, current, wanted, never, true)
+            change(Field::EngineVersion.name(), current, wanted, never, true)
         });
     }
     if h.multi_az != w.multi_az {
@@ -220,7 +203,7 @@ fn ca_certificate(have: &Instance) -> Option<Change> {
             _ => Timing::MaintenanceWindow,
         };
         change(
-            Field::CaCertificateIdentifier,
+            Field::CaCertificateIdentifier.name(),
             RETIRED_CA,
             NEW_CA,
             window,
@@ -242,7 +225,7 @@ fn autoscaled(have: &Instance) -> bool {
 fn queued(have: &Instance, want: &Desired) -> Vec<Change> {
     let (h, w, p) = (&have.settings, &want.settings, &have.pending);
     let scheduled = |field: Field, current: String, queued: String| {
-        change(field, current, queued, Timing::Scheduled, false)
+        change(field.name(), current, queued, Timing::Scheduled, false)
     };
     let mut out = Vec::new();
     if let Some(class) = p.class.as_ref().filter(|c| **c != w.class) {
@@ -297,13 +280,19 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
             let scheduled = have.pending.backup_retention == Some(to);
             gated(retention, from, to, scheduled, true)
         } else {
-            change(retention, from, to, now.clone(), false)
+            change(retention.name(), from, to, now.clone(), false)
         });
     }
     if have.max_storage != Some(want.max_storage) {
         let current = have.max_storage.map_or("unset".into(), |m| m.to_string());
         let max = Field::MaxAllocatedStorage;
-        out.push(change(max, current, want.max_storage, now.clone(), false));
+        out.push(change(
+            max.name(),
+            current,
+            want.max_storage,
+            now.clone(),
+            false,
+        ));
     }
     let flags = [
         (
@@ -323,7 +312,7 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
         ),
     ];
     for (field, h, w) in flags.into_iter().filter(|(_, h, w)| h != w) {
-        out.push(change(field, h, w, now.clone(), false));
+        out.push(change(field.name(), h, w, now.clone(), false));
     }
     let windows = [
         (
@@ -339,7 +328,7 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
     ];
     for (field, h, w) in windows {
         if let Some(w) = w.as_ref().filter(|w| !w.eq_ignore_ascii_case(h)) {
-            out.push(change(field, h, w, now.clone(), false));
+            out.push(change(field.name(), h, w, now.clone(), false));
         }
     }
     out
@@ -347,33 +336,11 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
 
 database::live_and_sections!(Instance, CreateStrategy, DeleteStrategy);
 
-const DESCRIBE: &str = "rds:DescribeDBInstances";
-
-/// The instance `id`, with its tags, if it exists.
-async fn describe_one(svc: &Client, id: &str) -> Result<Option<Instance>, ProviderError> {
-    let out = svc
-        .describe_db_instances()
-        .db_instance_identifier(id)
-        .send()
-        .await;
-    let gone = |e: &DescribeDBInstancesError| e.is_db_instance_not_found_fault();
-    let out = out.unless_missing(gone, DESCRIBE, id)?;
-    Ok(out.and_then(|o| o.db_instances().first().map(Instance::from)))
-}
-
-/// Every instance of the account and region, with its tags, by identifier.
-async fn describe_all(svc: &Client) -> Result<BTreeMap<String, Instance>, ProviderError> {
-    let pages = svc
-        .describe_db_instances()
-        .max_records(100)
-        .into_paginator()
-        .send();
-    let pages = pages.try_collect().await.named(DESCRIBE, "(all)")?;
-    let instances = pages.iter().flat_map(|p| p.db_instances());
-    Ok(instances
-        .filter_map(|i| Some((i.db_instance_identifier()?.to_string(), Instance::from(i))))
-        .collect())
-}
+// The instance `id` with its tags, if it exists; every instance of the
+// account and region with their tags, by identifier.
+describe::one_and_all!(describe_one, describe_all: Client => Instance,
+    "rds:DescribeDBInstances", describe_db_instances, db_instance_identifier,
+    db_instances, is_db_instance_not_found_fault);
 
 #[async_trait::async_trait]
 impl Database for Client {
