@@ -87,11 +87,7 @@ async fn vpc(net: &Network<'_>, id: &str) -> Result<Option<ClusterVpc>, Provider
         .vpc_ids(id)
         .send()
         .await
-        .unless_missing(
-            |e| aws_sdk_ec2::error::ProvideErrorMetadata::code(e) == Some("InvalidVpcID.NotFound"),
-            "ec2:DescribeVpcs",
-            id,
-        )?;
+        .unless_code("InvalidVpcID.NotFound", "ec2:DescribeVpcs", id)?;
     let Some(v) = out.as_ref().and_then(|o| o.vpcs().first()) else {
         return Ok(None);
     };

@@ -47,11 +47,11 @@ pub async fn ensure(
 /// The id of the group named for the cluster in `vpc`.
 pub async fn find(net: &Network<'_>, vpc: &str) -> Result<Option<String>, ProviderError> {
     let name = net.security_group();
-    let out = net
-        .ec2
-        .describe_security_groups()
+    let call = net.ec2.describe_security_groups();
+    let call = call
         .filters(filter("group-name", &[&name]))
-        .filters(filter("vpc-id", &[vpc]))
+        .filters(filter("vpc-id", &[vpc]));
+    let out = call
         .send()
         .await
         .named("ec2:DescribeSecurityGroups", &name)?;
@@ -70,10 +70,8 @@ pub async fn admit(
     blocks: &[Cidr],
     port: i32,
 ) -> Result<(), ProviderError> {
-    let out = net
-        .ec2
-        .describe_security_groups()
-        .group_ids(group)
+    let call = net.ec2.describe_security_groups().group_ids(group);
+    let out = call
         .send()
         .await
         .named("ec2:DescribeSecurityGroups", group)?;
@@ -136,11 +134,7 @@ pub async fn remove(net: &Network<'_>, vpc: &str) -> Result<(), ProviderError> {
         .group_id(&id)
         .send()
         .await
-        .unless_missing(
-            |e| aws_sdk_ec2::error::ProvideErrorMetadata::code(e) == Some("InvalidGroup.NotFound"),
-            "ec2:DeleteSecurityGroup",
-            &id,
-        )?;
+        .unless_code("InvalidGroup.NotFound", "ec2:DeleteSecurityGroup", &id)?;
     Ok(())
 }
 

@@ -252,13 +252,8 @@ fn subnet_tags(net: &Network<'_>) -> Vec<(String, String)> {
 }
 
 async fn subnets(net: &Network<'_>, vpc: &str) -> Result<Vec<Subnet>, ProviderError> {
-    let out = net
-        .ec2
-        .describe_subnets()
-        .filters(filter("vpc-id", &[vpc]))
-        .send()
-        .await
-        .named("ec2:DescribeSubnets", vpc)?;
+    let call = net.ec2.describe_subnets().filters(filter("vpc-id", &[vpc]));
+    let out = call.send().await.named("ec2:DescribeSubnets", vpc)?;
     let in_vpc = |s: &&Subnet| s.vpc_id() == Some(vpc);
     Ok(out.subnets().iter().filter(in_vpc).cloned().collect())
 }
@@ -290,13 +285,11 @@ async fn zones(net: &Network<'_>) -> Result<[String; 2], ProviderError> {
 }
 
 async fn route_tables(net: &Network<'_>, vpc: &str) -> Result<Vec<RouteTable>, ProviderError> {
-    let out = net
+    let call = net
         .ec2
         .describe_route_tables()
-        .filters(filter("vpc-id", &[vpc]))
-        .send()
-        .await
-        .named("ec2:DescribeRouteTables", vpc)?;
+        .filters(filter("vpc-id", &[vpc]));
+    let out = call.send().await.named("ec2:DescribeRouteTables", vpc)?;
     let in_vpc = |t: &&RouteTable| t.vpc_id() == Some(vpc);
     Ok(out.route_tables().iter().filter(in_vpc).cloned().collect())
 }
@@ -549,11 +542,8 @@ async fn dead_peering(
         .vpc_peering_connection_ids(other)
         .send()
         .await
-        .unless_missing(
-            |e| {
-                aws_sdk_ec2::error::ProvideErrorMetadata::code(e)
-                    == Some("InvalidVpcPeeringConnectionID.NotFound")
-            },
+        .unless_code(
+            "InvalidVpcPeeringConnectionID.NotFound",
             "ec2:DescribeVpcPeeringConnections",
             other,
         )?;
@@ -618,11 +608,8 @@ pub async fn remove(net: &Network<'_>, cluster: &ClusterVpc) -> Result<(), Provi
                 .destination_cidr_block(&dest)
                 .send()
                 .await
-                .unless_missing(
-                    |e| {
-                        aws_sdk_ec2::error::ProvideErrorMetadata::code(e)
-                            == Some("InvalidRoute.NotFound")
-                    },
+                .unless_code(
+                    "InvalidRoute.NotFound",
                     "ec2:DeleteRoute",
                     &format!("{id} {dest}"),
                 )?;
@@ -637,14 +624,7 @@ pub async fn remove(net: &Network<'_>, cluster: &ClusterVpc) -> Result<(), Provi
             .subnet_id(id)
             .send()
             .await
-            .unless_missing(
-                |e| {
-                    aws_sdk_ec2::error::ProvideErrorMetadata::code(e)
-                        == Some("InvalidSubnetID.NotFound")
-                },
-                "ec2:DeleteSubnet",
-                id,
-            )?;
+            .unless_code("InvalidSubnetID.NotFound", "ec2:DeleteSubnet", id)?;
     }
     groups::remove(net).await?;
     if let Some(id) = &peering {
@@ -653,24 +633,16 @@ pub async fn remove(net: &Network<'_>, cluster: &ClusterVpc) -> Result<(), Provi
             .vpc_peering_connection_id(id)
             .send()
             .await
-            .unless_missing(
-                |e| {
-                    aws_sdk_ec2::error::ProvideErrorMetadata::code(e)
-                        == Some("InvalidVpcPeeringConnectionID.NotFound")
-                },
+            .unless_code(
+                "InvalidVpcPeeringConnectionID.NotFound",
                 "ec2:DeleteVpcPeeringConnection",
                 id,
             )?;
     }
-    net.ec2
-        .delete_vpc()
-        .vpc_id(&vpc)
-        .send()
-        .await
-        .unless_missing(
-            |e| aws_sdk_ec2::error::ProvideErrorMetadata::code(e) == Some("InvalidVpcID.NotFound"),
-            "ec2:DeleteVpc",
-            &vpc,
-        )?;
+    net.ec2.delete_vpc().vpc_id(&vpc).send().await.unless_code(
+        "InvalidVpcID.NotFound",
+        "ec2:DeleteVpc",
+        &vpc,
+    )?;
     Ok(())
 }
