@@ -296,32 +296,35 @@ impl Provider for AwsProvider {
     }
 
     async fn snapshot(&self, req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
+        let kind = service(req.kind);
+        let snapshots = kind.snapshots().ok_or_else(|| no_snapshots(req.kind))?;
+        // A resource that is not the CR's is refused before any call, an
+        // STS one included.
+        let req = &conformed_snapshot(req, snapshots.rules)?;
         // Snapshots live where their resource does: its tier's region.
         let (_, a) = self.tier_clients(&req.strategy).await?;
-        let (kind, c) = (service(req.kind), &a.clients);
-        let snapshots = kind.snapshots(c).ok_or_else(|| no_snapshots(req.kind))?;
-        let req = &conformed_snapshot(req, snapshots.rules)?;
+        let c = &a.clients;
         // Whose the resource is, by its tags, before anything is taken.
         let source = match &req.resource_identifier {
             Some(id) => Some((id.as_str(), kind.tags_of(c, id).await?)),
             None => None,
         };
-        snapshots::take(snapshots.calls, snapshots.what, req, source).await
+        snapshots::take((snapshots.calls)(c), snapshots.what, req, source).await
     }
 
     async fn delete_snapshot(&self, req: &SnapshotRequest) -> Result<Deletion, ProviderError> {
-        let tier = strategy::parse(&req.strategy).unwrap_or_default();
-        let a = self.in_account(&tier).await?;
-        let Some(snapshots) = service(req.kind).snapshots(&a.clients) else {
+        let Some(snapshots) = service(req.kind).snapshots() else {
             return Ok(Deletion::Done);
         };
+        let tier = strategy::parse(&req.strategy).unwrap_or_default();
+        let a = self.in_account(&tier).await?;
         // A snapshot is deleted by its own identifier; which resource it
         // was of does not matter.
         let req = &SnapshotRequest {
             identifier: snapshots.rules.conform(&req.identifier),
             ..req.clone()
         };
-        snapshots::remove(snapshots.calls, req).await
+        snapshots::remove((snapshots.calls)(&a.clients), req).await
     }
 }
 

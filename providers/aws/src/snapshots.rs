@@ -11,6 +11,7 @@ use cro_provider_api::{
 };
 
 use crate::{
+    clients::Clients,
     errors::{Answer, Created, created_from, not_yet_visible, taken},
     tags::{self, Tagging},
 };
@@ -22,10 +23,11 @@ pub struct Found {
     pub status: String,
 }
 
-/// A service's snapshots: their calls, what they are called in messages,
-/// and the rules of their identifiers.
-pub struct SnapshotsOf<'c> {
-    pub calls: &'c dyn Snapshots,
+/// A service's snapshots: their calls among an account's clients, what
+/// they are called in messages, and the rules of their identifiers (known
+/// before any account is set up).
+pub struct SnapshotsOf {
+    pub calls: fn(&Clients) -> &dyn Snapshots,
     pub what: &'static str,
     pub rules: IdentifierRules,
 }
@@ -268,92 +270,66 @@ pub async fn tag_final<S: Snapshots + ?Sized>(
     }
 }
 
-// RDS and ElastiCache find, take and delete snapshots with the same three
-// calls under their own names.
+/// `Snapshots` for a database SDK: RDS and ElastiCache find, take and
+/// delete snapshots with the same three calls under their own names. Each
+/// call is given as its operation, the SDK method, the request's setters
+/// and the test of its not-found error; `find` also names the output's list
+/// and the snapshot's ARN and status getters.
+macro_rules! snapshot_calls {
+    ($client:ty {
+        find: $find_op:literal $find:ident($find_id:ident) $items:ident, $gone:ident
+            => ($arn:ident, $status:ident),
+        create: $create_op:literal $create:ident($source:ident, $create_id:ident), $no_source:ident,
+        delete: $delete_op:literal $delete:ident($delete_id:ident),
+    }) => {
+        #[async_trait::async_trait]
+        impl Snapshots for $client {
+            async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
+                let sent = self.$find().$find_id(id).send().await;
+                let out = sent.unless_missing(|e| e.$gone(), $find_op, id)?;
+                Ok(out.and_then(|o| {
+                    o.$items().first().map(|s| Found {
+                        arn: s.$arn().unwrap_or_default().into(),
+                        status: s.$status().unwrap_or("creating").into(),
+                    })
+                }))
+            }
 
-#[async_trait::async_trait]
-impl Snapshots for aws_sdk_rds::Client {
-    async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
-        use aws_sdk_rds::operation::describe_db_snapshots::DescribeDBSnapshotsError as E;
-        let out = self
-            .describe_db_snapshots()
-            .db_snapshot_identifier(id)
-            .send()
-            .await;
-        let gone = |e: &E| e.is_db_snapshot_not_found_fault();
-        let out = out.unless_missing(gone, "rds:DescribeDBSnapshots", id)?;
-        Ok(out.and_then(|o| {
-            o.db_snapshots().first().map(|s| Found {
-                arn: s.db_snapshot_arn().unwrap_or_default().into(),
-                status: s.status().unwrap_or("creating").into(),
-            })
-        }))
-    }
+            async fn create_snapshot(
+                &self,
+                resource: &str,
+                id: &str,
+                tags: &[(String, String)],
+            ) -> Result<Option<Created>, ProviderError> {
+                let call = self.$create().$source(resource).$create_id(id);
+                let sent = call.set_tags(Some(tags::sdk(tags))).send().await;
+                created_from(sent, |e| e.$no_source(), $create_op, id)
+            }
 
-    async fn create_snapshot(
-        &self,
-        resource: &str,
-        id: &str,
-        tags: &[(String, String)],
-    ) -> Result<Option<Created>, ProviderError> {
-        use aws_sdk_rds::operation::create_db_snapshot::CreateDBSnapshotError;
-        let call = self.create_db_snapshot().db_instance_identifier(resource);
-        let call = call
-            .db_snapshot_identifier(id)
-            .set_tags(Some(tags::sdk(tags)));
-        let missing = |e: &CreateDBSnapshotError| e.is_db_instance_not_found_fault();
-        created_from(call.send().await, missing, "rds:CreateDBSnapshot", id)
-    }
-
-    async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
-        use aws_sdk_rds::operation::delete_db_snapshot::DeleteDBSnapshotError as E;
-        let out = self
-            .delete_db_snapshot()
-            .db_snapshot_identifier(id)
-            .send()
-            .await;
-        let gone = |e: &E| e.is_db_snapshot_not_found_fault();
-        out.unless_missing(gone, "rds:DeleteDBSnapshot", id)?;
-        Ok(())
-    }
+            async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
+                let sent = self.$delete().$delete_id(id).send().await;
+                sent.unless_missing(|e| e.$gone(), $delete_op, id)?;
+                Ok(())
+            }
+        }
+    };
 }
 
-#[async_trait::async_trait]
-impl Snapshots for aws_sdk_elasticache::Client {
-    async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
-        use aws_sdk_elasticache::operation::describe_snapshots::DescribeSnapshotsError as E;
-        let out = self.describe_snapshots().snapshot_name(id).send().await;
-        let gone = |e: &E| e.is_snapshot_not_found_fault();
-        let out = out.unless_missing(gone, "elasticache:DescribeSnapshots", id)?;
-        Ok(out.and_then(|o| {
-            o.snapshots().first().map(|s| Found {
-                arn: s.arn().unwrap_or_default().into(),
-                status: s.snapshot_status().unwrap_or("creating").into(),
-            })
-        }))
-    }
+snapshot_calls!(aws_sdk_rds::Client {
+    find: "rds:DescribeDBSnapshots" describe_db_snapshots(db_snapshot_identifier) db_snapshots,
+        is_db_snapshot_not_found_fault => (db_snapshot_arn, status),
+    create: "rds:CreateDBSnapshot" create_db_snapshot(db_instance_identifier, db_snapshot_identifier),
+        is_db_instance_not_found_fault,
+    delete: "rds:DeleteDBSnapshot" delete_db_snapshot(db_snapshot_identifier),
+});
 
-    async fn create_snapshot(
-        &self,
-        resource: &str,
-        id: &str,
-        tags: &[(String, String)],
-    ) -> Result<Option<Created>, ProviderError> {
-        use aws_sdk_elasticache::operation::create_snapshot::CreateSnapshotError;
-        let call = self.create_snapshot().replication_group_id(resource);
-        let call = call.snapshot_name(id).set_tags(Some(tags::sdk(tags)));
-        let missing = |e: &CreateSnapshotError| e.is_replication_group_not_found_fault();
-        created_from(call.send().await, missing, "elasticache:CreateSnapshot", id)
-    }
-
-    async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
-        use aws_sdk_elasticache::operation::delete_snapshot::DeleteSnapshotError as E;
-        let out = self.delete_snapshot().snapshot_name(id).send().await;
-        let gone = |e: &E| e.is_snapshot_not_found_fault();
-        out.unless_missing(gone, "elasticache:DeleteSnapshot", id)?;
-        Ok(())
-    }
-}
+snapshot_calls!(aws_sdk_elasticache::Client {
+    find: "elasticache:DescribeSnapshots" describe_snapshots(snapshot_name) snapshots,
+        is_snapshot_not_found_fault => (arn, snapshot_status),
+    create: "elasticache:CreateSnapshot" create_snapshot(replication_group_id, snapshot_name),
+        is_replication_group_not_found_fault,
+    delete: "elasticache:DeleteSnapshot" delete_snapshot(snapshot_name),
+});
 
 #[cfg(test)]
 mod tests {

@@ -111,9 +111,9 @@ impl<D: Database + 'static> Service for DatabaseService<D> {
         Ok(deleted)
     }
 
-    fn snapshots<'c>(&self, c: &'c Clients) -> Option<SnapshotsOf<'c>> {
+    fn snapshots(&self) -> Option<SnapshotsOf> {
         Some(SnapshotsOf {
-            calls: D::client(c),
+            calls: |c| D::client(c),
             what: D::SERVICE.what,
             rules: D::SERVICE.snapshot_rules,
         })

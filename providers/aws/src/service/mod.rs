@@ -86,7 +86,7 @@ pub trait Service: Send + Sync {
 
     /// Its snapshots: their calls, what they are called in messages and
     /// the rules of their identifiers; `None`: it has none.
-    fn snapshots<'c>(&self, _: &'c Clients) -> Option<SnapshotsOf<'c>> {
+    fn snapshots(&self) -> Option<SnapshotsOf> {
         None
     }
 }
@@ -133,7 +133,7 @@ pub trait Kind: Send + Sync {
         req: &ResourceRequest,
         tier: &Tier,
     ) -> Result<Deletion, ProviderError>;
-    fn snapshots<'c>(&self, c: &'c Clients) -> Option<SnapshotsOf<'c>>;
+    fn snapshots(&self) -> Option<SnapshotsOf>;
 }
 
 #[async_trait::async_trait]
@@ -202,7 +202,7 @@ impl<S: Service> Kind for S {
         self.remove(at, req, &s).await
     }
 
-    fn snapshots<'c>(&self, c: &'c Clients) -> Option<SnapshotsOf<'c>> {
-        Service::snapshots(self, c)
+    fn snapshots(&self) -> Option<SnapshotsOf> {
+        Service::snapshots(self)
     }
 }
