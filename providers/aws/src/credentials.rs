@@ -8,6 +8,7 @@ pub use cro_provider_api::{
 };
 
 /// An IAM access key; its secret never shows in logs.
+#[derive(Clone)]
 pub struct AccessKey {
     pub id: String,
     pub secret: String,

@@ -67,53 +67,58 @@ pub async fn observe(
     Ok(Observed::Ours { stored, user })
 }
 
-/// What the user needs (pure); `None`: the minted key is used, the user
-/// left alone.
+/// What [`act`] does, decided from what was observed: hand out the key
+/// CCO minted, or carry out `plan` on our user and hand out our key.
+pub enum KeyPlan {
+    Minted(AccessKey),
+    Ours {
+        stored: Option<BTreeMap<String, String>>,
+        user: Option<User>,
+        plan: UserPlan,
+    },
+}
+
+/// What the user needs (pure): nothing where the minted key is used.
 pub fn decide(
     req: &ResourceRequest,
     u: &UserSecrets<'_>,
     policy: &Value,
     live: &Observed,
-) -> Option<UserPlan> {
+) -> KeyPlan {
     match live {
-        Observed::Minted(_) => None,
-        Observed::Ours { user, .. } => Some(iam_user::decide_user(
-            user.as_ref(),
-            req,
-            u.user,
-            (u.policy_name, policy),
-        )),
+        Observed::Minted(key) => KeyPlan::Minted(key.clone()),
+        Observed::Ours { stored, user } => KeyPlan::Ours {
+            stored: stored.clone(),
+            user: user.clone(),
+            plan: iam_user::decide_user(user.as_ref(), req, u.user, (u.policy_name, policy)),
+        },
     }
 }
 
 /// Every change [`act`] would make to the user (pure): none where the
 /// Cloud Credential Operator's key is used.
-pub fn shown(u: &UserSecrets<'_>, live: &Observed, plan: Option<&UserPlan>) -> Vec<Change> {
-    match (live, plan) {
-        (Observed::Ours { user, .. }, Some(plan)) => {
+pub fn shown(u: &UserSecrets<'_>, plan: &KeyPlan) -> Vec<Change> {
+    match plan {
+        KeyPlan::Minted(_) => Vec::new(),
+        KeyPlan::Ours { user, plan, .. } => {
             iam_user::shown_user(plan, user.as_ref(), u.policy_name)
         }
-        _ => Vec::new(),
     }
 }
 
-/// The key to hand out: the minted one, or, once `plan` is carried out on
-/// the user, ours (made when missing, rotated when due).
+/// The key to hand out: the minted one, or, once the plan is carried out
+/// on the user, ours (made when missing, rotated when due).
 pub async fn act(
     k: &KeySource<'_>,
     c: &Clients,
     req: &ResourceRequest,
     (u, policy): (&UserSecrets<'_>, &Value),
-    (live, plan): (Observed, Option<UserPlan>),
+    plan: KeyPlan,
 ) -> Result<Keys, ProviderError> {
-    let (stored, user) = match live {
-        Observed::Minted(key) => return Ok(Keys::minted(key)),
-        Observed::Ours { stored, user } => (stored, user),
+    let (stored, user, plan) = match plan {
+        KeyPlan::Minted(key) => return Ok(Keys::minted(key)),
+        KeyPlan::Ours { stored, user, plan } => (stored, user, plan),
     };
-    // [`decide`] gives `None` only for a minted key.
-    let plan = plan.unwrap_or_else(|| {
-        iam_user::decide_user(user.as_ref(), req, u.user, (u.policy_name, policy))
-    });
     let (names, found) = ((u.user, u.policy_name, policy), user.is_some());
     let existed = iam_user::act_user((c, k.users), k.iam_users, req, names, (found, plan)).await?;
     let stored = Stored::new(stored.unwrap_or_default());
@@ -133,7 +138,7 @@ pub async fn user_keys(
 ) -> Result<Keys, ProviderError> {
     let live = observe(k, c, req, u).await?;
     let plan = decide(req, u, policy, &live);
-    act(k, c, req, (u, policy), (live, plan)).await
+    act(k, c, req, (u, policy), plan).await
 }
 
 /// Deletes the CR's user `user` (if it is the CR's) and its credentials:

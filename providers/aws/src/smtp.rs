@@ -15,8 +15,7 @@ use crate::{
     At, RECHECK, cco,
     clients::Clients,
     errors::Answer,
-    iam_user::{self, UserPlan},
-    keys,
+    iam_user, keys,
     service::{Sections, Service, Tags},
     smtp_password::smtp_password,
     strategy::{Tier, TypedSection, parse_section},
@@ -142,7 +141,7 @@ impl Service for Ses {
     /// The Go operator's SMTP strategy has no deleteStrategy.
     type Delete = ();
     type Live = Observed;
-    type Plan = Option<UserPlan>;
+    type Plan = keys::KeyPlan;
     const RULES: IdentifierRules = IdentifierRules::IamUser;
 
     fn sections(&self, tier: &Tier) -> Result<Sections<CreateStrategy, ()>, ProviderError> {
@@ -191,7 +190,7 @@ impl Service for Ses {
         req: &ResourceRequest,
         s: &Sections<CreateStrategy, ()>,
         live: &Observed,
-    ) -> Option<UserPlan> {
+    ) -> keys::KeyPlan {
         let policy = iam_user::ses_send_policy(s.create.email_identity.as_deref(), &live.region);
         keys::decide(req, &Names::of(req).secrets(), &policy, &live.keys)
     }
@@ -200,13 +199,9 @@ impl Service for Ses {
         &self,
         _: &At<'_>,
         req: &ResourceRequest,
-        (live, plan): (&Observed, &Option<UserPlan>),
+        (_, plan): (&Observed, &keys::KeyPlan),
     ) -> Result<Vec<Change>, ProviderError> {
-        Ok(keys::shown(
-            &Names::of(req).secrets(),
-            &live.keys,
-            plan.as_ref(),
-        ))
+        Ok(keys::shown(&Names::of(req).secrets(), plan))
     }
 
     /// Taken over from the Go operator: its CCO-minted key stays; the
@@ -216,13 +211,13 @@ impl Service for Ses {
         at: &At<'_>,
         (req, _): (&ResourceRequest, &Tier),
         s: &Sections<CreateStrategy, ()>,
-        (live, plan): (Observed, Option<UserPlan>),
+        (live, plan): (Observed, keys::KeyPlan),
     ) -> Result<Provisioned, ProviderError> {
         let region = live.region.as_str();
         let policy = iam_user::ses_send_policy(s.create.email_identity.as_deref(), region);
         let names = Names::of(req);
         let u = (&names.secrets(), &policy);
-        let keys = keys::act(&at.keys, at.c, req, u, (live.keys, plan)).await?;
+        let keys = keys::act(&at.keys, at.c, req, u, plan).await?;
         let key = &keys.key;
         let details = ConnectionDetails(BTreeMap::from([
             ("username".into(), key.id.clone()),
