@@ -35,6 +35,12 @@ const WORKLOADS: usize = 3;
 /// (CR kinds, owned kinds, ConfigMaps), the Lease, and discovery.
 const RESTART_BUDGET: usize = 50;
 
+/// The status writes a new in-cluster Postgres or Redis may cost: its
+/// first verdict, the Deployment available, the first connection check's
+/// (three, measured on 2026-11-28; `make bench` shows the last two land
+/// milliseconds apart, a place to look for one write less).
+const STATUS_WRITES: usize = 3;
+
 /// The idle window in which complete CRs must cost no write.
 const IDLE: Duration = Duration::from_secs(20);
 
@@ -168,6 +174,45 @@ async fn a_restart_over_complete_crs_reads_nothing_one_object_at_a_time() {
             let reads = of_cr.iter().filter(|r| r.verb == "get").count();
             let failed = of_cr.iter().filter(|r| r.verb != "get" && !(200..300).contains(&r.code)).count();
             assert_eq!((reads, failed), (0, 0), "requests for BlobStorage {name}: {of_cr:?}");
+        }
+
+        // Each new in-cluster Postgres and Redis cost the writes it needs
+        // (`make bench` measures them over 200): each of its objects
+        // written once (its credentials and workload objects by apply, its
+        // output Secret by create, its finalizer), its status at most
+        // STATUS_WRITES times, at most two Events, and no write refused.
+        for name in workloads.iter().filter_map(|w| w.split('/').nth(1)) {
+            // Its Deployment, Service, PVC, Secrets and Events all start
+            // with its name (no other CR's name here is a prefix of it).
+            let of_cr: Vec<_> = created
+                .iter()
+                .filter(|r| r.name.starts_with(name) && !matches!(r.verb.as_str(), "get" | "list" | "watch"))
+                .collect();
+            let shown: Vec<String> = of_cr.iter().map(|r| format!("{} {} {} ({})", r.verb, r.resource, r.name, r.code)).collect();
+            eprintln!("writes for in-cluster {name}: {}: {}", of_cr.len(), shown.join(", "));
+            assert!(of_cr.iter().all(|r| (200..300).contains(&r.code)), "a write for {name} refused: {shown:?}");
+            let count = |f: &dyn Fn(&str) -> bool| of_cr.iter().filter(|r| f(&r.resource)).count();
+            let status = count(&|res| res.ends_with("/status"));
+            let events = count(&|res| res == "events");
+            assert!(status <= STATUS_WRITES && events <= 2, "{status} status writes and {events} Events for {name}: {shown:?}");
+            let mut objects: Vec<(&str, &str, &str)> = of_cr
+                .iter()
+                .filter(|r| !r.resource.ends_with("/status") && r.resource != "events")
+                .map(|r| (r.verb.as_str(), r.resource.as_str(), r.name.as_str()))
+                .collect();
+            objects.sort_unstable();
+            let mut kinds: Vec<&str> = objects.iter().map(|(_, res, _)| *res).collect();
+            objects.dedup();
+            assert_eq!(objects.len(), kinds.len(), "an object of {name} written twice: {shown:?}");
+            let (kind, mut want) = if name.starts_with("postgres") {
+                ("postgres", vec!["deployments", "networkpolicies", "persistentvolumeclaims", "secrets", "secrets", "services"])
+            } else {
+                ("redis", vec!["configmaps", "deployments", "networkpolicies", "persistentvolumeclaims", "secrets", "secrets", "services"])
+            };
+            want.push(kind);
+            want.sort_unstable();
+            kinds.sort_unstable();
+            assert_eq!(kinds, want, "the objects written for {name}: {shown:?}");
         }
 
         // The restart, as another account so its requests stand apart.
