@@ -199,6 +199,34 @@ where
 }
 
 /// Requests and writes of `user` so far.
+/// Waits until `user` has written nothing but its Lease for three seconds
+/// (the completions' own follow-ups, such as a connection check's verdict),
+/// so a run's writes per CR count them all; at most a minute.
+async fn writes_settled(user: &str) {
+    let quiet = std::time::Duration::from_secs(3);
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    let writes = || {
+        let all = crate::support::audited_requests_of(user);
+        all.iter()
+            .filter(|r| {
+                !matches!(r.verb.as_str(), "get" | "list" | "watch") && r.resource != "leases"
+            })
+            .count()
+    };
+    let (mut last, mut since) = (writes(), Instant::now());
+    while since.elapsed() < quiet {
+        assert!(
+            Instant::now() < deadline,
+            "{user} still writing a minute after its CRs completed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let now = writes();
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
+}
+
 fn requests_of(user: &str) -> (usize, usize) {
     let all = crate::support::audited_requests_of(user);
     let writes = all
@@ -260,7 +288,7 @@ async fn scale_over_many_in_cluster_crs() {
         let plane_stopped = control_plane_cpu() - plane_before;
         let cpu_stopped = operator.cpu_seconds().unwrap_or_default();
         let rss_at_n = operator.peak_rss_kib().unwrap_or_default();
-        tokio::time::sleep(std::time::Duration::from_secs(10)).await; // the completions' own follow-ups
+        writes_settled(&user).await;
         let (stopped_requests, stopped_writes) = requests_of(&user);
 
         // N CRs created while it runs.
@@ -270,7 +298,7 @@ async fn scale_over_many_in_cluster_crs() {
         complete.wait("running-", n).await;
         let to_complete = started.elapsed();
         let cpu_running = operator.cpu_seconds().unwrap_or_default() - cpu_stopped;
-        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        writes_settled(&user).await;
         let (at_create, writes_at_create) = requests_of(&user);
         let (at_create, writes_at_create) = (at_create - stopped_requests, writes_at_create - stopped_writes);
         let apf_after = apf_wait(&client).await;
@@ -426,7 +454,7 @@ async fn scale_over_many_in_cluster_databases() {
             pg_done.wait(&pg, half).await;
             redis_done.wait(&rd, half).await;
             let took = started.elapsed();
-            tokio::time::sleep(std::time::Duration::from_secs(10)).await; // the completions' own follow-ups
+            writes_settled(&user).await;
             let (after, writes_after) = requests_of(&user);
             let crs = 2 * half;
             // Where the round's requests went, by verb and resource.
