@@ -58,9 +58,9 @@ pub async fn list(c: &Clients) -> Result<BTreeMap<String, Vec<Snapshot>>, Provid
         arn.contains(":snapshot:").then(|| arn.to_string())
     })
     .await?;
-    let pages = c.elasticache.describe_snapshots().max_records(50);
+    let call = c.elasticache.describe_snapshots().max_records(50);
     let op = "elasticache:DescribeSnapshots";
-    let all = describe::every_item(pages.into_paginator().send(), op, |p| p.snapshots()).await?;
+    let all = describe::every_item(call.into_paginator().send(), op, |p| p.snapshots()).await?;
     let mut out: BTreeMap<String, Vec<Snapshot>> = BTreeMap::new();
     for s in all {
         let (Some(group), Some(arn)) = (s.replication_group_id(), s.arn()) else {
