@@ -198,7 +198,6 @@ where
         .await;
 }
 
-/// Requests and writes of `user` so far.
 /// Waits until `user` has written nothing but its Lease for three seconds
 /// (the completions' own follow-ups, such as a connection check's verdict),
 /// so a run's writes per CR count them all; at most a minute.
@@ -227,6 +226,7 @@ async fn writes_settled(user: &str) {
     }
 }
 
+/// Requests and writes of `user` so far.
 fn requests_of(user: &str) -> (usize, usize) {
     let all = crate::support::audited_requests_of(user);
     let writes = all

@@ -213,13 +213,13 @@ pub fn validate_network_strategy(strategy: &Value) -> Result<(), ProviderError> 
 /// [`service::identity::claimed`]).
 fn conformed_snapshot(
     req: &SnapshotRequest,
+    tier: &strategy::Tier,
     snapshot_rules: IdentifierRules,
 ) -> Result<SnapshotRequest, ProviderError> {
     let kind = service(req.kind);
-    let tier = strategy::parse(&req.strategy).unwrap_or_default();
     let rules = kind.rules();
     let default = rules.conform(&req.resource_default_identifier);
-    let pinned = kind.pinned(&tier, false)?;
+    let pinned = kind.pinned(tier, false)?;
     let identifier = snapshot_rules.conform(&req.identifier);
     // None recorded: only a snapshot already taken can be found.
     let Some(recorded) = &req.resource_identifier else {
@@ -298,11 +298,12 @@ impl Provider for AwsProvider {
     async fn snapshot(&self, req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
         let kind = service(req.kind);
         let snapshots = kind.snapshots().ok_or_else(|| no_snapshots(req.kind))?;
-        // A resource that is not the CR's is refused before any call, an
-        // STS one included.
-        let req = &conformed_snapshot(req, snapshots.rules)?;
+        // A tier that does not parse, or a resource that is not the CR's,
+        // is refused before any call, an STS one included.
+        let tier = strategy::parse(&req.strategy)?;
+        let req = &conformed_snapshot(req, &tier, snapshots.rules)?;
         // Snapshots live where their resource does: its tier's region.
-        let (_, a) = self.tier_clients(&req.strategy).await?;
+        let a = self.in_account(&tier).await?;
         let c = &a.clients;
         // Whose the resource is, by its tags, before anything is taken.
         let source = match &req.resource_identifier {
@@ -491,14 +492,23 @@ mod tests {
                 ResourceKind::Redis => IdentifierRules::ElastiCacheSnapshot,
                 ResourceKind::BlobStorage | ResourceKind::Smtp => continue,
             };
-            assert!(conformed_snapshot(&snap, rules).is_err(), "{kind:?}");
+            assert!(
+                conformed_snapshot(&snap, &Default::default(), rules).is_err(),
+                "{kind:?}"
+            );
             snap.resource_identifier = Some(snap.resource_default_identifier.clone());
-            assert!(conformed_snapshot(&snap, rules).is_ok(), "{kind:?}");
+            assert!(
+                conformed_snapshot(&snap, &Default::default(), rules).is_ok(),
+                "{kind:?}"
+            );
             snap.resource_identifier = Some(snap.resource_separate_identifier.clone());
-            assert!(conformed_snapshot(&snap, rules).is_ok(), "{kind:?}");
+            assert!(
+                conformed_snapshot(&snap, &Default::default(), rules).is_ok(),
+                "{kind:?}"
+            );
             snap.resource_identifier = None;
             assert!(
-                conformed_snapshot(&snap, rules).is_ok(),
+                conformed_snapshot(&snap, &Default::default(), rules).is_ok(),
                 "{kind:?}: none recorded"
             );
         }

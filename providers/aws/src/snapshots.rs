@@ -271,21 +271,23 @@ pub async fn tag_final<S: Snapshots + ?Sized>(
 }
 
 /// `Snapshots` for a database SDK: RDS and ElastiCache find, take and
-/// delete snapshots with the same three calls under their own names. Each
-/// call is given as its operation, the SDK method, the request's setters
-/// and the test of its not-found error; `find` also names the output's list
-/// and the snapshot's ARN and status getters.
+/// delete snapshots with the same three calls under their own names. A
+/// table names them: the snapshot identifier's setter and the test of the
+/// snapshot's not-found error (shared by the three calls); each call's
+/// operation and SDK method; for `find`, the output's list and the
+/// snapshot's ARN and status getters; for `create`, the source's setter and
+/// the test of its not-found error.
 macro_rules! snapshot_calls {
     ($client:ty {
-        find: $find_op:literal $find:ident($find_id:ident) $items:ident, $gone:ident
-            => ($arn:ident, $status:ident),
-        create: $create_op:literal $create:ident($source:ident, $create_id:ident), $no_source:ident,
-        delete: $delete_op:literal $delete:ident($delete_id:ident),
+        id: $id:ident, gone: $gone:ident,
+        find: $find_op:literal $find:ident $items:ident => ($arn:ident, $status:ident),
+        create: $create_op:literal $create:ident($source:ident), $no_source:ident,
+        delete: $delete_op:literal $delete:ident,
     }) => {
         #[async_trait::async_trait]
         impl Snapshots for $client {
             async fn find_snapshot(&self, id: &str) -> Result<Option<Found>, ProviderError> {
-                let sent = self.$find().$find_id(id).send().await;
+                let sent = self.$find().$id(id).send().await;
                 let out = sent.unless_missing(|e| e.$gone(), $find_op, id)?;
                 Ok(out.and_then(|o| {
                     o.$items().first().map(|s| Found {
@@ -301,13 +303,13 @@ macro_rules! snapshot_calls {
                 id: &str,
                 tags: &[(String, String)],
             ) -> Result<Option<Created>, ProviderError> {
-                let call = self.$create().$source(resource).$create_id(id);
+                let call = self.$create().$source(resource).$id(id);
                 let sent = call.set_tags(Some(tags::sdk(tags))).send().await;
                 created_from(sent, |e| e.$no_source(), $create_op, id)
             }
 
             async fn delete_snapshot(&self, id: &str) -> Result<(), ProviderError> {
-                let sent = self.$delete().$delete_id(id).send().await;
+                let sent = self.$delete().$id(id).send().await;
                 sent.unless_missing(|e| e.$gone(), $delete_op, id)?;
                 Ok(())
             }
@@ -316,19 +318,19 @@ macro_rules! snapshot_calls {
 }
 
 snapshot_calls!(aws_sdk_rds::Client {
-    find: "rds:DescribeDBSnapshots" describe_db_snapshots(db_snapshot_identifier) db_snapshots,
-        is_db_snapshot_not_found_fault => (db_snapshot_arn, status),
-    create: "rds:CreateDBSnapshot" create_db_snapshot(db_instance_identifier, db_snapshot_identifier),
+    id: db_snapshot_identifier, gone: is_db_snapshot_not_found_fault,
+    find: "rds:DescribeDBSnapshots" describe_db_snapshots db_snapshots => (db_snapshot_arn, status),
+    create: "rds:CreateDBSnapshot" create_db_snapshot(db_instance_identifier),
         is_db_instance_not_found_fault,
-    delete: "rds:DeleteDBSnapshot" delete_db_snapshot(db_snapshot_identifier),
+    delete: "rds:DeleteDBSnapshot" delete_db_snapshot,
 });
 
 snapshot_calls!(aws_sdk_elasticache::Client {
-    find: "elasticache:DescribeSnapshots" describe_snapshots(snapshot_name) snapshots,
-        is_snapshot_not_found_fault => (arn, snapshot_status),
-    create: "elasticache:CreateSnapshot" create_snapshot(replication_group_id, snapshot_name),
+    id: snapshot_name, gone: is_snapshot_not_found_fault,
+    find: "elasticache:DescribeSnapshots" describe_snapshots snapshots => (arn, snapshot_status),
+    create: "elasticache:CreateSnapshot" create_snapshot(replication_group_id),
         is_replication_group_not_found_fault,
-    delete: "elasticache:DeleteSnapshot" delete_snapshot(snapshot_name),
+    delete: "elasticache:DeleteSnapshot" delete_snapshot,
 });
 
 #[cfg(test)]
