@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # build.sh [BINARY]: the operator's image, built with no container daemon,
-# as a `docker save` archive at target/image/cloud-resource-operator.tar,
-# tagged as the Helm chart's default image (cloud-resource-operator:<the
-# chart's appVersion>). BINARY defaults to the release build.
+# as an OCI archive at target/image/cloud-resource-operator.tar, tagged as
+# the Helm chart's default image (cloud-resource-operator:<the chart's
+# appVersion>), its digest beside it in cloud-resource-operator.digest (the
+# same binary gives the same digest). BINARY defaults to the release build.
 #
 # The same contract as the Dockerfile (the release path, multi-arch with
 # buildx): the binary as entrypoint with `run` as its command, user
@@ -43,7 +44,9 @@ cat >"$work/config.json" <<JSON
 {"Entrypoint": ["/cloud-resource-operator"], "Cmd": ["run"], "User": "65532:65532",
  "ExposedPorts": {"8080/tcp": {}}, "Env": ["SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"]}
 JSON
-IMAGE_CREATED_BY=deploy/image/build.sh python3 "$repo/tests/testenv/real-node/image_archive.py" "$out.tmp" "$work/layer.tar" \
-  "$work/config.json=docker.io/library/cloud-resource-operator:$version"
+name=docker.io/library/cloud-resource-operator:$version
+digest=$(IMAGE_CREATED_BY=deploy/image/build.sh python3 "$repo/deploy/image/oci_archive.py" "$out.tmp" "$work/layer.tar" "$work/config.json" "$name")
 mv "$out.tmp" "$out"
-echo "image: $out (docker.io/library/cloud-resource-operator:$version, $(du -h "$out" | cut -f1))"
+echo "$digest" >"${out%.tar}.digest"
+echo "image: $out ($name, $(du -h "$out" | cut -f1))"
+echo "digest: $digest (in ${out%.tar}.digest; pin it with the chart's image.digest)"

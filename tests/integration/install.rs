@@ -1,6 +1,7 @@
 //! The operator installed as users install it (issue #40): its own image
 //! (`deploy/image/build.sh`, as `make image` builds it, from the binary
-//! under test) loaded into the real node, the Helm chart installed into a
+//! under test) loaded into the real node, the Helm chart installed, pinned
+//! to the digest `make image` printed, into a
 //! namespace that enforces Pod Security "restricted", under an arbitrary
 //! UID as OpenShift assigns one, watching one other "restricted"
 //! namespace. The pods become Ready through their own probes, one takes
@@ -66,7 +67,7 @@ async fn http_get(host: &str, port: u16, path: &str) -> String {
 async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_uid() {
     let (node, env, client, pod_aws) = environment().await;
 
-    let (operator_ns, app_ns) = prepared(&client, "cro-install", "cro-app").await;
+    let (operator_ns, app_ns, digest) = prepared(&client, "cro-install", "cro-app").await;
     let helm = env.helm.clone();
     let release = "cro";
     // As a platform engineer on OpenShift would, with the emulator's
@@ -81,6 +82,9 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
         format!("podSecurityContext.runAsUser={OPENSHIFT_UID}"),
         "--set".into(),
         format!("operator.watchNamespaces={{{app_ns}}}"),
+        // Pinned as docs/install.md says, to what `make image` printed.
+        "--set".into(),
+        format!("image.digest={digest}"),
         "--set".into(),
         "image.pullPolicy=Never".into(),
         "--set".into(),
@@ -101,6 +105,8 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
         let chart = Expect {
             pods: 2,
             uid: Some(OPENSHIFT_UID),
+            image: &format!("cloud-resource-operator@{digest}"),
+            digest: &digest,
             services: &[
                 ("cloud-resource-operator-metrics", 8080),
                 ("operator-metrics-service", 8383),
@@ -126,7 +132,7 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
 #[tokio::test]
 async fn kustomize_installs_deploy_under_an_overlay_into_restricted_namespaces() {
     let (node, env, client, pod_aws) = environment().await;
-    let (operator_ns, app_ns) = prepared(&client, "cro-kustomize", "cro-kapp").await;
+    let (operator_ns, app_ns, digest) = prepared(&client, "cro-kustomize", "cro-kapp").await;
     let overlay = repo().join(format!("target/overlays/{operator_ns}"));
     std::fs::create_dir_all(&overlay).unwrap_or_else(|e| panic!("{e}"));
     let region = &env.aws_region;
@@ -171,6 +177,8 @@ patches:
         let deployed = Expect {
             pods: 1,
             uid: None,
+            image: "docker.io/library/cloud-resource-operator:0.1.0",
+            digest: &digest,
             services: &[("cloud-resource-operator-metrics", 8080)],
         };
         installed(&client, &node, &operator_ns, &app_ns, &deployed).await;
@@ -211,11 +219,12 @@ async fn environment() -> (String, TestEnv, Client, String) {
 
 /// The image of the binary under test, loaded into the real node; a
 /// namespace for the operator and one for applications, both enforcing
-/// Pod Security "restricted", and the AWS credentials Secret.
-async fn prepared(client: &Client, operator: &str, app: &str) -> (String, String) {
+/// Pod Security "restricted", and the AWS credentials Secret. The last is
+/// the image's digest.
+async fn prepared(client: &Client, operator: &str, app: &str) -> (String, String, String) {
     // Once for all the tests here (they would write the same archive).
-    static IMAGE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
-    IMAGE.get_or_init(|| async { image() }).await;
+    static IMAGE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    let digest = IMAGE.get_or_init(|| async { image() }).await.clone();
     let operator_ns = restricted_namespace(client, operator).await;
     let app_ns = restricted_namespace(client, app).await;
     // AWS credentials for the emulator, in the Secret the Deployment reads.
@@ -228,12 +237,12 @@ async fn prepared(client: &Client, operator: &str, app: &str) -> (String, String
         .await
         .unwrap_or_else(|e| panic!("{e}"));
 
-    (operator_ns, app_ns)
+    (operator_ns, app_ns, digest)
 }
 
 /// The image, as `make image` builds it, of the binary under test, loaded
-/// into the real node.
-fn image() {
+/// into the real node; its digest, as build.sh printed it.
+fn image() -> String {
     let said = run(
         &repo().join("deploy/image/build.sh"),
         &[env!("CARGO_BIN_EXE_cloud-resource-operator")],
@@ -242,10 +251,20 @@ fn image() {
         said.contains("docker.io/library/cloud-resource-operator:0.1.0"),
         "{said}"
     );
+    let digest = said
+        .lines()
+        .find_map(|l| l.strip_prefix("digest: "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("build.sh printed no digest: {said}"))
+        .to_string();
+    let file = std::fs::read_to_string(repo().join("target/image/cloud-resource-operator.digest"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(file.trim(), digest);
     run(
         &repo().join("tests/testenv/testenv.sh"),
         &["load-image", "target/image/cloud-resource-operator.tar"],
     );
+    digest
 }
 
 /// The operator pods' last log lines.
@@ -299,6 +318,11 @@ struct Expect<'a> {
     uid: Option<&'a str>,
     /// The Services that serve the metrics, and their ports.
     services: &'a [(&'a str, u16)],
+    /// The operator container's image as the installation names it.
+    image: &'a str,
+    /// The digest the running image must have: the kubelet reports
+    /// containerd's, which it computed from the archive's manifest.
+    digest: &'a str,
 }
 
 async fn installed(
@@ -340,6 +364,17 @@ async fn installed(
         assert_eq!(spec.node_name.as_deref(), Some(node));
         let uid = spec.security_context.and_then(|s| s.run_as_user);
         assert_eq!(uid.map(|u| u.to_string()).as_deref(), expect.uid);
+        assert_eq!(spec.containers[0].image.as_deref(), Some(expect.image));
+        let running = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref());
+        let image_id = running.and_then(|c| c.first()).map(|c| c.image_id.as_str());
+        assert!(
+            image_id.is_some_and(|id| id.ends_with(&format!("@{}", expect.digest))),
+            "the operator runs {image_id:?}, not the image of digest {}",
+            expect.digest
+        );
     }
 
     // One of them leads.

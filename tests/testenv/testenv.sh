@@ -11,7 +11,7 @@
 #   testenv.sh restart apiserver|etcd  restart one process under its clients
 #   testenv.sh compact  compact etcd's history up to its current revision
 #   testenv.sh backup|restore [--bump]  snapshot etcd / restore the snapshot
-#   testenv.sh load-image ARCHIVE  load a docker-save archive into the real node
+#   testenv.sh load-image ARCHIVE  load an image archive into the real node
 #
 # Binaries are built from published Go modules and cached by version in
 # $CRO_TESTENV_CACHE (default ~/.cache/cro-testenv), outside the repository,
@@ -844,14 +844,23 @@ cmd_down() {
   log "down"
 }
 
-# load-image ARCHIVE: a `docker save` archive (make image) into the real
-# node's containerd, where pods find it without a registry.
+# load-image ARCHIVE: an image archive (OCI or `docker save`; make image
+# writes OCI) into the real node's containerd, where pods find it without
+# a registry: by its name, and, as after a pull by digest, by
+# repository@<the digest containerd stored it under>.
 cmd_load_image() {
-  local file=${1:-}
-  [ -f "$file" ] || die "usage: $0 load-image ARCHIVE (a docker-save archive, e.g. target/image/cloud-resource-operator.tar from make image)"
+  local file=${1:-} said name digest
+  [ -f "$file" ] || die "usage: $0 load-image ARCHIVE (an OCI or docker-save archive, e.g. target/image/cloud-resource-operator.tar from make image)"
   cmd_status || die "the environment is not up (make testenv-up)"
   [ ! -f "$state/real-node.unsupported" ] || die "there is no real node to load images into: $(cat "$state/real-node.unsupported")"
-  ctr_ images import "$file"
+  said=$(ctr_ images import "$file")
+  echo "$said"
+  # ctr says "unpacking NAME (sha256:...)...done" for each image.
+  while read -r name digest; do
+    case $name in *@*) continue ;; esac
+    ctr_ images tag --force "$name" "${name%:*}@$digest" >/dev/null
+    echo "load-image: ${name%:*}@$digest"
+  done < <(sed -n 's/^unpacking \([^ ]*\) (\(sha256:[0-9a-f]*\)).*/\1 \2/p' <<<"$said")
 }
 
 case ${1:-} in

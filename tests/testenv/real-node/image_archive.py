@@ -7,8 +7,8 @@ that share one layer and differ in their configuration.
 LAYER_TAR is an uncompressed tar of a root filesystem; each CONFIG_JSON is
 an image's `config` (Entrypoint, Cmd, Env, WorkingDir), tagged with each
 NAME. No registry is involved: the test environment builds its images from
-the system's packages (see build-images.sh), and `make image` the
-operator's (deploy/image/build.sh; IMAGE_CREATED_BY names the builder).
+the system's packages (see build-images.sh). The operator's image is an
+OCI archive instead (deploy/image/oci_archive.py), for its digest.
 """
 import hashlib
 import io
@@ -48,7 +48,7 @@ def main(out, layer, *images):
                 "os": "linux",
                 "config": config,
                 "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]},
-                "history": [{"created_by": os.environ.get("IMAGE_CREATED_BY", "tests/testenv/real-node/build-images.sh")}],
+                "history": [{"created_by": "tests/testenv/real-node/build-images.sh"}],
             }
             image_json = json.dumps(image, sort_keys=True).encode()
             config_name = hashlib.sha256(image_json).hexdigest() + ".json"
