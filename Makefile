@@ -6,6 +6,7 @@ ENV_SH := target/testenv/env.sh
 BENCH ?= bench::
 BIN := target/debug/cloud-resource-operator
 OPERATOR_NAMESPACE ?= cloud-resource-operator
+BUNDLE_DIR ?= bundle
 # cargo-deny, built once (a debug build: two minutes on 2 cores, a fifth of
 # the release build's) and cached by version outside the repository.
 CARGO_DENY_VERSION := 0.20.2
@@ -27,11 +28,11 @@ crds: ## regenerate crds/ and docs/reference.md from the Rust types, and the Hel
 	cargo run --quiet -- crd --output-dir deploy/helm/crds
 	cp config/cloud-resource*.yaml deploy/helm/config/
 
-bundle: deps ## regenerate bundle/ (the OLM bundle) from the Helm chart, crds/ and config/samples/
+bundle: deps ## regenerate bundle/ (the OLM bundle) from the Helm chart, crds/ and config/samples/; a release's, pinned by digest: BUNDLE_DIR=target/bundle BUNDLE_VALUES="image.repository=... image.digest=sha256:..."
 	@$(TESTENV) build
-	rm -rf bundle && python3 deploy/bundle/generate.py $$(. tests/testenv/versions.env; echo $${CRO_TESTENV_CACHE:-$$HOME/.cache/cro-testenv}/helm-$$HELM_VERSION/bin/helm) bundle
+	rm -rf $(BUNDLE_DIR) && python3 deploy/bundle/generate.py $$(. tests/testenv/versions.env; echo $${CRO_TESTENV_CACHE:-$$HOME/.cache/cro-testenv}/helm-$$HELM_VERSION/bin/helm) $(BUNDLE_DIR) $(BUNDLE_VALUES)
 
-image: ## the operator's image with no container daemon: target/image/cloud-resource-operator.tar, tagged as the chart's default (load it: tests/testenv/testenv.sh load-image FILE)
+image: ## the operator's image with no container daemon: target/image/cloud-resource-operator.tar (OCI), tagged as the chart's default, and its digest in cloud-resource-operator.digest (load it: tests/testenv/testenv.sh load-image FILE)
 	cargo build --release --bin cloud-resource-operator
 	deploy/image/build.sh
 

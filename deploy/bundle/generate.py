@@ -2,9 +2,12 @@
 """Generates the OLM bundle (registry+v1) from the same sources as the
 Helm chart, so that OLM installs what Helm and kustomize install:
 
-    generate.py HELM OUTDIR
+    generate.py HELM OUTDIR [KEY=VALUE...]
 
-HELM renders deploy/helm (defaults); its Deployment, ServiceAccount,
+HELM renders deploy/helm (defaults, and each KEY=VALUE as `--set`: a
+release pins its image with image.repository=... image.digest=sha256:...,
+which the CSV's Deployment, containerImage and relatedImages then name,
+as mirroring for a disconnected cluster needs); its Deployment, ServiceAccount,
 ClusterRole, leader-election Role and metrics Service become the
 ClusterServiceVersion's install strategy and the bundle's manifests; the
 six CRDs are crds/; the examples are config/samples/. OUTDIR gets
@@ -46,13 +49,14 @@ def crd_description(crd):
     return schema.get("properties", {}).get("spec", {}).get("description", "") or schema.get("description", "")
 
 
-def main(helm, out):
+def main(helm, out, *values):
     root = repo()
     chart = yaml.safe_load(open(os.path.join(root, "deploy/helm/Chart.yaml")))
     version = chart["appVersion"]
     rendered = subprocess.run(
         [helm, "template", "cro", os.path.join(root, "deploy/helm"), "--namespace", PACKAGE,
-         "--set", "installConfiguration=false", "--set", "monitoring.prometheusRule.enabled=false"],
+         "--set", "installConfiguration=false", "--set", "monitoring.prometheusRule.enabled=false"]
+        + [arg for value in values for arg in ("--set", value)],
         check=True, capture_output=True, text=True).stdout
     docs = load_all(rendered)
     by_kind = {}
@@ -129,6 +133,7 @@ def main(helm, out):
                 {"type": "AllNamespaces", "supported": True},
             ],
             "customresourcedefinitions": {"owned": owned},
+            "relatedImages": [{"name": PACKAGE, "image": container["image"]}],
             "install": {
                 "strategy": "deployment",
                 "spec": {
@@ -161,6 +166,6 @@ def main(helm, out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        raise SystemExit("usage: generate.py HELM OUTDIR")
+    if len(sys.argv) < 3 or any("=" not in v for v in sys.argv[3:]):
+        raise SystemExit("usage: generate.py HELM OUTDIR [KEY=VALUE...] (chart values, e.g. image.digest=sha256:...)")
     main(*sys.argv[1:])

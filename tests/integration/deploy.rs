@@ -983,6 +983,94 @@ fn the_olm_bundle_is_the_charts_and_passes_the_operator_frameworks_validator() {
     );
 }
 
+/// The chart's values schema refuses, before anything is installed and
+/// naming the value, what install.md says it refuses: a misspelt key, a
+/// flag in `extraArgs` without its `--`, and an image digest that is not
+/// `sha256:` and 64 hex digits (a tag or a truncated digest).
+#[test]
+fn the_chart_refuses_values_its_schema_does_not_allow() {
+    let env = TestEnv::load();
+    let digest = format!("image.digest=sha256:{}", "ab".repeat(31));
+    let refused = [
+        ("image.tga=1.0", "tga"),
+        ("extraArgs[0]=concurrency=4", "/extraArgs/0"),
+        (digest.as_str(), "/image/digest"),
+        ("image.digest=0.1.0", "/image/digest"),
+    ];
+    for (value, named) in refused {
+        let out = Command::new(&env.helm)
+            .args(["template", "cro", CHART, "--set", value])
+            .current_dir(repo())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && said.contains(named),
+            "--set {value}: {said}"
+        );
+    }
+}
+
+/// A release's bundle, pinned as docs/install.md says
+/// (`make bundle BUNDLE_VALUES="image.repository=... image.digest=..."`):
+/// the Deployment, `containerImage` and `relatedImages` (what mirroring
+/// for a disconnected cluster copies) name the image by digest, and the
+/// validator accepts it. The checked-in bundle's relatedImages name the
+/// chart's default.
+#[test]
+fn a_release_bundle_names_its_image_by_digest_everywhere() {
+    let env = TestEnv::load();
+    let out = repo().join("target/testenv/bundle-pinned");
+    let _ = std::fs::remove_dir_all(&out);
+    let pinned = format!(
+        "quay.io/example/cloud-resource-operator@sha256:{}",
+        "0123456789abcdef".repeat(4)
+    );
+    let (repository, digest) = pinned.split_once('@').unwrap_or_default();
+    run(
+        Path::new("python3"),
+        &[
+            "deploy/bundle/generate.py",
+            &env.helm.to_string_lossy(),
+            &out.to_string_lossy(),
+            &format!("image.repository={repository}"),
+            &format!("image.digest={digest}"),
+        ],
+    );
+    let csv_at = |dir: &Path| {
+        let file = dir.join("manifests/cloud-resource-operator.clusterserviceversion.yaml");
+        documents(&std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}"))).remove(0)
+    };
+    let images = |csv: &Value| {
+        let deployment = &csv["spec"]["install"]["spec"]["deployments"][0]["spec"];
+        vec![
+            text(&deployment["template"]["spec"]["containers"][0]["image"]),
+            text(&csv["metadata"]["annotations"]["containerImage"]),
+            text(&csv["spec"]["relatedImages"][0]["image"]),
+        ]
+    };
+    assert_eq!(images(&csv_at(&out)), vec![pinned.clone(); 3]);
+    let shipped = "cloud-resource-operator:0.1.0".to_string();
+    assert_eq!(images(&csv_at(&repo().join("bundle"))), vec![shipped; 3]);
+
+    let verify = std::env::var("CRO_TESTENV_OPERATOR_VERIFY")
+        .unwrap_or_else(|_| panic!("CRO_TESTENV_OPERATOR_VERIFY is not set"));
+    let said = Command::new(&verify)
+        .args(["manifests", &out.to_string_lossy()])
+        .output()
+        .unwrap_or_else(|e| panic!("{verify}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&said.stdout),
+        String::from_utf8_lossy(&said.stderr)
+    );
+    assert!(
+        said.status.success() && !text.contains("level=error"),
+        "operator-verify manifests {}: {text}",
+        out.display()
+    );
+}
+
 /// The chart's values for the operator's flags become its environment,
 /// and `sts.enabled` mounts the projected ServiceAccount token (audience
 /// `openshift`) where the operator reads it by default, as OpenShift STS
