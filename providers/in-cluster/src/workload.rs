@@ -362,12 +362,13 @@ pub fn redis(
 }
 
 /// The tag of the first container's image (e.g. `17`), reported as the
-/// engine version.
+/// engine version; none for an image named by digest alone, whose digest
+/// says nothing of the version.
 pub fn image_tag(deployment: &Value) -> Option<String> {
     let image = deployment["spec"]["template"]["spec"]["containers"][0]["image"].as_str()?;
-    let last = image.rsplit('/').next()?;
-    let tag = last.split_once(':')?.1;
-    Some(tag.split('@').next().unwrap_or(tag).to_string())
+    let name = image.split('@').next()?;
+    let last = name.rsplit('/').next()?;
+    Some(last.split_once(':')?.1.to_string())
 }
 
 #[cfg(test)]
@@ -424,6 +425,22 @@ mod tests {
             assert_eq!(obj["metadata"]["labels"][MANAGED_BY_LABEL], MANAGED_BY);
         }
         assert_eq!(image_tag(&d.deployment).as_deref(), Some("17"));
+    }
+
+    #[test]
+    fn the_version_is_the_images_tag_never_its_digest() {
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let cases = [
+            ("docker.io/library/postgres:17", Some("17")),
+            ("registry.example.com:5000/postgres:16.4", Some("16.4")),
+            (&format!("postgres:17@{digest}"), Some("17")),
+            (&format!("docker.io/library/postgres@{digest}"), None),
+            ("registry.example.com:5000/postgres", None),
+        ];
+        for (image, want) in cases {
+            let d = json!({"spec": {"template": {"spec": {"containers": [{"image": image}]}}}});
+            assert_eq!(image_tag(&d).as_deref(), want, "{image}");
+        }
     }
 
     #[test]
