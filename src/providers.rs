@@ -46,6 +46,8 @@ pub fn validate_strategy(
 /// Everything `run` needs to build the providers.
 pub struct Settings {
     pub cluster_domain: Option<String>,
+    /// What in-cluster Postgres and Redis run unless a tier names an image.
+    pub images: cro_provider_in_cluster::Images,
     /// Admitted by the in-cluster workloads' NetworkPolicies.
     pub operator_namespace: Option<String>,
     pub aws: cro_provider_aws::AwsSettings,
@@ -60,7 +62,8 @@ pub fn build(
 ) -> Vec<Arc<dyn Provider>> {
     let mut in_cluster =
         cro_provider_in_cluster::InClusterProvider::new(client.clone(), settings.cluster_domain)
-            .with_operator_namespace(settings.operator_namespace);
+            .with_operator_namespace(settings.operator_namespace)
+            .with_images(settings.images);
     let owned = cache.clone().map(|c| c as Arc<dyn cro_kube::OwnedObjects>);
     let credentials = crate::credentials::CredentialsSecrets::new(client.clone(), owned);
     let aws = cro_provider_aws::AwsProvider::new(Arc::new(credentials), settings.aws);

@@ -7,7 +7,9 @@ Helm chart, so that OLM installs what Helm and kustomize install:
 HELM renders deploy/helm (defaults, and each KEY=VALUE as `--set`: a
 release pins its image with image.repository=... image.digest=sha256:...,
 which the CSV's Deployment, containerImage and relatedImages then name,
-as mirroring for a disconnected cluster needs); its Deployment, ServiceAccount,
+as mirroring for a disconnected cluster needs, and the in-cluster images
+with operator.postgresImage / redisImage, RELATED_IMAGE_* in the
+Deployment and also listed in relatedImages); its Deployment, ServiceAccount,
 ClusterRole, leader-election Role and metrics Service become the
 ClusterServiceVersion's install strategy and the bundle's manifests; the
 six CRDs are crds/; the examples are config/samples/. OUTDIR gets
@@ -133,7 +135,9 @@ def main(helm, out, *values):
                 {"type": "AllNamespaces", "supported": True},
             ],
             "customresourcedefinitions": {"owned": owned},
-            "relatedImages": [{"name": PACKAGE, "image": container["image"]}],
+            "relatedImages": [{"name": PACKAGE, "image": container["image"]}] + [
+                {"name": env["name"][len("RELATED_IMAGE_"):].lower(), "image": env["value"]}
+                for env in container["env"] if env["name"].startswith("RELATED_IMAGE_")],
             "install": {
                 "strategy": "deployment",
                 "spec": {

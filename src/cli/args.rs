@@ -118,6 +118,15 @@ pub struct ClusterArgs {
     /// are `<name>.<namespace>.svc`.
     #[arg(long, env = "CLUSTER_DOMAIN")]
     pub cluster_domain: Option<String>,
+    /// Image of in-cluster Postgres where a tier names none; pin it by
+    /// digest (`repository@sha256:...`) or name your mirror. The variable
+    /// follows OLM's RELATED_IMAGE_ convention, which mirroring rewrites.
+    #[arg(long, env = "RELATED_IMAGE_POSTGRES", default_value = cro_provider_in_cluster::DEFAULT_POSTGRES_IMAGE, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub postgres_image: String,
+    /// Image of in-cluster Redis where a tier names none (as
+    /// --postgres-image).
+    #[arg(long, env = "RELATED_IMAGE_REDIS", default_value = cro_provider_in_cluster::DEFAULT_REDIS_IMAGE, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub redis_image: String,
     /// Default AWS region when a tier names none (the AWS SDK's standard
     /// chain also reads AWS_REGION and profiles).
     #[arg(long, env = "AWS_REGION")]
@@ -299,5 +308,46 @@ mod tests {
         assert_eq!(given.recheck_interval, Some(Duration::from_secs(90)));
         assert!(run(&["--recheck-interval", "0"]).is_err());
         assert!(run(&["--recheck-interval", "1m"]).is_err());
+    }
+
+    #[test]
+    fn an_empty_in_cluster_image_is_refused() {
+        let defaults = run(&[]).expect("the defaults parse");
+        assert_eq!(
+            (
+                defaults.cluster.postgres_image,
+                defaults.cluster.redis_image
+            ),
+            (
+                cro_provider_in_cluster::DEFAULT_POSTGRES_IMAGE.to_string(),
+                cro_provider_in_cluster::DEFAULT_REDIS_IMAGE.to_string()
+            )
+        );
+        assert!(run(&["--postgres-image", ""]).is_err());
+        assert!(run(&["--redis-image", ""]).is_err());
+    }
+
+    /// docs/operations.md's table is where users look for a flag: each
+    /// flag of `run` and its environment variable is there.
+    #[test]
+    fn every_flag_of_run_is_in_the_operations_guide() {
+        use clap::CommandFactory;
+        let doc = include_str!("../../docs/operations.md");
+        let table = doc
+            .split("## Flags and environment variables")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("docs/operations.md has a Flags and environment variables section");
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run").expect("a run subcommand");
+        for arg in run.get_arguments() {
+            if let Some(long) = arg.get_long().filter(|l| *l != "help") {
+                assert!(table.contains(&format!("`--{long}")), "--{long}");
+            }
+            if let Some(env) = arg.get_env() {
+                let env = env.to_string_lossy();
+                assert!(table.contains(&format!("`{env}`")), "{env}");
+            }
+        }
     }
 }

@@ -221,6 +221,10 @@ fn provider_settings(
         .or_else(|| infrastructure.and_then(cluster_id::infrastructure_region));
     Ok(providers::Settings {
         cluster_domain: args.cluster_domain.clone(),
+        images: cro_provider_in_cluster::Images {
+            postgres: args.postgres_image.clone(),
+            redis: args.redis_image.clone(),
+        },
         operator_namespace: None,
         aws: cro_provider_aws::AwsSettings {
             region: aws_region,

@@ -1012,11 +1012,13 @@ fn the_chart_refuses_values_its_schema_does_not_allow() {
 }
 
 /// A release's bundle, pinned as docs/install.md says
-/// (`make bundle BUNDLE_VALUES="image.repository=... image.digest=..."`):
-/// the Deployment, `containerImage` and `relatedImages` (what mirroring
-/// for a disconnected cluster copies) name the image by digest, and the
+/// (`make bundle BUNDLE_VALUES="image.repository=... image.digest=..."`,
+/// with the in-cluster images): the Deployment, `containerImage` and
+/// `relatedImages` (what mirroring for a disconnected cluster copies) name
+/// the operator's image by digest, the in-cluster images reach the
+/// operator as RELATED_IMAGE_* and are related images too, and the
 /// validator accepts it. The checked-in bundle's relatedImages name the
-/// chart's default.
+/// chart's default image alone.
 #[test]
 fn a_release_bundle_names_its_image_by_digest_everywhere() {
     let env = TestEnv::load();
@@ -1027,6 +1029,8 @@ fn a_release_bundle_names_its_image_by_digest_everywhere() {
         "0123456789abcdef".repeat(4)
     );
     let (repository, digest) = pinned.split_once('@').unwrap_or_default();
+    let postgres = format!("docker.io/library/postgres@sha256:{}", "1f".repeat(32));
+    let redis = format!("docker.io/library/redis@sha256:{}", "2f".repeat(32));
     run(
         Path::new("python3"),
         &[
@@ -1035,6 +1039,8 @@ fn a_release_bundle_names_its_image_by_digest_everywhere() {
             &out.to_string_lossy(),
             &format!("image.repository={repository}"),
             &format!("image.digest={digest}"),
+            &format!("operator.postgresImage={postgres}"),
+            &format!("operator.redisImage={redis}"),
         ],
     );
     let csv_at = |dir: &Path| {
@@ -1049,9 +1055,32 @@ fn a_release_bundle_names_its_image_by_digest_everywhere() {
             text(&csv["spec"]["relatedImages"][0]["image"]),
         ]
     };
-    assert_eq!(images(&csv_at(&out)), vec![pinned.clone(); 3]);
+    let csv = csv_at(&out);
+    assert_eq!(images(&csv), vec![pinned.clone(); 3]);
+    let container = &csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"]
+        [0];
+    let env_of = |name: &str| {
+        container["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"] == name)
+            .map(|e| text(&e["value"]))
+    };
+    assert_eq!(env_of("RELATED_IMAGE_POSTGRES"), Some(postgres.clone()));
+    assert_eq!(env_of("RELATED_IMAGE_REDIS"), Some(redis.clone()));
+    assert_eq!(
+        csv["spec"]["relatedImages"],
+        json!([{"name": "cloud-resource-operator", "image": pinned},
+            {"name": "postgres", "image": postgres}, {"name": "redis", "image": redis}])
+    );
     let shipped = "cloud-resource-operator:0.1.0".to_string();
-    assert_eq!(images(&csv_at(&repo().join("bundle"))), vec![shipped; 3]);
+    let checked_in = csv_at(&repo().join("bundle"));
+    assert_eq!(images(&checked_in), vec![shipped.clone(); 3]);
+    assert_eq!(
+        checked_in["spec"]["relatedImages"],
+        json!([{"name": "cloud-resource-operator", "image": shipped}])
+    );
 
     let verify = std::env::var("CRO_TESTENV_OPERATOR_VERIFY")
         .unwrap_or_else(|_| panic!("CRO_TESTENV_OPERATOR_VERIFY is not set"));

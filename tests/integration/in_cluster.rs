@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     DEFAULT_TIMEOUT, Phased, apply_config_map, wait_deleted, wait_for, wait_phase, with_operator,
+    with_operator_launched,
 };
 
 const PG_KEYS: [&str; 5] = ["database", "host", "password", "port", "username"];
@@ -632,20 +633,40 @@ async fn configuration_mistakes_fail_clearly_and_heal_when_fixed() {
     .await;
 }
 
+/// The first container's image of a Deployment.
+fn image_of(d: Option<&Deployment>) -> Option<&str> {
+    d.and_then(|d| d.spec.as_ref())
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.as_deref())
+}
+
+/// The operator's images (RELATED_IMAGE_POSTGRES / _REDIS, as the chart
+/// and a release's OLM bundle set them, pinned by digest) run where a tier
+/// names none; a tier that names one wins, and editing it rolls out.
 #[tokio::test]
 async fn editing_a_tier_rolls_out_to_its_crs() {
-    with_operator("rollout", |client, ns, _op| async move {
-        strategies(&client, &ns, json!({"postgres": r#"{"development": {"strategy": {}}}"#})).await;
+    let pinned =
+        |repository: &str| format!("mirror.example.com/{repository}@sha256:{}", "0f".repeat(32));
+    let (postgres_image, redis_image) = (pinned("postgres"), pinned("redis"));
+    let env = vec![
+        ("RELATED_IMAGE_POSTGRES".to_string(), postgres_image.clone()),
+        ("RELATED_IMAGE_REDIS".to_string(), redis_image.clone()),
+    ];
+    with_operator_launched("rollout", |l| l.env.extend(env), |client, ns, _op| async move {
+        strategies(&client, &ns, json!({"postgres": r#"{"development": {"strategy": {}}}"#, "redis": r#"{"development": {"strategy": {}}}"#})).await;
         create(&client, &ns, &cr::<Postgres>("Postgres", "db", spec("workshop", "development", "db-sec"))).await;
+        create(&client, &ns, &cr::<Redis>("Redis", "cache", spec("workshop", "development", "cache-sec"))).await;
         wait_phase(&Api::<Postgres>::namespaced(client.clone(), &ns), "db", Phase::Complete).await;
-        strategies(&client, &ns, json!({"postgres": r#"{"development": {"strategy": {"deploymentSpec": {"template": {"spec": {"containers": [{"name": "postgres", "image": "docker.io/library/postgres:16"}]}}}}}}"#})).await;
+        wait_phase(&Api::<Redis>::namespaced(client.clone(), &ns), "cache", Phase::Complete).await;
         let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        for (name, image) in [("db", &postgres_image), ("cache", &redis_image)] {
+            let d = deployments.get(name).await.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(image_of(Some(&d)), Some(image.as_str()), "Deployment {name}");
+        }
+        strategies(&client, &ns, json!({"postgres": r#"{"development": {"strategy": {"deploymentSpec": {"template": {"spec": {"containers": [{"name": "postgres", "image": "docker.io/library/postgres:16"}]}}}}}}"#})).await;
         let d = wait_for(&deployments, "db", "image from the edited tier", DEFAULT_TIMEOUT, |d: Option<&Deployment>| {
-            d.and_then(|d| d.spec.as_ref())
-                .and_then(|s| s.template.spec.as_ref())
-                .and_then(|s| s.containers.first())
-                .and_then(|c| c.image.as_deref())
-                == Some("docker.io/library/postgres:16")
+            image_of(d) == Some("docker.io/library/postgres:16")
         })
         .await;
         // Only the image changed: the probes of the default are still there.

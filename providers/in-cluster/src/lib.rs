@@ -30,12 +30,14 @@ use kube::{Api, Client};
 
 pub use merge::{is_subset, merge};
 use objects::{Kind, Objects};
+pub use workload::{DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, Images};
 
 pub const NAME: &str = "openshift";
 
 pub struct InClusterProvider {
     client: Client,
     cluster_domain: Option<String>,
+    images: Images,
     cache: Option<std::sync::Arc<dyn cro_kube::OwnedObjects>>,
     isolation: workload::Isolation,
     corrections: corrections::Corrections,
@@ -48,6 +50,7 @@ impl InClusterProvider {
         InClusterProvider {
             client,
             cluster_domain,
+            images: Images::default(),
             cache: None,
             isolation: workload::Isolation::default(),
             corrections: corrections::Corrections::default(),
@@ -58,6 +61,12 @@ impl InClusterProvider {
     /// `Connectable` check connects from there).
     pub fn with_operator_namespace(mut self, namespace: Option<String>) -> Self {
         self.isolation.operator_namespace = namespace;
+        self
+    }
+
+    /// The images Postgres and Redis run unless a tier names its own.
+    pub fn with_images(mut self, images: Images) -> Self {
+        self.images = images;
         self
     }
 
@@ -385,7 +394,8 @@ impl InClusterProvider {
                         .await?;
                 let isolation = self.isolation(req).await?;
                 let user = self.pod_user(req).await?;
-                let desired = workload::postgres(req, &overrides, isolation, &user)?;
+                let image = &self.images.postgres;
+                let desired = workload::postgres(req, &overrides, image, isolation, &user)?;
                 (desired, creds, self.host(req))
             }
             Layout::GoOperator => {
@@ -430,7 +440,8 @@ impl InClusterProvider {
                     false => None,
                 };
                 let user = self.pod_user(req).await?;
-                let desired = workload::redis(req, &overrides, isolation, &user)?;
+                let image = &self.images.redis;
+                let desired = workload::redis(req, &overrides, image, isolation, &user)?;
                 (desired, self.host(req), password)
             }
             Layout::GoOperator => {
@@ -567,8 +578,12 @@ pub fn validate_strategy(
     let isolated = Some(&workload::Isolation::default());
     let user = &workload::PodUser::Image;
     match kind {
-        ResourceKind::Postgres => workload::postgres(&probe, &overrides, isolated, user).map(drop),
-        ResourceKind::Redis => workload::redis(&probe, &overrides, isolated, user).map(drop),
+        ResourceKind::Postgres => {
+            workload::postgres(&probe, &overrides, DEFAULT_POSTGRES_IMAGE, isolated, user).map(drop)
+        }
+        ResourceKind::Redis => {
+            workload::redis(&probe, &overrides, DEFAULT_REDIS_IMAGE, isolated, user).map(drop)
+        }
         ResourceKind::BlobStorage | ResourceKind::Smtp => Ok(()),
     }
 }
@@ -668,10 +683,10 @@ impl Provider for InClusterProvider {
         };
         let desired = match (req.kind, layout) {
             (ResourceKind::Postgres, Layout::Ours) => {
-                workload::postgres(req, &overrides, isolation, &user)?
+                workload::postgres(req, &overrides, &self.images.postgres, isolation, &user)?
             }
             (ResourceKind::Redis, Layout::Ours) => {
-                workload::redis(req, &overrides, isolation, &user)?
+                workload::redis(req, &overrides, &self.images.redis, isolation, &user)?
             }
             (ResourceKind::Postgres, Layout::GoOperator) => legacy::postgres(req),
             (ResourceKind::Redis, Layout::GoOperator) => legacy::redis(req),

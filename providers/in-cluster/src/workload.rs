@@ -139,10 +139,33 @@ impl PodUser {
     }
 }
 
+/// The image a tier's Postgres runs when its `deploymentSpec` names none.
+pub const DEFAULT_POSTGRES_IMAGE: &str = "docker.io/library/postgres:17";
+/// The image a tier's Redis runs when its `deploymentSpec` names none.
+pub const DEFAULT_REDIS_IMAGE: &str = "docker.io/library/redis:7";
+
+/// The images Postgres and Redis run unless a tier names its own: the
+/// operator's `--postgres-image` and `--redis-image`, so a platform pins
+/// them by digest (or to its mirror) once for every tier.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Images {
+    pub postgres: String,
+    pub redis: String,
+}
+
+impl Default for Images {
+    fn default() -> Self {
+        Images {
+            postgres: DEFAULT_POSTGRES_IMAGE.into(),
+            redis: DEFAULT_REDIS_IMAGE.into(),
+        }
+    }
+}
+
 /// What differs between Postgres and Redis.
-struct Engine {
+struct Engine<'a> {
     app: &'static str,
-    image: &'static str,
+    image: &'a str,
     port: u16,
     data_path: &'static str,
     container: Value,
@@ -182,7 +205,7 @@ pub fn metadata(req: &ResourceRequest, name: &str, app: &str) -> Value {
 fn build(
     req: &ResourceRequest,
     o: &Overrides,
-    engine: Engine,
+    engine: Engine<'_>,
     extra_volume: Option<Value>,
     isolation: Option<&Isolation>,
     user: &PodUser,
@@ -229,7 +252,7 @@ fn build(
 /// PVC, running as a non-root user (see [`PodUser`]).
 fn deployment_spec(
     req: &ResourceRequest,
-    engine: Engine,
+    engine: Engine<'_>,
     extra_volume: Option<Value>,
     user: &PodUser,
 ) -> Value {
@@ -266,9 +289,11 @@ fn deployment_spec(
     })
 }
 
+/// `image` runs unless the tier's `deploymentSpec` names another.
 pub fn postgres(
     req: &ResourceRequest,
     o: &Overrides,
+    image: &str,
     isolation: Option<&Isolation>,
     user: &PodUser,
 ) -> Result<Desired, ProviderError> {
@@ -292,7 +317,7 @@ pub fn postgres(
         o,
         Engine {
             app: "postgres",
-            image: "docker.io/library/postgres:17",
+            image,
             port: 5432,
             data_path: "/var/lib/postgresql/data",
             container,
@@ -311,9 +336,11 @@ pub fn redis_password(o: &Overrides, isolation: Option<&Isolation>) -> bool {
     isolation.is_some() && o.redis_password
 }
 
+/// `image` runs unless the tier's `deploymentSpec` names another.
 pub fn redis(
     req: &ResourceRequest,
     o: &Overrides,
+    image: &str,
     isolation: Option<&Isolation>,
     user: &PodUser,
 ) -> Result<Desired, ProviderError> {
@@ -344,7 +371,7 @@ pub fn redis(
         o,
         Engine {
             app: "redis",
-            image: "docker.io/library/redis:7",
+            image,
             port: 6379,
             data_path: "/data",
             container,
@@ -402,10 +429,20 @@ mod tests {
         }
     }
 
+    /// Postgres with the operator's default image.
+    fn pg(o: &Overrides, user: &PodUser) -> Desired {
+        postgres(&req(), o, DEFAULT_POSTGRES_IMAGE, None, user).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Redis with the operator's default image, as its pods' own user.
+    fn rd(o: &Overrides, isolation: Option<&Isolation>) -> Desired {
+        redis(&req(), o, DEFAULT_REDIS_IMAGE, isolation, &PodUser::Image)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     #[test]
     fn postgres_defaults() {
-        let d = postgres(&req(), &Overrides::default(), None, &PodUser::Image)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let d = pg(&Overrides::default(), &PodUser::Image);
         let spec = &d.deployment["spec"];
         assert_eq!(spec["replicas"], 1);
         assert_eq!(spec["strategy"]["type"], "Recreate");
@@ -447,7 +484,10 @@ mod tests {
     fn image_override_changes_only_the_image() {
         let o = parse(&json!({"strategy": {"deploymentSpec": {"template": {"spec": {"containers": [{"name": "postgres", "image": "postgres:16.4"}]}}}}}))
             .unwrap_or_else(|e| panic!("{e}"));
-        let d = postgres(&req(), &o, None, &PodUser::Image).unwrap_or_else(|e| panic!("{e}"));
+        // Over the operator's --postgres-image too.
+        let pinned = format!("mirror.example.com/postgres@sha256:{}", "ab".repeat(32));
+        let d =
+            postgres(&req(), &o, &pinned, None, &PodUser::Image).unwrap_or_else(|e| panic!("{e}"));
         let c = &d.deployment["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], "postgres:16.4");
         assert!(c["readinessProbe"].is_object() && c["env"].is_array());
@@ -458,7 +498,7 @@ mod tests {
     fn invalid_override_names_the_field() {
         let o = parse(&json!({"strategy": {"pvcSpec": {"accessModes": "ReadWriteOnce"}}}))
             .unwrap_or_else(|e| panic!("{e}"));
-        let err = postgres(&req(), &o, None, &PodUser::Image)
+        let err = postgres(&req(), &o, DEFAULT_POSTGRES_IMAGE, None, &PodUser::Image)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -470,13 +510,7 @@ mod tests {
         let isolation = Isolation {
             operator_namespace: Some("cro".into()),
         };
-        let d = redis(
-            &req(),
-            &Overrides::default(),
-            Some(&isolation),
-            &PodUser::Image,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let d = rd(&Overrides::default(), Some(&isolation));
         let policy = d.network_policy.unwrap_or_default();
         assert_eq!(
             policy["spec"]["ingress"][0]["from"],
@@ -489,8 +523,7 @@ mod tests {
         // Off in the tier: neither the policy nor the password.
         let o = parse(&json!({"strategy": {"networkPolicy": false, "redisPassword": false}}))
             .unwrap_or_else(|e| panic!("{e}"));
-        let d =
-            redis(&req(), &o, Some(&isolation), &PodUser::Image).unwrap_or_else(|e| panic!("{e}"));
+        let d = rd(&o, Some(&isolation));
         assert!(d.network_policy.is_none());
         let c = &d.deployment["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(
@@ -498,8 +531,7 @@ mod tests {
             json!(["redis-server", "/etc/redis/redis.conf"])
         );
         // Made before isolation: open, as it was.
-        let d = redis(&req(), &Overrides::default(), None, &PodUser::Image)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let d = rd(&Overrides::default(), None);
         assert!(d.network_policy.is_none() && d.deployment["metadata"]["annotations"].is_null());
         let err = parse(&json!({"strategy": {"networkPolicy": "no"}}))
             .err()
@@ -527,8 +559,7 @@ mod tests {
             fs_group: 1000690000,
         };
         assert_eq!(range.ok(), Some(want.clone()));
-        let d =
-            postgres(&req(), &Overrides::default(), None, &want).unwrap_or_else(|e| panic!("{e}"));
+        let d = pg(&Overrides::default(), &want);
         let context = &d.deployment["spec"]["template"]["spec"]["securityContext"];
         assert_eq!(context["runAsUser"], 1000680000);
         assert_eq!(context["fsGroup"], 1000690000);
@@ -538,8 +569,7 @@ mod tests {
         let deployment =
             serde_json::from_value(d.deployment.clone()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(PodUser::of_deployment(&deployment), want);
-        let image = postgres(&req(), &Overrides::default(), None, &PodUser::Image)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let image = pg(&Overrides::default(), &PodUser::Image);
         let deployment = serde_json::from_value(image.deployment).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(PodUser::of_deployment(&deployment), PodUser::Image);
         let no_groups = of(&[(UID_RANGE_ANNOTATION, "1000680000-1000689999")]);
@@ -564,7 +594,7 @@ mod tests {
     fn redis_config_map_merges_overrides() {
         let o = parse(&json!({"strategy": {"configMapData": {"extra.conf": "x"}}}))
             .unwrap_or_else(|e| panic!("{e}"));
-        let d = redis(&req(), &o, None, &PodUser::Image).unwrap_or_else(|e| panic!("{e}"));
+        let d = rd(&o, None);
         let cm = d.config_map.unwrap_or_default();
         assert_eq!(cm["metadata"]["name"], "db-config");
         assert_eq!(cm["data"]["redis.conf"], REDIS_CONF);
