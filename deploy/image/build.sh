@@ -45,7 +45,7 @@ cat >"$work/config.json" <<JSON
  "ExposedPorts": {"8080/tcp": {}}, "Env": ["SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"]}
 JSON
 name=docker.io/library/cloud-resource-operator:$version
-digest=$(IMAGE_CREATED_BY=deploy/image/build.sh python3 "$repo/deploy/image/oci_archive.py" "$out.tmp" "$work/layer.tar" "$work/config.json" "$name")
+digest=$(IMAGE_CREATED_BY=deploy/image/build.sh python3 "$repo/deploy/image/oci_archive.py" "$out.tmp" "$work/layer.tar" "$work/config.json=$name" | cut -d' ' -f2)
 mv "$out.tmp" "$out"
 echo "$digest" >"${out%.tar}.digest"
 echo "image: $out ($name, $(du -h "$out" | cut -f1))"

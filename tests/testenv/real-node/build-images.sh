@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # build-images.sh OUTDIR: the real node's images, built from the system's
-# Debian packages with no registry, as two `docker save` archives:
+# Debian packages with no registry, as two OCI archives (written as the
+# operator's image is, deploy/image/oci_archive.py):
 #   OUTDIR/pause.tar   cro-testenv/pause:1, the pod sandbox (pause.c)
 #   OUTDIR/images.tar  one Debian root filesystem with PostgreSQL, Redis and
 #                      their clients, tagged as the images the operator's
@@ -58,8 +59,9 @@ cat >"$work/tools.json" <<JSON
 JSON
 
 mkdir -p "$out"
-python3 "$here/image_archive.py" "$work/pause.tar" "$work/pause-layer.tar" "$work/pause.json=cro-testenv/pause:1"
-python3 "$here/image_archive.py" "$work/images.tar" "$work/layer.tar" \
+archive() { IMAGE_CREATED_BY=tests/testenv/real-node/build-images.sh python3 "$here/../../../deploy/image/oci_archive.py" "$@" >/dev/null; }
+archive "$work/pause.tar" "$work/pause-layer.tar" "$work/pause.json=cro-testenv/pause:1"
+archive "$work/images.tar" "$work/layer.tar" \
   "$work/postgres.json=docker.io/library/postgres:17" \
   "$work/redis.json=docker.io/library/redis:7" \
   "$work/tools.json=cro-testenv/tools:1"
