@@ -137,7 +137,7 @@ def main(helm, out, *values):
             "customresourcedefinitions": {"owned": owned},
             "relatedImages": [{"name": PACKAGE, "image": container["image"]}] + [
                 {"name": env["name"][len("RELATED_IMAGE_"):].lower(), "image": env["value"]}
-                for env in container["env"] if env["name"].startswith("RELATED_IMAGE_")],
+                for env in container["env"] if env["name"].startswith("RELATED_IMAGE_") and "value" in env],
             "install": {
                 "strategy": "deployment",
                 "spec": {

@@ -49,8 +49,10 @@ def add_json(tar, name, doc):
 
 def normalized(name):
     """The full name Docker and the kubelet read a short one as
-    (redis:7 is docker.io/library/redis:7): containerd keeps an OCI
+    (redis is docker.io/library/redis:latest): containerd keeps an OCI
     archive's names as written, and a pod's short name must find them."""
+    if ":" not in name.rsplit("/", 1)[-1]:
+        name += ":latest"
     first, _, rest = name.partition("/")
     if not rest:
         return f"docker.io/library/{name}"
@@ -81,7 +83,7 @@ def main(out, layer_path, *images):
                         "config": config_desc, "layers": [layer_desc]}
             manifest_desc = blob(tar, json.dumps(manifest, sort_keys=True).encode(), OCI + "manifest.v1+json")
             for name in map(normalized, names.split(",")):
-                tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else "latest"
+                tag = name.rsplit(":", 1)[1]
                 named.append(dict(manifest_desc, platform={"architecture": "amd64", "os": "linux"},
                                   annotations={"io.containerd.image.name": name,
                                                "org.opencontainers.image.ref.name": tag}))

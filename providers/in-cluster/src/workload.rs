@@ -147,7 +147,7 @@ pub const DEFAULT_REDIS_IMAGE: &str = "docker.io/library/redis:7";
 /// The images Postgres and Redis run unless a tier names its own: the
 /// operator's `--postgres-image` and `--redis-image`, so a platform pins
 /// them by digest (or to its mirror) once for every tier.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Images {
     pub postgres: String,
     pub redis: String,
