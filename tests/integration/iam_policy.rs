@@ -84,6 +84,254 @@ fn the_shipped_policy_allows_exactly_the_documented_actions() {
     }
 }
 
+/// The actions a statement names, one string or a list.
+fn actions_of(statement: &Value) -> Vec<String> {
+    match &statement["Action"] {
+        Value::String(a) => vec![a.clone()],
+        Value::Array(a) => (a.iter())
+            .filter_map(|a| a.as_str().map(str::to_string))
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// The scoping issue #59 asked for, read from the statements themselves:
+/// no tag write on RDS, ElastiCache or EC2 and no change or delete of a
+/// database without a condition on this cluster's tag, no AssumeRole on
+/// `*`, and IAM users only on the path and within the boundary.
+#[test]
+fn the_shipped_policys_scoping_is_in_its_conditions() {
+    let shipped = policy("operator-policy.json");
+    let statements = shipped["Statement"].as_array().cloned().unwrap_or_default();
+    let key = "integreatly.org/clusterID";
+    let on_cluster_tag = |s: &Value| {
+        let conditions = s["Condition"].to_string();
+        conditions.contains(&format!("aws:ResourceTag/{key}"))
+            || conditions.contains(&format!("aws:RequestTag/{key}"))
+    };
+    let tag_writes = [
+        "rds:AddTagsToResource",
+        "elasticache:AddTagsToResource",
+        "ec2:CreateTags",
+    ];
+    let changes = [
+        "rds:ModifyDBInstance",
+        "rds:DeleteDBInstance",
+        "elasticache:ModifyReplicationGroup",
+        "elasticache:DeleteReplicationGroup",
+        "ec2:DeleteVpc",
+        "ec2:DeleteSecurityGroup",
+    ];
+    for s in &statements {
+        let sid = s["Sid"].as_str().unwrap_or("a statement");
+        for action in actions_of(s) {
+            if tag_writes.contains(&action.as_str()) || changes.contains(&action.as_str()) {
+                assert!(
+                    on_cluster_tag(s),
+                    "{sid} allows {action} without a condition on {key}"
+                );
+                // The value is the install's cluster, not any (`?*`).
+                assert!(
+                    s["Condition"].to_string().contains("<CLUSTER_ID>"),
+                    "{sid}: {action} for any cluster"
+                );
+            }
+            if action == "sts:AssumeRole" {
+                assert_ne!(s["Resource"], json!("*"), "{sid} allows AssumeRole on *");
+            }
+            if action == "iam:CreateUser" || action == "iam:PutUserPolicy" {
+                let boundary = &s["Condition"]["ArnEquals"]["iam:PermissionsBoundary"];
+                assert!(
+                    boundary.is_string(),
+                    "{sid} allows {action} without the permissions boundary"
+                );
+            }
+            if action.starts_with("iam:") && action != "iam:GetAccountAuthorizationDetails" {
+                let resource = s["Resource"].as_str().unwrap_or_default();
+                assert!(
+                    resource.ends_with(":user/cloud-resource-operator/*"),
+                    "{sid}: {action} on {resource}"
+                );
+            }
+        }
+    }
+    // Every trust policy names who may assume the role.
+    for trust in [
+        "trust-policy-irsa.json",
+        "trust-policy-eks-pod-identity.json",
+        "trust-policy-openshift-sts.json",
+    ] {
+        for s in policy(trust)["Statement"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            assert!(
+                s["Condition"].is_object(),
+                "{trust} has a statement without conditions"
+            );
+        }
+    }
+}
+
+/// One finding of a third-party auditor: which policy, what it says,
+/// about which actions.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Clone)]
+struct Finding {
+    tool: String,
+    policy: String,
+    issue: String,
+    actions: Vec<String>,
+}
+
+/// `file` with sample values, through deploy/aws/render.sh as a user
+/// renders it.
+fn rendered(file: &str) -> PathBuf {
+    let out = std::process::Command::new("sh")
+        .arg(repo_root().join("deploy/aws/render.sh"))
+        .arg(repo_root().join("deploy/aws").join(file))
+        .args(["CLUSTER_ID=mycluster-x7k2p", "ACCOUNT_ID=123456789012"])
+        .output()
+        .unwrap_or_else(|e| panic!("render.sh: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "render.sh {file}: {stderr}");
+    let path = std::env::temp_dir().join(format!("cro-audit-{}-{file}", std::process::id()));
+    std::fs::write(&path, &out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+fn parliament(bin: &std::path::Path, file: &str) -> Vec<Finding> {
+    let text = std::fs::read_to_string(rendered(file)).unwrap_or_else(|e| panic!("{e}"));
+    // parliament refuses --file when stdin is not a terminal.
+    let out = std::process::Command::new(bin.join("parliament"))
+        .args(["--string", &text, "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("parliament: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.trim().is_empty(), "parliament {file}: {stderr}");
+    (stdout.lines().filter(|l| !l.trim().is_empty()))
+        .map(|line| {
+            let f: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            let mut actions: Vec<String> = match &f["detail"] {
+                Value::Array(a) => a
+                    .iter()
+                    .map(|a| a.as_str().unwrap_or_default().to_string())
+                    .collect(),
+                other => vec![other.to_string()],
+            };
+            actions.sort();
+            Finding {
+                tool: "parliament".into(),
+                policy: file.into(),
+                issue: f["issue"].as_str().unwrap_or_default().into(),
+                actions,
+            }
+        })
+        .collect()
+}
+
+fn cloudsplaining(bin: &std::path::Path, file: &str) -> Vec<Finding> {
+    let out = std::process::Command::new(bin.join("cloudsplaining"))
+        .args(["scan-policy-file", "--input-file"])
+        .arg(rendered(file))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cloudsplaining: {e}"));
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    // Its report is coloured text: "Potential Issue found: Policy is
+    // capable of <risk>" then "Actions: a, b".
+    let plain: String = {
+        let mut plain = String::new();
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                chars.by_ref().find(|c| c.is_ascii_alphabetic());
+            } else {
+                plain.push(c);
+            }
+        }
+        plain
+    };
+    let mut findings = vec![];
+    let mut issue = None;
+    for line in plain.lines() {
+        if let Some(rest) = line.strip_prefix("Potential Issue found: ") {
+            let risk = rest
+                .trim_start_matches("Policy is capable of ")
+                .trim_start_matches("Policy allows ");
+            issue = Some(risk.trim().to_string());
+        } else if let (Some(actions), Some(risk)) = (line.strip_prefix("Actions: "), issue.take()) {
+            let mut actions: Vec<String> =
+                actions.split(',').map(|a| a.trim().to_string()).collect();
+            actions.sort();
+            findings.push(Finding {
+                tool: "cloudsplaining".into(),
+                policy: file.into(),
+                issue: risk,
+                actions,
+            });
+        }
+    }
+    assert!(
+        !findings.is_empty() || plain.contains("There were no results found"),
+        "cloudsplaining's report on {file} was not understood:\n{plain}"
+    );
+    findings
+}
+
+/// parliament and cloudsplaining (third-party IAM auditors, from PyPI)
+/// over the identity policies as an install renders them: every finding
+/// is one deploy/aws/policy-audit.json explains, and every explanation is
+/// of a finding still there.
+#[test]
+fn the_policy_auditors_find_nothing_left_unexplained() {
+    let bin = PathBuf::from(std::env::var("CRO_TESTENV_POLICY_AUDIT").unwrap_or_else(|_| {
+        panic!("CRO_TESTENV_POLICY_AUDIT is not set: restart the environment (make testenv-down testenv-up) to install the policy auditors")
+    }));
+    let mut found = vec![];
+    for file in ["operator-policy.json", "user-permissions-boundary.json"] {
+        found.extend(parliament(&bin, file));
+        found.extend(cloudsplaining(&bin, file));
+    }
+    found.sort();
+    let explained = policy("policy-audit.json");
+    let mut listed = vec![];
+    for e in explained["findings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
+        let why = e["why"].as_str().unwrap_or_default();
+        assert!(why.len() > 20, "an explanation says nothing: {e}");
+        let text = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+        let mut actions: Vec<String> =
+            (e["actions"].as_array().cloned().unwrap_or_default().iter())
+                .map(|a| a.as_str().unwrap_or_default().to_string())
+                .collect();
+        actions.sort();
+        listed.push(Finding {
+            tool: text("tool"),
+            policy: text("policy"),
+            issue: text("issue"),
+            actions,
+        });
+    }
+    listed.sort();
+    let unexplained: Vec<_> = found.iter().filter(|f| !listed.contains(f)).collect();
+    let stale: Vec<_> = listed.iter().filter(|f| !found.contains(f)).collect();
+    assert!(
+        unexplained.is_empty(),
+        "findings deploy/aws/policy-audit.json does not explain: {unexplained:#?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "explanations of findings no longer made: {stale:#?}"
+    );
+}
+
 /// A moto of this test's own (enforcing IAM touches every caller of the
 /// process), killed on drop.
 struct PrivateMoto {

@@ -34,6 +34,7 @@ promtool_bin=$cache/prometheus-$PROMETHEUS_VERSION/bin
 coredns_bin=$cache/coredns-$COREDNS_VERSION/bin
 operator_verify_bin=$cache/operator-framework-api-$OPERATOR_FRAMEWORK_API_VERSION/bin
 moto_venv=$cache/moto-$MOTO_VERSION-cbor2-$CBOR2_VERSION
+audit_venv=$cache/policy-audit-parliament-$PARLIAMENT_VERSION-cloudsplaining-$CLOUDSPLAINING_VERSION
 aws_region=${AWS_REGION_TESTENV:-eu-west-1}
 # Addresses handed to things that do not exist: kwok's fake pods and node
 # (from the benchmarking range, RFC 2544, which no network here uses) and
@@ -197,6 +198,16 @@ build_moto() {
   touch "$moto_venv/.complete"
 }
 
+build_policy_auditors() {
+  [ -f "$audit_venv/.complete" ] && return 0
+  log "installing parliament $PARLIAMENT_VERSION and cloudsplaining $CLOUDSPLAINING_VERSION from PyPI"
+  rm -rf "$audit_venv"
+  python3 -m venv "$audit_venv"
+  "$audit_venv/bin/pip" install --quiet --disable-pip-version-check "parliament==$PARLIAMENT_VERSION" "cloudsplaining==$CLOUDSPLAINING_VERSION" ||
+    die "pip install parliament==$PARLIAMENT_VERSION cloudsplaining==$CLOUDSPLAINING_VERSION failed"
+  touch "$audit_venv/.complete"
+}
+
 # What is built: everything, or with CRO_TESTENV_FOR=run (`make run`) only
 # what running the operator needs; the tests' own tools (helm, promtool,
 # the bundle validator) are built when a later `up` is for the tests.
@@ -220,6 +231,7 @@ build_test_tools() {
   build_helm
   build_promtool
   build_operator_verify
+  build_policy_auditors
 }
 
 # ---------------------------------------------------------------- up -------
@@ -331,6 +343,7 @@ export CRO_TESTENV_SERVICE_CIDR='$service_cidr'
 export CRO_TESTENV_HELM='$helm_bin/helm'
 export CRO_TESTENV_PROMTOOL='$promtool_bin/promtool'
 export CRO_TESTENV_OPERATOR_VERIFY='$operator_verify_bin/operator-verify'
+export CRO_TESTENV_POLICY_AUDIT='$audit_venv/bin'
 export CRO_TESTENV_KUBECTL='$k8s_bin/kubectl'
 export CRO_TESTENV_AUDIT_LOG='$state/logs/audit.log'
 export CRO_TESTENV_MOTO_REQUEST_LOG='$state/logs/moto-requests.jsonl'
