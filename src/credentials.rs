@@ -24,7 +24,8 @@ use kube::{
 use serde_json::json;
 
 /// Whether the credentials Secret is this request's: made for its CR (its
-/// owner UID label or owner reference), or left by the Go operator, which
+/// owner UID label or owner reference), released by an earlier CR of its
+/// kind and name, or left by the Go operator, which
 /// wrote `<name>-aws-rds-credentials` with neither labels nor owner. A
 /// Secret of the same name made for anything else is never read,
 /// overwritten or deleted: a CR's name must not reach what is not its own.
@@ -41,7 +42,8 @@ fn claimable(secret: &Secret, req: &ResourceRequest) -> bool {
         .is_some_and(|u| u == uid);
     let owned = owners.iter().any(|o| o.uid == uid);
     let go_shaped = owners.is_empty() && labels.is_none_or(|l| l.is_empty());
-    labelled || owned || go_shaped
+    let released = (req.owner).takes_back(&req.namespace, secret.metadata.annotations.as_ref());
+    labelled || owned || go_shaped || released
 }
 
 fn not_claimable(req: &ResourceRequest, name: &str) -> ProviderError {

@@ -74,13 +74,14 @@ impl Plan {
         let lines: String = (self.changes.iter())
             .map(|l| {
                 let restarts = if l.restarts { ", restarts" } else { "" };
-                format!(
-                    "{} {}/{} {}: {} -> {} ({}{restarts})\n",
+                let line = format!(
+                    "{} {}/{} {}: {} -> {} ({}{restarts})",
                     l.kind, l.namespace, l.name, l.field, l.current, l.desired, l.when
-                )
+                );
+                crate::terminal::one_line(&line) + "\n"
             })
             .collect();
-        crate::terminal::printable(&lines)
+        lines
     }
 
     /// What went wrong, one line per CR, and a count.
@@ -89,10 +90,8 @@ impl Plan {
             .errors
             .iter()
             .map(|f| {
-                format!(
-                    "error: {} {}/{}: {}\n",
-                    f.kind, f.namespace, f.name, f.error
-                )
+                let line = format!("error: {} {}/{}: {}", f.kind, f.namespace, f.name, f.error);
+                crate::terminal::one_line(&line) + "\n"
             })
             .collect();
         let resources: std::collections::BTreeSet<_> = self

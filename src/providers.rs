@@ -10,18 +10,27 @@ use serde_json::Value;
 /// Checks a tier's strategy offline, with the provider's own code.
 type ValidateStrategy = fn(ResourceKind, &Value) -> Result<(), ProviderError>;
 
-/// Every provider: its name in `cloud-resource-config` and its validation.
-const REGISTRY: [(&str, ValidateStrategy); 2] = [
-    (cro_provider_aws::NAME, cro_provider_aws::validate_strategy),
+/// The first key of a tier that only the operator namespace may set.
+type OperatorOnly = fn(&Value) -> Option<String>;
+
+/// Every provider: its name in `cloud-resource-config`, its validation,
+/// and the tier keys it reads only from the operator namespace.
+const REGISTRY: [(&str, ValidateStrategy, OperatorOnly); 2] = [
+    (
+        cro_provider_aws::NAME,
+        cro_provider_aws::validate_strategy,
+        cro_provider_aws::operator_only_key,
+    ),
     (
         cro_provider_in_cluster::NAME,
         cro_provider_in_cluster::validate_strategy,
+        |_| None,
     ),
 ];
 
 /// The providers' names (`aws`, `openshift`).
 pub fn names() -> impl Iterator<Item = &'static str> {
-    REGISTRY.iter().map(|(name, _)| *name)
+    REGISTRY.iter().map(|(name, ..)| *name)
 }
 
 pub fn is_known(name: &str) -> bool {
@@ -34,13 +43,21 @@ pub fn validate_strategy(
     kind: ResourceKind,
     strategy: &Value,
 ) -> Result<(), ProviderError> {
-    match REGISTRY.iter().find(|(n, _)| *n == name) {
-        Some((_, validate)) => validate(kind, strategy),
+    match REGISTRY.iter().find(|(n, ..)| *n == name) {
+        Some((_, validate, _)) => validate(kind, strategy),
         None => Err(ProviderError::invalid_strategy(format!(
             "{name:?} is not a provider; use one of: {}",
             names().collect::<Vec<_>>().join(", ")
         ))),
     }
+}
+
+/// A key of provider `name`'s tier that a tier read from outside the
+/// operator namespace may not set (it would reach beyond the namespaces
+/// that wrote it, e.g. another account's role).
+pub fn operator_only_key(name: &str, strategy: &Value) -> Option<String> {
+    let (.., operator_only) = REGISTRY.iter().find(|(n, ..)| *n == name)?;
+    operator_only(strategy)
 }
 
 /// Everything `run` needs to build the providers.

@@ -16,9 +16,25 @@ pub fn printable(text: &str) -> String {
     out
 }
 
+/// `text` as one line of a report: every control character escaped, line
+/// ends included, so no value a tenant wrote forges a line of its own.
+pub fn one_line(text: &str) -> String {
+    printable(text).replace('\n', "\\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_stays_on_its_line() {
+        let forged = "development\nPending changes (plan hash 0123456789):";
+        assert_eq!(
+            one_line(forged),
+            "development\\nPending changes (plan hash 0123456789):"
+        );
+        assert!(!one_line("a\r\nb").contains('\n'));
+    }
 
     #[test]
     fn escape_sequences_are_shown_not_obeyed() {

@@ -130,10 +130,10 @@ pub enum DurationError {
 pub struct ResourceTypeSpec {
     /// Deployment type, a key of the `cloud-resource-config` ConfigMap
     /// (built in: `aws`, `managed`, `openshift`, `workshop`).
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[^\x00-\x1f\x7f]*$"))]
     pub r#type: String,
     /// Tier, a key in the provider's strategies ConfigMap (e.g. `development`, `production`).
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[^\x00-\x1f\x7f]*$"))]
     pub tier: String,
     /// Where the connection Secret is written.
     pub secret_ref: SecretRef,
@@ -148,6 +148,7 @@ pub struct ResourceTypeSpec {
     pub skip_create: bool,
     /// Redis node type (e.g. `cache.t3.micro`); overrides the tier's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253), regex(pattern = r"^[^\x00-\x1f\x7f]*$"))]
     pub size: Option<String>,
     /// How often to take snapshots, e.g. `1d`, `12h30m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

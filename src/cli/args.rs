@@ -136,14 +136,16 @@ pub struct ClusterArgs {
     /// other tools of the account keep the rest). Calls over it wait.
     #[arg(long, env = "AWS_API_RATE", default_value_t = cro_provider_aws::Budget::default().rate)]
     pub aws_api_rate: f64,
-    /// Read a CR's own namespace's `cloud-resource-config` before the
-    /// operator namespace's (as the Go operator did). Default: on when
-    /// exactly one namespace is watched (the Go operator's namespace-scoped
-    /// install, where that namespace is the platform's), off when several
-    /// or all are: there a tenant's ConfigMap could map its CRs to any
-    /// provider.
-    #[arg(long, env = "NAMESPACE_CONFIG", action = clap::ArgAction::Set)]
-    pub namespace_config: Option<bool>,
+    /// Read the watched namespaces' configuration as the Go operator did:
+    /// a CR's own namespace's `cloud-resource-config` before the operator
+    /// namespace's, and, with one watched namespace, its strategies
+    /// ConfigMaps where the operator namespace has none or only the
+    /// shipped defaults. Off by default: set it only where no tenant can
+    /// write those namespaces' ConfigMaps (the Go layout, see
+    /// docs/migration.md). Tiers read from there may not set roleArn or
+    /// externalId.
+    #[arg(long, env = "NAMESPACE_CONFIG", default_value_t = false, action = clap::ArgAction::Set)]
+    pub namespace_config: bool,
     /// AWS calls that may go at once after a quiet period, per account,
     /// region and service.
     #[arg(long, env = "AWS_API_BURST", default_value_t = cro_provider_aws::Budget::default().burst)]

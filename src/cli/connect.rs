@@ -118,11 +118,10 @@ pub(super) async fn connect(
         recheck_interval: work.recheck_interval,
         cloud_metrics_interval: work.cloud_metrics_interval,
         shard: work.shard,
-        namespace_config: namespace_config(args.namespace_config, watched),
+        namespace_config: args.namespace_config,
     };
     info!(
         namespace_config = settings.namespace_config,
-        set = args.namespace_config.is_some(),
         "namespace-level cloud-resource-config {}",
         if settings.namespace_config {
             "read"
@@ -242,15 +241,6 @@ fn provider_settings(
     })
 }
 
-/// `--namespace-config` as given, else on only when exactly one
-/// namespace is watched.
-fn namespace_config(flag: Option<bool>, watched: &[String]) -> bool {
-    let mut namespaces: Vec<&str> = watched.iter().map(|n| n.trim()).collect();
-    namespaces.sort_unstable();
-    namespaces.dedup();
-    flag.unwrap_or(namespaces.len() == 1)
-}
-
 /// The namespace of the strategies ConfigMaps: the flag, else the pod's.
 fn operator_namespace(configured: Option<String>) -> anyhow::Result<String> {
     match configured {
@@ -261,21 +251,5 @@ fn operator_namespace(configured: Option<String>) -> anyhow::Result<String> {
                 "--operator-namespace (OPERATOR_NAMESPACE) is required when not running in a pod"
             ),
         },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn namespace_config_is_on_by_default_only_for_one_watched_namespace() {
-        let ns = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(namespace_config(None, &ns(&["app"])));
-        assert!(namespace_config(None, &ns(&["app", " app"])));
-        assert!(!namespace_config(None, &ns(&[])));
-        assert!(!namespace_config(None, &ns(&["a", "b"])));
-        assert!(namespace_config(Some(true), &ns(&[])));
-        assert!(!namespace_config(Some(false), &ns(&["app"])));
     }
 }

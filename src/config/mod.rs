@@ -5,11 +5,13 @@
 //! `resolve` holds the pure rules; `source` reads the ConfigMaps.
 
 pub mod access;
+pub mod deletion_policy;
 pub mod limits;
 mod resolve;
 mod source;
 mod tier_key;
 
+pub use deletion_policy::DeletionPolicy;
 pub use resolve::{
     BUILTIN_TYPES, CHANGE_POLICY_KEY, ConfigError, Located, NETWORK_KEY, Tier, known_provider,
     network_tier, resolve_provider, resolve_tier, split_tier, tier_mapping, type_mapping,

@@ -47,6 +47,8 @@ pub struct Tier {
     pub limits: super::limits::Limits,
     /// The same tier under the strategies ConfigMap's `_network` key.
     pub network: Option<Value>,
+    /// What deleting a CR of the tier does unless its annotation says.
+    pub deletion_policy: super::DeletionPolicy,
 }
 
 impl Default for Tier {
@@ -59,6 +61,7 @@ impl Default for Tier {
             access: None,
             limits: Default::default(),
             network: None,
+            deletion_policy: Default::default(),
         }
     }
 }
@@ -82,6 +85,7 @@ fn tier_seconds(tier: &mut Value, key: &'static str) -> Result<Option<u64>, Tier
 pub fn split_tier(mut tier: Value) -> Result<Tier, TierKeyError> {
     let access = super::access::Access::take(&mut tier)?;
     let limits = super::limits::Limits::take(&mut tier)?;
+    let deletion_policy = super::DeletionPolicy::take(&mut tier)?;
     let rotate_every = tier_seconds(&mut tier, ROTATE_EVERY_KEY)?.filter(|s| *s > 0);
     let rotation_grace =
         tier_seconds(&mut tier, ROTATION_GRACE_KEY)?.unwrap_or(DEFAULT_ROTATION_GRACE);
@@ -101,6 +105,7 @@ pub fn split_tier(mut tier: Value) -> Result<Tier, TierKeyError> {
         access,
         limits,
         network: None,
+        deletion_policy,
     })
 }
 
@@ -287,6 +292,16 @@ pub enum ConfigError {
         tier: String,
         error: String,
     },
+    #[error(
+        "tier {tier:?} of {at} sets {key}, which only a tier in the operator namespace {operator_namespace} may set (it chooses the AWS identity the tier's calls run as); move the tier to the ConfigMap of the same name in namespace {operator_namespace}, or remove {key}"
+    )]
+    OperatorOnlyKey {
+        /// The ConfigMap and its key.
+        at: String,
+        tier: String,
+        key: String,
+        operator_namespace: String,
+    },
     #[error("reading ConfigMap {namespace}/{name}: {error}")]
     Read {
         namespace: String,
@@ -375,12 +390,25 @@ pub fn resolve_tier(
             tier: tier.to_string(),
             known: join_keys(tiers.keys()),
         })?;
-    split_tier(found).map_err(|error| ConfigError::InvalidChangePolicy {
+    let split = split_tier(found).map_err(|error| ConfigError::InvalidChangePolicy {
         at: cm.at(),
         resource: resource.to_string(),
         tier: tier.to_string(),
         error: Box::new(error),
-    })
+    })?;
+    // A watched namespace's tiers (`--namespace-config`, the Go layout)
+    // are read only for what the Go operator read there.
+    if cm.namespace != operator_namespace
+        && let Some(key) = crate::providers::operator_only_key(provider, &split.strategy)
+    {
+        return Err(ConfigError::OperatorOnlyKey {
+            at: format!("{} key {resource:?}", cm.at()),
+            tier: tier.to_string(),
+            key,
+            operator_namespace: operator_namespace.to_string(),
+        });
+    }
+    Ok(split)
 }
 
 fn join_keys<'a>(keys: impl Iterator<Item = &'a String>) -> String {
@@ -503,6 +531,40 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("has no key \"redis\""), "{err}");
+    }
+
+    #[test]
+    fn a_watched_namespaces_tier_may_not_choose_the_aws_identity() {
+        let role = r#"{"development": {"roleArn": "arn:aws:iam::1:role/admin", "region": "eu-west-1", "_network": ""}}"#;
+        let s = cm("cloud-resources-aws-strategies", &[("postgres", role)]);
+        let t = |operator_namespace| {
+            resolve_tier(
+                Some(&s),
+                operator_namespace,
+                "aws",
+                ResourceKind::Postgres,
+                "development",
+            )
+        };
+        assert!(t("ops").is_ok(), "the operator namespace's own tier");
+        let err = t("cro").unwrap_err().to_string();
+        assert!(
+            err.contains("ops/cloud-resources-aws-strategies")
+                && err.contains("sets roleArn")
+                && err.contains("namespace cro"),
+            "{err}"
+        );
+        // The Go operator's keys stay readable there (its layout).
+        let go = r#"{"development": {"region": "eu-west-1", "_network": "", "createStrategy": {"DBInstanceClass": "db.t3.small"}}}"#;
+        let s = cm("cloud-resources-aws-strategies", &[("postgres", go)]);
+        let t = resolve_tier(
+            Some(&s),
+            "cro",
+            "aws",
+            ResourceKind::Postgres,
+            "development",
+        );
+        assert!(t.is_ok(), "{t:?}");
     }
 
     #[test]

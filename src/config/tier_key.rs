@@ -6,6 +6,7 @@ use crate::api::DurationError;
 
 use super::{
     access::{ALLOWED_NAMESPACE_SELECTOR_KEY, ALLOWED_NAMESPACES_KEY},
+    deletion_policy::TIER_KEY as DELETION_POLICY_KEY,
     limits::ALLOWED_SIZES_KEY,
     resolve::CHANGE_POLICY_KEY,
 };
@@ -32,6 +33,10 @@ pub enum TierKeyError {
         "{CHANGE_POLICY_KEY} {0} is not a change policy; use \"Automatic\" (the default) or \"Plan\""
     )]
     ChangePolicy(String),
+    #[error(
+        "{DELETION_POLICY_KEY} {0} is not a deletion policy; use \"delete\" (the default) or \"retain\""
+    )]
+    DeletionPolicy(String),
     #[error("{ALLOWED_NAMESPACES_KEY} must be a list of namespace names")]
     AllowedNamespaces,
     #[error(

@@ -5,6 +5,7 @@
 //! watches shared by all controllers (`cache`).
 
 pub mod kinds;
+pub mod release;
 pub mod resource;
 pub mod rotation;
 pub mod schedule;

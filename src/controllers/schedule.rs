@@ -175,12 +175,45 @@ async fn existing<S: SnapshotCr>(
     Ok(existing.collect())
 }
 
+/// How far the API server's clock may be behind the operator's when it
+/// stamps a scheduled snapshot's creation.
+const CLOCK_SKEW: i64 = 60;
+
+/// Whether `snap` is the snapshot `parent`'s schedule made for a period:
+/// the scheduler's labels with the parent's UID, the name it gives that
+/// period, and made during it. Labels and names are anyone's to write, so
+/// all three are checked: a copy of them counts as scheduled only at one
+/// per period at the schedule's pace, which the tier already bounds
+/// (`minSnapshotFrequency`), never as a way past `maxManualSnapshots`.
+pub fn made_by_schedule<K: ResourceCr, S: SnapshotCr>(snap: &S, parent: &K) -> bool {
+    let Ok(Some(every)) = frequency(parent) else {
+        return false;
+    };
+    let labels = snap.labels();
+    let parent_uid = parent.meta().uid.as_deref().unwrap_or_default();
+    let created = (snap.meta().creation_timestamp.as_ref()).map(|t| t.0.as_second());
+    let period = labels.get(PERIOD_LABEL).and_then(|p| p.parse::<i64>().ok());
+    let (Some(created), Some(period)) = (created, period) else {
+        return false;
+    };
+    let every = every.max(1) as i64;
+    labels.get(SCHEDULED_FOR_LABEL).map(String::as_str) == Some(parent_uid)
+        && period.rem_euclid(every) == 0
+        && snap.name_any() == scheduled_name(&parent.name_any(), period)
+        && (period - CLOCK_SKEW..period + every + CLOCK_SKEW).contains(&created)
+}
+
+/// The name of the scheduled snapshot of `parent` for `period`. Names may
+/// be 253 characters; the suffix takes at most 21.
+fn scheduled_name(parent: &str, period: i64) -> String {
+    let stem: String = parent.chars().take(230).collect();
+    format!("{stem}-{period}")
+}
+
 /// The snapshot CR of `period`, owned by `cr` (not as controller, so it is
 /// deleted with `cr` and its cloud snapshot follows its own finalizer).
 fn snapshot_object<K: ResourceCr, S: SnapshotCr>(cr: &K, period: i64) -> S {
     let parent = cr.name_any();
-    // Names may be 253 characters; the suffix takes at most 21.
-    let stem: String = parent.chars().take(230).collect();
     let mut labels = std::collections::BTreeMap::from([
         (
             SCHEDULED_FOR_LABEL.to_string(),
@@ -196,11 +229,12 @@ fn snapshot_object<K: ResourceCr, S: SnapshotCr>(cr: &K, period: i64) -> S {
         o.block_owner_deletion = None;
         o
     });
+    let name = scheduled_name(&parent, period);
     let spec = SnapshotSpec {
         resource_name: parent,
         skip_delete: false,
     };
-    let mut object = S::new(&format!("{stem}-{period}"), spec);
+    let mut object = S::new(&name, spec);
     object.meta_mut().labels = Some(labels);
     object.meta_mut().owner_references = owner.map(|o| vec![o]);
     object
@@ -209,6 +243,64 @@ fn snapshot_object<K: ResourceCr, S: SnapshotCr>(cr: &K, period: i64) -> S {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Postgres;
+    use serde_json::json;
+
+    fn parent(frequency: Option<&str>) -> Postgres {
+        serde_json::from_value(json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres",
+            "metadata": {"name": "db", "namespace": "app", "uid": "p1"},
+            "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "s"}, "snapshotFrequency": frequency}}))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A snapshot CR labelled for `uid` and `period`, created at `created`.
+    fn labelled(name: &str, uid: &str, period: i64, created: &str) -> PostgresSnapshot {
+        serde_json::from_value(
+            json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
+            "metadata": {"name": name, "namespace": "app", "creationTimestamp": created,
+                "labels": {SCHEDULED_FOR_LABEL: uid, PERIOD_LABEL: period.to_string()}},
+            "spec": {"resourceName": "db"}}),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_copy_of_the_schedules_labels_counts_only_as_the_schedule_would_take_it() {
+        let hourly = parent(Some("1h"));
+        // 01:01:40, in the period that starts at 01:00 (3600).
+        let during = "1970-01-01T01:01:40Z";
+        assert!(made_by_schedule(
+            &labelled("db-3600", "p1", 3600, during),
+            &hourly
+        ));
+        // Another parent's UID, another name, a period not yet begun or
+        // long past, a period off the schedule, or no schedule at all.
+        assert!(!made_by_schedule(
+            &labelled("db-3600", "p2", 3600, during),
+            &hourly
+        ));
+        assert!(!made_by_schedule(
+            &labelled("mine", "p1", 3600, during),
+            &hourly
+        ));
+        assert!(!made_by_schedule(
+            &labelled("db-7200", "p1", 7200, during),
+            &hourly
+        ));
+        assert!(!made_by_schedule(
+            &labelled("db-0", "p1", 0, during),
+            &hourly
+        ));
+        assert!(!made_by_schedule(
+            &labelled("db-3660", "p1", 3660, during),
+            &hourly
+        ));
+        let unscheduled = parent(None);
+        assert!(!made_by_schedule(
+            &labelled("db-3600", "p1", 3600, during),
+            &unscheduled
+        ));
+    }
 
     fn at(name: &str, period: i64) -> Existing {
         Existing {

@@ -7,7 +7,7 @@ use cro_provider_api::{
     Deletion, IdentifierRules, Outcome, ResourceKind, SnapshotRequest, cloud_identifier,
     separate_identifier, snapshot_identifier, timestamped_identifier,
 };
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt, runtime::events::EventType};
 use serde_json::Value;
 
 use super::{
@@ -16,8 +16,8 @@ use super::{
 };
 use crate::{
     api::{Phase, PostgresSnapshot, RedisSnapshot, SnapshotStatus},
-    config::{self, limits::MAX_MANUAL_SNAPSHOTS_KEY},
-    controllers::schedule::SCHEDULED_FOR_LABEL,
+    config::{self, DeletionPolicy, limits::MAX_MANUAL_SNAPSHOTS_KEY},
+    controllers::schedule,
     reconcile::{Context, Error, Managed, Report, in_progress_requeue, key, unless_parked},
 };
 
@@ -125,12 +125,25 @@ async fn manual_snapshots_ahead<K: SnapshotCr>(snap: &K, ctx: &Context) -> Resul
         )
     };
     let mine = order(snap);
+    // Their parents, to tell a schedule's snapshots from copies of its labels.
+    let parents = Api::<K::Parent>::namespaced(ctx.client.clone(), &ns)
+        .list(&kube::api::ListParams::default())
+        .await
+        .map_err(Error::kube(format!(
+            "listing the {}s in {ns}",
+            K::Parent::kind(&())
+        )))?;
+    let scheduled = |o: &K| {
+        (parents.items.iter())
+            .find(|p| p.name_any() == o.spec().resource_name)
+            .is_some_and(|p| schedule::made_by_schedule(o, p))
+    };
     Ok(listed
         .items
         .iter()
         .filter(|o| {
             o.meta().deletion_timestamp.is_none()
-                && !o.labels().contains_key(SCHEDULED_FOR_LABEL)
+                && !scheduled(o)
                 && o.status().and_then(|s| s.phase) != Some(Phase::Failed)
                 && order(o) < mine
         })
@@ -190,7 +203,7 @@ async fn reconcile<K: SnapshotCr>(
     admitted(ctx, &tier, &namespace, &provider_name, kind, tier_name).await?;
     if let Some(max) = tier.limits.max_manual_snapshots()
         && snap.status().and_then(|s| s.phase) != Some(Phase::Complete)
-        && !snap.labels().contains_key(SCHEDULED_FOR_LABEL)
+        && !schedule::made_by_schedule(snap, &parent)
     {
         let ahead = manual_snapshots_ahead(snap, ctx).await?;
         if ahead >= max {
@@ -288,6 +301,17 @@ async fn cleanup<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Deletion, Err
         return Ok(Deletion::Done);
     };
     if snap.spec().skip_delete {
+        return Ok(Deletion::Done);
+    }
+    // As `skipDelete`, by the annotation the other kinds take; a typo in
+    // it deletes nothing.
+    let policy = DeletionPolicy::of(snap.annotations(), DeletionPolicy::Delete);
+    if policy.map_err(|e| Error::Invalid(e.to_string()))? == DeletionPolicy::Retain {
+        let note = format!(
+            "deleted under {}: retain; snapshot {id} is left as it is",
+            config::deletion_policy::ANNOTATION
+        );
+        crate::reconcile::publish(ctx, snap, EventType::Normal, "Retained", &note).await;
         return Ok(Deletion::Done);
     }
     let parent = parent(snap, ctx).await?;

@@ -425,14 +425,20 @@ fn record_time_to_ready<K: Managed>(ctx: &Context, obj: &K, report: &Report) {
     }
 }
 
+/// The longest identifier a metric label takes from the CR's annotation
+/// (AWS's longest, an S3 bucket's, is 63; a GCP or pinned one fits too).
+const MAX_IDENTIFIER_LABEL: usize = 255;
+
 /// The Go operator's labels for `obj`'s phase gauge.
 pub fn metric_labels<K: Managed>(ctx: &Context, obj: &K, report: Option<&Report>) -> ObjectLabels {
     let label = |key: &str| obj.labels().get(key).cloned().unwrap_or_default();
+    // The annotation is the tenant's to write, at any length: a label
+    // value longer than any cloud identifier is not one.
     let instance = report
         .and_then(|r| r.instance_id.clone().or_else(|| r.snapshot_id.clone()))
         .or_else(|| {
-            obj.annotations()
-                .get(RESOURCE_IDENTIFIER_ANNOTATION)
+            (obj.annotations().get(RESOURCE_IDENTIFIER_ANNOTATION))
+                .filter(|id| id.len() <= MAX_IDENTIFIER_LABEL)
                 .cloned()
         });
     ObjectLabels {

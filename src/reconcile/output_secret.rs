@@ -18,13 +18,17 @@ use kube::{
 use super::Error;
 use crate::cache::Scoped;
 
-pub use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL};
+pub use cro_provider_api::{
+    MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, RELEASED_FROM_ANNOTATION,
+};
 
 /// Where the Secret goes and who it is for.
 pub struct Target<'a> {
     pub namespace: &'a str,
     pub name: &'a str,
     pub owner_uid: &'a str,
+    /// The owner as [`RELEASED_FROM_ANNOTATION`] names it.
+    pub released_from: String,
     /// Set when the Secret is in the owner's namespace (owner references
     /// cannot cross namespaces).
     pub owner_ref: Option<OwnerReference>,
@@ -43,20 +47,27 @@ pub enum Written {
 /// Whether `secret` may be written for the CR with `owner_uid`: this
 /// operator wrote it for that CR (owner-uid label), or the Go operator did
 /// (`ReconcileResultSecret` in pkg/resources/provider.go: a controller
-/// ownerReference to the CR and no labels). Writing it once adds the label.
-fn is_ours(secret: &Secret, owner_uid: &str) -> bool {
+/// ownerReference to the CR and no owner-uid label; labels a backup or
+/// GitOps tool added since do not make it somebody else's, as the Go
+/// operator wrote it regardless), or an earlier CR of the same
+/// kind and name released it (`released_from`, see
+/// [`RELEASED_FROM_ANNOTATION`]). Writing it once adds the label.
+fn is_ours(secret: &Secret, owner_uid: &str, released_from: Option<&str>) -> bool {
     let labels = secret.metadata.labels.as_ref();
     let labelled = labels
         .and_then(|l| l.get(OWNER_UID_LABEL))
         .is_some_and(|uid| uid == owner_uid);
-    let go_operator = labels.is_none_or(|l| l.is_empty())
+    let go_operator = labels.is_none_or(|l| !l.contains_key(OWNER_UID_LABEL))
         && secret
             .metadata
             .owner_references
             .iter()
             .flatten()
             .any(|o| o.uid == owner_uid && o.controller == Some(true));
-    labelled || go_operator
+    let released = (secret.metadata.annotations.as_ref())
+        .and_then(|a| a.get(RELEASED_FROM_ANNOTATION))
+        .is_some_and(|from| Some(from.as_str()) == released_from);
+    labelled || go_operator || released
 }
 
 /// The data to write: the provider's details, except that an empty value
@@ -157,7 +168,7 @@ async fn update(
     details: &ConnectionDetails,
     live: &Secret,
 ) -> Result<Written, Error> {
-    if !is_ours(live, target.owner_uid) {
+    if !is_ours(live, target.owner_uid, Some(&target.released_from)) {
         return Ok(Written::Conflict(format!(
             "Secret {}/{} already exists and was not created for {}; it is left untouched: delete it or set spec.secretRef.name to a new name",
             target.namespace, target.name, target.owner_desc
@@ -302,7 +313,7 @@ pub async fn delete(
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let action = || format!("deleting Secret {namespace}/{name}");
     match api.get_opt(name).await.map_err(Error::kube(action()))? {
-        Some(secret) if is_ours(&secret, owner_uid) => {
+        Some(secret) if is_ours(&secret, owner_uid, None) => {
             match api.delete(name, &DeleteParams::default()).await {
                 Ok(_) => Ok(()),
                 Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
@@ -341,23 +352,57 @@ mod tests {
     fn ours_and_the_go_operators_secrets_are_written_others_never() {
         assert!(is_ours(
             &secret(Some(&[(OWNER_UID_LABEL, "u1")]), None),
-            "u1"
+            "u1",
+            None
         ));
         // As the Go operator leaves it: controller reference, no labels.
-        assert!(is_ours(&secret(None, Some(("u1", Some(true)))), "u1"));
-        assert!(is_ours(&secret(Some(&[]), Some(("u1", Some(true)))), "u1"));
+        assert!(is_ours(&secret(None, Some(("u1", Some(true)))), "u1", None));
+        assert!(is_ours(
+            &secret(Some(&[]), Some(("u1", Some(true)))),
+            "u1",
+            None
+        ));
         // Somebody else's.
-        assert!(!is_ours(&secret(None, None), "u1"));
-        assert!(!is_ours(&secret(None, Some(("u2", Some(true)))), "u1"));
-        assert!(!is_ours(&secret(None, Some(("u1", None))), "u1"));
+        assert!(!is_ours(&secret(None, None), "u1", None));
         assert!(!is_ours(
+            &secret(None, Some(("u2", Some(true)))),
+            "u1",
+            None
+        ));
+        assert!(!is_ours(&secret(None, Some(("u1", None))), "u1", None));
+        // The Go operator's, labelled since by a backup or GitOps tool.
+        assert!(is_ours(
             &secret(Some(&[("app", "x")]), Some(("u1", Some(true)))),
-            "u1"
+            "u1",
+            None
+        ));
+        assert!(!is_ours(
+            &secret(Some(&[(OWNER_UID_LABEL, "u2")]), Some(("u1", Some(true)))),
+            "u1",
+            None
         ));
         assert!(!is_ours(
             &secret(Some(&[(OWNER_UID_LABEL, "u2")]), None),
-            "u1"
+            "u1",
+            None
         ));
+    }
+
+    #[test]
+    fn a_secret_released_by_an_earlier_cr_of_the_same_kind_and_name_is_ours() {
+        let mut released = secret(Some(&[(MANAGED_BY_LABEL, MANAGED_BY)]), None);
+        released.metadata.annotations = Some(
+            [(
+                RELEASED_FROM_ANNOTATION.to_string(),
+                "app/Postgres/db".to_string(),
+            )]
+            .into(),
+        );
+        assert!(is_ours(&released, "u2", Some("app/Postgres/db")));
+        assert!(!is_ours(&released, "u2", Some("app/Redis/db")));
+        assert!(!is_ours(&released, "u2", Some("other/Postgres/db")));
+        // Deleting never reaches a released Secret.
+        assert!(!is_ours(&released, "u2", None));
     }
 
     fn target() -> Target<'static> {
@@ -370,6 +415,7 @@ mod tests {
                 .owner_references
                 .and_then(|o| o.into_iter().next()),
             owner_desc: "Postgres app/db".into(),
+            released_from: "app/Postgres/db".into(),
         }
     }
 

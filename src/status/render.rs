@@ -8,6 +8,7 @@ use super::Report;
 use crate::{
     api::{ADOPT_ANNOTATION, APPROVE_PLAN_ANNOTATION},
     reconcile::conditions::ConditionType,
+    terminal::one_line,
 };
 
 /// `5s`, `12m`, `3h`, `4d`: how long ago, as kubectl shows ages.
@@ -103,7 +104,7 @@ pub fn next_steps(r: &Report) -> Vec<String> {
 pub fn text(r: &Report) -> String {
     let mut out = String::new();
     let mut line = |label: &str, value: &str| {
-        let _ = writeln!(out, "{label:<18}{value}");
+        let _ = writeln!(out, "{label:<18}{}", one_line(value));
     };
     line(
         &format!("{}:", r.kind),
@@ -157,25 +158,26 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(out, "  (none)");
     }
     for c in &r.conditions {
-        let _ = writeln!(
-            out,
+        let row = format!(
             "  {:<14}{:<8}{:<24}{:<6}{}",
             c.r#type, c.status, c.reason, c.age, c.message
         );
+        let _ = writeln!(out, "{}", one_line(&row));
     }
     if !r.owned.is_empty() {
-        let _ = writeln!(out, "Owned objects:\n  {}", r.owned.join("\n  "));
+        let owned: Vec<String> = r.owned.iter().map(|o| one_line(o)).collect();
+        let _ = writeln!(out, "Owned objects:\n  {}", owned.join("\n  "));
     }
     if !r.pending_changes.is_empty() {
-        let hash = r.plan_hash.as_deref().unwrap_or("-");
+        let hash = one_line(r.plan_hash.as_deref().unwrap_or("-"));
         let _ = writeln!(out, "Pending changes (plan hash {hash}):");
         for c in &r.pending_changes {
             let restarts = if c.restarts { ", restarts" } else { "" };
-            let _ = writeln!(
-                out,
+            let row = format!(
                 "  {}: {} -> {} ({}{restarts})",
                 c.field, c.current, c.desired, c.when
             );
+            let _ = writeln!(out, "{}", one_line(&row));
         }
     }
     let _ = writeln!(out, "Events:");
@@ -188,16 +190,16 @@ pub fn text(r: &Report) -> String {
         } else {
             String::new()
         };
-        let _ = writeln!(
-            out,
+        let row = format!(
             "  {:<6}{:<9}{:<22}{}{count}",
             e.age, e.r#type, e.reason, e.message
         );
+        let _ = writeln!(out, "{}", one_line(&row));
     }
     if !r.next_steps.is_empty() {
         let _ = writeln!(out, "Next:");
         for s in &r.next_steps {
-            let _ = writeln!(out, "  - {s}");
+            let _ = writeln!(out, "  - {}", one_line(s));
         }
     }
     crate::terminal::printable(&out)

@@ -165,6 +165,108 @@ async fn postgres_on_rds_from_create_to_final_snapshot() {
     .await;
 }
 
+/// A mistaken delete loses nothing (issue #59): a Postgres annotated
+/// `integreatly.org/deletion-policy: retain` is released in seconds; its
+/// RDS instance stays, deletion protection and tags kept, with no AWS write
+/// naming it; its Secrets stay, and a Postgres of the same name takes the
+/// instance over again with the same password, creating nothing.
+#[tokio::test]
+async fn a_postgres_deleted_under_the_retain_policy_keeps_its_instance_for_the_next_cr() {
+    with_operator("rdsretain", |client, ns, _op| async move {
+        create_postgres(&client, &ns, "keep", json!({})).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        wait_phase(&pgs, "keep", Phase::Complete).await;
+        let id = cloud_identifier("testcluster", &ns, "keep");
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let password = |s: Secret| {
+            String::from_utf8_lossy(&s.data.unwrap_or_default()["password"].0).into_owned()
+        };
+        let before = password(
+            secrets
+                .get("keep-sec")
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        let retain =
+            json!({"metadata": {"annotations": {"integreatly.org/deletion-policy": "retain"}}});
+        pgs.patch("keep", &PatchParams::default(), &Patch::Merge(retain))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let since = aws_requests().len();
+        pgs.delete("keep", &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&pgs, "keep", std::time::Duration::from_secs(20)).await;
+        let writes: Vec<String> = aws_requests()
+            .into_iter()
+            .skip(since)
+            .filter(|r| r["params"].to_string().contains(&id))
+            .filter_map(|r| r["action"].as_str().map(str::to_string))
+            .filter(|a| !a.starts_with("Describe") && !a.starts_with("List"))
+            .collect();
+        assert_eq!(
+            writes,
+            Vec::<String>::new(),
+            "AWS writes naming the retained {id}"
+        );
+        let rds = rds().await;
+        let db = instance(&rds, &id)
+            .await
+            .unwrap_or_else(|| panic!("the retained instance {id} is gone"));
+        assert_eq!(db.deletion_protection(), Some(true));
+        let have = tags(&rds, db.db_instance_arn().unwrap_or_default()).await;
+        for (k, v) in want_tags("keep") {
+            assert_eq!(have.get(&k), Some(&v), "tag {k} on the retained {id}");
+        }
+        // The garbage collector has had the time a delete takes; the
+        // Secrets are released, not owned.
+        for name in ["keep-sec", "keep-aws-rds-credentials"] {
+            let kept = wait_for(
+                &secrets,
+                name,
+                "the released Secret",
+                DEFAULT_TIMEOUT,
+                |s: Option<&Secret>| {
+                    s.is_some_and(|s| {
+                        s.annotations()
+                            .contains_key("cro.integreatly.org/released-from")
+                    })
+                },
+            )
+            .await;
+            assert!(
+                kept.owner_references().is_empty(),
+                "{name} is still owned: {:?}",
+                kept.owner_references()
+            );
+        }
+
+        // Taken over again by a Postgres of the same name.
+        let since = aws_requests().len();
+        create_postgres(&client, &ns, "keep", json!({})).await;
+        wait_phase(&pgs, "keep", Phase::Complete).await;
+        let after = password(
+            secrets
+                .get("keep-sec")
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        assert!(after == before, "the password changed on takeover");
+        let created: Vec<String> = aws_requests()
+            .into_iter()
+            .skip(since)
+            .filter_map(|r| r["action"].as_str().map(str::to_string))
+            .filter(|a| a == "CreateDBInstance" || a == "DeleteDBInstance")
+            .collect();
+        assert_eq!(
+            created,
+            Vec::<String>::new(),
+            "the instance was not taken over"
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_bad_strategy_value_fails_naming_the_field() {
     with_operator("rdsbad", |client, ns, _op| async move {

@@ -596,6 +596,14 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
         rds.create_db_snapshot().db_instance_identifier(&db_id).db_snapshot_identifier(&pg_snap_id)
             .set_tags(Some(go_tags(&pg_snap_id).into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
             .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        // The Go operator's later passes: TagRDSPostgres
+        // (pkg/providers/aws/provider_postgres.go) adds the instance's tags
+        // to every snapshot of the instance, so resource-name is now "db".
+        let snaps = rds.describe_db_snapshots().db_snapshot_identifier(&pg_snap_id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let snap_arn = snaps.db_snapshots().first().and_then(|s| s.db_snapshot_arn()).unwrap_or_default().to_string();
+        rds.add_tags_to_resource().resource_name(&snap_arn)
+            .set_tags(Some(go_tags("db").into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
         go_status::<PostgresSnapshot>(&client, &ns, "db-snap", json!({"snapshotID": pg_snap_id, "phase": "complete", "message": "snapshot created", "strategy": "aws"})).await;
         let redis_snap: DynamicObject = crate::support::create_json::<RedisSnapshot>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "RedisSnapshot",
             "metadata": {"name": "cache-snap", "finalizers": [GO_FINALIZER]}, "spec": {"resourceName": "cache"}})).await
@@ -1095,7 +1103,10 @@ async fn strategies_are_found_where_the_go_operator_reads_them() {
             .unwrap_or_else(|e| panic!("{e}"));
         let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns);
         cms.create(&PostParams::default(), &cm).await.unwrap_or_else(|e| panic!("{e}"));
-        let op = Operator::launch(Launch { operator_namespace: Some(elsewhere.clone()), ..Launch::new(&ns) }).await;
+        // The Go layout is an explicit choice (docs/migration.md).
+        let mut launch = Launch { operator_namespace: Some(elsewhere.clone()), ..Launch::new(&ns) };
+        launch.extra_args.push("--namespace-config=true".into());
+        let op = Operator::launch(launch).await;
         create_json::<Postgres>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"},
             "spec": {"type": "aws", "tier": "production", "secretRef": {"name": "db-sec"}}})).await;
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
@@ -1170,7 +1181,7 @@ async fn a_version_the_go_operator_overrode_is_no_major_upgrade() {
 
 /// The configuration ConfigMaps of config/, as deploy/ and the chart
 /// install them into the operator's namespace.
-async fn install_shipped_configuration(client: &Client, ns: &str) {
+pub(crate) async fn install_shipped_configuration(client: &Client, ns: &str) {
     let dir = crate::support::repo_root().join("config");
     for name in [
         "cloud-resource-config",
@@ -1266,17 +1277,25 @@ async fn a_real_go_installation_switches_with_its_tiers_credentials_and_pinned_b
         go_postgres_complete(&client, &rds, &ns, &pg, &db_id, password).await;
         go_output_secret(&client, &ns, &blob, "assets-sec", &[("bucketName", &pinned), ("bucketRegion", &env.aws_region),
             ("credentialKeyID", key.access_key_id()), ("credentialSecretKey", key.secret_access_key())]).await;
+        // Months later a backup tool has labelled it (Velero's
+        // `velero.io/backup-name` on what it restored); the Go operator's
+        // ReconcileResultSecret (pkg/resources/provider.go) wrote it regardless.
+        Api::<Secret>::namespaced(client.clone(), &ns)
+            .patch("assets-sec", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"velero.io/backup-name": "nightly"}}})))
+            .await.unwrap_or_else(|e| panic!("{e}"));
         go_status::<BlobStorage>(&client, &ns, "assets", json!({"strategy": "aws", "provider": "aws-s3", "secretRef": {"name": "assets-sec"},
             "phase": "complete", "message": "successfully created and tagged"})).await;
 
         // Switch: installed as deploy/ installs it, with no keys of its own.
+        // With the Go layout turned on, as docs/migration.md says.
         let since = aws_requests().len();
-        let op = Operator::launch(Launch {
+        let mut launch = Launch {
             operator_namespace: Some(opns.clone()),
             env_remove: vec!["AWS_ACCESS_KEY_ID".into(), "AWS_SECRET_ACCESS_KEY".into(), "AWS_SESSION_TOKEN".into()],
             ..Launch::new(&ns)
-        })
-        .await;
+        };
+        launch.extra_args.push("--namespace-config=true".into());
+        let op = Operator::launch(launch).await;
         op.wait_log(&format!("Cloud Credential Operator's Secret {opns}/cloud-resources-aws-credentials"), DEFAULT_TIMEOUT).await;
         let pg: Postgres = taken_over(&client, &ns, "db").await;
         let _: BlobStorage = taken_over(&client, &ns, "assets").await;

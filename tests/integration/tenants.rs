@@ -128,17 +128,64 @@ async fn delete_namespaces(admin: kube::Client, names: &[String]) {
     }
 }
 
+/// With one watched namespace and the defaults (an OLM SingleNamespace
+/// install, the chart's `watchNamespaces: [team]`) the tenant's own
+/// `cloud-resource-config` and strategies are not read: a tier it writes
+/// cannot give its Postgres's pod the node. And no tier, not even the
+/// platform's own, may: the CR is refused naming the field.
 #[tokio::test]
-async fn with_namespace_config_off_a_tenants_own_cloud_resource_config_is_not_read() {
+async fn with_one_watched_namespace_a_tenants_own_configuration_is_not_read_by_default() {
+    use k8s_openapi::api::apps::v1::Deployment;
     let admin = TestEnv::load().client().await;
     let ops = create_namespace(&admin, "nsconf-ops").await;
+    crate::migration::install_shipped_configuration(&admin, &ops).await;
     let operator_namespace = ops.clone();
     let adjust = move |l: &mut crate::support::Launch| {
         l.operator_namespace = Some(operator_namespace);
-        l.extra_args.push("--namespace-config=false".into());
     };
-    with_operator_launched("nsconf", adjust, |client, ns, _op| async move {
+    let ops_for_test = ops.clone();
+    with_operator_launched("nsconf", adjust, |client, ns, op| async move {
         a_tenants_mapping_is_not_read(&client, &ns).await;
+        assert!(op.logs().contains("namespace-level cloud-resource-config not read"), "the choice is not logged");
+        let tenant = crate::support::tenant_client(&client, &ns).await;
+        let node = json!({"template": {"spec": {"hostNetwork": true, "hostPID": true,
+            "containers": [{"name": "postgres", "securityContext": {"privileged": true, "runAsUser": 0}}]}}});
+        let tiers = json!({"postgres": json!({"development": {"strategy": {"deploymentSpec": node}}}).to_string()});
+        apply_config_map(&tenant, &ns, "cloud-resources-openshift-strategies", tiers.clone()).await;
+        let _: cloud_resource_operator::api::Postgres = create_json(&tenant, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres",
+            "metadata": {"name": "pg"}, "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "pg-sec"}}})).await;
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let made = crate::support::wait_for(&deployments, "pg", "the Postgres's Deployment", crate::support::DEFAULT_TIMEOUT, |d: Option<&Deployment>| d.is_some()).await;
+        let pod = made.spec.and_then(|s| s.template.spec).unwrap_or_else(|| panic!("no pod spec"));
+        assert_ne!(pod.host_network, Some(true), "the tenant's tier put the pod on the host network");
+        assert_ne!(pod.host_pid, Some(true), "the tenant's tier gave the pod the host's PIDs");
+        for c in &pod.containers {
+            let security = c.security_context.clone().unwrap_or_default();
+            assert_ne!(security.privileged, Some(true), "the tenant's tier made {} privileged", c.name);
+            assert_ne!(security.run_as_user, Some(0), "the tenant's tier made {} root", c.name);
+        }
+        // A Secret named as the Go operator named its Postgres credentials
+        // does not choose the Go layout (no securityContext, no NetworkPolicy).
+        let go_named: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({"metadata": {"name": "legacy-postgres-credentials"},
+            "stringData": {"user": "u", "password": "p", "database": "d"}})).unwrap_or_else(|e| panic!("{e}"));
+        Api::namespaced(tenant.clone(), &ns).create(&Default::default(), &go_named).await.unwrap_or_else(|e| panic!("{e}"));
+        let _: cloud_resource_operator::api::Postgres = create_json(&tenant, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres",
+            "metadata": {"name": "legacy"}, "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "legacy-sec"}}})).await;
+        let made = crate::support::wait_for(&deployments, "legacy", "the second Postgres's Deployment", crate::support::DEFAULT_TIMEOUT, |d: Option<&Deployment>| d.is_some()).await;
+        let pod = made.spec.and_then(|s| s.template.spec).unwrap_or_default();
+        let non_root = pod.security_context.and_then(|c| c.run_as_non_root);
+        assert_eq!(non_root, Some(true), "a tenant's Secret chose the Go layout");
+        let policies = Api::<k8s_openapi::api::networking::v1::NetworkPolicy>::namespaced(client.clone(), &ns);
+        crate::support::wait_for(&policies, "legacy", "the second Postgres's NetworkPolicy", crate::support::DEFAULT_TIMEOUT, |p: Option<&k8s_openapi::api::networking::v1::NetworkPolicy>| p.is_some()).await;
+
+        // The same tier in the operator namespace: refused, naming the field.
+        apply_config_map(&client, &ops_for_test, "cloud-resources-openshift-strategies", tiers).await;
+        let pgs = Api::<cloud_resource_operator::api::Postgres>::namespaced(tenant.clone(), &ns);
+        let refused = wait_phase(&pgs, "pg", Phase::Failed).await;
+        let message = refused.message();
+        assert!(message.contains("strategy.deploymentSpec.template.spec.hostNetwork") && message.contains("remove it from the tier"), "{message}");
+        let pod = deployments.get("pg").await.unwrap_or_else(|e| panic!("{e}")).spec.and_then(|s| s.template.spec).unwrap_or_default();
+        assert_ne!(pod.host_network, Some(true), "the refused tier reached the Deployment");
     })
     .await;
     delete_namespaces(admin, &[ops]).await;
@@ -423,11 +470,18 @@ async fn a_tier_bounds_the_manual_snapshots_of_a_namespace() {
         crate::aws::aws_strategies_for(&client, &ns, "postgres", tiers).await;
         let tenant = crate::support::tenant_client(&client, &ns).await;
         crate::aws::create_postgres(&tenant, &ns, "db", json!({})).await;
-        wait_phase(&Api::<Postgres>::namespaced(tenant.clone(), &ns), "db", Phase::Complete).await;
+        let db = wait_phase(&Api::<Postgres>::namespaced(tenant.clone(), &ns), "db", Phase::Complete).await;
+        let uid = db.metadata.uid.clone().unwrap_or_default();
         let snaps = Api::<PostgresSnapshot>::namespaced(tenant.clone(), &ns);
         for name in ["first", "second"] {
+            // The second wears a schedule's labels (anyone may write them):
+            // it is still a manual snapshot.
+            let labels = match name {
+                "second" => json!({"integreatly.org/scheduled-for-uid": uid, "integreatly.org/snapshot-period": "0"}),
+                _ => json!({}),
+            };
             let _: PostgresSnapshot = create_json(&tenant, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
-                "metadata": {"name": name}, "spec": {"resourceName": "db"}}))
+                "metadata": {"name": name, "labels": labels}, "spec": {"resourceName": "db"}}))
             .await;
             // In creation order: the first is the one admitted.
             if name == "first" {
@@ -808,6 +862,35 @@ async fn a_tenants_large_labelled_secrets_do_not_grow_the_operator() {
         assert!(grown_mib < 40.0, "the operator's memory grew by {grown_mib:.1} MiB");
         // The marker is still served: its Secret is the operator's to read.
         assert_eq!(blobs.get("marker").await.unwrap_or_else(|e| panic!("{e}")).phase(), Some(Phase::Complete));
+    })
+    .await;
+}
+
+/// A tenant turns its in-cluster Postgres's Service into an ExternalName
+/// (a tenant may edit Services): the operator puts the ClusterIP Service
+/// back, so the Secret's host leads to the database it promised, and the
+/// operator's connection check dials nothing the tenant chose.
+#[tokio::test]
+async fn a_service_turned_into_an_alias_by_a_tenant_is_put_back() {
+    use k8s_openapi::api::core::v1::Service;
+    use kube::api::{Patch, PatchParams};
+    with_operator("alias", |client, ns, _op| async move {
+        let tenant = crate::support::tenant_client(&client, &ns).await;
+        let _: cloud_resource_operator::api::Postgres = create_json(&tenant, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres",
+            "metadata": {"name": "db"}, "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "db-sec"}}})).await;
+        let pgs = Api::<cloud_resource_operator::api::Postgres>::namespaced(tenant.clone(), &ns);
+        wait_phase(&pgs, "db", Phase::Complete).await;
+        let services = Api::<Service>::namespaced(tenant.clone(), &ns);
+        let alias = json!({"spec": {"type": "ExternalName", "externalName": "db.example.invalid", "clusterIP": null, "clusterIPs": null}});
+        services.patch("db", &PatchParams::default(), &Patch::Merge(&alias)).await.unwrap_or_else(|e| panic!("the tenant's edit: {e}"));
+        let kind = |s: Option<&Service>| s.and_then(|s| s.spec.as_ref()).and_then(|s| s.type_.clone());
+        let back = crate::support::wait_for(&services, "db", "the ClusterIP Service back", crate::support::DEFAULT_TIMEOUT, move |s: Option<&Service>| {
+            kind(s).as_deref() == Some("ClusterIP")
+        })
+        .await;
+        let spec = back.spec.unwrap_or_default();
+        assert_eq!(spec.external_name, None, "the alias's target was kept");
+        assert!(spec.cluster_ip.is_some_and(|ip| !ip.is_empty() && ip != "None"), "no cluster IP");
     })
     .await;
 }

@@ -977,20 +977,31 @@ pub async fn tenant_client(admin: &Client, ns: &str) -> Client {
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
         "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": ns}]}))
     .unwrap_or_else(|e| panic!("{e}"));
-    let created = |e: kube::Error| panic!("setting up the tenant of {ns}: {e}");
+    // Asking twice for the same namespace's tenant gives the same one.
+    let created = |r: Result<(), kube::Error>| match r {
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Ok(()) => {}
+        Err(e) => panic!("setting up the tenant of {ns}: {e}"),
+    };
     let params = PostParams::default();
-    let sa = Api::<ServiceAccount>::namespaced(admin.clone(), ns)
-        .create(&params, &sa)
-        .await;
-    sa.map_err(created).ok();
-    let role = Api::<Role>::namespaced(admin.clone(), ns)
-        .create(&params, &role)
-        .await;
-    role.map_err(created).ok();
-    let binding = Api::<RoleBinding>::namespaced(admin.clone(), ns)
-        .create(&params, &binding)
-        .await;
-    binding.map_err(created).ok();
+    created(
+        Api::<ServiceAccount>::namespaced(admin.clone(), ns)
+            .create(&params, &sa)
+            .await
+            .map(|_| ()),
+    );
+    created(
+        Api::<Role>::namespaced(admin.clone(), ns)
+            .create(&params, &role)
+            .await
+            .map(|_| ()),
+    );
+    created(
+        Api::<RoleBinding>::namespaced(admin.clone(), ns)
+            .create(&params, &binding)
+            .await
+            .map(|_| ()),
+    );
     client_of(&service_account_kubeconfig(admin, ns, "tenant").await).await
 }
 

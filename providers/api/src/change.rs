@@ -68,13 +68,18 @@ pub struct Adoption {
 /// hash in any order, in any process; an approval of one resource's
 /// changes approves nothing on another.
 pub fn plan_hash(identifier: &str, changes: &[Change]) -> String {
-    let mut lines: Vec<String> = changes
+    // Every part length-prefixed: no value (a tag, an annotation a tenant
+    // wrote) can end one change and begin another, so two different plans
+    // never share a hash.
+    let framed =
+        |parts: &[&str]| -> String { parts.iter().map(|p| format!("{}:{p}", p.len())).collect() };
+    let mut changes: Vec<String> = changes
         .iter()
-        .map(|c| format!("{}={}->{}", c.field, c.current, c.desired))
+        .map(|c| framed(&[&c.field, &c.current, &c.desired]))
         .collect();
-    lines.sort();
-    lines.insert(0, identifier.to_string());
-    let digest = Sha256::digest(lines.join("\n").as_bytes());
+    changes.sort();
+    let input = framed(&[identifier]) + &changes.concat();
+    let digest = Sha256::digest(input.as_bytes());
     digest.iter().take(5).map(|b| format!("{b:02x}")).collect()
 }
 
@@ -102,6 +107,14 @@ mod tests {
         assert_ne!(
             plan_hash("db", &a),
             plan_hash("db", &[change("A", "1", "3"), change("B", "x", "y")])
+        );
+        // A value holding what separates changes forges no other plan.
+        let forged = [change("A", "1", "2\nB=x->y")];
+        assert_ne!(plan_hash("db", &a), plan_hash("db", &forged));
+        let joined = [change("A", "1", "2B"), change("", "x", "y")];
+        assert_ne!(
+            plan_hash("db", &joined),
+            plan_hash("db", &[change("A", "1", "2"), change("B", "x", "y")])
         );
     }
 }

@@ -93,6 +93,33 @@ impl Owner {
     }
 }
 
+/// On an object the operator made for a CR deleted under
+/// `integreatly.org/deletion-policy: retain`: `<namespace>/<Kind>/<name>`
+/// of that CR, in place of its owner reference and owner-uid label, so
+/// deleting the CR deleted nothing and a CR of the same kind, namespace and
+/// name takes the object (and the cloud resource it holds the keys to)
+/// over again.
+pub const RELEASED_FROM_ANNOTATION: &str = "cro.integreatly.org/released-from";
+
+impl Owner {
+    /// The [`RELEASED_FROM_ANNOTATION`] value of this owner in `namespace`.
+    pub fn released_from(&self, namespace: &str) -> String {
+        format!("{namespace}/{}/{}", self.kind, self.name)
+    }
+
+    /// Whether `annotations` say the object was released by an earlier CR
+    /// of this owner's kind and name in `namespace` (the CR's namespace).
+    pub fn takes_back(
+        &self,
+        namespace: &str,
+        annotations: Option<&BTreeMap<String, String>>,
+    ) -> bool {
+        annotations
+            .and_then(|a| a.get(RELEASED_FROM_ANNOTATION))
+            .is_some_and(|from| *from == self.released_from(namespace))
+    }
+}
+
 /// An Opaque Secret to apply, with `metadata` and string `data` (encoded as
 /// the API server stores it, so a live Secret compares equal).
 pub fn opaque_secret<'a>(

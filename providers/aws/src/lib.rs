@@ -202,6 +202,14 @@ pub fn validate_strategy(kind: ResourceKind, strategy: &Value) -> Result<(), Pro
     service(kind).validate(&strategy::parse(strategy)?)
 }
 
+/// `roleArn` or `externalId` when `strategy` sets one: the role a tier's
+/// calls run as is the operator namespace's to name, never a watched
+/// namespace's (the Go operator had no such keys, so its tiers never need
+/// them).
+pub fn operator_only_key(strategy: &Value) -> Option<String> {
+    strategy::operator_only_key(strategy)
+}
+
 /// Checks a tier of the `_network` key (its `createStrategy.CidrBlock`)
 /// without calling AWS.
 pub fn validate_network_strategy(strategy: &Value) -> Result<(), ProviderError> {

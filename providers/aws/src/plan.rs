@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use cro_provider_api::{
-    Adoption, Change, ChangePolicy, ProviderError, ResourceRequest, Timing, plan_hash,
+    Adoption, Change, ChangePolicy, ProviderError, ResourceRequest, Timing, cloud_identifier,
+    plan_hash,
 };
 
 /// What the CR allows for disruptive changes.
@@ -135,15 +136,29 @@ pub fn settle(split: Split) -> Settled {
     Settled::Usable(pending)
 }
 
-/// Whether a resource found under the CR's identifier is this CR's:
-/// recorded on the CR when it was created (by this operator or the Go
-/// operator), or carrying this cluster's owner tag, and in either case
-/// not another CR's by its tags (see [`another_crs`]).
+/// Whether a resource found under the CR's identifier is this CR's, and
+/// not another CR's by its tags (see [`another_crs`]): it carries this
+/// cluster's owner tag, or it carries no owner tag at all (the Go operator
+/// tags after creating, and its IAM policy may not let the tags be read)
+/// and its identifier is both the one recorded on the CR and the one the
+/// Go operator computes for this CR in this cluster. That identifier names
+/// the CR's namespace and name, so an annotation (which a tenant writes)
+/// cannot reach another's resource with it. A resource another cluster
+/// tagged is never ours without a person's approval.
 pub fn ours(req: &ResourceRequest, live_tags: &BTreeMap<String, String>) -> bool {
-    let (key, value) = &req.owner_tag;
-    another_crs(req, live_tags).is_none()
-        && (req.recorded_identifier.as_deref() == Some(req.identifier.as_str())
-            || live_tags.get(key) == Some(value))
+    let (key, cluster) = &req.owner_tag;
+    if another_crs(req, live_tags).is_some() {
+        return false;
+    }
+    match live_tags.get(key) {
+        Some(tagged) => tagged == cluster,
+        None => {
+            let recorded = req.recorded_identifier.as_deref() == Some(req.identifier.as_str());
+            // AWS keeps identifiers lowercase.
+            let computed = cloud_identifier(cluster, &req.namespace, &req.name);
+            recorded && req.identifier.eq_ignore_ascii_case(&computed)
+        }
+    }
 }
 
 /// Which other CR of this cluster a resource was made for, by its tags: a
@@ -362,10 +377,23 @@ mod tests {
             another_crs(&request("team", "adb", None), &go).as_deref(),
             Some("another CR (its resource-name tag names another)")
         );
-        // Another cluster's resource is not another CR's: it is adopted or not.
+        // Another cluster's resource is not another CR's: it is adopted or
+        // not, whatever the annotation says.
         let foreign = tags(&[("p/clusterID", "c2"), ("p/resource-namespace", "x")]);
         assert_eq!(another_crs(&request("teama", "db", None), &foreign), None);
         assert!(!ours(&request("teama", "db", None), &foreign));
+        assert!(!ours(&request("teama", "db", Some("c1teamadb")), &foreign));
+        // Untagged (tags not written yet, or not readable): only when the
+        // recorded identifier is the CR's own computed one.
+        let untagged = BTreeMap::new();
+        assert!(ours(&request("teama", "db", Some("c1teamadb")), &untagged));
+        assert!(!ours(&request("teama", "db", None), &untagged));
+        let mut pinned = request("teama", "db", Some("someone-elses-db"));
+        pinned.identifier = "someone-elses-db".into();
+        assert!(
+            !ours(&pinned, &untagged),
+            "an annotation reached an untagged resource"
+        );
         // Adopting binds the resource to the CR's namespace.
         let adoption = adoption(&request("teama", "db", None), &foreign, &[]);
         let fields: Vec<String> = adoption

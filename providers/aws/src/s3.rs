@@ -669,7 +669,9 @@ mod tests {
     fn req(recorded: Option<&str>) -> ResourceRequest {
         let kind = cro_provider_api::ResourceKind::BlobStorage;
         let mut req = ResourceRequest::offline(kind, serde_json::json!({}));
-        req.identifier = "b".into();
+        // The Go operator's identifier of CR ns/cr in cluster c1.
+        (req.namespace, req.name) = ("ns".into(), "cr".into());
+        req.identifier = "c1nscr".into();
         req.recorded_identifier = recorded.map(str::to_string);
         req.owner_tag = ("clusterID".into(), "c1".into());
         req.namespace_tag = ("resource-namespace".into(), "ns".into());
@@ -722,7 +724,7 @@ mod tests {
                 CreateBucketError::generic(meta)
             });
         let untagged = mock!(Client::create_bucket)
-            .match_requests(move |r| !tagged(r) && r.bucket() == Some("b"))
+            .match_requests(move |r| !tagged(r) && r.bucket() == Some("c1nscr"))
             .then_output(|| CreateBucketOutput::builder().build());
         let block = mock!(Client::put_public_access_block)
             .then_output(|| PutPublicAccessBlockOutput::builder().build());
@@ -761,7 +763,7 @@ mod tests {
         {
             assert_eq!(rule.num_calls(), 1, "{name}");
         }
-        assert!(buckets.written_since("b", None), "the create is noted");
+        assert!(buckets.written_since("c1nscr", None), "the create is noted");
     }
 
     /// An identity without the read permissions of this release keeps
@@ -775,7 +777,7 @@ mod tests {
             aws_sdk_s3::operation::get_public_access_block::GetPublicAccessBlockError::generic(meta)
         });
         let s3 = mocked(&[&denied]);
-        let lost = observe_settings(&s3, "b").await;
+        let lost = observe_settings(&s3, "c1nscr").await;
         assert!(matches!(lost.as_deref(), Ok([])), "{lost:?}");
         assert_eq!(denied.num_calls(), 1);
     }
@@ -806,7 +808,7 @@ mod tests {
     fn a_bucket_is_created_once_adopted_only_when_approved() {
         assert_eq!(decide(None, &req(None), false), Plan::Create);
         assert!(
-            matches!(decide(None, &req(Some("b")), false), Plan::Fail(m) if m.contains("S3 bucket b") && m.contains("no longer exists"))
+            matches!(decide(None, &req(Some("c1nscr")), false), Plan::Fail(m) if m.contains("S3 bucket c1nscr") && m.contains("no longer exists"))
         );
         // Ours by tag (the Go operator's tags bind no namespace), or by the
         // recorded identifier.
@@ -816,7 +818,7 @@ mod tests {
             Plan::Tag(vec![])
         );
         assert!(
-            matches!(decide(Some(&tags(&[])), &req(Some("b")), false), Plan::Tag(t) if t.len() == 3)
+            matches!(decide(Some(&tags(&[])), &req(Some("c1nscr")), false), Plan::Tag(t) if t.len() == 3)
         );
         // Untagged: set up when this process made it (a create whose
         // answer was lost), else someone else's.
@@ -831,7 +833,7 @@ mod tests {
         let at_create = req(None).creation_tags();
         assert_eq!(decide(Some(&at_create), &req(None), false), Plan::SetUp);
         assert_eq!(
-            decide(Some(&at_create), &req(Some("b")), false),
+            decide(Some(&at_create), &req(Some("c1nscr")), false),
             Plan::Tag(vec![])
         );
         // Someone else's: adoption waits for its hash.

@@ -113,16 +113,23 @@ pub fn not_the_parents(req: &SnapshotRequest, live: &BTreeMap<String, String>) -
 /// of an ElastiCache group may have gained the group's namespace tag since
 /// (the group's tags go to its snapshots, see `snapshot_tags`): its
 /// identifier as resource-name still makes it this CR's, in that
-/// namespace only.
+/// namespace only. And the Go operator re-tags every snapshot of an
+/// instance or group with the parent's tags on each of its passes
+/// (`TagRDSPostgres`, provider_postgres.go; `TagElasticacheNode`,
+/// provider_redis.go), so after months its snapshots carry the parent CR's
+/// name: found under the identifier this CR records, with this cluster's
+/// tag and the parent's name, the snapshot is this CR's too.
 pub fn not_this_snapshots(
     req: &SnapshotRequest,
     live: &BTreeMap<String, String>,
 ) -> Option<String> {
     let theirs = |name: &str| not_made_for(req, name, live);
-    match tag(&req.tags, "resource-namespace").is_some_and(|(k, _)| live.contains_key(k)) {
+    let own = match tag(&req.tags, "resource-namespace").is_some_and(|(k, _)| live.contains_key(k))
+    {
         true => theirs(&req.name).and_then(|why| theirs(&req.identifier).map(|_| why)),
         false => theirs(&req.identifier),
-    }
+    };
+    own.and_then(|why| theirs(&req.resource_name).map(|_| why))
 }
 
 /// Takes the snapshot `req.identifier` once, and reports its state. A
@@ -468,6 +475,24 @@ mod tests {
         assert!(not_this_snapshots(&req, &go_elsewhere).is_some());
         let go_by_name = tagged(&[("clusterID", "testcluster"), ("resource-name", "snap")]);
         assert!(not_this_snapshots(&req, &go_by_name).is_some());
+        // Re-tagged by the Go operator with its instance's tags.
+        let go_retagged = tagged(&[
+            ("clusterID", "testcluster"),
+            ("resource-name", &req.resource_name),
+            ("resource-type", "managed"),
+        ]);
+        assert_eq!(not_this_snapshots(&req, &go_retagged), None);
+        let retagged_elsewhere = tagged(&[
+            ("clusterID", "testcluster"),
+            ("resource-name", &req.resource_name),
+            ("resource-namespace", "app-x"),
+        ]);
+        assert!(not_this_snapshots(&req, &retagged_elsewhere).is_some());
+        let other_clusters = tagged(&[
+            ("clusterID", "other"),
+            ("resource-name", &req.resource_name),
+        ]);
+        assert!(not_this_snapshots(&req, &other_clusters).is_some());
         assert!(not_this_snapshots(&req, &BTreeMap::new()).is_some());
     }
 }

@@ -54,7 +54,8 @@ where
 /// Whether an object is `owner`'s to change or delete: made for it (the
 /// owner-uid label or a controller reference to it), or for an earlier CR
 /// of the same kind and name (its objects outlive it until garbage
-/// collection). A person's object, or another CR's, is not.
+/// collection, or for good when it was deleted under the retain deletion
+/// policy). A person's object, or another CR's, is not.
 pub fn is_ours(meta: &ObjectMeta, owner: &Owner) -> bool {
     let labelled = meta
         .labels
@@ -68,7 +69,8 @@ pub fn is_ours(meta: &ObjectMeta, owner: &Owner) -> bool {
                     && r.name == owner.name
                     && r.api_version == owner.api_version))
     });
-    labelled || controlled
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    labelled || controlled || owner.takes_back(namespace, meta.annotations.as_ref())
 }
 
 /// The error for an object in the way that is not the CR's own.

@@ -151,6 +151,7 @@ pub fn postgres(req: &ResourceRequest) -> Desired {
         container,
     );
     let service = json!({
+        "type": "ClusterIP",
         "ports": [{"name": "postgresql", "protocol": "TCP", "port": 5432, "targetPort": 5432}],
         "selector": selector(name),
     });
@@ -185,7 +186,7 @@ pub fn redis(req: &ResourceRequest) -> Desired {
         ]),
         container,
     );
-    let service = json!({"ports": [{"port": 6379, "targetPort": 6379, "protocol": "TCP"}], "selector": selector(name)});
+    let service = json!({"type": "ClusterIP", "ports": [{"port": 6379, "targetPort": 6379, "protocol": "TCP"}], "selector": selector(name)});
     Desired {
         pvc: pvc(req, "redis"),
         config_map: None,

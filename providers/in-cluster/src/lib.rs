@@ -10,6 +10,7 @@ mod drift;
 mod legacy;
 mod merge;
 mod objects;
+mod pod_safety;
 mod strategy;
 mod workload;
 
@@ -273,8 +274,12 @@ enum Layout {
 impl InClusterProvider {
     /// The Go operator's layout when its Deployment (selector
     /// `deployment: <name>`) is there, or, with that gone, its Postgres
-    /// credentials Secret or a PVC it was adopted from; and whether a PVC
-    /// with nothing on it is in the way.
+    /// credentials Secret beside a PVC of the CR's name (the data it
+    /// guards), or a PVC it was adopted from; and whether a PVC with
+    /// nothing on it is in the way. A Secret alone is no data to keep:
+    /// whoever may write Secrets in the namespace would otherwise choose
+    /// the Go layout (no securityContext, NetworkPolicy or Redis password)
+    /// for a new CR by making one.
     async fn observed_layout(
         &self,
         req: &ResourceRequest,
@@ -298,7 +303,15 @@ impl InClusterProvider {
             };
             return Ok((layout, false));
         }
+        let pvc = self
+            .api::<PersistentVolumeClaim>(req)
+            .get_opt(name)
+            .await
+            .map_err(|e| read("PersistentVolumeClaim", e))?;
         let go_secret = req.kind == ResourceKind::Postgres
+            && pvc
+                .as_ref()
+                .is_some_and(|p| legacy::claim(p) != legacy::Claim::Ours)
             && self
                 .api::<Secret>(req)
                 .get_opt(&legacy::postgres_secret_name(name))
@@ -308,11 +321,6 @@ impl InClusterProvider {
         if go_secret {
             return Ok((Layout::GoOperator, false));
         }
-        let pvc = self
-            .api::<PersistentVolumeClaim>(req)
-            .get_opt(name)
-            .await
-            .map_err(|e| read("PersistentVolumeClaim", e))?;
         Ok(match pvc.as_ref().map(legacy::claim) {
             Some(legacy::Claim::Go) => (Layout::GoOperator, false),
             // Deleting the CR leaves it, as any object that is not its own.

@@ -13,7 +13,7 @@ use k8s_openapi::api::{
 };
 use serde_json::{Value, json};
 
-use crate::strategy::{Overrides, overridden};
+use crate::strategy::{Overrides, overridden, typed};
 
 use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL};
 
@@ -215,7 +215,11 @@ fn build(
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": "1Gi"}},
     });
+    // The type is stated so drift sees a Service turned into an
+    // ExternalName (a tenant may edit Services): the Secret's host would
+    // then send the application, and the operator's checks, anywhere.
     let service_spec = json!({
+        "type": "ClusterIP",
         "selector": selector(req, app),
         "ports": [{"name": app, "port": engine.port, "targetPort": engine.port}],
     });
@@ -233,6 +237,8 @@ fn build(
         o.deployment_spec.as_ref(),
         "strategy.deploymentSpec",
     )?;
+    crate::pod_safety::check(&typed(deployment.clone(), "strategy.deploymentSpec")?)?;
+    crate::pod_safety::check_service(&typed(service.clone(), "strategy.serviceSpec")?)?;
     let mut deployment = object("apps/v1", "Deployment", deployment);
     if isolation.is_some() {
         deployment["metadata"]["annotations"] = json!({ISOLATED_ANNOTATION: "true"});

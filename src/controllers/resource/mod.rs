@@ -17,7 +17,7 @@ mod writes;
 use std::time::Duration;
 
 use cro_provider_api::{Deletion, Outcome};
-use kube::ResourceExt;
+use kube::{ResourceExt, runtime::events::EventType};
 use tracing::warn;
 
 use crate::{
@@ -25,9 +25,9 @@ use crate::{
         APPROVE_PLAN_ANNOTATION, BlobStorage, Phase, Postgres, Redis, ResourceTypeStatus,
         SMTPCredentialSet,
     },
-    config,
+    config::{self, DeletionPolicy},
     connectivity::{self, Changed},
-    controllers::{kinds::ResourceCr, schedule},
+    controllers::{kinds::ResourceCr, release, schedule},
     reconcile::{
         Context, Error, Managed, Report,
         conditions::{self, ConditionType},
@@ -191,6 +191,10 @@ async fn cleanup<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error
                 config::Tier::default()
             }
         };
+    let policy = DeletionPolicy::of(cr.annotations(), tier.deletion_policy);
+    if policy.map_err(|e| Error::Invalid(e.to_string()))? == DeletionPolicy::Retain {
+        return retain(cr, ctx).await;
+    }
     // A tier this namespace may not use is never acted under, deleting
     // included: it may hold another account's role (switch a CR to it,
     // then delete the CR). The finalizer stays until the CR names a tier
@@ -231,14 +235,48 @@ fn unknown_provider_on_delete<K: ResourceCr>(cr: &K, provider: &str) -> String {
     )
 }
 
-async fn delete_secret<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
-    let ns = cr
-        .spec()
+/// Releases the CR and everything made for it, deleting nothing: the
+/// cloud resource keeps its deletion protection and tags, an in-cluster
+/// workload its volume, and the Secrets their keys, for a CR of the same
+/// kind, namespace and name to take over again.
+async fn retain<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
+    let namespace = cr.namespace().unwrap_or_default();
+    let released = release::Released {
+        namespace: &namespace,
+        uid: cr.meta().uid.as_deref().unwrap_or_default(),
+        from: format!("{namespace}/{}/{}", K::kind(&()), cr.name_any()),
+    };
+    let secret = (secret_namespace_of(cr), cr.spec().secret_ref.name.as_str());
+    let count = release::release(&ctx.client, &released, (&secret.0, secret.1)).await?;
+    let identifier = recorded_identifier(cr)
+        .map(|id| format!(" ({id})"))
+        .unwrap_or_default();
+    let note = format!(
+        "deleted under {}: retain; its {} resource{identifier} and its data are left as they are (deletion protection and tags kept), and {count} object(s) made for it, its Secret {}/{} included, are released; a {} named {} in this namespace takes them over again",
+        config::deletion_policy::ANNOTATION,
+        K::KIND.cr_kind(),
+        secret.0,
+        secret.1,
+        K::KIND.cr_kind(),
+        cr.name_any(),
+    );
+    crate::reconcile::publish(ctx, cr, EventType::Normal, "Retained", &note).await;
+    Ok(Deletion::Done)
+}
+
+/// The namespace of the CR's output Secret (its own unless `secretRef`
+/// names another).
+fn secret_namespace_of<K: ResourceCr>(cr: &K) -> String {
+    cr.spec()
         .secret_ref
         .namespace
         .clone()
         .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| cr.namespace().unwrap_or_default());
+        .unwrap_or_else(|| cr.namespace().unwrap_or_default())
+}
+
+async fn delete_secret<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
+    let ns = secret_namespace_of(cr);
     let uid = cr.meta().uid.clone().unwrap_or_default();
     output_secret::delete(&ctx.client, &ns, &cr.spec().secret_ref.name, &uid).await?;
     Ok(Deletion::Done)

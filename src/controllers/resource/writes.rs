@@ -84,6 +84,12 @@ pub(super) async fn publish_secret<K: ResourceCr>(
         namespace: secret_ns,
         name: &secret_name,
         owner_uid: cr.meta().uid.as_deref().unwrap_or_default(),
+        released_from: format!(
+            "{}/{}/{}",
+            cr.namespace().unwrap_or_default(),
+            K::kind(&()),
+            cr.name_any()
+        ),
         owner_ref: same_ns
             .then(|| cr.controller_owner_ref(&()).map(not_controller))
             .flatten(),

@@ -471,7 +471,9 @@ mod tests {
 
     fn req(size: Option<&str>) -> ResourceRequest {
         let mut req = ResourceRequest::offline(ResourceKind::Redis, json!({}));
-        req.identifier = "g".into();
+        // The Go operator's identifier of CR app/cache in cluster c1.
+        (req.namespace, req.name) = ("app".into(), "cache".into());
+        req.identifier = "c1appcache".into();
         req.options.size = size.map(str::to_string);
         req.owner_tag = ("clusterID".into(), "c1".into());
         req
@@ -600,7 +602,7 @@ mod tests {
         let d = want(json!({}), None);
         assert_eq!(decide(None, &d, &req(None)), Plan::Create);
         let mut recorded = req(None);
-        recorded.recorded_identifier = Some("g".into());
+        recorded.recorded_identifier = Some("c1appcache".into());
         assert!(
             matches!(decide(None, &d, &recorded), Plan::Fail(m) if m.contains("no longer exists"))
         );

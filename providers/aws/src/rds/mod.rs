@@ -1079,7 +1079,9 @@ mod tests {
     /// A request owned by cluster `c1`, wanting tag k=v.
     fn req(recorded: Option<&str>) -> ResourceRequest {
         let mut req = ResourceRequest::offline(cro_provider_api::ResourceKind::Postgres, json!({}));
-        req.identifier = "db1".into();
+        // The Go operator's identifier of CR app/db in cluster c1.
+        (req.namespace, req.name) = ("app".into(), "db".into());
+        req.identifier = "c1appdb".into();
         req.recorded_identifier = recorded.map(str::to_string);
         req.owner_tag = ("clusterID".into(), "c1".into());
         req.tags = BTreeMap::from([
@@ -1100,7 +1102,7 @@ mod tests {
         let d = want(json!({}));
         assert_eq!(decide(None, &d, &req(None)), Plan::Create);
         assert!(
-            matches!(decide(None, &d, &req(Some("db1"))), Plan::Fail(m) if m.contains("no longer exists"))
+            matches!(decide(None, &d, &req(Some("c1appdb"))), Plan::Fail(m) if m.contains("no longer exists"))
         );
         let mut creating = ours(go_created());
         creating.status = "creating".into();
@@ -1150,7 +1152,7 @@ mod tests {
             [created("DBInstance", "absent", "created", Timing::Now)]
         );
         assert!(matches!(
-            &shown(None, &req(Some("db1")))[..],
+            &shown(None, &req(Some("c1appdb")))[..],
             [(_, current, _, Timing::Never(_))] if current == "vanished"
         ));
         // Usable or busy: the tag it lacks and the class, for the window.
@@ -1200,7 +1202,7 @@ mod tests {
             final_snapshot: snapshot(),
         };
         assert_eq!(
-            decide(Some(go_created()), &req(Some("db1")), snapshot()),
+            decide(Some(go_created()), &req(Some("c1appdb")), snapshot()),
             remove
         );
         assert_eq!(
@@ -1224,7 +1226,7 @@ mod tests {
         let d = want(json!({"DBInstanceClass": "db.m5.large"}));
         // Recorded on the CR (the Go operator's, untagged): ours.
         assert!(matches!(
-            decide(Some(&go_created()), &d, &req(Some("db1"))),
+            decide(Some(&go_created()), &d, &req(Some("c1appdb"))),
             Plan::Converge(_)
         ));
         // Neither recorded nor tagged by this cluster: not touched.

@@ -98,6 +98,22 @@ pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
     })
 }
 
+/// Keys only a tier of the operator namespace may set: they choose the
+/// AWS identity the tier's calls run as.
+const OPERATOR_ONLY_KEYS: [&str; 2] = ["roleArn", "externalId"];
+
+/// The first of [`OPERATOR_ONLY_KEYS`] that `tier` sets (in any case, as
+/// [`parse`] reads them), as the tier spells it.
+pub fn operator_only_key(tier: &Value) -> Option<String> {
+    let given = tier.as_object()?;
+    given
+        .iter()
+        .filter(|(_, v)| !(v.is_null() || v.as_str().is_some_and(str::is_empty)))
+        .map(|(k, _)| k)
+        .find(|k| OPERATOR_ONLY_KEYS.iter().any(|o| o.eq_ignore_ascii_case(k)))
+        .cloned()
+}
+
 /// The tier with its keys as [`TIER_KEYS`] spell them. The Go operator's
 /// JSON decoding matched them case-insensitively (`CreateStrategy`,
 /// `Region` worked), an exact match winning over one that differs in case.
@@ -146,6 +162,28 @@ fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_role_keys_are_operator_only_in_any_case_unless_empty() {
+        let key = |t: Value| operator_only_key(&t);
+        assert_eq!(
+            key(json!({"RoleArn": "arn:aws:iam::1:role/x"})).as_deref(),
+            Some("RoleArn")
+        );
+        assert_eq!(
+            key(json!({"externalId": "e"})).as_deref(),
+            Some("externalId")
+        );
+        // As the Go operator's helper writes unset fields.
+        assert_eq!(
+            key(json!({"region": "", "roleArn": "", "externalId": null})),
+            None
+        );
+        assert_eq!(
+            key(json!({"region": "eu-west-1", "_network": "10.0.0.0/26"})),
+            None
+        );
+    }
 
     #[test]
     fn tier_sections_and_region() {
