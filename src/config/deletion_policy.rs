@@ -59,9 +59,7 @@ impl DeletionPolicy {
     ) -> Result<Self, UnknownPolicy> {
         match annotations.get(ANNOTATION) {
             None => Ok(tier_default),
-            Some(value) => {
-                DeletionPolicy::parse(value).ok_or_else(|| UnknownPolicy(value.clone()))
-            }
+            Some(value) => DeletionPolicy::parse(value).ok_or_else(|| UnknownPolicy(value.clone())),
         }
     }
 }
