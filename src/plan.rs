@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::{
     api::{BlobStorage, Postgres, Redis, SMTPCredentialSet},
-    config::{self, ConfigReader, Located},
+    config::{self, ConfigReader, DeletionPolicy, Located},
     controllers::{
         kinds::ResourceCr,
         resource::{provider_name, request},
@@ -48,11 +48,25 @@ pub struct Failure {
     pub error: String,
 }
 
+/// A CR whose deletion would leave what it provisioned (deletion policy
+/// `retain`), and what chose that.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Retained {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// `annotation` or `tier`.
+    pub by: String,
+}
+
 /// The whole plan.
 #[derive(Debug, Default, Serialize)]
 pub struct Plan {
     pub changes: Vec<Line>,
     pub errors: Vec<Failure>,
+    /// CRs that deleting would not delete the cloud resource of: an
+    /// approver sees which databases a deletion keeps.
+    pub retained: Vec<Retained>,
 }
 
 impl Plan {
@@ -84,7 +98,8 @@ impl Plan {
         lines
     }
 
-    /// What went wrong, one line per CR, and a count.
+    /// What went wrong, one line per CR, which CRs a deletion keeps, and
+    /// a count.
     pub fn summary(&self) -> String {
         let mut out: String = self
             .errors
@@ -94,6 +109,13 @@ impl Plan {
                 crate::terminal::one_line(&line) + "\n"
             })
             .collect();
+        for r in &self.retained {
+            let line = format!(
+                "retain: deleting {} {}/{} leaves its cloud resource, data and Secrets (deletion policy retain, by its {})",
+                r.kind, r.namespace, r.name, r.by
+            );
+            out.push_str(&(crate::terminal::one_line(&line) + "\n"));
+        }
         let resources: std::collections::BTreeSet<_> = self
             .changes
             .iter()
@@ -154,6 +176,8 @@ pub enum PlanError {
     Config(#[from] config::ConfigError),
     #[error("provider {0:?} is not available")]
     Unavailable(String),
+    #[error("{0}")]
+    DeletionPolicy(#[from] config::deletion_policy::UnknownPolicy),
     #[error("{error} (tier {tier:?} in ConfigMap {config_map})")]
     Plan {
         error: Box<cro_provider_api::ProviderError>,
@@ -214,16 +238,26 @@ async fn plan_kind<K: ResourceCr>(scope: &Scope<'_>, plan: &mut Plan) -> Result<
     for (cr, result) in results {
         let (namespace, name) = (cr.namespace().unwrap_or_default(), cr.name_any());
         match result {
-            Ok((changes, policy)) => plan.changes.extend(changes.into_iter().map(|c| Line {
-                kind: kind.clone(),
-                namespace: namespace.clone(),
-                name: name.clone(),
-                when: when(&c, policy),
-                field: c.field,
-                current: c.current,
-                desired: c.desired,
-                restarts: c.restarts,
-            })),
+            Ok((changes, policy, retained_by)) => {
+                if let Some(by) = retained_by {
+                    plan.retained.push(Retained {
+                        kind: kind.clone(),
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                        by: by.to_string(),
+                    });
+                }
+                plan.changes.extend(changes.into_iter().map(|c| Line {
+                    kind: kind.clone(),
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    when: when(&c, policy),
+                    field: c.field,
+                    current: c.current,
+                    desired: c.desired,
+                    restarts: c.restarts,
+                }))
+            }
             Err(error) => plan.errors.push(Failure {
                 kind: kind.clone(),
                 namespace,
@@ -235,15 +269,30 @@ async fn plan_kind<K: ResourceCr>(scope: &Scope<'_>, plan: &mut Plan) -> Result<
     Ok(())
 }
 
-/// The CR's changes, as the operator would resolve its provider and tier.
+/// What chose a CR's `retain` deletion policy, if it has one.
+fn retained_by(
+    annotations: &BTreeMap<String, String>,
+    tier_default: DeletionPolicy,
+) -> Result<Option<&'static str>, config::deletion_policy::UnknownPolicy> {
+    let policy = DeletionPolicy::of(annotations, tier_default)?;
+    let by = match annotations.contains_key(config::deletion_policy::ANNOTATION) {
+        true => "annotation",
+        false => "tier",
+    };
+    Ok((policy == DeletionPolicy::Retain).then_some(by))
+}
+
+/// The CR's changes, as the operator would resolve its provider and tier,
+/// and what chose a `retain` deletion policy.
 async fn plan_one<K: ResourceCr>(
     cr: &K,
     scope: &Scope<'_>,
-) -> Result<(Vec<Change>, ChangePolicy), PlanError> {
+) -> Result<(Vec<Change>, ChangePolicy, Option<&'static str>), PlanError> {
     let config = scope.config;
     let provider = provider_name(cr, config).await?;
     let tier = config::tier_strategy(config, &provider, K::KIND, &cr.spec().tier).await?;
     let policy = tier.change_policy;
+    let retained = retained_by(cr.annotations(), tier.deletion_policy)?;
     let Some(p) = scope.providers.get(provider.as_str()) else {
         return Err(PlanError::Unavailable(provider));
     };
@@ -253,7 +302,7 @@ async fn plan_one<K: ResourceCr>(
             tier: cr.spec().tier.clone(),
             config_map: config::strategies_config_map(&provider),
         })?;
-    Ok((changes, policy))
+    Ok((changes, policy, retained))
 }
 
 /// When a change applies; under a `Plan` tier, only once approved.
@@ -309,6 +358,41 @@ mod tests {
         assert!(
             plan.summary()
                 .starts_with("error: Redis app/cache: no tier")
+        );
+    }
+
+    #[test]
+    fn the_summary_names_what_a_deletion_keeps_and_what_chose_it() {
+        let annotated = |v: &str| {
+            BTreeMap::from([(
+                config::deletion_policy::ANNOTATION.to_string(),
+                v.to_string(),
+            )])
+        };
+        let none = BTreeMap::new();
+        assert_eq!(retained_by(&none, DeletionPolicy::Delete), Ok(None));
+        assert_eq!(retained_by(&none, DeletionPolicy::Retain), Ok(Some("tier")));
+        let by_annotation = retained_by(&annotated("retain"), DeletionPolicy::Delete);
+        assert_eq!(by_annotation, Ok(Some("annotation")));
+        let delete = retained_by(&annotated("delete"), DeletionPolicy::Retain);
+        assert_eq!(delete, Ok(None));
+        assert!(retained_by(&annotated("retian"), DeletionPolicy::Delete).is_err());
+        let plan = Plan {
+            retained: vec![Retained {
+                kind: "Postgres".into(),
+                namespace: "app".into(),
+                name: "db".into(),
+                by: "annotation".into(),
+            }],
+            ..Plan::default()
+        };
+        assert_eq!(plan.exit_code(), 0, "keeping is no change");
+        assert!(
+            plan.summary().starts_with(
+                "retain: deleting Postgres app/db leaves its cloud resource, data and Secrets (deletion policy retain, by its annotation)\n"
+            ),
+            "{}",
+            plan.summary()
         );
     }
 }

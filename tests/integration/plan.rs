@@ -150,6 +150,12 @@ async fn plan_of_an_edited_tier_lists_exactly_the_affected_fields_and_writes_not
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
         wait_for(&Api::<Deployment>::namespaced(client.clone(), &ns), &redis.name_any(), "Redis Deployment", DEFAULT_TIMEOUT, |d: Option<&Deployment>| d.is_some()).await;
 
+        // Production's database is to be kept if deleted: the plan says so.
+        let retain = json!({"metadata": {"annotations": {"integreatly.org/deletion-policy": "retain"}}});
+        pgs.patch("prod", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&retain))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+
         let (kubeconfig, user) = cluster_admin_account(&client, &ns, "planner").await;
         let base = ["--operator-namespace", &ns, "--namespaces", &ns];
 
@@ -195,10 +201,13 @@ async fn plan_of_an_edited_tier_lists_exactly_the_affected_fields_and_writes_not
         ]);
         assert_eq!(lines, want, "{stdout}");
         assert_eq!(plan["errors"], json!([]));
+        let kept = json!([{"kind": "Postgres", "namespace": ns, "name": "prod", "by": "annotation"}]);
+        assert_eq!(plan["retained"], kept, "{stdout}");
 
         // The text form: one line per field, as documented.
-        let (code, text, _) = run_plan(&kubeconfig, &[&base[..], &["--config", &config]].concat()).await;
+        let (code, text, summary) = run_plan(&kubeconfig, &[&base[..], &["--config", &config]].concat()).await;
         assert_eq!(code, 2);
+        assert!(summary.contains(&format!("retain: deleting Postgres {ns}/prod leaves its cloud resource")), "{summary}");
         assert!(text.lines().any(|l| l == format!("Postgres {ns}/dev-a DBInstanceClass: db.t3.micro -> db.t3.small (maintenanceWindow, restarts)")), "{text}");
 
         // Read-only: AWS saw reads of our instances and nothing else, the
@@ -340,6 +349,64 @@ async fn a_plan_tier_changes_one_database_once_its_hash_is_approved() {
             condition(&two, "UpToDate")
                 .is_some_and(|(s, r, _)| s == "False" && r == "AwaitingApproval")
         );
+    })
+    .await;
+}
+
+/// A Plan tier that pins its database's identifier (DBInstanceIdentifier,
+/// honoured as the Go operator did): the hash in status is the one the
+/// provider checks, so approving it applies the change.
+#[tokio::test]
+async fn an_approved_plan_applies_under_an_identifier_the_tier_pins() {
+    with_operator("planpin", |client, ns, _op| async move {
+        let pinned = format!("pinned-{ns}");
+        let tier = |class: &str| {
+            json!({"gated": {
+                "changePolicy": "Plan",
+                "createStrategy": {"DBInstanceClass": class, "DBInstanceIdentifier": pinned},
+                "deleteStrategy": {"SkipFinalSnapshot": true}
+            }})
+        };
+        aws_strategies_for(&client, &ns, "postgres", tier("db.t3.micro")).await;
+        let ids = complete_postgres(&client, &ns, &[("db", "gated")]).await;
+        assert_eq!(
+            ids,
+            [pinned.as_str()],
+            "the tier's identifier is used as given"
+        );
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+
+        aws_strategies_for(&client, &ns, "postgres", tier("db.t3.small")).await;
+        let awaiting = wait_for(
+            &pgs,
+            "db",
+            "plan awaiting approval",
+            DEFAULT_TIMEOUT,
+            |o: Option<&Postgres>| {
+                o.and_then(|p| condition(p, "UpToDate"))
+                    .is_some_and(|(s, r, _)| s == "False" && r == "AwaitingApproval")
+            },
+        )
+        .await;
+        let hash = (awaiting.status.as_ref().and_then(|s| s.plan_hash.clone()))
+            .unwrap_or_else(|| panic!("no planHash: {:?}", awaiting.status));
+        annotate(&pgs, "db", "integreatly.org/approve-plan", &hash).await;
+        wait_for(
+            &pgs,
+            "db",
+            "approved plan applied",
+            DEFAULT_TIMEOUT,
+            |o: Option<&Postgres>| {
+                o.and_then(|p| condition(p, "UpToDate"))
+                    .is_some_and(|(s, _, _)| s == "True")
+            },
+        )
+        .await;
+        let rds = rds().await;
+        let class = instance(&rds, &pinned)
+            .await
+            .and_then(|d| d.db_instance_class().map(str::to_string));
+        assert_eq!(class.as_deref(), Some("db.t3.small"));
     })
     .await;
 }

@@ -89,12 +89,11 @@ async fn reconcile<K: ResourceCr>(
         }
         Outcome::Ready(details) => {
             let approved = annotation(cr, APPROVE_PLAN_ANNOTATION);
-            report_pending(
-                &mut report,
-                (&identifier, provisioned.pending),
-                policy,
-                approved,
-            );
+            // The identifier the provider used (pinned by the tier or
+            // conformed to the cloud's rules): the one it checks an
+            // approval against.
+            let used = provisioned.identifier.as_deref().unwrap_or(&identifier);
+            report_pending(&mut report, (used, provisioned.pending), policy, approved);
             publish_secret(cr, ctx, &secret_ns, &details, &mut report).await?;
             connectable(cr, ctx, &details, &mut report);
             // The provider says whether to look again; the operator says when.
