@@ -46,8 +46,13 @@ const NOT_VISIBLE_FOR: &str = "5";
 /// The seed whose first CreateBucket answer hangs past the SDK's timeout.
 const HUNG_SEED: u64 = 1;
 /// Room for a few backoffs after consecutive lost calls (5 s doubling to
-/// 300 s: six failed reconciles in a row wait 315 s).
-const TIMEOUT: Duration = Duration::from_secs(600);
+/// 300 s: six failed reconciles in a row wait 315 s, eight 915 s). The
+/// SDK's retry quota (aws-smithy-runtime's TokenBucket: 500 tokens, 10 per
+/// retry of a transient error, kept when that retry fails too, one back
+/// per first-attempt success) can run dry with 36 % of attempts lost; a
+/// BlobStorage pass of ten calls then rarely succeeds, and seven failed
+/// passes in a row (over ten minutes) were seen.
+const TIMEOUT: Duration = Duration::from_secs(900);
 
 /// The fault-injecting endpoint of one seed.
 pub(crate) struct Proxy {
