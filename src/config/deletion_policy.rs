@@ -59,7 +59,9 @@ impl DeletionPolicy {
     ) -> Result<Self, UnknownPolicy> {
         match annotations.get(ANNOTATION) {
             None => Ok(tier_default),
-            Some(value) => DeletionPolicy::parse(value).ok_or_else(|| UnknownPolicy(value.clone())),
+            // Cut: an annotation may be 256 KiB, a status message may not.
+            Some(value) => DeletionPolicy::parse(value)
+                .ok_or_else(|| UnknownPolicy(value.chars().take(64).collect())),
         }
     }
 }
@@ -91,6 +93,9 @@ mod tests {
             message.contains(ANNOTATION) && message.contains("\"retian\""),
             "{message}"
         );
+        let huge = DeletionPolicy::of(&annotated(&"x".repeat(100_000)), DeletionPolicy::Delete);
+        let message = huge.unwrap_err().to_string();
+        assert!(message.len() < 400, "{} bytes", message.len());
     }
 
     #[test]

@@ -187,25 +187,26 @@ go 1.25.0
 require github.com/operator-framework/api $OPERATOR_FRAMEWORK_API_VERSION" "" github.com/operator-framework/api/cmd/operator-verify
 }
 
+# build_venv DIR WHAT REQUIREMENT...: a venv of pinned PyPI packages. A
+# venv cannot be moved, so it is built in place and marked complete last.
+build_venv() {
+  local venv=$1 what=$2
+  shift 2
+  [ -f "$venv/.complete" ] && return 0
+  log "installing $what from PyPI"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$@" || die "pip install $* failed"
+  touch "$venv/.complete"
+}
+
 build_moto() {
-  # A venv cannot be moved, so it is built in place and marked complete last.
-  [ -f "$moto_venv/.complete" ] && return 0
-  log "installing moto $MOTO_VERSION from PyPI"
-  rm -rf "$moto_venv"
-  python3 -m venv "$moto_venv"
-  "$moto_venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION" "cbor2==$CBOR2_VERSION" ||
-    die "pip install moto[server]==$MOTO_VERSION cbor2==$CBOR2_VERSION failed"
-  touch "$moto_venv/.complete"
+  build_venv "$moto_venv" "moto $MOTO_VERSION" "moto[server]==$MOTO_VERSION" "cbor2==$CBOR2_VERSION"
 }
 
 build_policy_auditors() {
-  [ -f "$audit_venv/.complete" ] && return 0
-  log "installing parliament $PARLIAMENT_VERSION and cloudsplaining $CLOUDSPLAINING_VERSION from PyPI"
-  rm -rf "$audit_venv"
-  python3 -m venv "$audit_venv"
-  "$audit_venv/bin/pip" install --quiet --disable-pip-version-check "parliament==$PARLIAMENT_VERSION" "cloudsplaining==$CLOUDSPLAINING_VERSION" ||
-    die "pip install parliament==$PARLIAMENT_VERSION cloudsplaining==$CLOUDSPLAINING_VERSION failed"
-  touch "$audit_venv/.complete"
+  build_venv "$audit_venv" "parliament $PARLIAMENT_VERSION and cloudsplaining $CLOUDSPLAINING_VERSION" \
+    "parliament==$PARLIAMENT_VERSION" "cloudsplaining==$CLOUDSPLAINING_VERSION"
 }
 
 # What is built: everything, or with CRO_TESTENV_FOR=run (`make run`) only
