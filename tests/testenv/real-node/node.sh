@@ -19,9 +19,16 @@
 #
 # `down` kills what runs in the kubepods cgroups and removes every KUBE-*
 # and CNI-* iptables chain: so the node is only started on a host where
-# no other kubelet or kube-proxy left those.
+# no other kubelet or kube-proxy left those. A node killed with its host
+# (or its session) leaves them behind; its claim ($real_node_claim) says
+# they are ours, and the next start clears them, from any checkout.
 
 real_node_dir() { echo "$state/real-node"; }
+# The host's one real node belongs to the state directory named here,
+# from start until its host state (chains, bridge, cgroups) is cleared: a
+# checkout elsewhere (CI's clone) then knows leftovers of a killed
+# environment from another kubelet's.
+real_node_claim=/run/cro-testenv-real-node
 real_node_name=real-node-0
 real_node_cidr=10.244.0.0/24
 real_node_gateway=10.244.0.1
@@ -46,13 +53,25 @@ real_node_unsupported() {
     { echo "no cgroup hierarchy under /sys/fs/cgroup"; return; }
   [ -d /proc/sys/net/bridge ] || { echo "the kernel has no br_netfilter (/proc/sys/net/bridge is missing)"; return; }
   unshare --mount true 2>/dev/null || { echo "unshare --mount is refused"; return; }
-  if ! [ -d "$(real_node_dir)" ]; then
+  local claimant; claimant=$(cat "$real_node_claim" 2>/dev/null || true)
+  if [ -n "$claimant" ] && [ "$claimant" != "$state" ] && real_node_claimant_alive "$claimant"; then
+    echo "the test environment in $claimant runs a real node on this host: stop it first (make testenv-down there)"; return
+  fi
+  # With a claim, leftovers are a real node of ours that was killed
+  # (start_real_node clears them); without one they are someone else's.
+  if [ -z "$claimant" ]; then
     ls -d /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods >/dev/null 2>&1 &&
       { echo "another kubelet's kubepods cgroups exist on this host"; return; }
     iptables-save 2>/dev/null | grep -q '^:\(KUBE\|CNI\)-' &&
       { echo "another kubelet, kube-proxy or CNI plugin left iptables chains on this host"; return; }
   fi
   return 0
+}
+
+# Whether the test environment in state directory $1 still runs its kubelet.
+real_node_claimant_alive() {
+  local f=$1/pids/kubelet.pid
+  [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
 }
 
 build_real_node_images() {
@@ -221,6 +240,11 @@ start_real_node() {
     return 0
   fi
   build_real_node_images
+  if [ -f "$real_node_claim" ]; then
+    log "clearing what a killed real node ($(cat "$real_node_claim")) left on this host"
+    real_node_clear_host
+  fi
+  echo "$state" >"$real_node_claim"
   d=$(real_node_dir)
   local kubelet_port healthz_port proxy_metrics_port api_port
   kubelet_port=$(free_port); healthz_port=$(free_port); proxy_metrics_port=$(free_port)
@@ -282,11 +306,7 @@ stop_real_node() {
   local d; d=$(real_node_dir)
   [ -d "$d" ] || return 0
   stop_one kubelet
-  local cg
-  for cg in /sys/fs/cgroup/pids/kubepods /sys/fs/cgroup/kubepods; do
-    [ -d "$cg" ] || continue
-    find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -9 2>/dev/null || true
-  done
+  real_node_kill_pods
   stop_one containerd "$d/containerd.toml"
   local pid
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $d/containerd.sock" || true); do
@@ -297,6 +317,33 @@ stop_real_node() {
   stop_one api-forward socat
   stop_one moto-forward socat
   stop_one real-node-mounts "$d/mounts"
+  real_node_clear_host
+  if [ -f "$d/sysctls" ]; then
+    local key value
+    while read -r key value; do echo "$value" >"/proc/sys/$key"; done <"$d/sysctls"
+  fi
+  if [ -f "$d/created-dirs" ]; then
+    while read -r p; do rmdir "$p" 2>/dev/null || true; done <"$d/created-dirs"
+  fi
+  [ "$(cat "$real_node_claim" 2>/dev/null)" != "$state" ] || rm -f "$real_node_claim"
+  rm -rf "$d"
+}
+
+# Every container, killed through its cgroup.
+real_node_kill_pods() {
+  local cg
+  for cg in /sys/fs/cgroup/pids/kubepods /sys/fs/cgroup/kubepods; do
+    [ -d "$cg" ] || continue
+    find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+  done
+}
+
+# What a stopped (or killed) real node leaves on the host: the processes
+# still in the kubepods cgroups, kube-proxy's rules, then what kubelet
+# (KUBE-*) and the bridge plugin (CNI-*) left (the rules that jump to
+# their chains, then the chains), the bridge and the cgroups.
+real_node_clear_host() {
+  real_node_kill_pods
   # kube-proxy's rules, then what kubelet (KUBE-*) and the bridge plugin
   # (CNI-*) left: the rules that jump to their chains, then the chains.
   "$k8s_bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
@@ -314,15 +361,8 @@ stop_real_node() {
     done
   done
   ip link del "$real_node_bridge" 2>/dev/null || true
-  local key value
-  if [ -f "$d/sysctls" ]; then
-    while read -r key value; do echo "$value" >"/proc/sys/$key"; done <"$d/sysctls"
-  fi
+  local cg
   for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
     [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
-  if [ -f "$d/created-dirs" ]; then
-    while read -r p; do rmdir "$p" 2>/dev/null || true; done <"$d/created-dirs"
-  fi
-  rm -rf "$d"
 }
