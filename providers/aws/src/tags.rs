@@ -85,6 +85,16 @@ pub async fn tagged(
     service: &str,
     key_of: impl Fn(&str) -> Option<String>,
 ) -> Result<BTreeMap<String, BTreeMap<String, String>>, ProviderError> {
+    Ok(readable_tags(c, service, key_of).await?.unwrap_or_default())
+}
+
+/// As [`tagged`], but `None` when the identity may not read them: a
+/// resource missing from the map then is not known to be untagged.
+pub async fn readable_tags(
+    c: &crate::clients::Clients,
+    service: &str,
+    key_of: impl Fn(&str) -> Option<String>,
+) -> Result<Option<BTreeMap<String, BTreeMap<String, String>>>, ProviderError> {
     const ACTION: &str = "tag:GetResources";
     let mut pages = c
         .tagging
@@ -100,7 +110,7 @@ pub async fn tagged(
         {
             let fallback = "each resource's tags are read on its own";
             c.refused.note(&c.calls, ACTION, fallback);
-            return Ok(BTreeMap::new());
+            return Ok(None);
         }
         let page = page.named(ACTION, service)?;
         for r in page.resource_tag_mapping_list() {
@@ -112,7 +122,7 @@ pub async fn tagged(
         }
     }
     c.refused.allowed(&c.calls, ACTION);
-    Ok(all)
+    Ok(Some(all))
 }
 
 /// A service's own tag type (RDS and ElastiCache build theirs alike).

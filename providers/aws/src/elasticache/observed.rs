@@ -92,5 +92,6 @@ pub struct Snapshot {
     pub arn: String,
     /// The node it was taken of.
     pub node: String,
-    pub tags: BTreeMap<String, String>,
+    /// `None` where the identity may not read tags (tag:GetResources).
+    pub tags: Option<BTreeMap<String, String>>,
 }

@@ -54,7 +54,7 @@ impl Snapshot {
 pub async fn list(c: &Clients) -> Result<BTreeMap<String, Vec<Snapshot>>, ProviderError> {
     // The filter is the service alone, narrowed by ARN (as the groups'
     // listing does, see `elasticache::Client::list`).
-    let mut tagged = tags::tagged(c, "elasticache", |arn| {
+    let mut tagged = tags::readable_tags(c, "elasticache", |arn| {
         arn.contains(":snapshot:").then(|| arn.to_string())
     })
     .await?;
@@ -70,7 +70,7 @@ pub async fn list(c: &Clients) -> Result<BTreeMap<String, Vec<Snapshot>>, Provid
             name: s.snapshot_name().unwrap_or_default().to_string(),
             arn: arn.to_string(),
             node: s.cache_cluster_id().unwrap_or_default().to_string(),
-            tags: tagged.remove(arn).unwrap_or_default(),
+            tags: (tagged.as_mut()).map(|t| t.remove(arn).unwrap_or_default()),
         });
     }
     Ok(out)
@@ -96,12 +96,9 @@ pub async fn ensure(
     };
     let mut series = Vec::new();
     for snapshot in snapshots {
-        // Only tags it lacks: a snapshot a RedisSnapshot or a deletion made
-        // carries its own values, kept.
-        let missing: Vec<_> = (want.iter())
-            .filter(|(k, _)| !snapshot.tags.contains_key(*k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let Some(missing) = missing_tags(&snapshot, want) else {
+            continue;
+        };
         let value = if missing.is_empty() {
             0
         } else {
@@ -122,6 +119,30 @@ pub async fn ensure(
     Some(series)
 }
 
+/// The tags of `want` to add to `snapshot`; `None` when unknown and not
+/// to be written. Only tags it lacks: a snapshot a RedisSnapshot or a
+/// deletion made carries its own values (its own `resource-name`), kept.
+/// Where its tags cannot be read (the Go operator's IAM policy has no
+/// tag:GetResources), AddTagsToResource would overwrite those values, so
+/// only an automated snapshot, which is never a RedisSnapshot's or a final
+/// one, is given the group's tags.
+fn missing_tags(
+    snapshot: &Snapshot,
+    want: &BTreeMap<String, String>,
+) -> Option<Vec<(String, String)>> {
+    let lacking =
+        |(k, _): &(&String, &String)| snapshot.tags.as_ref().is_none_or(|t| !t.contains_key(*k));
+    let known = snapshot.tags.is_some() || snapshot.name.starts_with(AUTOMATED_PREFIX);
+    known.then(|| {
+        (want.iter().filter(lacking))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    })
+}
+
+/// How ElastiCache names the snapshots it takes on its own.
+const AUTOMATED_PREFIX: &str = "automatic.";
+
 /// Adds `missing` to `snapshot`: 0 when done, 1 when AWS cannot find it
 /// (as the Go operator counts it).
 async fn tag(
@@ -141,6 +162,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_snapshots_own_tags_are_never_overwritten_even_unread() {
+        let want: BTreeMap<String, String> = [("resource-name", "cache"), ("clusterID", "c1")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
+        let snapshot = |name: &str, tags: Option<&[(&str, &str)]>| Snapshot {
+            name: name.into(),
+            arn: format!("arn:aws:elasticache:eu-west-1:1:snapshot:{name}"),
+            node: "g1-001".into(),
+            tags: tags.map(|t| {
+                t.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            }),
+        };
+        let keys = |m: Option<Vec<(String, String)>>| {
+            m.map(|m| m.into_iter().map(|(k, _)| k).collect::<Vec<_>>())
+        };
+        // Read: only what it lacks; a RedisSnapshot's own resource-name stays.
+        let own = snapshot("cache-snap", Some(&[("resource-name", "cache-snap")]));
+        assert_eq!(
+            keys(missing_tags(&own, &want)),
+            Some(vec!["clusterID".to_string()])
+        );
+        // Unread: a manual snapshot (a RedisSnapshot's, a final one) is left
+        // alone; an automated one gets the group's tags.
+        assert_eq!(missing_tags(&snapshot("cache-snap", None), &want), None);
+        let automated = snapshot("automatic.g1-2026-11-25-03-00", None);
+        assert_eq!(
+            keys(missing_tags(&automated, &want)).map(|k| k.len()),
+            Some(2)
+        );
+    }
+
+    #[test]
     fn a_snapshot_is_labelled_as_the_go_operator_labels_it() {
         let snapshot = Snapshot {
             name: "automatic.g1-2026-11-25-03-00".into(),
@@ -148,7 +203,7 @@ mod tests {
                 "arn:aws:elasticache:eu-west-1:123456789012:snapshot:automatic.g1-2026-11-25-03-00"
                     .into(),
             node: "g1-002".into(),
-            tags: BTreeMap::new(),
+            tags: Some(BTreeMap::new()),
         };
         let labels: BTreeMap<_, _> = snapshot.labels("g1-001").into_iter().collect();
         assert_eq!(labels["cacheClusterId"], "g1-002");
