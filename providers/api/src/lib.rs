@@ -336,10 +336,11 @@ pub enum ConditionType {
     CredentialsRotated,
     AwsPermissions,
     SendingIdentityVerified,
+    TierUnderstood,
 }
 
 impl ConditionType {
-    pub const ALL: [ConditionType; 8] = [
+    pub const ALL: [ConditionType; 9] = [
         ConditionType::Ready,
         ConditionType::UpToDate,
         ConditionType::Adopted,
@@ -348,6 +349,7 @@ impl ConditionType {
         ConditionType::CredentialsRotated,
         ConditionType::AwsPermissions,
         ConditionType::SendingIdentityVerified,
+        ConditionType::TierUnderstood,
     ];
 
     /// The CamelCase name written in `status.conditions[].type`.
@@ -361,6 +363,7 @@ impl ConditionType {
             ConditionType::CredentialsRotated => "CredentialsRotated",
             ConditionType::AwsPermissions => "AWSPermissions",
             ConditionType::SendingIdentityVerified => "SendingIdentityVerified",
+            ConditionType::TierUnderstood => "TierUnderstood",
         }
     }
 

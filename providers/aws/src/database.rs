@@ -473,6 +473,8 @@ pub fn desired<D: Database>(req: &ResourceRequest, tier: serde_json::Value) -> D
     let map = tier.as_object().cloned().unwrap_or_default();
     D::desired(
         req,
-        &crate::strategy::parse_section(&map).unwrap_or_else(|e| panic!("{e}")),
+        &crate::strategy::parse_section(&map)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .0,
     )
 }

@@ -412,11 +412,13 @@ impl Service for Bucket {
         &self,
         tier: &Tier,
     ) -> Result<Sections<CreateStrategy, DeleteStrategy>, ProviderError> {
+        let (delete, ignored) = parse_section(&tier.delete)?;
         Ok(Sections {
             create: CreateStrategy {
                 bucket: pinned_bucket(tier)?,
             },
-            delete: parse_section(&tier.delete)?,
+            delete,
+            ignored,
         })
     }
 

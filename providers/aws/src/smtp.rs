@@ -145,9 +145,11 @@ impl Service for Ses {
     const RULES: IdentifierRules = IdentifierRules::IamUser;
 
     fn sections(&self, tier: &Tier) -> Result<Sections<CreateStrategy, ()>, ProviderError> {
+        let (create, ignored) = parse_section(&tier.create)?;
         Ok(Sections {
-            create: parse_section(&tier.create)?,
+            create,
             delete: (),
+            ignored,
         })
     }
 

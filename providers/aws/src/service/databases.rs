@@ -35,9 +35,13 @@ impl<D: Database + 'static> Service for DatabaseService<D> {
     const RULES: IdentifierRules = D::SERVICE.rules;
 
     fn sections(&self, tier: &Tier) -> Result<Sections<D::Create, D::Delete>, ProviderError> {
+        let (create, mut ignored) = parse_section(&tier.create)?;
+        let (delete, more) = parse_section(&tier.delete)?;
+        ignored.extend(more);
         Ok(Sections {
-            create: parse_section(&tier.create)?,
-            delete: parse_section(&tier.delete)?,
+            create,
+            delete,
+            ignored,
         })
     }
 

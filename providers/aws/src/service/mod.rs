@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 
 use cro_provider_api::{
-    Change, Deletion, IdentifierRules, ProviderError, Provisioned, ResourceRequest,
+    Change, Condition, ConditionType, Deletion, IdentifierRules, ProviderError, Provisioned,
+    ResourceRequest,
 };
 
 use crate::{At, AwsProvider, clients::Clients, snapshots::SnapshotsOf, strategy::Tier};
@@ -24,6 +25,9 @@ pub use databases::DatabaseService;
 pub struct Sections<C, D> {
     pub create: C,
     pub delete: D,
+    /// Fields of the sections this service does not read: ignored, as the
+    /// Go operator ignored them, and reported (see [`ignored_condition`]).
+    pub ignored: Vec<String>,
 }
 
 pub type Tags = BTreeMap<String, String>;
@@ -142,8 +146,15 @@ impl<S: Service> Kind for S {
         S::RULES
     }
 
+    /// Offline (`validate`): what a reconcile would ignore is a finding.
     fn validate(&self, tier: &Tier) -> Result<(), ProviderError> {
-        self.sections(tier).map(|_| ())
+        let s = self.sections(tier)?;
+        match ignored_fields(tier, &s) {
+            None => Ok(()),
+            Some(fields) => Err(ProviderError::invalid_strategy(format!(
+                "this operator does not read {fields}: a reconcile ignores them, as the Go operator's decoding did, and reports them in the TierUnderstood condition; remove them or correct the name"
+            ))),
+        }
     }
 
     fn pinned(&self, tier: &Tier, deleting: bool) -> Result<Option<String>, ProviderError> {
@@ -172,6 +183,7 @@ impl<S: Service> Kind for S {
         let (req, live, plan) = observed_and_decided(self, at, req, &s).await?;
         let mut provisioned = self.act(at, (&req, tier), &s, (live, plan)).await?;
         provisioned.conditions.extend(at.c.refused.condition());
+        provisioned.conditions.extend(ignored_condition(tier, &s));
         Ok(provisioned)
     }
 
@@ -205,4 +217,27 @@ impl<S: Service> Kind for S {
     fn snapshots(&self) -> Option<SnapshotsOf> {
         Service::snapshots(self)
     }
+}
+
+/// The keys and fields of a tier no service reads, listed; `None` when
+/// every one is read.
+fn ignored_fields<C, D>(tier: &Tier, s: &Sections<C, D>) -> Option<String> {
+    let all: Vec<&str> = (tier.ignored.iter().chain(&s.ignored))
+        .map(String::as_str)
+        .collect();
+    (!all.is_empty()).then(|| all.join(", "))
+}
+
+/// A tier with keys or fields this operator does not read (`Tags`,
+/// `Engine`, a misspelt one): the CR proceeds without them, as under the
+/// Go operator, and says which, so a typo does not go unseen.
+pub fn ignored_condition<C, D>(tier: &Tier, s: &Sections<C, D>) -> Option<Condition> {
+    ignored_fields(tier, s).map(|fields| Condition {
+        type_: ConditionType::TierUnderstood,
+        status: false,
+        reason: "IgnoredFields".into(),
+        message: format!(
+            "the tier sets what this operator does not read, so it is ignored (as the Go operator ignored it): {fields}; remove it from the tier, or correct the name"
+        ),
+    })
 }

@@ -1,7 +1,9 @@
 //! The aws tier: `{"region", "createStrategy", "deleteStrategy"}` where the
 //! strategies hold AWS API input fields by their API names, matched
-//! case-insensitively as the Go operator does. A field the operator does
-//! not know, or a value of the wrong type, is an error naming the field.
+//! case-insensitively as the Go operator does. A value of the wrong type is
+//! an error naming the field; a key or field the operator does not read is
+//! ignored, as the Go operator's decoding ignored it, and reported
+//! ([`Tier::ignored`], `Sections::ignored`).
 
 pub mod section;
 
@@ -22,6 +24,9 @@ pub struct Tier {
     /// `serviceUpdates`: Unix times (Postgres) or ElastiCache service
     /// update names (Redis).
     pub service_updates: Vec<String>,
+    /// Keys of the tier this operator does not read, with the key each
+    /// may misspell.
+    pub ignored: Vec<String>,
 }
 
 /// Keys of an aws tier. `_network` is the Go operator's standalone-VPC
@@ -48,7 +53,7 @@ pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
             "the tier must be an object with region, createStrategy, deleteStrategy".into(),
         ));
     };
-    let obj = &canonical_keys(given)?;
+    let (obj, ignored) = &canonical_keys(given);
     let section = |name: &str| match obj.get(name) {
         None | Some(Value::Null) => Ok(Map::new()),
         Some(Value::Object(m)) => Ok(m.clone()),
@@ -95,6 +100,7 @@ pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
         create: section("createStrategy")?,
         delete: section("deleteStrategy")?,
         service_updates,
+        ignored: ignored.clone(),
     })
 }
 
@@ -117,20 +123,23 @@ pub fn operator_only_key(tier: &Value) -> Option<String> {
 /// The tier with its keys as [`TIER_KEYS`] spell them. The Go operator's
 /// JSON decoding matched them case-insensitively (`CreateStrategy`,
 /// `Region` worked), an exact match winning over one that differs in case.
-fn canonical_keys(given: &Map<String, Value>) -> Result<Map<String, Value>, ProviderError> {
-    let mut out = Map::new();
+/// A key it does not know is left out and named, with the key it may
+/// misspell.
+fn canonical_keys(given: &Map<String, Value>) -> (Map<String, Value>, Vec<String>) {
+    let (mut out, mut ignored) = (Map::new(), Vec::new());
     for (k, v) in given {
         let Some(key) = TIER_KEYS.iter().find(|t| t.eq_ignore_ascii_case(k)) else {
-            return Err(invalid(format!(
-                "{k} is not a key of an aws tier; use {}",
-                TIER_KEYS.join(", ")
-            )));
+            let hint = closest(k, &TIER_KEYS)
+                .map(|t| format!(" (did you mean {t}?)"))
+                .unwrap_or_default();
+            ignored.push(format!("{k}{hint}"));
+            continue;
         };
         if k == key || !given.contains_key(*key) {
             out.insert(key.to_string(), v.clone());
         }
     }
-    Ok(out)
+    (out, ignored)
 }
 
 /// A value as shown in a message: cut, so a huge value cannot make a
@@ -193,7 +202,10 @@ mod tests {
         assert!(t.delete.is_empty());
         assert!(parse(&json!({"region": ""})).unwrap().region.is_none());
         assert!(parse(&json!({"createStrategy": []})).is_err());
-        assert!(parse(&json!({"creatStrategy": {}})).is_err());
+        // A key it does not read is ignored, as the Go operator's decoding
+        // ignored it, and named.
+        let t = parse(&json!({"creatStrategy": {}})).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(t.ignored, ["creatStrategy (did you mean createStrategy?)"]);
     }
 
     #[test]

@@ -3,14 +3,16 @@
 //! API's (PascalCase) names, matched case-insensitively as the Go operator
 //! matched them (an exact spelling wins over one that differs in case);
 //! `null` means unset (the Go operator's helper writes every field of the
-//! aws-sdk-go input struct, mostly null); a field the struct lacks, or a
-//! value of the wrong type, is an error naming the field, before any AWS
-//! call.
+//! aws-sdk-go input struct, mostly null); a value of the wrong type is an
+//! error naming the field, before any AWS call. A field the struct lacks
+//! (an AWS input field this operator does not set, such as `Tags` or
+//! `Engine`, or a misspelt one) is left out and reported, as the Go
+//! operator's JSON decoding ignored it: a tier it ran on keeps working.
 //!
 //! The names are the struct's own: serde hands its field list to the
 //! deserializer below, which is the one place that knows the tier's JSON.
 
-use std::fmt;
+use std::{cell::RefCell, fmt};
 
 use serde::{
     Deserializer,
@@ -29,14 +31,18 @@ pub trait Section: DeserializeOwned + Default {
     const API: &'static str;
 }
 
-/// `map`, a tier's section, as `S`.
-pub fn parse<S: Section>(map: &Map<String, Value>) -> Result<S, ProviderError> {
+/// `map`, a tier's section, as `S`, and what was left out of it: each key
+/// that is no field of `S`, with the field it may misspell.
+pub fn parse<S: Section>(map: &Map<String, Value>) -> Result<(S, Vec<String>), ProviderError> {
+    let ignored = RefCell::new(Vec::new());
     let de = SectionDe {
         name: S::NAME,
         api: S::API,
         map,
+        ignored: &ignored,
     };
-    S::deserialize(de).map_err(|e| invalid(e.0))
+    let section = S::deserialize(de).map_err(|e| invalid(e.0))?;
+    Ok((section, ignored.into_inner()))
 }
 
 /// A message naming the field and what is wrong with it.
@@ -62,6 +68,7 @@ struct SectionDe<'a> {
     name: &'static str,
     api: &'static str,
     map: &'a Map<String, Value>,
+    ignored: &'a RefCell<Vec<String>>,
 }
 
 impl<'de> Deserializer<'de> for SectionDe<'_> {
@@ -76,15 +83,12 @@ impl<'de> Deserializer<'de> for SectionDe<'_> {
         let mut given = Vec::new();
         for (key, value) in self.map.iter().filter(|(_, v)| !v.is_null()) {
             let Some(field) = fields.iter().find(|f| f.eq_ignore_ascii_case(key)) else {
-                let hint = closest(key, fields)
-                    .map(|k| format!("; did you mean {k}?"))
-                    .unwrap_or_default();
-                return Err(Invalid(format!(
-                    "{}.{key} is not a field of {} that this operator sets{hint} (supported: {})",
-                    self.name,
-                    self.api,
-                    fields.join(", ")
-                )));
+                let hint = match closest(key, fields) {
+                    Some(k) => format!("did you mean {k}?"),
+                    None => format!("not a field of {} that this operator sets", self.api),
+                };
+                (self.ignored.borrow_mut()).push(format!("{}.{key} ({hint})", self.name));
+                continue;
             };
             // The exact spelling wins over one that differs in case.
             if key != field && self.map.get(*field).is_some_and(|v| !v.is_null()) {
@@ -253,6 +257,10 @@ mod tests {
     }
 
     fn parsed(v: Value) -> Result<Create, String> {
+        parsed_reporting(v).map(|(c, _)| c)
+    }
+
+    fn parsed_reporting(v: Value) -> Result<(Create, Vec<String>), String> {
         parse::<Create>(v.as_object().unwrap_or(&Map::new())).map_err(|e| e.to_string())
     }
 
@@ -279,7 +287,28 @@ mod tests {
     }
 
     #[test]
-    fn a_typo_or_a_wrong_type_names_the_field() {
+    fn a_field_it_does_not_set_is_ignored_and_named() {
+        // As the Go operator's decoding ignored them: Tags and Engine are
+        // rds:CreateDBInstance input it passed on; a typo is named with
+        // the field it may misspell.
+        let (c, ignored) = parsed_reporting(json!({
+            "DBInstanceClas": "db.t3.micro", "Tags": [{"Key": "k", "Value": "v"}],
+            "AllocatedStorage": 30
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.storage, Some(30));
+        assert_eq!(c.class, None);
+        assert_eq!(
+            ignored,
+            [
+                "createStrategy.DBInstanceClas (did you mean DBInstanceClass?)",
+                "createStrategy.Tags (not a field of rds:CreateDBInstance that this operator sets)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_field() {
         let rows = [
             (
                 json!({"AllocatedStorage": "abc"}),
@@ -300,14 +329,6 @@ mod tests {
             (
                 json!({"VpcSecurityGroupIds": ["a", 1]}),
                 vec!["createStrategy.VpcSecurityGroupIds must be a list of strings"],
-            ),
-            (
-                json!({"DBInstanceClas": "db.t3.micro"}),
-                vec![
-                    "createStrategy.DBInstanceClas is not a field of rds:CreateDBInstance",
-                    "did you mean DBInstanceClass?",
-                    "supported: DBInstanceClass, AllocatedStorage, MultiAZ, VpcSecurityGroupIds",
-                ],
             ),
         ];
         for (section, says) in rows {
