@@ -425,6 +425,26 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The shipped AWS tiers are the Go operator's built-in ones
+    /// (pkg/providers/aws/config.go, `BuildDefaultConfigMap`: each tier
+    /// `{"region": "", "_network": "", "createStrategy": {}, "deleteStrategy": {}}`,
+    /// an empty `_network` being the absent one), so an installation that
+    /// ran the Go operator without a ConfigMap keeps every setting.
+    #[test]
+    fn the_shipped_aws_tiers_are_the_go_operators_built_in_ones() {
+        let shipped = include_str!("../../config/cloud-resources-aws-strategies.yaml");
+        let cm: k8s_openapi::api::core::v1::ConfigMap =
+            yaml_serde::from_str(shipped).unwrap_or_else(|e| panic!("{e}"));
+        let data = cm.data.unwrap_or_default();
+        let empty = json!({"region": "", "createStrategy": {}, "deleteStrategy": {}});
+        let go = json!({"development": empty, "production": empty});
+        for key in ["postgres", "redis", "blobstorage"] {
+            let tiers: Value = serde_json::from_str(data.get(key).map_or("", String::as_str))
+                .unwrap_or_else(|e| panic!("{key}: {e}"));
+            assert_eq!(tiers, go, "{key}");
+        }
+    }
+
     fn cm(name: &str, data: &[(&str, &str)]) -> Located {
         Located {
             namespace: "ops".into(),
