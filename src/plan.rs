@@ -307,10 +307,11 @@ async fn plan_one<K: ResourceCr>(
 
 /// When a change applies; under a `Plan` tier, only once approved.
 fn when(c: &Change, policy: ChangePolicy) -> String {
+    use cro_provider_api::Timing;
     match (policy, &c.timing) {
-        (ChangePolicy::Plan, cro_provider_api::Timing::Never(_)) | (ChangePolicy::Automatic, _) => {
-            c.timing.describe()
-        }
+        (ChangePolicy::Online, Timing::Online) => Timing::Now.describe(),
+        (ChangePolicy::Plan, Timing::Never(_))
+        | (ChangePolicy::Automatic | ChangePolicy::Online, _) => c.timing.describe(),
         (ChangePolicy::Plan, _) => {
             "once integreatly.org/approve-plan is set to the plan's hash".into()
         }

@@ -140,7 +140,7 @@ pub struct ResourceTypeSpec {
     /// Apply disruptive modifications at once rather than in the maintenance window.
     #[serde(default, skip_serializing_if = "is_false")]
     pub apply_immediately: bool,
-    /// Allow disruptive modifications now (the caller is in its maintenance window).
+    /// Allow modifications of the cloud resource now (the caller is in its maintenance window); set back to false after a pass.
     #[serde(default, skip_serializing_if = "is_false")]
     pub maintenance_window: bool,
     /// Skip provider create/update calls (phase `paused`), e.g. during maintenance.

@@ -95,6 +95,7 @@ pub fn split_tier(mut tier: Value) -> Result<Tier, TierKeyError> {
     let change_policy = match policy.as_ref().map(|p| (p, p.as_str())) {
         None | Some((_, Some("Automatic" | ""))) => ChangePolicy::Automatic,
         Some((_, Some("Plan"))) => ChangePolicy::Plan,
+        Some((_, Some("Online"))) => ChangePolicy::Online,
         Some((other, _)) => return Err(TierKeyError::ChangePolicy(other.to_string())),
     };
     Ok(Tier {
@@ -610,7 +611,7 @@ mod tests {
             "cloud-resources-aws-strategies",
             &[(
                 "postgres",
-                r#"{"gated": {"changePolicy": "Plan", "region": "eu-west-1"}, "typo": {"changePolicy": "plan"}, "plain": {}}"#,
+                r#"{"gated": {"changePolicy": "Plan", "region": "eu-west-1"}, "typo": {"changePolicy": "plan"}, "plain": {}, "online": {"changePolicy": "Online"}}"#,
             )],
         );
         let t = |tier| resolve_tier(Some(&s), "ops", "aws", ResourceKind::Postgres, tier);
@@ -625,6 +626,10 @@ mod tests {
         assert_eq!(
             t("plain").map(|t| t.change_policy),
             Ok(ChangePolicy::Automatic)
+        );
+        assert_eq!(
+            t("online").map(|t| t.change_policy),
+            Ok(ChangePolicy::Online)
         );
         let err = t("typo").unwrap_err().to_string();
         assert!(

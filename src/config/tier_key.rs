@@ -30,7 +30,7 @@ pub enum TierKeyError {
     #[error("{key} {value} is not a count; use a whole number such as 10")]
     Count { key: &'static str, value: String },
     #[error(
-        "{CHANGE_POLICY_KEY} {0} is not a change policy; use \"Automatic\" (the default) or \"Plan\""
+        "{CHANGE_POLICY_KEY} {0} is not a change policy; use \"Automatic\" (the default), \"Online\" or \"Plan\""
     )]
     ChangePolicy(String),
     #[error(

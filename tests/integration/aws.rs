@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     DEFAULT_TIMEOUT, Phased, TestEnv, apply_config_map, aws_actions_mentioning, aws_requests,
-    passwords_set, wait_deleted, wait_for, wait_phase, with_operator,
+    aws_requests_after, passwords_set, wait_deleted, wait_for, wait_phase, with_operator,
 };
 
 async fn aws_strategies(client: &Client, ns: &str, postgres_tiers: Value) {
@@ -923,7 +923,22 @@ async fn redis_on_elasticache_through_creating_and_deleting() {
         let running = node(ec.clone(), node_id.clone()).await.engine_version().unwrap_or_default().to_string();
         let cache = redis.get("cache").await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cache.status.and_then(|s| s.version), Some(running));
+        // As the Go operator (provider_redis.go, `if maintenanceWindow {
+        // buildElasticacheUpdateStrategy … }`), nothing is modified until the
+        // CR opens its window, though AWS would make this change online.
+        let mut log_offset = 0u64;
+        aws_requests_after(&mut log_offset);
         aws_strategies_for(&client, &ns, "redis", json!({"development": {"createStrategy": {"PreferredMaintenanceWindow": "tue:03:00-tue:04:00"}}})).await;
+        wait_for(&redis, "cache", "the window change pending", DEFAULT_TIMEOUT, |o: Option<&Redis>| {
+            (o.and_then(|o| o.status.as_ref()).map(|s| s.pending_changes.clone()).unwrap_or_default().iter())
+                .any(|c| c.field == "PreferredMaintenanceWindow" && c.when == "maintenanceWindow")
+        })
+        .await;
+        let modified = aws_requests_after(&mut log_offset).into_iter().any(|r| r["action"] == "ModifyReplicationGroup");
+        assert!(!modified, "ModifyReplicationGroup sent while spec.maintenanceWindow is false");
+        let node_window = node(ec.clone(), node_id.clone()).await.preferred_maintenance_window().map(str::to_string);
+        assert_ne!(node_window.as_deref(), Some("tue:03:00-tue:04:00"), "the window changed before the CR opened it");
+        redis.patch("cache", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"maintenanceWindow": true}}))).await.unwrap_or_else(|e| panic!("{e}"));
         let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
         while node(ec.clone(), node_id.clone()).await.preferred_maintenance_window() != Some("tue:03:00-tue:04:00") {
             assert!(tokio::time::Instant::now() < deadline, "the tier's maintenance window did not reach {node_id}");

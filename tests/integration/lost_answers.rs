@@ -368,8 +368,9 @@ async fn lifecycle(client: Client, ns: String) {
     let mail_user = IdentifierRules::IamUser.conform(&format!("{}-ses", id("mail")));
     let strategies = |postgres: Value, redis: Value| {
         json!({
-            "postgres": json!({"development": {"createStrategy": postgres}}).to_string(),
-            "redis": json!({"development": {"createStrategy": redis}}).to_string(),
+            // Online: the edit below applies without maintenanceWindow.
+            "postgres": json!({"development": {"changePolicy": "Online", "createStrategy": postgres}}).to_string(),
+            "redis": json!({"development": {"changePolicy": "Online", "createStrategy": redis}}).to_string(),
             "blobstorage": json!({"development": {}}).to_string(),
             "smtpcredentials": json!({"development": {}}).to_string(),
         })
@@ -393,8 +394,8 @@ async fn lifecycle(client: Client, ns: String) {
         "one key, the published one"
     );
 
-    // Edit: a tier field applied at once on each database, a tag on each
-    // IAM-backed kind.
+    // Edit: a tier field applied at once on each database (the tiers are
+    // Online), a tag on each IAM-backed kind.
     let edited = strategies(
         json!({"BackupRetentionPeriod": 7}),
         json!({"SnapshotRetentionLimit": 5}),

@@ -939,24 +939,36 @@ async fn queued_changes_and_maintenance_flags_are_read_as_the_go_operator_did() 
         let pending = |pg: &Postgres| -> Vec<(String, String)> {
             pg.status.iter().flat_map(|s| &s.pending_changes).map(|c| (c.field.clone(), c.when.clone())).collect()
         };
-        // The online change goes out; the queued class stays queued.
-        wait_for(&pgs, "queued", "deletion protection restored", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
-            o.is_some_and(|o| o.status.as_ref().and_then(|s| s.phase) == Some(Phase::Complete))
+        // Nothing is modified while `maintenanceWindow` is false, as the Go
+        // operator modified nothing without it (`if maintenanceWindow {
+        // buildRDSUpdateStrategy … }`, provider_postgres.go): the lifted
+        // deletion protection waits beside the queued class.
+        let pg = wait_for(&pgs, "queued", "the changes shown", DEFAULT_TIMEOUT, move |o: Option<&Postgres>| {
+            o.is_some_and(|o| {
+                pending(o).contains(&("DeletionProtection".into(), "maintenanceWindow".into()))
+                    && pending(o).contains(&("DBInstanceClass".into(), "scheduled for the next maintenance window".into()))
+            })
         })
         .await;
+        assert_eq!(pg.status.as_ref().and_then(|s| s.phase), Some(Phase::Complete));
+        assert_eq!(writes_mentioning(since, &id("queued")), Vec::<String>::new(), "AWS writes for queued before its window opened");
+        assert_eq!(describe("queued").await.deletion_protection(), Some(false));
+
+        // The window opens: the online change goes out at once; the queued
+        // class stays queued for AWS's window.
+        pgs.patch("queued", &PatchParams::default(), &Patch::Merge(json!({"spec": {"maintenanceWindow": true}}))).await.unwrap_or_else(|e| panic!("{e}"));
         let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
         while describe("queued").await.deletion_protection() != Some(true) {
-            assert!(tokio::time::Instant::now() < deadline, "deletion protection was not restored");
+            assert!(tokio::time::Instant::now() < deadline, "deletion protection was not restored in the window");
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         }
         let queued = describe("queued").await;
         assert_eq!(queued.db_instance_class(), Some("db.t3.small"), "the queued class change was pulled forward");
         assert_eq!(queued.pending_modified_values().and_then(|p| p.db_instance_class()), Some("db.m5.large"));
-        let pg = wait_for(&pgs, "queued", "the queued change shown", DEFAULT_TIMEOUT, move |o: Option<&Postgres>| {
-            o.is_some_and(|o| pending(o).contains(&("DBInstanceClass".into(), "scheduled for the next maintenance window".into())))
+        wait_for(&pgs, "queued", "its maintenanceWindow cleared", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.is_some_and(|o| !o.spec.resource.maintenance_window && o.status.as_ref().and_then(|s| s.phase) == Some(Phase::Complete))
         })
         .await;
-        assert_eq!(pg.status.as_ref().and_then(|s| s.phase), Some(Phase::Complete));
 
         // `maintenanceWindow` is cleared though nothing differed.
         let armed = wait_for(&pgs, "armed", "maintenanceWindow cleared", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {

@@ -7,8 +7,13 @@ use sha2::{Digest, Sha256};
 /// When a difference between a live resource and its tier is applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Timing {
-    /// Safe at any time: applied at once.
+    /// Safe at any time: applied at once (creating what is missing, tags).
     Now,
+    /// A modification the cloud makes online, without a restart: under
+    /// the default policy it waits for `maintenanceWindow` like every
+    /// modification (the Go operator modified nothing without it); a tier
+    /// with `changePolicy: Online` has it made at once.
+    Online,
     /// Disruptive: applied when the CR sets `maintenanceWindow` (then in
     /// the cloud's next maintenance window) or `applyImmediately`.
     MaintenanceWindow,
@@ -23,6 +28,8 @@ impl Timing {
     pub fn describe(&self) -> String {
         match self {
             Timing::Now => "now".into(),
+            // Shown while it waits, so what lets it through.
+            Timing::Online => "maintenanceWindow".into(),
             Timing::MaintenanceWindow => "maintenanceWindow".into(),
             Timing::Scheduled => "scheduled for the next maintenance window".into(),
             Timing::Never(reason) => format!("never: {reason}"),
@@ -46,10 +53,14 @@ pub struct Change {
 /// How a tier's changes reach its resources (the tier's `changePolicy`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ChangePolicy {
-    /// Safe changes at once, disruptive ones with the CR's
-    /// `maintenanceWindow` or `applyImmediately`.
+    /// As the Go operator: an existing resource is modified only while
+    /// the CR sets `maintenanceWindow` (disruptive changes for the cloud's
+    /// next maintenance window, at once with `applyImmediately` too).
     #[default]
     Automatic,
+    /// As `Automatic`, but what the cloud changes online (backup and
+    /// maintenance windows, retention, deletion protection, ...) at once.
+    Online,
     /// Nothing is changed until a person approves the CR's plan by its hash.
     Plan,
 }

@@ -74,14 +74,16 @@ impl Split {
 }
 
 /// Under the `Automatic` policy, the Go operator's gate
-/// (`buildRDSUpdateStrategy`, `buildElasticacheUpdateStrategy`):
-/// disruptive changes only with `spec.maintenanceWindow`, requested for the
-/// cloud's maintenance window; `spec.applyImmediately` is read only with
-/// it, and only then is `ApplyImmediately` sent. Changes AWS makes online
-/// whatever `ApplyImmediately` says (`Timing::Now`) are requested at once,
-/// without it, so nothing queued is pulled forward. Under `Plan`, nothing
-/// is applied until a person approves exactly these changes by their hash;
-/// then every change that can be made is made at once.
+/// (`if maintenanceWindow { buildRDSUpdateStrategy … }` in
+/// provider_postgres.go, `buildElasticacheUpdateStrategy`): nothing is
+/// modified without `spec.maintenanceWindow`; disruptive changes are then
+/// requested for the cloud's maintenance window, and `spec.applyImmediately`
+/// (read only with it) sends `ApplyImmediately`. Changes AWS makes online
+/// whatever `ApplyImmediately` says (`Timing::Online`) are requested
+/// without it, so nothing queued is pulled forward; under `Online` they
+/// are requested at once, window or not. Under `Plan`, nothing is applied
+/// until a person approves exactly these changes by their hash; then every
+/// change that can be made is made at once.
 pub fn split(changes: Vec<Change>, gate: &Gate) -> Split {
     if gate.policy == ChangePolicy::Plan {
         let approved =
@@ -91,7 +93,7 @@ pub fn split(changes: Vec<Change>, gate: &Gate) -> Split {
             .partition(|c| approved && !matches!(c.timing, Timing::Never(_)));
         return Split {
             immediately: !apply.is_empty(),
-            apply,
+            apply: apply.into_iter().map(made_online).collect(),
             pending,
         };
     }
@@ -99,6 +101,9 @@ pub fn split(changes: Vec<Change>, gate: &Gate) -> Split {
     for change in changes {
         match change.timing {
             Timing::Now => out.apply.push(change),
+            Timing::Online if gate.maintenance_window || gate.policy == ChangePolicy::Online => {
+                out.apply.push(made_online(change))
+            }
             Timing::MaintenanceWindow if gate.maintenance_window => {
                 out.immediately |= gate.apply_immediately;
                 out.apply.push(change);
@@ -107,6 +112,17 @@ pub fn split(changes: Vec<Change>, gate: &Gate) -> Split {
         }
     }
     out
+}
+
+/// A change requested now that AWS makes at once: the resource modifies.
+fn made_online(change: Change) -> Change {
+    match change.timing {
+        Timing::Online => Change {
+            timing: Timing::Now,
+            ..change
+        },
+        _ => change,
+    }
 }
 
 /// Where a resource stands once the changes of `split` were requested.
@@ -303,7 +319,7 @@ mod tests {
 
     fn changes() -> Vec<Change> {
         vec![
-            change("DeletionProtection", false, true, Timing::Now, false),
+            change("DeletionProtection", false, true, Timing::Online, false),
             change(
                 "DBInstanceClass",
                 "db.t3.small",
@@ -409,22 +425,29 @@ mod tests {
     fn the_gate_is_the_go_operators() {
         let (safe, disruptive, never) = ("DeletionProtection", "DBInstanceClass", "EngineVersion");
         // Row: gate (maintenanceWindow, applyImmediately) -> (applied,
-        // ApplyImmediately sent, pending). applyImmediately alone is
-        // ignored, as the Go operator reads it only with the window; online
-        // changes never carry ApplyImmediately on their own.
+        // ApplyImmediately sent, pending). Nothing is modified without the
+        // window, online or not; applyImmediately alone is ignored, as the
+        // Go operator reads it only with the window; online changes never
+        // carry ApplyImmediately on their own.
+        let online = |maintenance_window| Gate {
+            policy: ChangePolicy::Online,
+            ..gate(maintenance_window, false)
+        };
         let rows = [
             (
                 gate(false, false),
-                vec![safe],
+                vec![],
                 false,
-                vec![disruptive, never],
+                vec![safe, disruptive, never],
             ),
             (
                 gate(false, true),
-                vec![safe],
+                vec![],
                 false,
-                vec![disruptive, never],
+                vec![safe, disruptive, never],
             ),
+            (online(false), vec![safe], false, vec![disruptive, never]),
+            (online(true), vec![safe, disruptive], false, vec![never]),
             (
                 gate(true, false),
                 vec![safe, disruptive],
@@ -440,7 +463,15 @@ mod tests {
             assert_eq!(fields(&s.pending), pending, "{gate:?}");
         }
         let online_only = vec![changes().remove(0)];
-        assert!(!split(online_only, &gate(false, true)).immediately);
+        assert!(!split(online_only.clone(), &gate(true, false)).immediately);
+        // Made at once, so the resource reads as modifying.
+        assert_eq!(
+            split(online_only, &online(false)).apply[0].timing,
+            Timing::Now
+        );
+        // Creating what is missing (a tag) is no modification: it never waits.
+        let tag = tag_change("k", "v", &BTreeMap::new());
+        assert_eq!(split(vec![tag], &gate(false, false)).apply.len(), 1);
     }
 
     #[test]

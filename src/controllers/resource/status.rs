@@ -48,7 +48,14 @@ fn up_to_date(
             false,
             "PendingChanges",
             format!(
-                "{differences}; disruptive ones apply with spec.maintenanceWindow (in the cloud's next maintenance window) or spec.applyImmediately"
+                "{differences}; they apply when spec.maintenanceWindow is true (disruptive ones in the cloud's next maintenance window, at once with spec.applyImmediately too)"
+            ),
+        ),
+        (ChangePolicy::Online, _) => condition(
+            false,
+            "PendingChanges",
+            format!(
+                "{differences}; disruptive ones apply when spec.maintenanceWindow is true (in the cloud's next maintenance window, at once with spec.applyImmediately too)"
             ),
         ),
         (ChangePolicy::Plan, Some(stale)) if stale != hash => condition(

@@ -245,7 +245,7 @@ impl Database for Client {
                 Field::SnapshotRetentionLimit.name(),
                 have,
                 want,
-                Timing::Now,
+                Timing::Online,
                 false,
             ));
         }
@@ -258,7 +258,7 @@ impl Database for Client {
                 Field::SnapshotWindow.name(),
                 &have.snapshot_window,
                 window,
-                Timing::Now,
+                Timing::Online,
                 false,
             ));
         }
@@ -269,7 +269,7 @@ impl Database for Client {
             .filter(|w| !window.is_empty() && !w.eq_ignore_ascii_case(window))
         {
             let field = Field::PreferredMaintenanceWindow;
-            out.push(change(field.name(), window, w, Timing::Now, false));
+            out.push(change(field.name(), window, w, Timing::Online, false));
         }
         out
     }
@@ -558,12 +558,12 @@ mod tests {
             (
                 json!({"SnapshotRetentionLimit": 7}),
                 None,
-                vec![("SnapshotRetentionLimit", Now)],
+                vec![("SnapshotRetentionLimit", Online)],
             ),
             (
                 json!({"SnapshotWindow": "05:00-06:00"}),
                 None,
-                vec![("SnapshotWindow", Now)],
+                vec![("SnapshotWindow", Online)],
             ),
             // The window the nodes have, compared as the Go operator did.
             (
@@ -574,7 +574,7 @@ mod tests {
             (
                 json!({"PreferredMaintenanceWindow": "tue:04:00-tue:05:00"}),
                 None,
-                vec![("PreferredMaintenanceWindow", Now)],
+                vec![("PreferredMaintenanceWindow", Online)],
             ),
             // The nodes run 7.1: only a newer version is an upgrade, for
             // the window; none in the tier compares nothing.

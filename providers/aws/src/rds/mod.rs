@@ -268,10 +268,10 @@ fn queued(have: &Instance, want: &Desired) -> Vec<Change> {
     out
 }
 
-/// Settings AWS changes online, applied at once; backup retention to or
-/// from 0 restarts the instance, so it waits for the window.
+/// Settings AWS changes online (see `Timing::Online`); backup retention to
+/// or from 0 restarts the instance, so it is disruptive.
 fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
-    let (h, w, now) = (&have.settings, &want.settings, Timing::Now);
+    let (h, w, now) = (&have.settings, &want.settings, Timing::Online);
     let mut out = Vec::new();
     let retention = Field::BackupRetentionPeriod;
     let (from, to) = (h.backup_retention, w.backup_retention);
@@ -981,11 +981,11 @@ mod tests {
             ),
             ("EngineVersion", json!("13.13"), None),
             ("MultiAZ", json!(false), Some(MaintenanceWindow)),
-            ("BackupRetentionPeriod", json!(7), Some(Now)),
+            ("BackupRetentionPeriod", json!(7), Some(Online)),
             ("BackupRetentionPeriod", json!(0), Some(MaintenanceWindow)),
-            ("MaxAllocatedStorage", json!(200), Some(Now)),
-            ("AutoMinorVersionUpgrade", json!(true), Some(Now)),
-            ("PreferredBackupWindow", json!("03:00-04:00"), Some(Now)),
+            ("MaxAllocatedStorage", json!(200), Some(Online)),
+            ("AutoMinorVersionUpgrade", json!(true), Some(Online)),
+            ("PreferredBackupWindow", json!("03:00-04:00"), Some(Online)),
             (
                 "PreferredMaintenanceWindow",
                 json!("MON:04:00-MON:05:00"),
@@ -1028,13 +1028,13 @@ mod tests {
                 json!({}),
                 |i| i.settings.deletion_protection = false,
                 "DeletionProtection",
-                Now,
+                Online,
             ),
             (
                 json!({}),
                 |i| i.settings.publicly_accessible = true,
                 "PubliclyAccessible",
-                Now,
+                Online,
             ),
             (
                 class,
