@@ -68,10 +68,11 @@ real_node_unsupported() {
   return 0
 }
 
-# Whether the test environment in state directory $1 still runs its kubelet.
+# Whether the test environment in state directory $1 still runs its
+# kubelet (a pid since reused by another program does not count).
 real_node_claimant_alive() {
   local f=$1/pids/kubelet.pid
-  [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
+  [ -f "$f" ] && tr '\0' ' ' <"/proc/$(cat "$f")/cmdline" 2>/dev/null | grep -q "$1/real-node/kubelet"
 }
 
 build_real_node_images() {
