@@ -35,6 +35,14 @@ pub(super) async fn sts_mode(
             "Secret {namespace}/{SECRET} turns STS mode on but has no role_arn: set its key role_arn to the role the operator runs as, or delete the Secret"
         );
     };
+    // Without it every AWS call would fail and be retried for ever, with
+    // every CR frozen in its phase: said here, once, instead.
+    if let Err(e) = std::fs::metadata(token_file) {
+        bail!(
+            "Secret {namespace}/{SECRET} turns STS mode on (role {role_arn}), but the pod has no ServiceAccount token at {} ({e}): project one there with audience openshift (chart: sts.enabled=true; the Go operator's CSV mounted it at /var/run/secrets/openshift/serviceaccount/token), point --sts-token-file (STS_TOKEN_FILE) at it, or delete the Secret to leave STS mode",
+            token_file.display()
+        );
+    }
     Ok(Some(cro_provider_aws::Sts {
         role_arn,
         token_file: token_file.to_path_buf(),

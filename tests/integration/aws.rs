@@ -1235,7 +1235,8 @@ async fn sts_mode_runs_as_the_role_and_makes_no_iam_user() {
     let role = "arn:aws:iam::123456789012:role/cro-sts";
     let token_file = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join(format!("target/testenv/sts-token-{}", std::process::id()));
-    std::fs::write(&token_file, "eyJhbGciOiJSUzI1NiJ9.e30.c2ln").unwrap_or_else(|e| panic!("{e}"));
+    // Projected only later: first as an install that forgot to mount it.
+    let _ = std::fs::remove_file(&token_file);
     crate::support::with_namespace("sts", |client, ns| async move {
             crate::support::ensure_crds(&client).await;
             // Read when the operator starts, as the Go operator reads it.
@@ -1259,6 +1260,13 @@ async fn sts_mode_runs_as_the_role_and_makes_no_iam_user() {
             // Fixed: taken up without a restart.
             let fixed = json!({"stringData": {"role_arn": role}});
             secrets.patch("sts-credentials", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&fixed)).await.unwrap_or_else(|e| panic!("{e}"));
+            // The role is there, the pod's token is not: said, not retried
+            // call by call for ever.
+            restarted.wait_log("but the pod has no ServiceAccount token at", DEFAULT_TIMEOUT).await;
+            let metrics = restarted.http_get("/metrics").await;
+            let gauge = metrics.lines().find(|l| l.starts_with("cro_sts_credentials_secret{")).unwrap_or_else(|| panic!("no cro_sts_credentials_secret:\n{metrics}"));
+            assert!(gauge.contains("sts.enabled=true") && gauge.ends_with(" 1"), "{gauge}");
+            std::fs::write(&token_file, "eyJhbGciOiJSUzI1NiJ9.e30.c2ln").unwrap_or_else(|e| panic!("{e}"));
             restarted.wait_log("AWS identity source=STS mode: role", DEFAULT_TIMEOUT).await;
             // The server that answered while it waited gives way to the
             // ready one, on another address, logged just after.
