@@ -58,6 +58,18 @@ fn condition(p: &Postgres, type_: &str) -> Option<(String, String, String)> {
     status_condition(p.status.as_ref(), type_)
 }
 
+/// What to wait for: the CR's condition `type_` is there and `holds` of its
+/// status, reason and message.
+fn condition_is(
+    type_: &'static str,
+    holds: impl Fn(&str, &str, &str) -> bool + Copy,
+) -> impl Fn(Option<&Postgres>) -> bool + Copy {
+    move |o| {
+        o.and_then(|p| condition(p, type_))
+            .is_some_and(|(s, r, m)| holds(&s, &r, &m))
+    }
+}
+
 fn status_condition(
     status: Option<&ResourceTypeStatus>,
     type_: &str,
@@ -262,10 +274,9 @@ async fn a_plan_tier_changes_one_database_once_its_hash_is_approved() {
         // each CR shows what would change and the hash that approves it.
         let since = now();
         set_tiers(&client, &ns, &[("gated", "db.t3.small")], true).await;
-        let awaiting = |o: Option<&Postgres>| {
-            o.and_then(|p| condition(p, "UpToDate"))
-                .is_some_and(|(s, r, _)| s == "False" && r == "AwaitingApproval")
-        };
+        let awaiting = condition_is("UpToDate", |s, r, _| {
+            s == "False" && r == "AwaitingApproval"
+        });
         let one = wait_for(
             &pgs,
             "one",
@@ -308,12 +319,9 @@ async fn a_plan_tier_changes_one_database_once_its_hash_is_approved() {
             "one",
             "stale approval reported",
             DEFAULT_TIMEOUT,
-            |o: Option<&Postgres>| {
-                o.and_then(|p| condition(p, "UpToDate"))
-                    .is_some_and(|(_, r, m)| {
-                        r == "StaleApproval" && m.contains("nothing was applied")
-                    })
-            },
+            condition_is("UpToDate", |_, r, m| {
+                r == "StaleApproval" && m.contains("nothing was applied")
+            }),
         )
         .await;
         assert_eq!(class(ids[0].clone()).await, "db.t3.micro");
@@ -382,10 +390,9 @@ async fn an_approved_plan_applies_under_an_identifier_the_tier_pins() {
             "db",
             "plan awaiting approval",
             DEFAULT_TIMEOUT,
-            |o: Option<&Postgres>| {
-                o.and_then(|p| condition(p, "UpToDate"))
-                    .is_some_and(|(s, r, _)| s == "False" && r == "AwaitingApproval")
-            },
+            condition_is("UpToDate", |s, r, _| {
+                s == "False" && r == "AwaitingApproval"
+            }),
         )
         .await;
         let hash = (awaiting.status.as_ref().and_then(|s| s.plan_hash.clone()))
@@ -396,10 +403,7 @@ async fn an_approved_plan_applies_under_an_identifier_the_tier_pins() {
             "db",
             "approved plan applied",
             DEFAULT_TIMEOUT,
-            |o: Option<&Postgres>| {
-                o.and_then(|p| condition(p, "UpToDate"))
-                    .is_some_and(|(s, _, _)| s == "True")
-            },
+            condition_is("UpToDate", |s, _, _| s == "True"),
         )
         .await;
         let rds = rds().await;
@@ -447,10 +451,7 @@ async fn an_untagged_instance_is_neither_changed_nor_deleted_until_adopted() {
             "db",
             "adoption awaited",
             DEFAULT_TIMEOUT,
-            |o: Option<&Postgres>| {
-                o.and_then(|p| condition(p, "Adopted"))
-                    .is_some_and(|(s, _, _)| s == "False")
-            },
+            condition_is("Adopted", |s, _, _| s == "False"),
         )
         .await;
         let (_, reason, message) = condition(&pg, "Adopted").unwrap_or_default();
