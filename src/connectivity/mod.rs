@@ -45,6 +45,9 @@ pub enum Target {
         user: String,
         password: String,
         database: String,
+        /// A server that always offers TLS (RDS): see
+        /// [`postgres::Login::require_tls`].
+        require_tls: bool,
     },
     Redis {
         host: String,
@@ -64,10 +67,11 @@ impl std::fmt::Debug for Target {
 }
 
 impl Target {
-    /// What to check for `kind` given the Secret's `details`; `None` for
-    /// kinds without a server, or a Secret without a host and port (a
+    /// What to check for `kind` given the Secret's `details` and whether
+    /// its server always offers TLS (a cloud database); `None` for kinds
+    /// without a server, or a Secret without a host and port (a
     /// placeholder a person fills in).
-    pub fn of(kind: ResourceKind, details: &ConnectionDetails) -> Option<Target> {
+    pub fn of(kind: ResourceKind, details: &ConnectionDetails, cloud: bool) -> Option<Target> {
         let get = |k: &str| details.0.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
         let port = |default: u16| get("port").map_or(Some(default), |p| p.parse().ok());
         match kind {
@@ -77,6 +81,7 @@ impl Target {
                 user: get("username")?.to_string(),
                 password: get("password")?.to_string(),
                 database: get("database").unwrap_or("postgres").to_string(),
+                require_tls: cloud,
             }),
             ResourceKind::Redis => Some(Target::Redis {
                 host: get("uri")?.to_string(),
@@ -207,12 +212,14 @@ pub async fn check(target: &Target, timeout: Duration, trust: &Trust) -> Verdict
                     user,
                     password,
                     database,
+                    require_tls,
                     ..
                 } => {
                     let login = postgres::Login {
                         user,
                         password,
                         database,
+                        require_tls: *require_tls,
                     };
                     postgres::check(tcp, host, &login).await
                 }
@@ -582,8 +589,22 @@ mod tests {
             ("password", "s3cret"),
             ("database", "d"),
         ]);
-        let t = Target::of(ResourceKind::Postgres, &pg);
-        assert!(matches!(&t, Some(Target::Postgres { port: 5433, .. })));
+        let t = Target::of(ResourceKind::Postgres, &pg, false);
+        assert!(matches!(
+            &t,
+            Some(Target::Postgres {
+                port: 5433,
+                require_tls: false,
+                ..
+            })
+        ));
+        assert!(matches!(
+            Target::of(ResourceKind::Postgres, &pg, true),
+            Some(Target::Postgres {
+                require_tls: true,
+                ..
+            })
+        ));
         assert_eq!(format!("{t:?}"), "Some(db:5433)");
         let placeholder = details(&[
             ("host", ""),
@@ -591,10 +612,13 @@ mod tests {
             ("username", "u"),
             ("password", "p"),
         ]);
-        assert_eq!(Target::of(ResourceKind::Postgres, &placeholder), None);
+        assert_eq!(
+            Target::of(ResourceKind::Postgres, &placeholder, false),
+            None
+        );
         let redis = details(&[("uri", "cache"), ("port", "6379")]);
         assert!(matches!(
-            Target::of(ResourceKind::Redis, &redis),
+            Target::of(ResourceKind::Redis, &redis, true),
             Some(Target::Redis {
                 password: None,
                 tls: false,
@@ -603,13 +627,13 @@ mod tests {
         ));
         let encrypted = details(&[("uri", "cache"), ("password", "t"), ("tls", "true")]);
         assert!(matches!(
-            Target::of(ResourceKind::Redis, &encrypted),
+            Target::of(ResourceKind::Redis, &encrypted, true),
             Some(Target::Redis {
                 port: 6379,
                 tls: true,
                 ..
             })
         ));
-        assert_eq!(Target::of(ResourceKind::BlobStorage, &redis), None);
+        assert_eq!(Target::of(ResourceKind::BlobStorage, &redis, true), None);
     }
 }

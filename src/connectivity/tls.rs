@@ -1,10 +1,8 @@
 //! TLS for the connection check.
 //!
 //! Postgres: the server's certificate is not checked against a CA. RDS
-//! signs with its own CAs, in-cluster servers with none, and the check asks
-//! "does this Secret let a client in", not "is this the right server". The
-//! password is never sent where this matters: MD5 and SCRAM never reveal
-//! it, and a clear-text request is not answered.
+//! signs with its own CAs, in-cluster servers with none; SCRAM's channel
+//! binding ties the login to the certificate seen instead (postgres.rs).
 //!
 //! Redis: `AUTH` sends the token itself, so the server must prove it is the
 //! one the Secret names: its certificate must chain to a CA of the system
@@ -61,24 +59,21 @@ impl ServerCertVerifier for AnyServer {
     }
 }
 
-static CONNECTOR: LazyLock<Result<TlsConnector, rustls::Error>> = LazyLock::new(|| {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let algorithms = provider.signature_verification_algorithms;
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyServer(algorithms)))
-        .with_no_client_auth();
-    Ok(TlsConnector::from(Arc::new(config)))
-});
+static ANY_SERVER: LazyLock<Result<Arc<rustls::ClientConfig>, rustls::Error>> =
+    LazyLock::new(|| {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let algorithms = provider.signature_verification_algorithms;
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyServer(algorithms)))
+            .with_no_client_auth();
+        Ok(Arc::new(config))
+    });
 
-/// A TLS session over `tcp` to `host`, whatever its certificate.
-pub async fn connect(tcp: TcpStream, host: &str) -> std::io::Result<TlsStream<TcpStream>> {
-    let connector = CONNECTOR
-        .as_ref()
-        .map_err(|e| std::io::Error::other(e.clone()))?;
-    let name = ServerName::try_from(host.to_string()).map_err(std::io::Error::other)?;
-    connector.connect(name, tcp).await
+/// A TLS client configuration that takes any server's certificate.
+pub fn any_server() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
+    ANY_SERVER.clone()
 }
 
 /// The CAs a server's certificate must chain to, as a ready connector.

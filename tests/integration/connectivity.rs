@@ -51,6 +51,7 @@ fn postgres(user: &str, password: &str, database: &str) -> Target {
         user: user.into(),
         password: password.into(),
         database: database.into(),
+        require_tls: false,
     }
 }
 
@@ -89,6 +90,146 @@ async fn postgres_logins_over_tls_with_scram_and_md5() {
         matches!(&verdict, Verdict::Refused(m) if m.contains("database does not exist")),
         "{verdict:?}"
     );
+    // As for an RDS instance: TLS and SCRAM with channel binding, or
+    // nothing derived from the password is sent (MD5 is not checked).
+    let rds = |user: &str, password: &str| with_tls_required(postgres(user, password, "postgres"));
+    assert_eq!(
+        check(&rds("cro_admin", &password), TIMEOUT).await,
+        Verdict::Connected(String::new())
+    );
+    let wrong = check(&rds("cro_admin", "not-the-password"), TIMEOUT).await;
+    assert!(
+        matches!(wrong, Verdict::AuthenticationFailed(_)),
+        "{wrong:?}"
+    );
+    for password in [password.as_str(), "not-the-password"] {
+        let md5 = check(&rds("cro_md5", password), TIMEOUT).await;
+        assert!(
+            matches!(&md5, Verdict::Connected(m) if m.contains("channel binding") && m.contains("not checked")),
+            "{md5:?}"
+        );
+    }
+}
+
+fn with_tls_required(mut target: Target) -> Target {
+    if let Target::Postgres { require_tls, .. } = &mut target {
+        *require_tls = true;
+    }
+    target
+}
+
+/// A relay on loopback to the test environment's PostgreSQL: what stands
+/// between the operator and a database when a name or route is not the
+/// database's. It answers the TLS request itself, in plain text (`None`)
+/// or with TLS under another certificate than the server's.
+async fn relay(tls: Option<tokio_rustls::TlsAcceptor>) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let port = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .port();
+    let (host, server_port) = address("CRO_TESTENV_POSTGRES");
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let (host, tls) = (host.clone(), tls.clone());
+            tokio::spawn(async move {
+                let _: std::io::Result<()> = async {
+                    let mut ssl_request = [0u8; 8];
+                    client.read_exact(&mut ssl_request).await?;
+                    let mut server =
+                        tokio::net::TcpStream::connect((host.as_str(), server_port)).await?;
+                    let Some(acceptor) = tls else {
+                        client.write_all(b"N").await?;
+                        return tokio::io::copy_bidirectional(&mut client, &mut server)
+                            .await
+                            .map(drop);
+                    };
+                    client.write_all(b"S").await?;
+                    let mut client = acceptor.accept(client).await?;
+                    server.write_all(&ssl_request).await?;
+                    let mut answer = [0u8; 1];
+                    server.read_exact(&mut answer).await?;
+                    let ca = TestEnv::load().ca.display().to_string();
+                    let trust = Trust::system_and_pem_file(&ca).map_err(std::io::Error::other)?;
+                    let mut server = trust.connect(server, "localhost").await?;
+                    tokio::io::copy_bidirectional(&mut client, &mut server)
+                        .await
+                        .map(drop)
+                }
+                .await;
+            });
+        }
+    });
+    port
+}
+
+/// TLS under the test environment's API server certificate: signed by the
+/// same CA as the database's, but not the database's.
+fn other_certificate() -> tokio_rustls::TlsAcceptor {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+    let pki = TestEnv::load().ca;
+    let certs = CertificateDer::pem_file_iter(pki.with_file_name("apiserver.crt"))
+        .and_then(|c| c.collect::<Result<Vec<_>, _>>())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let key = PrivateKeyDer::from_pem_file(pki.with_file_name("apiserver.key"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
+        .unwrap_or_else(|e| panic!("{e}"));
+    tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config))
+}
+
+#[tokio::test]
+async fn a_relay_between_the_operator_and_postgres_gets_no_login() {
+    let password = env("CRO_TESTENV_DB_PASSWORD");
+    let through = |port: u16, require_tls: bool| {
+        let mut target = postgres("cro_admin", &password, "postgres");
+        if let Target::Postgres {
+            host,
+            port: to,
+            require_tls: tls,
+            ..
+        } = &mut target
+        {
+            (*host, *to, *tls) = ("127.0.0.1".into(), port, require_tls);
+        }
+        target
+    };
+    // Plain text where an RDS instance always offers TLS: refused before
+    // the startup message.
+    let plain = relay(None).await;
+    let verdict = check(&through(plain, true), TIMEOUT).await;
+    assert!(
+        matches!(&verdict, Verdict::Protocol(m) if m.contains("plain text")),
+        "{verdict:?}"
+    );
+    // TLS ended at the relay under another certificate: the channel
+    // binding of SCRAM-SHA-256-PLUS fails at the real server, for a cloud
+    // database and an in-cluster one alike, although the relay passes
+    // every byte on.
+    let tls = relay(Some(other_certificate())).await;
+    for require_tls in [true, false] {
+        let verdict = check(&through(tls, require_tls), TIMEOUT).await;
+        assert!(
+            matches!(&verdict, Verdict::Protocol(m) if m.contains("another certificate")),
+            "require_tls {require_tls}: {verdict:?}"
+        );
+    }
+    // The same relays, and the same login, reach the server: what fails
+    // above is the relay, not the login.
+    let direct = check(
+        &with_tls_required(postgres("cro_admin", &password, "postgres")),
+        TIMEOUT,
+    )
+    .await;
+    assert_eq!(direct, Verdict::Connected(String::new()));
+    let in_cluster = check(&through(plain, false), TIMEOUT).await;
+    assert_eq!(in_cluster, Verdict::Connected(String::new()));
 }
 
 #[tokio::test]
@@ -170,6 +311,7 @@ async fn closed_ports_silent_servers_and_unknown_names_fail_within_the_timeout()
                 user,
                 password,
                 database,
+                require_tls,
                 ..
             } => Target::Postgres {
                 host: "127.0.0.1".into(),
@@ -177,6 +319,7 @@ async fn closed_ports_silent_servers_and_unknown_names_fail_within_the_timeout()
                 user,
                 password,
                 database,
+                require_tls,
             },
             other => other,
         };

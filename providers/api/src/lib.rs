@@ -142,7 +142,7 @@ pub fn opaque_secret<'a>(
 /// A new password: 32 random letters and digits (no character a
 /// connection string, shell or YAML would need to escape).
 pub fn random_password() -> String {
-    use rand::{Rng, distr::Alphanumeric};
+    use rand::{RngExt, distr::Alphanumeric};
     rand::rng()
         .sample_iter(&Alphanumeric)
         .take(32)

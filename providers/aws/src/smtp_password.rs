@@ -4,7 +4,7 @@
 //! base64-encoded. The password only works in the region it was made for.
 
 use data_encoding::BASE64;
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 const DATE: &str = "11111111";
@@ -15,7 +15,7 @@ const VERSION: u8 = 0x04;
 
 fn sign(key: &[u8], message: &str) -> Vec<u8> {
     // HMAC accepts keys of any length, so this cannot fail.
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).unwrap_or_else(|_| unreachable!());
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).unwrap_or_else(|_| unreachable!());
     mac.update(message.as_bytes());
     mac.finalize().into_bytes().to_vec()
 }

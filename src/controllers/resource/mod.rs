@@ -120,7 +120,10 @@ fn connectable<K: ResourceCr>(
 ) {
     let key = key(cr);
     let target = (report.phase == Phase::Complete)
-        .then(|| connectivity::Target::of(K::KIND, details))
+        .then(|| {
+            let cloud = report.strategy.as_deref() == Some(cro_provider_aws::NAME);
+            connectivity::Target::of(K::KIND, details, cloud)
+        })
         .flatten();
     let Some(target) = target else {
         ctx.connectivity.forget(&key);
