@@ -633,6 +633,23 @@ async fn an_in_cluster_plan_tier_waits_for_approval_too() {
             status_condition(o.and_then(|r| r.status.as_ref()), "UpToDate").is_some_and(|(s, _, _)| s == "True")
         })
         .await;
+
+        // Deleting is a change too: the workload and its data stay until
+        // the deletion's own hash is approved.
+        redises.delete("cache", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let waiting = wait_for(&redises, "cache", "deletion awaiting approval", DEFAULT_TIMEOUT, |o: Option<&Redis>| {
+            o.and_then(|r| r.status.as_ref()).is_some_and(|s| s.phase == Some(Phase::DeleteInProgress) && s.message.as_deref().is_some_and(|m| m.contains("integreatly.org/approve-plan=")))
+        })
+        .await;
+        let message = waiting.status.unwrap_or_default().message.unwrap_or_default();
+        let hash = message.split("integreatly.org/approve-plan=").nth(1).and_then(|r| r.split(',').next()).unwrap_or_default().to_string();
+        assert_eq!(hash.len(), 10, "{message}");
+        // The earlier plan's approval is still on the CR and approves
+        // nothing here.
+        assert!(deployments.get_opt("cache").await.unwrap_or_else(|e| panic!("{e}")).is_some(), "deleted before approval");
+        redises.patch("cache", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"integreatly.org/approve-plan": hash}}}))).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&redises, "cache", DEFAULT_TIMEOUT).await;
+        wait_deleted(&deployments, "cache", DEFAULT_TIMEOUT).await;
     })
     .await;
 }

@@ -39,7 +39,7 @@ use provision::{Answer, provision};
 pub use provision::{provider, provider_name};
 use request::{annotation, secret_namespace};
 pub use request::{namespace_tag, owner, recorded_identifier, request, tags};
-use status::{report_of_provisioned, report_pending};
+use status::{deletion_awaiting_approval, report_of_provisioned, report_pending};
 use writes::{close_maintenance_window, publish_secret, record_identifier};
 
 // The skeleton's view of each resource kind: its status, and this
@@ -208,6 +208,15 @@ async fn cleanup<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error
         return Err(Error::Invalid(format!(
             "{refused}; it is not deleted under that tier: set spec.tier back to a tier this namespace may use (the one it was made with) and the deletion goes on"
         )));
+    }
+    let identifier = recorded_identifier(cr).unwrap_or_else(|| cr.name_any());
+    let approved = annotation(cr, APPROVE_PLAN_ANNOTATION);
+    let kind = K::KIND.cr_kind();
+    let policy = tier.change_policy;
+    if let Some(waiting) =
+        deletion_awaiting_approval(kind, &identifier, policy, approved.as_deref())
+    {
+        return Ok(Deletion::InProgress(waiting));
     }
     let Ok(provider) = provider(ctx, &provider_name) else {
         return Err(Error::Invalid(unknown_provider_on_delete::<K>(

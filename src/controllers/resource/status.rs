@@ -101,6 +101,34 @@ pub(super) fn report_pending(
 
 /// A maintenance action the cloud has pending, as `status.pendingChanges`
 /// lists it.
+/// Under a `Plan` tier, deleting the resource is a change like any other:
+/// it waits until a person approves it by its hash (`approved`, the CR's
+/// annotation). What the deletion waits for, or `None` to go on.
+pub(super) fn deletion_awaiting_approval(
+    kind: &str,
+    identifier: &str,
+    policy: ChangePolicy,
+    approved: Option<&str>,
+) -> Option<String> {
+    if policy != ChangePolicy::Plan {
+        return None;
+    }
+    let deletion = Change {
+        field: "deletion".into(),
+        current: identifier.into(),
+        desired: "deleted".into(),
+        timing: cro_provider_api::Timing::Now,
+        restarts: true,
+    };
+    let hash = plan_hash(identifier, &[deletion]);
+    (approved != Some(hash.as_str())).then(|| {
+        format!(
+            "the tier's changePolicy is Plan: {kind} {identifier} and its data are deleted once a person approves it: annotate the resource with {APPROVE_PLAN_ANNOTATION}={hash}, or with {}=retain to leave it as it is",
+            crate::config::deletion_policy::ANNOTATION
+        )
+    })
+}
+
 fn pending_maintenance(m: &cro_provider_api::Maintenance) -> PendingChange {
     let due = m
         .due
@@ -215,6 +243,44 @@ pub(super) fn report_of_provisioned<K: ResourceCr>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_tier_deletes_only_what_was_approved_by_its_hash() {
+        let waiting = deletion_awaiting_approval("Postgres", "db-1", ChangePolicy::Plan, None)
+            .unwrap_or_default();
+        let hash = waiting
+            .split(&format!("{APPROVE_PLAN_ANNOTATION}="))
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(hash.len(), 10, "{waiting}");
+        assert!(
+            waiting.contains("db-1") && waiting.contains("=retain"),
+            "{waiting}"
+        );
+        assert_eq!(
+            deletion_awaiting_approval("Postgres", "db-1", ChangePolicy::Plan, Some(&hash)),
+            None
+        );
+        // A hash approves the deletion of one resource only, and no
+        // plan's hash of changes approves a deletion.
+        assert!(
+            deletion_awaiting_approval("Postgres", "db-2", ChangePolicy::Plan, Some(&hash))
+                .is_some()
+        );
+        let change = plan_hash("db-1", &[]);
+        assert!(
+            deletion_awaiting_approval("Postgres", "db-1", ChangePolicy::Plan, Some(&change))
+                .is_some()
+        );
+        for policy in [ChangePolicy::Automatic, ChangePolicy::Online] {
+            assert_eq!(
+                deletion_awaiting_approval("Postgres", "db-1", policy, None),
+                None
+            );
+        }
+    }
     use cro_provider_api::Timing;
 
     fn change(field: &str, timing: Timing) -> Change {
