@@ -7,6 +7,7 @@
 pub mod kinds;
 pub mod release;
 pub mod resource;
+pub mod retained_snapshots;
 pub mod rotation;
 pub mod schedule;
 pub mod snapshot;

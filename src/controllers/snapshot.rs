@@ -17,7 +17,7 @@ use super::{
 use crate::{
     api::{Phase, PostgresSnapshot, RedisSnapshot, SnapshotStatus},
     config::{self, DeletionPolicy, limits::MAX_MANUAL_SNAPSHOTS_KEY},
-    controllers::schedule,
+    controllers::{retained_snapshots, schedule},
     reconcile::{Context, Error, Managed, Report, in_progress_requeue, key, unless_parked},
 };
 
@@ -109,7 +109,12 @@ const MANUAL_SNAPSHOTS_RECHECK: Duration = Duration::from_secs(300);
 /// The manual snapshots of this kind in the namespace (none a schedule
 /// made, none being deleted or failed) made before `snap`: the earliest
 /// ones are the ones a tier's `maxManualSnapshots` admits.
-async fn manual_snapshots_ahead<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<usize, Error> {
+/// Also (second) how many of them are kept in the cloud after their CR
+/// was deleted.
+async fn manual_snapshots_ahead<K: SnapshotCr>(
+    snap: &K,
+    ctx: &Context,
+) -> Result<(usize, usize), Error> {
     let ns = snap.namespace().unwrap_or_default();
     let listed = Api::<K>::namespaced(ctx.client.clone(), &ns)
         .list(&kube::api::ListParams::default())
@@ -138,7 +143,7 @@ async fn manual_snapshots_ahead<K: SnapshotCr>(snap: &K, ctx: &Context) -> Resul
             .find(|p| p.name_any() == o.spec().resource_name)
             .is_some_and(|p| schedule::made_by_schedule(o, p))
     };
-    Ok(listed
+    let live = listed
         .items
         .iter()
         .filter(|o| {
@@ -147,7 +152,10 @@ async fn manual_snapshots_ahead<K: SnapshotCr>(snap: &K, ctx: &Context) -> Resul
                 && o.status().and_then(|s| s.phase) != Some(Phase::Failed)
                 && order(o) < mine
         })
-        .count())
+        .count();
+    // Those whose CR went while their cloud snapshot stayed came first.
+    let kept = retained_snapshots::count(ctx, &ns, &K::kind(&())).await?;
+    Ok((live + kept, kept))
 }
 
 /// The snapshot's recorded identifier (`status.snapshotID`).
@@ -205,10 +213,18 @@ async fn reconcile<K: SnapshotCr>(
         && snap.status().and_then(|s| s.phase) != Some(Phase::Complete)
         && !schedule::made_by_schedule(snap, &parent)
     {
-        let ahead = manual_snapshots_ahead(snap, ctx).await?;
+        let (ahead, kept) = manual_snapshots_ahead(snap, ctx).await?;
         if ahead >= max {
+            let kept = match kept {
+                0 => String::new(),
+                n => format!(
+                    " ({n} of them kept in the cloud after their CR was deleted, listed in ConfigMap {}/{}: a platform engineer removes an entry once the snapshot is deleted)",
+                    ctx.settings.operator_namespace,
+                    retained_snapshots::CONFIG_MAP
+                ),
+            };
             let message = format!(
-                "namespace {namespace} holds {ahead} manual {}s made before this one, the most tier {tier_name:?} allows ({MAX_MANUAL_SNAPSHOTS_KEY} {max} in ConfigMap {}): delete one and this one is taken within 5 minutes, or at the next edit of this CR",
+                "namespace {namespace} holds {ahead} manual {}s made before this one{kept}, the most tier {tier_name:?} allows ({MAX_MANUAL_SNAPSHOTS_KEY} {max} in ConfigMap {}): delete one and this one is taken within 5 minutes, or at the next edit of this CR",
                 K::kind(&()),
                 config::strategies_config_map(&provider_name),
             );
@@ -296,17 +312,42 @@ fn outcome_report<K: SnapshotCr>(
     (report, requeue)
 }
 
+/// A manual snapshot kept in the cloud when its CR goes still counts
+/// toward `maxManualSnapshots` ([`retained_snapshots`]); one that was
+/// never taken (failed) or that a schedule made does not.
+async fn keep_counting<K: SnapshotCr>(
+    snap: &K,
+    parent: Option<&K::Parent>,
+    id: &str,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let failed = snap.status().and_then(|s| s.phase) == Some(Phase::Failed);
+    if failed || parent.is_some_and(|p| schedule::made_by_schedule(snap, p)) {
+        return Ok(());
+    }
+    let kind = K::kind(&()).into_owned();
+    let retained = retained_snapshots::Retained {
+        from: format!("{kind}/{}", snap.name_any()),
+        kind,
+        snapshot_id: id.to_string(),
+    };
+    retained_snapshots::record(ctx, &snap.namespace().unwrap_or_default(), retained).await
+}
+
 async fn cleanup<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Deletion, Error> {
     let Some(id) = recorded_id(snap) else {
         return Ok(Deletion::Done);
     };
+    let parent = parent(snap, ctx).await?;
     if snap.spec().skip_delete {
+        keep_counting(snap, parent.as_ref(), &id, ctx).await?;
         return Ok(Deletion::Done);
     }
     // As `skipDelete`, by the annotation the other kinds take; a typo in
     // it deletes nothing.
     let policy = DeletionPolicy::of(snap.annotations(), DeletionPolicy::Delete);
     if policy.map_err(|e| Error::Invalid(e.to_string()))? == DeletionPolicy::Retain {
+        keep_counting(snap, parent.as_ref(), &id, ctx).await?;
         let note = format!(
             "deleted under {}: retain; snapshot {id} is left as it is",
             config::deletion_policy::ANNOTATION
@@ -314,7 +355,6 @@ async fn cleanup<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Deletion, Err
         crate::reconcile::publish(ctx, snap, EventType::Normal, "Retained", &note).await;
         return Ok(Deletion::Done);
     }
-    let parent = parent(snap, ctx).await?;
     // The Go operator's RedisSnapshot never records its strategy; only
     // the aws provider takes snapshots.
     let provider_name = snap

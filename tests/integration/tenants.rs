@@ -497,7 +497,23 @@ async fn a_tier_bounds_the_manual_snapshots_of_a_namespace() {
         crate::support::wait_deleted(&snaps, "first", crate::support::DEFAULT_TIMEOUT).await;
         let nudge = kube::api::Patch::Merge(json!({"metadata": {"annotations": {"nudge": "1"}}}));
         snaps.patch("second", &kube::api::PatchParams::default(), &nudge).await.unwrap_or_else(|e| panic!("{e}"));
-        wait_phase(&snaps, "second", Phase::Complete).await;
+        let second = wait_phase(&snaps, "second", Phase::Complete).await;
+        let kept = second.status.and_then(|s| s.snapshot_id).unwrap_or_default();
+
+        // Deleting a CR whose snapshot stays in the cloud (skipDelete)
+        // frees no room: the kept snapshot still counts.
+        let skip = kube::api::Patch::Merge(json!({"spec": {"skipDelete": true}}));
+        snaps.patch("second", &kube::api::PatchParams::default(), &skip).await.unwrap_or_else(|e| panic!("{e}"));
+        snaps.delete("second", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        crate::support::wait_deleted(&snaps, "second", crate::support::DEFAULT_TIMEOUT).await;
+        let rds = crate::aws::rds().await;
+        let listed = rds.describe_db_snapshots().db_snapshot_identifier(&kept).send().await;
+        assert_eq!(listed.map(|l| l.db_snapshots().len()).unwrap_or_default(), 1, "{kept} was deleted");
+        let _: PostgresSnapshot = create_json(&tenant, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
+            "metadata": {"name": "third"}, "spec": {"resourceName": "db"}}))
+        .await;
+        let held = wait_phase(&snaps, "third", Phase::Failed).await.message();
+        assert!(held.contains("holds 1 manual PostgresSnapshots made before this one (1 of them kept in the cloud after their CR was deleted"), "{held}");
     })
     .await;
 }
