@@ -24,7 +24,10 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
     jiff::Timestamp,
 };
-use kube::{Api, Client, api::PostParams};
+use kube::{
+    Api, Client,
+    api::{ListParams, PostParams},
+};
 use tokio::sync::Mutex;
 use tracing::{debug, warn};
 
@@ -40,6 +43,10 @@ pub struct Config {
     /// Namespaces where a Go cloud-resource-operator may hold its Lease
     /// ([`GO_LEASE`]): this process leads only while none is live there.
     pub go_lease_namespaces: Vec<String>,
+    /// The namespaces this operator watches (empty: all). A Go operator's
+    /// Lease elsewhere counts when it is in one of them: the Go operator
+    /// watches the namespace it runs in (RHOAM's layout), or all.
+    pub watch_namespaces: Vec<String>,
 }
 
 /// The Go operator's leader-election Lease (`LeaderElectionID`, main.go;
@@ -100,9 +107,17 @@ pub struct Elector {
     /// Opened to the renew deadline after each renewal that succeeded.
     fence: Fence,
     observed: Mutex<Option<Observed>>,
-    /// The Go operator's Lease in each namespace it may run in, and its
-    /// record as last seen.
-    go_leases: Vec<(Api<Lease>, Mutex<Option<Observed>>)>,
+    /// The Go operator's Lease in each namespace it may run in.
+    go_leases: Vec<Api<Lease>>,
+    /// Its Lease in any watched namespace (RHOAM runs it in its own),
+    /// listed every [`GO_ANYWHERE_EVERY`]: the Leases of the last list,
+    /// or `None` once the list was refused.
+    go_anywhere: Api<Lease>,
+    anywhere_read: Mutex<Option<(Instant, Option<Vec<Lease>>)>>,
+    /// Each Go Lease's record as last seen, by namespace.
+    go_observed: Mutex<std::collections::HashMap<String, Option<Observed>>>,
+    /// Namespaces whose Go Lease this process may not read, once warned.
+    unreadable: Mutex<std::collections::BTreeSet<String>>,
     /// The Go operator's Deployment in each of those namespaces, and when
     /// they were last read with what they said (kept until the next read).
     go_deployments: Vec<Api<Deployment>>,
@@ -114,24 +129,31 @@ pub struct Elector {
 /// holds one.
 const GO_DEPLOYMENT_EVERY: Duration = Duration::from_secs(60);
 
+/// How often the Go operator's Leases in every namespace are listed
+/// (those of the namespaces it is expected in are read every round).
+const GO_ANYWHERE_EVERY: Duration = Duration::from_secs(10);
+
 impl Elector {
     pub fn new(client: Client, config: Config, fence: Fence) -> Self {
         let mut namespaces = config.go_lease_namespaces.clone();
         namespaces.sort();
         namespaces.dedup();
-        let go_leases = namespaces
-            .iter()
-            .map(|ns| (Api::namespaced(client.clone(), ns), Mutex::new(None)))
+        let go_leases = (namespaces.iter())
+            .map(|ns| Api::namespaced(client.clone(), ns))
             .collect();
         let go_deployments = (namespaces.iter())
             .map(|ns| Api::namespaced(client.clone(), ns))
             .collect();
         Elector {
-            api: Api::namespaced(client, &config.namespace),
+            api: Api::namespaced(client.clone(), &config.namespace),
             config,
             fence,
             observed: Mutex::new(None),
             go_leases,
+            go_anywhere: Api::all(client.clone()),
+            anywhere_read: Mutex::new(None),
+            go_observed: Mutex::default(),
+            unreadable: Mutex::default(),
             go_deployments,
             deployments_read: Mutex::new(None),
         }
@@ -161,28 +183,98 @@ impl Elector {
             }
         }
         drop(read);
-        for (api, observed) in &self.go_leases {
-            let lease = match api.get_opt(GO_LEASE).await {
-                Ok(lease) => lease,
+        let mut leases = self.go_leases_anywhere().await;
+        for api in &self.go_leases {
+            match api.get_opt(GO_LEASE).await {
+                Ok(lease) => leases.extend(lease),
                 Err(e) => {
-                    debug!(error = %e, "reading the Go operator's Lease");
-                    continue;
+                    self.unreadable(api.namespace().unwrap_or_default().to_string(), &e)
+                        .await
                 }
-            };
-            let Some(spec) = lease.and_then(|l| l.spec) else {
+            }
+        }
+        for lease in leases {
+            let namespace = lease.metadata.namespace.clone().unwrap_or_default();
+            let Some(spec) = lease.spec else {
                 continue;
             };
             let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+            let mut observed = self.go_observed.lock().await;
             if let Some(holder) = holder
-                && !expired(observed, &spec, self.config.lease_duration).await
+                && !expired_record(
+                    observed.entry(namespace.clone()).or_default(),
+                    &spec,
+                    self.config.lease_duration,
+                )
             {
                 return Some(format!(
-                    "the Go cloud-resource-operator leads (Lease {}/{GO_LEASE}, holder {holder}): stop it first (with OLM, delete its Subscription and ClusterServiceVersion; keep the CRDs), then this operator takes over",
-                    api.namespace().unwrap_or_default()
+                    "the Go cloud-resource-operator leads (Lease {namespace}/{GO_LEASE}, holder {holder}): stop it first (with OLM, delete its Subscription and ClusterServiceVersion; keep the CRDs; under RHOAM, the integreatly-operator re-creates them: see docs/migration.md), then this operator takes over"
                 ));
             }
         }
         None
+    }
+
+    /// The Go operator's Leases in every namespace, as last listed (at
+    /// most every [`GO_ANYWHERE_EVERY`]); none once listing them was
+    /// refused, which is said once.
+    async fn go_leases_anywhere(&self) -> Vec<Lease> {
+        let mut read = self.anywhere_read.lock().await;
+        if let Some((at, leases)) = read.as_ref()
+            && (leases.is_none() || at.elapsed() < GO_ANYWHERE_EVERY)
+        {
+            return leases.clone().unwrap_or_default();
+        }
+        let named = ListParams::default().fields(&format!("metadata.name={GO_LEASE}"));
+        let watched = &self.config.watch_namespaces;
+        let leases = match self.go_anywhere.list(&named).await {
+            Ok(list) => Some(
+                (list.items.into_iter())
+                    .filter(|l| {
+                        let ns = l.metadata.namespace.as_deref().unwrap_or_default();
+                        watched.is_empty() || watched.iter().any(|w| w == ns)
+                    })
+                    .collect(),
+            ),
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                warn!(
+                    "cannot list Leases in every namespace (grant list on leases.coordination.k8s.io cluster-wide, as the shipped manifests do): a Go cloud-resource-operator in a namespace other than {} would go unseen, and both would write the same resources",
+                    self.go_lease_namespaces()
+                );
+                None
+            }
+            Err(e) => {
+                debug!(error = %e, "listing the Go operator's Leases");
+                // Tried again next round.
+                return read
+                    .as_ref()
+                    .and_then(|(_, l)| l.clone())
+                    .unwrap_or_default();
+            }
+        };
+        *read = Some((Instant::now(), leases.clone()));
+        leases.unwrap_or_default()
+    }
+
+    fn go_lease_namespaces(&self) -> String {
+        let names: Vec<String> = (self.go_leases.iter())
+            .filter_map(|api| api.namespace().map(str::to_string))
+            .collect();
+        names.join(", ")
+    }
+
+    /// A Go Lease this process may not read is not taken for none without
+    /// a word: said once per namespace.
+    async fn unreadable(&self, namespace: String, e: &kube::Error) {
+        if !matches!(e, kube::Error::Api(a) if a.code == 403) {
+            debug!(error = %e, "reading the Go operator's Lease");
+            return;
+        }
+        if self.unreadable.lock().await.insert(namespace.clone()) {
+            warn!(
+                "may not read Lease {namespace}/{GO_LEASE} (grant get on leases there): a Go cloud-resource-operator leading from it would go unseen"
+            );
+        }
     }
 
     /// A Go operator's Deployment with a ready replica, described.
@@ -352,7 +444,11 @@ impl Elector {
 /// (`default` when it names none), measured on this process's monotonic
 /// clock from when `observed` first saw it.
 async fn expired(observed: &Mutex<Option<Observed>>, spec: &LeaseSpec, default: Duration) -> bool {
-    let mut observed = observed.lock().await;
+    expired_record(&mut *observed.lock().await, spec, default)
+}
+
+/// As [`expired`], on the record itself.
+fn expired_record(observed: &mut Option<Observed>, spec: &LeaseSpec, default: Duration) -> bool {
     let changed = observed
         .as_ref()
         .is_none_or(|o| o.holder != spec.holder_identity || o.renew_time != spec.renew_time);
@@ -428,6 +524,7 @@ mod tests {
             renew_deadline: Duration::from_secs(renew),
             retry_period: Duration::from_secs(retry),
             go_lease_namespaces: Vec::new(),
+            watch_namespaces: Vec::new(),
         }
     }
 

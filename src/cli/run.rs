@@ -173,6 +173,7 @@ fn elector(
     let config = leader::Config {
         namespace,
         go_lease_namespaces,
+        watch_namespaces: settings.watch_namespaces.clone(),
         name: settings.shard.lease_name(&args.leader_election_lease_name),
         identity: leader::identity(),
         lease_duration: args.leader_election_lease_duration,

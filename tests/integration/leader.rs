@@ -364,6 +364,39 @@ async fn no_leading_while_a_go_operator_holds_its_lease() {
     .await;
 }
 
+/// RHOAM's layout: the Go operator runs in its own namespace and watches
+/// it. An operator watching that namespace among others (not its own, not
+/// its only one) still sees the Go Lease there and does not lead until it
+/// stops.
+#[tokio::test]
+async fn no_leading_while_a_go_operator_leads_from_another_watched_namespace() {
+    with_namespace("leader-rhoam", |client, ns| async move {
+        ensure_crds(&client).await;
+        let rhoam = crate::support::create_namespace(&client, "rhoam").await;
+        let go = go_operator_leading(&client, &rhoam, "cloud-resource-operator-5c8d_9f0e");
+        let mut launch = Launch::new(&ns);
+        launch.extra_args.extend([
+            format!("--watch-namespaces={ns},{rhoam}"),
+            "--leader-election-lease-duration=5".into(),
+            "--leader-election-renew-deadline=3".into(),
+            "--leader-election-retry-period=1".into(),
+        ]);
+        let op = Operator::launch(launch).await;
+        let refused = format!("not leading: the Go cloud-resource-operator leads (Lease {rhoam}/ce8de7ea.integreatly.org");
+        op.wait_log(&refused, DEFAULT_TIMEOUT).await;
+        go_renewals(&client, &rhoam, 3).await;
+        assert!(!op.logs().contains(LEADING), "led beside a live Go operator in {rhoam}");
+
+        go.send_replace(true);
+        op.wait_log(LEADING, Duration::from_secs(90)).await;
+        let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+        if let Err(e) = namespaces.delete(&rhoam, &DeleteParams::default()).await {
+            eprintln!("warning: deleting namespace {rhoam}: {e}");
+        }
+    })
+    .await;
+}
+
 /// A Go operator from a bundle before 0.43 runs without leader election
 /// (no Lease): its Deployment, as its CSV makes it
 /// (packagemanifests/0.38.0/cloud-resource-operator.clusterserviceversion.yaml,
