@@ -55,15 +55,23 @@ def main(helm, out, *values):
     root = repo()
     chart = yaml.safe_load(open(os.path.join(root, "deploy/helm/Chart.yaml")))
     version = chart["appVersion"]
-    rendered = subprocess.run(
-        [helm, "template", "cro", os.path.join(root, "deploy/helm"), "--namespace", PACKAGE,
-         "--set", "installConfiguration=false", "--set", "monitoring.prometheusRule.enabled=false"]
-        + [arg for value in values for arg in ("--set", value)],
-        check=True, capture_output=True, text=True).stdout
-    docs = load_all(rendered)
-    by_kind = {}
-    for d in docs:
-        by_kind.setdefault(d["kind"], []).append(d)
+    def render(*more):
+        rendered = subprocess.run(
+            [helm, "template", "cro", os.path.join(root, "deploy/helm"), "--namespace", PACKAGE,
+             "--set", "installConfiguration=false", "--set", "monitoring.prometheusRule.enabled=false"]
+            + [arg for value in values + more for arg in ("--set", value)],
+            check=True, capture_output=True, text=True).stdout
+        by_kind = {}
+        for d in load_all(rendered):
+            by_kind.setdefault(d["kind"], []).append(d)
+        return by_kind
+
+    by_kind = render()
+    # The chart as it renders for watched namespaces splits its rules: what
+    # is cluster-scoped (clusterPermissions), and what touches objects in
+    # namespaces (permissions, which OLM grants in each target namespace,
+    # and cluster-wide only where the OperatorGroup targets all).
+    scoped = {r["metadata"]["name"]: r["rules"] for r in render("operator.watchNamespaces={olm-targets}")["ClusterRole"]}
 
     deployment = by_kind["Deployment"][0]
     spec = deployment["spec"]
@@ -72,8 +80,9 @@ def main(helm, out, *values):
         if env["name"] == "WATCH_NAMESPACE":
             env.pop("value", None)
             env["valueFrom"] = {"fieldRef": {"fieldPath": "metadata.annotations['olm.targetNamespaces']"}}
-    cluster_rules = by_kind["ClusterRole"][0]["rules"]
-    role_rules = by_kind["Role"][0]["rules"]
+    name = by_kind["ClusterRole"][0]["metadata"]["name"]
+    cluster_rules = scoped[name]
+    role_rules = scoped[f"{name}-namespaced"] + by_kind["Role"][0]["rules"]
     account = by_kind["ServiceAccount"][0]["metadata"]["name"]
 
     crd_dir = os.path.join(root, "crds")

@@ -956,15 +956,45 @@ fn the_olm_bundle_is_the_charts_and_passes_the_operator_frameworks_validator() {
         watch["valueFrom"]["fieldRef"]["fieldPath"],
         "metadata.annotations['olm.targetNamespaces']"
     );
-    assert_eq!(
-        install["clusterPermissions"][0]["rules"],
-        of("ClusterRole")["rules"],
-        "the chart's ClusterRole"
+    // Between them, exactly the chart's rules; cluster-wide only what is
+    // cluster-scoped: OLM grants `permissions` in each target namespace
+    // (cluster-wide only where the OperatorGroup targets all), so a
+    // single-namespace install reads no other namespace's Secrets.
+    let rules = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let (cluster, namespaced) = (
+        rules(&install["clusterPermissions"][0]["rules"]),
+        rules(&install["permissions"][0]["rules"]),
     );
+    let mut granted: Vec<String> = cluster
+        .iter()
+        .chain(&namespaced)
+        .map(Value::to_string)
+        .collect();
+    let mut chart_rules: Vec<String> = rules(&of("ClusterRole")["rules"])
+        .iter()
+        .chain(&rules(&of("Role")["rules"]))
+        .map(Value::to_string)
+        .collect();
+    granted.sort();
+    chart_rules.sort();
+    assert_eq!(granted, chart_rules, "the chart's ClusterRole and Role");
+    let cluster_resources: BTreeSet<String> = cluster
+        .iter()
+        .flat_map(|r| rules(&r["resources"]))
+        .map(|r| text(&r))
+        .collect();
     assert_eq!(
-        install["permissions"][0]["rules"],
-        of("Role")["rules"],
-        "the chart's leader-election Role"
+        cluster_resources,
+        [
+            "infrastructures",
+            "leases",
+            "namespaces",
+            "networks",
+            "nodes"
+        ]
+        .map(String::from)
+        .into(),
+        "cluster-wide grants of the CSV"
     );
 
     assert_valid_bundle(&repo().join("bundle"));
