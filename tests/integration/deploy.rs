@@ -1356,7 +1356,8 @@ fn with_watched_namespaces_the_chart_binds_no_cluster_wide_secret_access() {
 /// `networkPolicy.enabled` (issue #43: /metrics names every tenant's CRs):
 /// one NetworkPolicy selecting exactly the release's operator pods,
 /// admitting only the listed peers and only on the metrics port, accepted
-/// by the API server; none by default.
+/// by the API server; none by default. kustomize's optional
+/// deploy/network-policy/ is the same.
 #[tokio::test]
 async fn the_charts_network_policy_admits_only_its_peers_to_the_metrics_port() {
     let env = TestEnv::load();
@@ -1402,6 +1403,32 @@ async fn the_charts_network_policy_admits_only_its_peers_to_the_metrics_port() {
         policy["spec"]["ingress"],
         json!([{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
             "ports": [{"port": "metrics", "protocol": "TCP"}]}])
+    );
+    // kustomize's (deploy/network-policy/) is the same policy for the
+    // pods of deploy/manager.
+    let kustomized = kustomize("deploy/network-policy/");
+    assert_eq!(kustomized.len(), 1);
+    assert_eq!(kustomized[0]["spec"]["ingress"], policy["spec"]["ingress"]);
+    assert_eq!(
+        kustomized[0]["spec"]["policyTypes"],
+        policy["spec"]["policyTypes"]
+    );
+    let manager = kustomize("deploy/manager/");
+    let manager_pods = manager
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .map(|d| d["spec"]["template"]["metadata"]["labels"].clone())
+        .unwrap_or_default();
+    for (k, v) in kustomized[0]["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        assert_eq!(&manager_pods[k], v, "deploy/network-policy selects {k}={v}");
+    }
+    run(
+        &env.kubectl,
+        &["apply", "--dry-run=server", "-k", "deploy/network-policy/"],
     );
     let policy = serde_json::to_string(policy).unwrap_or_default();
     server_dry_run(&env, "helm-network-policy.yaml", &policy);
