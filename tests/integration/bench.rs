@@ -1260,3 +1260,149 @@ async fn what_each_write_of_a_new_cr_costs() {
     })
     .await;
 }
+
+/// Issue #65: `BENCH_CRS` (2,000) in-cluster BlobStorage in one namespace
+/// while three other namespaces hold CRs of their own (AWS Postgres and
+/// BlobStorage against the emulator, an in-cluster Redis, and one AWS
+/// BlobStorage whose bucket creation keeps failing and is retried), one
+/// operator watching every namespace as its own ServiceAccount. The busy
+/// namespace's CRs are created while it is stopped; the time until all
+/// are `complete` against the ConfigMap floor of 4 writes per CR measured
+/// in the same run, before and after, with the reconciles and deferrals
+/// the operator counted.
+#[tokio::test]
+#[ignore = "benchmark: run with `make bench`"]
+async fn a_busy_namespace_beside_others() {
+    use cloud_resource_operator::api::{BlobStorage, Redis};
+    let n = count("BENCH_CRS", 2000);
+    let client = crate::support::TestEnv::load().client().await;
+    crate::support::ensure_crds(&client).await;
+    let busy = crate::support::create_namespace(&client, "benchbusy").await;
+    let mut others = Vec::new();
+    for _ in 0..3 {
+        others.push(crate::support::create_namespace(&client, "benchother").await);
+    }
+    let (kubeconfig, _user) = crate::support::cluster_admin_account(&client, &busy, "bench").await;
+    let as_operator = crate::support::client_of(&kubeconfig).await;
+    let cr = |kind: &str, name: &str, ty: &str| {
+        json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
+               "spec": {"type": ty, "tier": "development", "secretRef": {"name": format!("{name}-sec")}}})
+    };
+    // The failing one: CreateBucket answers 500 for its bucket, always.
+    let failing = cro_provider_api::cloud_identifier("testcluster", &others[0], "stuck");
+    crate::support::inject_aws_fault(
+        "bench-busy-stuck",
+        "s3",
+        "CreateBucket",
+        &failing,
+        ("InternalError", 500, "injected"),
+        None,
+    );
+    for ns in &others {
+        for i in 0..2 {
+            let _: Postgres = crate::support::create_json(
+                &client,
+                ns,
+                cr("Postgres", &format!("db{i}"), "managed"),
+            )
+            .await;
+            let _: BlobStorage = crate::support::create_json(
+                &client,
+                ns,
+                cr("BlobStorage", &format!("files{i}"), "managed"),
+            )
+            .await;
+        }
+        let _: Redis =
+            crate::support::create_json(&client, ns, cr("Redis", "cache", "workshop")).await;
+    }
+    let _: BlobStorage =
+        crate::support::create_json(&client, &others[0], cr("BlobStorage", "stuck", "managed"))
+            .await;
+
+    let floor_before = write_floor(&as_operator, &busy, "floorb", n, HELD_WRITES).await;
+    remove_floor(&client, &busy, "floorb").await;
+    let blobs = Api::<BlobStorage>::namespaced(client.clone(), &busy);
+    let mut complete = Completions::watch(&blobs, |b: &BlobStorage| {
+        b.status.as_ref().and_then(|s| s.phase)
+    });
+    create_many(&blobs, n, |i| {
+        serde_json::from_value(cr("BlobStorage", &format!("busy-{i}"), "workshop"))
+            .unwrap_or_else(|e| panic!("{e}"))
+    })
+    .await;
+    let launch = crate::support::Launch {
+        namespace: String::new(),
+        operator_namespace: Some(busy.clone()),
+        log_name: format!("operator-{busy}-everywhere.log"),
+        kubeconfig: Some(kubeconfig.clone()),
+        binary: std::env::var_os("CRO_BENCH_BIN").map(std::path::PathBuf::from),
+        ..crate::support::Launch::new(&busy)
+    };
+    let operator = crate::support::Operator::launch(launch).await;
+    let started = Instant::now();
+    complete.wait("busy-", n).await;
+    let took = started.elapsed();
+    let counted = |family: &str, metrics: &str| -> f64 {
+        (metrics.lines())
+            .filter(|l| l.starts_with(family) && l.contains("kind=\"BlobStorage\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let metrics = operator.http_get("/metrics").await;
+    let (reconciles, deferred) = (
+        counted("cro_reconciles_total", &metrics),
+        counted("cro_reconciles_deferred_total", &metrics),
+    );
+    operator.stop().await;
+    crate::support::clear_aws_fault("bench-busy-stuck");
+    let floor_after = write_floor(&as_operator, &busy, "floora", n, HELD_WRITES).await;
+    remove_floor(&client, &busy, "floora").await;
+    let floors = (floor_before.as_secs_f64() + floor_after.as_secs_f64()) / 2.0;
+    println!(
+        "a busy namespace beside others: {n} in-cluster BlobStorage created while stopped, all complete {:.1} s after the start, {:.2} x the ConfigMap floors' mean {floors:.1} s ({HELD_WRITES} writes per CR; before {:.1} s, after {:.1} s); BlobStorage reconciles {reconciles:.0}, deferred for their namespace's share {deferred:.0} ({} other namespaces with AWS and in-cluster CRs, one failing and retrying; {})",
+        took.as_secs_f64(),
+        took.as_secs_f64() / floors,
+        floor_before.as_secs_f64(),
+        floor_after.as_secs_f64(),
+        others.len(),
+        if std::env::var_os("CRO_BENCH_BIN").is_some() {
+            "release build"
+        } else {
+            "test build"
+        },
+    );
+
+    // Everything goes with an operator running (their finalizers).
+    let cleaner = crate::support::Operator::launch(crate::support::Launch {
+        namespace: String::new(),
+        operator_namespace: Some(busy.clone()),
+        log_name: format!("operator-{busy}-cleanup.log"),
+        ..crate::support::Launch::new(&busy)
+    })
+    .await;
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+    for ns in others.iter().chain([&busy]) {
+        let _ = namespaces
+            .delete(ns, &kube::api::DeleteParams::default())
+            .await;
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(900);
+    for ns in others.iter().chain([&busy]) {
+        while matches!(namespaces.get_opt(ns).await, Ok(Some(_))) {
+            assert!(
+                Instant::now() < deadline,
+                "namespace {ns} still there 15 min after deletion"
+            );
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    }
+    cleaner.stop().await;
+    kube::Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(client.clone())
+        .delete(
+            &format!("bench-{busy}"),
+            &kube::api::DeleteParams::default(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
