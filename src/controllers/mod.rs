@@ -139,7 +139,31 @@ where
     .reflect(writer)
     .applied_objects()
     .predicate_filter(inputs::inputs, PredicateConfig::default());
-    Controller::for_stream(crs, reader)
+    let controller = Controller::for_stream(crs, reader);
+    match ctx.share_wakes() {
+        Some(wakes) => controller.reconcile_on(share_wakes::<K>(wakes)),
+        None => controller,
+    }
+}
+
+/// The CRs of kind `K` a slot given back wakes (see `reconcile::share`).
+fn share_wakes<K: Resource<DynamicType = ()> + 'static>(
+    wakes: broadcast::Receiver<crate::reconcile::Woken>,
+) -> impl futures::Stream<Item = ObjectRef<DeserializeGuard<K>>> + Send + 'static {
+    futures::stream::unfold(wakes, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(woken) => return Some((woken, rx)),
+                // A missed wake is made up by the CR's own retry.
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .filter_map(|w| {
+        let ours = w.kind == K::kind(&());
+        futures::future::ready(ours.then(|| ObjectRef::new(&w.name).within(&w.namespace)))
+    })
 }
 
 fn run_scope(ctx: Arc<Context>, scope: Scope, shutdown: Shutdown) -> impl Future<Output = ()> {

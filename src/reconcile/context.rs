@@ -19,7 +19,7 @@ use crate::{
 
 use super::{
     events::Events,
-    share::{Shares, Slot},
+    share::{Shares, Slot, Woken},
     stale::{LastWrites, ObjectKey, object_key},
 };
 
@@ -134,11 +134,26 @@ impl Context {
     /// A slot for a reconcile of a `kind` CR in `namespace`: always when
     /// each watched namespace has controllers of its own, else within the
     /// namespace's share (`Err` when it holds it already).
-    pub fn reconcile_slot(&self, kind: &str, namespace: &str) -> Result<Option<Slot>, ShareHeld> {
+    pub fn reconcile_slot(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Slot>, ShareHeld> {
         match &self.shares {
             None => Ok(None),
-            Some(shares) => shares.take(kind, namespace).map(Some).ok_or(ShareHeld),
+            Some(shares) => shares
+                .take(kind, namespace, name)
+                .map(Some)
+                .ok_or(ShareHeld),
         }
+    }
+
+    /// The parked reconciles to run again as slots are given back (see
+    /// `share`); `None` where each watched namespace has its own
+    /// controllers.
+    pub fn share_wakes(&self) -> Option<tokio::sync::broadcast::Receiver<Woken>> {
+        self.shares.as_ref().map(Shares::wakes)
     }
 
     /// A write of this process's own made `version` of the CR `obj`.

@@ -14,6 +14,7 @@ mod invalid;
 mod mock_api;
 pub mod output_secret;
 mod share;
+pub use share::Woken;
 #[cfg(test)]
 mod skeleton_tests;
 mod stale;
@@ -57,8 +58,10 @@ pub const SKIP_CREATE_MESSAGE: &str = "skipping create or update for maintenance
 /// last write to it: the watch shows the newer one within moments.
 const CACHE_BEHIND_RETRY: Duration = Duration::from_secs(1);
 
-/// When a CR whose namespace held its share of reconciles comes again.
-const SHARE_RETRY: Duration = Duration::from_secs(1);
+/// When a CR whose namespace held its share of reconciles comes again if
+/// no wake (a slot given back, see `share`) brings it first: wakes can be
+/// missed (a lagging receiver) and must never leave a CR waiting for good.
+const SHARE_RETRY: Duration = Duration::from_secs(30);
 
 /// How soon a resource that is still converging is looked at again when no
 /// event arrives first: a quarter of the time it has been in progress,
@@ -206,8 +209,9 @@ pub async fn reconcile<K: Managed>(
     }
     // Its namespace holds its share of the kind's slots (see `share`):
     // this slot goes to another namespace's CR meanwhile.
-    let Ok(_slot) = ctx.reconcile_slot(&K::kind(&()), &obj.namespace().unwrap_or_default()) else {
-        debug!(object = %key(obj.as_ref()), "its namespace holds its share of reconciles; coming again");
+    let namespace = obj.namespace().unwrap_or_default();
+    let Ok(_slot) = ctx.reconcile_slot(&K::kind(&()), &namespace, &obj.name_any()) else {
+        debug!(object = %key(obj.as_ref()), "its namespace holds its share of reconciles; waiting for a slot");
         ctx.metrics.deferred(&K::kind(&()));
         return Ok(Action::requeue(SHARE_RETRY));
     };
