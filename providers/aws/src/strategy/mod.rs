@@ -77,7 +77,8 @@ pub fn parse(tier: &Value) -> Result<Tier, ProviderError> {
         && !(arn.starts_with("arn:") && arn.contains(":role/"))
     {
         return Err(invalid(format!(
-            "roleArn {arn:?} is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)"
+            "roleArn {} is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)",
+            shown(&Value::String(arn.clone()))
         )));
     }
     let service_updates = match obj.get("serviceUpdates") {
