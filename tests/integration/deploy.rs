@@ -961,19 +961,21 @@ fn the_olm_bundle_is_the_charts_and_passes_the_operator_frameworks_validator() {
     // (cluster-wide only where the OperatorGroup targets all), so a
     // single-namespace install reads no other namespace's Secrets.
     let rules = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    // Whatever order a rule's keys come in (the CSV's YAML sorts them).
+    let canonical = |rule: &Value| {
+        let sorted: BTreeMap<String, Value> =
+            serde_json::from_value(rule.clone()).unwrap_or_default();
+        serde_json::to_string(&sorted).unwrap_or_default()
+    };
     let (cluster, namespaced) = (
         rules(&install["clusterPermissions"][0]["rules"]),
         rules(&install["permissions"][0]["rules"]),
     );
-    let mut granted: Vec<String> = cluster
-        .iter()
-        .chain(&namespaced)
-        .map(Value::to_string)
-        .collect();
+    let mut granted: Vec<String> = cluster.iter().chain(&namespaced).map(canonical).collect();
     let mut chart_rules: Vec<String> = rules(&of("ClusterRole")["rules"])
         .iter()
         .chain(&rules(&of("Role")["rules"]))
-        .map(Value::to_string)
+        .map(canonical)
         .collect();
     granted.sort();
     chart_rules.sort();

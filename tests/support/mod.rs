@@ -1059,6 +1059,25 @@ pub struct Audited {
 /// Requests `user` made, as the apiserver audited them (in the audit log
 /// and the backups it rotated out at its size limit).
 pub fn audited_requests_of(user: &str) -> Vec<Audited> {
+    audited_requests_where(user, |_| true)
+}
+
+/// As [`audited_requests_of`], those the apiserver received in
+/// `[from, to)`: a window by the audit's own clock, whatever else the log
+/// holds (other tests' requests, backups rotated out meanwhile).
+pub fn audited_requests_between(
+    user: &str,
+    (from, to): (k8s_openapi::jiff::Timestamp, k8s_openapi::jiff::Timestamp),
+) -> Vec<Audited> {
+    audited_requests_where(user, |e| {
+        let received = e["requestReceivedTimestamp"].as_str().unwrap_or_default();
+        received
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .is_ok_and(|t| from <= t && t < to)
+    })
+}
+
+fn audited_requests_where(user: &str, keep: impl Fn(&Value) -> bool) -> Vec<Audited> {
     let log = TestEnv::load().audit_log;
     let dir = log
         .parent()
@@ -1085,6 +1104,7 @@ pub fn audited_requests_of(user: &str) -> Vec<Audited> {
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
+        .filter(|e| keep(e))
         .map(|e| {
             let o = &e["objectRef"];
             let resource = match o["subresource"].as_str() {
