@@ -314,7 +314,11 @@ fn outcome_report<K: SnapshotCr>(
 
 /// A manual snapshot kept in the cloud when its CR goes still counts
 /// toward `maxManualSnapshots` ([`retained_snapshots`]); one that was
-/// never taken (failed) or that a schedule made does not.
+/// never taken (failed) or that a schedule made does not, nor one whose
+/// parent's tier sets no such limit. Without its parent the tier is not
+/// known, and it counts: deleting the database first is no way around
+/// the limit. (What the list holds is bounded by the cloud's own snapshot
+/// quota.)
 async fn keep_counting<K: SnapshotCr>(
     snap: &K,
     parent: Option<&K::Parent>,
@@ -324,6 +328,16 @@ async fn keep_counting<K: SnapshotCr>(
     let failed = snap.status().and_then(|s| s.phase) == Some(Phase::Failed);
     if failed || parent.is_some_and(|p| schedule::made_by_schedule(snap, p)) {
         return Ok(());
+    }
+    if let Some(parent) = parent {
+        let ns = snap.namespace().unwrap_or_default();
+        let provider_name = parent_provider(parent, &ns, ctx).await?;
+        let kind = <K::Parent as ResourceCr>::KIND;
+        let tier =
+            config::tier_strategy(&ctx.config, &provider_name, kind, &parent.spec().tier).await;
+        if tier.is_ok_and(|t| t.limits.max_manual_snapshots().is_none()) {
+            return Ok(());
+        }
     }
     let kind = K::kind(&()).into_owned();
     let retained = retained_snapshots::Retained {
