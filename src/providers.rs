@@ -81,6 +81,8 @@ pub fn build(
         cro_provider_in_cluster::InClusterProvider::new(client.clone(), settings.cluster_domain)
             .with_operator_namespace(settings.operator_namespace)
             .with_images(settings.images);
+    let stores = cro_provider_aws::CompatibleStores::new(settings.aws.fence.clone());
+    in_cluster = in_cluster.with_object_store(Arc::new(stores));
     let owned = cache.clone().map(|c| c as Arc<dyn cro_kube::OwnedObjects>);
     let credentials = crate::credentials::CredentialsSecrets::new(client.clone(), owned);
     let aws = cro_provider_aws::AwsProvider::new(Arc::new(credentials), settings.aws);

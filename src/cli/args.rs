@@ -127,6 +127,10 @@ pub struct ClusterArgs {
     /// --postgres-image).
     #[arg(long, env = "RELATED_IMAGE_REDIS", default_value = cro_provider_in_cluster::DEFAULT_REDIS_IMAGE, value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub redis_image: String,
+    /// Image of an in-cluster BlobStorage's S3-compatible store
+    /// (SeaweedFS) where a tier names none (as --postgres-image).
+    #[arg(long, env = "RELATED_IMAGE_OBJECT_STORE", default_value = cro_provider_in_cluster::DEFAULT_OBJECT_STORE_IMAGE, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub object_store_image: String,
     /// Default AWS region when a tier names none (the AWS SDK's standard
     /// chain also reads AWS_REGION and profiles).
     #[arg(long, env = "AWS_REGION")]
@@ -318,15 +322,18 @@ mod tests {
         assert_eq!(
             (
                 defaults.cluster.postgres_image,
-                defaults.cluster.redis_image
+                defaults.cluster.redis_image,
+                defaults.cluster.object_store_image,
             ),
             (
                 cro_provider_in_cluster::DEFAULT_POSTGRES_IMAGE.to_string(),
-                cro_provider_in_cluster::DEFAULT_REDIS_IMAGE.to_string()
+                cro_provider_in_cluster::DEFAULT_REDIS_IMAGE.to_string(),
+                cro_provider_in_cluster::DEFAULT_OBJECT_STORE_IMAGE.to_string(),
             )
         );
         assert!(run(&["--postgres-image", ""]).is_err());
         assert!(run(&["--redis-image", ""]).is_err());
+        assert!(run(&["--object-store-image", ""]).is_err());
     }
 
     /// docs/operations.md's table is where users look for a flag: each

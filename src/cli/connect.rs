@@ -223,6 +223,7 @@ fn provider_settings(
         images: cro_provider_in_cluster::Images {
             postgres: args.postgres_image.clone(),
             redis: args.redis_image.clone(),
+            object_store: args.object_store_image.clone(),
         },
         operator_namespace: None,
         aws: cro_provider_aws::AwsSettings {

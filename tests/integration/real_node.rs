@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use cloud_resource_operator::api::{Phase, Postgres, Redis};
+use cloud_resource_operator::api::{BlobStorage, Phase, Postgres, Redis};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Pod, Secret},
@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     DEFAULT_TIMEOUT, connectable, create_json, in_cluster_dns, place_on_real_node, real_node,
-    wait_for, with_operator_launched,
+    wait_deleted, wait_for, with_operator_launched,
 };
 
 /// Containers start for real: image unpacked, initdb, probes every 10 s.
@@ -274,4 +274,186 @@ async fn in_cluster_databases_start_under_an_openshift_namespaces_uid_range() {
         assert!(ok, "psql with the Secret's credentials: {log}");
     })
     .await;
+}
+
+/// An S3 client of the store at `endpoint` with the Secret's key (or a
+/// wrong secret), signing as the store's region.
+fn s3_client(endpoint: &str, key_id: &str, secret: &str) -> aws_sdk_s3::Client {
+    let credentials = aws_sdk_s3::config::Credentials::new(key_id, secret, None, None, "test");
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .credentials_provider(credentials)
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+/// The error code of an S3 call's answer (`None`: it succeeded).
+fn refused<T, E>(result: Result<T, aws_sdk_s3::error::SdkError<E>>) -> Option<String>
+where
+    E: aws_sdk_s3::error::ProvideErrorMetadata,
+{
+    match result {
+        Ok(_) => None,
+        Err(e) => Some(
+            aws_sdk_s3::error::ProvideErrorMetadata::code(&e)
+                .unwrap_or("no code")
+                .to_string(),
+        ),
+    }
+}
+
+/// A BlobStorage whose tier gives it a store of its own (issue #60): the
+/// store really runs on the real node, and its Secret is a key that writes
+/// and reads its bucket and is refused another BlobStorage's; the bucket,
+/// its user and key outlive the store's pod; deleting the CR removes the
+/// store. The test connects to the address the Secret's endpoint names
+/// (its Service), as an application does.
+#[tokio::test]
+async fn an_in_cluster_blob_storage_with_a_store_of_its_own_is_a_real_private_bucket() {
+    let _node = real_node();
+    let dns = |l: &mut crate::support::Launch| l.wrapper = in_cluster_dns();
+    with_operator_launched("blob-store", dns, |client, ns, _op| async move {
+        place_on_real_node(&client, &ns).await;
+        let tier = json!({"development": {"createStrategy": {"objectStore": "own"}}}).to_string();
+        crate::support::apply_config_map(&client, &ns, "cloud-resources-openshift-strategies", json!({"blobstorage": tier})).await;
+        for name in ["uploads", "reports"] {
+            let _: BlobStorage = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": name}, "spec": spec(&format!("{name}-sec"))})).await;
+        }
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        for name in ["uploads", "reports"] {
+            wait_for(&blobs, name, "phase complete", START, |o: Option<&BlobStorage>| o.and_then(|o| o.status.as_ref()?.phase) == Some(Phase::Complete)).await;
+            let pod = ready_pod(&client, &ns, name, None).await;
+            let image = pod.spec.and_then(|s| s.containers.first().and_then(|c| c.image.clone()));
+            assert_eq!(image.as_deref(), Some("docker.io/chrislusf/seaweedfs:4.48"), "the default image");
+        }
+
+        // The Secret: every key filled in, the endpoint the store's Service.
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let read = |name: &'static str| {
+            let secrets = secrets.clone();
+            async move {
+                let s = secrets.get(&format!("{name}-sec")).await.unwrap_or_else(|e| panic!("{e}"));
+                let data = s.data.unwrap_or_default();
+                let get = |k: &str| data.get(k).map(|v| String::from_utf8_lossy(&v.0).into_owned()).unwrap_or_default();
+                let keys = ["bucketName", "bucketRegion", "credentialKeyID", "credentialSecretKey", "bucketEndpoint"];
+                keys.map(|k| {
+                    let v = get(k);
+                    assert!(!v.is_empty(), "{name}-sec's {k} is empty: complete promised a usable Secret");
+                    v
+                })
+            }
+        };
+        let [bucket, region, key_id, secret, endpoint] = read("uploads").await;
+        let [other_bucket, ..] = read("reports").await;
+        assert_eq!((bucket.as_str(), region.as_str()), ("uploads", "us-east-1"));
+        assert_eq!(endpoint, format!("http://uploads.{ns}.svc:8333"));
+        // This process does not resolve cluster names: the Service's address.
+        let services = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &ns);
+        let address = |name: &'static str| {
+            let services = services.clone();
+            async move {
+                let s = services.get(name).await.unwrap_or_else(|e| panic!("{e}"));
+                let ip = s.spec.and_then(|s| s.cluster_ip).unwrap_or_else(|| panic!("Service {name} has no cluster IP"));
+                format!("http://{ip}:8333")
+            }
+        };
+        let at = address("uploads").await;
+        let app = s3_client(&at, &key_id, &secret);
+        app.put_object().bucket(&bucket).key("kept").body(b"before the restart".to_vec().into()).send().await.unwrap_or_else(|e| panic!("writing with the Secret's key: {e:?}"));
+        let listed = app.list_objects_v2().bucket(&bucket).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(listed.contents().len(), 1);
+
+        // The key reaches its bucket only: not a bucket it makes, and not
+        // the other BlobStorage's, in its store or with the same name here.
+        assert_eq!(refused(app.create_bucket().bucket("elsewhere").send().await).as_deref(), Some("AccessDenied"));
+        assert_eq!(refused(app.list_objects_v2().bucket(&other_bucket).send().await).as_deref(), Some("AccessDenied"), "another bucket of its store");
+        let other = s3_client(&address("reports").await, &key_id, &secret);
+        let other_store = refused(other.list_objects_v2().bucket(&other_bucket).send().await);
+        assert!(other_store.is_some(), "another BlobStorage's store took uploads' key");
+        // A wrong secret is refused.
+        let wrong = s3_client(&at, &key_id, "not-the-secret");
+        assert!(refused(wrong.get_object().bucket(&bucket).key("kept").send().await).is_some(), "a wrong secret");
+
+        // The store's gRPC port (SeaweedFS serves its IAM cache there, on
+        // every address) turns away a client without the store's client
+        // certificate, which nobody outside the pod holds.
+        let pod = ready_pod(&client, &ns, "uploads", None).await;
+        let pod_ip = pod.status.and_then(|s| s.pod_ip).unwrap_or_else(|| panic!("uploads' pod has no IP"));
+        let credentials = secrets.get("uploads-credentials").await.unwrap_or_else(|e| panic!("{e}"));
+        let ca = credentials.data.unwrap_or_default().remove("grpcCA").unwrap_or_else(|| panic!("no grpcCA in uploads-credentials")).0;
+        let alert = grpc_without_a_client_certificate(&pod_ip, &ca).await;
+        assert!(alert.contains("CertificateRequired"), "the gRPC port answered a client without a certificate: {alert}");
+
+        // The store's pod is replaced: the object, user and key remain.
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+        let old = ready_pod(&client, &ns, "uploads", None).await;
+        pods.delete(&old.name_any(), &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        ready_pod(&client, &ns, "uploads", old.metadata.uid.as_deref()).await;
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        let body = loop {
+            match app.get_object().bucket(&bucket).key("kept").send().await {
+                Ok(out) => break out.body.collect().await.unwrap_or_else(|e| panic!("{e}")).into_bytes(),
+                Err(e) => {
+                    assert!(tokio::time::Instant::now() < deadline, "reading after the pod was replaced: {e:?}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        };
+        assert_eq!(&body[..], b"before the restart");
+        let [_, _, key_after, ..] = read("uploads").await;
+        assert_eq!(key_after, key_id, "the key outlives the pod");
+
+        // Deleting the CR removes its store; the other stays.
+        blobs.delete("uploads", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&blobs, "uploads", START).await;
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let claims = Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+        wait_deleted(&deployments, "uploads", DEFAULT_TIMEOUT).await;
+        wait_deleted(&claims, "uploads", DEFAULT_TIMEOUT).await;
+        wait_deleted(&secrets, "uploads-credentials", DEFAULT_TIMEOUT).await;
+        assert!(deployments.get_opt("reports").await.unwrap_or_else(|e| panic!("{e}")).is_some(), "the other store stays");
+    })
+    .await;
+}
+
+/// What the store's gRPC port at `ip` (S3's port + 10000) answers a client
+/// that trusts the store's CA (`ca`, PEM) and presents no certificate: the
+/// error of its first read after the HTTP/2 preface.
+async fn grpc_without_a_client_certificate(ip: &str, ca: &[u8]) -> String {
+    use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca) {
+        roots
+            .add(cert.unwrap_or_else(|e| panic!("grpcCA: {e}")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect((ip, 18333))
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {ip}:18333: {e}"));
+    let name = ServerName::try_from("localhost").unwrap_or_else(|e| panic!("{e}"));
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let mut tls = match connector.connect(name, tcp).await {
+        Ok(tls) => tls,
+        Err(e) => return format!("handshake: {e}"),
+    };
+    if let Err(e) = tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await {
+        return format!("writing: {e}");
+    }
+    let mut buf = [0u8; 64];
+    match tokio::time::timeout(Duration::from_secs(10), tls.read(&mut buf)).await {
+        Ok(Ok(n)) => format!("read {n} bytes: the port served a client without a certificate"),
+        Ok(Err(e)) => format!("reading: {e}"),
+        Err(_) => "no answer within 10 s".to_string(),
+    }
 }

@@ -19,6 +19,7 @@ mod listing;
 mod lost_creates;
 mod maintenance;
 mod network;
+mod object_store;
 mod permissions;
 mod plan;
 mod rds;
@@ -46,6 +47,7 @@ use service::{DatabaseService, Kind};
 use tokio::sync::Mutex;
 
 pub use budget::Budget;
+pub use object_store::CompatibleStores;
 pub use sdk::{
     AccessKeys, AwsSettings, DEFAULT_IAM_PATH, IamUsers, ReadKeys, Sts, VpcHint,
     instance_of_provider_id, sdk_config,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use cro_kube::secret_strings;
-use cro_provider_api::{ProviderError, ResourceRequest, opaque_secret, random_password};
+use cro_provider_api::{ProviderError, ResourceRequest, StoreKey, opaque_secret, random_password};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -14,7 +14,7 @@ use crate::{
     apply::FIELD_MANAGER,
     merge::is_subset,
     objects::Objects,
-    workload::{credentials_secret_name, metadata},
+    workload::{ADMIN_KEY_ID, ADMIN_SECRET, credentials_secret_name, metadata},
 };
 
 pub struct Credentials {
@@ -55,6 +55,85 @@ pub async fn redis_password(
     Ok(stored.remove("password").unwrap_or_default())
 }
 
+/// The administrator's keys of a BlobStorage's store, and the
+/// certificates of its gRPC ports (see `store_tls`), generated once and
+/// written in one go.
+pub async fn object_store_admin(
+    api: &Objects<Secret>,
+    req: &ResourceRequest,
+) -> Result<(String, String), ProviderError> {
+    let mut data = read(api, req).await?;
+    let has =
+        |data: &BTreeMap<String, String>, key: &str| data.get(key).is_some_and(|v| !v.is_empty());
+    let tls = crate::store_tls::FILES.map(|(key, _)| key);
+    let admin = [ADMIN_KEY_ID, ADMIN_SECRET];
+    if !tls.iter().chain(&admin).all(|key| has(&data, key)) {
+        // The certificates are made together, or not at all.
+        if !tls.iter().all(|key| has(&data, key)) {
+            data.extend(crate::store_tls::generate()?);
+        }
+        for key in admin {
+            if !has(&data, key) {
+                data.insert(key.into(), random_password());
+            }
+        }
+        write(api, req, "object-store", &data, None).await?;
+    }
+    let mut take = |key: &str| data.remove(key).unwrap_or_default();
+    Ok((take(ADMIN_KEY_ID), take(ADMIN_SECRET)))
+}
+
+/// The keys of a BlobStorage's bucket user in its credentials Secret.
+const USER_KEY_ID: &str = "accessKeyID";
+const USER_SECRET: &str = "secretAccessKey";
+
+/// The bucket user's key the credentials Secret keeps, if any.
+pub async fn bucket_user_key(
+    api: &Objects<Secret>,
+    req: &ResourceRequest,
+) -> Result<Option<StoreKey>, ProviderError> {
+    let data = read(api, req).await?;
+    Ok(match (data.get(USER_KEY_ID), data.get(USER_SECRET)) {
+        (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => Some(StoreKey {
+            id: id.clone(),
+            secret: secret.clone(),
+        }),
+        _ => None,
+    })
+}
+
+/// Keeps `key` (just made: its secret is never shown again) in the
+/// credentials Secret beside the administrator's.
+pub async fn keep_bucket_user_key(
+    api: &Objects<Secret>,
+    req: &ResourceRequest,
+    key: &StoreKey,
+) -> Result<(), ProviderError> {
+    let mut data = read(api, req).await?;
+    data.insert(USER_KEY_ID.into(), key.id.clone());
+    data.insert(USER_SECRET.into(), key.secret.clone());
+    write(api, req, "object-store", &data, None).await
+}
+
+/// The CR's credentials Secret's data (empty when there is none); an
+/// error when it is not the CR's.
+async fn read(
+    api: &Objects<Secret>,
+    req: &ResourceRequest,
+) -> Result<BTreeMap<String, String>, ProviderError> {
+    let name = credentials_secret_name(&req.name);
+    let live = api.get_opt(&name).await.map_err(|e| {
+        cro_kube::provider_error(format!("reading Secret {}/{name}: {e}", req.namespace), &e)
+    })?;
+    if let Some(l) = live
+        .as_ref()
+        .filter(|l| !crate::apply::is_ours(&l.metadata, &req.owner))
+    {
+        return Err(crate::apply::not_ours("Secret", &l.metadata, &req.owner));
+    }
+    Ok(live.as_ref().map(secret_strings).unwrap_or_default())
+}
+
 /// Makes a value the Secret does not hold yet.
 type MakeValue = dyn Fn() -> String + Sync;
 
@@ -92,7 +171,24 @@ async fn stored(
             (key.to_string(), value)
         })
         .collect();
-    let data = values.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    // The Secret's other keys stay (a store's bucket user key).
+    let mut data = existing;
+    data.extend(values.iter().map(|(k, v)| (k.clone(), v.clone())));
+    write(api, req, app, &data, live).await?;
+    Ok(values)
+}
+
+/// Writes `data` as the CR's credentials Secret, unless `live` (the
+/// Secret as read) holds it already.
+async fn write(
+    api: &Objects<Secret>,
+    req: &ResourceRequest,
+    app: &str,
+    data: &BTreeMap<String, String>,
+    live: Option<Secret>,
+) -> Result<(), ProviderError> {
+    let name = credentials_secret_name(&req.name);
+    let data = data.iter().map(|(k, v)| (k.as_str(), v.as_str()));
     let desired = opaque_secret(metadata(req, &name, app), data);
     let current = live.map(|s| serde_json::to_value(s).unwrap_or_default());
     if !current.is_some_and(|c| is_subset(&desired, &c)) {
@@ -102,9 +198,12 @@ async fn stored(
             &Patch::Apply(&desired),
         )
         .await
-        .map_err(|e| err("writing", e))?;
+        .map_err(|e| {
+            let message = format!("writing Secret {}/{name}: {e}", req.namespace);
+            cro_kube::provider_error(message, &e)
+        })?;
     }
-    Ok(values)
+    Ok(())
 }
 
 /// The credentials of a Postgres the Go operator created, from its Secret

@@ -1,9 +1,12 @@
 //! The in-cluster provider (name `openshift`, as in the Go operator; it
 //! works on any Kubernetes). Postgres and Redis run as a one-replica
-//! Deployment with a Service and a PVC in the CR's namespace; blob storage
-//! and SMTP get placeholder Secrets a person fills in.
+//! Deployment with a Service and a PVC in the CR's namespace, and so does a
+//! BlobStorage's S3-compatible store (SeaweedFS), in which the operator
+//! makes the bucket and a user that may use only it (see `bucket`). SMTP
+//! gets a placeholder Secret a person fills in.
 
 mod apply;
+mod bucket;
 mod corrections;
 mod credentials;
 mod drift;
@@ -11,6 +14,7 @@ mod legacy;
 mod merge;
 mod objects;
 mod pod_safety;
+mod store_tls;
 mod strategy;
 mod workload;
 
@@ -31,7 +35,10 @@ use kube::{Api, Client};
 
 pub use merge::{is_subset, merge};
 use objects::{Kind, Objects};
-pub use workload::{DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, Images};
+use strategy::Bucket;
+pub use workload::{
+    DEFAULT_OBJECT_STORE_IMAGE, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, Images,
+};
 
 pub const NAME: &str = "openshift";
 
@@ -42,6 +49,8 @@ pub struct InClusterProvider {
     cache: Option<std::sync::Arc<dyn cro_kube::OwnedObjects>>,
     isolation: workload::Isolation,
     corrections: corrections::Corrections,
+    /// Makes buckets, users and keys in a BlobStorage's store.
+    object_store: Option<std::sync::Arc<dyn cro_provider_api::ObjectStore>>,
 }
 
 impl InClusterProvider {
@@ -55,6 +64,7 @@ impl InClusterProvider {
             cache: None,
             isolation: workload::Isolation::default(),
             corrections: corrections::Corrections::default(),
+            object_store: None,
         }
     }
 
@@ -68,6 +78,15 @@ impl InClusterProvider {
     /// The images Postgres and Redis run unless a tier names its own.
     pub fn with_images(mut self, images: Images) -> Self {
         self.images = images;
+        self
+    }
+
+    /// What makes the bucket, user and key in a BlobStorage's store.
+    pub fn with_object_store(
+        mut self,
+        store: std::sync::Arc<dyn cro_provider_api::ObjectStore>,
+    ) -> Self {
+        self.object_store = Some(store);
         self
     }
 
@@ -486,8 +505,11 @@ impl InClusterProvider {
     ) -> Result<(Vec<String>, Vec<String>), ProviderError> {
         let name = req.name.as_str();
         let postgres = req.kind == ResourceKind::Postgres;
+        let store = req.kind == ResourceKind::BlobStorage;
         Ok(match layout {
-            Layout::Ours if postgres => (vec![workload::credentials_secret_name(name)], vec![]),
+            Layout::Ours if postgres || store => {
+                (vec![workload::credentials_secret_name(name)], vec![])
+            }
             // An isolated Redis's password.
             Layout::Ours => (
                 vec![workload::credentials_secret_name(name)],
@@ -519,6 +541,19 @@ impl InClusterProvider {
                 (vec![], cms)
             }
         })
+    }
+}
+
+impl InClusterProvider {
+    /// A BlobStorage with a placeholder Secret and no store: its tier
+    /// gives it none, and none is left from a tier that did.
+    async fn placeholder_blob(&self, req: &ResourceRequest) -> Result<bool, ProviderError> {
+        if req.kind != ResourceKind::BlobStorage
+            || strategy::parse(&req.strategy).is_ok_and(|o| o.bucket == Bucket::OwnStore)
+        {
+            return Ok(false);
+        }
+        Ok(self.deployment(req).await?.is_none())
     }
 }
 
@@ -592,7 +627,12 @@ pub fn validate_strategy(
         ResourceKind::Redis => {
             workload::redis(&probe, &overrides, DEFAULT_REDIS_IMAGE, isolated, user).map(drop)
         }
-        ResourceKind::BlobStorage | ResourceKind::Smtp => Ok(()),
+        ResourceKind::BlobStorage if overrides.bucket == Bucket::Placeholder => Ok(()),
+        ResourceKind::BlobStorage => {
+            let image = DEFAULT_OBJECT_STORE_IMAGE;
+            workload::object_store(&probe, &overrides, image, isolated, user).map(drop)
+        }
+        ResourceKind::Smtp => Ok(()),
     }
 }
 
@@ -606,17 +646,8 @@ impl Provider for InClusterProvider {
         match req.kind {
             ResourceKind::Postgres => self.postgres(req).await,
             ResourceKind::Redis => self.redis(req).await,
+            ResourceKind::BlobStorage => self.blob_storage(req).await,
             // Nothing to run in-cluster: placeholders a person fills in.
-            ResourceKind::BlobStorage => Ok(provisioned(
-                "openshift-blobstorage-template",
-                Outcome::Ready(details(&[
-                    ("bucketName", ""),
-                    ("bucketRegion", ""),
-                    ("credentialKeyID", ""),
-                    ("credentialSecretKey", ""),
-                ])),
-                None,
-            )),
             ResourceKind::Smtp => Ok(provisioned(
                 "openshift-smtp-template",
                 Outcome::Ready(details(&[
@@ -632,7 +663,7 @@ impl Provider for InClusterProvider {
     }
 
     async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError> {
-        if !matches!(req.kind, ResourceKind::Postgres | ResourceKind::Redis) {
+        if req.kind == ResourceKind::Smtp || self.placeholder_blob(req).await? {
             return Ok(Deletion::Done);
         }
         let name = req.name.as_str();
@@ -684,9 +715,10 @@ impl Provider for InClusterProvider {
         let overrides = strategy::parse(&req.strategy)?;
         let layout = self.layout_to_make(req).await?;
         let (isolation, user) = match (req.kind, layout) {
-            (ResourceKind::Postgres | ResourceKind::Redis, Layout::Ours) => {
-                (self.isolation(req).await?, self.pod_user(req).await?)
-            }
+            (
+                ResourceKind::Postgres | ResourceKind::Redis | ResourceKind::BlobStorage,
+                Layout::Ours,
+            ) => (self.isolation(req).await?, self.pod_user(req).await?),
             _ => (None, workload::PodUser::Image),
         };
         let desired = match (req.kind, layout) {
@@ -696,9 +728,16 @@ impl Provider for InClusterProvider {
             (ResourceKind::Redis, Layout::Ours) => {
                 workload::redis(req, &overrides, &self.images.redis, isolation, &user)?
             }
+            (ResourceKind::BlobStorage, _) if overrides.bucket == Bucket::Placeholder => {
+                return Ok(Vec::new());
+            }
+            (ResourceKind::BlobStorage, _) => {
+                let image = &self.images.object_store;
+                workload::object_store(req, &overrides, image, isolation, &user)?
+            }
             (ResourceKind::Postgres, Layout::GoOperator) => legacy::postgres(req),
             (ResourceKind::Redis, Layout::GoOperator) => legacy::redis(req),
-            (ResourceKind::BlobStorage | ResourceKind::Smtp, _) => return Ok(Vec::new()),
+            (ResourceKind::Smtp, _) => return Ok(Vec::new()),
         };
         self.drift(req, &desired, layout).await
     }

