@@ -59,13 +59,13 @@ pub struct RedisSpec {
     pub restore: RestoreSpec,
 }
 
-/// An object-storage bucket; the Secret holds `bucketName`, `bucketRegion`, `credentialKeyID`, `credentialSecretKey`.
+/// An object-storage bucket; the Secret holds `bucketName`, `bucketRegion`, `credentialKeyID`, `credentialSecretKey` (and `bucketEndpoint` for an in-cluster store).
 #[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[kube(
     group = "integreatly.org",
     version = "v1alpha1",
     kind = "BlobStorage",
-    doc = "An object-storage bucket for an application. `spec.type` picks the provider through the `cloud-resource-config` ConfigMap (an AWS S3 bucket with its own IAM user, or in the cluster), `spec.tier` the settings in that provider's strategies ConfigMap; the details are written to the Secret `spec.secretRef` names (keys `bucketName`, `bucketRegion`, `credentialKeyID`, `credentialSecretKey`).",
+    doc = "An object-storage bucket for an application. `spec.type` picks the provider through the `cloud-resource-config` ConfigMap (an AWS S3 bucket with its own IAM user, or in the cluster), `spec.tier` the settings in that provider's strategies ConfigMap; the details are written to the Secret `spec.secretRef` names (keys `bucketName`, `bucketRegion`, `credentialKeyID`, `credentialSecretKey`; an in-cluster store of its own adds `bucketEndpoint`).",
     category = "cloudresources",
     plural = "blobstorages",
     namespaced,

@@ -131,6 +131,10 @@ pub struct ClusterArgs {
     /// (SeaweedFS) where a tier names none (as --postgres-image).
     #[arg(long, env = "RELATED_IMAGE_OBJECT_STORE", default_value = cro_provider_in_cluster::DEFAULT_OBJECT_STORE_IMAGE, value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub object_store_image: String,
+    /// Image of an in-cluster SMTPCredentialSet's own mail server
+    /// (Mailpit) where a tier names none (as --postgres-image).
+    #[arg(long, env = "RELATED_IMAGE_MAIL_SERVER", default_value = cro_provider_in_cluster::DEFAULT_MAIL_SERVER_IMAGE, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub mail_server_image: String,
     /// Default AWS region when a tier names none (the AWS SDK's standard
     /// chain also reads AWS_REGION and profiles).
     #[arg(long, env = "AWS_REGION")]
@@ -324,16 +328,19 @@ mod tests {
                 defaults.cluster.postgres_image,
                 defaults.cluster.redis_image,
                 defaults.cluster.object_store_image,
+                defaults.cluster.mail_server_image,
             ),
             (
                 cro_provider_in_cluster::DEFAULT_POSTGRES_IMAGE.to_string(),
                 cro_provider_in_cluster::DEFAULT_REDIS_IMAGE.to_string(),
                 cro_provider_in_cluster::DEFAULT_OBJECT_STORE_IMAGE.to_string(),
+                cro_provider_in_cluster::DEFAULT_MAIL_SERVER_IMAGE.to_string(),
             )
         );
         assert!(run(&["--postgres-image", ""]).is_err());
         assert!(run(&["--redis-image", ""]).is_err());
         assert!(run(&["--object-store-image", ""]).is_err());
+        assert!(run(&["--mail-server-image", ""]).is_err());
     }
 
     /// docs/operations.md's table is where users look for a flag: each

@@ -224,6 +224,7 @@ fn provider_settings(
             postgres: args.postgres_image.clone(),
             redis: args.redis_image.clone(),
             object_store: args.object_store_image.clone(),
+            mail_server: args.mail_server_image.clone(),
         },
         operator_namespace: None,
         aws: cro_provider_aws::AwsSettings {

@@ -287,6 +287,10 @@ async fn a_person_filled_placeholder_survives() {
             )
             .await
             .unwrap_or_else(|e| panic!("{e}"));
+        // Its new tier gives a BlobStorage a store of its own: one already
+        // complete with a placeholder keeps it (a person filled it in).
+        let own = json!({"development": {"strategy": {}}, "production": {"strategy": {"objectStore": "own"}}});
+        strategies(&client, &ns, json!({"blobstorage": own.to_string()})).await;
         // Force a reconcile with a spec change and wait until it is observed.
         blobs
             .patch(
@@ -314,6 +318,9 @@ async fn a_person_filled_placeholder_survives() {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(value(&secret, "bucketName"), "filled-by-hand");
         assert_eq!(value(&secret, "note"), "mine", "a key somebody else added is kept");
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let store = deployments.get_opt("blob").await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(store.is_none(), "a store was made for a placeholder a person filled in");
         let data = secret.data.clone().unwrap_or_default();
         assert!(!data.contains_key("stale"), "a key the operator no longer gives is removed: {:?}", data.keys());
         // Deleted by hand: made again, by a create.

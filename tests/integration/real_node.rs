@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use cloud_resource_operator::api::{BlobStorage, Phase, Postgres, Redis};
+use cloud_resource_operator::api::{BlobStorage, Phase, Postgres, Redis, SMTPCredentialSet};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Pod, Secret},
@@ -456,4 +456,131 @@ async fn grpc_without_a_client_certificate(ip: &str, ca: &[u8]) -> String {
         Ok(Err(e)) => format!("reading: {e}"),
         Err(_) => "no answer within 10 s".to_string(),
     }
+}
+
+/// Speaks SMTP to `address` as an application does: EHLO, AUTH PLAIN with
+/// `user` and `password`, one mail with `subject`; the first reply that is
+/// not the one expected, as the server gave it.
+async fn send_mail(address: &str, user: &str, password: &str, subject: &str) -> Result<(), String> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let stream = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|e| format!("connecting to {address}: {e}"))?;
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    // The last line of a reply ("250 ok" after "250-..." lines).
+    async fn reply(
+        lines: &mut tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>,
+    ) -> String {
+        loop {
+            match lines.next_line().await {
+                Ok(Some(line)) if line.as_bytes().get(3) == Some(&b'-') => continue,
+                Ok(Some(line)) => return line,
+                Ok(None) => return "the connection closed".into(),
+                Err(e) => return format!("reading: {e}"),
+            }
+        }
+    }
+    let token = data_encoding::BASE64.encode(format!("\0{user}\0{password}").as_bytes());
+    let steps = [
+        (String::new(), "220"),
+        ("EHLO client.test\r\n".to_string(), "250"),
+        (format!("AUTH PLAIN {token}\r\n"), "235"),
+        ("MAIL FROM:<app@example.com>\r\n".to_string(), "250"),
+        ("RCPT TO:<someone@example.com>\r\n".to_string(), "250"),
+        ("DATA\r\n".to_string(), "354"),
+        (
+            format!("Subject: {subject}\r\n\r\nsent with the Secret\r\n.\r\n"),
+            "250",
+        ),
+    ];
+    for (send, want) in steps {
+        if !send.is_empty() {
+            write
+                .write_all(send.as_bytes())
+                .await
+                .map_err(|e| format!("writing: {e}"))?;
+        }
+        let got = reply(&mut lines).await;
+        if !got.starts_with(want) {
+            return Err(got);
+        }
+    }
+    let _ = write.write_all(b"QUIT\r\n").await;
+    Ok(())
+}
+
+/// The body of GET `path` on `address` (HTTP/1.0), with basic auth when
+/// `login` is given; the status line and body.
+async fn http_get(address: &str, path: &str, login: Option<(&str, &str)>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {address}: {e}"));
+    let auth = login
+        .map(|(u, p)| {
+            format!(
+                "Authorization: Basic {}\r\n",
+                data_encoding::BASE64.encode(format!("{u}:{p}").as_bytes())
+            )
+        })
+        .unwrap_or_default();
+    let request = format!("GET {path} HTTP/1.0\r\nHost: mail\r\n{auth}\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    answer
+}
+
+/// An SMTPCredentialSet whose tier gives it a mail server of its own
+/// (issue #60): the server really runs on the real node; its Secret sends a
+/// mail through it, which a person reads in its API with the same login; a
+/// wrong password and no login are refused.
+#[tokio::test]
+async fn an_in_cluster_smtp_credential_set_with_a_server_of_its_own_sends_mail() {
+    let _node = real_node();
+    let dns = |l: &mut crate::support::Launch| l.wrapper = in_cluster_dns();
+    with_operator_launched("mail-server", dns, |client, ns, _op| async move {
+        place_on_real_node(&client, &ns).await;
+        let tier = json!({"development": {"createStrategy": {"mailServer": "own"}}}).to_string();
+        crate::support::apply_config_map(&client, &ns, "cloud-resources-openshift-strategies", json!({"smtpcredentials": tier})).await;
+        let _: SMTPCredentialSet = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "SMTPCredentialSet", "metadata": {"name": "mail"}, "spec": spec("mail-sec")})).await;
+        let sets = Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns);
+        wait_for(&sets, "mail", "phase complete", START, |o: Option<&SMTPCredentialSet>| o.and_then(|o| o.status.as_ref()?.phase) == Some(Phase::Complete)).await;
+        let pod = ready_pod(&client, &ns, "mail", None).await;
+        let image = pod.spec.as_ref().and_then(|s| s.containers.first().and_then(|c| c.image.clone()));
+        assert_eq!(image.as_deref(), Some("docker.io/axllent/mailpit:v1.33.1"), "the default image");
+
+        let secret = Api::<Secret>::namespaced(client.clone(), &ns).get("mail-sec").await.unwrap_or_else(|e| panic!("{e}"));
+        let data = secret.data.unwrap_or_default();
+        let get = |k: &str| data.get(k).map(|v| String::from_utf8_lossy(&v.0).into_owned()).unwrap_or_default();
+        for key in ["host", "port", "username", "password", "tls"] {
+            assert!(!get(key).is_empty(), "mail-sec's {key} is empty: complete promised a usable Secret");
+        }
+        assert_eq!((get("host"), get("port"), get("tls")), (format!("mail.{ns}.svc"), "1025".to_string(), "false".to_string()));
+        // This process does not resolve cluster names: the Service's address.
+        let service = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &ns).get("mail").await.unwrap_or_else(|e| panic!("{e}"));
+        let ip = service.spec.and_then(|s| s.cluster_ip).unwrap_or_else(|| panic!("Service mail has no cluster IP"));
+        let address = format!("{ip}:{}", get("port"));
+        let (user, password) = (get("username"), get("password"));
+
+        let wrong = send_mail(&address, &user, "not-the-password", "refused").await;
+        assert!(wrong.as_ref().is_err_and(|reply| reply.starts_with("535")), "a wrong password: {wrong:?}");
+        send_mail(&address, &user, &password, "sent with the Secret").await.unwrap_or_else(|reply| panic!("sending with the Secret: {reply}"));
+
+        // What was sent is there for a person, behind the same login.
+        let pod_ip = pod.status.and_then(|s| s.pod_ip).unwrap_or_else(|| panic!("mail's pod has no IP"));
+        let api = format!("{pod_ip}:8025");
+        let open = http_get(&api, "/api/v1/messages", None).await;
+        assert!(open.starts_with("HTTP/1.0 401") || open.starts_with("HTTP/1.1 401"), "the API without a login: {open}");
+        let listed = http_get(&api, "/api/v1/messages", Some((&user, &password))).await;
+        assert!(listed.contains("sent with the Secret") && !listed.contains("\"refused\""), "the messages: {listed}");
+    })
+    .await;
 }

@@ -187,6 +187,10 @@ pub struct Options {
     pub rotate_credentials: Option<String>,
     /// How long a replaced access key keeps working after a rotation.
     pub rotation_grace: std::time::Duration,
+    /// The CR is `complete` with no server version: an in-cluster
+    /// BlobStorage or SMTPCredentialSet whose Secret is a placeholder a
+    /// person may have filled in, which a tier's server must not replace.
+    pub complete_as_placeholder: bool,
 }
 
 /// One request to create or converge a backing service.

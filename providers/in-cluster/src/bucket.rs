@@ -10,7 +10,7 @@ use cro_provider_api::{
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::{
-    InClusterProvider, Layout, credentials, objects::Objects, provisioned, strategy::Bucket,
+    InClusterProvider, Layout, credentials, objects::Objects, provisioned, strategy::Serving,
     workload,
 };
 
@@ -40,7 +40,7 @@ impl InClusterProvider {
         req: &ResourceRequest,
     ) -> Result<Provisioned, ProviderError> {
         let overrides = crate::strategy::parse(&req.strategy)?;
-        if overrides.bucket == Bucket::Placeholder {
+        if overrides.bucket == Serving::Placeholder || self.keeps_placeholder(req).await? {
             return Ok(placeholder());
         }
         self.layout_to_make(req).await?;

@@ -43,15 +43,17 @@ pub async fn ensure(
     })
 }
 
-/// The password of an isolated Redis (`password` in its credentials
-/// Secret; the tier's `secretData` may set it).
-pub async fn redis_password(
+/// The password of an isolated Redis or of a mail server (`password` in
+/// its credentials Secret, labelled for `app`; the tier's `secretData` may
+/// set it).
+pub async fn password(
     api: &Objects<Secret>,
     req: &ResourceRequest,
+    app: &str,
     overrides: &BTreeMap<String, String>,
 ) -> Result<String, ProviderError> {
     let keys: [(&str, &MakeValue); 1] = [("password", &random_password)];
-    let mut stored = stored(api, req, "redis", &keys, overrides).await?;
+    let mut stored = stored(api, req, app, &keys, overrides).await?;
     Ok(stored.remove("password").unwrap_or_default())
 }
 

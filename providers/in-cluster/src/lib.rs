@@ -2,8 +2,9 @@
 //! works on any Kubernetes). Postgres and Redis run as a one-replica
 //! Deployment with a Service and a PVC in the CR's namespace, and so does a
 //! BlobStorage's S3-compatible store (SeaweedFS), in which the operator
-//! makes the bucket and a user that may use only it (see `bucket`). SMTP
-//! gets a placeholder Secret a person fills in.
+//! makes the bucket and a user that may use only it (see `bucket`), and an
+//! SMTPCredentialSet's mail server (Mailpit, see `mail`), when their tier
+//! says `own`; else they get placeholder Secrets a person fills in.
 
 mod apply;
 mod bucket;
@@ -11,6 +12,7 @@ mod corrections;
 mod credentials;
 mod drift;
 mod legacy;
+mod mail;
 mod merge;
 mod objects;
 mod pod_safety;
@@ -35,9 +37,10 @@ use kube::{Api, Client};
 
 pub use merge::{is_subset, merge};
 use objects::{Kind, Objects};
-use strategy::Bucket;
+use strategy::Serving;
 pub use workload::{
-    DEFAULT_OBJECT_STORE_IMAGE, DEFAULT_POSTGRES_IMAGE, DEFAULT_REDIS_IMAGE, Images,
+    DEFAULT_MAIL_SERVER_IMAGE, DEFAULT_OBJECT_STORE_IMAGE, DEFAULT_POSTGRES_IMAGE,
+    DEFAULT_REDIS_IMAGE, Images,
 };
 
 pub const NAME: &str = "openshift";
@@ -457,9 +460,10 @@ impl InClusterProvider {
                 let isolation = self.isolation(req).await?;
                 let password = match workload::redis_password(&overrides, isolation) {
                     true => Some(
-                        credentials::redis_password(
+                        credentials::password(
                             &self.api::<Secret>(req),
                             req,
+                            "redis",
                             &overrides.secret_data,
                         )
                         .await?,
@@ -505,7 +509,7 @@ impl InClusterProvider {
     ) -> Result<(Vec<String>, Vec<String>), ProviderError> {
         let name = req.name.as_str();
         let postgres = req.kind == ResourceKind::Postgres;
-        let store = req.kind == ResourceKind::BlobStorage;
+        let store = matches!(req.kind, ResourceKind::BlobStorage | ResourceKind::Smtp);
         Ok(match layout {
             Layout::Ours if postgres || store => {
                 (vec![workload::credentials_secret_name(name)], vec![])
@@ -545,12 +549,25 @@ impl InClusterProvider {
 }
 
 impl InClusterProvider {
-    /// A BlobStorage with a placeholder Secret and no store: its tier
-    /// gives it none, and none is left from a tier that did.
-    async fn placeholder_blob(&self, req: &ResourceRequest) -> Result<bool, ProviderError> {
-        if req.kind != ResourceKind::BlobStorage
-            || strategy::parse(&req.strategy).is_ok_and(|o| o.bucket == Bucket::OwnStore)
-        {
+    /// A BlobStorage or SMTPCredentialSet already `complete` with a
+    /// placeholder Secret (the Go operator's, or made under a tier without
+    /// a server) and no server yet: a person may have filled the Secret in
+    /// with a bucket or relay of their own, which a server of its own would
+    /// replace. It keeps the placeholder; a new CR gets the server.
+    async fn keeps_placeholder(&self, req: &ResourceRequest) -> Result<bool, ProviderError> {
+        Ok(req.options.complete_as_placeholder && self.deployment(req).await?.is_none())
+    }
+
+    /// A BlobStorage or SMTPCredentialSet with a placeholder Secret and no
+    /// server: its tier gives it none, and none is left from a tier that
+    /// did.
+    async fn placeholder_only(&self, req: &ResourceRequest) -> Result<bool, ProviderError> {
+        let serving = |o: strategy::Overrides| match req.kind {
+            ResourceKind::BlobStorage => o.bucket,
+            ResourceKind::Smtp => o.mail,
+            ResourceKind::Postgres | ResourceKind::Redis => Serving::Own,
+        };
+        if strategy::parse(&req.strategy).is_ok_and(|o| serving(o) == Serving::Own) {
             return Ok(false);
         }
         Ok(self.deployment(req).await?.is_none())
@@ -627,12 +644,16 @@ pub fn validate_strategy(
         ResourceKind::Redis => {
             workload::redis(&probe, &overrides, DEFAULT_REDIS_IMAGE, isolated, user).map(drop)
         }
-        ResourceKind::BlobStorage if overrides.bucket == Bucket::Placeholder => Ok(()),
+        ResourceKind::BlobStorage if overrides.bucket == Serving::Placeholder => Ok(()),
         ResourceKind::BlobStorage => {
             let image = DEFAULT_OBJECT_STORE_IMAGE;
             workload::object_store(&probe, &overrides, image, isolated, user).map(drop)
         }
-        ResourceKind::Smtp => Ok(()),
+        ResourceKind::Smtp if overrides.mail == Serving::Placeholder => Ok(()),
+        ResourceKind::Smtp => {
+            let image = DEFAULT_MAIL_SERVER_IMAGE;
+            workload::mail_server(&probe, &overrides, image, isolated, user).map(drop)
+        }
     }
 }
 
@@ -647,23 +668,12 @@ impl Provider for InClusterProvider {
             ResourceKind::Postgres => self.postgres(req).await,
             ResourceKind::Redis => self.redis(req).await,
             ResourceKind::BlobStorage => self.blob_storage(req).await,
-            // Nothing to run in-cluster: placeholders a person fills in.
-            ResourceKind::Smtp => Ok(provisioned(
-                "openshift-smtp-template",
-                Outcome::Ready(details(&[
-                    ("username", ""),
-                    ("password", ""),
-                    ("host", ""),
-                    ("port", "587"),
-                    ("tls", "true"),
-                ])),
-                None,
-            )),
+            ResourceKind::Smtp => self.smtp(req).await,
         }
     }
 
     async fn delete(&self, req: &ResourceRequest) -> Result<Deletion, ProviderError> {
-        if req.kind == ResourceKind::Smtp || self.placeholder_blob(req).await? {
+        if self.placeholder_only(req).await? {
             return Ok(Deletion::Done);
         }
         let name = req.name.as_str();
@@ -712,13 +722,15 @@ impl Provider for InClusterProvider {
     }
 
     async fn plan(&self, req: &ResourceRequest) -> Result<Vec<Change>, ProviderError> {
+        if matches!(req.kind, ResourceKind::BlobStorage | ResourceKind::Smtp)
+            && self.keeps_placeholder(req).await?
+        {
+            return Ok(Vec::new());
+        }
         let overrides = strategy::parse(&req.strategy)?;
         let layout = self.layout_to_make(req).await?;
         let (isolation, user) = match (req.kind, layout) {
-            (
-                ResourceKind::Postgres | ResourceKind::Redis | ResourceKind::BlobStorage,
-                Layout::Ours,
-            ) => (self.isolation(req).await?, self.pod_user(req).await?),
+            (_, Layout::Ours) => (self.isolation(req).await?, self.pod_user(req).await?),
             _ => (None, workload::PodUser::Image),
         };
         let desired = match (req.kind, layout) {
@@ -728,8 +740,15 @@ impl Provider for InClusterProvider {
             (ResourceKind::Redis, Layout::Ours) => {
                 workload::redis(req, &overrides, &self.images.redis, isolation, &user)?
             }
-            (ResourceKind::BlobStorage, _) if overrides.bucket == Bucket::Placeholder => {
+            (ResourceKind::BlobStorage, _) if overrides.bucket == Serving::Placeholder => {
                 return Ok(Vec::new());
+            }
+            (ResourceKind::Smtp, _) if overrides.mail == Serving::Placeholder => {
+                return Ok(Vec::new());
+            }
+            (ResourceKind::Smtp, _) => {
+                let image = &self.images.mail_server;
+                workload::mail_server(req, &overrides, image, isolation, &user)?
             }
             (ResourceKind::BlobStorage, _) => {
                 let image = &self.images.object_store;
@@ -737,7 +756,6 @@ impl Provider for InClusterProvider {
             }
             (ResourceKind::Postgres, Layout::GoOperator) => legacy::postgres(req),
             (ResourceKind::Redis, Layout::GoOperator) => legacy::redis(req),
-            (ResourceKind::Smtp, _) => return Ok(Vec::new()),
         };
         self.drift(req, &desired, layout).await
     }

@@ -2,7 +2,8 @@
 //! provider creates, and whether an isolated workload gets a NetworkPolicy
 //! (`networkPolicy`) and a Redis a password (`redisPassword`), both `true`
 //! unless set `false`; whether a BlobStorage gets a store of its own
-//! (`objectStore: "own"`) or a placeholder Secret a person fills in.
+//! (`objectStore: "own"`) and an SMTPCredentialSet a mail server of its
+//! own (`mailServer: "own"`), or a placeholder Secret a person fills in.
 //! `{"strategy": {...}}`; the Go operator's
 //! `{"createStrategy": {...}}` layout is accepted too.
 
@@ -15,7 +16,7 @@ use serde_json::Value;
 use crate::merge::merge;
 
 /// Keys an in-cluster strategy may hold.
-pub const KEYS: [&str; 8] = [
+pub const KEYS: [&str; 9] = [
     "deploymentSpec",
     "serviceSpec",
     "pvcSpec",
@@ -24,17 +25,18 @@ pub const KEYS: [&str; 8] = [
     "networkPolicy",
     "redisPassword",
     "objectStore",
+    "mailServer",
 ];
 
-/// Where an in-cluster BlobStorage's bucket is.
+/// What serves an in-cluster BlobStorage or SMTPCredentialSet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Bucket {
-    /// Nowhere: the Secret's keys are placeholders a person fills in (the
+pub enum Serving {
+    /// Nothing: the Secret's keys are placeholders a person fills in (the
     /// Go operator's behaviour, kept until the tier says otherwise).
     #[default]
     Placeholder,
-    /// In a store of its own (`"own"`).
-    OwnStore,
+    /// A server of its own (`"own"`): an object store, a mail server.
+    Own,
 }
 
 #[derive(Debug, PartialEq)]
@@ -46,7 +48,8 @@ pub struct Overrides {
     pub config_map_data: BTreeMap<String, String>,
     pub network_policy: bool,
     pub redis_password: bool,
-    pub bucket: Bucket,
+    pub bucket: Serving,
+    pub mail: Serving,
 }
 
 impl Default for Overrides {
@@ -59,7 +62,8 @@ impl Default for Overrides {
             config_map_data: BTreeMap::new(),
             network_policy: true,
             redis_password: true,
-            bucket: Bucket::Placeholder,
+            bucket: Serving::Placeholder,
+            mail: Serving::Placeholder,
         }
     }
 }
@@ -90,6 +94,13 @@ pub fn parse(tier: &Value) -> Result<Overrides, ProviderError> {
         }
     };
     let spec = |name: &str| fields.get(name).filter(|v| !v.is_null()).cloned();
+    let serving = |name: &str, what: &str| match fields.get(name) {
+        None | Some(Value::Null) => Ok(Serving::Placeholder),
+        Some(Value::String(s)) if s == "own" => Ok(Serving::Own),
+        Some(other) => Err(invalid(format!(
+            "{key}.{name} is {other}; the one value it takes is \"own\" ({what}; leave it out for a placeholder Secret)"
+        ))),
+    };
     let switch = |name: &str| match fields.get(name) {
         None | Some(Value::Null) => Ok(true),
         Some(v) => typed::<bool>(v.clone(), &format!("{key}.{name}")),
@@ -102,15 +113,8 @@ pub fn parse(tier: &Value) -> Result<Overrides, ProviderError> {
         config_map_data: data("configMapData")?,
         network_policy: switch("networkPolicy")?,
         redis_password: switch("redisPassword")?,
-        bucket: match fields.get("objectStore") {
-            None | Some(Value::Null) => Bucket::Placeholder,
-            Some(Value::String(s)) if s == "own" => Bucket::OwnStore,
-            Some(other) => {
-                return Err(invalid(format!(
-                    "{key}.objectStore is {other}; the one value it takes is \"own\" (a store of the BlobStorage's own; leave it out for a placeholder Secret)"
-                )));
-            }
-        },
+        bucket: serving("objectStore", "a store of the BlobStorage's own")?,
+        mail: serving("mailServer", "a mail server of the SMTPCredentialSet's own")?,
     })
 }
 
@@ -206,7 +210,9 @@ mod tests {
     #[test]
     fn object_store_is_own_or_left_out() {
         let own = parse(&json!({"createStrategy": {"objectStore": "own"}}));
-        assert_eq!(own.map(|o| o.bucket).ok(), Some(Bucket::OwnStore));
+        assert_eq!(own.map(|o| o.bucket).ok(), Some(Serving::Own));
+        let own = parse(&json!({"strategy": {"mailServer": "own"}}));
+        assert_eq!(own.map(|o| o.mail).ok(), Some(Serving::Own));
         let err = parse(&json!({"strategy": {"objectStore": "shared"}}))
             .err()
             .map(|e| e.to_string())

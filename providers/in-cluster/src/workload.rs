@@ -148,15 +148,20 @@ pub const DEFAULT_REDIS_IMAGE: &str = "docker.io/library/redis:7";
 /// names none: SeaweedFS, S3 and an IAM API on one port.
 pub const DEFAULT_OBJECT_STORE_IMAGE: &str = "docker.io/chrislusf/seaweedfs:4.48";
 
-/// The images Postgres, Redis and the object store run unless a tier
-/// names its own: the operator's `--postgres-image`, `--redis-image` and
-/// `--object-store-image`, so a platform pins them by digest (or to its
-/// mirror) once for every tier.
+/// The image a tier's SMTPCredentialSet server runs when its
+/// `deploymentSpec` names none: Mailpit, which keeps what it is sent.
+pub const DEFAULT_MAIL_SERVER_IMAGE: &str = "docker.io/axllent/mailpit:v1.33.1";
+
+/// The images Postgres, Redis, the object store and the mail server run
+/// unless a tier names its own: the operator's `--postgres-image`,
+/// `--redis-image`, `--object-store-image` and `--mail-server-image`, so a
+/// platform pins them by digest (or to its mirror) once for every tier.
 #[derive(Clone, Debug)]
 pub struct Images {
     pub postgres: String,
     pub redis: String,
     pub object_store: String,
+    pub mail_server: String,
 }
 
 impl Default for Images {
@@ -165,6 +170,7 @@ impl Default for Images {
             postgres: DEFAULT_POSTGRES_IMAGE.into(),
             redis: DEFAULT_REDIS_IMAGE.into(),
             object_store: DEFAULT_OBJECT_STORE_IMAGE.into(),
+            mail_server: DEFAULT_MAIL_SERVER_IMAGE.into(),
         }
     }
 }
@@ -461,6 +467,59 @@ pub fn object_store(
     )
 }
 
+/// The SMTP port of an SMTPCredentialSet's mail server (Mailpit's).
+pub const MAIL_SERVER_PORT: u16 = 1025;
+/// The user an SMTPCredentialSet's Secret names.
+pub const MAIL_USER: &str = "app";
+
+/// An SMTPCredentialSet's own mail server: Mailpit, which asks for the
+/// credentials Secret's password on SMTP and on its web UI and API (port
+/// 8025, for a person to read what was sent), and keeps the mail on the
+/// PVC. `image` runs unless the tier's `deploymentSpec` names another.
+pub fn mail_server(
+    req: &ResourceRequest,
+    o: &Overrides,
+    image: &str,
+    isolation: Option<&Isolation>,
+    user: &PodUser,
+) -> Result<Desired, ProviderError> {
+    let secret = credentials_secret_name(&req.name);
+    let port = MAIL_SERVER_PORT;
+    let ready = json!({"tcpSocket": {"port": port}, "periodSeconds": 5});
+    let mut live = json!({"tcpSocket": {"port": port}, "periodSeconds": 20});
+    live["initialDelaySeconds"] = json!(15);
+    // `$(MAIL_PASSWORD)` is expanded by the kubelet: the password never
+    // appears in the Deployment.
+    let login = format!("{MAIL_USER}:$(MAIL_PASSWORD)");
+    let container = json!({
+        "command": [
+            "/mailpit", "--smtp", format!("0.0.0.0:{port}"), "--listen", "0.0.0.0:8025",
+            "--database", "/data/mailpit.db", "--smtp-auth-allow-insecure",
+        ],
+        "env": [
+            {"name": "MAIL_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}},
+            {"name": "MP_SMTP_AUTH", "value": login},
+            {"name": "MP_UI_AUTH", "value": login},
+        ],
+        "readinessProbe": ready,
+        "livenessProbe": live,
+    });
+    build(
+        req,
+        o,
+        Engine {
+            app: "mailpit",
+            image,
+            port,
+            data_path: "/data",
+            container,
+        },
+        None,
+        isolation,
+        user,
+    )
+}
+
 /// The keys of the store's administrator in the credentials Secret.
 pub const ADMIN_KEY_ID: &str = "adminAccessKeyID";
 pub const ADMIN_SECRET: &str = "adminSecretAccessKey";
@@ -578,6 +637,34 @@ mod tests {
         let policy = d.network_policy.unwrap_or_default();
         assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["port"], 8333);
         assert_eq!(d.service["spec"]["ports"][0]["port"], 8333);
+    }
+
+    /// The password reaches Mailpit through the kubelet's expansion, for
+    /// SMTP and for its UI alike, never written in the Deployment.
+    #[test]
+    fn a_mail_server_asks_for_the_secrets_password_everywhere() {
+        let d = mail_server(
+            &req(),
+            &Overrides::default(),
+            DEFAULT_MAIL_SERVER_IMAGE,
+            Some(&Isolation::default()),
+            &PodUser::Image,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let c = &d.deployment["spec"]["template"]["spec"]["containers"][0];
+        let env: BTreeMap<&str, &Value> = (c["env"].as_array().into_iter().flatten())
+            .filter_map(|e| Some((e["name"].as_str()?, e)))
+            .collect();
+        let from = &env["MAIL_PASSWORD"]["valueFrom"]["secretKeyRef"];
+        assert_eq!(
+            (from["name"].as_str(), from["key"].as_str()),
+            (Some("db-credentials"), Some("password"))
+        );
+        for var in ["MP_SMTP_AUTH", "MP_UI_AUTH"] {
+            assert_eq!(env[var]["value"], "app:$(MAIL_PASSWORD)", "{var}");
+        }
+        assert_eq!(d.service["spec"]["ports"][0]["port"], 1025);
+        assert_eq!(image_tag(&d.deployment).as_deref(), Some("v1.33.1"));
     }
 
     #[test]

@@ -162,6 +162,9 @@ pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -
             // Decided by `provision` (from status and the clock).
             rotate_credentials: None,
             rotation_grace: Duration::from_secs(tier.rotation_grace),
+            complete_as_placeholder: cr.status().is_some_and(|s| {
+                s.phase == Some(Phase::Complete) && s.version.as_deref().unwrap_or("").is_empty()
+            }),
         },
     }
 }

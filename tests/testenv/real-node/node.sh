@@ -77,7 +77,7 @@ real_node_claimant_alive() {
 
 build_real_node_images() {
   local out; out=$(real_node_images)
-  [ -f "$out/images.tar" ] && [ -f "$out/pause.tar" ] && [ -f "$out/object-store.tar" ] && return 0
+  [ -f "$out/images.tar" ] && [ -f "$out/pause.tar" ] && [ -f "$out/servers.tar" ] && return 0
   log "building the real node's images from Debian packages — first time only"
   "$here/real-node/build-images.sh" "$out" || die "building the real node's images failed"
 }
@@ -281,7 +281,7 @@ EOF
   wait_for "containerd" 30 ctr_ version
   ctr_ images import "$(real_node_images)/pause.tar" >"$state/logs/images-import.log"
   ctr_ images import "$(real_node_images)/images.tar" >>"$state/logs/images-import.log"
-  ctr_ images import "$(real_node_images)/object-store.tar" >>"$state/logs/images-import.log"
+  ctr_ images import "$(real_node_images)/servers.tar" >>"$state/logs/images-import.log"
 
   start coredns "$coredns_bin/coredns" -conf "$d/Corefile"
   start kube-proxy "$k8s_bin/kube-proxy" --config "$d/kube-proxy.yaml"
