@@ -244,9 +244,10 @@ pub struct RunArgs {
     /// when set, else 3600.
     #[arg(long, env = "RECHECK_INTERVAL", value_parser = positive_seconds)]
     pub recheck_interval: Option<Duration>,
-    /// Seconds between connection checks of a complete Postgres or Redis
-    /// (the `Connectable` condition): a login from the operator's pod with
-    /// the Secret's credentials, no cloud API call.
+    /// Seconds between connection checks of a complete Postgres or Redis,
+    /// or an in-cluster BlobStorage or SMTPCredentialSet with a server of
+    /// its own (the `Connectable` condition): a login from the operator's
+    /// pod with the Secret's credentials, no cloud API call.
     #[arg(long, env = "CONNECTION_CHECK_INTERVAL", default_value = "300", value_parser = positive_seconds)]
     pub connection_check_interval: Duration,
     /// Seconds between readings of every AWS database's CloudWatch metrics

@@ -74,10 +74,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         &cache::scopes(&settings.watch_namespaces),
     ));
     let providers = providers::build(&client, providers, Some(owned.clone()));
-    let connectivity = Arc::new(Checker::new(
-        args.connection_check_interval,
-        CONNECTION_CHECK_TIMEOUT,
-    ));
+    let stores = cro_provider_aws::CompatibleStores::new(fence.clone());
+    let connectivity = Arc::new(
+        Checker::new(args.connection_check_interval, CONNECTION_CHECK_TIMEOUT)
+            .with_object_store(Arc::new(stores)),
+    );
     tokio::spawn(connectivity.clone().run());
     let metrics = Arc::new(Metrics::new(|registry| {
         registry.register_collector(Box::new(metrics::ProviderMetrics(providers.clone())));

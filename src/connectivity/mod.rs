@@ -1,7 +1,9 @@
-//! Whether a complete Postgres or Redis can be used: the operator logs in
-//! to the host and port of its Secret, with its credentials, from its own
-//! pod, and reports the `Connectable` condition and the Go operator's
-//! `cro_postgres_connection` / `cro_redis_connection` gauges.
+//! Whether a complete Postgres, Redis, in-cluster BlobStorage or in-cluster
+//! SMTPCredentialSet can be used: the operator logs in to the host and port
+//! of its Secret, with its credentials, from its own pod (for a bucket: its
+//! key may use the bucket), and reports the `Connectable` condition and,
+//! for databases, the Go operator's `cro_postgres_connection` /
+//! `cro_redis_connection` gauges.
 //!
 //! Checks run off the reconcile path, a bounded number at a time, each
 //! within a timeout. A reconcile registers what to check and reads the last
@@ -10,6 +12,7 @@
 
 pub mod postgres;
 pub mod redis;
+mod smtp;
 mod tls;
 
 pub use tls::Trust;
@@ -20,7 +23,7 @@ use std::{
     time::Duration,
 };
 
-use cro_provider_api::{ConnectionDetails, ResourceKind};
+use cro_provider_api::{ConnectionDetails, ObjectStore, ResourceKind, StoreAccess};
 use futures::StreamExt;
 use prometheus_client::{
     metrics::{family::Family, gauge::Gauge},
@@ -56,6 +59,23 @@ pub enum Target {
         /// In-transit encryption (the Secret's `tls` is `true`).
         tls: bool,
     },
+    /// An in-cluster store's bucket (the Secret names its endpoint).
+    Bucket {
+        host: String,
+        port: u16,
+        endpoint: String,
+        region: String,
+        bucket: String,
+        key_id: String,
+        secret: String,
+    },
+    /// A plain SMTP server (the Secret's `tls` is `false`).
+    Smtp {
+        host: String,
+        port: u16,
+        user: String,
+        password: String,
+    },
 }
 
 impl std::fmt::Debug for Target {
@@ -68,9 +88,9 @@ impl std::fmt::Debug for Target {
 
 impl Target {
     /// What to check for `kind` given the Secret's `details` and whether
-    /// its server always offers TLS (a cloud database); `None` for kinds
-    /// without a server, or a Secret without a host and port (a
-    /// placeholder a person fills in).
+    /// its server always offers TLS (a cloud database); `None` for a
+    /// Secret without a host and port (a placeholder a person fills in),
+    /// a bucket without an endpoint (S3's own) and SMTP over TLS (SES).
     pub fn of(kind: ResourceKind, details: &ConnectionDetails, cloud: bool) -> Option<Target> {
         let get = |k: &str| details.0.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
         let port = |default: u16| get("port").map_or(Some(default), |p| p.parse().ok());
@@ -89,14 +109,78 @@ impl Target {
                 password: get("password").map(str::to_string),
                 tls: get("tls").is_some_and(|t| t.eq_ignore_ascii_case("true")),
             }),
-            ResourceKind::BlobStorage | ResourceKind::Smtp => None,
+            ResourceKind::BlobStorage => {
+                let endpoint = get("bucketEndpoint")?;
+                let (host, port) = http_address(endpoint)?;
+                Some(Target::Bucket {
+                    host,
+                    port,
+                    endpoint: endpoint.to_string(),
+                    region: get("bucketRegion").unwrap_or("us-east-1").to_string(),
+                    bucket: get("bucketName")?.to_string(),
+                    key_id: get("credentialKeyID")?.to_string(),
+                    secret: get("credentialSecretKey")?.to_string(),
+                })
+            }
+            ResourceKind::Smtp if get("tls").is_some_and(|t| t.eq_ignore_ascii_case("false")) => {
+                Some(Target::Smtp {
+                    host: get("host")?.to_string(),
+                    port: port(25)?,
+                    user: get("username")?.to_string(),
+                    password: get("password")?.to_string(),
+                })
+            }
+            ResourceKind::Smtp => None,
         }
     }
 
     fn address(&self) -> (&str, u16) {
         match self {
-            Target::Postgres { host, port, .. } | Target::Redis { host, port, .. } => (host, *port),
+            Target::Postgres { host, port, .. }
+            | Target::Redis { host, port, .. }
+            | Target::Bucket { host, port, .. }
+            | Target::Smtp { host, port, .. } => (host, *port),
         }
+    }
+}
+
+/// The host and port of an `http://` endpoint (`http://host:port[/...]`).
+fn http_address(endpoint: &str) -> Option<(String, u16)> {
+    let rest = endpoint.strip_prefix("http://")?;
+    let authority = rest.split('/').next()?;
+    match authority.rsplit_once(':') {
+        Some((host, port)) => Some((host.to_string(), port.parse().ok()?)),
+        None => Some((authority.to_string(), 80)),
+    }
+}
+
+/// Whether the bucket's key may use it, as an application does first.
+async fn bucket_check(store: &dyn ObjectStore, target: &Target) -> Verdict {
+    let Target::Bucket {
+        endpoint,
+        region,
+        bucket,
+        key_id,
+        secret,
+        ..
+    } = target
+    else {
+        return Verdict::Protocol("not a bucket".into());
+    };
+    let at = StoreAccess {
+        endpoint: endpoint.clone(),
+        region: region.clone(),
+        key_id: key_id.clone(),
+        secret: secret.clone(),
+    };
+    match store.can_use(&at, bucket).await {
+        Ok(()) => Verdict::Connected(String::new()),
+        Err(e) => match e.code() {
+            Some("InvalidAccessKeyId" | "SignatureDoesNotMatch" | "AccessDenied" | "HTTP 403") => {
+                Verdict::AuthenticationFailed(e.message().to_string())
+            }
+            _ => Verdict::Refused(e.message().to_string()),
+        },
     }
 }
 
@@ -182,8 +266,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 type Stream = Box<dyn Io>;
 
 /// Resolves, connects and logs in to `target`, all within `timeout`; a
-/// Redis TLS server must be one `trust` vouches for.
-pub async fn check(target: &Target, timeout: Duration, trust: &Trust) -> Verdict {
+/// Redis TLS server must be one `trust` vouches for; a bucket is asked
+/// through `store`.
+pub async fn check(
+    target: &Target,
+    timeout: Duration,
+    trust: &Trust,
+    store: Option<&dyn ObjectStore>,
+) -> Verdict {
     let deadline = Instant::now() + timeout;
     let (host, port) = target.address();
     let resolved = tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await;
@@ -226,6 +316,12 @@ pub async fn check(target: &Target, timeout: Duration, trust: &Trust) -> Verdict
                 Target::Redis { password, tls, .. } => {
                     redis::check(tcp, host, *tls, password.as_deref(), trust).await
                 }
+                Target::Smtp { user, password, .. } => smtp::check(tcp, user, password).await,
+                // Reached: now what the key may do, through an S3 client.
+                Target::Bucket { .. } => match store {
+                    Some(store) => bucket_check(store, target).await,
+                    None => Verdict::Protocol("this process has no S3 client".into()),
+                },
             }
         };
         return tokio::time::timeout_at(deadline, login)
@@ -284,6 +380,8 @@ pub struct Checker {
     trust: Trust,
     postgres: Family<ObjectLabels, Gauge>,
     redis: Family<ObjectLabels, Gauge>,
+    /// Asks an in-cluster store whether a bucket's key may use it.
+    store: Option<Arc<dyn ObjectStore>>,
 }
 
 /// Checks run at once; each is mostly waiting on the network.
@@ -301,7 +399,14 @@ impl Checker {
             trust: Trust::system(),
             postgres: Family::default(),
             redis: Family::default(),
+            store: None,
         }
+    }
+
+    /// Checks buckets through `store`.
+    pub fn with_object_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
+        self.store = Some(store);
+        self
     }
 
     /// The Go operator's connection gauges.
@@ -353,7 +458,9 @@ impl Checker {
             self.wake.notify_one();
         }
         if entry.labels != labels {
-            self.gauges(entry.cr.kind).remove(&entry.labels);
+            if let Some(gauges) = self.gauges(entry.cr.kind) {
+                gauges.remove(&entry.labels);
+            }
             entry.labels = labels;
             if let Some(v) = &entry.verdict {
                 self.set_gauge(entry.cr.kind, &entry.labels, v);
@@ -371,22 +478,28 @@ impl Checker {
     /// Stops checking the CR `key` (not complete, or gone).
     pub fn forget(&self, key: &str) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = entries.remove(key) {
-            self.gauges(e.cr.kind).remove(&e.labels);
+        if let Some(e) = entries.remove(key)
+            && let Some(gauges) = self.gauges(e.cr.kind)
+        {
+            gauges.remove(&e.labels);
         }
     }
 
-    fn gauges(&self, kind: ResourceKind) -> &Family<ObjectLabels, Gauge> {
+    /// The Go operator's gauge of `kind`: databases only.
+    fn gauges(&self, kind: ResourceKind) -> Option<&Family<ObjectLabels, Gauge>> {
         match kind {
-            ResourceKind::Redis => &self.redis,
-            _ => &self.postgres,
+            ResourceKind::Postgres => Some(&self.postgres),
+            ResourceKind::Redis => Some(&self.redis),
+            ResourceKind::BlobStorage | ResourceKind::Smtp => None,
         }
     }
 
     fn set_gauge(&self, kind: ResourceKind, labels: &ObjectLabels, verdict: &Verdict) {
-        self.gauges(kind)
-            .get_or_create(labels)
-            .set(i64::from(verdict.connected()));
+        if let Some(gauges) = self.gauges(kind) {
+            gauges
+                .get_or_create(labels)
+                .set(i64::from(verdict.connected()));
+        }
     }
 
     /// Runs the checks that are due, forever.
@@ -397,7 +510,8 @@ impl Checker {
                 .for_each_concurrent(PARALLEL, |(key, target)| {
                     let this = self.clone();
                     async move {
-                        let verdict = check(&target, this.timeout, &this.trust).await;
+                        let store = this.store.as_deref();
+                        let verdict = check(&target, this.timeout, &this.trust, store).await;
                         this.record(&key, &target, verdict);
                     }
                 })
@@ -635,5 +749,35 @@ mod tests {
             })
         ));
         assert_eq!(Target::of(ResourceKind::BlobStorage, &redis, true), None);
+
+        // A bucket is checked where its Secret names an endpoint (an
+        // in-cluster store), never S3's own.
+        let mut bucket = details(&[
+            ("bucketName", "b"),
+            ("bucketRegion", "us-east-1"),
+            ("credentialKeyID", "k"),
+            ("credentialSecretKey", "s3cret"),
+        ]);
+        assert_eq!(Target::of(ResourceKind::BlobStorage, &bucket, true), None);
+        (bucket.0).insert("bucketEndpoint".into(), "http://b.ns.svc:8333".into());
+        let t = Target::of(ResourceKind::BlobStorage, &bucket, false);
+        assert!(matches!(&t, Some(Target::Bucket { port: 8333, .. })));
+        assert_eq!(format!("{t:?}"), "Some(b.ns.svc:8333)");
+        assert_eq!(http_address("http://h/x"), Some(("h".into(), 80)));
+        assert_eq!(http_address("https://h:443"), None);
+
+        // SMTP in plain text is checked; over TLS (SES) it is not.
+        let mut mail = details(&[
+            ("host", "mail.ns.svc"),
+            ("port", "1025"),
+            ("username", "app"),
+            ("password", "s3cret"),
+            ("tls", "false"),
+        ]);
+        let t = Target::of(ResourceKind::Smtp, &mail, false);
+        assert!(matches!(&t, Some(Target::Smtp { port: 1025, .. })));
+        assert!(!format!("{t:?}").contains("s3cret"));
+        (mail.0).insert("tls".into(), "true".into());
+        assert_eq!(Target::of(ResourceKind::Smtp, &mail, true), None);
     }
 }

@@ -14,7 +14,6 @@ pub mod snapshot;
 
 use std::{fmt::Debug, sync::Arc, time::Duration};
 
-use cro_provider_api::ResourceKind;
 use futures::{
     FutureExt, StreamExt,
     future::{BoxFuture, Shared},
@@ -169,10 +168,10 @@ fn share_wakes<K: Resource<DynamicType = ()> + 'static>(
 fn run_scope(ctx: Arc<Context>, scope: Scope, shutdown: Shutdown) -> impl Future<Output = ()> {
     let postgres_snapshots = controller_of::<PostgresSnapshot>(&scope, &ctx);
     let redis_snapshots = controller_of::<RedisSnapshot>(&scope, &ctx);
-    let postgres = resource_controller::<Postgres>(&ctx, &scope, true);
-    let redis = resource_controller::<Redis>(&ctx, &scope, true);
-    let blobs = resource_controller::<BlobStorage>(&ctx, &scope, false);
-    let smtp = resource_controller::<SMTPCredentialSet>(&ctx, &scope, false);
+    let postgres = resource_controller::<Postgres>(&ctx, &scope);
+    let redis = resource_controller::<Redis>(&ctx, &scope);
+    let blobs = resource_controller::<BlobStorage>(&ctx, &scope);
+    let smtp = resource_controller::<SMTPCredentialSet>(&ctx, &scope);
     async move {
         tokio::join!(
             drive(postgres, ctx.clone(), shutdown.clone()),
@@ -210,11 +209,11 @@ where
 }
 
 /// A controller of `K`, triggered by the objects it owns (so a hand edit
-/// is seen at once) and by the configuration ConfigMaps.
+/// is seen at once; every kind may run an in-cluster server), by the
+/// configuration ConfigMaps and by its connection verdicts.
 fn resource_controller<K: ResourceCr>(
     ctx: &Arc<Context>,
     scope: &Scope,
-    workloads: bool,
 ) -> Controller<DeserializeGuard<K>> {
     let controller = controller_of::<K>(scope, ctx);
     let by_types = controller.store();
@@ -225,41 +224,37 @@ fn resource_controller<K: ResourceCr>(
     c = subscribed(c, subscription(&owned.secrets, ns), "Secrets", |c, s| {
         c.owns_shared_stream(s)
     });
-    if workloads {
-        c = subscribed(
-            c,
-            subscription(&owned.deployments, ns),
-            "Deployments",
-            |c, s| c.owns_shared_stream(s),
-        );
-        c = subscribed(c, subscription(&owned.services, ns), "Services", |c, s| {
-            c.owns_shared_stream(s)
-        });
-        c = subscribed(c, subscription(&owned.claims, ns), "PVCs", |c, s| {
-            c.owns_shared_stream(s)
-        });
-        c = subscribed(
-            c,
-            subscription(&owned.config_maps, ns),
-            "ConfigMaps",
-            |c, s| c.owns_shared_stream(s),
-        );
-        c = subscribed(
-            c,
-            subscription(&owned.network_policies, ns),
-            "NetworkPolicies",
-            |c, s| c.owns_shared_stream(s),
-        );
-    }
+    c = subscribed(
+        c,
+        subscription(&owned.deployments, ns),
+        "Deployments",
+        |c, s| c.owns_shared_stream(s),
+    );
+    c = subscribed(c, subscription(&owned.services, ns), "Services", |c, s| {
+        c.owns_shared_stream(s)
+    });
+    c = subscribed(c, subscription(&owned.claims, ns), "PVCs", |c, s| {
+        c.owns_shared_stream(s)
+    });
+    c = subscribed(
+        c,
+        subscription(&owned.config_maps, ns),
+        "ConfigMaps",
+        |c, s| c.owns_shared_stream(s),
+    );
+    c = subscribed(
+        c,
+        subscription(&owned.network_policies, ns),
+        "NetworkPolicies",
+        |c, s| c.owns_shared_stream(s),
+    );
     c = subscribed(
         c,
         ctx.config.subscribe_types(ns),
         "cloud-resource-config",
         |c, s| c.watches_shared_stream(s, move |cm| crs_in_namespace(&by_types, &cm)),
     );
-    if matches!(K::KIND, ResourceKind::Postgres | ResourceKind::Redis) {
-        c = c.reconcile_on(connection_verdicts::<K>(ctx, scope));
-    }
+    c = c.reconcile_on(connection_verdicts::<K>(ctx, scope));
     let by_go_cm = by_operator_cm.clone();
     c = subscribed(
         c,

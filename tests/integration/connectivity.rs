@@ -25,7 +25,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 async fn check(target: &Target, timeout: Duration) -> Verdict {
     let ca = TestEnv::load().ca.display().to_string();
     let trust = Trust::system_and_pem_file(&ca).unwrap_or_else(|e| panic!("{e}"));
-    connectivity::check(target, timeout, &trust).await
+    connectivity::check(target, timeout, &trust, None).await
 }
 
 fn env(name: &str) -> String {
@@ -264,7 +264,7 @@ async fn redis_auth_and_ping() {
     // A server whose certificate chains to no CA the operator trusts is
     // never sent the token: the system's CAs alone do not vouch for it.
     let target = redis("CRO_TESTENV_REDIS_TLS", Some(&password));
-    let untrusted = connectivity::check(&target, TIMEOUT, &Trust::system()).await;
+    let untrusted = connectivity::check(&target, TIMEOUT, &Trust::system(), None).await;
     assert!(
         matches!(&untrusted, Verdict::Protocol(m) if m.contains("certificate is not trusted") && m.contains("not sent")),
         "{untrusted:?}"

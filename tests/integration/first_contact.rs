@@ -429,12 +429,20 @@ async fn the_quick_start_samples_all_complete() {
                     let hollow = obj.types.as_ref().is_some_and(|t| t.kind == "BlobStorage")
                         && obj.data["spec"]["type"] == "workshop";
                     let store = format!("store http://{name}.{ns}.svc:8333");
-                    let (what, reached): (&str, Box<dyn Fn(&kube::api::DynamicObject) -> bool + Send + Sync>) = match hollow {
-                        true => ("in progress, naming its store", Box::new(move |o| {
-                            o.data["status"]["phase"] == "in progress"
-                                && o.data["status"]["message"].as_str().is_some_and(|m| m.contains(&store))
-                        })),
-                        false => ("phase complete", Box::new(|o| o.data["status"]["phase"] == "complete")),
+                    let what = match hollow {
+                        true => "in progress, naming its store",
+                        false => "phase complete",
+                    };
+                    let reached = move |o: &kube::api::DynamicObject| {
+                        let status = &o.data["status"];
+                        match hollow {
+                            true => {
+                                status["phase"] == "in progress"
+                                    && (status["message"].as_str())
+                                        .is_some_and(|m| m.contains(&store))
+                            }
+                            false => status["phase"] == "complete",
+                        }
                     };
                     crate::support::wait_for(
                         &api_for(&client, ns, obj),

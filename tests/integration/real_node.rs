@@ -330,6 +330,14 @@ async fn an_in_cluster_blob_storage_with_a_store_of_its_own_is_a_real_private_bu
             assert_eq!(image.as_deref(), Some("docker.io/chrislusf/seaweedfs:4.48"), "the default image");
         }
 
+        // The operator, resolving names as a pod does, uses the bucket with
+        // the Secret's key.
+        let want = Some(("True".to_string(), "Connected".to_string()));
+        wait_for(&blobs, "uploads", "Connectable True", DEFAULT_TIMEOUT, |o: Option<&BlobStorage>| {
+            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == want
+        })
+        .await;
+
         // The Secret: every key filled in, the endpoint the store's Service.
         let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
         let read = |name: &'static str| {
@@ -553,6 +561,12 @@ async fn an_in_cluster_smtp_credential_set_with_a_server_of_its_own_sends_mail()
         let _: SMTPCredentialSet = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "SMTPCredentialSet", "metadata": {"name": "mail"}, "spec": spec("mail-sec")})).await;
         let sets = Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns);
         wait_for(&sets, "mail", "phase complete", START, |o: Option<&SMTPCredentialSet>| o.and_then(|o| o.status.as_ref()?.phase) == Some(Phase::Complete)).await;
+        // The operator logs in with the Secret, as an application does.
+        let want = Some(("True".to_string(), "Connected".to_string()));
+        wait_for(&sets, "mail", "Connectable True", DEFAULT_TIMEOUT, |o: Option<&SMTPCredentialSet>| {
+            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == want
+        })
+        .await;
         let pod = ready_pod(&client, &ns, "mail", None).await;
         let image = pod.spec.as_ref().and_then(|s| s.containers.first().and_then(|c| c.image.clone()));
         assert_eq!(image.as_deref(), Some("docker.io/axllent/mailpit:v1.33.1"), "the default image");

@@ -5,14 +5,15 @@
 
 use crate::ProviderError;
 
-/// Where the store answers and its administrator's keys.
+/// Where the store answers and the key calls sign with (its
+/// administrator's, or a user's).
 #[derive(Clone)]
 pub struct StoreAccess {
     /// `http://<service>.<namespace>.svc:<port>`.
     pub endpoint: String,
     pub region: String,
-    pub admin_key_id: String,
-    pub admin_secret: String,
+    pub key_id: String,
+    pub secret: String,
 }
 
 impl std::fmt::Debug for StoreAccess {
@@ -64,6 +65,10 @@ pub trait ObjectStore: Send + Sync {
         at: &StoreAccess,
         user: &str,
     ) -> Result<StoreKey, ProviderError>;
+
+    /// Whether the key of `at` may use `bucket` (HeadBucket): what an
+    /// application with the Secret does first.
+    async fn can_use(&self, at: &StoreAccess, bucket: &str) -> Result<(), ProviderError>;
 
     /// Deletes the key; one already gone is no error.
     async fn delete_access_key(

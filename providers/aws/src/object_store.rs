@@ -33,7 +33,7 @@ impl CompatibleStores {
     }
 
     fn credentials(at: &StoreAccess) -> Credentials {
-        Credentials::new(&at.admin_key_id, &at.admin_secret, None, None, "store")
+        Credentials::new(&at.key_id, &at.secret, None, None, "store")
     }
 
     fn s3(&self, at: &StoreAccess) -> aws_sdk_s3::Client {
@@ -82,12 +82,15 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     let (kind, _) = classify(&e);
-    let said = match (e.code(), e.message()) {
+    // A HEAD answer has no body to carry a code: its status stands in.
+    let status = e.raw_response().map(|r| r.status().as_u16());
+    let code = (e.code().map(str::to_string)).or_else(|| status.map(|s| format!("HTTP {s}")));
+    let said = match (&code, e.message()) {
         (Some(code), Some(message)) => format!("{code}: {message}"),
-        (Some(code), None) => code.to_string(),
+        (Some(code), None) => code.clone(),
         _ => DisplayErrorContext(&e).to_string(),
     };
-    ProviderError::new(kind, format!("{operation} {resource}: {said}"))
+    ProviderError::new(kind, format!("{operation} {resource}: {said}")).with_code(code.as_deref())
 }
 
 /// What a call to the store answered; `Ok(None)` for an error `quiet`
@@ -186,6 +189,11 @@ impl ObjectStore for CompatibleStores {
             id: key.access_key_id().to_string(),
             secret: key.secret_access_key().to_string(),
         })
+    }
+
+    async fn can_use(&self, at: &StoreAccess, bucket: &str) -> Result<(), ProviderError> {
+        let sent = self.s3(at).head_bucket().bucket(bucket).send().await;
+        answer(sent, none, "s3:HeadBucket", bucket).map(drop)
     }
 
     async fn delete_access_key(

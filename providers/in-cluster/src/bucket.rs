@@ -57,8 +57,8 @@ impl InClusterProvider {
                 let at = StoreAccess {
                     endpoint: self.store_endpoint(req),
                     region: REGION.into(),
-                    admin_key_id,
-                    admin_secret,
+                    key_id: admin_key_id,
+                    secret: admin_secret,
                 };
                 Outcome::Ready(self.bucket(req, &secrets, &at).await?)
             }

@@ -110,7 +110,8 @@ async fn reconcile<K: ResourceCr>(
     }
 }
 
-/// Checks the connection of a complete Postgres or Redis from now on (off
+/// Checks the connection of a complete resource whose Secret names a
+/// server (see [`connectivity::Target::of`]) from now on (off
 /// this reconcile) and reports the last verdict as `Connectable`.
 fn connectable<K: ResourceCr>(
     cr: &K,
