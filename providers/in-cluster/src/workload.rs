@@ -308,6 +308,21 @@ fn deployment_spec(
     })
 }
 
+/// The environment variable `var` from `key` of the CR's credentials
+/// Secret.
+fn from_credentials(req: &ResourceRequest, var: &str, key: &str) -> Value {
+    let secret = credentials_secret_name(&req.name);
+    json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+}
+
+/// Readiness and liveness of a server without a client in its image: its
+/// port accepts connections.
+fn port_probes(port: u16, first_look: u32) -> (Value, Value) {
+    let ready = json!({"tcpSocket": {"port": port}, "periodSeconds": 5});
+    let live = json!({"tcpSocket": {"port": port}, "periodSeconds": 20, "initialDelaySeconds": first_look});
+    (ready, live)
+}
+
 /// `image` runs unless the tier's `deploymentSpec` names another.
 pub fn postgres(
     req: &ResourceRequest,
@@ -316,8 +331,7 @@ pub fn postgres(
     isolation: Option<&Isolation>,
     user: &PodUser,
 ) -> Result<Desired, ProviderError> {
-    let secret = credentials_secret_name(&req.name);
-    let from_secret = |var: &str, key: &str| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}});
+    let from_secret = |var: &str, key: &str| from_credentials(req, var, key);
     let ready = json!({"exec": {"command": ["sh", "-c", "pg_isready -U \"$POSTGRES_USER\" -d \"$POSTGRES_DB\""]}, "periodSeconds": 10});
     let mut live = ready.clone();
     live["initialDelaySeconds"] = json!(30);
@@ -374,8 +388,7 @@ pub fn redis(
     if redis_password(o, isolation) {
         // redis-cli (the probes) reads REDISCLI_AUTH; the server gets it
         // expanded by the kubelet.
-        let secret = credentials_secret_name(&req.name);
-        container["env"] = json!([{"name": "REDISCLI_AUTH", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}}]);
+        container["env"] = json!([from_credentials(req, "REDISCLI_AUTH", "password")]);
         container["command"] = json!([
             "redis-server",
             "/etc/redis/redis.conf",
@@ -422,15 +435,11 @@ pub fn object_store(
     isolation: Option<&Isolation>,
     user: &PodUser,
 ) -> Result<Desired, ProviderError> {
-    let secret = credentials_secret_name(&req.name);
-    let from_secret = |var: &str, key: &str| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}});
     let port = OBJECT_STORE_PORT;
-    let ready = json!({"tcpSocket": {"port": port}, "periodSeconds": 5});
-    let mut live = json!({"tcpSocket": {"port": port}, "periodSeconds": 20});
-    live["initialDelaySeconds"] = json!(30);
+    let (ready, live) = port_probes(port, 30);
     let mut env = vec![
-        from_secret("AWS_ACCESS_KEY_ID", ADMIN_KEY_ID),
-        from_secret("AWS_SECRET_ACCESS_KEY", ADMIN_SECRET),
+        from_credentials(req, "AWS_ACCESS_KEY_ID", ADMIN_KEY_ID),
+        from_credentials(req, "AWS_SECRET_ACCESS_KEY", ADMIN_SECRET),
         // One volume at a time per bucket: the default grows seven,
         // which a small volume runs out of.
         json!({"name": "WEED_MASTER_VOLUME_GROWTH_COPY_1", "value": "1"}),
@@ -439,6 +448,7 @@ pub fn object_store(
     let items: Vec<Value> = (crate::store_tls::FILES.iter())
         .map(|(key, path)| json!({"key": key, "path": path}))
         .collect();
+    let secret = credentials_secret_name(&req.name);
     let tls = json!({"name": "grpc-tls", "secret": {"secretName": secret, "items": items, "defaultMode": 0o440}});
     let container = json!({
         "command": [
@@ -483,11 +493,8 @@ pub fn mail_server(
     isolation: Option<&Isolation>,
     user: &PodUser,
 ) -> Result<Desired, ProviderError> {
-    let secret = credentials_secret_name(&req.name);
     let port = MAIL_SERVER_PORT;
-    let ready = json!({"tcpSocket": {"port": port}, "periodSeconds": 5});
-    let mut live = json!({"tcpSocket": {"port": port}, "periodSeconds": 20});
-    live["initialDelaySeconds"] = json!(15);
+    let (ready, live) = port_probes(port, 15);
     // `$(MAIL_PASSWORD)` is expanded by the kubelet: the password never
     // appears in the Deployment.
     let login = format!("{MAIL_USER}:$(MAIL_PASSWORD)");
@@ -497,7 +504,7 @@ pub fn mail_server(
             "--database", "/data/mailpit.db", "--smtp-auth-allow-insecure",
         ],
         "env": [
-            {"name": "MAIL_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}},
+            from_credentials(req, "MAIL_PASSWORD", "password"),
             {"name": "MP_SMTP_AUTH", "value": login},
             {"name": "MP_UI_AUTH", "value": login},
         ],
