@@ -110,7 +110,20 @@ async fn a_tenants_mapping_is_not_read(client: &kube::Client, ns: &str) {
     .await;
     blob(&tenant, ns, "mine", "workshop", "development").await;
     let blobs = Api::<BlobStorage>::namespaced(tenant.clone(), ns);
-    let done = wait_phase(&blobs, "mine", Phase::Complete).await;
+    // The provider is chosen before it works (under the shipped tiers, a
+    // store kwok never starts keeps it in progress).
+    let chosen = |o: Option<&BlobStorage>| {
+        o.and_then(|o| o.status.as_ref()?.strategy.clone())
+            .is_some()
+    };
+    let done = crate::support::wait_for(
+        &blobs,
+        "mine",
+        "a provider chosen",
+        crate::support::DEFAULT_TIMEOUT,
+        chosen,
+    )
+    .await;
     let provider = done.status.and_then(|s| s.strategy);
     assert_eq!(
         provider.as_deref(),
