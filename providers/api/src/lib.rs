@@ -11,7 +11,7 @@ pub mod object_store;
 pub use change::{Adoption, Change, ChangePolicy, Timing, plan_hash};
 pub use credentials::CredentialsStore;
 pub use fence::Fence;
-pub use object_store::{ObjectStore, StoreAccess, StoreKey};
+pub use object_store::{AccessKey, ObjectStore, StoreAccess};
 
 pub use identifier::{
     DEFAULT_IDENTIFIER_LENGTH, IdentifierRules, cloud_identifier, separate_identifier, shorten,

@@ -25,16 +25,17 @@ impl std::fmt::Debug for StoreAccess {
     }
 }
 
-/// A user's access key: the secret is returned only when it is made.
+/// An access key (an AWS IAM user's, a store user's): the secret is
+/// returned only when it is made, and never shows in logs.
 #[derive(Clone, PartialEq, Eq)]
-pub struct StoreKey {
+pub struct AccessKey {
     pub id: String,
     pub secret: String,
 }
 
-impl std::fmt::Debug for StoreKey {
+impl std::fmt::Debug for AccessKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreKey")
+        f.debug_struct("AccessKey")
             .field("id", &self.id)
             .finish_non_exhaustive()
     }
@@ -64,7 +65,7 @@ pub trait ObjectStore: Send + Sync {
         &self,
         at: &StoreAccess,
         user: &str,
-    ) -> Result<StoreKey, ProviderError>;
+    ) -> Result<AccessKey, ProviderError>;
 
     /// Whether the key of `at` may use `bucket` (HeadBucket): what an
     /// application with the Secret does first.

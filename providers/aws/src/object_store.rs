@@ -5,7 +5,7 @@
 use aws_credential_types::Credentials;
 use aws_sdk_iam::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_smithy_runtime_api::client::{http::SharedHttpClient, orchestrator::HttpResponse};
-use cro_provider_api::{Fence, ObjectStore, ProviderError, StoreAccess, StoreKey};
+use cro_provider_api::{AccessKey, Fence, ObjectStore, ProviderError, StoreAccess};
 use serde_json::{Value, json};
 
 use crate::{
@@ -171,7 +171,7 @@ impl ObjectStore for CompatibleStores {
         &self,
         at: &StoreAccess,
         user: &str,
-    ) -> Result<StoreKey, ProviderError> {
+    ) -> Result<AccessKey, ProviderError> {
         let made = self
             .iam(at)
             .create_access_key()
@@ -185,7 +185,7 @@ impl ObjectStore for CompatibleStores {
                 at.endpoint
             ))
         })?;
-        Ok(StoreKey {
+        Ok(AccessKey {
             id: key.access_key_id().to_string(),
             secret: key.secret_access_key().to_string(),
         })

@@ -4,8 +4,8 @@
 //! `complete` only once the bucket, the user and its key are made.
 
 use cro_provider_api::{
-    ConnectionDetails, ObjectStore, Outcome, ProviderError, Provisioned, ResourceRequest,
-    StoreAccess, StoreKey,
+    AccessKey, ConnectionDetails, ObjectStore, Outcome, ProviderError, Provisioned,
+    ResourceRequest, StoreAccess,
 };
 use k8s_openapi::api::core::v1::Secret;
 
@@ -90,7 +90,17 @@ impl InClusterProvider {
             )
         })?;
         let bucket = bucket_name(&req.name);
-        let reach = |e: ProviderError| e.context(format!("store {}", at.endpoint));
+        let reach = |e: ProviderError| {
+            // Unreachable or not answering: where the operator runs is
+            // what to look at; the store's own refusals speak for themselves.
+            let advice = match e.is_transient() {
+                true => {
+                    ", which the operator reaches through its Service: run the operator in the cluster (or resolve the cluster's names, as `make run` does) and check the store's pod"
+                }
+                false => "",
+            };
+            e.context(format!("store {}{advice}", at.endpoint))
+        };
         store.ensure_bucket(at, &bucket).await.map_err(reach)?;
         store.ensure_user(at, USER, &bucket).await.map_err(reach)?;
         let key = user_key(store, secrets, req, at).await.map_err(reach)?;
@@ -127,7 +137,7 @@ async fn user_key(
     secrets: &Objects<Secret>,
     req: &ResourceRequest,
     at: &StoreAccess,
-) -> Result<StoreKey, ProviderError> {
+) -> Result<AccessKey, ProviderError> {
     let kept = credentials::bucket_user_key(secrets, req).await?;
     let listed = store.access_keys(at, USER).await?;
     if let Some(key) = kept.filter(|k| listed.contains(&k.id)) {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use cro_kube::secret_strings;
-use cro_provider_api::{ProviderError, ResourceRequest, StoreKey, opaque_secret, random_password};
+use cro_provider_api::{AccessKey, ProviderError, ResourceRequest, opaque_secret, random_password};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -93,10 +93,10 @@ const USER_SECRET: &str = "secretAccessKey";
 pub async fn bucket_user_key(
     api: &Objects<Secret>,
     req: &ResourceRequest,
-) -> Result<Option<StoreKey>, ProviderError> {
+) -> Result<Option<AccessKey>, ProviderError> {
     let data = read(api, req).await?;
     Ok(match (data.get(USER_KEY_ID), data.get(USER_SECRET)) {
-        (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => Some(StoreKey {
+        (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => Some(AccessKey {
             id: id.clone(),
             secret: secret.clone(),
         }),
@@ -109,7 +109,7 @@ pub async fn bucket_user_key(
 pub async fn keep_bucket_user_key(
     api: &Objects<Secret>,
     req: &ResourceRequest,
-    key: &StoreKey,
+    key: &AccessKey,
 ) -> Result<(), ProviderError> {
     let mut data = read(api, req).await?;
     data.insert(USER_KEY_ID.into(), key.id.clone());
