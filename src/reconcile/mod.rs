@@ -307,7 +307,8 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
             return Ok(Action::await_change());
         }
         return match obj.cleanup(ctx).await? {
-            Deletion::Done => {
+            // Kept: the controller released what the provider kept.
+            Deletion::Done | Deletion::Keep(_) => {
                 finalizer::remove(&api, obj).await?;
                 ctx.forget(obj);
                 ctx.metrics

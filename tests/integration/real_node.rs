@@ -414,15 +414,47 @@ async fn an_in_cluster_blob_storage_with_a_store_of_its_own_is_a_real_private_bu
         let [_, _, key_after, ..] = read("uploads").await;
         assert_eq!(key_after, key_id, "the key outlives the pod");
 
-        // Deleting the CR removes its store; the other stays.
+        // Deleting the CR by mistake loses nothing: its bucket holds an
+        // object and the tier does not force deletion, so the store is
+        // released, still running, for a BlobStorage of its name.
         blobs.delete("uploads", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
         wait_deleted(&blobs, "uploads", START).await;
         let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
         let claims = Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+        let claim = claims.get_opt("uploads").await.unwrap_or_else(|e| panic!("{e}"));
+        let claim = claim.unwrap_or_else(|| panic!("deleting uploads deleted the volume of a bucket holding an object"));
+        assert!(claim.owner_references().is_empty(), "the kept PVC is still owned: the garbage collector would delete it");
+        let released = claim.annotations().get("cro.integreatly.org/released-from");
+        assert_eq!(released.map(String::as_str), Some(format!("{ns}/BlobStorage/uploads").as_str()));
+        assert!(deployments.get_opt("uploads").await.unwrap_or_else(|e| panic!("{e}")).is_some(), "the kept store runs");
+        let kept = app.get_object().bucket(&bucket).key("kept").send().await.unwrap_or_else(|e| panic!("the kept store, with the kept key: {e:?}"));
+        assert_eq!(&kept.body.collect().await.unwrap_or_else(|e| panic!("{e}")).into_bytes()[..], b"before the restart");
+        // A BlobStorage of the same name takes the store over, key and all.
+        let _: BlobStorage = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": "uploads"}, "spec": spec("uploads-sec")})).await;
+        wait_for(&blobs, "uploads", "phase complete", START, |o: Option<&BlobStorage>| o.and_then(|o| o.status.as_ref()?.phase) == Some(Phase::Complete)).await;
+        let [_, _, key_again, ..] = read("uploads").await;
+        assert_eq!(key_again, key_id, "the new BlobStorage's Secret gives the kept key");
+        let claim = claims.get("uploads").await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(claim.owner_references().len(), 1, "the new BlobStorage owns the kept PVC");
+
+        // Emptied, its store is deleted with it; the other stays.
+        app.delete_object().bucket(&bucket).key("kept").send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        blobs.delete("uploads", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&blobs, "uploads", START).await;
         wait_deleted(&deployments, "uploads", DEFAULT_TIMEOUT).await;
         wait_deleted(&claims, "uploads", DEFAULT_TIMEOUT).await;
         wait_deleted(&secrets, "uploads-credentials", DEFAULT_TIMEOUT).await;
         assert!(deployments.get_opt("reports").await.unwrap_or_else(|e| panic!("{e}")).is_some(), "the other store stays");
+
+        // The tier's forceBucketDeletion deletes a store, objects and all.
+        let [_, _, reports_id, reports_secret, ..] = read("reports").await;
+        let reports = s3_client(&address("reports").await, &reports_id, &reports_secret);
+        reports.put_object().bucket(&other_bucket).key("gone").body(b"x".to_vec().into()).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let forced = json!({"development": {"createStrategy": {"objectStore": "own"}, "deleteStrategy": {"forceBucketDeletion": true}}}).to_string();
+        crate::support::apply_config_map(&client, &ns, "cloud-resources-openshift-strategies", json!({"blobstorage": forced})).await;
+        blobs.delete("reports", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&blobs, "reports", START).await;
+        wait_deleted(&claims, "reports", DEFAULT_TIMEOUT).await;
     })
     .await;
 }

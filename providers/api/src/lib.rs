@@ -508,6 +508,11 @@ pub struct Snapshotted {
 pub enum Deletion {
     Done,
     InProgress(String),
+    /// Nothing was deleted: deleting would lose data the tier does not
+    /// allow to be lost (a non-empty bucket without `forceBucketDeletion`).
+    /// The CR's objects are released as under the retain deletion policy;
+    /// the reason says what was kept and why.
+    Keep(String),
 }
 
 /// What a failed provider call needs before it can succeed; the reconcile

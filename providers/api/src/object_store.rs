@@ -71,6 +71,9 @@ pub trait ObjectStore: Send + Sync {
     /// application with the Secret does first.
     async fn can_use(&self, at: &StoreAccess, bucket: &str) -> Result<(), ProviderError>;
 
+    /// Whether `bucket` holds no object (one that is not there holds none).
+    async fn is_empty(&self, at: &StoreAccess, bucket: &str) -> Result<bool, ProviderError>;
+
     /// Deletes the key; one already gone is no error.
     async fn delete_access_key(
         &self,

@@ -196,6 +196,17 @@ impl ObjectStore for CompatibleStores {
         answer(sent, none, "s3:HeadBucket", bucket).map(drop)
     }
 
+    async fn is_empty(&self, at: &StoreAccess, bucket: &str) -> Result<bool, ProviderError> {
+        let sent = (self.s3(at).list_objects_v2())
+            .bucket(bucket)
+            .max_keys(1)
+            .send()
+            .await;
+        let no_bucket = |code: &str| code == "NoSuchBucket";
+        let listed = answer(sent, no_bucket, "s3:ListObjectsV2", bucket)?;
+        Ok(listed.is_none_or(|out| out.contents().is_empty()))
+    }
+
     async fn delete_access_key(
         &self,
         at: &StoreAccess,

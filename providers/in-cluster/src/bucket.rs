@@ -4,7 +4,7 @@
 //! `complete` only once the bucket, the user and its key are made.
 
 use cro_provider_api::{
-    AccessKey, ConnectionDetails, ObjectStore, Outcome, ProviderError, Provisioned,
+    AccessKey, ConnectionDetails, ObjectStore, Outcome, ProviderError, Provisioned, ResourceKind,
     ResourceRequest, StoreAccess,
 };
 use k8s_openapi::api::core::v1::Secret;
@@ -84,23 +84,9 @@ impl InClusterProvider {
         secrets: &Objects<Secret>,
         at: &StoreAccess,
     ) -> Result<ConnectionDetails, ProviderError> {
-        let store = self.object_store.as_deref().ok_or_else(|| {
-            ProviderError::permanent(
-                "this operator was built without an S3 client for in-cluster BlobStorage stores",
-            )
-        })?;
+        let store = self.store_client()?;
         let bucket = bucket_name(&req.name);
-        let reach = |e: ProviderError| {
-            // Unreachable or not answering: where the operator runs is
-            // what to look at; the store's own refusals speak for themselves.
-            let advice = match e.is_transient() {
-                true => {
-                    ", which the operator reaches through its Service: run the operator in the cluster (or resolve the cluster's names, as `make run` does) and check the store's pod"
-                }
-                false => "",
-            };
-            e.context(format!("store {}{advice}", at.endpoint))
-        };
+        let reach = |e| reach(e, at);
         store.ensure_bucket(at, &bucket).await.map_err(reach)?;
         store.ensure_user(at, USER, &bucket).await.map_err(reach)?;
         let key = user_key(store, secrets, req, at).await.map_err(reach)?;
@@ -112,6 +98,68 @@ impl InClusterProvider {
             ("bucketEndpoint", &at.endpoint),
         ]))
     }
+
+    fn store_client(&self) -> Result<&dyn ObjectStore, ProviderError> {
+        self.object_store.as_deref().ok_or_else(|| {
+            ProviderError::permanent(
+                "this operator was built without an S3 client for in-cluster BlobStorage stores",
+            )
+        })
+    }
+
+    /// Why deleting this BlobStorage's store would lose objects the tier
+    /// keeps (as the AWS tier keeps a bucket): its bucket holds some and
+    /// `deleteStrategy.forceBucketDeletion` is not true. Asked whatever
+    /// the tier says now: a store made under an earlier tier holds data
+    /// as well.
+    pub(crate) async fn bucket_kept(
+        &self,
+        req: &ResourceRequest,
+    ) -> Result<Option<String>, ProviderError> {
+        // An invalid tier forces nothing.
+        let force = crate::strategy::parse(&req.strategy).is_ok_and(|o| o.force_bucket_deletion);
+        if req.kind != ResourceKind::BlobStorage || force {
+            return Ok(None);
+        }
+        let secrets = self.api::<Secret>(req);
+        // Nobody was ever given a key: nothing can have been written.
+        if credentials::bucket_user_key(&secrets, req).await?.is_none() {
+            return Ok(None);
+        }
+        let Some(admin) = credentials::kept_object_store_admin(&secrets, req).await? else {
+            return Ok(None);
+        };
+        let at = StoreAccess {
+            endpoint: self.store_endpoint(req),
+            region: REGION.into(),
+            key_id: admin.id,
+            secret: admin.secret,
+        };
+        let bucket = bucket_name(&req.name);
+        let empty = self.store_client()?.is_empty(&at, &bucket).await;
+        let empty = empty.map_err(|e| {
+            reach(e, &at).context(format!(
+                "checking that bucket {bucket} holds no objects before its store is deleted (the tier's deleteStrategy.forceBucketDeletion is not true; with it true the store is deleted unchecked)"
+            ))
+        })?;
+        let name = &req.name;
+        Ok((!empty).then(|| format!(
+            "bucket {bucket} still holds objects and the tier's deleteStrategy.forceBucketDeletion is not true, so its store (Deployment, Service and PersistentVolumeClaim {name}, Secret {name}-credentials) is kept, running"
+        )))
+    }
+}
+
+/// A failed call to the store at `at`: unreachable or not answering, where
+/// the operator runs is what to look at; the store's own refusals speak
+/// for themselves.
+fn reach(e: ProviderError, at: &StoreAccess) -> ProviderError {
+    let advice = match e.is_transient() {
+        true => {
+            ", which the operator reaches through its Service: run the operator in the cluster (or resolve the cluster's names, as `make run` does) and check the store's pod"
+        }
+        false => "",
+    };
+    e.context(format!("store {}{advice}", at.endpoint))
 }
 
 /// The Go operator's Secret of an in-cluster BlobStorage: its keys,

@@ -94,14 +94,26 @@ pub async fn bucket_user_key(
     api: &Objects<Secret>,
     req: &ResourceRequest,
 ) -> Result<Option<AccessKey>, ProviderError> {
-    let data = read(api, req).await?;
-    Ok(match (data.get(USER_KEY_ID), data.get(USER_SECRET)) {
+    Ok(key_pair(&read(api, req).await?, USER_KEY_ID, USER_SECRET))
+}
+
+/// The store administrator's key the credentials Secret keeps, if any;
+/// never made here (see [`object_store_admin`]).
+pub async fn kept_object_store_admin(
+    api: &Objects<Secret>,
+    req: &ResourceRequest,
+) -> Result<Option<AccessKey>, ProviderError> {
+    Ok(key_pair(&read(api, req).await?, ADMIN_KEY_ID, ADMIN_SECRET))
+}
+
+fn key_pair(data: &BTreeMap<String, String>, id: &str, secret: &str) -> Option<AccessKey> {
+    match (data.get(id), data.get(secret)) {
         (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => Some(AccessKey {
             id: id.clone(),
             secret: secret.clone(),
         }),
         _ => None,
-    })
+    }
 }
 
 /// Keeps `key` (just made: its secret is never shown again) in the

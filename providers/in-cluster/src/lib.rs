@@ -676,6 +676,9 @@ impl Provider for InClusterProvider {
         if self.placeholder_only(req).await? {
             return Ok(Deletion::Done);
         }
+        if let Some(kept) = self.bucket_kept(req).await? {
+            return Ok(Deletion::Keep(kept));
+        }
         let name = req.name.as_str();
         let layout = self.layout(req).await?;
         let (secrets, config_maps) = self.owned_extras(req, layout).await?;

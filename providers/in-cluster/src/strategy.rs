@@ -5,7 +5,9 @@
 //! (`objectStore: "own"`) and an SMTPCredentialSet a mail server of its
 //! own (`mailServer: "own"`), or a placeholder Secret a person fills in.
 //! `{"strategy": {...}}`; the Go operator's
-//! `{"createStrategy": {...}}` layout is accepted too.
+//! `{"createStrategy": {...}}` layout is accepted too. Beside it,
+//! `{"deleteStrategy": {"forceBucketDeletion": true}}` lets deleting a
+//! BlobStorage delete a bucket that still holds objects, as on AWS.
 
 use std::collections::BTreeMap;
 
@@ -50,6 +52,9 @@ pub struct Overrides {
     pub redis_password: bool,
     pub bucket: Serving,
     pub mail: Serving,
+    /// `deleteStrategy.forceBucketDeletion`: a store whose bucket holds
+    /// objects is deleted with the CR, not kept.
+    pub force_bucket_deletion: bool,
 }
 
 impl Default for Overrides {
@@ -64,11 +69,47 @@ impl Default for Overrides {
             redis_password: true,
             bucket: Serving::Placeholder,
             mail: Serving::Placeholder,
+            force_bucket_deletion: false,
         }
     }
 }
 
 pub fn parse(tier: &Value) -> Result<Overrides, ProviderError> {
+    Ok(Overrides {
+        force_bucket_deletion: force_bucket_deletion(tier)?,
+        ..create(tier)?
+    })
+}
+
+/// `deleteStrategy.forceBucketDeletion`, false unless set; the Go
+/// operator's in-cluster tiers hold an empty `deleteStrategy`.
+fn force_bucket_deletion(tier: &Value) -> Result<bool, ProviderError> {
+    const KEY: &str = "forceBucketDeletion";
+    let Some(strategy) = tier.get("deleteStrategy").filter(|s| !s.is_null()) else {
+        return Ok(false);
+    };
+    let invalid = |m: String| Err(ProviderError::invalid_strategy(m));
+    let Some(fields) = strategy.as_object() else {
+        return invalid(format!(
+            "deleteStrategy must be an object with the one key {KEY}"
+        ));
+    };
+    if let Some(unknown) = fields.keys().find(|k| *k != KEY) {
+        return invalid(format!(
+            "deleteStrategy.{unknown} is not a known key; the one key it takes is {KEY}"
+        ));
+    }
+    match fields.get(KEY) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(force)) => Ok(*force),
+        Some(other) => invalid(format!(
+            "deleteStrategy.{KEY} is {other}; it takes true (a BlobStorage's bucket is deleted with it, objects and all) or false (a bucket holding objects is kept)"
+        )),
+    }
+}
+
+/// The `strategy` (or Go `createStrategy`) part of the tier.
+fn create(tier: &Value) -> Result<Overrides, ProviderError> {
     let invalid = |m: String| ProviderError::invalid_strategy(m);
     let (key, strategy) = match (tier.get("strategy"), tier.get("createStrategy")) {
         (Some(s), _) => ("strategy", s),
@@ -115,6 +156,7 @@ pub fn parse(tier: &Value) -> Result<Overrides, ProviderError> {
         redis_password: switch("redisPassword")?,
         bucket: serving("objectStore", "a store of the BlobStorage's own")?,
         mail: serving("mailServer", "a mail server of the SMTPCredentialSet's own")?,
+        force_bucket_deletion: false,
     })
 }
 
@@ -221,6 +263,39 @@ mod tests {
             err.contains("strategy.objectStore") && err.contains("\"own\""),
             "{err}"
         );
+    }
+
+    #[test]
+    fn force_bucket_deletion_is_a_boolean_beside_the_strategy() {
+        let force = |tier: Value| parse(&tier).map(|o| o.force_bucket_deletion);
+        assert_eq!(force(json!({})).ok(), Some(false));
+        assert_eq!(force(json!({"deleteStrategy": {}})).ok(), Some(false));
+        let set = json!({"deleteStrategy": {"forceBucketDeletion": true}});
+        assert_eq!(force(set).ok(), Some(true));
+        let both = json!({"createStrategy": {"objectStore": "own"}, "deleteStrategy": {"forceBucketDeletion": true}});
+        assert_eq!(
+            parse(&both)
+                .map(|o| (o.bucket, o.force_bucket_deletion))
+                .ok(),
+            Some((Serving::Own, true))
+        );
+        for (tier, named) in [
+            (
+                json!({"deleteStrategy": {"forceBucketDeletion": "yes"}}),
+                "deleteStrategy.forceBucketDeletion",
+            ),
+            (
+                json!({"deleteStrategy": {"force": true}}),
+                "deleteStrategy.force ",
+            ),
+            (
+                json!({"deleteStrategy": true}),
+                "deleteStrategy must be an object",
+            ),
+        ] {
+            let err = force(tier).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains(named), "{err}");
+        }
     }
 
     #[test]

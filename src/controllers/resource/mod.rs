@@ -196,7 +196,11 @@ async fn cleanup<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error
         };
     let policy = DeletionPolicy::of(cr.annotations(), tier.deletion_policy);
     if policy.map_err(|e| Error::Invalid(e.to_string()))? == DeletionPolicy::Retain {
-        return retain(cr, ctx).await;
+        let why = format!(
+            "deleted under {}: retain",
+            config::deletion_policy::ANNOTATION
+        );
+        return retain(cr, ctx, &why).await;
     }
     // A tier this namespace may not use is never acted under, deleting
     // included: it may hold another account's role (switch a CR to it,
@@ -227,6 +231,7 @@ async fn cleanup<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error
     };
     match provider.delete(&request(cr, &ctx.settings, tier)).await? {
         Deletion::Done => delete_secret(cr, ctx).await,
+        Deletion::Keep(why) => retain(cr, ctx, &why).await,
         other => Ok(other),
     }
 }
@@ -250,8 +255,9 @@ fn unknown_provider_on_delete<K: ResourceCr>(cr: &K, provider: &str) -> String {
 /// Releases the CR and everything made for it, deleting nothing: the
 /// cloud resource keeps its deletion protection and tags, an in-cluster
 /// workload its volume, and the Secrets their keys, for a CR of the same
-/// kind, namespace and name to take over again.
-async fn retain<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
+/// kind, namespace and name to take over again. `why` opens the Event:
+/// the retain policy, or what the provider would not delete.
+async fn retain<K: ResourceCr>(cr: &K, ctx: &Context, why: &str) -> Result<Deletion, Error> {
     let namespace = cr.namespace().unwrap_or_default();
     let released = release::Released {
         namespace: &namespace,
@@ -264,8 +270,7 @@ async fn retain<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error>
         .map(|id| format!(" ({id})"))
         .unwrap_or_default();
     let note = format!(
-        "deleted under {}: retain; its {} resource{identifier} and its data are left as they are (deletion protection and tags kept), and {count} object(s) made for it, its Secret {}/{} included, are released; a {} named {} in this namespace takes them over again",
-        config::deletion_policy::ANNOTATION,
+        "{why}; its {} resource{identifier} and its data are left as they are (deletion protection and tags kept), and {count} object(s) made for it, its Secret {}/{} included, are released; a {} named {} in this namespace takes them over again",
         K::KIND.cr_kind(),
         secret.0,
         secret.1,
