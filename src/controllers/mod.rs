@@ -129,6 +129,11 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
+    // A reconcile that found the cache behind the operator's own write
+    // runs again once the watch shows it (see `reconcile::stale`): the
+    // predicate below lets no such echo through as a change.
+    let (caught_up, wakes) = futures::channel::mpsc::unbounded();
+    let watching = ctx.clone();
     let crs = watch(
         scope.api::<DeserializeGuard<K>>(ctx),
         watcher::Config::default(),
@@ -137,8 +142,16 @@ where
     .modify(cache::strip_unread)
     .reflect(writer)
     .applied_objects()
+    .inspect(move |cr| {
+        if let Ok(cr) = cr
+            && watching.seen(cr)
+        {
+            // Closed only when the controller is gone.
+            let _ = caught_up.unbounded_send(ObjectRef::from_obj(cr));
+        }
+    })
     .predicate_filter(inputs::inputs, PredicateConfig::default());
-    let controller = Controller::for_stream(crs, reader);
+    let controller = Controller::for_stream(crs, reader).reconcile_on(wakes);
     match ctx.share_wakes() {
         Some(wakes) => controller.reconcile_on(share_wakes::<K>(wakes)),
         None => controller,

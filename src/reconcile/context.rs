@@ -20,7 +20,7 @@ use crate::{
 use super::{
     events::Events,
     share::{Shares, Slot, Woken},
-    stale::{LastWrites, ObjectKey, object_key},
+    stale::{Cached, LastWrites, ObjectKey, object_key},
 };
 
 /// Operator-wide settings.
@@ -165,8 +165,14 @@ impl Context {
 
     /// Whether the cache shows `obj` older than the operator's last write
     /// to it (see [`super::stale`]).
-    pub fn cache_behind<K: Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
+    pub fn cache_behind<K: Resource<DynamicType = ()>>(&self, obj: &K) -> Cached {
         (self.last_writes).cache_behind(&object_key(obj), obj.meta().resource_version.as_deref())
+    }
+
+    /// The watch shows `obj`: true when a reconcile waits for this version
+    /// (see [`super::stale`]), which is then to run again.
+    pub fn seen<K: Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
+        (self.last_writes).seen(&object_key(obj), obj.meta().resource_version.as_deref())
     }
 
     /// Whether this process has reconciled `obj` before.

@@ -39,6 +39,7 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
+use stale::Cached;
 use tracing::{Instrument, debug, info, warn};
 
 use crate::{
@@ -55,7 +56,8 @@ const FAILED_RETRY: Duration = Duration::from_secs(3600);
 pub const SKIP_CREATE_MESSAGE: &str = "skipping create or update for maintenance";
 
 /// When to look again at a CR the cache shows older than the operator's
-/// last write to it: the watch shows the newer one within moments.
+/// last write to it, if the watch showing the write (it does so within
+/// moments) has not brought it first; see `stale`.
 const CACHE_BEHIND_RETRY: Duration = Duration::from_secs(1);
 
 /// When a CR whose namespace held its share of reconciles comes again if
@@ -200,12 +202,13 @@ pub async fn reconcile<K: Managed>(
     {
         return Ok(Action::await_change());
     }
-    // A version older than the operator's last write (the cache has not
-    // shown the write yet): reconcile the newer one in a moment. The watch
-    // does not bring it as a change (it changes no input), and this run
-    // may stand for a requeue it absorbed.
-    if ctx.cache_behind(obj.as_ref()) {
-        return Ok(Action::requeue(CACHE_BEHIND_RETRY));
+    // A version older than the operator's last write: reconcile the newer
+    // one. The watch brings it as a wake, not as a change (it changes no
+    // input), and this run may stand for a requeue it absorbed.
+    match ctx.cache_behind(obj.as_ref()) {
+        Cached::Current => {}
+        Cached::Behind => return Ok(Action::requeue(CACHE_BEHIND_RETRY)),
+        Cached::Superseded => return Ok(Action::requeue(Duration::ZERO)),
     }
     // Its namespace holds its share of the kind's slots (see `share`):
     // this slot goes to another namespace's CR meanwhile.
