@@ -416,8 +416,11 @@ async fn a_conflicting_writer_meets_bounded_corrections_and_an_event() {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        // Three free corrections, then one after 30 s; not hundreds.
-        assert!((2..=6).contains(&rewrites), "the operator corrected the Deployment {rewrites} times in 45 s");
+        // Its first write, then one after each correction: three free
+        // ones (FREE), then one 30 s after the last (FIRST_HOLD), which a
+        // slow reconcile may push past the 45 s; the next waits 60 s more.
+        // Fewer: the operator gave up correcting; more: it does not wait.
+        assert!((4..=5).contains(&rewrites), "the other writer put its image back {rewrites} times in 45 s: the operator corrected it {} times, not 3 or 4", rewrites - 1);
         let events = crate::support::events_in(&client, &ns).await;
         let said = events.iter().filter_map(|e| e.message.clone()).find(|m| m.contains("was changed back"));
         let said = said.unwrap_or_else(|| panic!("no Event says the Deployment is fought over: {events:?}"));

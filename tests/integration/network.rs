@@ -1124,10 +1124,15 @@ async fn one_of_each(ec2: &aws_sdk_ec2::Client, id: &str, cluster: &str) -> (Str
         .send()
         .await;
     let groups = groups.unwrap_or_else(|e| panic!("{e:?}"));
-    let named = (groups.security_groups().iter())
+    let named: Vec<Option<&str>> = (groups.security_groups().iter())
         .filter(|g| g.group_name() == Some(name.as_str()))
-        .count();
-    assert_eq!(named, 1, "security groups named {name}");
+        .map(|g| g.vpc_id())
+        .collect();
+    assert_eq!(
+        named,
+        [Some(vpc.as_str())],
+        "security groups named {name}, by VPC: one, in the database network"
+    );
     (vpc, active)
 }
 
@@ -1264,10 +1269,14 @@ async fn every_network_write_whose_answer_is_lost_is_answered_by_looking() {
 
     // One of each, each lost answer notwithstanding.
     let (vpc, active) = one_of_each(&ec2, &id, &cluster).await;
+    // Every route table of the cluster's VPC routes the network through
+    // the one peering: none left without it, none through a lost one.
     for (table, routes) in routes(&ec2, &cluster).await {
-        if let Some(to) = routes.get("10.205.0.0/26") {
-            assert_eq!(Some(to), Some(&active), "route table {table}");
-        }
+        assert_eq!(
+            routes.get("10.205.0.0/26"),
+            Some(&active),
+            "cluster route table {table}"
+        );
     }
     let name = shorten(&format!("{id}-security-group"), 40);
     let lost = proxy.answers_lost();

@@ -658,7 +658,7 @@ where
     // Every test with an operator also proves its log leaks no credential.
     let result = match result {
         Ok(()) => {
-            let (log, ns) = (operator.logs(), name.clone());
+            let (log, ns, client) = (operator.logs(), name.clone(), client.clone());
             tokio::spawn(async move { assert_no_secret_in(&client, &ns, &log).await }).await
         }
         failed => failed,
@@ -672,14 +672,56 @@ where
         }
     })
     .await;
-    if deleted.is_err() {
-        eprintln!("warning: namespace {name} still terminating after {DEFAULT_TIMEOUT:?}");
-    }
+    // A namespace the operator cannot let go of (a CR whose finalizer
+    // stays) is a failure of the test that left it, named by what is left.
+    let stuck = match deleted {
+        Ok(()) => None,
+        Err(_) => Some(what_holds(&client, &name).await),
+    };
     if let Ok(op) = std::sync::Arc::try_unwrap(operator) {
         op.stop().await;
     }
     if let Err(e) = result {
         std::panic::resume_unwind(e.into_panic());
+    }
+    if let Some(left) = stuck {
+        panic!(
+            "namespace {name} still terminating {DEFAULT_TIMEOUT:?} after the test, with the operator running: {left}"
+        );
+    }
+}
+
+/// The CRs left in `namespace`, with their finalizers and status message.
+async fn what_holds(client: &Client, namespace: &str) -> String {
+    use kube::{api::DynamicObject, discovery::ApiResource};
+    let mut left = Vec::new();
+    for (kind, plural) in [
+        ("Postgres", "postgres"),
+        ("Redis", "redis"),
+        ("BlobStorage", "blobstorages"),
+        ("SMTPCredentialSet", "smtpcredentialsets"),
+        ("PostgresSnapshot", "postgressnapshots"),
+        ("RedisSnapshot", "redissnapshots"),
+    ] {
+        let gvk = kube::api::GroupVersionKind::gvk("integreatly.org", "v1alpha1", kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource);
+        match api.list(&Default::default()).await {
+            Ok(list) => left.extend(list.items.iter().map(|o| {
+                let message = o.data.pointer("/status/message").and_then(Value::as_str);
+                format!(
+                    "{kind} {} (finalizers {:?}; status {:?})",
+                    o.name_any(),
+                    o.finalizers(),
+                    message.unwrap_or_default()
+                )
+            })),
+            Err(e) => left.push(format!("{kind}s not listed: {e}")),
+        }
+    }
+    match left.is_empty() {
+        true => "no CR left (another finalizer holds it)".into(),
+        false => left.join("; "),
     }
 }
 
