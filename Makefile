@@ -12,13 +12,16 @@ BUNDLE_DIR ?= bundle
 CARGO_DENY_VERSION := 0.20.2
 CARGO_DENY_ROOT := $(HOME)/.cache/cro-tools/cargo-deny-$(CARGO_DENY_VERSION)
 
-.PHONY: help deps build crds bundle image testenv-up testenv-down test bench proptest-long lint deny run
+.PHONY: help deps local-deps build crds bundle image testenv-up testenv-down test bench proptest-long lint deny run
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 deps: ## install missing system packages (Debian)
 	@tests/testenv/install-deps.sh
+
+local-deps: ## as deps, for the local environment, which needs root (says so first)
+	@tests/testenv/install-deps.sh --local-environment
 
 build: ## build the operator and all tests
 	cargo build --workspace --all-targets
@@ -36,7 +39,7 @@ image: ## the operator's image with no container daemon: target/image/cloud-reso
 	cargo build --release --bin cloud-resource-operator
 	deploy/image/build.sh
 
-testenv-up: deps ## start the local control plane + kwok + moto (builds and caches binaries first time)
+testenv-up: local-deps ## start the local control plane + kwok + moto (builds and caches binaries first time)
 	@$(TESTENV) up
 
 testenv-down: ## stop exactly what testenv-up started
@@ -44,7 +47,7 @@ testenv-down: ## stop exactly what testenv-up started
 
 # The whole suite. Starts the test environment if it is not running and
 # stops it afterwards (one that was already running is left running).
-test: deps ## run the whole test suite (unit, integration, end-to-end)
+test: local-deps ## run the whole test suite (unit, integration, end-to-end)
 	@was_up=0; $(TESTENV) status && was_up=1 || true; \
 	$(TESTENV) up; \
 	set +e; ( set -a; . $(ENV_SH); set +a; cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee target/test-output.log ); status=$$?; set -e; \
@@ -52,7 +55,7 @@ test: deps ## run the whole test suite (unit, integration, end-to-end)
 	[ $$status = 0 ] || tests/failures.py target/test-output.log; \
 	exit $$status
 
-bench: deps ## rerunnable benchmarks (BENCH=bench::<name> for one): ready latency (BENCH_N=10); AWS calls at rest; scale over BENCH_CRS (2000) in-cluster BlobStorage and BENCH_DBS (100) Postgres and Redis, release build; raw results in target/bench/
+bench: local-deps ## rerunnable benchmarks (BENCH=bench::<name> for one): ready latency (BENCH_N=10); AWS calls at rest; scale over BENCH_CRS (2000) in-cluster BlobStorage and BENCH_DBS (100) Postgres and Redis, release build; raw results in target/bench/
 	@$(TESTENV) up
 	cargo build --release --bin cloud-resource-operator
 	@mkdir -p target/bench; out=target/bench/$$(date -u +%Y-%m-%dT%H%M)-$$(git rev-parse --short HEAD).txt; \
@@ -80,7 +83,9 @@ DEMO_NAMESPACE ?= demo
 # Builds only what running needs: the operator's binary (not the tests),
 # and for the local environment no test-only tools (helm, promtool, the
 # bundle validator); `make test` builds those when it first needs them.
-run: deps ## run the operator in the foreground (local control plane and samples unless KUBECONFIG is set)
+run: ## run the operator in the foreground (local control plane and samples unless KUBECONFIG is set; with it, no root and nothing installed)
+	@if [ -n "$${KUBECONFIG:-}" ]; then tests/testenv/install-deps.sh --existing-cluster; \
+	else tests/testenv/install-deps.sh --local-environment; fi
 	@[ -x $(BIN) ] || echo "building the operator's binary — first time only, about 11 min on 2 cores"
 	cargo build --bin cloud-resource-operator
 	@local=0; if [ -z "$${KUBECONFIG:-}" ]; then local=1; CRO_TESTENV_FOR=run $(TESTENV) up; set -a; . $(ENV_SH); set +a; fi; \

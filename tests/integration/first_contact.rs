@@ -474,3 +474,75 @@ async fn the_quick_start_samples_all_complete() {
     )
     .await;
 }
+
+/// `tests/testenv/install-deps.sh` as `make run` calls it, run by user
+/// `nobody` with `PATH` holding only stand-ins for `tools` and `id` (this
+/// machine has a kubectl of its own): its exit code, its stderr and the
+/// commands the stand-ins ran.
+fn install_deps_as_nobody(mode: &str, tools: &[&str]) -> (i32, String, String) {
+    let dir = std::env::temp_dir().join(format!("cro-deps-{}-{mode}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let ran = dir.join("ran");
+    std::fs::write(&ran, "").unwrap_or_else(|e| panic!("{e}"));
+    // Stand-ins that note they ran: what installs must never be called.
+    for tool in ["sudo", "apt-get"].iter().chain(tools) {
+        let script = format!("#!/bin/sh\necho {tool} \"$@\" >> '{}'\n", ran.display());
+        let path = dir.join(tool);
+        std::fs::write(&path, script).unwrap_or_else(|e| panic!("{e}"));
+        std::process::Command::new("chmod")
+            .args(["-R", "a+rwx"])
+            .arg(&dir)
+            .status()
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let script = crate::support::repo_root().join("tests/testenv/install-deps.sh");
+    let out = std::process::Command::new("/usr/bin/setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--",
+            "/bin/bash",
+        ])
+        .arg(&script)
+        .arg(mode)
+        .env_clear()
+        .env("PATH", &dir)
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    let ran = std::fs::read_to_string(&ran).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        ran,
+    )
+}
+
+/// `make run` against a cluster of the user's own needs no root and
+/// installs nothing; without one, a user who is not root is told what
+/// needs root before anything is installed (issue #64).
+#[test]
+fn make_run_against_an_existing_cluster_needs_no_root_and_installs_nothing() {
+    let (code, said, ran) =
+        install_deps_as_nobody("--existing-cluster", &["cargo", "cc", "kubectl"]);
+    assert_eq!((code, ran.as_str()), (0, ""), "stderr: {said}");
+    // Without kubectl it says what to do, and still installs nothing.
+    let (code, said, ran) = install_deps_as_nobody("--existing-cluster", &["cargo", "cc"]);
+    assert_eq!((code, ran.as_str()), (1, ""));
+    assert!(
+        said.contains("kubectl is required") && said.contains("PATH"),
+        "{said}"
+    );
+    // The local environment, as a user who is not root: refused before
+    // any sudo or apt-get, naming what needs root and the way around it.
+    let (code, said, ran) =
+        install_deps_as_nobody("--local-environment", &["cargo", "cc", "kubectl"]);
+    assert_eq!((code, ran.as_str()), (1, ""), "stderr: {said}");
+    assert!(
+        said.contains("needs root") && said.contains("KUBECONFIG"),
+        "{said}"
+    );
+}

@@ -6,6 +6,22 @@
 # come with the machine; Kubernetes tools and moto are built/installed into
 # a cache by testenv.sh.
 set -euo pipefail
+# `make run` against a cluster of the user's own (KUBECONFIG set) installs
+# nothing and needs no root: it builds the operator and applies manifests.
+if [ "${1:-}" = --existing-cluster ]; then
+  fail=0
+  command -v cargo >/dev/null || { echo "install-deps: cargo (rustup) is required to build the operator" >&2; fail=1; }
+  command -v cc >/dev/null || { echo "install-deps: a C compiler (cc) is required to build the operator's TLS library: on Debian, apt-get install gcc libc6-dev" >&2; fail=1; }
+  command -v kubectl >/dev/null || { echo "install-deps: kubectl is required to install the CRDs and configuration into \$KUBECONFIG's cluster: put it on PATH (tests/testenv/testenv.sh build builds one, without root, into the cache it prints)" >&2; fail=1; }
+  exit $fail
+fi
+# The local environment needs root: it installs Debian packages, makes
+# kwok's fake pod range unreachable (ip route, iptables) and runs a real
+# node (containerd, a bridge network). Say so before anything is done.
+if [ "${1:-}" = --local-environment ] && [ "$(id -u)" != 0 ]; then
+  echo "install-deps: the local environment (make run without KUBECONFIG, make test) needs root: it installs Debian packages, adds an unreachable route and iptables rules so no test traffic leaves this machine, and runs a node with containerd. Run it as root (sudo -E make ...), or set KUBECONFIG to a cluster of yours: make run then installs nothing and needs no root." >&2
+  exit 1
+fi
 missing=()
 command -v openssl >/dev/null || missing+=(openssl)
 command -v curl >/dev/null || missing+=(curl)
