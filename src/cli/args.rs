@@ -344,6 +344,72 @@ mod tests {
         assert!(run(&["--mail-server-image", ""]).is_err());
     }
 
+    /// The chart's values.yaml says which variable each `operator` value
+    /// sets and, where it says what an empty value means, that is the
+    /// flag's default (a comment said `cluster.local` where the code
+    /// leaves the domain out).
+    #[test]
+    fn the_charts_operator_values_name_real_variables_and_their_defaults() {
+        use clap::CommandFactory;
+        let values = include_str!("../../deploy/helm/values.yaml");
+        let section = values
+            .split("\noperator:\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n").next())
+            .expect("values.yaml has an operator section");
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run").expect("a run subcommand");
+        let by_env = |env: &str| {
+            run.get_arguments()
+                .find(|a| a.get_env().is_some_and(|e| e == env))
+        };
+        let mut checked = 0;
+        for comment in section
+            .lines()
+            .filter_map(|l| l.split_once("# ").map(|(_, c)| c))
+        {
+            let names = comment.split(|c: char| !(c.is_ascii_uppercase() || c == '_'));
+            // `RELATED_IMAGE_POSTGRES / _REDIS`: a suffix is no name.
+            let names = names.filter(|n| n.contains('_') && !n.starts_with('_'));
+            for env in names.map(|n| n.trim_end_matches('_')) {
+                let arg = by_env(env).unwrap_or_else(|| {
+                    panic!("values.yaml names {env}, which `run` does not read")
+                });
+                let Some(empty) = comment.split_once(" when empty").map(|(before, _)| before)
+                else {
+                    continue;
+                };
+                let said = empty.rsplit(['(', ' ']).next().unwrap_or_default();
+                // "the operator's default": no value claimed.
+                if said == "default" {
+                    continue;
+                }
+                match arg.get_default_values().first() {
+                    Some(default) => assert_eq!(
+                        said,
+                        default.to_string_lossy(),
+                        "values.yaml on {env}'s empty value"
+                    ),
+                    // A default the code works out: the flag's help says it.
+                    None => {
+                        let help =
+                            (arg.get_long_help().or(arg.get_help())).map(ToString::to_string);
+                        let help = help.unwrap_or_default();
+                        assert!(
+                            help.contains(said),
+                            "values.yaml says {env} is {said} when empty; the flag's help does not: {help}"
+                        );
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(
+            checked >= 1,
+            "no default checked: the comments' form changed"
+        );
+    }
+
     /// docs/operations.md's table is where users look for a flag: each
     /// flag of `run` and its environment variable is there.
     #[test]
