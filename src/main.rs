@@ -15,6 +15,10 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(code)
         }
         Command::Status(args) => runtime()?.block_on(read::status(*args)),
+        Command::Completions { shell } => {
+            offline::completions(shell, &mut std::io::stdout());
+            Ok(())
+        }
     }
 }
 

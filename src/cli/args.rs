@@ -43,6 +43,12 @@ pub enum Command {
     /// objects, pending changes, recent Events and what to change.
     /// Read-only. Installed as `kubectl-cro`, it is `kubectl cro status`.
     Status(Box<StatusArgs>),
+    /// Print a shell completion script, e.g. `cloud-resource-operator
+    /// completions bash > /etc/bash_completion.d/cloud-resource-operator`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Args)]
@@ -99,6 +105,13 @@ pub struct ValidateArgs {
 /// cluster is, and how the providers reach their clouds.
 #[derive(Args)]
 pub struct ClusterArgs {
+    /// Kubeconfig file to read instead of KUBECONFIG's (or
+    /// ~/.kube/config); without either, the pod's in-cluster config.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use instead of its current one.
+    #[arg(long)]
+    pub context: Option<String>,
     /// Namespace holding the strategies ConfigMaps and the fallback
     /// cloud-resource-config. Defaults to the pod's own namespace.
     #[arg(long, env = "OPERATOR_NAMESPACE")]
@@ -342,6 +355,20 @@ mod tests {
         assert!(run(&["--redis-image", ""]).is_err());
         assert!(run(&["--object-store-image", ""]).is_err());
         assert!(run(&["--mail-server-image", ""]).is_err());
+    }
+
+    /// Completion scripts know every subcommand and the flags that pick
+    /// a cluster.
+    #[test]
+    fn completions_offer_the_subcommands_and_the_cluster_flags() {
+        for shell in [clap_complete::Shell::Bash, clap_complete::Shell::Zsh] {
+            let mut script = Vec::new();
+            crate::cli::offline::completions(shell, &mut script);
+            let script = String::from_utf8_lossy(&script);
+            for want in ["status", "plan", "validate", "--kubeconfig", "--context"] {
+                assert!(script.contains(want), "{shell:?} completions lack {want}");
+            }
+        }
     }
 
     /// The chart's values.yaml says which variable each `operator` value

@@ -48,6 +48,30 @@ impl Work {
     }
 }
 
+/// The Kubernetes configuration `--kubeconfig` and `--context` choose;
+/// without them, KUBECONFIG's current context or the in-cluster config.
+pub(super) async fn kube_config(args: &ClusterArgs) -> anyhow::Result<kube::Config> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    if args.kubeconfig.is_none() && args.context.is_none() {
+        return (kube::Config::infer().await)
+            .context("connecting to Kubernetes (KUBECONFIG or in-cluster config; --kubeconfig and --context choose another)");
+    }
+    let file = match &args.kubeconfig {
+        Some(path) => Kubeconfig::read_from(path)
+            .with_context(|| format!("reading the kubeconfig {} (--kubeconfig)", path.display()))?,
+        None => Kubeconfig::read()
+            .context("reading the kubeconfig (KUBECONFIG or ~/.kube/config) for --context")?,
+    };
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let context = args.context.as_deref().unwrap_or("its current context");
+    kube::Config::from_custom_kubeconfig(file, &options)
+        .await
+        .with_context(|| format!("using the kubeconfig's context {context} (--context)"))
+}
+
 /// Connects; with `serve_while_waiting`, a Secret `sts-credentials` that
 /// cannot be used is waited for (see [`sts::wait_for_sts`]) rather than an
 /// error. `watched` are the namespaces the CRs are read from.
@@ -59,9 +83,7 @@ pub(super) async fn connect(
     fence: &Fence,
 ) -> anyhow::Result<Connected> {
     let operator_namespace = operator_namespace(args.operator_namespace.clone())?;
-    let mut config = kube::Config::infer()
-        .await
-        .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
+    let mut config = kube_config(args).await?;
     // The operator's name in the API server's audit log, and the field
     // manager of its writes that name none (finalizers, Events), which
     // would otherwise show as "unknown" in managedFields.

@@ -42,3 +42,10 @@ pub fn print_crds(output_dir: Option<PathBuf>, reference: Option<PathBuf>) -> an
     }
     Ok(())
 }
+
+/// Writes `shell`'s completion script for every subcommand and flag.
+pub fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    use clap::CommandFactory;
+    let mut cli = super::Cli::command();
+    clap_complete::generate(shell, &mut cli, "cloud-resource-operator", out);
+}

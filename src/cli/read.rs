@@ -96,9 +96,8 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let namespace = match args.namespace.clone() {
         Some(ns) => ns,
         None => {
-            kube::Config::infer()
-                .await
-                .context("reading the kubeconfig (KUBECONFIG or in-cluster config)")?
+            super::connect::kube_config(&args.cluster)
+                .await?
                 .default_namespace
         }
     };
@@ -111,9 +110,9 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     };
     let client = match &reader {
         Some(r) => r.client.clone(),
-        None => kube::Client::try_default()
-            .await
-            .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?,
+        None => kube::Client::try_from(super::connect::kube_config(&args.cluster).await?).context(
+            "building the Kubernetes client from the kubeconfig (its TLS settings or proxy)",
+        )?,
     };
     let scope = reader.as_ref().map(|r| r.scope(&namespaces));
     let cloud = scope.as_ref().ok_or(

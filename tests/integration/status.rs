@@ -133,6 +133,25 @@ async fn status_explains_complete_failed_paused_and_snapshot_crs() {
         assert!(text.contains("spec.skipCreate is true"), "{text}");
         assert!(text.contains("Cloud:            not read: give --operator-namespace"), "{text}");
 
+        // --kubeconfig and --context, as kubectl takes them, without
+        // KUBECONFIG: the context's namespace is the CR's.
+        let kubeconfig = context_in_namespace("shop", &ns);
+        let cro = |context: &str| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_cloud-resource-operator"))
+                .args(["status", "postgres/held-db", "--kubeconfig"])
+                .arg(&kubeconfig)
+                .args(["--context", context])
+                .env("KUBECONFIG", "/nonexistent/kubeconfig")
+                .env_remove("OPERATOR_NAMESPACE")
+                .output()
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let text = stdout(&cro("shop"));
+        assert!(text.contains(&format!("{ns}/held-db")) && text.contains("Phase:            paused"), "{text}");
+        let out = cro("nowhere");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && said.contains("nowhere") && said.contains("--context"), "{said}");
+
         // A snapshot: its cloud identifier is the snapshot's.
         let snap: PostgresSnapshot = serde_json::from_value(json!({
             "apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
@@ -170,4 +189,27 @@ async fn status_explains_complete_failed_paused_and_snapshot_crs() {
         assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("Postgres {ns}/nobody not found")));
     })
     .await;
+}
+
+/// A copy of the test environment's kubeconfig with one more context,
+/// `name`, whose namespace is `namespace`; its current context is left.
+fn context_in_namespace(name: &str, namespace: &str) -> std::path::PathBuf {
+    let env = TestEnv::load();
+    let mut config =
+        kube::config::Kubeconfig::read_from(&env.kubeconfig).unwrap_or_else(|e| panic!("{e}"));
+    let mut context = config
+        .contexts
+        .first()
+        .cloned()
+        .unwrap_or_else(|| panic!("no context in {}", env.kubeconfig.display()));
+    context.name = name.into();
+    if let Some(c) = context.context.as_mut() {
+        c.namespace = Some(namespace.into());
+    }
+    config.contexts.push(context);
+    let path =
+        crate::support::repo_root().join(format!("target/testenv/kubeconfig-{namespace}-{name}"));
+    let yaml = yaml_serde::to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, yaml).unwrap_or_else(|e| panic!("{e}"));
+    path
 }
