@@ -10,6 +10,7 @@ mod connectivity;
 mod deploy;
 mod first_contact;
 mod foundation;
+mod gitops;
 mod iam_policy;
 mod in_cluster;
 mod install;

@@ -44,6 +44,8 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v gcc >/dev/null || missing+=(gcc libc6-dev)
 # Carries the API server and the AWS emulator to the real node's pods.
 command -v socat >/dev/null || missing+=(socat)
+# Argo CD's health script (deploy/gitops/) runs in Lua 5.1, as Argo CD's.
+command -v lua5.1 >/dev/null || missing+=(lua5.1)
 # The operator's image (deploy/image/build.sh) carries the CA bundle.
 [ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 if ((${#missing[@]})); then
