@@ -235,3 +235,111 @@ async fn rotation_and_restore_survive_a_kill_at_their_riskiest_step() {
     })
     .await;
 }
+
+/// Deleting a namespace with CRs of every kind inside, on AWS and in the
+/// cluster (issue #62), as a team tearing down an environment does: the
+/// operator, configured from its own namespace, deletes what each CR made
+/// (its finalizer holds the namespace meanwhile), the namespace goes within
+/// minutes, and nothing of it is left in AWS.
+#[tokio::test]
+async fn deleting_a_namespace_with_every_kind_inside_leaves_nothing_behind() {
+    let client = TestEnv::load().client().await;
+    ensure_crds(&client).await;
+    let operator_ns = crate::support::create_namespace(&client, "nsdel-op").await;
+    let ns = crate::support::create_namespace(&client, "nsdel").await;
+    let tiers = json!({"development": {"deleteStrategy": {"SkipFinalSnapshot": true}}}).to_string();
+    let plain = json!({"development": {}}).to_string();
+    apply_config_map(
+        &client,
+        &operator_ns,
+        "cloud-resources-aws-strategies",
+        json!({"postgres": tiers, "redis": plain.clone(), "blobstorage": plain}),
+    )
+    .await;
+    let mut launch = Launch::new(&ns);
+    launch.operator_namespace = Some(operator_ns.clone());
+    let operator = Operator::launch(launch).await;
+    let cr = |kind: &str, name: &str, type_: &str| {
+        json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name},
+            "spec": {"type": type_, "tier": "development", "secretRef": {"name": format!("{name}-sec")}}})
+    };
+    let _: Postgres = create_json(&client, &ns, cr("Postgres", "aws-db", "managed")).await;
+    let _: BlobStorage =
+        create_json(&client, &ns, cr("BlobStorage", "aws-bucket", "managed")).await;
+    let _: Postgres = create_json(&client, &ns, cr("Postgres", "local-db", "workshop")).await;
+    let _: cloud_resource_operator::api::Redis =
+        create_json(&client, &ns, cr("Redis", "local-cache", "workshop")).await;
+    let _: BlobStorage =
+        create_json(&client, &ns, cr("BlobStorage", "local-bucket", "workshop")).await;
+    let _: cloud_resource_operator::api::SMTPCredentialSet = create_json(
+        &client,
+        &ns,
+        cr("SMTPCredentialSet", "local-mail", "workshop"),
+    )
+    .await;
+    let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+    let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+    let db = wait_phase(&pgs, "aws-db", Phase::Complete).await;
+    let db_id = db
+        .annotations()
+        .get("resourceIdentifier")
+        .cloned()
+        .unwrap_or_else(|| panic!("aws-db recorded no identifier"));
+    let bucket = wait_phase(&blobs, "aws-bucket", Phase::Complete).await;
+    let bucket_id = bucket
+        .annotations()
+        .get("resourceIdentifier")
+        .cloned()
+        .unwrap_or_else(|| panic!("aws-bucket recorded no identifier"));
+    wait_phase(&pgs, "local-db", Phase::Complete).await;
+    wait_phase(&blobs, "local-bucket", Phase::Complete).await;
+    let _: PostgresSnapshot = create_json(
+        &client,
+        &ns,
+        json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
+        "metadata": {"name": "aws-db-snap"}, "spec": {"resourceName": "aws-db"}}),
+    )
+    .await;
+    let snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), &ns);
+    let snap = wait_phase(&snaps, "aws-db-snap", Phase::Complete).await;
+    let snap_id = snap
+        .status
+        .and_then(|s| s.snapshot_id)
+        .unwrap_or_else(|| panic!("aws-db-snap has no snapshotID"));
+
+    // The namespace is deleted with everything in it.
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+    namespaces
+        .delete(&ns, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&namespaces, &ns, Duration::from_secs(300)).await;
+
+    // Nothing of it is left in AWS.
+    let rds = crate::aws::rds().await;
+    let left = crate::aws::instance(&rds, &db_id)
+        .await
+        .map(|i| i.db_instance_status().unwrap_or_default().to_string());
+    assert!(
+        matches!(left.as_deref(), None | Some("deleting")),
+        "RDS instance {db_id} left: {left:?}"
+    );
+    let snapshot = rds
+        .describe_db_snapshots()
+        .db_snapshot_identifier(&snap_id)
+        .send()
+        .await;
+    let kept: Vec<_> = snapshot
+        .map(|o| o.db_snapshots().to_vec())
+        .unwrap_or_default();
+    assert!(kept.is_empty(), "snapshot {snap_id} left: {kept:?}");
+    let s3 = TestEnv::load().s3().await;
+    assert!(
+        s3.head_bucket().bucket(&bucket_id).send().await.is_err(),
+        "bucket {bucket_id} left"
+    );
+    let _ = namespaces
+        .delete(&operator_ns, &DeleteParams::default())
+        .await;
+    operator.stop().await;
+}
