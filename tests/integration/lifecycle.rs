@@ -279,18 +279,20 @@ async fn deleting_a_namespace_with_every_kind_inside_leaves_nothing_behind() {
     .await;
     let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
     let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
-    let db = wait_phase(&pgs, "aws-db", Phase::Complete).await;
-    let db_id = db
-        .annotations()
-        .get("resourceIdentifier")
-        .cloned()
-        .unwrap_or_else(|| panic!("aws-db recorded no identifier"));
-    let bucket = wait_phase(&blobs, "aws-bucket", Phase::Complete).await;
-    let bucket_id = bucket
-        .annotations()
-        .get("resourceIdentifier")
-        .cloned()
-        .unwrap_or_else(|| panic!("aws-bucket recorded no identifier"));
+    let recorded = |meta: &kube::api::ObjectMeta| -> String {
+        let id = meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("resourceIdentifier"));
+        id.cloned()
+            .unwrap_or_else(|| panic!("{:?} recorded no identifier", meta.name))
+    };
+    let db_id = recorded(&wait_phase(&pgs, "aws-db", Phase::Complete).await.metadata);
+    let bucket_id = recorded(
+        &wait_phase(&blobs, "aws-bucket", Phase::Complete)
+            .await
+            .metadata,
+    );
     wait_phase(&pgs, "local-db", Phase::Complete).await;
     wait_phase(&blobs, "local-bucket", Phase::Complete).await;
     let _: PostgresSnapshot = create_json(

@@ -695,16 +695,11 @@ where
 async fn what_holds(client: &Client, namespace: &str) -> String {
     use kube::{api::DynamicObject, discovery::ApiResource};
     let mut left = Vec::new();
-    for (kind, plural) in [
-        ("Postgres", "postgres"),
-        ("Redis", "redis"),
-        ("BlobStorage", "blobstorages"),
-        ("SMTPCredentialSet", "smtpcredentialsets"),
-        ("PostgresSnapshot", "postgressnapshots"),
-        ("RedisSnapshot", "redissnapshots"),
-    ] {
-        let gvk = kube::api::GroupVersionKind::gvk("integreatly.org", "v1alpha1", kind);
-        let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+    for crd in cloud_resource_operator::api::crds() {
+        let (names, version) = (&crd.spec.names, &crd.spec.versions[0].name);
+        let kind = names.kind.as_str();
+        let gvk = kube::api::GroupVersionKind::gvk(&crd.spec.group, version, kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, &names.plural);
         let api = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource);
         match api.list(&Default::default()).await {
             Ok(list) => left.extend(list.items.iter().map(|o| {
