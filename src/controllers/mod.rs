@@ -234,33 +234,12 @@ fn resource_controller<K: ResourceCr>(
     let ns = scope.0.as_deref();
     let owned = &ctx.owned;
     let mut c = controller;
-    c = subscribed(c, subscription(&owned.secrets, ns), "Secrets", |c, s| {
-        c.owns_shared_stream(s)
-    });
-    c = subscribed(
-        c,
-        subscription(&owned.deployments, ns),
-        "Deployments",
-        |c, s| c.owns_shared_stream(s),
-    );
-    c = subscribed(c, subscription(&owned.services, ns), "Services", |c, s| {
-        c.owns_shared_stream(s)
-    });
-    c = subscribed(c, subscription(&owned.claims, ns), "PVCs", |c, s| {
-        c.owns_shared_stream(s)
-    });
-    c = subscribed(
-        c,
-        subscription(&owned.config_maps, ns),
-        "ConfigMaps",
-        |c, s| c.owns_shared_stream(s),
-    );
-    c = subscribed(
-        c,
-        subscription(&owned.network_policies, ns),
-        "NetworkPolicies",
-        |c, s| c.owns_shared_stream(s),
-    );
+    c = owning(c, &owned.secrets, ns, "Secrets");
+    c = owning(c, &owned.deployments, ns, "Deployments");
+    c = owning(c, &owned.services, ns, "Services");
+    c = owning(c, &owned.claims, ns, "PVCs");
+    c = owning(c, &owned.config_maps, ns, "ConfigMaps");
+    c = owning(c, &owned.network_policies, ns, "NetworkPolicies");
     c = subscribed(
         c,
         ctx.config.subscribe_types(ns),
@@ -305,6 +284,29 @@ fn connection_verdicts<K: ResourceCr>(
     .filter_map(move |c| {
         let ours = c.kind == K::KIND && namespace.as_ref().is_none_or(|ns| *ns == c.namespace);
         futures::future::ready(ours.then(|| ObjectRef::new(&c.name).within(&c.namespace)))
+    })
+}
+
+/// `controller`, reconciling a CR when an object of kind `O` it owns
+/// changes (the shared watch of `scoped`, in `scope`).
+fn owning<K: ResourceCr, O>(
+    controller: Controller<DeserializeGuard<K>>,
+    scoped: &cache::Scoped<O>,
+    scope: Option<&str>,
+    what: &str,
+) -> Controller<DeserializeGuard<K>>
+where
+    O: cache::Cached
+        + Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    subscribed(controller, subscription(scoped, scope), what, |c, s| {
+        c.owns_shared_stream(s)
     })
 }
 

@@ -106,6 +106,10 @@ impl LastWrites {
             return Cached::Current;
         }
         if entry.seen >= entry.written {
+            // Once: should the cache still hold the old version (a relist
+            // took it back), the next look waits as `Behind` instead of
+            // running again at once, over and over.
+            entry.seen = 0;
             return Cached::Superseded;
         }
         entry.waiting = true;
@@ -198,6 +202,9 @@ mod tests {
         // reconcile that started from version 8 must not wait for one.
         assert!(!writes.seen(&db, Some("9")));
         assert_eq!(writes.cache_behind(&db, Some("8")), Cached::Superseded);
+        // Still version 8 (a relist took the cache back): no second
+        // immediate run, a wait for the wake.
+        assert_eq!(writes.cache_behind(&db, Some("8")), Cached::Behind);
         assert_eq!(writes.cache_behind(&db, Some("9")), Cached::Current);
     }
 

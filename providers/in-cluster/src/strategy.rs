@@ -94,12 +94,15 @@ fn force_bucket_deletion(tier: &Value) -> Result<bool, ProviderError> {
             "deleteStrategy must be an object with the one key {KEY}"
         ));
     };
-    if let Some(unknown) = fields.keys().find(|k| *k != KEY) {
+    // Matched case-insensitively, as the Go operator matches the AWS
+    // tiers' keys.
+    let is_key = |k: &String| k.eq_ignore_ascii_case(KEY);
+    if let Some(unknown) = fields.keys().find(|k| !is_key(k)) {
         return invalid(format!(
             "deleteStrategy.{unknown} is not a known key; the one key it takes is {KEY}"
         ));
     }
-    match fields.get(KEY) {
+    match fields.iter().find(|(k, _)| is_key(k)).map(|(_, v)| v) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(force)) => Ok(*force),
         Some(other) => invalid(format!(
@@ -272,6 +275,12 @@ mod tests {
         assert_eq!(force(json!({"deleteStrategy": {}})).ok(), Some(false));
         let set = json!({"deleteStrategy": {"forceBucketDeletion": true}});
         assert_eq!(force(set).ok(), Some(true));
+        let lower = json!({"deleteStrategy": {"forcebucketdeletion": true}});
+        assert_eq!(
+            force(lower).ok(),
+            Some(true),
+            "keys match as the Go operator's do"
+        );
         let both = json!({"createStrategy": {"objectStore": "own"}, "deleteStrategy": {"forceBucketDeletion": true}});
         assert_eq!(
             parse(&both)
