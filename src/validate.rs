@@ -10,7 +10,6 @@ use std::{
 };
 
 use cro_provider_api::ResourceKind;
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::{
@@ -125,21 +124,17 @@ pub fn load(paths: &[PathBuf]) -> (Vec<Document>, Vec<Finding>) {
                 continue;
             }
         };
-        for (i, doc) in yaml_serde::Deserializer::from_str(&text).enumerate() {
-            match Value::deserialize(doc) {
-                Ok(Value::Null) => {}
-                Ok(value) => docs.push(Document {
+        // Empty documents are skipped, so `index` counts the documents
+        // that hold something.
+        match serde_saphyr::from_multiple::<Value>(&text) {
+            Ok(values) => docs.extend(values.into_iter().filter(|v| !v.is_null()).enumerate().map(
+                |(i, value)| Document {
                     file: file.clone(),
                     index: i + 1,
                     value,
-                }),
-                Err(e) => findings.push(Finding {
-                    file: file.clone(),
-                    object: format!("document {}", i + 1),
-                    key: None,
-                    message: format!("not valid YAML: {e}"),
-                }),
-            }
+                },
+            )),
+            Err(e) => findings.push(file_finding(&file, format!("not valid YAML: {e}"))),
         }
     }
     (docs, findings)

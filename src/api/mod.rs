@@ -60,8 +60,8 @@ pub fn crd_file_name(crd: &CustomResourceDefinition) -> String {
 }
 
 /// A CRD as YAML, as written to `crds/` and printed by `crd`.
-pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, yaml_serde::Error> {
-    yaml_serde::to_string(crd)
+pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::SerializeError> {
+    serde_saphyr::to_string(crd)
 }
 
 #[cfg(test)]

@@ -435,7 +435,7 @@ mod tests {
     fn the_shipped_aws_tiers_are_the_go_operators_built_in_ones() {
         let shipped = include_str!("../../config/cloud-resources-aws-strategies.yaml");
         let cm: k8s_openapi::api::core::v1::ConfigMap =
-            yaml_serde::from_str(shipped).unwrap_or_else(|e| panic!("{e}"));
+            serde_saphyr::from_str(shipped).unwrap_or_else(|e| panic!("{e}"));
         let data = cm.data.unwrap_or_default();
         let empty = json!({"region": "", "createStrategy": {}, "deleteStrategy": {}});
         let go = json!({"development": empty, "production": empty});

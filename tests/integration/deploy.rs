@@ -66,9 +66,9 @@ fn text(v: &Value) -> String {
 }
 
 fn documents(yaml: &str) -> Vec<Value> {
-    use serde::Deserialize;
-    yaml_serde::Deserializer::from_str(yaml)
-        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("rendered YAML: {e}")))
+    serde_saphyr::from_multiple::<Value>(yaml)
+        .unwrap_or_else(|e| panic!("rendered YAML: {e}"))
+        .into_iter()
         .filter(|v| !v.is_null())
         .collect()
 }

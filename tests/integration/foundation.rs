@@ -30,7 +30,7 @@ pub fn objects_in(dir: &str) -> Vec<(String, DynamicObject)> {
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let obj: DynamicObject =
-            yaml_serde::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         out.push((path.display().to_string(), obj));
     }
     out

@@ -68,7 +68,7 @@ fn health(script: &str, obj: &Value) -> (String, String) {
 fn argo_cds_health_of_each_kind_follows_the_phase_the_operator_writes() {
     let script = read("deploy/gitops/argocd-health.lua");
     // argocd-cm.yaml carries the script unchanged for each of the six kinds.
-    let cm: ConfigMap = yaml_serde::from_str(&read("deploy/gitops/argocd-cm.yaml"))
+    let cm: ConfigMap = serde_saphyr::from_str(&read("deploy/gitops/argocd-cm.yaml"))
         .unwrap_or_else(|e| panic!("{e}"));
     let data = cm.data.unwrap_or_default();
     let kinds = [

@@ -1204,7 +1204,7 @@ pub(crate) async fn install_shipped_configuration(client: &Client, ns: &str) {
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let cm: ConfigMap =
-            yaml_serde::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         Api::<ConfigMap>::namespaced(client.clone(), ns)
             .create(&PostParams::default(), &cm)
             .await

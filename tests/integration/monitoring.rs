@@ -27,7 +27,7 @@ const DASHBOARD: &str = "deploy/monitoring/dashboard.json";
 /// The rule groups of the shipped PrometheusRule, as a rule file.
 fn rule_groups() -> Value {
     let text = std::fs::read_to_string(RULES).unwrap_or_else(|e| panic!("{RULES}: {e}"));
-    let rule: Value = yaml_serde::from_str(&text).unwrap_or_else(|e| panic!("{RULES}: {e}"));
+    let rule: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{RULES}: {e}"));
     json!({"groups": rule["spec"]["groups"]})
 }
 
@@ -139,7 +139,7 @@ fn the_rules_pass_promtool_check() {
     let file = dir.join("rules.yaml");
     std::fs::write(
         &file,
-        yaml_serde::to_string(&rule_groups()).unwrap_or_default(),
+        serde_saphyr::to_string(&rule_groups()).unwrap_or_default(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let out = promtool(&["check", "rules", "rules.yaml"], &dir);
@@ -458,7 +458,7 @@ async fn every_alert_fires_on_the_series_the_operator_exports() {
         assert_eq!(tested, shipped, "every shipped alert is tested");
 
         let dir = scratch("alerts");
-        let write = |name: &str, value: &Value| std::fs::write(dir.join(name), yaml_serde::to_string(value).unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"));
+        let write = |name: &str, value: &Value| std::fs::write(dir.join(name), serde_saphyr::to_string(value).unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"));
         write("rules.yaml", &rule_groups());
         write("test.yaml", &json!({"rule_files": ["rules.yaml"], "evaluation_interval": "1m",
             "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": cases}]}));

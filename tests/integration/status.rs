@@ -209,7 +209,7 @@ fn context_in_namespace(name: &str, namespace: &str) -> std::path::PathBuf {
     config.contexts.push(context);
     let path =
         crate::support::repo_root().join(format!("target/testenv/kubeconfig-{namespace}-{name}"));
-    let yaml = yaml_serde::to_string(&config).unwrap_or_else(|e| panic!("{e}"));
+    let yaml = serde_saphyr::to_string(&config).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(&path, yaml).unwrap_or_else(|e| panic!("{e}"));
     path
 }

@@ -977,13 +977,13 @@ pub async fn service_account_kubeconfig(client: &Client, ns: &str, sa: &str) -> 
         .unwrap_or_else(|| panic!("TokenRequest returned no token"));
     let admin = std::fs::read_to_string(TestEnv::load().kubeconfig)
         .unwrap_or_else(|e| panic!("reading the admin kubeconfig: {e}"));
-    let mut config: Value = yaml_serde::from_str(&admin).unwrap_or_else(|e| panic!("{e}"));
+    let mut config: Value = serde_saphyr::from_str(&admin).unwrap_or_else(|e| panic!("{e}"));
     config["users"] = json!([{"name": sa, "user": {"token": token}}]);
     config["contexts"][0]["context"]["user"] = json!(sa);
     let path = repo_root().join(format!("target/testenv/kubeconfig-{ns}-{sa}"));
     std::fs::write(
         &path,
-        yaml_serde::to_string(&config).unwrap_or_else(|e| panic!("{e}")),
+        serde_saphyr::to_string(&config).unwrap_or_else(|e| panic!("{e}")),
     )
     .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
     // It holds a token: readable by its owner only, like the admin's.
