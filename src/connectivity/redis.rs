@@ -1,9 +1,8 @@
-//! A Redis client that goes as far as `AUTH` (when the Secret has a
-//! password) and `PING`, in RESP2 as documented in the Redis protocol
-//! specification, over TLS when the Secret says so (ElastiCache in-transit
+//! A Redis check that goes as far as `AUTH` (when the Secret has a
+//! password) and `PING`, with the `redis` crate, over TLS when the Secret says so (ElastiCache in-transit
 //! encryption).
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use redis::{AsyncConnectionConfig, RedisConnectionInfo, RedisError, aio::MultiplexedConnection};
 
 use super::{
     Stream, Verdict,
@@ -42,69 +41,72 @@ pub async fn check(
     }
 }
 
-async fn session(stream: Stream, password: Option<&str>) -> std::io::Result<Verdict> {
-    let mut stream = BufReader::new(stream);
+/// The `redis` crate speaks RESP; the connection is opened without a
+/// password so `AUTH` can be sent and judged here: a Secret's password for
+/// a server that has none is not a failure (the crate's own handshake
+/// would fail it).
+async fn session(stream: Stream, password: Option<&str>) -> Result<Verdict, RedisError> {
+    // The caller's deadline bounds the whole check, not the crate's 500 ms.
+    let config = AsyncConnectionConfig::new().set_response_timeout(None);
+    let (mut connection, driver) =
+        MultiplexedConnection::new_with_config(&RedisConnectionInfo::default(), stream, config)
+            .await?;
+    let driver = AbortOnDrop(tokio::spawn(driver));
     if let Some(password) = password {
-        stream.write_all(&command(&["AUTH", password])).await?;
-        let reply = read_line(&mut stream).await?;
-        if reply.contains("without any password configured") {
-            // The server has no password; the Secret's is not needed.
-        } else if let Some(error) = reply.strip_prefix('-') {
-            return Ok(Verdict::AuthenticationFailed(error.to_string()));
+        match redis::cmd("AUTH")
+            .arg(password)
+            .exec_async(&mut connection)
+            .await
+        {
+            Ok(()) => {}
+            Err(e) if no_password_configured(&e) => {}
+            // WRONGPASS, or another refusal the server names.
+            Err(e) if e.code().is_some() => {
+                return Ok(Verdict::AuthenticationFailed(e.to_string()));
+            }
+            Err(e) => return Err(e),
         }
     }
-    stream.write_all(&command(&["PING"])).await?;
-    let reply = read_line(&mut stream).await?;
-    let _ = stream.shutdown().await;
-    Ok(match reply.as_str() {
-        "+PONG" => Verdict::Connected(String::new()),
-        r if r.starts_with("-NOAUTH") => Verdict::AuthenticationFailed(
-            "the server requires a password and the Secret has none".into(),
-        ),
-        r if r.starts_with("-LOADING") || r.starts_with("-BUSY") => Verdict::Connected(format!(
-            "the server answers but is not serving yet: {}",
-            &r[1..]
+    let ping = redis::cmd("PING")
+        .query_async::<String>(&mut connection)
+        .await;
+    drop(driver);
+    Ok(match ping {
+        Ok(pong) if pong == "PONG" => Verdict::Connected(String::new()),
+        Ok(other) => Verdict::Protocol(format!(
+            "unexpected answer to PING: {:?}",
+            truncated(&other)
         )),
-        r => Verdict::Protocol(format!("unexpected answer to PING: {:?}", truncated(r))),
+        Err(e) => match e.code() {
+            Some("NOAUTH") => Verdict::AuthenticationFailed(
+                "the server requires a password and the Secret has none".into(),
+            ),
+            Some("LOADING" | "BUSY") => {
+                Verdict::Connected(format!("the server answers but is not serving yet: {e}"))
+            }
+            Some(_) => Verdict::Protocol(format!("unexpected answer to PING: {e}")),
+            None => return Err(e),
+        },
     })
 }
 
-/// A RESP array of bulk strings.
-fn command(args: &[&str]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend(format!("${}\r\n", a.len()).as_bytes());
-        out.extend(a.as_bytes());
-        out.extend(b"\r\n");
-    }
-    out
+/// Redis's answer to `AUTH` when it has no password (`ERR AUTH <password>
+/// called without any password configured for the default user`).
+fn no_password_configured(e: &RedisError) -> bool {
+    e.code() == Some("ERR")
+        && e.detail()
+            .is_some_and(|d| d.contains("without any password configured"))
 }
 
-/// One reply line; a server that sends more than a line's worth before
-/// CRLF is not Redis talking.
-async fn read_line<S: tokio::io::AsyncBufRead + Unpin>(stream: &mut S) -> std::io::Result<String> {
-    let mut line = Vec::new();
-    let mut limited = (&mut *stream).take(4096);
-    limited.read_until(b'\n', &mut line).await?;
-    if line.is_empty() {
-        return Err(std::io::ErrorKind::UnexpectedEof.into());
+/// The connection's driver task, stopped when the check is over.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
-    Ok(String::from_utf8_lossy(&line).trim_end().to_string())
 }
 
 fn truncated(s: &str) -> &str {
     s.get(..80).unwrap_or(s)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn commands_are_resp_arrays_of_bulk_strings() {
-        assert_eq!(
-            command(&["AUTH", "pw"]),
-            b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n".to_vec()
-        );
-    }
 }

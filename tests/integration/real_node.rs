@@ -619,6 +619,13 @@ async fn an_in_cluster_smtp_credential_set_with_a_server_of_its_own_sends_mail()
         let wrong = send_mail(&address, &user, "not-the-password", "refused").await;
         assert!(wrong.as_ref().is_err_and(|reply| reply.starts_with("535")), "a wrong password: {wrong:?}");
         send_mail(&address, &user, &password, "sent with the Secret").await.unwrap_or_else(|reply| panic!("sending with the Secret: {reply}"));
+        // The operator's own check (lettre) tells the two apart against Mailpit.
+        use cloud_resource_operator::connectivity::{Target, Trust, Verdict, check};
+        let login = |password: &str| Target::Smtp { host: ip.clone(), port: 1025, user: user.clone(), password: password.to_string() };
+        let refused = check(&login("not-the-password"), Duration::from_secs(10), &Trust::system(), None).await;
+        assert!(matches!(&refused, Verdict::AuthenticationFailed(m) if m.contains("535")), "a wrong password: {refused:?}");
+        let taken = check(&login(&password), Duration::from_secs(10), &Trust::system(), None).await;
+        assert_eq!(taken, Verdict::Connected(String::new()), "the Secret's login");
 
         // What was sent is there for a person, behind the same login.
         let pod_ip = pod.status.and_then(|s| s.pod_ip).unwrap_or_else(|| panic!("mail's pod has no IP"));
