@@ -1,6 +1,10 @@
 # A small static image: the operator built for musl on Alpine, copied into
 # distroless/static (CA certificates for AWS, a non-root user, no shell).
 #   docker build -t cloud-resource-operator:0.1.0 .
+# Untested: CI cannot pull these base images, so it builds the image with
+# deploy/image/build.sh (make image, make release). The test
+# deploy::the_dockerfile_keeps_the_image_contract_of_make_image holds the
+# user, entrypoint, command, port and toolchain here to that script's.
 
 FROM docker.io/library/rust:1.95-alpine AS build
 # aws-lc-rs (the TLS crypto of kube and the AWS SDK) builds C code.
@@ -25,5 +29,6 @@ RUN find src providers -name '*.rs' -exec touch {} + \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /src/target/release/cloud-resource-operator /cloud-resource-operator
 USER 65532:65532
+EXPOSE 8080
 ENTRYPOINT ["/cloud-resource-operator"]
 CMD ["run"]

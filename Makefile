@@ -12,7 +12,7 @@ BUNDLE_DIR ?= bundle
 CARGO_DENY_VERSION := 0.20.2
 CARGO_DENY_ROOT := $(HOME)/.cache/cro-tools/cargo-deny-$(CARGO_DENY_VERSION)
 
-.PHONY: help deps local-deps build crds bundle image testenv-up testenv-down test bench proptest-long lint deny run
+.PHONY: help deps local-deps build crds bundle image release testenv-up testenv-down test bench proptest-long lint deny run
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -38,6 +38,11 @@ bundle: deps ## regenerate bundle/ (the OLM bundle) from the Helm chart, crds/ a
 image: ## the operator's image with no container daemon: target/image/cloud-resource-operator.tar (OCI), tagged as the chart's default, and its digest in cloud-resource-operator.digest (load it: tests/testenv/testenv.sh load-image FILE)
 	cargo build --release --bin cloud-resource-operator
 	deploy/image/build.sh
+
+release: deps ## a release in target/dist/VERSION/: image archive and digest, packaged chart and OLM bundle pinned by it, kubectl plugin and krew manifest, SBOM, notes, SHA256SUMS (VERSION=x.y.z; REPOSITORY=registry/name, RELEASE_URL=where the plugin archive goes)
+	@[ -n "$(VERSION)" ] || { echo "make release VERSION=x.y.z" >&2; exit 1; }
+	cargo build --release --locked --bin cloud-resource-operator
+	REPOSITORY="$(REPOSITORY)" RELEASE_URL="$(RELEASE_URL)" deploy/release/release.sh "$(VERSION)"
 
 testenv-up: local-deps ## start the local control plane + kwok + moto (builds and caches binaries first time)
 	@$(TESTENV) up

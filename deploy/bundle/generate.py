@@ -17,6 +17,9 @@ manifests/ and metadata/. The configuration ConfigMaps are left out on
 purpose: OLM would own them and put the samples back over a platform's
 edited tiers on every upgrade (create them with config/install-missing.sh).
 
+CHART names another copy of the chart (a release's, its version set);
+the CSV's version is the chart's appVersion.
+
 OLM passes the namespaces it targets in the pod's `olm.targetNamespaces`
 annotation; WATCH_NAMESPACE reads it (empty: all namespaces).
 `make bundle` runs this; deploy::the_olm_bundle_* checks the checked-in
@@ -53,11 +56,12 @@ def crd_description(crd):
 
 def main(helm, out, *values):
     root = repo()
-    chart = yaml.safe_load(open(os.path.join(root, "deploy/helm/Chart.yaml")))
+    chart_dir = os.environ.get("CHART") or os.path.join(root, "deploy/helm")
+    chart = yaml.safe_load(open(os.path.join(chart_dir, "Chart.yaml")))
     version = chart["appVersion"]
     def render(*more):
         rendered = subprocess.run(
-            [helm, "template", "cro", os.path.join(root, "deploy/helm"), "--namespace", PACKAGE,
+            [helm, "template", "cro", chart_dir, "--namespace", PACKAGE,
              "--set", "installConfiguration=false", "--set", "monitoring.prometheusRule.enabled=false"]
             + [arg for value in values + more for arg in ("--set", value)],
             check=True, capture_output=True, text=True).stdout

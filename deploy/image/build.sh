@@ -11,15 +11,17 @@
 # written to the root filesystem (it runs read-only), port 8080 for
 # /metrics, /healthz and /readyz, CA certificates for AWS. The binary links
 # glibc dynamically, so the libraries it names (ldd) are copied beside it
-# at their paths, with the loader.
+# at their paths, with the loader. IMAGE_NAME names it otherwise (a
+# release's registry/repository:version); the digest does not depend on it.
+# IMAGE_OUT writes the archive elsewhere (its digest beside it, .digest).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=${1:-$repo/target/release/cloud-resource-operator}
 [ -x "$bin" ] || { echo "image: no operator binary at $bin (cargo build --release --bin cloud-resource-operator)" >&2; exit 1; }
 version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$repo/deploy/helm/Chart.yaml")
 [ -n "$version" ] || { echo "image: no appVersion in deploy/helm/Chart.yaml" >&2; exit 1; }
-out=$repo/target/image/cloud-resource-operator.tar
-mkdir -p "$(dirname "$out")"
+out=${IMAGE_OUT:-$repo/target/image/cloud-resource-operator.tar}
+mkdir -p "$(dirname "$out")" "$repo/target/image"
 work=$(mktemp -d "$repo/target/image/.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -44,7 +46,7 @@ cat >"$work/config.json" <<JSON
 {"Entrypoint": ["/cloud-resource-operator"], "Cmd": ["run"], "User": "65532:65532",
  "ExposedPorts": {"8080/tcp": {}}, "Env": ["SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"]}
 JSON
-name=docker.io/library/cloud-resource-operator:$version
+name=${IMAGE_NAME:-docker.io/library/cloud-resource-operator:$version}
 digest=$(IMAGE_CREATED_BY=deploy/image/build.sh python3 "$repo/deploy/image/oci_archive.py" "$out.tmp" "$work/layer.tar" "$work/config.json=$name" | cut -d' ' -f2)
 mv "$out.tmp" "$out"
 echo "$digest" >"${out%.tar}.digest"

@@ -1588,3 +1588,61 @@ fn the_openshift_sts_component_mounts_the_token_as_the_chart_does() {
     );
     assert_eq!(k, h, "kustomize's STS mount differs from the chart's");
 }
+
+/// The Dockerfile is not built here (its base images come from registries
+/// CI cannot reach): it must at least promise what `make image` builds.
+#[test]
+fn the_dockerfile_keeps_the_image_contract_of_make_image() {
+    let read =
+        |p: &str| std::fs::read_to_string(repo().join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let script = read("deploy/image/build.sh");
+    let config = script
+        .split_once("<<JSON\n")
+        .and_then(|(_, rest)| rest.split_once("\nJSON\n"))
+        .map(|(json, _)| json)
+        .unwrap_or_else(|| panic!("build.sh writes no config.json heredoc"));
+    let config: Value =
+        serde_json::from_str(config).unwrap_or_else(|e| panic!("build.sh's config.json: {e}"));
+    let dockerfile = read("Dockerfile");
+    let last = |instruction: &str| {
+        dockerfile
+            .lines()
+            .filter_map(|l| l.strip_prefix(instruction)?.strip_prefix(' '))
+            .last()
+            .unwrap_or_else(|| panic!("the Dockerfile has no {instruction}"))
+            .trim()
+            .to_string()
+    };
+    let json = |text: String| {
+        serde_json::from_str::<Value>(&text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    };
+    assert_eq!(json(last("ENTRYPOINT")), config["Entrypoint"]);
+    assert_eq!(json(last("CMD")), config["Cmd"]);
+    assert_eq!(Value::String(last("USER")), config["User"]);
+    let port = format!("{}/tcp", last("EXPOSE"));
+    assert!(
+        config["ExposedPorts"].get(&port).is_some(),
+        "build.sh exposes {}, the Dockerfile {port}",
+        config["ExposedPorts"]
+    );
+    // The toolchain the Dockerfile builds with is the one rust-toolchain.toml names.
+    let toolchain = read("rust-toolchain.toml");
+    let channel = toolchain
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("channel = ")?
+                .trim()
+                .strip_prefix('"')?
+                .strip_suffix('"')
+        })
+        .unwrap_or_else(|| panic!("rust-toolchain.toml names no channel"));
+    let minor = channel.rsplit_once('.').map_or(channel, |(m, _)| m);
+    let from = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("FROM docker.io/library/rust:"))
+        .unwrap_or_default();
+    assert!(
+        from.starts_with(&format!("{minor}-")),
+        "the Dockerfile builds with rust:{from}, rust-toolchain.toml names {channel}"
+    );
+}

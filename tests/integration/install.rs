@@ -68,6 +68,8 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
     let (node, env, client, pod_aws) = environment().await;
 
     let (operator_ns, app_ns, digest) = prepared(&client, "cro-install", "cro-app").await;
+    // The chart as a release packages it (make release), not the directory.
+    let chart = released(&env, &digest);
     let helm = env.helm.clone();
     let release = "cro";
     // As a platform engineer on OpenShift would, with the emulator's
@@ -75,16 +77,14 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
     let args = [
         "install".to_string(),
         release.to_string(),
-        "deploy/helm".into(),
+        chart,
         "--namespace".into(),
         operator_ns.clone(),
         "--set".into(),
         format!("podSecurityContext.runAsUser={OPENSHIFT_UID}"),
         "--set".into(),
         format!("operator.watchNamespaces={{{app_ns}}}"),
-        // Pinned as docs/install.md says, to what `make image` printed.
-        "--set".into(),
-        format!("image.digest={digest}"),
+        // The packaged chart pins the image by digest itself.
         "--set".into(),
         "image.pullPolicy=Never".into(),
         "--set".into(),
@@ -265,6 +265,125 @@ fn image() -> String {
         &["load-image", "target/image/cloud-resource-operator.tar"],
     );
     digest
+}
+
+/// `make release` of the binary under test, as a pre-release (it takes
+/// CHANGELOG's [Unreleased] section); its image loaded into the real node.
+/// Checks what a user checks before installing (checksums, the image's
+/// digest, the chart's version and pin, the krew manifest, the plugin, the
+/// SBOM); the packaged chart's path.
+fn released(env: &TestEnv, digest: &str) -> String {
+    let script = repo().join("deploy/release/release.sh");
+    let refused = Command::new(&script)
+        .args(["9.9.9", env!("CARGO_BIN_EXE_cloud-resource-operator")])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("CHANGELOG.md has no section '## [9.9.9]'"),
+        "a release without its CHANGELOG section: {said}"
+    );
+
+    let version = "0.1.1-rc.1";
+    run(
+        &script,
+        &[version, env!("CARGO_BIN_EXE_cloud-resource-operator")],
+    );
+    let dir = repo().join("target/dist").join(version);
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let sums = Command::new("sha256sum")
+        .args(["--check", "--strict", "SHA256SUMS"])
+        .current_dir(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let listed = read("SHA256SUMS");
+    assert!(
+        sums.status.success() && listed.lines().count() == 8,
+        "SHA256SUMS: {listed}"
+    );
+    // The same binary gives the same image, whatever its name.
+    assert_eq!(
+        read(&format!("cloud-resource-operator-{version}.digest")).trim(),
+        digest
+    );
+    let chart = dir.join(format!("cloud-resource-operator-{version}.tgz"));
+    let chart = chart.to_string_lossy().into_owned();
+    let shown = run(&env.helm, &["show", "all", &chart]);
+    assert!(
+        shown.contains(&format!("version: {version}"))
+            && shown.contains(&format!("appVersion: {version}"))
+            && shown.contains(&format!("digest: \"{digest}\"")),
+        "the packaged chart: {shown}"
+    );
+    let notes = read("RELEASE_NOTES.md");
+    assert!(
+        notes.starts_with(&format!("## [{version}]\n")) && notes.contains("### "),
+        "{notes}"
+    );
+    let sbom: serde_json::Value =
+        serde_json::from_str(&read("sbom.cdx.json")).unwrap_or_else(|e| panic!("sbom: {e}"));
+    let components: Vec<&str> = sbom["components"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        sbom["bomFormat"] == "CycloneDX"
+            && ["kube-client", "aws-sdk-rds", "redis", "rustls"]
+                .iter()
+                .all(|c| components.contains(c)),
+        "the SBOM lists {} components",
+        components.len()
+    );
+
+    // The plugin, as krew would unpack it, found by kubectl on PATH.
+    let plugin = format!("kubectl-cro_{version}_linux_amd64.tar.gz");
+    let manifest = read("cro.yaml");
+    let sum = run(
+        std::path::Path::new("sha256sum"),
+        &[&dir.join(&plugin).to_string_lossy()],
+    );
+    let sum = sum.split_whitespace().next().unwrap_or_default();
+    assert!(
+        manifest.contains(&format!("sha256: {sum}")) && manifest.contains(&format!("/{plugin}")),
+        "cro.yaml: {manifest}"
+    );
+    let unpacked = dir.join("plugin");
+    std::fs::create_dir_all(&unpacked).unwrap_or_else(|e| panic!("{e}"));
+    run(
+        std::path::Path::new("tar"),
+        &[
+            "-xzf",
+            &dir.join(&plugin).to_string_lossy(),
+            "-C",
+            &unpacked.to_string_lossy(),
+        ],
+    );
+    let path = format!(
+        "{}:{}",
+        unpacked.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let help = Command::new(&env.kubectl)
+        .args(["cro", "status", "--help"])
+        .env("PATH", path)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        help.status.success() && String::from_utf8_lossy(&help.stdout).contains("Read-only"),
+        "kubectl cro status --help: {help:?}"
+    );
+
+    run(
+        &repo().join("tests/testenv/testenv.sh"),
+        &[
+            "load-image",
+            &dir.join(format!("cloud-resource-operator-{version}.oci.tar"))
+                .to_string_lossy(),
+        ],
+    );
+    chart
 }
 
 /// The operator pods' last log lines.
