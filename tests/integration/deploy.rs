@@ -1607,8 +1607,8 @@ fn the_dockerfile_keeps_the_image_contract_of_make_image() {
     let last = |instruction: &str| {
         dockerfile
             .lines()
-            .filter_map(|l| l.strip_prefix(instruction)?.strip_prefix(' '))
-            .last()
+            .rev()
+            .find_map(|l| l.strip_prefix(instruction)?.strip_prefix(' '))
             .unwrap_or_else(|| panic!("the Dockerfile has no {instruction}"))
             .trim()
             .to_string()
