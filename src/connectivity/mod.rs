@@ -23,7 +23,9 @@ use std::{
     time::Duration,
 };
 
-use cro_provider_api::{ConnectionDetails, ObjectStore, ResourceKind, StoreAccess};
+use cro_provider_api::{
+    ConnectionDetails, ObjectStore, ResourceKind, StoreAccess, backoff::doubling,
+};
 use futures::StreamExt;
 use prometheus_client::{
     metrics::{family::Family, gauge::Gauge},
@@ -339,9 +341,7 @@ pub async fn check(
 fn retry_after(failures: u32, every: Duration) -> Duration {
     match failures {
         0 => every,
-        n => Duration::from_secs(5)
-            .saturating_mul(1 << (n - 1).min(16))
-            .min(every),
+        n => doubling(Duration::from_secs(5), every, n),
     }
 }
 

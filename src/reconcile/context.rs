@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use cro_provider_api::Provider;
+use cro_provider_api::{Provider, backoff::doubling};
 use kube::{Client, Resource};
 
 use crate::{
@@ -221,11 +221,11 @@ impl Context {
         let (n, last) = failures.entry(key.to_string()).or_insert((0, now));
         *n = n.saturating_add(1);
         *last = now;
-        let secs = 5u64.saturating_mul(1 << (*n - 1).min(6));
+        let first = Duration::from_secs(5);
         if api_server_unavailable {
-            Duration::from_secs(secs.min(30)).mul_f64(rand::random_range(0.8..1.0))
+            doubling(first, Duration::from_secs(30), *n).mul_f64(rand::random_range(0.8..1.0))
         } else {
-            Duration::from_secs(secs.min(300))
+            doubling(first, Duration::from_secs(300), *n)
         }
     }
 

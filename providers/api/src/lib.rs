@@ -2,6 +2,7 @@
 //! outcomes and the provider traits. Providers never see CRD types or
 //! ConfigMaps; the operator never sees provider-specific strategy formats.
 
+pub mod backoff;
 mod change;
 pub mod credentials;
 pub mod fence;

@@ -8,12 +8,10 @@
 //! same default applies to them.
 //!
 //! A call over budget waits for its token instead of failing: the budget
-//! slows reconciles down, it never fails a CR.
+//! slows reconciles down, it never fails a CR. The bucket is `governor`'s
+//! (GCRA, the token bucket's equivalent).
 
-use std::{
-    sync::{Arc, Mutex},
-    time::{Duration, Instant},
-};
+use std::{num::NonZeroU32, sync::Arc, time::Duration};
 
 use aws_smithy_http_client::{Builder, tls};
 use aws_smithy_runtime_api::client::result::ConnectorError;
@@ -25,6 +23,7 @@ use aws_smithy_runtime_api::client::{
 };
 use aws_smithy_types::body::SdkBody;
 use cro_provider_api::Fence;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 /// Calls per second and burst for each account, region and service.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -49,56 +48,30 @@ impl Default for Budget {
 impl Budget {
     /// Why the budget cannot work, naming the flags.
     pub fn check(&self) -> Result<(), BudgetError> {
-        if !(self.rate.is_finite() && self.rate > 0.0) {
-            return Err(BudgetError::Rate(self.rate));
-        }
-        if self.burst == 0 {
-            return Err(BudgetError::Burst);
-        }
-        Ok(())
+        self.quota().map(|_| ())
+    }
+
+    /// One call every 1/rate seconds, `burst` at once.
+    fn quota(&self) -> Result<Quota, BudgetError> {
+        // A period under a nanosecond is no limit at all.
+        let period = (self.rate.is_finite() && self.rate > 0.0 && self.rate <= 1e9)
+            .then(|| Duration::from_secs_f64(1.0 / self.rate))
+            .and_then(Quota::with_period)
+            .ok_or(BudgetError::Rate(self.rate))?;
+        let burst = NonZeroU32::new(self.burst).ok_or(BudgetError::Burst)?;
+        Ok(period.allow_burst(burst))
     }
 }
 
 /// A budget that cannot work, naming the flag to fix.
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum BudgetError {
-    #[error("--aws-api-rate (AWS_API_RATE) must be a positive number of calls per second, not {0}")]
+    #[error(
+        "--aws-api-rate (AWS_API_RATE) must be a positive number of calls per second, at most 1e9, not {0}"
+    )]
     Rate(f64),
     #[error("--aws-api-burst (AWS_API_BURST) must be at least 1")]
     Burst,
-}
-
-/// A token bucket that lends: every call takes a token at once, and waits
-/// for as long as the bucket is in debt. Calls are thus served in the
-/// order they asked, at `rate` once the burst is spent.
-#[derive(Debug)]
-struct Bucket {
-    budget: Budget,
-    state: Mutex<(f64, Instant)>,
-}
-
-impl Bucket {
-    fn new(budget: Budget, now: Instant) -> Self {
-        Bucket {
-            budget,
-            state: Mutex::new((f64::from(budget.burst), now)),
-        }
-    }
-
-    /// Takes a token at `now`; how long the caller must wait before it may
-    /// use it.
-    fn take(&self, now: Instant) -> Duration {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let (tokens, last) = &mut *state;
-        let refill = now.saturating_duration_since(*last).as_secs_f64() * self.budget.rate;
-        *tokens = (*tokens + refill).min(f64::from(self.budget.burst)) - 1.0;
-        *last = now.max(*last);
-        if *tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-*tokens / self.budget.rate)
-        }
-    }
 }
 
 /// Sends each request once the bucket allows it, if the fence still
@@ -106,21 +79,17 @@ impl Bucket {
 #[derive(Debug)]
 struct Limited {
     inner: SharedHttpConnector,
-    bucket: Arc<Bucket>,
+    bucket: Arc<DefaultDirectRateLimiter>,
     fence: Fence,
 }
 
 impl HttpConnector for Limited {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        let wait = self.bucket.take(Instant::now());
-        let (inner, fence) = (self.inner.clone(), self.fence.clone());
+        let (inner, bucket, fence) = (self.inner.clone(), self.bucket.clone(), self.fence.clone());
         HttpConnectorFuture::new(async move {
-            if !wait.is_zero() {
-                tracing::debug!(
-                    wait_ms = wait.as_millis() as u64,
-                    "AWS call budget spent; waiting"
-                );
-                tokio::time::sleep(wait).await;
+            if bucket.check().is_err() {
+                tracing::debug!("AWS call budget spent; waiting");
+                bucket.until_ready().await;
             }
             // Asked right before sending: a process frozen while it waited
             // (or before) learns it here; and again when the connection
@@ -186,7 +155,12 @@ pub fn limited_client(budget: Budget, fence: Fence) -> SharedHttpClient {
             tls::rustls_provider::CryptoMode::AwsLc,
         ))
         .build_https();
-    let bucket = Arc::new(Bucket::new(budget, Instant::now()));
+    // A budget that fails check() never gets here (the flags are checked
+    // at start); the default is the fallback, not a panic.
+    let quota = budget.quota().or_else(|_| Budget::default().quota());
+    let bucket = Arc::new(RateLimiter::direct(
+        quota.unwrap_or_else(|_| Quota::per_second(NonZeroU32::MIN)),
+    ));
     http_client_fn(move |settings, components| {
         SharedHttpConnector::new(Limited {
             inner: aws_smithy_runtime_api::client::http::HttpClient::http_connector(
@@ -202,12 +176,30 @@ pub fn limited_client(budget: Budget, fence: Fence) -> SharedHttpClient {
 mod tests {
     use super::*;
 
+    /// How long each call, made at the given millisecond, waits for the
+    /// budget on a clock that moves only when told (a waiting call moves
+    /// it to when it may go).
     fn waits(budget: Budget, calls_at_ms: &[u64]) -> Vec<u64> {
-        let start = Instant::now();
-        let bucket = Bucket::new(budget, start);
+        use governor::{
+            clock::{Clock, FakeRelativeClock, Reference},
+            nanos::Nanos,
+        };
+        let clock = FakeRelativeClock::default();
+        let quota = budget.quota().unwrap_or_else(|e| panic!("{e}"));
+        let bucket = RateLimiter::direct_with_clock(quota, clock.clone());
+        let start = clock.now();
         calls_at_ms
             .iter()
-            .map(|ms| bucket.take(start + Duration::from_millis(*ms)).as_millis() as u64)
+            .map(|ms| {
+                let asked = start + Nanos::from(Duration::from_millis(*ms));
+                if clock.now() < asked {
+                    clock.advance(Duration::from(asked.duration_since(clock.now())));
+                }
+                while let Err(not_until) = bucket.check() {
+                    clock.advance(not_until.wait_time_from(clock.now()));
+                }
+                Duration::from(clock.now().duration_since(asked)).as_millis() as u64
+            })
             .collect()
     }
 
@@ -234,7 +226,7 @@ mod tests {
     }
 
     #[test]
-    fn calls_in_debt_wait_in_the_order_they_asked() {
+    fn calls_over_budget_go_one_per_period() {
         let budget = Budget {
             rate: 10.0,
             burst: 1,
@@ -249,6 +241,7 @@ mod tests {
         let rows = [
             (0.0, 1, "--aws-api-rate"),
             (f64::NAN, 1, "--aws-api-rate"),
+            (1e12, 1, "--aws-api-rate"),
             (1.0, 0, "--aws-api-burst"),
         ];
         for (rate, burst, flag) in rows {

@@ -5,9 +5,13 @@
 //! counted per object; past [`FREE`] within [`WINDOW`], the next one waits,
 //! longer each time, and the reconcile says who else writes it.
 
-use std::{collections::HashMap, sync::Mutex, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
 
-use std::time::Instant;
+use cro_provider_api::backoff::doubling;
 
 /// Corrections of one object allowed within [`WINDOW`] without waiting:
 /// a tier change and a person's edit or two.
@@ -45,7 +49,8 @@ impl Corrections {
         let Some(last) = times.last().copied().filter(|_| times.len() >= FREE) else {
             return Ok(());
         };
-        let hold = FIRST_HOLD.saturating_mul(1 << extra.min(5)).min(MAX_HOLD);
+        let extra = u32::try_from(extra).unwrap_or(u32::MAX);
+        let hold = doubling(FIRST_HOLD, MAX_HOLD, extra.saturating_add(1));
         match (last + hold).checked_duration_since(now) {
             Some(left) if !left.is_zero() => Err(Held { hold, left }),
             _ => Ok(()),
