@@ -1300,3 +1300,68 @@ async fn sts_mode_runs_as_the_role_and_makes_no_iam_user() {
     })
     .await;
 }
+
+/// AWS throttling for the whole of a creation (issue #62): every other
+/// RDS and ElastiCache call naming the test's resources is answered with a
+/// throttling error (RDS's `Throttling`, the query APIs' common
+/// `ThrottlingException`), S3's CreateBucket with `SlowDown` (503) twice.
+/// The SDK retries, the operator backs off: no CR is ever `failed`, all
+/// complete, and `cro_aws_api_calls_total` counts the throttled calls.
+#[tokio::test]
+async fn sustained_throttling_slows_creation_and_fails_no_cr() {
+    use crate::support::{clear_aws_fault, inject_aws_fault, inject_aws_fault_share};
+    use cloud_resource_operator::api::{BlobStorage, Redis};
+    with_operator("throttled", |client, ns, op| async move {
+        let tier = json!({"development": {"createStrategy": {}}}).to_string();
+        apply_config_map(&client, &ns, "cloud-resources-aws-strategies", json!({"postgres": tier, "redis": tier, "blobstorage": tier})).await;
+        let id = |name: &str| cloud_identifier("testcluster", &ns, name);
+        let (rds, ec, s3) = (format!("{ns}-rds"), format!("{ns}-ec"), format!("{ns}-s3"));
+        inject_aws_fault_share(&rds, "rds", &id("db"), ("Throttling", 400, "Rate exceeded"), 2);
+        inject_aws_fault_share(&ec, "elasticache", &id("cache"), ("ThrottlingException", 400, "Rate exceeded"), 2);
+        let bucket = format!("\"Bucket\": \"{}\"", id("bucket"));
+        inject_aws_fault(&s3, "s3", "CreateBucket", &bucket, ("SlowDown", 503, "Please reduce your request rate."), Some(2));
+
+        create_postgres(&client, &ns, "db", json!({})).await;
+        let spec = |name: &str| json!({"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}});
+        let meta = |name: &str| json!({"name": name, "labels": {"productName": "orders"}});
+        let _: Redis = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": meta("cache"), "spec": spec("cache")})).await;
+        let _: BlobStorage = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": meta("bucket"), "spec": spec("bucket")})).await;
+
+        let (pgs, caches, blobs) = (Api::<Postgres>::namespaced(client.clone(), &ns), Api::<Redis>::namespaced(client.clone(), &ns), Api::<BlobStorage>::namespaced(client.clone(), &ns));
+        let deadline = tokio::time::Instant::now() + 2 * DEFAULT_TIMEOUT;
+        loop {
+            let phases = [
+                pgs.get("db").await.map(|o| (o.phase(), o.message())),
+                caches.get("cache").await.map(|o| (o.phase(), o.message())),
+                blobs.get("bucket").await.map(|o| (o.phase(), o.message())),
+            ]
+            .map(|r| r.unwrap_or_else(|e| panic!("{e}")));
+            for (phase, message) in &phases {
+                assert_ne!(*phase, Some(Phase::Failed), "a throttled call failed a CR: {message}");
+            }
+            if phases.iter().all(|(p, _)| *p == Some(Phase::Complete)) {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "not all complete under throttling: {phases:?}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        for fault in [&rds, &ec, &s3] {
+            clear_aws_fault(fault);
+        }
+
+        // The throttled attempts, by service, as the operator counted them.
+        let metrics = op.http_get("/metrics").await;
+        let throttled = |service: &str| -> u64 {
+            metrics
+                .lines()
+                .filter(|l| l.starts_with("cro_aws_api_calls_total{") && l.contains("outcome=\"throttled\""))
+                .filter(|l| l.to_lowercase().contains(&format!("service=\"{service}\"")))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+                .sum()
+        };
+        for service in ["rds", "elasticache", "s3"] {
+            assert!(throttled(service) > 0, "no throttled {service} call counted:\n{}", metrics.lines().filter(|l| l.starts_with("cro_aws_api_calls_total")).collect::<Vec<_>>().join("\n"));
+        }
+    })
+    .await;
+}

@@ -864,6 +864,25 @@ pub fn inject_aws_fault(
     });
 }
 
+/// Makes moto answer every `every`th call of `service` whose parameters
+/// contain `matching` (any action) with `error`: a share of the calls
+/// throttled, as a busy account sees it, until [`clear_aws_fault`].
+pub fn inject_aws_fault_share(
+    id: &str,
+    service: &str,
+    matching: &str,
+    (code, status, message): (&str, u16, &str),
+    every: u32,
+) {
+    edit_faults(|faults| {
+        faults.retain(|f| f["id"] != id);
+        faults.push(serde_json::json!({
+            "id": id, "service": service, "action": "*", "match": matching,
+            "code": code, "status": status, "message": message, "every": every,
+        }));
+    });
+}
+
 /// Edits moto's fault file (see [`inject_aws_fault`]) under the lock.
 fn edit_faults(edit: impl FnOnce(&mut Vec<serde_json::Value>)) {
     let path = TestEnv::load().moto_faults;

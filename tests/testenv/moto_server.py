@@ -46,8 +46,9 @@ faults also for S3's CreateBucket, matched on its Bucket and Tags):
 - faults listed in the JSON file CRO_MOTO_FAULTS are returned instead of
   calling moto: `[{"id": "x", "service": "rds", "action": "CreateDBInstance",
   "match": "<text in the parameters>", "code": "InvalidParameterCombination",
-  "message": "...", "status": 400, "times": 3}]` (`times` absent: always),
-  as AWS renders query-protocol errors.
+  "message": "...", "status": 400, "times": 3, "every": 2}]` (`times`
+  absent: always; `every` N: only every Nth matching call; action "*":
+  every action of the service), as AWS renders query-protocol errors.
 
 CloudWatch as today's SDKs speak it: the Smithy RPC v2 CBOR protocol
 (`POST /service/<service>/operation/<operation>`, CBOR bodies), which
@@ -519,6 +520,7 @@ from moto.core.responses import BaseResponse
 _call_action = BaseResponse.call_action
 _lock = threading.Lock()
 _fault_uses = {}
+_fault_seen = {}
 REQUEST_LOG = os.environ.get("CRO_MOTO_REQUEST_LOG")
 FAULTS = os.environ.get("CRO_MOTO_FAULTS")
 
@@ -586,11 +588,16 @@ def _faults():
 
 def _fault_for(service, action, params_text):
     for fault in _faults():
-        if fault.get("service") != service or fault.get("action") != action:
+        if fault.get("service") != service or fault.get("action") not in (action, "*"):
             continue
         if fault.get("match", "") not in params_text:
             continue
         with _lock:
+            # `every`: only every Nth matching call fails (a share, as a
+            # throttled account sees), the others go through.
+            seen = _fault_seen[fault.get("id")] = _fault_seen.get(fault.get("id"), 0) + 1
+            if seen % max(int(fault.get("every", 1)), 1) != 0:
+                continue
             used = _fault_uses.get(fault.get("id"), 0)
             times = fault.get("times")
             if times is not None and used >= times:
