@@ -487,6 +487,7 @@ async fn a_frozen_leader_wakes_and_writes_nothing() {
         let b = Operator::launch(launch("b", &proxy_b, kubeconfig_b)).await;
         b.wait_log(WAITING, DEFAULT_TIMEOUT).await;
 
+        let started = k8s_openapi::jiff::Timestamp::now();
         let names: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
         let spec = |name: &str| json!({"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}});
         for name in &names {
@@ -521,6 +522,10 @@ async fn a_frozen_leader_wakes_and_writes_nothing() {
         assert!(!status.success(), "the old leader exited successfully");
         let aws_after = proxy_a.received_after(woke_unix);
         assert_eq!(aws_after, Vec::<String>::new(), "AWS requests the old leader began after it woke");
+        // Positive control: the same query finds the writes it made while
+        // it led (a wrong user or an unread log would find none).
+        let led: Vec<String> = audited_writes_received_after(&user_a, started).into_iter().filter(|w| !w.contains(" leases ")).collect();
+        assert!(led.iter().any(|w| w.contains(&ns)), "no write of the leader's in the audit log: {led:?}");
         let kube_after: Vec<String> = audited_writes_received_after(&user_a, woke).into_iter().filter(|w| !w.contains(" leases ")).collect();
         assert_eq!(kube_after, Vec::<String>::new(), "Kubernetes writes the old leader sent after it woke");
         let logs = a.logs();

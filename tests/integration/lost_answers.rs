@@ -153,6 +153,7 @@ impl Proxy {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         (text.lines())
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|c| c["outcome"] == "received")
             .filter(|c| c["received"].as_f64().is_some_and(|t| t > unix_seconds))
             .filter_map(|c| c["call"].as_str().map(str::to_string))
             .collect()
@@ -200,9 +201,11 @@ impl Proxy {
     /// saw, lost the request of, and lost the answer of.
     fn losses(&self) -> Losses {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        // What became of each call (its receipt is a line of its own).
         let calls: Vec<Value> = text
             .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|c| c["outcome"] != "received")
             .collect();
         let with = |outcome: &str| calls.iter().filter(|c| c["outcome"] == outcome).count();
         Losses {

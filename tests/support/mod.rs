@@ -1186,8 +1186,22 @@ pub fn audited_writes_received_after(
     after: k8s_openapi::jiff::Timestamp,
 ) -> Vec<String> {
     let log = TestEnv::load().audit_log;
-    let content = std::fs::read_to_string(&log)
+    let mut content = std::fs::read_to_string(&log)
         .unwrap_or_else(|e| panic!("reading the audit log {}: {e}", log.display()));
+    // And what the API server rotated out (audit-<time>.log beside it).
+    let dir = log
+        .parent()
+        .unwrap_or_else(|| panic!("{} has no directory", log.display()));
+    let stem = log
+        .file_stem()
+        .map(|s| format!("{}-", s.to_string_lossy()))
+        .unwrap_or_default();
+    for rotated in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = rotated.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&stem) && name.ends_with(".log") {
+            content += &std::fs::read_to_string(rotated.path()).unwrap_or_default();
+        }
+    }
     let writes = ["create", "update", "patch", "delete", "deletecollection"];
     content
         .lines()

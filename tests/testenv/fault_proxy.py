@@ -47,9 +47,10 @@ least once.
 A dropped request or answer is a connection closed with no response (what
 a client sees when a connection dies or a load balancer gives up). The
 proxy prints `listening on 127.0.0.1:PORT` once it serves, and appends a
-JSON line per call to --log (action or method and path, and `passed`,
-`request-dropped` or `answer-dropped`, and `received`, when its request
-line and headers had arrived) so tests can show the faults hit the calls
+JSON line per call to --log as its request arrives (outcome `received`)
+and another once it is done with it (`passed`, `request-dropped`,
+`answer-dropped`, ...), each with the call (action or method and path) and
+`received`, when its request line and headers had arrived, so tests can show the faults hit the calls
 they meant to test, and which calls a client began after a given time. Standard library only; stops on SIGTERM.
 """
 
@@ -265,6 +266,9 @@ def make_handler(upstream, faults, unavailable=None, unavailable_flag=None, hang
             self.received = time.time()
             body = read_body(self)
             call = call_name(self.command, self.path, self.headers, body)
+            # Logged on receipt, before anything can fail or hang: a client
+            # that gives up (or exits) before its answer is still seen.
+            faults.record(call, "received", self.received)
             service = signing_service(self.headers)
             if unavailable and service == unavailable and os.path.exists(unavailable_flag):
                 faults.record(call, "unavailable", self.received)
