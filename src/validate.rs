@@ -124,17 +124,25 @@ pub fn load(paths: &[PathBuf]) -> (Vec<Document>, Vec<Finding>) {
                 continue;
             }
         };
-        // Empty documents are skipped, so `index` counts the documents
-        // that hold something.
-        match serde_saphyr::from_multiple::<Value>(&text) {
-            Ok(values) => docs.extend(values.into_iter().filter(|v| !v.is_null()).enumerate().map(
-                |(i, value)| Document {
+        // One result per document that holds something (empty ones are
+        // skipped, so `index` counts those): a document that does not
+        // parse is named, and the others are still checked.
+        let mut bytes = text.as_bytes();
+        for (i, doc) in serde_saphyr::read::<_, Value>(&mut bytes).enumerate() {
+            match doc {
+                Ok(Value::Null) => {}
+                Ok(value) => docs.push(Document {
                     file: file.clone(),
                     index: i + 1,
                     value,
-                },
-            )),
-            Err(e) => findings.push(file_finding(&file, format!("not valid YAML: {e}"))),
+                }),
+                Err(e) => findings.push(Finding {
+                    file: file.clone(),
+                    object: format!("document {}", i + 1),
+                    key: None,
+                    message: format!("not valid YAML: {e}"),
+                }),
+            }
         }
     }
     (docs, findings)
@@ -479,4 +487,33 @@ pub fn summary(docs: &[Document], findings: &[Finding]) -> String {
         kinds.join(", "),
         findings.len()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_that_does_not_parse_is_named_and_the_others_are_still_read() {
+        let file = std::env::temp_dir().join(format!("cro-validate-{}.yaml", std::process::id()));
+        let text =
+            "kind: ConfigMap\nmetadata: {name: a}\n---\n---\nkind: Secret\nmetadata: {name: [b\n";
+        std::fs::write(&file, text).unwrap_or_else(|e| panic!("{e}"));
+        let (docs, findings) = load(std::slice::from_ref(&file));
+        let _ = std::fs::remove_file(&file);
+        let names: Vec<String> = docs
+            .iter()
+            .map(|d| d.value["metadata"]["name"].to_string())
+            .collect();
+        assert_eq!(
+            names,
+            ["\"a\""],
+            "the document before the broken one: {findings:?}"
+        );
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert!(
+            findings[0].object == "document 2" && findings[0].message.starts_with("not valid YAML"),
+            "{findings:?}"
+        );
+    }
 }

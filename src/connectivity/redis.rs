@@ -1,6 +1,6 @@
 //! A Redis check that goes as far as `AUTH` (when the Secret has a
-//! password) and `PING`, with the `redis` crate, over TLS when the Secret says so (ElastiCache in-transit
-//! encryption).
+//! password) and `PING`, with the `redis` crate, over TLS when the Secret
+//! says so (ElastiCache in-transit encryption).
 
 use redis::{AsyncConnectionConfig, RedisConnectionInfo, RedisError, aio::MultiplexedConnection};
 

@@ -14,13 +14,14 @@ use super::Verdict;
 /// Logs in as `user` with `password` over `tcp`, then says QUIT.
 pub async fn check(tcp: tokio::net::TcpStream, user: &str, password: &str) -> Verdict {
     let hello = ClientId::Domain("cloud-resource-operator".into());
-    let mut connection = match AsyncSmtpConnection::connect_with_transport(Box::new(tcp), &hello)
-        .await
-    {
-        Ok(c) => c,
-        Err(e) if e.status().is_some() => return Verdict::Refused(format!("EHLO: {}", cut(&e))),
-        Err(e) => return Verdict::Protocol(format!("the SMTP session broke off: {}", cut(&e))),
-    };
+    let mut connection =
+        match AsyncSmtpConnection::connect_with_transport(Box::new(tcp), &hello).await {
+            Ok(c) => c,
+            Err(e) if e.status().is_some() => {
+                return Verdict::Refused(format!("greeting or EHLO: {}", cut(&e)));
+            }
+            Err(e) => return Verdict::Protocol(format!("the SMTP session broke off: {}", cut(&e))),
+        };
     let login = Credentials::new(user.to_string(), password.to_string());
     let verdict = match connection.auth(&[Mechanism::Plain], &login).await {
         Ok(_) => Verdict::Connected(String::new()),

@@ -296,14 +296,7 @@ fn owning<K: ResourceCr, O>(
     what: &str,
 ) -> Controller<DeserializeGuard<K>>
 where
-    O: cache::Cached
-        + Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
+    O: cache::Cached + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
     subscribed(controller, subscription(scoped, scope), what, |c, s| {
         c.owns_shared_stream(s)

@@ -155,12 +155,12 @@ pub fn limited_client(budget: Budget, fence: Fence) -> SharedHttpClient {
             tls::rustls_provider::CryptoMode::AwsLc,
         ))
         .build_https();
-    // A budget that fails check() never gets here (the flags are checked
-    // at start); the default is the fallback, not a panic.
-    let quota = budget.quota().or_else(|_| Budget::default().quota());
-    let bucket = Arc::new(RateLimiter::direct(
-        quota.unwrap_or_else(|_| Quota::per_second(NonZeroU32::MIN)),
-    ));
+    // The flags are checked at start, so a budget that cannot work never
+    // gets here; were one to, the slowest limit stands in, not a panic.
+    let quota = budget
+        .quota()
+        .unwrap_or_else(|_| Quota::per_second(NonZeroU32::MIN));
+    let bucket = Arc::new(RateLimiter::direct(quota));
     http_client_fn(move |settings, components| {
         SharedHttpConnector::new(Limited {
             inner: aws_smithy_runtime_api::client::http::HttpClient::http_connector(
