@@ -6,6 +6,7 @@ pub mod backoff;
 mod change;
 pub mod credentials;
 pub mod fence;
+pub mod fenced_socket;
 mod identifier;
 pub mod object_store;
 

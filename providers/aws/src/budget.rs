@@ -13,7 +13,6 @@
 
 use std::{num::NonZeroU32, sync::Arc, time::Duration};
 
-use aws_smithy_http_client::{Builder, tls};
 use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::{
     http::{
@@ -21,9 +20,10 @@ use aws_smithy_runtime_api::client::{
     },
     orchestrator::HttpRequest,
 };
-use aws_smithy_types::body::SdkBody;
 use cro_provider_api::Fence;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+
+use crate::fenced_https::FencedHttps;
 
 /// Calls per second and burst for each account, region and service.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -75,10 +75,10 @@ pub enum BudgetError {
 }
 
 /// Sends each request once the bucket allows it, if the fence still
-/// allows it then.
+/// allows it then (the sockets beneath ask again for every write).
 #[derive(Debug)]
 struct Limited {
-    inner: SharedHttpConnector,
+    inner: FencedHttps,
     bucket: Arc<DefaultDirectRateLimiter>,
     fence: Fence,
 }
@@ -91,11 +91,8 @@ impl HttpConnector for Limited {
                 tracing::debug!("AWS call budget spent; waiting");
                 bucket.until_ready().await;
             }
-            // Asked right before sending: a process frozen while it waited
-            // (or before) learns it here; and again when the connection
-            // writes the body, for one frozen between here and the socket
-            // (waiting for a connection), so nothing it began before the
-            // freeze goes out after it.
+            // A process frozen while it waited (or before) learns it here,
+            // before it opens a connection.
             if !fence.allows() {
                 tracing::warn!(uri = %request.uri(), "{}", cro_provider_api::fence::FENCED);
                 return Err(ConnectorError::other(
@@ -103,69 +100,24 @@ impl HttpConnector for Limited {
                     None,
                 ));
             }
-            let mut request = request;
-            let body = request.take_body();
-            *request.body_mut() = body.map_preserve_contents(move |b| {
-                SdkBody::from_body_1_x(FencedBody {
-                    inner: b,
-                    fence: fence.clone(),
-                })
-            });
             inner.call(request).await
         })
     }
 }
 
-/// A request body that refuses to be written once the fence closes: the
-/// HTTP connection polls it when it writes the request (the head is
-/// buffered with it, so a refused body sends nothing).
-struct FencedBody {
-    inner: SdkBody,
-    fence: Fence,
-}
-
-impl http_body::Body for FencedBody {
-    type Data = bytes::Bytes;
-    type Error = aws_smithy_types::body::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        if !self.fence.allows() {
-            return std::task::Poll::Ready(Some(Err(cro_provider_api::fence::FENCED.into())));
-        }
-        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        http_body::Body::is_end_stream(&self.inner)
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        http_body::Body::size_hint(&self.inner)
-    }
-}
-
-/// The SDK's default HTTPS client with `budget` and `fence` in front: give
-/// one to each service client of an account and region.
+/// An HTTPS client with `budget` and `fence` in front: give one to each
+/// service client of an account and region.
 pub fn limited_client(budget: Budget, fence: Fence) -> SharedHttpClient {
-    let base = Builder::new()
-        .tls_provider(tls::Provider::Rustls(
-            tls::rustls_provider::CryptoMode::AwsLc,
-        ))
-        .build_https();
+    let https = FencedHttps::new(fence.clone(), crate::sdk::CONNECT_TIMEOUT);
     // The flags are checked at start, so a budget that cannot work never
     // gets here; were one to, the slowest limit stands in, not a panic.
     let quota = budget
         .quota()
         .unwrap_or_else(|_| Quota::per_second(NonZeroU32::MIN));
     let bucket = Arc::new(RateLimiter::direct(quota));
-    http_client_fn(move |settings, components| {
+    http_client_fn(move |settings, _| {
         SharedHttpConnector::new(Limited {
-            inner: aws_smithy_runtime_api::client::http::HttpClient::http_connector(
-                &base, settings, components,
-            ),
+            inner: https.answering_within(settings.read_timeout()),
             bucket: bucket.clone(),
             fence: fence.clone(),
         })

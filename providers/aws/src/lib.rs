@@ -13,6 +13,7 @@ mod database;
 mod describe;
 mod elasticache;
 mod errors;
+mod fenced_https;
 mod iam_user;
 mod keys;
 mod listing;

@@ -186,7 +186,7 @@ const STS_SESSION: &str = "Red-Hat-cloud-resources-operator";
 /// what the lost call did is answered by looking (see `errors::created`).
 /// The call budget's own wait comes before the request is sent, so it
 /// does not count.
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The SDK configuration from the standard chain, in `region` when set;
