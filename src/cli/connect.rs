@@ -94,12 +94,10 @@ pub(super) async fn connect(
             env!("CARGO_PKG_VERSION")
         )),
     ));
-    let client = kube::client::ClientBuilder::try_from(config)
-        .context(
-            "building the Kubernetes client from KUBECONFIG or the in-cluster config (its TLS settings or proxy)",
-        )?
-        .with_layer(&fenced_client::FenceLayer(fence.clone()))
-        .build();
+    const BUILDING: &str = "building the Kubernetes client from KUBECONFIG or the in-cluster config (its TLS settings or proxy)";
+    let builder = kube::client::ClientBuilder::try_from(config.clone()).context(BUILDING)?;
+    let fenced = fenced_client::FenceLayer::new(&config, fence.clone()).context(BUILDING)?;
+    let client = builder.with_layer(&fenced).build();
     if let Some(id) = args.cluster_id.as_deref().filter(|id| !id.is_empty()) {
         cluster_id::check_configured(id)?;
     }
