@@ -51,7 +51,11 @@ impl tower_service::Service<http::Uri> for FencedTcp {
         let (opening, fence) = (self.tcp.call(uri), self.fence.clone());
         Box::pin(async move {
             let socket = opening.await?;
-            Ok(FencedIo { socket, fence })
+            Ok(FencedIo {
+                socket,
+                fence,
+                proxy: false,
+            })
         })
     }
 }
@@ -61,9 +65,18 @@ impl tower_service::Service<http::Uri> for FencedTcp {
 pub struct FencedIo {
     socket: TokioIo<tokio::net::TcpStream>,
     fence: Fence,
+    proxy: bool,
 }
 
 impl FencedIo {
+    /// A connection to a forward proxy, which takes absolute URIs.
+    pub fn to_proxy(self) -> Self {
+        FencedIo {
+            proxy: true,
+            ..self
+        }
+    }
+
     fn refused(&self) -> Option<io::Error> {
         (!self.fence.allows()).then(|| {
             tracing::warn!("{FENCED}");
@@ -120,6 +133,6 @@ impl hyper::rt::Write for FencedIo {
 
 impl Connection for FencedIo {
     fn connected(&self) -> Connected {
-        self.socket.connected()
+        self.socket.connected().proxy(self.proxy)
     }
 }

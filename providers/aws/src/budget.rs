@@ -108,7 +108,11 @@ impl HttpConnector for Limited {
 /// An HTTPS client with `budget` and `fence` in front: give one to each
 /// service client of an account and region.
 pub fn limited_client(budget: Budget, fence: Fence) -> SharedHttpClient {
-    let https = FencedHttps::new(fence.clone(), crate::sdk::CONNECT_TIMEOUT);
+    let https = FencedHttps::new(
+        fence.clone(),
+        crate::sdk::CONNECT_TIMEOUT,
+        crate::proxy::Proxies::from_env(),
+    );
     // The flags are checked at start, so a budget that cannot work never
     // gets here; were one to, the slowest limit stands in, not a panic.
     let quota = budget

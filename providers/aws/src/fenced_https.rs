@@ -7,17 +7,22 @@
 //!
 //! It is the SDK's own stack (hyper-util's pooled client, rustls with
 //! aws-lc-rs and the system's roots, HTTP/1.1) with the fenced socket
-//! beneath, because the SDK's builder takes no socket wrapper.
+//! beneath, because the SDK's builder takes no socket wrapper; and it
+//! goes through the environment's proxy (see [`crate::proxy`]).
 
 use std::{io, sync::Arc, time::Duration};
 
 use aws_smithy_runtime_api::client::{
-    http::{HttpConnector, HttpConnectorFuture},
+    http::{
+        HttpConnector, HttpConnectorFuture, SharedHttpClient, SharedHttpConnector, http_client_fn,
+    },
     orchestrator::{HttpRequest, HttpResponse},
     result::ConnectorError,
 };
 use aws_smithy_types::body::SdkBody;
 use cro_provider_api::{Fence, fenced_socket::FencedTcp};
+
+use crate::proxy::{Proxies, ViaProxy};
 use hyper_rustls::HttpsConnector;
 use hyper_util::{
     client::legacy::{Client, connect::HttpConnector as TcpConnector},
@@ -27,13 +32,15 @@ use hyper_util::{
 /// Sends requests over fenced sockets; cheap to clone (one pool).
 #[derive(Clone, Debug)]
 pub struct FencedHttps {
-    client: Client<HttpsConnector<FencedTcp>, SdkBody>,
+    client: Client<HttpsConnector<ViaProxy>, SdkBody>,
+    proxies: Proxies,
     answer_timeout: Option<Duration>,
 }
 
 impl FencedHttps {
-    /// A client whose sockets write only while `fence` allows.
-    pub fn new(fence: Fence, connect_timeout: Duration) -> Self {
+    /// A client whose sockets write only while `fence` allows, through
+    /// `proxies`.
+    pub fn new(fence: Fence, connect_timeout: Duration, proxies: Proxies) -> Self {
         let mut tcp = TcpConnector::new();
         tcp.enforce_http(false);
         tcp.set_nodelay(true);
@@ -42,12 +49,13 @@ impl FencedHttps {
             .with_tls_config(tls_config())
             .https_or_http()
             .enable_http1()
-            .wrap_connector(FencedTcp::new(tcp, fence));
+            .wrap_connector(ViaProxy::new(FencedTcp::new(tcp, fence), proxies.clone()));
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .build(https);
         FencedHttps {
             client,
+            proxies,
             answer_timeout: None,
         }
     }
@@ -55,10 +63,25 @@ impl FencedHttps {
     /// The same pool, waiting at most `timeout` for an answer's head.
     pub fn answering_within(&self, timeout: Option<Duration>) -> Self {
         FencedHttps {
-            client: self.client.clone(),
             answer_timeout: timeout,
+            ..self.clone()
         }
     }
+}
+
+/// For fetching credentials from STS (a web identity, an assumed role):
+/// through the proxy, never fenced, since it changes nothing in the
+/// account. The instance and container credential endpoints keep the
+/// SDK's own client, which reaches them directly.
+pub fn credentials_client() -> SharedHttpClient {
+    let https = FencedHttps::new(
+        Fence::open(),
+        crate::sdk::CONNECT_TIMEOUT,
+        Proxies::from_env(),
+    );
+    http_client_fn(move |settings, _| {
+        SharedHttpConnector::new(https.answering_within(settings.read_timeout()))
+    })
 }
 
 /// TLS as the SDK's default client has it: rustls on aws-lc-rs, trusting
@@ -84,10 +107,14 @@ fn tls_config() -> rustls::ClientConfig {
 
 impl HttpConnector for FencedHttps {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        let request = match request.try_into_http1x() {
+        let mut request = match request.try_into_http1x() {
             Ok(request) => request,
             Err(e) => return HttpConnectorFuture::ready(Err(ConnectorError::user(e.into()))),
         };
+        if let Some(authorization) = self.proxies.authorization(request.uri()) {
+            let headers = request.headers_mut();
+            headers.insert(http::header::PROXY_AUTHORIZATION, authorization);
+        }
         let (sent, timeout) = (self.client.request(request), self.answer_timeout);
         HttpConnectorFuture::new(async move {
             let answer = match timeout {
@@ -185,8 +212,14 @@ mod tests {
         let server = tokio::spawn(read_connections(listener, 2));
         let fence = Fence::leased();
         fence.extend_to(Instant::now() + Duration::from_secs(60));
-        let client = FencedHttps::new(fence.clone(), Duration::from_secs(5))
-            .answering_within(Some(Duration::from_secs(10)));
+        let client = FencedHttps::new(
+            fence.clone(),
+            Duration::from_secs(5),
+            crate::proxy::Proxies::given(
+                hyper_util::client::proxy::matcher::Matcher::builder().build(),
+            ),
+        )
+        .answering_within(Some(Duration::from_secs(10)));
 
         let first = client
             .call(head(&url))

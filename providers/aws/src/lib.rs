@@ -23,6 +23,7 @@ mod network;
 mod object_store;
 mod permissions;
 mod plan;
+mod proxy;
 mod rds;
 mod s3;
 mod sdk;

@@ -217,7 +217,8 @@ pub async fn sdk_config(
         let provider_config = match region {
             Some(region) => ProviderConfig::default().with_region(Some(region)),
             None => ProviderConfig::with_default_region().await,
-        };
+        }
+        .with_http_client(crate::fenced_https::credentials_client());
         let provider = WebIdentityTokenCredentialsProvider::builder()
             .configure(&provider_config)
             .static_configuration(StaticConfiguration {
@@ -242,7 +243,12 @@ pub async fn assume_role(
 ) -> Result<SdkConfig, ProviderError> {
     let mut builder = AssumeRoleProvider::builder(role_arn)
         .session_name("cloud-resource-operator")
-        .configure(base);
+        .configure(
+            &base
+                .to_builder()
+                .http_client(crate::fenced_https::credentials_client())
+                .build(),
+        );
     if let Some(id) = external_id {
         builder = builder.external_id(id);
     }
