@@ -110,7 +110,7 @@ impl HttpConnector for Limited {
 pub fn limited_client(budget: Budget, fence: Fence) -> SharedHttpClient {
     let https = FencedHttps::new(
         fence.clone(),
-        crate::sdk::CONNECT_TIMEOUT,
+        crate::fenced_https::CONNECT_TIMEOUT,
         crate::proxy::Proxies::from_env(),
     );
     // The flags are checked at start, so a budget that cannot work never

@@ -29,6 +29,9 @@ use hyper_util::{
     rt::{TokioExecutor, TokioTimer},
 };
 
+/// How long a call may wait for a connection to AWS (or its proxy).
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Sends requests over fenced sockets; cheap to clone (one pool).
 #[derive(Clone, Debug)]
 pub struct FencedHttps {
@@ -74,11 +77,7 @@ impl FencedHttps {
 /// account. The instance and container credential endpoints keep the
 /// SDK's own client, which reaches them directly.
 pub fn credentials_client() -> SharedHttpClient {
-    let https = FencedHttps::new(
-        Fence::open(),
-        crate::sdk::CONNECT_TIMEOUT,
-        Proxies::from_env(),
-    );
+    let https = FencedHttps::new(Fence::open(), CONNECT_TIMEOUT, Proxies::from_env());
     http_client_fn(move |settings, _| {
         SharedHttpConnector::new(https.answering_within(settings.read_timeout()))
     })

@@ -180,13 +180,13 @@ pub struct Sts {
 /// The session name the Go operator assumes its STS role with.
 const STS_SESSION: &str = "Red-Hat-cloud-resources-operator";
 
-/// How long a call may wait for a connection, and for AWS's answer once
+/// How long a call may wait for a connection
+/// ([`crate::fenced_https::CONNECT_TIMEOUT`]), and for AWS's answer once
 /// sent. An answer lost on a live connection would otherwise hold its
 /// reconcile forever; after this the SDK retries, and a retry that meets
 /// what the lost call did is answered by looking (see `errors::created`).
 /// The call budget's own wait comes before the request is sent, so it
 /// does not count.
-pub(crate) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The SDK configuration from the standard chain, in `region` when set;
@@ -197,7 +197,7 @@ pub async fn sdk_config(
     keys: Option<&ReadKeys>,
 ) -> SdkConfig {
     let timeouts = aws_config::timeout::TimeoutConfig::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
+        .connect_timeout(crate::fenced_https::CONNECT_TIMEOUT)
         .read_timeout(ANSWER_TIMEOUT)
         .build();
     let mut loader = aws_config::defaults(BehaviorVersion::latest()).timeout_config(timeouts);
