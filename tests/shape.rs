@@ -296,3 +296,74 @@ fn no_function_returns_a_string_as_its_error() {
         }
     }
 }
+
+/// The async tests in `text` (each `#[tokio::test]` function, to its
+/// closing brace at the start of a line) that call none of `bounding`.
+fn unbounded_tests(text: &str, bounding: &[String]) -> Vec<String> {
+    text.split("#[tokio::test")
+        .skip(1)
+        .filter_map(|test| {
+            let test = &test[..test.find("\n}\n").unwrap_or(test.len())];
+            let name = test.split("async fn ").nth(1)?.split('(').next()?;
+            let bounded = bounding.iter().any(|b| test.contains(&format!("{b}(")));
+            (!bounded).then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// Every async integration and disruptive test body runs under the test
+/// limit (tests/support's `limited`, through `with_namespace`,
+/// `with_operator` or `bounded`), so a hang fails naming its test instead
+/// of holding CI to its wall (the promise `.ci/run` makes).
+#[test]
+fn every_async_test_runs_under_the_limit() {
+    let support = std::fs::read_to_string("tests/support/mod.rs").unwrap_or_default();
+    let functions: Vec<(String, &str)> = support
+        .split("\npub async fn ")
+        .skip(1)
+        .filter_map(|f| {
+            let name = f.split(['<', '(']).next()?.to_string();
+            Some((name, &f[..f.find("\n}\n").unwrap_or(f.len())]))
+        })
+        .collect();
+    // Those that call `limited`, or one that does.
+    let mut bounding = vec!["limited".to_string()];
+    loop {
+        let more: Vec<String> = functions
+            .iter()
+            .filter(|(name, body)| {
+                !bounding.contains(name) && bounding.iter().any(|b| body.contains(&format!("{b}(")))
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        bounding.extend(more);
+    }
+    for wrapper in ["with_namespace", "with_operator", "bounded"] {
+        assert!(
+            bounding.iter().any(|b| b == wrapper),
+            "{wrapper} not found among {bounding:?}"
+        );
+    }
+    let sample = "#[tokio::test]\nasync fn hangs() {\n    forever().await;\n}\n#[tokio::test]\nasync fn ok() {\n    bounded(\"ok\", async {}).await;\n}\n";
+    assert_eq!(unbounded_tests(sample, &bounding), ["hangs"]);
+    let mut found = 0;
+    for dir in ["tests/integration", "tests/disruptive"] {
+        for file in files(Path::new(dir)) {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            found += text.matches("#[tokio::test").count();
+            let unbounded = unbounded_tests(&text, &bounding);
+            assert!(
+                unbounded.is_empty(),
+                "{}: {unbounded:?} run without the test limit; wrap the body in support::bounded(name, async move {{ ... }})",
+                file.display()
+            );
+        }
+    }
+    assert!(
+        found > 100,
+        "only {found} async tests found: is this run from the repository root?"
+    );
+}

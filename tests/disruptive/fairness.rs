@@ -52,6 +52,7 @@ async fn complete(blobs: &Api<BlobStorage>) -> usize {
 
 #[tokio::test]
 async fn a_namespaces_backlog_leaves_reconciles_and_aws_calls_to_another() {
+    crate::support::bounded("a_namespaces_backlog_leaves_reconciles_and_aws_calls_to_another", async move {
     let _serial = crate::SERIAL.lock().await;
     let client = TestEnv::load().client().await;
     ensure_crds(&client).await;
@@ -137,6 +138,7 @@ async fn a_namespaces_backlog_leaves_reconciles_and_aws_calls_to_another() {
     for ns in [&busy, &quiet] {
         let _ = namespaces.delete(ns, &Default::default()).await;
     }
+}).await;
 }
 
 /// `wait_phase` with a deadline of its own: the backlog makes it long.

@@ -173,6 +173,7 @@ where
 
 #[tokio::test]
 async fn the_api_server_restarts_twice_under_a_hundred_crs() {
+    crate::support::bounded("the_api_server_restarts_twice_under_a_hundred_crs", async move {
     let _serial = crate::SERIAL.lock().await;
     let client = TestEnv::load().client().await;
     ensure_crds(&client).await;
@@ -378,4 +379,5 @@ async fn the_api_server_restarts_twice_under_a_hundred_crs() {
     for replica in replicas {
         replica.current.stop().await;
     }
+}).await;
 }

@@ -150,15 +150,21 @@ async fn installer_vpc(ec2: &aws_sdk_ec2::Client) {
 
 #[tokio::test]
 async fn cluster_id_region_and_tags_come_from_the_infrastructure() {
-    let _serial = crate::SERIAL.lock().await;
-    let client = TestEnv::load().client().await;
-    ensure_crds(&client).await;
-    install_infrastructure(&client).await;
-    let result = tokio::spawn(scenario(client.clone())).await;
-    uninstall_infrastructure(&client).await;
-    if let Err(e) = result {
-        std::panic::resume_unwind(e.into_panic());
-    }
+    crate::support::bounded(
+        "cluster_id_region_and_tags_come_from_the_infrastructure",
+        async move {
+            let _serial = crate::SERIAL.lock().await;
+            let client = TestEnv::load().client().await;
+            ensure_crds(&client).await;
+            install_infrastructure(&client).await;
+            let result = tokio::spawn(scenario(client.clone())).await;
+            uninstall_infrastructure(&client).await;
+            if let Err(e) = result {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        },
+    )
+    .await;
 }
 
 async fn scenario(client: Client) {

@@ -87,6 +87,7 @@ const BODY_MARKER: &str = "poison-body-marker-7f3a";
 
 #[tokio::test]
 async fn poison_objects_never_block_their_kind() {
+    crate::support::bounded("poison_objects_never_block_their_kind", async move {
     let _serial = crate::SERIAL.lock().await;
     let client = TestEnv::load().client().await;
     ensure_crds(&client).await;
@@ -240,4 +241,5 @@ async fn poison_objects_never_block_their_kind() {
     let _ = namespaces.delete(&ns, &DeleteParams::default()).await;
     wait_deleted(&namespaces, &ns, DEFAULT_TIMEOUT).await;
     op.stop().await;
+}).await;
 }

@@ -17,7 +17,13 @@ use crate::support::{DEFAULT_TIMEOUT, create_json, wait_deleted, wait_phase};
 /// Plain, as etcd restores by default: revisions rewind.
 #[tokio::test]
 async fn after_an_etcd_restore_that_rewinds_revisions_nothing_is_missed() {
-    restore_misses_nothing(false).await;
+    crate::support::bounded(
+        "after_an_etcd_restore_that_rewinds_revisions_nothing_is_missed",
+        async move {
+            restore_misses_nothing(false).await;
+        },
+    )
+    .await;
 }
 
 /// With `--bump-revision --mark-compacted`, as etcd advises for
@@ -25,7 +31,13 @@ async fn after_an_etcd_restore_that_rewinds_revisions_nothing_is_missed() {
 /// versions from before the backup.
 #[tokio::test]
 async fn after_an_etcd_restore_with_bumped_revisions_nothing_is_missed() {
-    restore_misses_nothing(true).await;
+    crate::support::bounded(
+        "after_an_etcd_restore_with_bumped_revisions_nothing_is_missed",
+        async move {
+            restore_misses_nothing(true).await;
+        },
+    )
+    .await;
 }
 
 async fn restore_misses_nothing(bump: bool) {

@@ -84,6 +84,7 @@ fn launch(ns: &str, n: usize) -> Launch {
 
 #[tokio::test]
 async fn a_tier_rollout_survives_two_kills() {
+    crate::support::bounded("a_tier_rollout_survives_two_kills", async move {
     let _serial = crate::SERIAL.lock().await;
     let client = TestEnv::load().client().await;
     ensure_crds(&client).await;
@@ -151,4 +152,5 @@ async fn a_tier_rollout_survives_two_kills() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     op.stop().await;
+}).await;
 }

@@ -1000,6 +1000,7 @@ async fn aws_calls_at_a_restart_over_many_resources() {
 #[tokio::test]
 #[ignore = "benchmark: run with `make bench`"]
 async fn three_shards_over_many_in_cluster_crs() {
+    crate::support::bounded("three_shards_over_many_in_cluster_crs", async move {
     use cloud_resource_operator::{api::BlobStorage, shard::Shard};
     const NAMESPACES: usize = 30;
     const SHARDS: u32 = 3;
@@ -1137,6 +1138,7 @@ async fn three_shards_over_many_in_cluster_crs() {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
     }
+}).await;
 }
 
 /// What each write the operator makes for a new CR costs the control
@@ -1273,6 +1275,7 @@ async fn what_each_write_of_a_new_cr_costs() {
 #[tokio::test]
 #[ignore = "benchmark: run with `make bench`"]
 async fn a_busy_namespace_beside_others() {
+    crate::support::bounded("a_busy_namespace_beside_others", async move {
     use cloud_resource_operator::api::{BlobStorage, Redis};
     let n = count("BENCH_CRS", 2000);
     let client = crate::support::TestEnv::load().client().await;
@@ -1405,4 +1408,5 @@ async fn a_busy_namespace_beside_others() {
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+}).await;
 }

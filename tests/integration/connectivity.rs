@@ -67,6 +67,7 @@ fn redis(var: &str, password: Option<&str>) -> Target {
 
 #[tokio::test]
 async fn postgres_logins_over_tls_with_scram_and_md5() {
+    crate::support::bounded("postgres_logins_over_tls_with_scram_and_md5", async move {
     let password = env("CRO_TESTENV_DB_PASSWORD");
     for user in ["cro_admin", "cro_md5"] {
         let verdict = check(&postgres(user, &password, "postgres"), TIMEOUT).await;
@@ -109,6 +110,7 @@ async fn postgres_logins_over_tls_with_scram_and_md5() {
             "{md5:?}"
         );
     }
+    }).await;
 }
 
 fn with_tls_required(mut target: Target) -> Target {
@@ -186,54 +188,61 @@ fn other_certificate() -> tokio_rustls::TlsAcceptor {
 
 #[tokio::test]
 async fn a_relay_between_the_operator_and_postgres_gets_no_login() {
-    let password = env("CRO_TESTENV_DB_PASSWORD");
-    let through = |port: u16, require_tls: bool| {
-        let mut target = postgres("cro_admin", &password, "postgres");
-        if let Target::Postgres {
-            host,
-            port: to,
-            require_tls: tls,
-            ..
-        } = &mut target
-        {
-            (*host, *to, *tls) = ("127.0.0.1".into(), port, require_tls);
-        }
-        target
-    };
-    // Plain text where an RDS instance always offers TLS: refused before
-    // the startup message.
-    let plain = relay(None).await;
-    let verdict = check(&through(plain, true), TIMEOUT).await;
-    assert!(
-        matches!(&verdict, Verdict::Protocol(m) if m.contains("plain text")),
-        "{verdict:?}"
-    );
-    // TLS ended at the relay under another certificate: the channel
-    // binding of SCRAM-SHA-256-PLUS fails at the real server, for a cloud
-    // database and an in-cluster one alike, although the relay passes
-    // every byte on.
-    let tls = relay(Some(other_certificate())).await;
-    for require_tls in [true, false] {
-        let verdict = check(&through(tls, require_tls), TIMEOUT).await;
-        assert!(
-            matches!(&verdict, Verdict::Protocol(m) if m.contains("another certificate")),
-            "require_tls {require_tls}: {verdict:?}"
-        );
-    }
-    // The same relays, and the same login, reach the server: what fails
-    // above is the relay, not the login.
-    let direct = check(
-        &with_tls_required(postgres("cro_admin", &password, "postgres")),
-        TIMEOUT,
+    crate::support::bounded(
+        "a_relay_between_the_operator_and_postgres_gets_no_login",
+        async move {
+            let password = env("CRO_TESTENV_DB_PASSWORD");
+            let through = |port: u16, require_tls: bool| {
+                let mut target = postgres("cro_admin", &password, "postgres");
+                if let Target::Postgres {
+                    host,
+                    port: to,
+                    require_tls: tls,
+                    ..
+                } = &mut target
+                {
+                    (*host, *to, *tls) = ("127.0.0.1".into(), port, require_tls);
+                }
+                target
+            };
+            // Plain text where an RDS instance always offers TLS: refused before
+            // the startup message.
+            let plain = relay(None).await;
+            let verdict = check(&through(plain, true), TIMEOUT).await;
+            assert!(
+                matches!(&verdict, Verdict::Protocol(m) if m.contains("plain text")),
+                "{verdict:?}"
+            );
+            // TLS ended at the relay under another certificate: the channel
+            // binding of SCRAM-SHA-256-PLUS fails at the real server, for a cloud
+            // database and an in-cluster one alike, although the relay passes
+            // every byte on.
+            let tls = relay(Some(other_certificate())).await;
+            for require_tls in [true, false] {
+                let verdict = check(&through(tls, require_tls), TIMEOUT).await;
+                assert!(
+                    matches!(&verdict, Verdict::Protocol(m) if m.contains("another certificate")),
+                    "require_tls {require_tls}: {verdict:?}"
+                );
+            }
+            // The same relays, and the same login, reach the server: what fails
+            // above is the relay, not the login.
+            let direct = check(
+                &with_tls_required(postgres("cro_admin", &password, "postgres")),
+                TIMEOUT,
+            )
+            .await;
+            assert_eq!(direct, Verdict::Connected(String::new()));
+            let in_cluster = check(&through(plain, false), TIMEOUT).await;
+            assert_eq!(in_cluster, Verdict::Connected(String::new()));
+        },
     )
     .await;
-    assert_eq!(direct, Verdict::Connected(String::new()));
-    let in_cluster = check(&through(plain, false), TIMEOUT).await;
-    assert_eq!(in_cluster, Verdict::Connected(String::new()));
 }
 
 #[tokio::test]
 async fn redis_auth_and_ping() {
+    crate::support::bounded("redis_auth_and_ping", async move {
     let password = env("CRO_TESTENV_DB_PASSWORD");
     let connected = Verdict::Connected(String::new());
     assert_eq!(
@@ -278,78 +287,86 @@ async fn redis_auth_and_ping() {
     }
     let verdict = check(&plain, TIMEOUT).await;
     assert!(!verdict.connected(), "{verdict:?}");
+}).await;
 }
 
 #[tokio::test]
 async fn closed_ports_silent_servers_and_unknown_names_fail_within_the_timeout() {
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-        l.local_addr().unwrap_or_else(|e| panic!("{e}")).port()
-    };
-    let target = |host: &str, port| Target::Redis {
-        host: host.into(),
-        port,
-        password: None,
-        tls: false,
-    };
-    assert_eq!(
-        check(&target("127.0.0.1", closed), TIMEOUT).await,
-        Verdict::ConnectionRefused
-    );
-    // A server that accepts and never answers (what a path that drops
-    // packets looks like once connected): timed out, within the timeout.
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let silent_port = silent.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
-    let hold = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((conn, _)) = silent.accept().await {
-            held.push(conn);
-        }
-    });
-    for t in [target("127.0.0.1", silent_port), postgres("x", "y", "z")] {
-        let t = match t {
-            Target::Postgres {
-                user,
-                password,
-                database,
-                require_tls,
-                ..
-            } => Target::Postgres {
-                host: "127.0.0.1".into(),
-                port: silent_port,
-                user,
-                password,
-                database,
-                require_tls,
-            },
-            other => other,
-        };
-        let started = Instant::now();
-        assert_eq!(check(&t, TIMEOUT).await, Verdict::TimedOut);
-        assert!(
-            started.elapsed() < TIMEOUT + Duration::from_secs(1),
-            "{:?}",
-            started.elapsed()
-        );
-    }
-    hold.abort();
-    // TEST-NET-1 (RFC 5737) is routed nowhere; this sandbox's network
-    // refuses it at once, elsewhere the connect hangs: not connected,
-    // within the timeout, either way.
-    let started = Instant::now();
-    let verdict = check(&target("192.0.2.1", 5432), TIMEOUT).await;
-    assert!(!verdict.connected(), "{verdict:?}");
-    assert!(started.elapsed() < TIMEOUT + Duration::from_secs(1));
-    // `.invalid` never resolves (RFC 2606).
-    let verdict = check(&target("db.example.invalid", 5432), TIMEOUT).await;
-    assert!(
-        matches!(verdict, Verdict::NameNotResolved(_)),
-        "{verdict:?}"
-    );
-    let c = verdict.condition(&target("db.example.invalid", 5432), TIMEOUT);
-    assert_eq!((c.status, c.reason.as_str()), (false, "NameNotResolved"));
+    crate::support::bounded(
+        "closed_ports_silent_servers_and_unknown_names_fail_within_the_timeout",
+        async move {
+            let closed = {
+                let l =
+                    std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+                l.local_addr().unwrap_or_else(|e| panic!("{e}")).port()
+            };
+            let target = |host: &str, port| Target::Redis {
+                host: host.into(),
+                port,
+                password: None,
+                tls: false,
+            };
+            assert_eq!(
+                check(&target("127.0.0.1", closed), TIMEOUT).await,
+                Verdict::ConnectionRefused
+            );
+            // A server that accepts and never answers (what a path that drops
+            // packets looks like once connected): timed out, within the timeout.
+            let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let silent_port = silent.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
+            let hold = tokio::spawn(async move {
+                let mut held = Vec::new();
+                while let Ok((conn, _)) = silent.accept().await {
+                    held.push(conn);
+                }
+            });
+            for t in [target("127.0.0.1", silent_port), postgres("x", "y", "z")] {
+                let t = match t {
+                    Target::Postgres {
+                        user,
+                        password,
+                        database,
+                        require_tls,
+                        ..
+                    } => Target::Postgres {
+                        host: "127.0.0.1".into(),
+                        port: silent_port,
+                        user,
+                        password,
+                        database,
+                        require_tls,
+                    },
+                    other => other,
+                };
+                let started = Instant::now();
+                assert_eq!(check(&t, TIMEOUT).await, Verdict::TimedOut);
+                assert!(
+                    started.elapsed() < TIMEOUT + Duration::from_secs(1),
+                    "{:?}",
+                    started.elapsed()
+                );
+            }
+            hold.abort();
+            // TEST-NET-1 (RFC 5737) is routed nowhere; this sandbox's network
+            // refuses it at once, elsewhere the connect hangs: not connected,
+            // within the timeout, either way.
+            let started = Instant::now();
+            let verdict = check(&target("192.0.2.1", 5432), TIMEOUT).await;
+            assert!(!verdict.connected(), "{verdict:?}");
+            assert!(started.elapsed() < TIMEOUT + Duration::from_secs(1));
+            // `.invalid` never resolves (RFC 2606).
+            let verdict = check(&target("db.example.invalid", 5432), TIMEOUT).await;
+            assert!(
+                matches!(verdict, Verdict::NameNotResolved(_)),
+                "{verdict:?}"
+            );
+            let c = verdict.condition(&target("db.example.invalid", 5432), TIMEOUT);
+            assert_eq!((c.status, c.reason.as_str()), (false, "NameNotResolved"));
+        },
+    )
+    .await;
 }
 
 /// The gauge's line for `resource` in the operator's /metrics.

@@ -124,78 +124,84 @@ fn server_dry_run(env: &TestEnv, name: &str, objects: &str) {
 
 #[tokio::test]
 async fn kustomize_and_helm_pass_the_apiserver_dry_run_and_grant_the_same_rbac() {
-    let env = TestEnv::load();
-    let client = env.client().await;
-    ensure_crds(&client).await;
-    ensure_release_namespace(&client).await;
+    crate::support::bounded(
+        "kustomize_and_helm_pass_the_apiserver_dry_run_and_grant_the_same_rbac",
+        async move {
+            let env = TestEnv::load();
+            let client = env.client().await;
+            ensure_crds(&client).await;
+            ensure_release_namespace(&client).await;
 
-    run(
-        &env.kubectl,
-        &["apply", "--dry-run=server", "-k", "deploy/"],
-    );
-    let rendered = run(
-        &env.helm,
-        &[
-            "template",
-            "cro",
-            CHART,
-            "--namespace",
-            RELEASE_NAMESPACE,
-            "--include-crds",
-        ],
-    );
-    server_dry_run(&env, "helm-rendered.yaml", &rendered);
-
-    // The same objects (Helm creates the namespace itself), granting and
-    // carrying the same.
-    let (kustomized, charted) = (kustomize("deploy/"), documents(&rendered));
-    let by_name = |docs: &[Value]| -> BTreeMap<(String, String), Value> {
-        docs.iter()
-            .filter(|d| d["kind"] != "Namespace")
-            .map(|d| {
-                let key = (text(&d["kind"]), text(&d["metadata"]["name"]));
-                (key, d.clone())
-            })
-            .collect()
-    };
-    let (ko, ho) = (by_name(&kustomized), by_name(&charted));
-    assert_eq!(
-        ko.keys().collect::<Vec<_>>(),
-        ho.keys().collect::<Vec<_>>(),
-        "kustomize and Helm render different objects"
-    );
-    for ((kind, name), k) in &ko {
-        let h = &ho[&(kind.clone(), name.clone())];
-        for path in compared_fields(kind) {
-            assert_eq!(
-                field(k, path),
-                field(h, path),
-                "{kind} {name}: {path} differs"
+            run(
+                &env.kubectl,
+                &["apply", "--dry-run=server", "-k", "deploy/"],
             );
-        }
-    }
-    for kind in [
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Role",
-        "RoleBinding",
-        "ServiceAccount",
-    ] {
-        assert!(ko.keys().any(|(k, _)| k == kind), "no {kind} rendered");
-    }
+            let rendered = run(
+                &env.helm,
+                &[
+                    "template",
+                    "cro",
+                    CHART,
+                    "--namespace",
+                    RELEASE_NAMESPACE,
+                    "--include-crds",
+                ],
+            );
+            server_dry_run(&env, "helm-rendered.yaml", &rendered);
 
-    // Both run the same operator the same way.
-    let deployment = |docs: &[Value]| {
-        docs.iter()
-            .find(|d| d["kind"] == "Deployment")
-            .map(|d| d["spec"]["template"]["spec"].clone())
-            .unwrap_or_else(|| panic!("no Deployment rendered"))
-    };
-    let (kd, hd) = (deployment(&kustomized), deployment(&charted));
-    for field in ["serviceAccountName", "securityContext"] {
-        assert_eq!(kd[field], hd[field], "Deployment {field} differs");
-    }
-    same_container(&kd, &hd, "kustomize and Helm");
+            // The same objects (Helm creates the namespace itself), granting and
+            // carrying the same.
+            let (kustomized, charted) = (kustomize("deploy/"), documents(&rendered));
+            let by_name = |docs: &[Value]| -> BTreeMap<(String, String), Value> {
+                docs.iter()
+                    .filter(|d| d["kind"] != "Namespace")
+                    .map(|d| {
+                        let key = (text(&d["kind"]), text(&d["metadata"]["name"]));
+                        (key, d.clone())
+                    })
+                    .collect()
+            };
+            let (ko, ho) = (by_name(&kustomized), by_name(&charted));
+            assert_eq!(
+                ko.keys().collect::<Vec<_>>(),
+                ho.keys().collect::<Vec<_>>(),
+                "kustomize and Helm render different objects"
+            );
+            for ((kind, name), k) in &ko {
+                let h = &ho[&(kind.clone(), name.clone())];
+                for path in compared_fields(kind) {
+                    assert_eq!(
+                        field(k, path),
+                        field(h, path),
+                        "{kind} {name}: {path} differs"
+                    );
+                }
+            }
+            for kind in [
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "ServiceAccount",
+            ] {
+                assert!(ko.keys().any(|(k, _)| k == kind), "no {kind} rendered");
+            }
+
+            // Both run the same operator the same way.
+            let deployment = |docs: &[Value]| {
+                docs.iter()
+                    .find(|d| d["kind"] == "Deployment")
+                    .map(|d| d["spec"]["template"]["spec"].clone())
+                    .unwrap_or_else(|| panic!("no Deployment rendered"))
+            };
+            let (kd, hd) = (deployment(&kustomized), deployment(&charted));
+            for field in ["serviceAccountName", "securityContext"] {
+                assert_eq!(kd[field], hd[field], "Deployment {field} differs");
+            }
+            same_container(&kd, &hd, "kustomize and Helm");
+        },
+    )
+    .await;
 }
 
 /// Asserts that two pod specs run their operator container the same way.
@@ -1362,6 +1368,7 @@ fn with_watched_namespaces_the_chart_binds_no_cluster_wide_secret_access() {
 /// deploy/network-policy/ is the same.
 #[tokio::test]
 async fn the_charts_network_policy_admits_only_its_peers_to_the_metrics_port() {
+    crate::support::bounded("the_charts_network_policy_admits_only_its_peers_to_the_metrics_port", async move {
     let env = TestEnv::load();
     let client = env.client().await;
     ensure_release_namespace(&client).await;
@@ -1439,6 +1446,7 @@ async fn the_charts_network_policy_admits_only_its_peers_to_the_metrics_port() {
         !default.iter().any(|d| d["kind"] == "NetworkPolicy"),
         "on by default"
     );
+}).await;
 }
 
 /// Two releases of the chart side by side, as the sharding setup

@@ -141,23 +141,29 @@ async fn without_a_cluster_id_every_aws_kind_and_snapshot_completes() {
 
 #[tokio::test]
 async fn a_cluster_id_aws_cannot_accept_is_refused_at_start() {
-    let client = crate::support::TestEnv::load().client().await;
-    let ns = create_namespace(&client, "badclusterid").await;
-    let mut op = Operator::launch(Launch {
-        cluster_id: Some("9lives".into()),
-        ..Launch::new(&ns)
-    })
+    crate::support::bounded(
+        "a_cluster_id_aws_cannot_accept_is_refused_at_start",
+        async move {
+            let client = crate::support::TestEnv::load().client().await;
+            let ns = create_namespace(&client, "badclusterid").await;
+            let mut op = Operator::launch(Launch {
+                cluster_id: Some("9lives".into()),
+                ..Launch::new(&ns)
+            })
+            .await;
+            let status = op.wait_exit(DEFAULT_TIMEOUT).await;
+            assert!(!status.success());
+            let log = op.logs();
+            assert!(
+                log.contains("--cluster-id (CLUSTER_ID)") && log.contains("must be a letter"),
+                "{log}"
+            );
+            let _ = Api::<Namespace>::all(client)
+                .delete(&ns, &Default::default())
+                .await;
+        },
+    )
     .await;
-    let status = op.wait_exit(DEFAULT_TIMEOUT).await;
-    assert!(!status.success());
-    let log = op.logs();
-    assert!(
-        log.contains("--cluster-id (CLUSTER_ID)") && log.contains("must be a letter"),
-        "{log}"
-    );
-    let _ = Api::<Namespace>::all(client)
-        .delete(&ns, &Default::default())
-        .await;
 }
 
 /// How many Warning Events an object has had, counting each series' repeats.

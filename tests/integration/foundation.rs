@@ -317,37 +317,40 @@ async fn a_fake_pods_address_is_unreachable_here_never_routed_out() {
 
 #[tokio::test]
 async fn s3_bucket_round_trip_against_the_emulator() {
-    let env = TestEnv::load();
-    let s3 = env.s3().await;
-    let bucket = format!("cro-foundation-{}", std::process::id());
-    s3.create_bucket()
-        .bucket(&bucket)
-        .create_bucket_configuration(
-            aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(
-                    env.aws_region.as_str(),
-                ))
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("create_bucket {bucket}: {e:?}"));
-    s3.head_bucket()
-        .bucket(&bucket)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("head_bucket: {e:?}"));
-    s3.delete_bucket()
-        .bucket(&bucket)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("delete_bucket: {e:?}"));
-    let gone = s3.head_bucket().bucket(&bucket).send().await;
-    assert!(
-        gone.as_ref()
-            .is_err_and(|e| e.as_service_error().is_some_and(|s| s.is_not_found())),
-        "bucket still there after delete: {gone:?}"
-    );
+    crate::support::bounded("s3_bucket_round_trip_against_the_emulator", async move {
+        let env = TestEnv::load();
+        let s3 = env.s3().await;
+        let bucket = format!("cro-foundation-{}", std::process::id());
+        s3.create_bucket()
+            .bucket(&bucket)
+            .create_bucket_configuration(
+                aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(
+                        env.aws_region.as_str(),
+                    ))
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("create_bucket {bucket}: {e:?}"));
+        s3.head_bucket()
+            .bucket(&bucket)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("head_bucket: {e:?}"));
+        s3.delete_bucket()
+            .bucket(&bucket)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("delete_bucket: {e:?}"));
+        let gone = s3.head_bucket().bucket(&bucket).send().await;
+        assert!(
+            gone.as_ref()
+                .is_err_and(|e| e.as_service_error().is_some_and(|s| s.is_not_found())),
+            "bucket still there after delete: {gone:?}"
+        );
+    })
+    .await;
 }
 
 /// A reconcile may read a cached version from before the previous one

@@ -65,64 +65,70 @@ async fn http_get(host: &str, port: u16, path: &str) -> String {
 
 #[tokio::test]
 async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_uid() {
-    let (node, env, client, pod_aws) = environment().await;
+    crate::support::bounded(
+        "helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_uid",
+        async move {
+            let (node, env, client, pod_aws) = environment().await;
 
-    let (operator_ns, app_ns, digest) = prepared(&client, "cro-install", "cro-app").await;
-    // The chart as a release packages it (make release), not the directory.
-    let chart = released(&env, &digest);
-    let helm = env.helm.clone();
-    let release = "cro";
-    // As a platform engineer on OpenShift would, with the emulator's
-    // endpoint for the AWS samples.
-    let args = [
-        "install".to_string(),
-        release.to_string(),
-        chart,
-        "--namespace".into(),
-        operator_ns.clone(),
-        "--set".into(),
-        format!("podSecurityContext.runAsUser={OPENSHIFT_UID}"),
-        "--set".into(),
-        format!("operator.watchNamespaces={{{app_ns}}}"),
-        // The packaged chart pins the image by digest itself.
-        "--set".into(),
-        "image.pullPolicy=Never".into(),
-        "--set".into(),
-        format!("operator.awsRegion={}", env.aws_region),
-        "--set".into(),
-        "extraEnv[0].name=AWS_ENDPOINT_URL".into(),
-        "--set".into(),
-        format!("extraEnv[0].value={pod_aws}"),
-        "--set".into(),
-        "monitoring.prometheusRule.enabled=false".into(),
-        // A switch from the Go operator keeps its metrics Service.
-        "--set".into(),
-        "monitoring.goCompatible=true".into(),
-    ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let result = std::panic::AssertUnwindSafe(async {
-        run(&helm, &args);
-        let chart = Expect {
-            pods: 2,
-            uid: Some(OPENSHIFT_UID),
-            image: &format!("cloud-resource-operator@{digest}"),
-            digest: &digest,
-            services: &[
-                ("cloud-resource-operator-metrics", 8080),
-                ("operator-metrics-service", 8383),
-            ],
-        };
-        installed(&client, &node, &operator_ns, &app_ns, &chart).await;
-    });
-    let outcome = futures::FutureExt::catch_unwind(result).await;
+            let (operator_ns, app_ns, digest) = prepared(&client, "cro-install", "cro-app").await;
+            // The chart as a release packages it (make release), not the directory.
+            let chart = released(&env, &digest);
+            let helm = env.helm.clone();
+            let release = "cro";
+            // As a platform engineer on OpenShift would, with the emulator's
+            // endpoint for the AWS samples.
+            let args = [
+                "install".to_string(),
+                release.to_string(),
+                chart,
+                "--namespace".into(),
+                operator_ns.clone(),
+                "--set".into(),
+                format!("podSecurityContext.runAsUser={OPENSHIFT_UID}"),
+                "--set".into(),
+                format!("operator.watchNamespaces={{{app_ns}}}"),
+                // The packaged chart pins the image by digest itself.
+                "--set".into(),
+                "image.pullPolicy=Never".into(),
+                "--set".into(),
+                format!("operator.awsRegion={}", env.aws_region),
+                "--set".into(),
+                "extraEnv[0].name=AWS_ENDPOINT_URL".into(),
+                "--set".into(),
+                format!("extraEnv[0].value={pod_aws}"),
+                "--set".into(),
+                "monitoring.prometheusRule.enabled=false".into(),
+                // A switch from the Go operator keeps its metrics Service.
+                "--set".into(),
+                "monitoring.goCompatible=true".into(),
+            ];
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let result = std::panic::AssertUnwindSafe(async {
+                run(&helm, &args);
+                let chart = Expect {
+                    pods: 2,
+                    uid: Some(OPENSHIFT_UID),
+                    image: &format!("cloud-resource-operator@{digest}"),
+                    digest: &digest,
+                    services: &[
+                        ("cloud-resource-operator-metrics", 8080),
+                        ("operator-metrics-service", 8383),
+                    ],
+                };
+                installed(&client, &node, &operator_ns, &app_ns, &chart).await;
+            });
+            let outcome = futures::FutureExt::catch_unwind(result).await;
 
-    // Whatever happened: the release and both namespaces go.
-    let logs = operator_logs(&env, &operator_ns);
-    let _ = Command::new(&helm)
-        .args(["uninstall", release, "--namespace", &operator_ns, "--wait"])
-        .env("KUBECONFIG", &env.kubeconfig)
-        .output();
-    cleaned_up(&client, &[&operator_ns, &app_ns], outcome, logs).await;
+            // Whatever happened: the release and both namespaces go.
+            let logs = operator_logs(&env, &operator_ns);
+            let _ = Command::new(&helm)
+                .args(["uninstall", release, "--namespace", &operator_ns, "--wait"])
+                .env("KUBECONFIG", &env.kubeconfig)
+                .output();
+            cleaned_up(&client, &[&operator_ns, &app_ns], outcome, logs).await;
+        },
+    )
+    .await;
 }
 
 /// deploy/ as a user adapts it: an overlay moving it into their namespace
@@ -131,6 +137,7 @@ async fn helm_installs_the_image_into_restricted_namespaces_under_an_arbitrary_u
 /// endpoint; applied server-side as docs/install.md says.
 #[tokio::test]
 async fn kustomize_installs_deploy_under_an_overlay_into_restricted_namespaces() {
+    crate::support::bounded("kustomize_installs_deploy_under_an_overlay_into_restricted_namespaces", async move {
     let (node, env, client, pod_aws) = environment().await;
     let (operator_ns, app_ns, digest) = prepared(&client, "cro-kustomize", "cro-kapp").await;
     let overlay = repo().join(format!("target/overlays/{operator_ns}"));
@@ -202,6 +209,7 @@ patches:
     }
     let _ = std::fs::remove_dir_all(&overlay);
     cleaned_up(&client, &[&operator_ns, &app_ns], outcome, logs).await;
+}).await;
 }
 
 /// The real node's name, the environment and its client (CRDs installed),

@@ -243,6 +243,7 @@ async fn rotation_and_restore_survive_a_kill_at_their_riskiest_step() {
 /// minutes, and nothing of it is left in AWS.
 #[tokio::test]
 async fn deleting_a_namespace_with_every_kind_inside_leaves_nothing_behind() {
+    crate::support::bounded("deleting_a_namespace_with_every_kind_inside_leaves_nothing_behind", async move {
     let client = TestEnv::load().client().await;
     ensure_crds(&client).await;
     let operator_ns = crate::support::create_namespace(&client, "nsdel-op").await;
@@ -344,4 +345,5 @@ async fn deleting_a_namespace_with_every_kind_inside_leaves_nothing_behind() {
         .delete(&operator_ns, &DeleteParams::default())
         .await;
     operator.stop().await;
+}).await;
 }

@@ -577,6 +577,7 @@ async fn lifecycle(client: Client, ns: String) {
 
 #[tokio::test]
 async fn every_aws_kind_survives_lost_requests_and_answers_over_five_seeds() {
+    crate::support::bounded("every_aws_kind_survives_lost_requests_and_answers_over_five_seeds", async move {
     let runs: Vec<_> = SEEDS
         .iter()
         .map(|seed| tokio::spawn(one_seed(*seed)))
@@ -642,6 +643,7 @@ async fn every_aws_kind_survives_lost_requests_and_answers_over_five_seeds() {
             "not every seed lost an answer of {call}: {lost:?}"
         );
     }
+}).await;
 }
 
 /// One AWS service down while the others work (issue #46): through its

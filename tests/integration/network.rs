@@ -319,6 +319,7 @@ async fn cluster(
 
 #[tokio::test]
 async fn standalone_network_from_the_first_database_to_the_last() {
+    crate::support::bounded("standalone_network_from_the_first_database_to_the_last", async move {
     let (client, ec2, id, cluster, ns) = cluster("netsa", "10.150").await;
     strategies(
         &client,
@@ -579,6 +580,7 @@ async fn standalone_network_from_the_first_database_to_the_last() {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = namespaces.delete(&ns, &Default::default()).await;
     operator.stop().await;
+}).await;
 }
 
 /// What the Go operator's standalone network code leaves behind
@@ -767,60 +769,68 @@ async fn go_standalone_network(
 
 #[tokio::test]
 async fn the_go_operators_network_is_adopted_and_a_new_database_joins_it() {
-    let (client, ec2, id, cluster, ns) = cluster("netgo", "10.160").await;
-    let (made, group) =
-        go_standalone_network(&ec2, &id, &cluster, "10.160.0.0/16", "10.210.0.0/26").await;
-    // The Go operator's default ConfigMap: `_network` tiers with no CIDR
-    // (BuildDefaultConfigMap); the VPC it made says which.
-    strategies(
-        &client,
-        &ns,
-        json!({"development": {"region": "", "createStrategy": {}, "deleteStrategy": {}}}),
+    crate::support::bounded(
+        "the_go_operators_network_is_adopted_and_a_new_database_joins_it",
+        async move {
+            let (client, ec2, id, cluster, ns) = cluster("netgo", "10.160").await;
+            let (made, group) =
+                go_standalone_network(&ec2, &id, &cluster, "10.160.0.0/16", "10.210.0.0/26").await;
+            // The Go operator's default ConfigMap: `_network` tiers with no CIDR
+            // (BuildDefaultConfigMap); the VPC it made says which.
+            strategies(
+                &client,
+                &ns,
+                json!({"development": {"region": "", "createStrategy": {}, "deleteStrategy": {}}}),
+            )
+            .await;
+            let from = aws_requests().len();
+            let operator = Operator::launch(launch(&ns, &id, "a")).await;
+            let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+            let _: Postgres =
+                create_json(&client, &ns, cr("Postgres", "joins", "development")).await;
+            let pg = wait_phase(&pgs, "joins", Phase::Complete).await;
+
+            let mut ours = made.clone();
+            ours.push(id.clone());
+            ours.push(cluster.clone());
+            let changes: Vec<String> = changes_since(from, &ours)
+                .into_iter()
+                .filter(|a| a != "CreateDBInstance")
+                .collect();
+            assert_eq!(
+                changes,
+                Vec::<String>::new(),
+                "the Go operator's network was changed"
+            );
+            let (_, in_group, behind) = placement_of(&pg).await;
+            let go_group = shorten(&format!("{id}-subnet-group"), 40);
+            assert_eq!((in_group, behind), (go_group, vec![group.clone()]));
+            assert_eq!(
+                standalone_vpc(&ec2, &id).await.map(|v| v.1).as_deref(),
+                Some("10.210.0.0/26"),
+                "a second network was made"
+            );
+
+            pgs.delete("joins", &Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&pgs, "joins", DEFAULT_TIMEOUT).await;
+            assert_eq!(
+                standalone_vpc(&ec2, &id).await,
+                None,
+                "the network outlived its last database"
+            );
+            let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+            let _ = namespaces.delete(&ns, &Default::default()).await;
+            operator.stop().await;
+        },
     )
     .await;
-    let from = aws_requests().len();
-    let operator = Operator::launch(launch(&ns, &id, "a")).await;
-    let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
-    let _: Postgres = create_json(&client, &ns, cr("Postgres", "joins", "development")).await;
-    let pg = wait_phase(&pgs, "joins", Phase::Complete).await;
-
-    let mut ours = made.clone();
-    ours.push(id.clone());
-    ours.push(cluster.clone());
-    let changes: Vec<String> = changes_since(from, &ours)
-        .into_iter()
-        .filter(|a| a != "CreateDBInstance")
-        .collect();
-    assert_eq!(
-        changes,
-        Vec::<String>::new(),
-        "the Go operator's network was changed"
-    );
-    let (_, in_group, behind) = placement_of(&pg).await;
-    let go_group = shorten(&format!("{id}-subnet-group"), 40);
-    assert_eq!((in_group, behind), (go_group, vec![group.clone()]));
-    assert_eq!(
-        standalone_vpc(&ec2, &id).await.map(|v| v.1).as_deref(),
-        Some("10.210.0.0/26"),
-        "a second network was made"
-    );
-
-    pgs.delete("joins", &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    wait_deleted(&pgs, "joins", DEFAULT_TIMEOUT).await;
-    assert_eq!(
-        standalone_vpc(&ec2, &id).await,
-        None,
-        "the network outlived its last database"
-    );
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let _ = namespaces.delete(&ns, &Default::default()).await;
-    operator.stop().await;
 }
 
 #[tokio::test]
 async fn the_cluster_vpc_comes_from_the_nodes_or_the_flag_and_a_tier_may_place_its_own() {
+    crate::support::bounded("the_cluster_vpc_comes_from_the_nodes_or_the_flag_and_a_tier_may_place_its_own", async move {
     let client = TestEnv::load().client().await;
     ensure_crds(&client).await;
     let ec2 = ec2().await;
@@ -944,117 +954,125 @@ async fn the_cluster_vpc_comes_from_the_nodes_or_the_flag_and_a_tier_may_place_i
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
     operator.stop().await;
+}).await;
 }
 
 #[tokio::test]
 async fn a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc() {
-    let (client, ec2, id, cluster, ns) = cluster("netbd", "10.170").await;
-    // The Go operator's first layout: createPrivateSubnet (cluster_vpc.go)
-    // made a /27 per zone in the cluster's VPC, the highest free first,
-    // tagged with getDefaultSubnetTags.
-    for (i, zone) in zones(&ec2).await.iter().enumerate() {
-        ec2.create_subnet()
-            .vpc_id(&cluster)
-            .cidr_block(format!("10.170.255.{}/27", 224 - 32 * i))
-            .availability_zone(zone)
-            .tag_specifications(tagged(
-                ResourceType::Subnet,
-                &[
-                    ("kubernetes.io/role/internal-elb", "1"),
-                    ("integreatly.org/clusterID", &id),
-                    ("Name", "Cloud Resource Subnet"),
-                    ("red-hat-managed", "true"),
-                ],
-            ))
-            .send()
+    crate::support::bounded(
+        "a_bundled_network_the_go_operator_set_up_stays_in_the_cluster_vpc",
+        async move {
+            let (client, ec2, id, cluster, ns) = cluster("netbd", "10.170").await;
+            // The Go operator's first layout: createPrivateSubnet (cluster_vpc.go)
+            // made a /27 per zone in the cluster's VPC, the highest free first,
+            // tagged with getDefaultSubnetTags.
+            for (i, zone) in zones(&ec2).await.iter().enumerate() {
+                ec2.create_subnet()
+                    .vpc_id(&cluster)
+                    .cidr_block(format!("10.170.255.{}/27", 224 - 32 * i))
+                    .availability_zone(zone)
+                    .tag_specifications(tagged(
+                        ResourceType::Subnet,
+                        &[
+                            ("kubernetes.io/role/internal-elb", "1"),
+                            ("integreatly.org/clusterID", &id),
+                            ("Name", "Cloud Resource Subnet"),
+                            ("red-hat-managed", "true"),
+                        ],
+                    ))
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| panic!("{e:?}"));
+            }
+            let private = ec2
+                .describe_subnets()
+                .filters(filter("vpc-id", &cluster))
+                .filters(filter("tag-key", "kubernetes.io/role/internal-elb"))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            let mut private: Vec<String> = private
+                .subnets()
+                .iter()
+                .filter_map(|s| s.subnet_id().map(str::to_string))
+                .collect();
+            private.sort();
+            strategies(&client, &ns, json!({"development": {"createStrategy": {}}})).await;
+            let operator = Operator::launch(launch(&ns, &id, "a")).await;
+            let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+            let _: Postgres =
+                create_json(&client, &ns, cr("Postgres", "bundled", "development")).await;
+            let pg = wait_phase(&pgs, "bundled", Phase::Complete).await;
+
+            assert_eq!(
+                standalone_vpc(&ec2, &id).await,
+                None,
+                "a standalone network was made"
+            );
+            let subnet_group = shorten(&format!("{id}-subnet-group"), 40);
+            let rds = crate::aws::rds().await;
+            let group = rds
+                .describe_db_subnet_groups()
+                .db_subnet_group_name(&subnet_group)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            let mut members: Vec<String> = group.db_subnet_groups()[0]
+                .subnets()
+                .iter()
+                .filter_map(|s| s.subnet_identifier().map(str::to_string))
+                .collect();
+            members.sort();
+            assert_eq!(
+                members, private,
+                "the subnet group spans the cluster's private subnets"
+            );
+            let (security, rules) = security_group(
+                &ec2,
+                &shorten(&format!("{id}-security-group"), 40),
+                &cluster,
+            )
             .await
-            .unwrap_or_else(|e| panic!("{e:?}"));
-    }
-    let private = ec2
-        .describe_subnets()
-        .filters(filter("vpc-id", &cluster))
-        .filters(filter("tag-key", "kubernetes.io/role/internal-elb"))
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let mut private: Vec<String> = private
-        .subnets()
-        .iter()
-        .filter_map(|s| s.subnet_id().map(str::to_string))
-        .collect();
-    private.sort();
-    strategies(&client, &ns, json!({"development": {"createStrategy": {}}})).await;
-    let operator = Operator::launch(launch(&ns, &id, "a")).await;
-    let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
-    let _: Postgres = create_json(&client, &ns, cr("Postgres", "bundled", "development")).await;
-    let pg = wait_phase(&pgs, "bundled", Phase::Complete).await;
+            .unwrap_or_else(|| panic!("no security group in the cluster's VPC"));
+            assert_eq!(
+                ingress(&rules),
+                [("tcp".to_string(), 5432, 5432, "10.170.0.0/16".to_string())]
+            );
+            let (_, in_group, behind) = placement_of(&pg).await;
+            assert_eq!(
+                (in_group, behind),
+                (subnet_group.clone(), vec![security.clone()])
+            );
 
-    assert_eq!(
-        standalone_vpc(&ec2, &id).await,
-        None,
-        "a standalone network was made"
-    );
-    let subnet_group = shorten(&format!("{id}-subnet-group"), 40);
-    let rds = crate::aws::rds().await;
-    let group = rds
-        .describe_db_subnet_groups()
-        .db_subnet_group_name(&subnet_group)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    let mut members: Vec<String> = group.db_subnet_groups()[0]
-        .subnets()
-        .iter()
-        .filter_map(|s| s.subnet_identifier().map(str::to_string))
-        .collect();
-    members.sort();
-    assert_eq!(
-        members, private,
-        "the subnet group spans the cluster's private subnets"
-    );
-    let (security, rules) = security_group(
-        &ec2,
-        &shorten(&format!("{id}-security-group"), 40),
-        &cluster,
+            // The last database goes: the subnet groups and the security group
+            // with it; the cluster's subnets stay.
+            pgs.delete("bundled", &Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&pgs, "bundled", DEFAULT_TIMEOUT).await;
+            let gone = rds
+                .describe_db_subnet_groups()
+                .db_subnet_group_name(&subnet_group)
+                .send()
+                .await;
+            assert!(gone.is_err(), "the DB subnet group is left");
+            let sg_name = shorten(&format!("{id}-security-group"), 40);
+            assert_eq!(
+                security_group(&ec2, &sg_name, &cluster).await.map(|g| g.0),
+                None
+            );
+            let left = ec2
+                .describe_subnets()
+                .filters(filter("vpc-id", &cluster))
+                .send()
+                .await;
+            assert_eq!(left.unwrap_or_else(|e| panic!("{e:?}")).subnets().len(), 4);
+            let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+            let _ = namespaces.delete(&ns, &Default::default()).await;
+            operator.stop().await;
+        },
     )
-    .await
-    .unwrap_or_else(|| panic!("no security group in the cluster's VPC"));
-    assert_eq!(
-        ingress(&rules),
-        [("tcp".to_string(), 5432, 5432, "10.170.0.0/16".to_string())]
-    );
-    let (_, in_group, behind) = placement_of(&pg).await;
-    assert_eq!(
-        (in_group, behind),
-        (subnet_group.clone(), vec![security.clone()])
-    );
-
-    // The last database goes: the subnet groups and the security group
-    // with it; the cluster's subnets stay.
-    pgs.delete("bundled", &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    wait_deleted(&pgs, "bundled", DEFAULT_TIMEOUT).await;
-    let gone = rds
-        .describe_db_subnet_groups()
-        .db_subnet_group_name(&subnet_group)
-        .send()
-        .await;
-    assert!(gone.is_err(), "the DB subnet group is left");
-    let sg_name = shorten(&format!("{id}-security-group"), 40);
-    assert_eq!(
-        security_group(&ec2, &sg_name, &cluster).await.map(|g| g.0),
-        None
-    );
-    let left = ec2
-        .describe_subnets()
-        .filters(filter("vpc-id", &cluster))
-        .send()
-        .await;
-    assert_eq!(left.unwrap_or_else(|e| panic!("{e:?}")).subnets().len(), 4);
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let _ = namespaces.delete(&ns, &Default::default()).await;
-    operator.stop().await;
+    .await;
 }
 
 /// Deletes Postgres `db`, the last database of cluster `id`, and waits
@@ -1138,83 +1156,89 @@ async fn one_of_each(ec2: &aws_sdk_ec2::Client, id: &str, cluster: &str) -> (Str
 
 #[tokio::test]
 async fn a_kill_after_any_network_call_leaves_one_of_each() {
-    let (client, ec2, id, cluster, ns) = cluster("netkill", "10.180").await;
-    strategies(
-        &client,
-        &ns,
-        json!({"development": {"createStrategy": {"CidrBlock": "10.204.0.0/26"}}}),
+    crate::support::bounded(
+        "a_kill_after_any_network_call_leaves_one_of_each",
+        async move {
+            let (client, ec2, id, cluster, ns) = cluster("netkill", "10.180").await;
+            strategies(
+                &client,
+                &ns,
+                json!({"development": {"createStrategy": {"CidrBlock": "10.204.0.0/26"}}}),
+            )
+            .await;
+            let _: Postgres = create_json(&client, &ns, cr("Postgres", "db", "development")).await;
+            let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+            // One replica (no Lease to wait for after each kill), SIGKILLed as soon
+            // as the emulator has served another EC2 write, then started again.
+            let start = |run: usize| {
+                let mut l = launch(&ns, &id, &format!("run{run}"));
+                l.extra_args.push("--leader-election=false".into());
+                Operator::launch(l)
+            };
+            // Polled every 20 ms: only the log's new lines are read each time, so
+            // the poll stays faster than the operator's calls however long the
+            // suite's log has grown.
+            let (mut offset, mut writes) = (0, 0);
+            let mut ec2_writes = || {
+                let new = aws_requests_after(&mut offset);
+                writes += (new.iter())
+                    .filter(|r| r["service"] == "ec2")
+                    .filter(|r| {
+                        let a = r["action"].as_str().unwrap_or_default();
+                        ["Create", "Accept", "Authorize", "Replace"]
+                            .iter()
+                            .any(|p| a.starts_with(p))
+                    })
+                    .count();
+                writes
+            };
+            let mut operator = start(0).await;
+            let (mut kills, mut seen) = (0, ec2_writes());
+            let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT * 4;
+            loop {
+                let done = pgs
+                    .get_opt("db")
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|p| p.status)
+                    .and_then(|s| s.phase)
+                    == Some(Phase::Complete);
+                if done {
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "not complete after {kills} kills"
+                );
+                let now = ec2_writes();
+                if now > seen && kills < 12 {
+                    operator.kill().await;
+                    kills += 1;
+                    seen = now;
+                    operator = start(kills).await;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            assert!(
+                kills >= 4,
+                "only {kills} kills: the network was made in fewer calls than expected"
+            );
+
+            // One of each, however the calls were cut.
+            one_of_each(&ec2, &id, &cluster).await;
+
+            pgs.delete("db", &Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
+            assert_eq!(standalone_vpc(&ec2, &id).await, None);
+            let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+            let _ = namespaces.delete(&ns, &Default::default()).await;
+            operator.stop().await;
+        },
     )
     .await;
-    let _: Postgres = create_json(&client, &ns, cr("Postgres", "db", "development")).await;
-    let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
-    // One replica (no Lease to wait for after each kill), SIGKILLed as soon
-    // as the emulator has served another EC2 write, then started again.
-    let start = |run: usize| {
-        let mut l = launch(&ns, &id, &format!("run{run}"));
-        l.extra_args.push("--leader-election=false".into());
-        Operator::launch(l)
-    };
-    // Polled every 20 ms: only the log's new lines are read each time, so
-    // the poll stays faster than the operator's calls however long the
-    // suite's log has grown.
-    let (mut offset, mut writes) = (0, 0);
-    let mut ec2_writes = || {
-        let new = aws_requests_after(&mut offset);
-        writes += (new.iter())
-            .filter(|r| r["service"] == "ec2")
-            .filter(|r| {
-                let a = r["action"].as_str().unwrap_or_default();
-                ["Create", "Accept", "Authorize", "Replace"]
-                    .iter()
-                    .any(|p| a.starts_with(p))
-            })
-            .count();
-        writes
-    };
-    let mut operator = start(0).await;
-    let (mut kills, mut seen) = (0, ec2_writes());
-    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT * 4;
-    loop {
-        let done = pgs
-            .get_opt("db")
-            .await
-            .ok()
-            .flatten()
-            .and_then(|p| p.status)
-            .and_then(|s| s.phase)
-            == Some(Phase::Complete);
-        if done {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not complete after {kills} kills"
-        );
-        let now = ec2_writes();
-        if now > seen && kills < 12 {
-            operator.kill().await;
-            kills += 1;
-            seen = now;
-            operator = start(kills).await;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert!(
-        kills >= 4,
-        "only {kills} kills: the network was made in fewer calls than expected"
-    );
-
-    // One of each, however the calls were cut.
-    one_of_each(&ec2, &id, &cluster).await;
-
-    pgs.delete("db", &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
-    assert_eq!(standalone_vpc(&ec2, &id).await, None);
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let _ = namespaces.delete(&ns, &Default::default()).await;
-    operator.stop().await;
 }
 
 /// The writes that make the database network and remove it (issue #46).
@@ -1248,71 +1272,78 @@ const NETWORK_REMOVES: [&str; 7] = [
 /// nothing of it is left after the last database.
 #[tokio::test]
 async fn every_network_write_whose_answer_is_lost_is_answered_by_looking() {
-    let (client, ec2, id, cluster, ns) = cluster("netlost", "10.190").await;
-    strategies(
-        &client,
-        &ns,
-        json!({"development": {"createStrategy": {"CidrBlock": "10.205.0.0/26"}}}),
+    crate::support::bounded(
+        "every_network_write_whose_answer_is_lost_is_answered_by_looking",
+        async move {
+            let (client, ec2, id, cluster, ns) = cluster("netlost", "10.190").await;
+            strategies(
+                &client,
+                &ns,
+                json!({"development": {"createStrategy": {"CidrBlock": "10.205.0.0/26"}}}),
+            )
+            .await;
+            let proxy =
+                Proxy::losing_first_answers(&ns, &[&NETWORK_MAKES[..], &NETWORK_REMOVES].concat())
+                    .await;
+            let mut l = launch(&ns, &id, "lost");
+            l.env.push(("AWS_ENDPOINT_URL".into(), proxy.url.clone()));
+            let operator = Operator::launch(l).await;
+            let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+            let caches = Api::<Redis>::namespaced(client.clone(), &ns);
+            let _: Postgres = create_json(&client, &ns, cr("Postgres", "db", "development")).await;
+            let _: Redis = create_json(&client, &ns, cr("Redis", "cache", "development")).await;
+            wait_phase(&pgs, "db", Phase::Complete).await;
+            wait_phase(&caches, "cache", Phase::Complete).await;
+
+            // One of each, each lost answer notwithstanding.
+            let (vpc, active) = one_of_each(&ec2, &id, &cluster).await;
+            // Every route table of the cluster's VPC routes the network through
+            // the one peering: none left without it, none through a lost one.
+            for (table, routes) in routes(&ec2, &cluster).await {
+                assert_eq!(
+                    routes.get("10.205.0.0/26"),
+                    Some(&active),
+                    "cluster route table {table}"
+                );
+            }
+            let name = shorten(&format!("{id}-security-group"), 40);
+            let lost = proxy.answers_lost();
+            let unlost: Vec<&str> = (NETWORK_MAKES.iter().copied())
+                .filter(|call| !lost.contains(*call))
+                .collect();
+            assert!(
+                unlost.is_empty(),
+                "no answer lost of {unlost:?}; lost: {lost:?}"
+            );
+
+            // Both go at once; the network goes with the last.
+            for deleted in [
+                pgs.delete("db", &Default::default()).await.map(drop),
+                caches.delete("cache", &Default::default()).await.map(drop),
+            ] {
+                deleted.unwrap_or_else(|e| panic!("{e}"));
+            }
+            wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
+            wait_deleted(&caches, "cache", DEFAULT_TIMEOUT).await;
+            network_removed(&ec2, &id).await;
+            assert_eq!(security_group(&ec2, &name, &vpc).await.map(|g| g.0), None);
+            assert_eq!(peering(&ec2, &vpc, &cluster).await, None);
+            let lost = proxy.answers_lost();
+            let unlost: Vec<&str> = (NETWORK_REMOVES.iter().copied())
+                .filter(|call| !lost.contains(*call))
+                .collect();
+            assert!(
+                unlost.is_empty(),
+                "no answer lost of {unlost:?}; lost: {lost:?}"
+            );
+            let failed = failed_events(&client, &ns).await;
+            assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
+            let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+            let _ = namespaces.delete(&ns, &Default::default()).await;
+            operator.stop().await;
+        },
     )
     .await;
-    let proxy =
-        Proxy::losing_first_answers(&ns, &[&NETWORK_MAKES[..], &NETWORK_REMOVES].concat()).await;
-    let mut l = launch(&ns, &id, "lost");
-    l.env.push(("AWS_ENDPOINT_URL".into(), proxy.url.clone()));
-    let operator = Operator::launch(l).await;
-    let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
-    let caches = Api::<Redis>::namespaced(client.clone(), &ns);
-    let _: Postgres = create_json(&client, &ns, cr("Postgres", "db", "development")).await;
-    let _: Redis = create_json(&client, &ns, cr("Redis", "cache", "development")).await;
-    wait_phase(&pgs, "db", Phase::Complete).await;
-    wait_phase(&caches, "cache", Phase::Complete).await;
-
-    // One of each, each lost answer notwithstanding.
-    let (vpc, active) = one_of_each(&ec2, &id, &cluster).await;
-    // Every route table of the cluster's VPC routes the network through
-    // the one peering: none left without it, none through a lost one.
-    for (table, routes) in routes(&ec2, &cluster).await {
-        assert_eq!(
-            routes.get("10.205.0.0/26"),
-            Some(&active),
-            "cluster route table {table}"
-        );
-    }
-    let name = shorten(&format!("{id}-security-group"), 40);
-    let lost = proxy.answers_lost();
-    let unlost: Vec<&str> = (NETWORK_MAKES.iter().copied())
-        .filter(|call| !lost.contains(*call))
-        .collect();
-    assert!(
-        unlost.is_empty(),
-        "no answer lost of {unlost:?}; lost: {lost:?}"
-    );
-
-    // Both go at once; the network goes with the last.
-    for deleted in [
-        pgs.delete("db", &Default::default()).await.map(drop),
-        caches.delete("cache", &Default::default()).await.map(drop),
-    ] {
-        deleted.unwrap_or_else(|e| panic!("{e}"));
-    }
-    wait_deleted(&pgs, "db", DEFAULT_TIMEOUT).await;
-    wait_deleted(&caches, "cache", DEFAULT_TIMEOUT).await;
-    network_removed(&ec2, &id).await;
-    assert_eq!(security_group(&ec2, &name, &vpc).await.map(|g| g.0), None);
-    assert_eq!(peering(&ec2, &vpc, &cluster).await, None);
-    let lost = proxy.answers_lost();
-    let unlost: Vec<&str> = (NETWORK_REMOVES.iter().copied())
-        .filter(|call| !lost.contains(*call))
-        .collect();
-    assert!(
-        unlost.is_empty(),
-        "no answer lost of {unlost:?}; lost: {lost:?}"
-    );
-    let failed = failed_events(&client, &ns).await;
-    assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let _ = namespaces.delete(&ns, &Default::default()).await;
-    operator.stop().await;
 }
 
 /// Two operators of one cluster ID (two shards, or two installations)
@@ -1324,74 +1355,83 @@ async fn every_network_write_whose_answer_is_lost_is_answered_by_looking() {
 /// database once the listing does, and keeps the network whole.
 #[tokio::test]
 async fn a_stale_listing_never_removes_the_network_another_operators_database_uses() {
-    let (client, ec2, id, cluster, ns_b) = cluster("netshard", "10.200").await;
-    let ns_a = create_namespace(&client, "network").await;
-    let network = json!({"development": {"createStrategy": {"CidrBlock": "10.206.0.0/26"}}});
-    for ns in [&ns_a, &ns_b] {
-        strategies(&client, ns, network.clone()).await;
-    }
-    let b = Operator::launch(launch(&ns_b, &id, "b")).await;
-    let pgs_b = Api::<Postgres>::namespaced(client.clone(), &ns_b);
-    let _: Postgres = create_json(&client, &ns_b, cr("Postgres", "db", "development")).await;
-    let db_b = wait_phase(&pgs_b, "db", Phase::Complete).await;
-    let instance_b = db_b
-        .annotations()
-        .get("resourceIdentifier")
-        .cloned()
-        .unwrap_or_else(|| panic!("no resourceIdentifier on {ns_b}/db"));
+    crate::support::bounded(
+        "a_stale_listing_never_removes_the_network_another_operators_database_uses",
+        async move {
+            let (client, ec2, id, cluster, ns_b) = cluster("netshard", "10.200").await;
+            let ns_a = create_namespace(&client, "network").await;
+            let network =
+                json!({"development": {"createStrategy": {"CidrBlock": "10.206.0.0/26"}}});
+            for ns in [&ns_a, &ns_b] {
+                strategies(&client, ns, network.clone()).await;
+            }
+            let b = Operator::launch(launch(&ns_b, &id, "b")).await;
+            let pgs_b = Api::<Postgres>::namespaced(client.clone(), &ns_b);
+            let _: Postgres =
+                create_json(&client, &ns_b, cr("Postgres", "db", "development")).await;
+            let db_b = wait_phase(&pgs_b, "db", Phase::Complete).await;
+            let instance_b = db_b
+                .annotations()
+                .get("resourceIdentifier")
+                .cloned()
+                .unwrap_or_else(|| panic!("no resourceIdentifier on {ns_b}/db"));
 
-    let flag = std::env::temp_dir().join(format!("{ns_a}-stale"));
-    std::fs::write(&flag, "").unwrap_or_else(|e| panic!("{e}"));
-    let proxy = Proxy::with_stale_listing(&ns_a, &[&instance_b], &flag).await;
-    let mut l = launch(&ns_a, &id, "a");
-    l.env.push(("AWS_ENDPOINT_URL".into(), proxy.url.clone()));
-    let a = Operator::launch(l).await;
-    let pgs_a = Api::<Postgres>::namespaced(client.clone(), &ns_a);
-    let _: Postgres = create_json(&client, &ns_a, cr("Postgres", "db", "development")).await;
-    wait_phase(&pgs_a, "db", Phase::Complete).await;
-    let (vpc, active) = one_of_each(&ec2, &id, &cluster).await;
+            let flag = std::env::temp_dir().join(format!("{ns_a}-stale"));
+            std::fs::write(&flag, "").unwrap_or_else(|e| panic!("{e}"));
+            let proxy = Proxy::with_stale_listing(&ns_a, &[&instance_b], &flag).await;
+            let mut l = launch(&ns_a, &id, "a");
+            l.env.push(("AWS_ENDPOINT_URL".into(), proxy.url.clone()));
+            let a = Operator::launch(l).await;
+            let pgs_a = Api::<Postgres>::namespaced(client.clone(), &ns_a);
+            let _: Postgres =
+                create_json(&client, &ns_a, cr("Postgres", "db", "development")).await;
+            wait_phase(&pgs_a, "db", Phase::Complete).await;
+            let (vpc, active) = one_of_each(&ec2, &id, &cluster).await;
 
-    // A's database goes; its listing shows no other of the cluster.
-    pgs_a
-        .delete("db", &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
-    while !a.logs().contains("DependencyViolation") {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no removal refused (stale listing served: {})\n{}",
-            proxy.listed_stale(),
-            a.logs()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    }
-    assert!(proxy.listed_stale(), "the listing was never stale");
-    std::fs::remove_file(&flag).unwrap_or_else(|e| panic!("{e}"));
-    wait_deleted(&pgs_a, "db", DEFAULT_TIMEOUT).await;
+            // A's database goes; its listing shows no other of the cluster.
+            pgs_a
+                .delete("db", &Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+            while !a.logs().contains("DependencyViolation") {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "no removal refused (stale listing served: {})\n{}",
+                    proxy.listed_stale(),
+                    a.logs()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            assert!(proxy.listed_stale(), "the listing was never stale");
+            std::fs::remove_file(&flag).unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&pgs_a, "db", DEFAULT_TIMEOUT).await;
 
-    // B's database keeps its whole network: nothing of it was removed.
-    assert_eq!(
-        one_of_each(&ec2, &id, &cluster).await,
-        (vpc.clone(), active.clone())
-    );
-    let routed = routes(&ec2, &cluster).await;
-    assert!(
-        routed
-            .values()
-            .any(|r| r.get("10.206.0.0/26") == Some(&active)),
-        "the route to the network went: {routed:?}"
-    );
-    let (_, _, behind) = placement_of(&db_b).await;
-    let name = shorten(&format!("{id}-security-group"), 40);
-    let group = security_group(&ec2, &name, &vpc).await.map(|g| g.0);
-    assert_eq!(Some(behind), group.map(|g| vec![g]));
-    let failed = failed_events(&client, &ns_a).await;
-    assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
+            // B's database keeps its whole network: nothing of it was removed.
+            assert_eq!(
+                one_of_each(&ec2, &id, &cluster).await,
+                (vpc.clone(), active.clone())
+            );
+            let routed = routes(&ec2, &cluster).await;
+            assert!(
+                routed
+                    .values()
+                    .any(|r| r.get("10.206.0.0/26") == Some(&active)),
+                "the route to the network went: {routed:?}"
+            );
+            let (_, _, behind) = placement_of(&db_b).await;
+            let name = shorten(&format!("{id}-security-group"), 40);
+            let group = security_group(&ec2, &name, &vpc).await.map(|g| g.0);
+            assert_eq!(Some(behind), group.map(|g| vec![g]));
+            let failed = failed_events(&client, &ns_a).await;
+            assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
 
-    // B's database, now the last, takes the network with it.
-    last_database_goes(&pgs_b, &ec2, &id).await;
-    two_operators_end(&client, [(&ns_a, a), (&ns_b, b)]).await;
+            // B's database, now the last, takes the network with it.
+            last_database_goes(&pgs_b, &ec2, &id).await;
+            two_operators_end(&client, [(&ns_a, a), (&ns_b, b)]).await;
+        },
+    )
+    .await;
 }
 
 /// Two operators of one cluster ID (two shards, or two installations): A
@@ -1402,56 +1442,65 @@ async fn a_stale_listing_never_removes_the_network_another_operators_database_us
 /// creates its database there, without failing.
 #[tokio::test]
 async fn a_create_sent_while_another_operator_removes_the_network_makes_it_again() {
-    let (client, ec2, id, cluster, ns_b) = cluster("netrace", "10.220").await;
-    let ns_a = create_namespace(&client, "network").await;
-    let network = json!({"development": {"createStrategy": {"CidrBlock": "10.207.0.0/26"}}});
-    for ns in [&ns_a, &ns_b] {
-        strategies(&client, ns, network.clone()).await;
-    }
-    let b = Operator::launch(launch(&ns_b, &id, "b")).await;
-    let pgs_b = Api::<Postgres>::namespaced(client.clone(), &ns_b);
-    let _: Postgres = create_json(&client, &ns_b, cr("Postgres", "db", "development")).await;
-    wait_phase(&pgs_b, "db", Phase::Complete).await;
+    crate::support::bounded(
+        "a_create_sent_while_another_operator_removes_the_network_makes_it_again",
+        async move {
+            let (client, ec2, id, cluster, ns_b) = cluster("netrace", "10.220").await;
+            let ns_a = create_namespace(&client, "network").await;
+            let network =
+                json!({"development": {"createStrategy": {"CidrBlock": "10.207.0.0/26"}}});
+            for ns in [&ns_a, &ns_b] {
+                strategies(&client, ns, network.clone()).await;
+            }
+            let b = Operator::launch(launch(&ns_b, &id, "b")).await;
+            let pgs_b = Api::<Postgres>::namespaced(client.clone(), &ns_b);
+            let _: Postgres =
+                create_json(&client, &ns_b, cr("Postgres", "db", "development")).await;
+            wait_phase(&pgs_b, "db", Phase::Complete).await;
 
-    let flag = std::env::temp_dir().join(format!("{ns_a}-hold"));
-    std::fs::write(&flag, "").unwrap_or_else(|e| panic!("{e}"));
-    let proxy = Proxy::holding(&ns_a, &["CreateDBInstance"], &flag).await;
-    let mut l = launch(&ns_a, &id, "a");
-    l.env.push(("AWS_ENDPOINT_URL".into(), proxy.url.clone()));
-    let a = Operator::launch(l).await;
-    let pgs_a = Api::<Postgres>::namespaced(client.clone(), &ns_a);
-    let _: Postgres = create_json(&client, &ns_a, cr("Postgres", "db", "development")).await;
-    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
-    while !proxy.held() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "A sent no CreateDBInstance\n{}",
-            a.logs()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+            let flag = std::env::temp_dir().join(format!("{ns_a}-hold"));
+            std::fs::write(&flag, "").unwrap_or_else(|e| panic!("{e}"));
+            let proxy = Proxy::holding(&ns_a, &["CreateDBInstance"], &flag).await;
+            let mut l = launch(&ns_a, &id, "a");
+            l.env.push(("AWS_ENDPOINT_URL".into(), proxy.url.clone()));
+            let a = Operator::launch(l).await;
+            let pgs_a = Api::<Postgres>::namespaced(client.clone(), &ns_a);
+            let _: Postgres =
+                create_json(&client, &ns_a, cr("Postgres", "db", "development")).await;
+            let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+            while !proxy.held() {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "A sent no CreateDBInstance\n{}",
+                    a.logs()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
 
-    // B's database, the cluster's only one, goes with the network.
-    pgs_b
-        .delete("db", &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    wait_deleted(&pgs_b, "db", DEFAULT_TIMEOUT).await;
-    network_removed(&ec2, &id).await;
-    std::fs::remove_file(&flag).unwrap_or_else(|e| panic!("{e}"));
+            // B's database, the cluster's only one, goes with the network.
+            pgs_b
+                .delete("db", &Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&pgs_b, "db", DEFAULT_TIMEOUT).await;
+            network_removed(&ec2, &id).await;
+            std::fs::remove_file(&flag).unwrap_or_else(|e| panic!("{e}"));
 
-    wait_phase(&pgs_a, "db", Phase::Complete).await;
-    assert!(
-        a.logs().contains("DBSubnetGroupNotFoundFault"),
-        "A's create did not meet the removed network\n{}",
-        a.logs()
-    );
-    one_of_each(&ec2, &id, &cluster).await;
-    let failed = failed_events(&client, &ns_a).await;
-    assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
+            wait_phase(&pgs_a, "db", Phase::Complete).await;
+            assert!(
+                a.logs().contains("DBSubnetGroupNotFoundFault"),
+                "A's create did not meet the removed network\n{}",
+                a.logs()
+            );
+            one_of_each(&ec2, &id, &cluster).await;
+            let failed = failed_events(&client, &ns_a).await;
+            assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
 
-    last_database_goes(&pgs_a, &ec2, &id).await;
-    two_operators_end(&client, [(&ns_a, a), (&ns_b, b)]).await;
+            last_database_goes(&pgs_a, &ec2, &id).await;
+            two_operators_end(&client, [(&ns_a, a), (&ns_b, b)]).await;
+        },
+    )
+    .await;
 }
 
 /// A tier in a region where nothing says where the cluster runs (no
@@ -1460,58 +1509,65 @@ async fn a_create_sent_while_another_operator_removes_the_network_makes_it_again
 /// and no EC2, RDS or ElastiCache write is made for it.
 #[tokio::test]
 async fn without_a_cluster_vpc_in_the_tiers_region_the_cr_says_what_to_set() {
-    let client = TestEnv::load().client().await;
-    ensure_crds(&client).await;
-    let id = cluster_id("netnone");
-    let ns = create_namespace(&client, "network").await;
-    let tiers = json!({"development": {"region": "us-east-2"}});
-    apply_config_map(
-        &client,
-        &ns,
-        "cloud-resources-aws-strategies",
-        json!({"postgres": tiers.to_string()}),
+    crate::support::bounded(
+        "without_a_cluster_vpc_in_the_tiers_region_the_cr_says_what_to_set",
+        async move {
+            let client = TestEnv::load().client().await;
+            ensure_crds(&client).await;
+            let id = cluster_id("netnone");
+            let ns = create_namespace(&client, "network").await;
+            let tiers = json!({"development": {"region": "us-east-2"}});
+            apply_config_map(
+                &client,
+                &ns,
+                "cloud-resources-aws-strategies",
+                json!({"postgres": tiers.to_string()}),
+            )
+            .await;
+            let operator = Operator::launch(launch(&ns, &id, "a")).await;
+            let since = aws_requests().len();
+            let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+            let _: Postgres =
+                create_json(&client, &ns, cr("Postgres", "lost", "development")).await;
+            let failed = wait_phase(&pgs, "lost", Phase::Failed).await;
+            let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+            assert!(
+                message.contains("cannot find the cluster's VPC")
+                    && message.contains(&format!("kubernetes.io/cluster/{id}"))
+                    && message.contains("--aws-vpc-id (AWS_VPC_ID)")
+                    && message.contains("DBSubnetGroupName"),
+                "{message}"
+            );
+            // This cluster's (other tests run beside it): its network objects carry
+            // the cluster ID, its instance the ID without '-'.
+            let stripped = id.replace('-', "");
+            let writes: Vec<String> = aws_requests()
+                .into_iter()
+                .skip(since)
+                .filter(|r| {
+                    let p = r["params"].to_string();
+                    p.contains(&id) || p.contains(&stripped)
+                })
+                .filter_map(|r| r["action"].as_str().map(str::to_string))
+                .filter(|a| {
+                    ["Create", "Modify", "Authorize", "Accept", "Replace"]
+                        .iter()
+                        .any(|w| a.starts_with(w))
+                })
+                .collect();
+            assert_eq!(
+                writes,
+                Vec::<String>::new(),
+                "AWS writes for a database with nowhere to go"
+            );
+            pgs.delete("lost", &Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&pgs, "lost", DEFAULT_TIMEOUT).await;
+            operator.stop().await;
+            let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+            let _ = namespaces.delete(&ns, &Default::default()).await;
+        },
     )
     .await;
-    let operator = Operator::launch(launch(&ns, &id, "a")).await;
-    let since = aws_requests().len();
-    let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
-    let _: Postgres = create_json(&client, &ns, cr("Postgres", "lost", "development")).await;
-    let failed = wait_phase(&pgs, "lost", Phase::Failed).await;
-    let message = failed.status.and_then(|s| s.message).unwrap_or_default();
-    assert!(
-        message.contains("cannot find the cluster's VPC")
-            && message.contains(&format!("kubernetes.io/cluster/{id}"))
-            && message.contains("--aws-vpc-id (AWS_VPC_ID)")
-            && message.contains("DBSubnetGroupName"),
-        "{message}"
-    );
-    // This cluster's (other tests run beside it): its network objects carry
-    // the cluster ID, its instance the ID without '-'.
-    let stripped = id.replace('-', "");
-    let writes: Vec<String> = aws_requests()
-        .into_iter()
-        .skip(since)
-        .filter(|r| {
-            let p = r["params"].to_string();
-            p.contains(&id) || p.contains(&stripped)
-        })
-        .filter_map(|r| r["action"].as_str().map(str::to_string))
-        .filter(|a| {
-            ["Create", "Modify", "Authorize", "Accept", "Replace"]
-                .iter()
-                .any(|w| a.starts_with(w))
-        })
-        .collect();
-    assert_eq!(
-        writes,
-        Vec::<String>::new(),
-        "AWS writes for a database with nowhere to go"
-    );
-    pgs.delete("lost", &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    wait_deleted(&pgs, "lost", DEFAULT_TIMEOUT).await;
-    operator.stop().await;
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let _ = namespaces.delete(&ns, &Default::default()).await;
 }

@@ -339,6 +339,7 @@ async fn aws_calls_stay_within_the_budget_and_no_cr_fails() {
 
 #[tokio::test]
 async fn a_sharded_pair_never_reconciles_the_same_cr() {
+    crate::support::bounded("a_sharded_pair_never_reconciles_the_same_cr", async move {
     use cloud_resource_operator::shard::Shard;
     let client = crate::support::TestEnv::load().client().await;
     ensure_crds(&client).await;
@@ -472,6 +473,7 @@ async fn a_sharded_pair_never_reconciles_the_same_cr() {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
     }
+}).await;
 }
 
 /// Resources of each AWS kind, for the restart below.

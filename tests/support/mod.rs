@@ -156,6 +156,18 @@ where
     }
 }
 
+/// Runs a test body that makes no namespace of its own under
+/// [`test_limit`], as [`with_namespace`] runs the others; its panic is
+/// the test's.
+pub async fn bounded<Fut>(what: &str, body: Fut)
+where
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    if let Err(e) = limited(what, body).await {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
 /// Runs `test` with a fresh namespace, deleting the namespace afterwards
 /// whether the test passed or panicked.
 pub async fn with_namespace<F, Fut>(prefix: &str, test: F)
