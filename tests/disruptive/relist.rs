@@ -19,7 +19,6 @@ async fn a_watch_compacted_away_relists_and_misses_no_deletion() {
             let _serial = crate::SERIAL.lock().await;
             let (client, ns, operator) = crate::riding_out_outages("relist").await;
             let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
-            let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
             for name in ["gone", "unpublished"] {
                 create_json::<BlobStorage>(&client, &ns, crate::workshop_blob(name)).await;
             }
@@ -32,6 +31,10 @@ async fn a_watch_compacted_away_relists_and_misses_no_deletion() {
             // of the operator's for it to wake.
             operator.signal("STOP");
             crate::testenv(&["restart", "apiserver"]);
+            // The test's own pooled connections died with the API server.
+            let client = crate::support::TestEnv::load().client().await;
+            let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+            let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
             blobs
                 .delete("gone", &Default::default())
                 .await

@@ -76,6 +76,10 @@ async fn restore_misses_nothing(bump: bool) {
     } else {
         &["restore"]
     });
+    // The test's own pooled connections died with the API server.
+    let client = crate::support::TestEnv::load().client().await;
+    let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+    let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
     let exists = async |name: &str| {
         (blobs.get_opt(name).await)
             .unwrap_or_else(|e| panic!("reading {name}: {e}"))
