@@ -38,7 +38,7 @@ impl FenceLayer {
 }
 
 /// The stack kube's `ClientBuilder` makes from `config` (with the
-/// features built here), over fenced sockets.
+/// features built here: no gzip, no proxy), over fenced sockets.
 fn fenced(config: &kube::Config, fence: Fence) -> kube::Result<kube::Client> {
     let mut tcp = hyper_util::client::legacy::connect::HttpConnector::new();
     tcp.enforce_http(false);
@@ -50,8 +50,14 @@ fn fenced(config: &kube::Config, fence: Fence) -> kube::Result<kube::Client> {
     timed.set_reset_reader_on_write(config.reset_reader_on_write);
     let http: hyper_util::client::legacy::Client<_, Body> =
         hyper_util::client::legacy::Builder::new(hyper_util::rt::TokioExecutor::new()).build(timed);
+    // Its retry of 429, 503 and 504 answers included (an API server's
+    // priority and fairness turning a write away); its debug trace not.
+    let retry = config
+        .default_retry
+        .then(|| tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()));
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
+        .option_layer(retry)
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(BoxError::from)
