@@ -2,7 +2,7 @@
 //! reader, providers, the Events and per-object retry state.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, HashMap},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -71,12 +71,22 @@ pub struct Context {
     parked: Mutex<HashMap<String, Parked>>,
     /// The version of each CR the operator's last write to it made.
     last_writes: LastWrites,
-    /// The CRs reconciled since this process started.
-    reconciled: Mutex<HashSet<ObjectKey>>,
+    /// What this process knows of each CR it reconciled since it started.
+    objects: Mutex<HashMap<ObjectKey, Known>>,
     /// Each namespace's share of the reconcile slots, where one controller
     /// per kind serves every namespace (`None`: each watched namespace
     /// has its own).
     shares: Option<Shares>,
+}
+
+/// What this process knows of one CR.
+#[derive(Default)]
+struct Known {
+    /// A reconcile of it finished.
+    reconciled: bool,
+    /// A digest of the last status this process sent for it, whether or
+    /// not the answer came back.
+    status_sent: Option<u32>,
 }
 
 /// A reconcile's namespace holds its share of the kind's slots.
@@ -126,7 +136,7 @@ impl Context {
             failures: Mutex::default(),
             parked: Mutex::default(),
             last_writes: LastWrites::default(),
-            reconciled: Mutex::default(),
+            objects: Mutex::default(),
             shares,
         }
     }
@@ -175,24 +185,50 @@ impl Context {
         (self.last_writes).seen(&object_key(obj), obj.meta().resource_version.as_deref())
     }
 
+    fn objects(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Known>> {
+        self.objects.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether this process has reconciled `obj` before.
     pub fn reconciled_since_start<K: Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
-        let reconciled = self.reconciled.lock().unwrap_or_else(|e| e.into_inner());
-        reconciled.contains(&object_key(obj))
+        self.objects()
+            .get(&object_key(obj))
+            .is_some_and(|k| k.reconciled)
     }
 
     /// A reconcile of `obj` finished.
     pub fn reconciled<K: Resource<DynamicType = ()>>(&self, obj: &K) {
-        let mut reconciled = self.reconciled.lock().unwrap_or_else(|e| e.into_inner());
-        reconciled.insert(object_key(obj));
+        self.objects()
+            .entry(object_key(obj))
+            .or_default()
+            .reconciled = true;
+    }
+
+    /// A status is about to be sent for `obj`: its digest is kept even
+    /// if the answer is lost, as the write may still have been made.
+    pub fn sending_status<K: Resource<DynamicType = ()>>(&self, obj: &K, digest: u32) {
+        self.objects()
+            .entry(object_key(obj))
+            .or_default()
+            .status_sent = Some(digest);
+    }
+
+    /// Whether a status with `digest`, which the cache already shows for
+    /// `obj`, may go unwritten: not when this process last sent another
+    /// one, which the cache may not show yet (a lost answer, a watch cut
+    /// by an API server restart) and which would otherwise stay.
+    pub fn may_skip_status<K: Resource<DynamicType = ()>>(&self, obj: &K, digest: u32) -> bool {
+        self.objects()
+            .get(&object_key(obj))
+            .and_then(|k| k.status_sent)
+            .is_none_or(|sent| sent == digest)
     }
 
     /// `obj` is gone: its per-object state goes with it.
     pub fn forget<K: Resource<DynamicType = ()>>(&self, obj: &K) {
         let key = object_key(obj);
         self.last_writes.forget(&key);
-        let mut reconciled = self.reconciled.lock().unwrap_or_else(|e| e.into_inner());
-        reconciled.remove(&key);
+        self.objects().remove(&key);
     }
 
     /// When to recheck a complete cloud resource at the latest: after the

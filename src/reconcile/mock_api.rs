@@ -39,6 +39,8 @@ struct State {
     objects: BTreeMap<String, Value>,
     version: u64,
     requests: Vec<Recorded>,
+    /// The next write is made, and its answer lost.
+    lose_next_answer: bool,
 }
 
 #[derive(Clone, Default)]
@@ -77,6 +79,12 @@ impl MockApi {
     /// name), if any.
     pub fn stored(&self, like: &Value) -> Option<Value> {
         self.state().objects.get(&path_of(like)).cloned()
+    }
+
+    /// The next write is made, but answered 504 Gateway Timeout, as when
+    /// the answer was lost on its way back.
+    pub fn lose_next_answer(&self) {
+        self.state().lose_next_answer = true;
     }
 
     /// Every request since the last [`MockApi::take`], and forgets them.
@@ -127,6 +135,13 @@ impl MockApi {
                     state.objects.remove(&at);
                 } else {
                     state.objects.insert(at, object.clone());
+                }
+                if std::mem::take(&mut state.lose_next_answer) {
+                    return failure(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "Timeout",
+                        "the answer was lost",
+                    );
                 }
                 respond(StatusCode::OK, object)
             }

@@ -390,9 +390,11 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) ->
         .ok()
         .and_then(|v| v.get("status").cloned())
         .unwrap_or(Value::Null);
-    if desired == current {
+    let digest = fingerprint(&desired.to_string());
+    if desired == current && ctx.may_skip_status(obj, digest) {
         return Ok(());
     }
+    ctx.sending_status(obj, digest);
     let version = put_status::<K>(ctx, obj, desired).await?;
     ctx.wrote(obj, version);
 

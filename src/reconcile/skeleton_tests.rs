@@ -264,6 +264,36 @@ async fn a_transient_failure_is_retried_with_a_warning_and_the_error_in_status()
 }
 
 #[tokio::test]
+async fn a_status_whose_answer_was_lost_is_written_again_over_a_stale_cache() {
+    let h = Harness::new();
+    let w = h.create("app", json!({"outcome": "complete", "message": "ready"}));
+    h.reconcile(&w).await.expect("reconciled");
+    let complete = h.current(&w).expect("stored");
+    h.api.take();
+    // A pass fails, and the answer to its error status is lost: the
+    // status is written, this process does not know it.
+    let mut failing = complete.clone();
+    failing.spec.outcome = "transient".into();
+    failing.spec.message = "RDS did not answer".into();
+    h.api.lose_next_answer();
+    h.reconcile(&failing)
+        .await
+        .expect_err("a transient failure");
+    let now = h.current(&w).expect("stored");
+    assert_eq!(
+        now.status.and_then(|s| s.message).as_deref(),
+        Some("retrying after error: RDS did not answer")
+    );
+    h.api.take();
+    // The next pass starts from a cache that never showed that write: its
+    // status matches the cache, yet must be written.
+    h.reconcile(&complete).await.expect("reconciled");
+    assert_eq!(status_writes(&h.api.take()), 1);
+    let now = h.current(&w).expect("stored");
+    assert_eq!(now.status.and_then(|s| s.message).as_deref(), Some("ready"));
+}
+
+#[tokio::test]
 async fn throttling_is_retried_without_a_warning() {
     let h = Harness::new();
     let w = h.create(
