@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 use crate::{
     foundation::{api_for, objects_in},
     support::{
-        DEFAULT_TIMEOUT, Launch, TestEnv, repo_root, wait_deleted, wait_for, with_operator_launched,
+        DEFAULT_TIMEOUT, Launch, Operator, TestEnv, repo_root, wait_deleted, wait_for,
+        with_namespace, with_operator_launched,
     },
 };
 
@@ -698,6 +699,167 @@ async fn a_refused_listing_read_falls_back_and_is_named() {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         wait_deleted(&api, &name, DEFAULT_TIMEOUT * 2).await;
+    })
+    .await;
+}
+
+/// The Secret the Cloud Credential Operator mints for the Go operator's
+/// CredentialsRequest (pkg/providers/aws/credentials.go,
+/// `defaultCredentialsSecretName`), holding `key`.
+fn cco_secret(key: &(String, String)) -> k8s_openapi::api::core::v1::Secret {
+    serde_json::from_value(json!({
+        "metadata": {"name": "cloud-resources-aws-credentials"},
+        "stringData": {"aws_access_key_id": key.0, "aws_secret_access_key": key.1},
+    }))
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// An IAM client of the private moto signing with `key`.
+async fn iam_as(endpoint: &str, key: &(String, String)) -> aws_sdk_iam::Client {
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(aws_config::Region::new(TestEnv::load().aws_region))
+        .credentials_provider(aws_sdk_iam::config::Credentials::new(
+            &key.0, &key.1, None, None, "test",
+        ))
+        .load()
+        .await;
+    aws_sdk_iam::Client::new(&config)
+}
+
+/// The Cloud Credential Operator rotates the operator's key as it does:
+/// a new key in its Secret, the old key deleted at once. The operator,
+/// which found its identity in that Secret, takes the new key up without
+/// a restart, and no CR fails meanwhile: AWS refusing the old key is
+/// retried, not a failure a person must clear (issue #62).
+#[tokio::test]
+async fn a_rotated_cco_key_is_taken_up_without_a_restart_or_a_failed_cr() {
+    let moto = start_moto().await;
+    let vpc = cluster_vpc(&moto.endpoint).await;
+    let old = user_with_the_policy(&moto.endpoint, &policy("operator-policy.json")).await;
+    enforce_iam_after(&moto.endpoint, 0).await;
+    let endpoint = moto.endpoint.clone();
+    with_namespace("ccorotation", move |client, ns| async move {
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+        secrets
+            .create(&Default::default(), &cco_secret(&old))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        shipped_configuration(&client, &ns).await;
+        // As a switched Go installation runs it: no keys of its own.
+        let mut launch = Launch::new(&ns);
+        launch.cluster_id = None;
+        launch.extra_args.push(format!("--aws-vpc-id={vpc}"));
+        launch
+            .env
+            .push(("AWS_ENDPOINT_URL".into(), endpoint.clone()));
+        launch.env_remove = vec!["AWS_ACCESS_KEY_ID".into(), "AWS_SECRET_ACCESS_KEY".into()];
+        let op = Operator::launch(launch).await;
+        op.wait_log("Cloud Credential Operator's Secret", DEFAULT_TIMEOUT)
+            .await;
+
+        // A BlobStorage (S3 first) and an SMTPCredentialSet (IAM first),
+        // before and after the rotation.
+        let samples = objects_in("config/samples/aws");
+        let kinds: Vec<DynamicObject> = ["BlobStorage", "SMTPCredentialSet"]
+            .iter()
+            .map(|kind| {
+                (samples.iter())
+                    .find(|(_, o)| o.types.as_ref().is_some_and(|t| t.kind == *kind))
+                    .map(|(_, o)| o.clone())
+                    .unwrap_or_else(|| panic!("no {kind} sample: {samples:?}"))
+            })
+            .collect();
+        let named = |sample: &DynamicObject, name: &str| {
+            let mut o = sample.clone();
+            o.metadata.name = Some(name.into());
+            let kind = sample.types.as_ref().map(|t| t.kind.to_lowercase());
+            let secret = format!("{name}-{}", kind.unwrap_or_default());
+            o.data["spec"]["secretRef"]["name"] = json!(secret);
+            o
+        };
+        let complete =
+            |o: Option<&DynamicObject>| o.is_some_and(|o| o.data["status"]["phase"] == "complete");
+        let serve = |when: &'static str, timeout: Duration| {
+            let (client, ns, kinds) = (client.clone(), ns.clone(), kinds.clone());
+            async move {
+                for sample in &kinds {
+                    let api = api_for(&client, &ns, sample);
+                    api.create(&Default::default(), &named(sample, when))
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}"));
+                }
+                for sample in &kinds {
+                    let api = api_for(&client, &ns, sample);
+                    wait_for(&api, when, "phase complete", timeout, complete).await;
+                }
+            }
+        };
+        serve("before", DEFAULT_TIMEOUT * 2).await;
+
+        // The rotation: a new key in the Secret, the old one deleted.
+        let iam = iam_as(&endpoint, &old).await;
+        let new = iam
+            .create_access_key()
+            .user_name("cloud-resource-operator")
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .access_key
+            .unwrap_or_else(|| panic!("no access key"));
+        let new = (new.access_key_id, new.secret_access_key);
+        crate::support::apply(&secrets, &cco_secret(&new))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let iam = iam_as(&endpoint, &new).await;
+        iam.delete_access_key()
+            .user_name("cloud-resource-operator")
+            .access_key_id(&old.0)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        // AWS takes the old key no more.
+        let refused = iam_as(&endpoint, &old)
+            .await
+            .list_access_keys()
+            .user_name("cloud-resource-operator")
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("{:?}", aws_sdk_iam::error::DisplayErrorContext(e)));
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("InvalidClientTokenId")),
+            "the deleted key: {refused:?}"
+        );
+
+        // Work after the rotation completes, with the same process.
+        serve("after", DEFAULT_TIMEOUT * 3).await;
+        for sample in &kinds {
+            let api = api_for(&client, &ns, sample);
+            for name in ["before", "after"] {
+                api.delete(name, &Default::default())
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                wait_deleted(&api, name, DEFAULT_TIMEOUT * 2).await;
+            }
+        }
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns);
+        let failed: Vec<String> = (events.list(&Default::default()).await)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("Failed"))
+            .map(|e| e.message.unwrap_or_default())
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "a CR failed over the rotation: {failed:?}"
+        );
+        let restarts = op.logs().matches("AWS identity source=").count();
+        assert_eq!(restarts, 1, "the operator chose its identity again");
+        op.stop().await;
     })
     .await;
 }

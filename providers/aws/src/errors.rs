@@ -37,19 +37,31 @@ const PASSING: [&str; 8] = [
     "ConcurrentModification",
 ];
 
+/// Codes of keys AWS does not take (unknown, deleted, expired, signed
+/// wrong). The operator's keys change under it: the Cloud Credential
+/// Operator rotates its Secret and deletes the old key, a web-identity
+/// token expires. Until the new ones are read (see `sdk::KEYS_REREAD`),
+/// the calls are retried with backoff, so no CR fails on a rotation; keys
+/// that stay wrong keep the CR retrying with this advice in its status.
+const CREDENTIALS: [&str; 8] = [
+    "InvalidClientTokenId",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "UnrecognizedClientException",
+    "AuthFailure",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "InvalidToken",
+];
+
+const CREDENTIALS_ADVICE: &str = "AWS does not take the operator's keys (rotated, deleted or expired): retrying, and the keys are read again; if this stays, fix the operator's credentials (docs/operations.md, AWS identity)";
+
 /// What a person must do about an error AWS will keep returning, by code.
 fn advice(code: &str) -> Option<&'static str> {
     let c = code;
     let is = |needle: &str| c.contains(needle);
     Some(
-        if is("AccessDenied")
-            || is("Unauthorized")
-            || c == "AuthFailure"
-            || c == "InvalidClientTokenId"
-            || c == "SignatureDoesNotMatch"
-            || c == "UnrecognizedClientException"
-            || c == "OptInRequired"
-        {
+        if is("AccessDenied") || is("Unauthorized") || c == "OptInRequired" {
             "the operator's AWS identity is not allowed to do this: grant it the permissions listed in docs/operations.md (AWS permissions), or fix its credentials"
         } else if is("Quota") || is("LimitExceeded") {
             "an AWS quota is reached: raise it in Service Quotas, or delete resources you no longer need"
@@ -112,6 +124,9 @@ where
     }
     if PASSING.contains(&code) || status >= 500 {
         return (ErrorKind::Transient, None);
+    }
+    if CREDENTIALS.contains(&code) {
+        return (ErrorKind::Transient, Some(CREDENTIALS_ADVICE));
     }
     match advice(code) {
         Some(advice) => (ErrorKind::Permanent, Some(advice)),
@@ -348,6 +363,11 @@ mod tests {
             ("KMSKeyNotAccessibleFault", 400, Permanent),
             ("InsufficientDBInstanceCapacity", 400, Permanent),
             ("BucketAlreadyExists", 400, Permanent),
+            // Keys rotated away or expired: retried while they are read again.
+            ("InvalidClientTokenId", 403, Transient),
+            ("InvalidAccessKeyId", 403, Transient),
+            ("SignatureDoesNotMatch", 403, Transient),
+            ("ExpiredToken", 400, Transient),
             // Looked at by the caller; unknown to the classification.
             ("DBInstanceAlreadyExists", 400, Transient),
             ("SomethingNew", 400, Transient),
@@ -382,6 +402,20 @@ mod tests {
                 created::<CreateDbInstanceOutput, _>(Err(service_error(code, 400)), "op", "x");
             assert!(got.is_err(), "{code}");
         }
+    }
+
+    #[test]
+    fn keys_aws_does_not_take_are_retried_saying_what_to_fix() {
+        let e = api_error(
+            "s3:CreateBucket",
+            "b1",
+            service_error("InvalidAccessKeyId", 403),
+        );
+        assert_eq!(e.kind(), ErrorKind::Transient);
+        assert!(
+            e.to_string().contains("fix the operator's credentials"),
+            "{e}"
+        );
     }
 
     #[test]

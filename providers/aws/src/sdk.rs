@@ -56,7 +56,7 @@ impl std::fmt::Debug for ReadKeys {
 }
 
 /// How long keys read through [`ReadKeys`] are used before being read again.
-pub const KEYS_REREAD: std::time::Duration = std::time::Duration::from_secs(300);
+pub const KEYS_REREAD: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl aws_credential_types::provider::ProvideCredentials for ReadKeys {
     fn provide_credentials<'a>(
@@ -187,7 +187,7 @@ const STS_SESSION: &str = "Red-Hat-cloud-resources-operator";
 /// what the lost call did is answered by looking (see `errors::created`).
 /// The call budget's own wait comes before the request is sent, so it
 /// does not count.
-const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The SDK configuration from the standard chain, in `region` when set;
 /// with `keys` when given; in STS mode, with the credentials of its role.
