@@ -3,14 +3,16 @@
 //! Deployment reads), the Cloud Credential Operator's Secret that the Go
 //! operator's CredentialsRequest made (`cloud-resources-aws-credentials`,
 //! pkg/providers/aws/credentials.go, in the operator's namespace, else the
-//! watched one), STS mode, the rest of the standard chain (IRSA, EKS Pod
-//! Identity, a profile). A cluster switching from the Go operator thus
-//! keeps the identity it had, with nothing to copy.
+//! watched one; watching every namespace, else in any namespace, as a
+//! cluster-wide Go installation asked for one in each CR's namespace),
+//! STS mode, the rest of the standard chain (IRSA, EKS Pod Identity, a
+//! profile). A cluster switching from the Go operator thus keeps the
+//! identity it had, with nothing to copy.
 
 use cro_provider_api::ProviderError;
 use cro_provider_aws::{AccessKeys, ReadKeys, Sts};
 use k8s_openapi::api::core::v1::Secret;
-use kube::{Api, Client};
+use kube::{Api, Client, api::ListParams};
 
 /// The Secret the Cloud Credential Operator mints for the Go operator's
 /// CredentialsRequest, and its keys.
@@ -22,8 +24,19 @@ const SECRET_KEY: &str = "aws_secret_access_key";
 #[derive(Debug, PartialEq, Eq)]
 pub enum Source {
     OwnSecret,
-    CloudCredentialOperator { namespace: String },
-    Sts { role_arn: String },
+    CloudCredentialOperator {
+        namespace: String,
+    },
+    /// Watching every namespace, the Go operator's Secrets of its CRs'
+    /// namespaces (`ReconcileProviderCredentials(ctx, cr.Namespace)`,
+    /// pkg/providers/aws/credentials.go): one CredentialsRequest each, all
+    /// with the same policy in the same account.
+    GoPerNamespace {
+        namespaces: Vec<String>,
+    },
+    Sts {
+        role_arn: String,
+    },
     StandardChain,
 }
 
@@ -36,6 +49,11 @@ impl std::fmt::Display for Source {
             Source::CloudCredentialOperator { namespace } => write!(
                 f,
                 "the Cloud Credential Operator's Secret {namespace}/{CCO_SECRET} (the Go operator's CredentialsRequest)"
+            ),
+            Source::GoPerNamespace { namespaces } => write!(
+                f,
+                "the Go operator's Secrets {CCO_SECRET} of its CRs' namespaces ({}), the first that holds keys at each read; give the operator a Secret of its own in its namespace (docs/migration.md, cluster-wide installations)",
+                namespaces.join(", ")
             ),
             Source::Sts { role_arn } => write!(
                 f,
@@ -76,6 +94,16 @@ pub async fn choose(
             sts: None,
         });
     }
+    choose_in_cluster(client, operator_namespace, watched, sts).await
+}
+
+/// [`choose`] past the operator's own keys: what the cluster holds.
+pub async fn choose_in_cluster(
+    client: &Client,
+    operator_namespace: &str,
+    watched: &[String],
+    sts: Option<Sts>,
+) -> anyhow::Result<Chosen> {
     let mut namespaces = vec![operator_namespace];
     if let [one] = watched
         && one != operator_namespace
@@ -89,6 +117,16 @@ pub async fn choose(
                     namespace: namespace.to_string(),
                 },
                 keys: Some(read_keys(client.clone(), namespace.to_string())),
+                sts: None,
+            });
+        }
+    }
+    if watched.is_empty() && sts.is_none() {
+        let namespaces = go_secrets_anywhere(client).await?;
+        if !namespaces.is_empty() {
+            return Ok(Chosen {
+                source: Source::GoPerNamespace { namespaces },
+                keys: Some(read_any_keys(client.clone())),
                 sts: None,
             });
         }
@@ -123,6 +161,39 @@ async fn cco_secret(client: &Client, namespace: &str) -> anyhow::Result<Option<A
     }
 }
 
+/// The namespaces whose CCO Secret holds both keys, in order. Not allowed
+/// to list Secrets everywhere is none (the operator was not granted it).
+async fn go_secrets_anywhere(client: &Client) -> anyhow::Result<Vec<String>> {
+    Ok(go_keys_anywhere(client)
+        .await?
+        .into_iter()
+        .map(|(namespace, _)| namespace)
+        .collect())
+}
+
+async fn go_keys_anywhere(client: &Client) -> anyhow::Result<Vec<(String, AccessKeys)>> {
+    let secrets: Api<Secret> = Api::all(client.clone());
+    let named = ListParams::default().fields(&format!("metadata.name={CCO_SECRET}"));
+    let listed = match secrets.list(&named).await {
+        Ok(listed) => listed.items,
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            tracing::debug!(
+                "may not list Secrets in every namespace; not looking for {CCO_SECRET} there"
+            );
+            Vec::new()
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context(format!("listing Secrets {CCO_SECRET} (AWS credentials)")));
+        }
+    };
+    let mut found: Vec<(String, AccessKeys)> = (listed.iter())
+        .filter_map(|s| Some((s.metadata.namespace.clone()?, keys_of(s)?)))
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(found)
+}
+
 fn keys_of(secret: &Secret) -> Option<AccessKeys> {
     let data = secret.data.as_ref()?;
     let value = |key: &str| {
@@ -148,6 +219,27 @@ fn read_keys(client: Client, namespace: String) -> ReadKeys {
                 Ok(None) => Err(ProviderError::permanent(format!(
                     "it is gone or lacks {KEY_ID} / {SECRET_KEY}: restore it (its CredentialsRequest), or give the operator keys of its own"
                 ))),
+                Err(e) => Err(ProviderError::transient(format!("{e:#}"))),
+            }
+        }) as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
+    });
+    ReadKeys { source, read }
+}
+
+/// Reads the first CCO Secret with keys of any namespace whenever the SDK
+/// asks: a namespace deleted since takes its Secret along, not the
+/// operator's identity.
+fn read_any_keys(client: Client) -> ReadKeys {
+    let source = format!("Secrets {CCO_SECRET} of every namespace");
+    let read = std::sync::Arc::new(move || {
+        let client = client.clone();
+        Box::pin(async move {
+            match go_keys_anywhere(&client).await {
+                Ok(found) => found.into_iter().next().map(|(_, keys)| keys).ok_or_else(|| {
+                    ProviderError::permanent(format!(
+                        "no namespace holds one with {KEY_ID} / {SECRET_KEY} any more: give the operator keys of its own, or a Secret {CCO_SECRET} in its namespace"
+                    ))
+                }),
                 Err(e) => Err(ProviderError::transient(format!("{e:#}"))),
             }
         }) as std::pin::Pin<Box<dyn Future<Output = _> + Send>>

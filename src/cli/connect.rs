@@ -164,6 +164,11 @@ pub(super) async fn connect(
     let identity =
         aws_identity::choose(&client, &settings.operator_namespace, watched, sts).await?;
     info!(source = %identity.source, "AWS identity");
+    if let aws_identity::Source::GoPerNamespace { .. } = identity.source {
+        warn!(
+            "a cluster-wide Go installation's per-namespace AWS credentials are in use; each goes with its namespace: give the operator a Secret cloud-resources-aws-credentials in its own namespace (docs/migration.md)"
+        );
+    }
     if identity.sts.is_some() {
         info!("STS mode: BlobStorage gets no IAM user");
     }
