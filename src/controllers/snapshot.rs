@@ -25,6 +25,8 @@ use crate::{
 crate::reconcile::managed!(
     SnapshotStatus,
     [PostgresSnapshot, RedisSnapshot],
+    reconcile: reconcile_snapshot,
+    cleanup: cleanup_snapshot,
     skip_create: |_snapshot| false,
     tier: |_snapshot| None
 );
@@ -165,7 +167,7 @@ fn recorded_id<K: SnapshotCr>(snap: &K) -> Option<String> {
         .filter(|id| !id.is_empty())
 }
 
-async fn reconcile<K: SnapshotCr>(
+async fn reconcile_snapshot<K: SnapshotCr>(
     snap: &K,
     ctx: &Context,
 ) -> Result<(Report, Option<Duration>), Error> {
@@ -348,7 +350,7 @@ async fn keep_counting<K: SnapshotCr>(
     retained_snapshots::record(ctx, &snap.namespace().unwrap_or_default(), retained).await
 }
 
-async fn cleanup<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Deletion, Error> {
+async fn cleanup_snapshot<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Deletion, Error> {
     let Some(id) = recorded_id(snap) else {
         return Ok(Deletion::Done);
     };

@@ -124,11 +124,10 @@ pub trait Managed:
 }
 
 /// `Managed` for kinds whose status is the field `status`, reconciled and
-/// cleaned up by the functions `reconcile` and `cleanup` of the module that
-/// invokes this: `managed!(Status, [Kind, ...], skip_create: |cr| ..,
-/// tier: |cr| ..)`.
+/// cleaned up by the generic functions named: `managed!(Status, [Kind,
+/// ...], reconcile: f, cleanup: g, skip_create: |cr| .., tier: |cr| ..)`.
 macro_rules! managed {
-    ($status:ty, [$($kind:ty),+ $(,)?], skip_create: |$s:ident| $skip:expr, tier: |$t:ident| $tier:expr $(,)?) => {$(
+    ($status:ty, [$($kind:ty),+ $(,)?], reconcile: $reconcile:path, cleanup: $cleanup:path, skip_create: |$s:ident| $skip:expr, tier: |$t:ident| $tier:expr $(,)?) => {$(
         #[async_trait::async_trait]
         impl $crate::reconcile::Managed for $kind {
             type Status = $status;
@@ -147,13 +146,13 @@ macro_rules! managed {
                 &self,
                 ctx: &$crate::reconcile::Context,
             ) -> Result<($crate::reconcile::Report, Option<std::time::Duration>), $crate::reconcile::Error> {
-                reconcile(self, ctx).await
+                $reconcile(self, ctx).await
             }
             async fn cleanup(
                 &self,
                 ctx: &$crate::reconcile::Context,
             ) -> Result<cro_provider_api::Deletion, $crate::reconcile::Error> {
-                cleanup(self, ctx).await
+                $cleanup(self, ctx).await
             }
         }
     )+};

@@ -46,7 +46,7 @@ pub struct WidgetSpec {
     skip_create: bool,
 }
 
-async fn reconcile(w: &Widget, _: &Context) -> Result<(Report, Option<Duration>), Error> {
+async fn reconcile_widget(w: &Widget, _: &Context) -> Result<(Report, Option<Duration>), Error> {
     let message = w.spec.message.clone();
     match w.spec.outcome.as_str() {
         "complete" => Ok((Report::new(Phase::Complete, message), None)),
@@ -60,14 +60,21 @@ async fn reconcile(w: &Widget, _: &Context) -> Result<(Report, Option<Duration>)
     }
 }
 
-async fn cleanup(w: &Widget, _: &Context) -> Result<Deletion, Error> {
+async fn cleanup_widget(w: &Widget, _: &Context) -> Result<Deletion, Error> {
     match w.spec.cleanup.as_str() {
         "in-progress" => Ok(Deletion::InProgress("deleting the cloud resource".into())),
         _ => Ok(Deletion::Done),
     }
 }
 
-super::managed!(SnapshotStatus, [Widget], skip_create: |w| w.spec.skip_create, tier: |_w| None);
+super::managed!(
+    SnapshotStatus,
+    [Widget],
+    reconcile: reconcile_widget,
+    cleanup: cleanup_widget,
+    skip_create: |w| w.spec.skip_create,
+    tier: |_w| None
+);
 
 struct Harness {
     api: MockApi,

@@ -42,16 +42,17 @@ pub use request::{namespace_tag, owner, recorded_identifier, request, tags};
 use status::{deletion_awaiting_approval, report_of_provisioned, report_pending};
 use writes::{close_maintenance_window, publish_secret, record_identifier};
 
-// The skeleton's view of each resource kind: its status, and this
-// module's reconcile and cleanup.
+// The skeleton's view of each resource kind.
 crate::reconcile::managed!(
     ResourceTypeStatus,
     [Postgres, Redis, BlobStorage, SMTPCredentialSet],
+    reconcile: reconcile_resource,
+    cleanup: cleanup_resource,
     skip_create: |cr| cr.spec.resource.skip_create,
     tier: |cr| Some(&cr.spec.resource.tier)
 );
 
-async fn reconcile<K: ResourceCr>(
+async fn reconcile_resource<K: ResourceCr>(
     cr: &K,
     ctx: &Context,
 ) -> Result<(Report, Option<Duration>), Error> {
@@ -175,7 +176,7 @@ async fn scheduled_snapshots<K: ResourceCr>(
     schedule::run(cr, ctx, every).await.map(Some)
 }
 
-async fn cleanup<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
+async fn cleanup_resource<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
     ctx.connectivity.forget(&key(cr));
     // Nothing was ever provisioned when no provider was recorded.
     let Some(provider_name) = cr
