@@ -83,51 +83,19 @@ pub(super) async fn connect(
     fence: &Fence,
 ) -> anyhow::Result<Connected> {
     let operator_namespace = operator_namespace(args.operator_namespace.clone())?;
-    let mut config = kube_config(args).await?;
-    // The operator's name in the API server's audit log, and the field
-    // manager of its writes that name none (finalizers, Events), which
-    // would otherwise show as "unknown" in managedFields.
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(concat!(
-            "cloud-resource-operator/",
-            env!("CARGO_PKG_VERSION")
-        )),
-    ));
-    const BUILDING: &str = "building the Kubernetes client from KUBECONFIG or the in-cluster config (its TLS settings or proxy)";
-    let builder = kube::client::ClientBuilder::try_from(config.clone()).context(BUILDING)?;
-    let fenced = fenced_client::FenceLayer::new(&config, fence.clone()).context(BUILDING)?;
-    let client = builder.with_layer(&fenced).build();
-    if let Some(id) = args.cluster_id.as_deref().filter(|id| !id.is_empty()) {
-        cluster_id::check_configured(id)?;
-    }
-    let configured_id = args.cluster_id.as_deref().is_some_and(|id| !id.is_empty());
-    let infrastructure = match cluster_id::infrastructure(&client).await {
-        Err(e @ cluster_id::InfrastructureError::Forbidden) if configured_id => {
-            // The ID is given; the region and tags it also holds are not.
-            warn!(error = %e, "reading the OpenShift Infrastructure object; going on with the configured cluster ID, without its region and resource tags");
-            None
-        }
-        read => read
-            .context("reading the OpenShift Infrastructure object (cluster ID, region and tags)")?,
-    };
-    let (cluster_id, cluster_id_source) =
-        cluster_id::discover(&client, args.cluster_id.as_deref(), infrastructure.as_ref())
-            .await
-            .context(
-                "discovering the cluster ID; set --cluster-id (CLUSTER_ID) to skip discovery",
-            )?;
+    let client = client(args, fence).await?;
+    let (infrastructure, cluster_id) = cluster(&client, args).await?;
     info!(
         operator_namespace = %operator_namespace,
-        cluster_id = %cluster_id,
-        cluster_id_source = ?cluster_id_source,
+        cluster_id = %cluster_id.0,
+        cluster_id_source = ?cluster_id.1,
         "connected to the cluster"
     );
     let settings = Settings {
         operator_namespace,
         watch_namespaces: work.watch_namespaces,
         concurrency: work.concurrency,
-        cluster_id,
+        cluster_id: cluster_id.0,
         tag_key_prefix: args.tag_key_prefix.clone(),
         extra_tags: extra_tags(&args.extra_tags, infrastructure.is_some()),
         infrastructure_tags: infrastructure
@@ -149,29 +117,8 @@ pub(super) async fn connect(
             "not read"
         }
     );
-    let sts = match serve_while_waiting {
-        None => sts::sts_mode(&client, &settings.operator_namespace, &args.sts_token_file).await?,
-        Some(address) => {
-            sts::wait_for_sts(
-                &client,
-                &settings.operator_namespace,
-                &args.sts_token_file,
-                address,
-            )
-            .await?
-        }
-    };
-    let identity =
-        aws_identity::choose(&client, &settings.operator_namespace, watched, sts).await?;
-    info!(source = %identity.source, "AWS identity");
-    if let aws_identity::Source::GoPerNamespace { .. } = identity.source {
-        warn!(
-            "a cluster-wide Go installation's per-namespace AWS credentials are in use; each goes with its namespace: give the operator a Secret cloud-resources-aws-credentials in its own namespace (docs/migration.md)"
-        );
-    }
-    if identity.sts.is_some() {
-        info!("STS mode: BlobStorage gets no IAM user");
-    }
+    let ns = settings.operator_namespace.as_str();
+    let identity = identity(&client, args, ns, watched, serve_while_waiting).await?;
     let nodes = node_instances(&client).await;
     let mut providers = provider_settings(args, infrastructure.as_ref(), identity.sts, nodes)?;
     providers.aws.vpc.pod_and_service_blocks = cluster_id::pod_and_service_blocks(&client).await;
@@ -183,6 +130,78 @@ pub(super) async fn connect(
         settings,
         providers,
     })
+}
+
+/// The Kubernetes client: reads and Lease requests over kube's own stack,
+/// writes over sockets that ask the fence (see [`fenced_client`]).
+async fn client(args: &ClusterArgs, fence: &Fence) -> anyhow::Result<kube::Client> {
+    let mut config = kube_config(args).await?;
+    // The operator's name in the API server's audit log, and the field
+    // manager of its writes that name none (finalizers, Events), which
+    // would otherwise show as "unknown" in managedFields.
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(concat!(
+            "cloud-resource-operator/",
+            env!("CARGO_PKG_VERSION")
+        )),
+    ));
+    const BUILDING: &str = "building the Kubernetes client from KUBECONFIG or the in-cluster config (its TLS settings or proxy)";
+    let builder = kube::client::ClientBuilder::try_from(config.clone()).context(BUILDING)?;
+    let fenced = fenced_client::FenceLayer::new(&config, fence.clone()).context(BUILDING)?;
+    Ok(builder.with_layer(&fenced).build())
+}
+
+/// The OpenShift Infrastructure object, if any, and the cluster ID with
+/// where it came from.
+async fn cluster(
+    client: &kube::Client,
+    args: &ClusterArgs,
+) -> anyhow::Result<(Option<serde_json::Value>, (String, cluster_id::Source))> {
+    if let Some(id) = args.cluster_id.as_deref().filter(|id| !id.is_empty()) {
+        cluster_id::check_configured(id)?;
+    }
+    let configured_id = args.cluster_id.as_deref().is_some_and(|id| !id.is_empty());
+    let infrastructure = match cluster_id::infrastructure(client).await {
+        Err(e @ cluster_id::InfrastructureError::Forbidden) if configured_id => {
+            // The ID is given; the region and tags it also holds are not.
+            warn!(error = %e, "reading the OpenShift Infrastructure object; going on with the configured cluster ID, without its region and resource tags");
+            None
+        }
+        read => read
+            .context("reading the OpenShift Infrastructure object (cluster ID, region and tags)")?,
+    };
+    let id = cluster_id::discover(client, args.cluster_id.as_deref(), infrastructure.as_ref())
+        .await
+        .context("discovering the cluster ID; set --cluster-id (CLUSTER_ID) to skip discovery")?;
+    Ok((infrastructure, id))
+}
+
+/// The operator's own AWS identity (see [`aws_identity`]), STS mode
+/// waited for with `serve_while_waiting`.
+async fn identity(
+    client: &kube::Client,
+    args: &ClusterArgs,
+    operator_namespace: &str,
+    watched: &[String],
+    serve_while_waiting: Option<std::net::SocketAddr>,
+) -> anyhow::Result<aws_identity::Chosen> {
+    let token = &args.sts_token_file;
+    let sts = match serve_while_waiting {
+        None => sts::sts_mode(client, operator_namespace, token).await?,
+        Some(address) => sts::wait_for_sts(client, operator_namespace, token, address).await?,
+    };
+    let identity = aws_identity::choose(client, operator_namespace, watched, sts).await?;
+    info!(source = %identity.source, "AWS identity");
+    if let aws_identity::Source::GoPerNamespace { .. } = identity.source {
+        warn!(
+            "a cluster-wide Go installation's per-namespace AWS credentials are in use; each goes with its namespace: give the operator a Secret cloud-resources-aws-credentials in its own namespace (docs/migration.md)"
+        );
+    }
+    if identity.sts.is_some() {
+        info!("STS mode: BlobStorage gets no IAM user");
+    }
+    Ok(identity)
 }
 
 /// The configured extra tags; on OpenShift also the Go operator's
