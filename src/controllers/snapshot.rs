@@ -211,32 +211,13 @@ async fn reconcile_snapshot<K: SnapshotCr>(
     // another account's).
     let namespace = snap.namespace().unwrap_or_default();
     admitted(ctx, &tier, &namespace, &provider_name, kind, tier_name).await?;
-    if let Some(max) = tier.limits.max_manual_snapshots()
-        && snap.status().and_then(|s| s.phase) != Some(Phase::Complete)
-        && !schedule::made_by_schedule(snap, &parent)
-    {
-        let (ahead, kept) = manual_snapshots_ahead(snap, ctx).await?;
-        if ahead >= max {
-            let kept = match kept {
-                0 => String::new(),
-                n => format!(
-                    " ({n} of them kept in the cloud after their CR was deleted, listed in ConfigMap {}/{}: a platform engineer removes an entry once the snapshot is deleted)",
-                    ctx.settings.operator_namespace,
-                    retained_snapshots::CONFIG_MAP
-                ),
-            };
-            let message = format!(
-                "namespace {namespace} holds {ahead} manual {}s made before this one{kept}, the most tier {tier_name:?} allows ({MAX_MANUAL_SNAPSHOTS_KEY} {max} in ConfigMap {}): delete one and this one is taken within 5 minutes, or at the next edit of this CR",
-                K::kind(&()),
-                config::strategies_config_map(&provider_name),
-            );
-            let report = Report {
-                strategy: Some(provider_name),
-                snapshot_id: Some(id),
-                ..Report::new(Phase::Failed, message)
-            };
-            return Ok((report, Some(MANUAL_SNAPSHOTS_RECHECK)));
-        }
+    if let Some(message) = over_quota(snap, &parent, ctx, &tier, &provider_name).await? {
+        let report = Report {
+            strategy: Some(provider_name),
+            snapshot_id: Some(id),
+            ..Report::new(Phase::Failed, message)
+        };
+        return Ok((report, Some(MANUAL_SNAPSHOTS_RECHECK)));
     }
     let strategy = tier.strategy;
     // The parent's recorded identifier too: a snapshot refused because it
@@ -261,6 +242,45 @@ async fn reconcile_snapshot<K: SnapshotCr>(
         ..Report::new(Phase::InProgress, "")
     };
     Ok(outcome_report(snap, report, snapshotted.outcome))
+}
+
+/// Why a manual snapshot not taken yet waits, if its namespace holds the
+/// most manual snapshots its tier allows (`maxManualSnapshots`): the
+/// account's quota is shared.
+async fn over_quota<K: SnapshotCr>(
+    snap: &K,
+    parent: &K::Parent,
+    ctx: &Context,
+    tier: &config::Tier,
+    provider_name: &str,
+) -> Result<Option<String>, Error> {
+    let Some(max) = tier.limits.max_manual_snapshots() else {
+        return Ok(None);
+    };
+    if snap.status().and_then(|s| s.phase) == Some(Phase::Complete)
+        || schedule::made_by_schedule(snap, parent)
+    {
+        return Ok(None);
+    }
+    let (ahead, kept) = manual_snapshots_ahead(snap, ctx).await?;
+    if ahead < max {
+        return Ok(None);
+    }
+    let kept = match kept {
+        0 => String::new(),
+        n => format!(
+            " ({n} of them kept in the cloud after their CR was deleted, listed in ConfigMap {}/{}: a platform engineer removes an entry once the snapshot is deleted)",
+            ctx.settings.operator_namespace,
+            retained_snapshots::CONFIG_MAP
+        ),
+    };
+    let namespace = snap.namespace().unwrap_or_default();
+    let tier_name = &parent.spec().tier;
+    Ok(Some(format!(
+        "namespace {namespace} holds {ahead} manual {}s made before this one{kept}, the most tier {tier_name:?} allows ({MAX_MANUAL_SNAPSHOTS_KEY} {max} in ConfigMap {}): delete one and this one is taken within 5 minutes, or at the next edit of this CR",
+        K::kind(&()),
+        config::strategies_config_map(provider_name),
+    )))
 }
 
 /// What a snapshot of a database that is not complete waits for.
