@@ -9,6 +9,7 @@ mod bench;
 mod connectivity;
 mod deploy;
 mod first_contact;
+mod flow_control;
 mod foundation;
 mod gitops;
 mod iam_policy;
