@@ -335,9 +335,9 @@ fn the_policy_auditors_find_nothing_left_unexplained() {
 
 /// A moto of this test's own (enforcing IAM touches every caller of the
 /// process), killed on drop.
-struct PrivateMoto {
+pub(crate) struct PrivateMoto {
     child: std::process::Child,
-    endpoint: String,
+    pub endpoint: String,
 }
 
 impl Drop for PrivateMoto {
@@ -370,7 +370,7 @@ fn moto_python() -> PathBuf {
     ))
 }
 
-async fn start_moto() -> PrivateMoto {
+pub(crate) async fn start_moto() -> PrivateMoto {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -421,7 +421,7 @@ async fn answers(endpoint: &str) -> bool {
 
 /// `POST /moto-api/reset-auth` with `count`: IAM is enforced after that
 /// many more calls.
-async fn enforce_iam_after(endpoint: &str, count: u32) {
+pub(crate) async fn enforce_iam_after(endpoint: &str, count: u32) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let body = count.to_string();
     let mut s = tokio::net::TcpStream::connect(endpoint.trim_start_matches("http://"))
@@ -458,7 +458,7 @@ fn as_moto_evaluates(policy: &Value) -> Value {
 
 /// The SDK's configuration for `endpoint` with the keys moto takes while
 /// it answers anyone (before IAM is enforced).
-async fn unenforced(endpoint: &str) -> aws_config::SdkConfig {
+pub(crate) async fn unenforced(endpoint: &str) -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(aws_config::Region::new(TestEnv::load().aws_region))
@@ -471,7 +471,7 @@ async fn unenforced(endpoint: &str) -> aws_config::SdkConfig {
 
 /// An IAM user holding only `policy`, made while moto still answers
 /// anyone; its access key.
-async fn user_with_the_policy(endpoint: &str, policy: &Value) -> (String, String) {
+pub(crate) async fn user_with_the_policy(endpoint: &str, policy: &Value) -> (String, String) {
     let config = unenforced(endpoint).await;
     let iam = aws_sdk_iam::Client::new(&config);
     let document = as_moto_evaluates(policy).to_string();
@@ -510,7 +510,7 @@ async fn user_with_the_policy(endpoint: &str, policy: &Value) -> (String, String
 /// layout): its id, for --aws-vpc-id, since the node's providerID names an
 /// instance of the shared emulator (so `ec2:DescribeInstances`, the
 /// providerID lookup, is the one documented action not exercised here).
-async fn cluster_vpc(endpoint: &str) -> String {
+pub(crate) async fn cluster_vpc(endpoint: &str) -> String {
     let env = TestEnv::load();
     let out = std::process::Command::new(moto_python())
         .arg(repo_root().join("tests/testenv/aws_cluster.py"))
@@ -706,7 +706,7 @@ async fn a_refused_listing_read_falls_back_and_is_named() {
 /// The Secret the Cloud Credential Operator mints for the Go operator's
 /// CredentialsRequest (pkg/providers/aws/credentials.go,
 /// `defaultCredentialsSecretName`), holding `key`.
-fn cco_secret(key: &(String, String)) -> k8s_openapi::api::core::v1::Secret {
+pub(crate) fn cco_secret(key: &(String, String)) -> k8s_openapi::api::core::v1::Secret {
     serde_json::from_value(json!({
         "metadata": {"name": "cloud-resources-aws-credentials"},
         "stringData": {"aws_access_key_id": key.0, "aws_secret_access_key": key.1},

@@ -24,7 +24,7 @@ use kube::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    DEFAULT_TIMEOUT, Operator, TestEnv, aws_requests, ensure_crds, wait_deleted, wait_for,
+    DEFAULT_TIMEOUT, Launch, Operator, TestEnv, aws_requests, ensure_crds, wait_deleted, wait_for,
     with_namespace,
 };
 
@@ -1449,6 +1449,181 @@ async fn a_cluster_wide_go_installations_per_namespace_credentials_are_found() {
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
         assert_eq!(chosen.source, Source::StandardChain);
+    })
+    .await;
+}
+
+/// The calls the private emulators of [`crate::iam_policy::start_moto`]
+/// served (their query-protocol services: RDS, ElastiCache, IAM).
+fn private_requests() -> Vec<Value> {
+    let log =
+        crate::support::repo_root().join("target/testenv/logs/moto-iam-enforced-requests.jsonl");
+    let lines = std::fs::read_to_string(&log).unwrap_or_default();
+    (lines.lines())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
+/// The create, modify and delete calls of [`private_requests`] after the
+/// first `since` whose parameters mention `text`.
+fn private_writes_mentioning(since: usize, text: &str) -> Vec<String> {
+    private_requests()
+        .into_iter()
+        .skip(since)
+        .filter(|r| r["params"].to_string().contains(text))
+        .map(|r| r["action"].as_str().unwrap_or_default().to_string())
+        .filter(|a| {
+            ["Create", "Modify", "Delete"]
+                .iter()
+                .any(|p| a.starts_with(p))
+        })
+        .collect()
+}
+
+/// A Go installation as it ran: its AWS identity is the key the Cloud
+/// Credential Operator minted for its CredentialsRequest, which grants
+/// exactly `operatorEntries` (pkg/providers/aws/credentials.go;
+/// tests/fixtures/go-operator/operator-policy.json): no
+/// `elasticache:ListTagsForResource`, no `s3:GetBucketTagging`, no
+/// `tag:GetResources`. Switched without widening that policy, its
+/// Postgres, Redis, bucket and snapshots are served as they are: all
+/// `complete`, nothing failed, nothing created, modified or deleted, the
+/// refused reads named; deleting the snapshot CRs deletes their snapshots
+/// (issue #58).
+#[tokio::test]
+async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
+    use crate::iam_policy::{
+        cco_secret, cluster_vpc, enforce_iam_after, start_moto, unenforced, user_with_the_policy,
+    };
+    let moto = start_moto().await;
+    let vpc = cluster_vpc(&moto.endpoint).await;
+    let path = crate::support::repo_root().join("tests/fixtures/go-operator/operator-policy.json");
+    let go_policy: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let key = user_with_the_policy(&moto.endpoint, &go_policy).await;
+    let admin = unenforced(&moto.endpoint).await;
+    let endpoint = moto.endpoint.clone();
+    with_namespace("gopolicy", move |client, ns| async move {
+        ensure_crds(&client).await;
+        let region = TestEnv::load().aws_region;
+        let (rds, ec) = (aws_sdk_rds::Client::new(&admin), aws_sdk_elasticache::Client::new(&admin));
+        let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&admin).force_path_style(true).build());
+        create_go_strategies(&client, &ns).await;
+        let spec = |secret: &str| json!({"type": "aws", "tier": "production", "secretRef": {"name": secret}});
+
+        // What the Go operator made, made with the emulator's own keys
+        // before IAM is enforced: a Postgres (go_postgres), a Redis
+        // (buildElasticacheCreateStrategy) and a bucket
+        // (provider_blobstorage.go, its key from a CCO CredentialsRequest).
+        let password = "5b9e2c7d1a3f4e8b9c0d1e2f3a4b5c6d";
+        let (pg, db_id) = go_postgres(&client, &rds, &ns, spec("db-sec"), password).await;
+        let cache_id = cloud_identifier(CLUSTER, &ns, "cache");
+        ec.create_replication_group()
+            .replication_group_id(&cache_id).replication_group_description("A Redis replication group")
+            .engine("redis").engine_version("7.1").cache_node_type("cache.t3.micro").num_cache_clusters(2)
+            .automatic_failover_enabled(true).snapshot_retention_limit(31).at_rest_encryption_enabled(true)
+            .transit_encryption_enabled(false).snapshot_window("02:00-03:00").preferred_maintenance_window("mon:04:00-mon:05:00")
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let cache: Redis = go_cr(&client, &ns, "Redis", "cache", spec("cache-sec"), GO_FINALIZER, Some(&cache_id)).await;
+        let bucket = cloud_identifier(CLUSTER, &ns, "blob");
+        s3.create_bucket().bucket(&bucket)
+            .create_bucket_configuration(aws_sdk_s3::types::CreateBucketConfiguration::builder().location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(region.as_str())).build())
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let tag_set = go_tags("blob").into_iter().map(|(k, v)| aws_sdk_s3::types::Tag::builder().key(k).value(v).build().unwrap_or_else(|e| panic!("{e}"))).collect();
+        s3.put_bucket_tagging().bucket(&bucket).tagging(aws_sdk_s3::types::Tagging::builder().set_tag_set(Some(tag_set)).build().unwrap_or_else(|e| panic!("{e}")))
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        create_secret(&client, &ns, plain_secret(&format!("cro-aws-s3-{bucket}-creds"),
+            &[("aws_access_key_id", "AKIAGOBUCKETOWNER"), ("aws_secret_access_key", "go-bucket-owner")])).await;
+        let blob: BlobStorage = go_cr(&client, &ns, "BlobStorage", "blob", spec("blob-sec"), GO_FINALIZER, Some(&bucket)).await;
+        go_postgres_complete(&client, &rds, &ns, &pg, &db_id, password).await;
+        let group = available_group(&ec, &cache_id).await;
+        let primary = group.node_groups().first().and_then(|n| n.primary_endpoint()).and_then(|e| e.address()).unwrap_or_default().to_string();
+        go_output_secret(&client, &ns, &cache, "cache-sec", &[("uri", &primary), ("port", "6379")]).await;
+        go_status::<Redis>(&client, &ns, "cache", json!({"strategy": "aws", "provider": "aws-elasticache", "version": "7.1", "secretRef": {"name": "cache-sec"},
+            "phase": "complete", "message": "successfully created and tagged, aws elasticache status is available"})).await;
+        go_output_secret(&client, &ns, &blob, "blob-sec", &[("bucketName", &bucket), ("bucketRegion", &region),
+            ("credentialKeyID", "AKIAGOBUCKETOWNER"), ("credentialSecretKey", "go-bucket-owner")]).await;
+        go_status::<BlobStorage>(&client, &ns, "blob", json!({"strategy": "aws", "provider": "aws-s3", "secretRef": {"name": "blob-sec"},
+            "phase": "complete", "message": "successfully created and tagged"})).await;
+        // Its snapshots: createPostgresSnapshot and createRedisSnapshot tag
+        // them with their own identifier; TagRDSPostgres and
+        // TagElasticacheNode re-tag them with the parent's on later passes.
+        let go_time = |o: &DynamicObject| o.metadata.creation_timestamp.as_ref().map(|t| t.0.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string()).unwrap_or_default();
+        let pg_snap: DynamicObject = crate::support::create_json::<PostgresSnapshot>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
+            "metadata": {"name": "db-snap", "finalizers": [GO_FINALIZER]}, "spec": {"resourceName": "db"}})).await
+            .pipe_dynamic();
+        let pg_snap_id = timestamped_identifier(CLUSTER, &ns, "db-snap", &go_time(&pg_snap));
+        rds.create_db_snapshot().db_instance_identifier(&db_id).db_snapshot_identifier(&pg_snap_id)
+            .set_tags(Some(go_tags("db").into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        go_status::<PostgresSnapshot>(&client, &ns, "db-snap", json!({"snapshotID": pg_snap_id, "phase": "complete", "message": "snapshot created", "strategy": "aws"})).await;
+        let redis_snap: DynamicObject = crate::support::create_json::<RedisSnapshot>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "RedisSnapshot",
+            "metadata": {"name": "cache-snap", "finalizers": [GO_FINALIZER]}, "spec": {"resourceName": "cache"}})).await
+            .pipe_dynamic();
+        let redis_snap_id = timestamped_identifier(CLUSTER, &ns, "cache-snap", &go_time(&redis_snap));
+        ec.create_snapshot().replication_group_id(&cache_id).snapshot_name(&redis_snap_id)
+            .set_tags(Some(go_tags("cache").into_iter().map(|(k, v)| aws_sdk_elasticache::types::Tag::builder().key(k).value(v).build()).collect()))
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        go_status::<RedisSnapshot>(&client, &ns, "cache-snap", json!({"snapshotID": redis_snap_id, "phase": "complete", "message": "snapshot created"})).await;
+
+        // The switch: IAM enforced; the operator's identity is the CCO
+        // Secret holding the key with exactly the Go policy.
+        enforce_iam_after(&endpoint, 0).await;
+        create_secret(&client, &ns, cco_secret(&key)).await;
+        let since = private_requests().len();
+        let mut launch = Launch::new(&ns);
+        launch.extra_args.push(format!("--aws-vpc-id={vpc}"));
+        launch.env.push(("AWS_ENDPOINT_URL".into(), endpoint.clone()));
+        launch.env_remove = vec!["AWS_ACCESS_KEY_ID".into(), "AWS_SECRET_ACCESS_KEY".into()];
+        let op = Operator::launch(launch.clone()).await;
+        let _: Postgres = taken_over(&client, &ns, "db").await;
+        let _: Redis = taken_over(&client, &ns, "cache").await;
+        let _: BlobStorage = taken_over(&client, &ns, "blob").await;
+        let _: PostgresSnapshot = taken_over(&client, &ns, "db-snap").await;
+        let _: RedisSnapshot = taken_over(&client, &ns, "cache-snap").await;
+        // The refused reads are named where a person looks.
+        let refused = |action: &'static str| move |o: Option<&DynamicObject>| {
+            let conditions = o.and_then(|o| o.data["status"]["conditions"].as_array().cloned()).unwrap_or_default();
+            conditions.iter().any(|c| c["type"] == "AWSPermissions" && c["message"].as_str().is_some_and(|m| m.contains(action)))
+        };
+        let api = |kind: &str| {
+            let plural = cloud_resource_operator::api::crds().into_iter().find(|c| c.spec.names.kind == kind).map(|c| c.spec.names.plural).unwrap_or_default();
+            let resource = kube::discovery::ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk("integreatly.org", "v1alpha1", kind), &plural);
+            Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &resource)
+        };
+        wait_for(&api("Redis"), "cache", "AWSPermissions naming elasticache:ListTagsForResource", DEFAULT_TIMEOUT, refused("elasticache:ListTagsForResource")).await;
+        wait_for(&api("BlobStorage"), "blob", "AWSPermissions naming s3:GetBucketTagging", DEFAULT_TIMEOUT, refused("s3:GetBucketTagging")).await;
+        for id in [&db_id, &cache_id, &pg_snap_id, &redis_snap_id] {
+            assert_eq!(private_writes_mentioning(since, id), Vec::<String>::new(), "AWS writes for {id}");
+        }
+        // The bucket kept its tags (read with the emulator's own keys while
+        // no operator runs and IAM is not enforced), and a restart under
+        // the Go policy serves the rest.
+        op.stop().await;
+        enforce_iam_after(&endpoint, 1_000_000).await;
+        let blob_tags = s3.get_bucket_tagging().bucket(&bucket).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(blob_tags.tag_set().len(), go_tags("blob").len(), "the bucket's tags were rewritten: {blob_tags:?}");
+        enforce_iam_after(&endpoint, 0).await;
+        let op = Operator::launch(Launch { log_name: format!("operator-{ns}-restarted.log"), ..launch }).await;
+
+        // Deleting the snapshot CRs deletes the Go operator's snapshots.
+        for (kind, name) in [("PostgresSnapshot", "db-snap"), ("RedisSnapshot", "cache-snap")] {
+            api(kind).delete(name, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&api(kind), name, DEFAULT_TIMEOUT).await;
+        }
+        assert!(rds.describe_db_snapshots().db_snapshot_identifier(&pg_snap_id).send().await.is_err(), "{pg_snap_id} left");
+        let left = ec.describe_snapshots().snapshot_name(&redis_snap_id).send().await.map(|o| o.snapshots().len()).unwrap_or(0);
+        assert_eq!(left, 0, "{redis_snap_id} left");
+        for (kind, name) in [("BlobStorage", "blob"), ("Redis", "cache"), ("Postgres", "db")] {
+            api(kind).delete(name, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            wait_deleted(&api(kind), name, DEFAULT_TIMEOUT * 2).await;
+        }
+        let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns);
+        let failed: Vec<String> = (events.list(&Default::default()).await).unwrap_or_else(|e| panic!("{e}")).items.into_iter()
+            .filter(|e| e.reason.as_deref() == Some("Failed")).map(|e| e.message.unwrap_or_default()).collect();
+        assert!(failed.is_empty(), "failed under the Go policy: {failed:?}");
+        op.stop().await;
     })
     .await;
 }

@@ -164,8 +164,9 @@ pub trait Database: Snapshots + Sized {
     /// Every field of the resource that differs from `want` (pure).
     fn differences(have: &Self::Live, want: &Self::Desired) -> Vec<Change>;
     fn state(status: &str) -> State;
-    /// One resource with its tags.
-    async fn describe(&self, id: &str) -> Result<Option<Self::Live>, ProviderError>;
+    /// One resource with its tags (read through `c`'s refusals, see
+    /// [`crate::tags::or_refused`]).
+    async fn describe(&self, c: &Clients, id: &str) -> Result<Option<Self::Live>, ProviderError>;
     /// Every resource of the account and region with its tags, by
     /// identifier: a few paginated calls, whatever their number.
     async fn list(&self, c: &Clients) -> Result<BTreeMap<String, Self::Live>, ProviderError>;
@@ -210,7 +211,7 @@ pub async fn observe<D: Database>(
     {
         return Ok(Some(live));
     }
-    let described = svc.describe(id).await;
+    let described = svc.describe(c, id).await;
     listing.described(id);
     described
 }
@@ -219,7 +220,7 @@ pub async fn observe<D: Database>(
 /// command: one describe call.
 pub async fn state<D: Database>(c: &Clients, id: &str) -> Result<String, ProviderError> {
     let what = D::SERVICE.what;
-    Ok(match D::client(c).describe(id).await? {
+    Ok(match D::client(c).describe(c, id).await? {
         Some(live) => format!("{what} {id} is {} in {}", live.status(), c.region),
         None => format!("{what} {id} does not exist in {}", c.region),
     })
@@ -328,7 +329,7 @@ pub async fn act<D: Database>(
     report.outcome = match plan {
         Plan::Create => {
             if listing.writing(id, create).await? == Created::Already {
-                made_for_it::<D>(svc, req).await?;
+                made_for_it::<D>(c, req).await?;
             }
             Outcome::InProgress(format!("creating {what} {id}"))
         }
@@ -371,10 +372,13 @@ pub async fn act<D: Database>(
 /// After a create met a resource of its name (a retry whose first
 /// attempt's answer was lost, or a race with someone else): whether a
 /// fresh look finds it made for this CR; an error says what else.
-async fn made_for_it<D: Database>(svc: &D, req: &ResourceRequest) -> Result<(), ProviderError> {
+async fn made_for_it<D: Database>(c: &Clients, req: &ResourceRequest) -> Result<(), ProviderError> {
     let (id, what) = (req.identifier.as_str(), D::SERVICE.what);
-    match svc.describe(id).await? {
+    match D::client(c).describe(c, id).await? {
         Some(live) if crate::tags::made_for(&req.creation_tags(), live.tags()) => Ok(()),
+        // Untagged, or its tags may not be read: this CR's by the
+        // identifier it recorded and computes (see `plan::ours`).
+        Some(live) if live.tags().is_empty() && plan::ours(req, live.tags()) => Ok(()),
         Some(_) => Err(taken(what, id)),
         None => Err(not_yet_visible(what, id)),
     }
@@ -439,7 +443,7 @@ pub async fn delete<D: Database>(
     let final_snapshot = (!strategy.skip_final_snapshot()).then_some(final_snapshot);
     let svc = D::client(c);
     let id = req.identifier.as_str();
-    let live = svc.describe(id).await?;
+    let live = svc.describe(c, id).await?;
     match decide_delete::<D>(live, req, final_snapshot) {
         Removing::Finish { tag_final } => {
             if let Some(snapshot) = tag_final {

@@ -151,13 +151,20 @@ pub async fn delete_user_and_keys(
     user: &str,
     (secret_name, cco_request): (&str, &str),
 ) -> Result<(), ProviderError> {
-    // A user of this name that is not the CR's (another CR's, or made by
-    // someone else) stays, with its keys.
-    match iam_user::user_tags(iam, user).await? {
-        Some(tags) if !crate::plan::ours(req, &tags) => {}
-        _ => iam_user::delete_user(iam, user).await?,
+    let minted = cco::read(k.store, req, cco_request).await?.is_some();
+    let stored = k.store.read(req, secret_name).await?.is_some();
+    // A key the Cloud Credential Operator minted, with no Secret of ours
+    // (see `observe`), has no user of ours behind it: IAM is not asked,
+    // which the Go operator's policy does not allow. A user of this name
+    // that is not the CR's (another CR's, or made by someone else) stays,
+    // with its keys.
+    if stored || !minted {
+        match iam_user::user_tags(iam, user).await? {
+            Some(tags) if !crate::plan::ours(req, &tags) => {}
+            _ => iam_user::delete_user(iam, user).await?,
+        }
     }
-    if cco::read(k.store, req, cco_request).await?.is_some() {
+    if minted {
         cco::delete(k.store, req, cco_request).await?;
     }
     k.store.delete(req, secret_name).await

@@ -132,8 +132,13 @@ async fn create(
     }
     if created(sent, "s3:CreateBucket", bucket)? == Created::Already {
         // This account's bucket: ours when untagged (the retry of a create
-        // whose answer was lost) or tagged for this CR.
-        match describe(s3, bucket).await? {
+        // whose answer was lost; or its tags may not be read) or tagged
+        // for this CR.
+        let found = match exists(s3, bucket).await? {
+            true => Some(s3.readable(bucket).await?.unwrap_or_default()),
+            false => None,
+        };
+        match found {
             Some(tags) if tags.is_empty() || crate::tags::made_for(&req.creation_tags(), &tags) => {
             }
             Some(_) => return Err(taken("S3 bucket", bucket)),
@@ -333,18 +338,19 @@ async fn observe(
     {
         return Ok(Some(tags));
     }
-    let described = describe(&c.s3, bucket).await;
+    let described = describe(c, bucket).await;
     cache.buckets.described(bucket);
     described
 }
 
-/// The bucket's tags if it exists, read on its own.
+/// The bucket's tags if it exists, read on its own (none where they may
+/// not be read, see [`crate::tags::or_refused`]).
 pub async fn describe(
-    s3: &Client,
+    c: &Clients,
     bucket: &str,
 ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
-    Ok(match exists(s3, bucket).await? {
-        true => Some(s3.tags(bucket).await?),
+    Ok(match exists(&c.s3, bucket).await? {
+        true => Some(crate::tags::or_refused(c, &c.s3, bucket).await?),
         false => None,
     })
 }
@@ -427,11 +433,11 @@ impl Service for Bucket {
     }
 
     async fn tags_of(&self, c: &Clients, id: &str) -> Result<Option<Tags>, ProviderError> {
-        describe(&c.s3, id).await
+        describe(c, id).await
     }
 
     async fn cloud_state(&self, c: &Clients, id: &str) -> Result<String, ProviderError> {
-        Ok(match describe(&c.s3, id).await? {
+        Ok(match describe(c, id).await? {
             Some(_) => format!("S3 bucket {id} exists in {}", c.region),
             None => format!("S3 bucket {id} does not exist in {}", c.region),
         })
@@ -586,7 +592,7 @@ async fn delete(
     let (s3, iam) = (&c.s3, &c.iam);
     let force = strategy.force_bucket_deletion.unwrap_or(false);
     let bucket = req.identifier.as_str();
-    if let Some(tags) = describe(s3, bucket).await?
+    if let Some(tags) = describe(c, bucket).await?
         && !plan::ours(req, &tags)
     {
         // Someone else's bucket (and user): deleting the CR never deletes them.
@@ -698,6 +704,30 @@ mod tests {
             .interceptor(answers)
             .build();
         Client::from_conf(config)
+    }
+
+    /// The Go operator's policy has no s3:GetBucketTagging: a bucket whose
+    /// tags may not be read is not tagged, as PutBucketTagging would
+    /// replace the tags others gave it (a client with no rule for the
+    /// put fails the test if it is sent).
+    #[tokio::test]
+    async fn a_bucket_whose_tags_may_not_be_read_is_not_tagged() {
+        use aws_sdk_s3::operation::get_bucket_tagging::GetBucketTaggingError;
+        use aws_smithy_mocks::mock;
+        let refusal = || {
+            mock!(Client::get_bucket_tagging).then_error(|| {
+                let meta = aws_sdk_s3::error::ErrorMetadata::builder()
+                    .code("AccessDenied")
+                    .build();
+                GetBucketTaggingError::generic(meta)
+            })
+        };
+        let (refused, read) = (refusal(), refusal());
+        let s3 = mocked(&[&refused, &read]);
+        let tagged = s3.add_tags("c1nscr", &[("k".into(), "v".into())]).await;
+        assert!(tagged.is_ok(), "{tagged:?}");
+        assert_eq!(refused.num_calls(), 1);
+        assert_eq!(s3.readable("c1nscr").await.ok(), Some(None));
     }
 
     /// S3 refuses a tagged CreateBucket to an identity without

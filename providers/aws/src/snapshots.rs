@@ -98,8 +98,18 @@ fn not_made_for(
 }
 
 /// Why the database `live` tags describe is not the parent of the snapshot
-/// CR of `req`, if it is not (see [`not_made_for`]; the parent's name).
+/// CR of `req`, if it is not (see [`not_made_for`]; the parent's name). A
+/// database with no tags (the Go operator tags one only once it is
+/// available, and its policy may not let the tags be read) is the parent's
+/// under the identifier the parent recorded when that is also the one
+/// computed for the parent, as [`crate::plan::ours`] takes it.
 pub fn not_the_parents(req: &SnapshotRequest, live: &BTreeMap<String, String>) -> Option<String> {
+    let recorded = req.resource_identifier.as_deref();
+    if live.is_empty()
+        && recorded.is_some_and(|id| id.eq_ignore_ascii_case(&req.resource_default_identifier))
+    {
+        return None;
+    }
     not_made_for(req, &req.resource_name, live)
 }
 
@@ -151,7 +161,11 @@ pub async fn take<S: Snapshots + ?Sized>(
         })
     };
     if let Some(found) = svc.find_snapshot(id).await? {
-        if let Some(why) = not_this_snapshots(req, &svc.tags(&found.arn).await?) {
+        // Tags that may not be read prove nothing either way: the
+        // identifier is this CR's own (its status, which only an operator
+        // writes, or one made from its UID).
+        let live = svc.readable(&found.arn).await?;
+        if let Some(why) = live.and_then(|live| not_this_snapshots(req, &live)) {
             return Err(ProviderError::permanent(format!(
                 "snapshot {id} exists but was not taken for this resource ({why}): it is neither used nor deleted; delete this resource and create it again (a new one gets an identifier of its own)"
             )));
@@ -207,7 +221,8 @@ async fn made_for_it<S: Snapshots + ?Sized>(
     let Some(found) = svc.find_snapshot(id).await? else {
         return Err(not_yet_visible("snapshot", id));
     };
-    match not_this_snapshots(req, &svc.tags(&found.arn).await?) {
+    let live = svc.readable(&found.arn).await?;
+    match live.and_then(|live| not_this_snapshots(req, &live)) {
         None => Ok(()),
         Some(_) => Err(taken("snapshot", id)),
     }
@@ -247,7 +262,8 @@ pub async fn remove<S: Snapshots + ?Sized>(
     let Some(found) = svc.find_snapshot(&req.identifier).await? else {
         return Ok(Deletion::Done);
     };
-    if tags::bound_elsewhere(&req.tags, &svc.tags(&found.arn).await?) {
+    let live = svc.readable(&found.arn).await?;
+    if live.is_some_and(|live| tags::bound_elsewhere(&req.tags, &live)) {
         return Ok(Deletion::Done);
     }
     svc.delete_snapshot(&req.identifier).await?;
@@ -429,7 +445,20 @@ mod tests {
             ("resource-name", "staging-db"),
         ]);
         assert!(not_the_parents(&req, &foreign).is_some());
-        assert!(not_the_parents(&req, &BTreeMap::new()).is_some());
+        // Untagged, or its tags may not be read (the Go operator's policy):
+        // the parent's only under the identifier it recorded when that is
+        // also the one computed for it, as `plan::ours` takes it.
+        assert_eq!(not_the_parents(&req, &BTreeMap::new()), None);
+        let annotated = SnapshotRequest {
+            resource_identifier: Some("testclusterteamsdb".into()),
+            ..request()
+        };
+        assert!(not_the_parents(&annotated, &BTreeMap::new()).is_some());
+        let unrecorded = SnapshotRequest {
+            resource_identifier: None,
+            ..request()
+        };
+        assert!(not_the_parents(&unrecorded, &BTreeMap::new()).is_some());
     }
 
     #[test]

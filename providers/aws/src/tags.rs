@@ -16,7 +16,23 @@ use crate::errors::Answer;
 /// Reading and adding one resource's tags (an ARN, a bucket or a user).
 #[async_trait::async_trait]
 pub trait Tagging: Send + Sync {
-    async fn tags(&self, resource: &str) -> Result<BTreeMap<String, String>, ProviderError>;
+    /// The resource's tags; `None` when the identity may not read them
+    /// (the Go operator's policy lacks the read; see [`or_refused`]).
+    async fn readable(
+        &self,
+        resource: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, ProviderError>;
+    /// The action [`Tagging::readable`] calls.
+    fn read_action(&self) -> &'static str;
+    /// The resource's tags; a refused read is an error.
+    async fn tags(&self, resource: &str) -> Result<BTreeMap<String, String>, ProviderError> {
+        self.readable(resource).await?.ok_or_else(|| {
+            ProviderError::permanent(format!(
+                "{} {resource}: AccessDenied; the operator's AWS identity is not allowed to do this: grant it the permissions listed in docs/operations.md (AWS permissions)",
+                self.read_action()
+            ))
+        })
+    }
     /// Adds or updates `tags`, keeping the resource's others.
     async fn add_tags(
         &self,
@@ -62,13 +78,43 @@ pub fn bound_elsewhere(want: &BTreeMap<String, String>, have: &BTreeMap<String, 
         .any(|(k, v)| have.get(k).is_some_and(|h| h != v))
 }
 
-/// Adds what `resource` lacks of `want`.
+/// The tags of `resource`, or none when the identity may not read them:
+/// the Go operator's policy (`operatorEntries`, pkg/providers/aws/
+/// credentials.go) has no `elasticache:ListTagsForResource` and no
+/// `s3:GetBucketTagging`, and a switched installation may run under it.
+/// Read as untagged, the resource is then this CR's only by the identifier
+/// proof of `plan::ours`, as one the Go operator never tagged;
+/// the refusal is shown (condition `AWSPermissions`,
+/// `cro_aws_permission_refused`) until the read is allowed.
+pub async fn or_refused<T: Tagging + ?Sized>(
+    c: &crate::clients::Clients,
+    svc: &T,
+    resource: &str,
+) -> Result<BTreeMap<String, String>, ProviderError> {
+    let action = svc.read_action();
+    match svc.readable(resource).await? {
+        Some(tags) => {
+            c.refused.allowed(&c.calls, action);
+            Ok(tags)
+        }
+        None => {
+            let fallback = "a resource is then this CR's only under the identifier recorded on the CR and computed from its namespace and name (as one the Go operator never tagged), and its tags are added, never read";
+            c.refused.note(&c.calls, action, fallback);
+            Ok(BTreeMap::new())
+        }
+    }
+}
+
+/// Adds what `resource` lacks of `want`; all of `want` where its tags may
+/// not be read (adding a tag keeps the others: not for S3, see
+/// [`Tagging::add_tags`]).
 pub async fn ensure<T: Tagging + ?Sized>(
     svc: &T,
     resource: &str,
     want: &BTreeMap<String, String>,
 ) -> Result<(), ProviderError> {
-    let missing = missing(want, &svc.tags(resource).await?);
+    let have = svc.readable(resource).await?.unwrap_or_default();
+    let missing = missing(want, &have);
     if missing.is_empty() {
         return Ok(());
     }
@@ -154,11 +200,25 @@ macro_rules! arn_tagging {
 
         #[async_trait::async_trait]
         impl Tagging for $sdk::Client {
-            async fn tags(&self, arn: &str) -> Result<BTreeMap<String, String>, ProviderError> {
+            async fn readable(
+                &self,
+                arn: &str,
+            ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
                 let call = self.list_tags_for_resource().resource_name(arn);
                 let out = call.send().await;
+                if let Err(e) = &out
+                    && crate::permissions::is_refusal(e)
+                {
+                    return Ok(None);
+                }
                 let out = out.named(concat!($service, ":ListTagsForResource"), arn)?;
-                Ok(collect(out.tag_list().iter().map(|t| (t.key(), t.value()))))
+                Ok(Some(collect(
+                    out.tag_list().iter().map(|t| (t.key(), t.value())),
+                )))
+            }
+
+            fn read_action(&self) -> &'static str {
+                concat!($service, ":ListTagsForResource")
             }
 
             async fn add_tags(
@@ -180,19 +240,40 @@ arn_tagging!(aws_sdk_elasticache, "elasticache");
 
 #[async_trait::async_trait]
 impl Tagging for aws_sdk_s3::Client {
-    async fn tags(&self, bucket: &str) -> Result<BTreeMap<String, String>, ProviderError> {
+    async fn readable(
+        &self,
+        bucket: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
+        let out = self.get_bucket_tagging().bucket(bucket).send().await;
+        if let Err(e) = &out
+            && crate::permissions::is_refusal(e)
+        {
+            return Ok(None);
+        }
         // A bucket never tagged has no tag set (an error, not an empty one).
         let no_tag_set = |e: &GetBucketTaggingError| e.code() == Some("NoSuchTagSet");
-        let out = self.get_bucket_tagging().bucket(bucket).send().await;
         let out = out.unless_missing(no_tag_set, "s3:GetBucketTagging", bucket)?;
-        Ok(collect(
+        Ok(Some(collect(
             (out.iter().flat_map(|o| o.tag_set())).map(|t| (Some(t.key()), Some(t.value()))),
-        ))
+        )))
     }
 
-    /// PutBucketTagging replaces the whole set: the others are read first.
+    fn read_action(&self) -> &'static str {
+        "s3:GetBucketTagging"
+    }
+
+    /// PutBucketTagging replaces the whole set: the others are read first,
+    /// and a bucket whose tags may not be read is not tagged (that would
+    /// drop tags others gave it).
     async fn add_tags(&self, bucket: &str, tags: &[(String, String)]) -> Result<(), ProviderError> {
-        let mut all = self.tags(bucket).await?;
+        let Some(mut all) = self.readable(bucket).await? else {
+            // Shown once as the refusal of the read (see `or_refused`).
+            tracing::debug!(
+                bucket,
+                "the bucket's tags may not be read (s3:GetBucketTagging), so it is not tagged: writing them would drop the tags others gave it"
+            );
+            return Ok(());
+        };
         all.extend(tags.iter().cloned());
         let build = |e: aws_sdk_s3::error::BuildError| {
             ProviderError::transient(format!("building S3 tags: {e}"))
@@ -215,14 +296,22 @@ impl Tagging for aws_sdk_s3::Client {
 
 #[async_trait::async_trait]
 impl Tagging for aws_sdk_iam::Client {
-    async fn tags(&self, user: &str) -> Result<BTreeMap<String, String>, ProviderError> {
+    /// A refused IAM read is an error: the operator's users are its own.
+    async fn readable(
+        &self,
+        user: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
         let out = self
             .list_user_tags()
             .user_name(user)
             .send()
             .await
             .named("iam:ListUserTags", user)?;
-        Ok(of_iam(out.tags()))
+        Ok(Some(of_iam(out.tags())))
+    }
+
+    fn read_action(&self) -> &'static str {
+        "iam:ListUserTags"
     }
 
     async fn add_tags(&self, user: &str, tags: &[(String, String)]) -> Result<(), ProviderError> {

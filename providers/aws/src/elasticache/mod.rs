@@ -35,7 +35,7 @@ use crate::network::{self, Engine};
 use crate::plan::{Split, change};
 use crate::sdk::VpcHint;
 use crate::strategy::Tier;
-use crate::tags::{self, Tagging};
+use crate::tags;
 use crate::{At, describe, maintenance, service_updates};
 
 pub mod observed;
@@ -285,17 +285,17 @@ impl Database for Client {
     }
 
     /// The group and its tags (ListTagsForResource: describe has none).
-    async fn describe(&self, id: &str) -> Result<Option<Group>, ProviderError> {
+    async fn describe(&self, c: &Clients, id: &str) -> Result<Option<Group>, ProviderError> {
         let Some(mut group) = describe_one(self, id).await? else {
             return Ok(None);
         };
         if !group.arn.is_empty() {
-            group.tags = self.tags(&group.arn).await?;
+            group.tags = tags::or_refused(c, self, &group.arn).await?;
         }
         if group.tags.is_empty()
             && let Some(node) = group.first_member_arn()
         {
-            group.tags = self.tags(&node).await?;
+            group.tags = tags::or_refused(c, self, &node).await?;
         }
         if let Some(member) = group.members.first() {
             group.node = describe_node(self, member).await?.unwrap_or_default();

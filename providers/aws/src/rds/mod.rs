@@ -483,7 +483,8 @@ impl Database for Client {
         }
     }
 
-    async fn describe(&self, id: &str) -> Result<Option<Instance>, ProviderError> {
+    /// Tags included: DescribeDBInstances carries them.
+    async fn describe(&self, _: &Clients, id: &str) -> Result<Option<Instance>, ProviderError> {
         describe_one(self, id).await
     }
 

@@ -55,7 +55,10 @@ impl<D: Database + 'static> Service for DatabaseService<D> {
     }
 
     async fn tags_of(&self, c: &Clients, id: &str) -> Result<Option<Tags>, ProviderError> {
-        Ok(D::client(c).describe(id).await?.map(|l| l.tags().clone()))
+        Ok(D::client(c)
+            .describe(c, id)
+            .await?
+            .map(|l| l.tags().clone()))
     }
 
     async fn cloud_state(&self, c: &Clients, id: &str) -> Result<String, ProviderError> {
