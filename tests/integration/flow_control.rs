@@ -10,7 +10,6 @@
 use std::time::Duration;
 
 use cloud_resource_operator::api::{BlobStorage, Phase};
-use futures::StreamExt;
 use k8s_openapi::api::{
     core::v1::Event,
     flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration},
@@ -23,8 +22,7 @@ use kube::{
 use serde_json::json;
 
 use crate::support::{
-    Launch, Operator, audited_requests_of, cluster_admin_account, create_json, ensure_crds,
-    with_namespace,
+    Launch, Operator, audited_requests_of, cluster_admin_account, ensure_crds, with_namespace,
 };
 
 const CRS: usize = 100;
@@ -81,36 +79,50 @@ async fn a_squeezed_priority_level_slows_the_operator_and_fails_nothing() {
         })
         .await;
         let names: Vec<String> = (0..CRS).map(|i| format!("blob-{i}")).collect();
-        futures::stream::iter(&names)
-            .for_each_concurrent(16, |name| {
-                let (client, ns) = (client.clone(), ns.clone());
-                async move {
-                    let _: BlobStorage = create_json(&client, &ns, json!({
-                        "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage",
-                        "metadata": {"name": name},
-                        "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}
-                    }))
-                    .await;
-                }
-            })
-            .await;
+        crate::support::create_workshop_blobs(&client, &ns, &names).await;
         let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
         loop {
-            let list = blobs.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
-            let phases: Vec<Option<Phase>> = list.items.iter().map(|b| b.status.as_ref().and_then(|s| s.phase)).collect();
-            assert!(!phases.contains(&Some(Phase::Failed)), "a CR failed under throttling: {phases:?}");
-            let complete = phases.iter().filter(|p| **p == Some(Phase::Complete)).count();
+            let list = blobs
+                .list(&ListParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let phases: Vec<Option<Phase>> = list
+                .items
+                .iter()
+                .map(|b| b.status.as_ref().and_then(|s| s.phase))
+                .collect();
+            assert!(
+                !phases.contains(&Some(Phase::Failed)),
+                "a CR failed under throttling: {phases:?}"
+            );
+            let complete = phases
+                .iter()
+                .filter(|p| **p == Some(Phase::Complete))
+                .count();
             if complete == CRS {
                 break;
             }
-            assert!(tokio::time::Instant::now() < deadline, "{complete} of {CRS} BlobStorage complete after 300 s");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{complete} of {CRS} BlobStorage complete after 300 s"
+            );
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         // The squeeze happened: the API server turned the operator away.
-        let rejected: Vec<_> = audited_requests_of(&user).into_iter().filter(|r| r.code == 429).collect();
-        assert!(!rejected.is_empty(), "no request of {user} was turned away with 429: the squeeze tested nothing");
-        eprintln!("{} requests of the operator turned away with 429, e.g. {:?}", rejected.len(), &rejected[..rejected.len().min(5)]);
+        let rejected: Vec<_> = audited_requests_of(&user)
+            .into_iter()
+            .filter(|r| r.code == 429)
+            .collect();
+        assert!(
+            !rejected.is_empty(),
+            "no request of {user} was turned away with 429: the squeeze tested nothing"
+        );
+        eprintln!(
+            "{} requests of the operator turned away with 429, e.g. {:?}",
+            rejected.len(),
+            &rejected[..rejected.len().min(5)]
+        );
         let events = Api::<Event>::namespaced(client.clone(), &ns);
         let warnings: Vec<String> = (events.list(&ListParams::default()).await)
             .unwrap_or_else(|e| panic!("{e}"))
@@ -119,13 +131,28 @@ async fn a_squeezed_priority_level_slows_the_operator_and_fails_nothing() {
             .filter(|e| e.type_.as_deref() == Some("Warning"))
             .map(|e| format!("{:?}: {:?}", e.reason, e.message))
             .collect();
-        assert!(warnings.is_empty(), "throttling is no failure to warn of: {warnings:?}");
+        assert!(
+            warnings.is_empty(),
+            "throttling is no failure to warn of: {warnings:?}"
+        );
         let logs = op.logs();
-        assert!(!logs.contains("lost leadership"), "leadership lost under throttling:\n{logs}");
+        assert!(
+            !logs.contains("lost leadership"),
+            "leadership lost under throttling:\n{logs}"
+        );
         op.stop().await;
-        Api::<FlowSchema>::all(client.clone()).delete(&squeezed, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
-        Api::<PriorityLevelConfiguration>::all(client.clone()).delete(&squeezed, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
-        Api::<ClusterRoleBinding>::all(client.clone()).delete(&format!("squeezed-{ns}"), &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        Api::<FlowSchema>::all(client.clone())
+            .delete(&squeezed, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<PriorityLevelConfiguration>::all(client.clone())
+            .delete(&squeezed, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .delete(&format!("squeezed-{ns}"), &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
     })
     .await;
 }

@@ -518,12 +518,7 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
         // --- Redis: buildElasticacheCreateStrategy (provider_redis.go); the
         // Go operator tags the nodes, not the group.
         let cache_id = cloud_identifier(CLUSTER, &ns, "cache");
-        ec.create_replication_group()
-            .replication_group_id(&cache_id).replication_group_description("A Redis replication group")
-            .engine("redis").engine_version("7.1").cache_node_type("cache.t3.micro").num_cache_clusters(2)
-            .automatic_failover_enabled(true).snapshot_retention_limit(31).at_rest_encryption_enabled(true)
-            .transit_encryption_enabled(false).snapshot_window("02:00-03:00").preferred_maintenance_window("mon:04:00-mon:05:00")
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        go_redis_group(&ec, &cache_id).await;
         let cache: Redis = go_cr(&client, &ns, "Redis", "cache", spec("cache-sec"), GO_FINALIZER, Some(&cache_id)).await;
 
         // --- BlobStorage: CreateBucket, PutPublicAccessBlock,
@@ -531,9 +526,7 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
         // its user's key is minted by the Cloud Credential Operator for the
         // CredentialsRequest cro-aws-s3-<bucket>-creds (reconcileCredentialRequest).
         let bucket = cloud_identifier(CLUSTER, &ns, "blob");
-        s3.create_bucket().bucket(&bucket)
-            .create_bucket_configuration(aws_sdk_s3::types::CreateBucketConfiguration::builder().location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(env.aws_region.as_str())).build())
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        go_bucket(&s3, &bucket, &env.aws_region).await;
         // reconcileS3BucketSettings: the four blocks true, AES256 by default.
         let block = aws_sdk_s3::types::PublicAccessBlockConfiguration::builder()
             .block_public_acls(true).block_public_policy(true).ignore_public_acls(true).restrict_public_buckets(true).build();
@@ -543,9 +536,6 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
         let rule = aws_sdk_s3::types::ServerSideEncryptionRule::builder().apply_server_side_encryption_by_default(by_default).build();
         let encryption = aws_sdk_s3::types::ServerSideEncryptionConfiguration::builder().rules(rule).build().unwrap_or_else(|e| panic!("{e}"));
         s3.put_bucket_encryption().bucket(&bucket).server_side_encryption_configuration(encryption).send().await.unwrap_or_else(|e| panic!("{e:?}"));
-        let tag_set = go_tags("blob").into_iter().map(|(k, v)| aws_sdk_s3::types::Tag::builder().key(k).value(v).build().unwrap_or_else(|e| panic!("{e}"))).collect();
-        s3.put_bucket_tagging().bucket(&bucket).tagging(aws_sdk_s3::types::Tagging::builder().set_tag_set(Some(tag_set)).build().unwrap_or_else(|e| panic!("{e}")))
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let minted_user = format!("cco-{ns}-blob");
         iam.create_user().user_name(&minted_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let key = iam.create_access_key().user_name(&minted_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
@@ -570,11 +560,7 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
         // would; then the output Secrets (ReconcileResultSecret) and
         // complete statuses.
         go_postgres_complete(&client, &rds, &ns, &pg, &db_id, password).await;
-        let group = available_group(&ec, &cache_id).await;
-        let primary = group.node_groups().first().and_then(|n| n.primary_endpoint()).and_then(|e| e.address()).unwrap_or_default().to_string();
-        go_output_secret(&client, &ns, &cache, "cache-sec", &[("uri", &primary), ("port", "6379")]).await;
-        go_status::<Redis>(&client, &ns, "cache", json!({"strategy": "aws", "provider": "aws-elasticache", "version": "7.1", "secretRef": {"name": "cache-sec"},
-            "phase": "complete", "message": "successfully created and tagged, aws elasticache status is available"})).await;
+        go_redis_complete(&client, &ec, &ns, &cache, &cache_id).await;
         go_output_secret(&client, &ns, &blob, "blob-sec", &[("bucketName", &bucket), ("bucketRegion", &env.aws_region),
             ("credentialKeyID", key.access_key_id()), ("credentialSecretKey", key.secret_access_key())]).await;
         go_status::<BlobStorage>(&client, &ns, "blob", json!({"strategy": "aws", "provider": "aws-s3", "secretRef": {"name": "blob-sec"},
@@ -588,14 +574,7 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
         // Snapshots: the identifier from BuildTimestampedInfraNameFromObjectCreation
         // (pkg/resources/config.go) in status.snapshotID (createPostgresSnapshot,
         // createRedisSnapshot); the Go RedisSnapshot never sets status.strategy.
-        let go_time = |o: &DynamicObject| o.metadata.creation_timestamp.as_ref().map(|t| t.0.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string()).unwrap_or_default();
-        let pg_snap: DynamicObject = crate::support::create_json::<PostgresSnapshot>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
-            "metadata": {"name": "db-snap", "finalizers": [GO_FINALIZER]}, "spec": {"resourceName": "db"}})).await
-            .pipe_dynamic();
-        let pg_snap_id = timestamped_identifier(CLUSTER, &ns, "db-snap", &go_time(&pg_snap));
-        rds.create_db_snapshot().db_instance_identifier(&db_id).db_snapshot_identifier(&pg_snap_id)
-            .set_tags(Some(go_tags(&pg_snap_id).into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let pg_snap_id = go_postgres_snapshot(&client, &rds, &ns, &db_id, None).await;
         // The Go operator's later passes: TagRDSPostgres
         // (pkg/providers/aws/provider_postgres.go) adds the instance's tags
         // to every snapshot of the instance, so resource-name is now "db".
@@ -605,15 +584,7 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
             .set_tags(Some(go_tags("db").into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
             .send().await.unwrap_or_else(|e| panic!("{e:?}"));
         go_status::<PostgresSnapshot>(&client, &ns, "db-snap", json!({"snapshotID": pg_snap_id, "phase": "complete", "message": "snapshot created", "strategy": "aws"})).await;
-        let redis_snap: DynamicObject = crate::support::create_json::<RedisSnapshot>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "RedisSnapshot",
-            "metadata": {"name": "cache-snap", "finalizers": [GO_FINALIZER]}, "spec": {"resourceName": "cache"}})).await
-            .pipe_dynamic();
-        let redis_snap_id = timestamped_identifier(CLUSTER, &ns, "cache-snap", &go_time(&redis_snap));
-        // Tagged as createRedisSnapshot (pkg/providers/aws/provider_redissnapshot.go) does:
-        // GetDefaultResourceTags with the snapshot's own identifier as resource-name.
-        ec.create_snapshot().replication_group_id(&cache_id).snapshot_name(&redis_snap_id)
-            .set_tags(Some(go_tags(&redis_snap_id).into_iter().map(|(k, v)| aws_sdk_elasticache::types::Tag::builder().key(k).value(v).build()).collect()))
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let redis_snap_id = go_redis_snapshot(&client, &ec, &ns, &cache_id, None).await;
         go_status::<RedisSnapshot>(&client, &ns, "cache-snap", json!({"snapshotID": redis_snap_id, "phase": "complete", "message": "snapshot created"})).await;
 
         // Switch operators.
@@ -696,16 +667,159 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
     .await;
 }
 
-/// Snapshot CRs are read here as dynamic objects for their metadata.
-trait PipeDynamic {
-    fn pipe_dynamic(self) -> DynamicObject;
+/// A bucket as provider_blobstorage.go creates it (CreateBucket, then
+/// PutBucketTagging with `GetDefaultResourceTags`).
+async fn go_bucket(s3: &aws_sdk_s3::Client, bucket: &str, region: &str) {
+    let location = aws_sdk_s3::types::BucketLocationConstraint::from(region);
+    let configuration = aws_sdk_s3::types::CreateBucketConfiguration::builder()
+        .location_constraint(location)
+        .build();
+    s3.create_bucket()
+        .bucket(bucket)
+        .create_bucket_configuration(configuration)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let tag = |(k, v): (String, String)| {
+        aws_sdk_s3::types::Tag::builder()
+            .key(k)
+            .value(v)
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let tagging = aws_sdk_s3::types::Tagging::builder()
+        .set_tag_set(Some(go_tags("blob").into_iter().map(tag).collect()));
+    s3.put_bucket_tagging()
+        .bucket(bucket)
+        .tagging(tagging.build().unwrap_or_else(|e| panic!("{e}")))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
 }
 
-impl<K: serde::Serialize> PipeDynamic for K {
-    fn pipe_dynamic(self) -> DynamicObject {
-        serde_json::from_value(serde_json::to_value(self).unwrap_or_default())
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
+/// Once the group is available, as the Go operator finishes a Redis: the
+/// output Secret `cache-sec` (ReconcileResultSecret) and a complete status.
+async fn go_redis_complete(
+    client: &Client,
+    ec: &aws_sdk_elasticache::Client,
+    ns: &str,
+    cache: &Redis,
+    cache_id: &str,
+) {
+    let group = available_group(ec, cache_id).await;
+    let primary = group
+        .node_groups()
+        .first()
+        .and_then(|n| n.primary_endpoint())
+        .and_then(|e| e.address())
+        .unwrap_or_default()
+        .to_string();
+    go_output_secret(
+        client,
+        ns,
+        cache,
+        "cache-sec",
+        &[("uri", &primary), ("port", "6379")],
+    )
+    .await;
+    go_status::<Redis>(client, ns, "cache", json!({"strategy": "aws", "provider": "aws-elasticache", "version": "7.1", "secretRef": {"name": "cache-sec"},
+        "phase": "complete", "message": "successfully created and tagged, aws elasticache status is available"})).await;
+}
+
+/// A replication group `id` as `buildElasticacheCreateStrategy`
+/// (provider_redis.go) creates one for a tier that sets only the windows;
+/// the Go operator tags the nodes, not the group.
+async fn go_redis_group(ec: &aws_sdk_elasticache::Client, id: &str) {
+    ec.create_replication_group()
+        .replication_group_id(id)
+        .replication_group_description("A Redis replication group")
+        .engine("redis")
+        .engine_version("7.1")
+        .cache_node_type("cache.t3.micro")
+        .num_cache_clusters(2)
+        .automatic_failover_enabled(true)
+        .snapshot_retention_limit(31)
+        .at_rest_encryption_enabled(true)
+        .transit_encryption_enabled(false)
+        .snapshot_window("02:00-03:00")
+        .preferred_maintenance_window("mon:04:00-mon:05:00")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("creating {id}: {e:?}"));
+}
+
+/// A snapshot CR `name` of `parent` with the Go finalizer, and the
+/// identifier the Go operator gives its snapshot: its creation time
+/// through BuildTimestampedInfraNameFromObjectCreation (pkg/resources/config.go).
+async fn go_snapshot_cr<K>(client: &Client, ns: &str, name: &str, parent: &str) -> String
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let cr: K = crate::support::create_json(client, ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": K::kind(&()),
+        "metadata": {"name": name, "finalizers": [GO_FINALIZER]}, "spec": {"resourceName": parent}})).await;
+    let created = cr
+        .meta()
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string());
+    timestamped_identifier(CLUSTER, ns, name, &created.unwrap_or_default())
+}
+
+/// PostgresSnapshot `db-snap` of `db` and its RDS snapshot as
+/// createPostgresSnapshot (provider_postgressnapshot.go) takes it: tagged
+/// with `GetDefaultResourceTags` naming the snapshot's own identifier, or
+/// `retagged` by the parent's name as TagRDSPostgres leaves it after later
+/// passes. Its identifier.
+async fn go_postgres_snapshot(
+    client: &Client,
+    rds: &aws_sdk_rds::Client,
+    ns: &str,
+    db_id: &str,
+    retagged: Option<&str>,
+) -> String {
+    let id = go_snapshot_cr::<PostgresSnapshot>(client, ns, "db-snap", "db").await;
+    let tags = go_tags(retagged.unwrap_or(&id))
+        .into_iter()
+        .map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build());
+    rds.create_db_snapshot()
+        .db_instance_identifier(db_id)
+        .db_snapshot_identifier(&id)
+        .set_tags(Some(tags.collect()))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    id
+}
+
+/// RedisSnapshot `cache-snap` of `cache` and its ElastiCache snapshot as
+/// createRedisSnapshot (provider_redissnapshot.go) takes it, tagged as
+/// [`go_postgres_snapshot`] (`retagged`: as TagElasticacheNode leaves it).
+async fn go_redis_snapshot(
+    client: &Client,
+    ec: &aws_sdk_elasticache::Client,
+    ns: &str,
+    cache_id: &str,
+    retagged: Option<&str>,
+) -> String {
+    let id = go_snapshot_cr::<RedisSnapshot>(client, ns, "cache-snap", "cache").await;
+    let tags = go_tags(retagged.unwrap_or(&id)).into_iter().map(|(k, v)| {
+        aws_sdk_elasticache::types::Tag::builder()
+            .key(k)
+            .value(v)
+            .build()
+    });
+    ec.create_snapshot()
+        .replication_group_id(cache_id)
+        .snapshot_name(&id)
+        .set_tags(Some(tags.collect()))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    id
 }
 
 /// The in-cluster Postgres and Redis of the Go operator's openshift
@@ -1014,12 +1128,7 @@ async fn an_old_redis_is_recognised_by_its_nodes_tags() {
         let ec = aws_sdk_elasticache::Client::new(&env.aws_config().await);
         create_go_strategies(&client, &ns).await;
         let cache_id = cloud_identifier(CLUSTER, &ns, "cache");
-        ec.create_replication_group()
-            .replication_group_id(&cache_id).replication_group_description("A Redis replication group")
-            .engine("redis").engine_version("7.1").cache_node_type("cache.t3.micro").num_cache_clusters(2)
-            .automatic_failover_enabled(true).snapshot_retention_limit(31).at_rest_encryption_enabled(true)
-            .transit_encryption_enabled(false).snapshot_window("02:00-03:00").preferred_maintenance_window("mon:04:00-mon:05:00")
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        go_redis_group(&ec, &cache_id).await;
         let group = available_group(&ec, &cache_id).await;
         let arn = group.arn().unwrap_or_default();
         let (prefix, _) = arn.rsplit_once(":replicationgroup:").unwrap_or_else(|| panic!("unexpected ARN {arn}"));
@@ -1519,29 +1628,15 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
         let password = "5b9e2c7d1a3f4e8b9c0d1e2f3a4b5c6d";
         let (pg, db_id) = go_postgres(&client, &rds, &ns, spec("db-sec"), password).await;
         let cache_id = cloud_identifier(CLUSTER, &ns, "cache");
-        ec.create_replication_group()
-            .replication_group_id(&cache_id).replication_group_description("A Redis replication group")
-            .engine("redis").engine_version("7.1").cache_node_type("cache.t3.micro").num_cache_clusters(2)
-            .automatic_failover_enabled(true).snapshot_retention_limit(31).at_rest_encryption_enabled(true)
-            .transit_encryption_enabled(false).snapshot_window("02:00-03:00").preferred_maintenance_window("mon:04:00-mon:05:00")
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        go_redis_group(&ec, &cache_id).await;
         let cache: Redis = go_cr(&client, &ns, "Redis", "cache", spec("cache-sec"), GO_FINALIZER, Some(&cache_id)).await;
         let bucket = cloud_identifier(CLUSTER, &ns, "blob");
-        s3.create_bucket().bucket(&bucket)
-            .create_bucket_configuration(aws_sdk_s3::types::CreateBucketConfiguration::builder().location_constraint(aws_sdk_s3::types::BucketLocationConstraint::from(region.as_str())).build())
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
-        let tag_set = go_tags("blob").into_iter().map(|(k, v)| aws_sdk_s3::types::Tag::builder().key(k).value(v).build().unwrap_or_else(|e| panic!("{e}"))).collect();
-        s3.put_bucket_tagging().bucket(&bucket).tagging(aws_sdk_s3::types::Tagging::builder().set_tag_set(Some(tag_set)).build().unwrap_or_else(|e| panic!("{e}")))
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        go_bucket(&s3, &bucket, &region).await;
         create_secret(&client, &ns, plain_secret(&format!("cro-aws-s3-{bucket}-creds"),
             &[("aws_access_key_id", "AKIAGOBUCKETOWNER"), ("aws_secret_access_key", "go-bucket-owner")])).await;
         let blob: BlobStorage = go_cr(&client, &ns, "BlobStorage", "blob", spec("blob-sec"), GO_FINALIZER, Some(&bucket)).await;
         go_postgres_complete(&client, &rds, &ns, &pg, &db_id, password).await;
-        let group = available_group(&ec, &cache_id).await;
-        let primary = group.node_groups().first().and_then(|n| n.primary_endpoint()).and_then(|e| e.address()).unwrap_or_default().to_string();
-        go_output_secret(&client, &ns, &cache, "cache-sec", &[("uri", &primary), ("port", "6379")]).await;
-        go_status::<Redis>(&client, &ns, "cache", json!({"strategy": "aws", "provider": "aws-elasticache", "version": "7.1", "secretRef": {"name": "cache-sec"},
-            "phase": "complete", "message": "successfully created and tagged, aws elasticache status is available"})).await;
+        go_redis_complete(&client, &ec, &ns, &cache, &cache_id).await;
         go_output_secret(&client, &ns, &blob, "blob-sec", &[("bucketName", &bucket), ("bucketRegion", &region),
             ("credentialKeyID", "AKIAGOBUCKETOWNER"), ("credentialSecretKey", "go-bucket-owner")]).await;
         go_status::<BlobStorage>(&client, &ns, "blob", json!({"strategy": "aws", "provider": "aws-s3", "secretRef": {"name": "blob-sec"},
@@ -1549,22 +1644,9 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
         // Its snapshots: createPostgresSnapshot and createRedisSnapshot tag
         // them with their own identifier; TagRDSPostgres and
         // TagElasticacheNode re-tag them with the parent's on later passes.
-        let go_time = |o: &DynamicObject| o.metadata.creation_timestamp.as_ref().map(|t| t.0.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string()).unwrap_or_default();
-        let pg_snap: DynamicObject = crate::support::create_json::<PostgresSnapshot>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
-            "metadata": {"name": "db-snap", "finalizers": [GO_FINALIZER]}, "spec": {"resourceName": "db"}})).await
-            .pipe_dynamic();
-        let pg_snap_id = timestamped_identifier(CLUSTER, &ns, "db-snap", &go_time(&pg_snap));
-        rds.create_db_snapshot().db_instance_identifier(&db_id).db_snapshot_identifier(&pg_snap_id)
-            .set_tags(Some(go_tags("db").into_iter().map(|(k, v)| aws_sdk_rds::types::Tag::builder().key(k).value(v).build()).collect()))
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let pg_snap_id = go_postgres_snapshot(&client, &rds, &ns, &db_id, Some("db")).await;
         go_status::<PostgresSnapshot>(&client, &ns, "db-snap", json!({"snapshotID": pg_snap_id, "phase": "complete", "message": "snapshot created", "strategy": "aws"})).await;
-        let redis_snap: DynamicObject = crate::support::create_json::<RedisSnapshot>(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "RedisSnapshot",
-            "metadata": {"name": "cache-snap", "finalizers": [GO_FINALIZER]}, "spec": {"resourceName": "cache"}})).await
-            .pipe_dynamic();
-        let redis_snap_id = timestamped_identifier(CLUSTER, &ns, "cache-snap", &go_time(&redis_snap));
-        ec.create_snapshot().replication_group_id(&cache_id).snapshot_name(&redis_snap_id)
-            .set_tags(Some(go_tags("cache").into_iter().map(|(k, v)| aws_sdk_elasticache::types::Tag::builder().key(k).value(v).build()).collect()))
-            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let redis_snap_id = go_redis_snapshot(&client, &ec, &ns, &cache_id, Some("cache")).await;
         go_status::<RedisSnapshot>(&client, &ns, "cache-snap", json!({"snapshotID": redis_snap_id, "phase": "complete", "message": "snapshot created"})).await;
 
         // The switch: IAM enforced; the operator's identity is the CCO

@@ -6,7 +6,6 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use cloud_resource_operator::api::{BlobStorage, Phase, Postgres, Redis, SMTPCredentialSet};
-use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::{
     Api,
@@ -73,19 +72,7 @@ async fn a_restart_over_complete_crs_reads_nothing_one_object_at_a_time() {
         };
         let mut operator = Operator::launch(launch(first, "first")).await;
         let names: Vec<String> = (0..CRS).map(|i| format!("blob-{i}")).collect();
-        futures::stream::iter(&names)
-            .for_each_concurrent(16, |name| {
-                let (client, ns) = (client.clone(), ns.clone());
-                async move {
-                    let _: BlobStorage = create_json(&client, &ns, json!({
-                        "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage",
-                        "metadata": {"name": name},
-                        "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}
-                    }))
-                    .await;
-                }
-            })
-            .await;
+        crate::support::create_workshop_blobs(&client, &ns, &names).await;
         let mut workloads = Vec::new();
         for i in 0..WORKLOADS {
             for kind in ["Postgres", "Redis"] {

@@ -1283,3 +1283,19 @@ pub async fn place_on_real_node(client: &Client, ns: &str) {
         .await
         .unwrap_or_else(|e| panic!("annotating namespace {ns} for the real node: {e}"));
 }
+
+/// In-cluster (`workshop`, tier `development`) BlobStorage CRs named
+/// `names` in `ns`, each with the Secret `<name>-sec`, 16 created at a time.
+pub async fn create_workshop_blobs(client: &Client, ns: &str, names: &[String]) {
+    use futures::StreamExt;
+    futures::stream::iter(names)
+        .for_each_concurrent(16, |name| async move {
+            let _: cloud_resource_operator::api::BlobStorage = create_json(client, ns, json!({
+                "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage",
+                "metadata": {"name": name},
+                "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}
+            }))
+            .await;
+        })
+        .await;
+}
