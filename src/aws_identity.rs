@@ -3,11 +3,11 @@
 //! Deployment reads), the Cloud Credential Operator's Secret that the Go
 //! operator's CredentialsRequest made (`cloud-resources-aws-credentials`,
 //! pkg/providers/aws/credentials.go, in the operator's namespace, else the
-//! watched one; watching every namespace, else in any namespace, as a
-//! cluster-wide Go installation asked for one in each CR's namespace),
-//! STS mode, the rest of the standard chain (IRSA, EKS Pod Identity, a
-//! profile). A cluster switching from the Go operator thus keeps the
-//! identity it had, with nothing to copy.
+//! watched one), STS mode, the rest of the standard chain (IRSA, EKS Pod
+//! Identity, a profile). A cluster switching from the Go operator thus
+//! keeps the identity it had, with nothing to copy; a cluster-wide one's
+//! Secrets in other namespaces are named, never used
+//! ([`go_secrets_elsewhere`]).
 
 use cro_provider_api::ProviderError;
 use cro_provider_aws::{AccessKeys, ReadKeys, Sts};
@@ -24,19 +24,8 @@ const SECRET_KEY: &str = "aws_secret_access_key";
 #[derive(Debug, PartialEq, Eq)]
 pub enum Source {
     OwnSecret,
-    CloudCredentialOperator {
-        namespace: String,
-    },
-    /// Watching every namespace, the Go operator's Secrets of its CRs'
-    /// namespaces (`ReconcileProviderCredentials(ctx, cr.Namespace)`,
-    /// pkg/providers/aws/credentials.go): one CredentialsRequest each, all
-    /// with the same policy in the same account.
-    GoPerNamespace {
-        namespaces: Vec<String>,
-    },
-    Sts {
-        role_arn: String,
-    },
+    CloudCredentialOperator { namespace: String },
+    Sts { role_arn: String },
     StandardChain,
 }
 
@@ -49,11 +38,6 @@ impl std::fmt::Display for Source {
             Source::CloudCredentialOperator { namespace } => write!(
                 f,
                 "the Cloud Credential Operator's Secret {namespace}/{CCO_SECRET} (the Go operator's CredentialsRequest)"
-            ),
-            Source::GoPerNamespace { namespaces } => write!(
-                f,
-                "the Go operator's Secrets {CCO_SECRET} of its CRs' namespaces ({}), the first that holds keys at each read; give the operator a Secret of its own in its namespace (docs/migration.md, cluster-wide installations)",
-                namespaces.join(", ")
             ),
             Source::Sts { role_arn } => write!(
                 f,
@@ -121,16 +105,6 @@ pub async fn choose_in_cluster(
             });
         }
     }
-    if watched.is_empty() && sts.is_none() {
-        let namespaces = go_secrets_anywhere(client).await?;
-        if !namespaces.is_empty() {
-            return Ok(Chosen {
-                source: Source::GoPerNamespace { namespaces },
-                keys: Some(read_any_keys(client.clone())),
-                sts: None,
-            });
-        }
-    }
     let source = match &sts {
         Some(sts) => Source::Sts {
             role_arn: sts.role_arn.clone(),
@@ -161,17 +135,18 @@ async fn cco_secret(client: &Client, namespace: &str) -> anyhow::Result<Option<A
     }
 }
 
-/// The namespaces whose CCO Secret holds both keys, in order. Not allowed
-/// to list Secrets everywhere is none (the operator was not granted it).
-async fn go_secrets_anywhere(client: &Client) -> anyhow::Result<Vec<String>> {
-    Ok(go_keys_anywhere(client)
-        .await?
-        .into_iter()
-        .map(|(namespace, _)| namespace)
-        .collect())
-}
-
-async fn go_keys_anywhere(client: &Client) -> anyhow::Result<Vec<(String, AccessKeys)>> {
+/// The namespaces other than `operator_namespace` whose Secret
+/// `cloud-resources-aws-credentials` holds both keys, in order: a
+/// cluster-wide Go installation asked for one in each CR's namespace
+/// (`ReconcileProviderCredentials(ctx, cr.Namespace)`,
+/// pkg/providers/aws/credentials.go). They are named so a person gives the
+/// operator its own, never used: a tenant may create a Secret of that name
+/// in its namespace, and would choose the AWS account every CR's resources
+/// are made in. Not allowed to list Secrets everywhere is none.
+pub async fn go_secrets_elsewhere(
+    client: &Client,
+    operator_namespace: &str,
+) -> anyhow::Result<Vec<String>> {
     let secrets: Api<Secret> = Api::all(client.clone());
     let named = ListParams::default().fields(&format!("metadata.name={CCO_SECRET}"));
     let listed = match secrets.list(&named).await {
@@ -187,10 +162,12 @@ async fn go_keys_anywhere(client: &Client) -> anyhow::Result<Vec<(String, Access
                 .context(format!("listing Secrets {CCO_SECRET} (AWS credentials)")));
         }
     };
-    let mut found: Vec<(String, AccessKeys)> = (listed.iter())
-        .filter_map(|s| Some((s.metadata.namespace.clone()?, keys_of(s)?)))
+    let mut found: Vec<String> = (listed.iter())
+        .filter(|s| keys_of(s).is_some())
+        .filter_map(|s| s.metadata.namespace.clone())
+        .filter(|ns| ns != operator_namespace)
         .collect();
-    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found.sort();
     Ok(found)
 }
 
@@ -219,27 +196,6 @@ fn read_keys(client: Client, namespace: String) -> ReadKeys {
                 Ok(None) => Err(ProviderError::permanent(format!(
                     "it is gone or lacks {KEY_ID} / {SECRET_KEY}: restore it (its CredentialsRequest), or give the operator keys of its own"
                 ))),
-                Err(e) => Err(ProviderError::transient(format!("{e:#}"))),
-            }
-        }) as std::pin::Pin<Box<dyn Future<Output = _> + Send>>
-    });
-    ReadKeys { source, read }
-}
-
-/// Reads the first CCO Secret with keys of any namespace whenever the SDK
-/// asks: a namespace deleted since takes its Secret along, not the
-/// operator's identity.
-fn read_any_keys(client: Client) -> ReadKeys {
-    let source = format!("Secrets {CCO_SECRET} of every namespace");
-    let read = std::sync::Arc::new(move || {
-        let client = client.clone();
-        Box::pin(async move {
-            match go_keys_anywhere(&client).await {
-                Ok(found) => found.into_iter().next().map(|(_, keys)| keys).ok_or_else(|| {
-                    ProviderError::permanent(format!(
-                        "no namespace holds one with {KEY_ID} / {SECRET_KEY} any more: give the operator keys of its own, or a Secret {CCO_SECRET} in its namespace"
-                    ))
-                }),
                 Err(e) => Err(ProviderError::transient(format!("{e:#}"))),
             }
         }) as std::pin::Pin<Box<dyn Future<Output = _> + Send>>

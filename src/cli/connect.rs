@@ -193,10 +193,14 @@ async fn identity(
     };
     let identity = aws_identity::choose(client, operator_namespace, watched, sts).await?;
     info!(source = %identity.source, "AWS identity");
-    if let aws_identity::Source::GoPerNamespace { .. } = identity.source {
-        warn!(
-            "a cluster-wide Go installation's per-namespace AWS credentials are in use; each goes with its namespace: give the operator a Secret cloud-resources-aws-credentials in its own namespace (docs/migration.md)"
-        );
+    if watched.is_empty() && identity.source == aws_identity::Source::StandardChain {
+        let elsewhere = aws_identity::go_secrets_elsewhere(client, operator_namespace).await?;
+        if !elsewhere.is_empty() {
+            warn!(
+                namespaces = %elsewhere.join(", "),
+                "a cluster-wide Go installation's AWS credentials are in these namespaces, not in the operator's: they are not used (a tenant could plant one); give the operator a Secret cloud-resources-aws-credentials in its own namespace, or keys of its own, and restart it (docs/migration.md, cluster-wide installations)"
+            );
+        }
     }
     if identity.sts.is_some() {
         info!("STS mode: BlobStorage gets no IAM user");

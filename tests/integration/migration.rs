@@ -1499,65 +1499,40 @@ async fn a_gcp_crs_deletion_says_what_a_person_does() {
 /// pkg/providers/aws/provider_postgres.go; the CredentialsRequest's
 /// Secret `cloud-resources-aws-credentials` lands in that namespace,
 /// credentials.go `reconcileCredentialRequest`), so its own namespace may
-/// hold none. Watching every namespace, the operator finds them, and
-/// finds them again at each read: a namespace deleted takes its Secret,
-/// not the identity.
+/// hold none. Such a Secret in a CR's namespace is named for a person,
+/// never used: a tenant may create one of that name (here, through its
+/// own identity), and would choose the account of every CR's resources.
 #[tokio::test]
-async fn a_cluster_wide_go_installations_per_namespace_credentials_are_found() {
-    use cloud_resource_operator::aws_identity::{CCO_SECRET, Source, choose_in_cluster};
+async fn a_secret_named_as_the_go_operators_credentials_in_a_crs_namespace_is_never_used() {
+    use cloud_resource_operator::aws_identity::{
+        CCO_SECRET, Source, choose_in_cluster, go_secrets_elsewhere,
+    };
     with_namespace("gocreds", |client, ns| async move {
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        let key_id = format!("AKIA{}", ns.to_uppercase().replace('-', ""));
-        let go_secret = plain_secret(
+        let tenant = crate::support::tenant_client(&client, &ns).await;
+        let planted = plain_secret(
             CCO_SECRET,
             &[
-                ("aws_access_key_id", key_id.as_str()),
-                ("aws_secret_access_key", "go-secret"),
+                ("aws_access_key_id", "AKIATENANT"),
+                ("aws_secret_access_key", "tenant"),
             ],
         );
-        create_secret(&client, &ns, go_secret).await;
+        create_secret(&tenant, &ns, planted).await;
         // An operator namespace with no such Secret, watching everything.
         let operator_namespace = format!("{ns}-operator");
         let chosen = choose_in_cluster(&client, &operator_namespace, &[], None)
             .await
             .unwrap_or_else(|e| panic!("{e:#}"));
-        let Source::GoPerNamespace { namespaces } = &chosen.source else {
-            panic!("not the per-namespace Secrets: {}", chosen.source);
-        };
-        assert!(namespaces.contains(&ns), "{namespaces:?}");
-        let keys = chosen.keys.unwrap_or_else(|| panic!("no keys to read"));
-        // The first namespace's keys (other tests may hold such Secrets).
-        let first_id = |namespace: String| {
-            let client = client.clone();
-            async move {
-                let s = Api::<Secret>::namespaced(client, &namespace)
-                    .get(CCO_SECRET)
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}"));
-                read_secret(&s)["aws_access_key_id"].clone()
-            }
-        };
-        let read = (keys.read)().await.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(read.id, first_id(namespaces[0].clone()).await);
-        // Its namespace's Secret gone, a read finds another or none.
-        secrets
-            .delete(CCO_SECRET, &DeleteParams::default())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        match (keys.read)().await {
-            Ok(again) => assert_ne!(again.id, key_id),
-            Err(e) => assert!(e.to_string().contains("keys of its own"), "{e}"),
-        }
-        // Watching one namespace, no other namespace's Secret is looked at.
-        let chosen = choose_in_cluster(
-            &client,
-            &operator_namespace,
-            std::slice::from_ref(&ns),
-            None,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
         assert_eq!(chosen.source, Source::StandardChain);
+        assert!(chosen.keys.is_none(), "keys read from somewhere");
+        let named = go_secrets_elsewhere(&client, &operator_namespace)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        assert!(named.contains(&ns), "{named:?}");
+        // The operator's own namespace is not "elsewhere".
+        let named = go_secrets_elsewhere(&client, &ns)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        assert!(!named.contains(&ns), "{named:?}");
     })
     .await;
 }
