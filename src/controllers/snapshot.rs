@@ -423,7 +423,13 @@ async fn cleanup_snapshot<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Dele
         }
         None => Value::Null,
     };
-    Ok(provider(ctx, &provider_name)?
+    let deletion = provider(ctx, &provider_name)?
         .delete_snapshot(&request(snap, parent.as_ref(), strategy, &id, ctx))
-        .await?)
+        .await?;
+    // Not this CR's (its reconcile refused it and said so): not counted
+    // either, it is whoever's it is.
+    if let Deletion::Keep(why) = &deletion {
+        crate::reconcile::publish(ctx, snap, EventType::Normal, "Retained", why).await;
+    }
+    Ok(deletion)
 }

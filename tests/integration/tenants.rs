@@ -196,7 +196,7 @@ async fn with_one_watched_namespace_a_tenants_own_configuration_is_not_read_by_d
         let pgs = Api::<cloud_resource_operator::api::Postgres>::namespaced(tenant.clone(), &ns);
         let refused = wait_phase(&pgs, "pg", Phase::Failed).await;
         let message = refused.message();
-        assert!(message.contains("strategy.deploymentSpec.template.spec.hostNetwork") && message.contains("remove it from the tier"), "{message}");
+        assert!(message.contains("strategy.deploymentSpec.template.spec.hostNetwork") && message.contains("from the tier's strategy.deploymentSpec"), "{message}");
         let pod = deployments.get("pg").await.unwrap_or_else(|e| panic!("{e}")).spec.and_then(|s| s.template.spec).unwrap_or_default();
         assert_ne!(pod.host_network, Some(true), "the refused tier reached the Deployment");
     })
@@ -794,8 +794,10 @@ async fn a_tenant_flipping_its_annotation_never_snapshots_another_namespaces_dat
 
 /// A snapshot found under the identifier a PostgresSnapshot recorded counts
 /// only when its tags say it was taken for that CR: one put there by
-/// someone else (tagged for another namespace) fails the CR, is never
-/// reported complete, and is neither used nor deleted.
+/// someone else (tagged for another namespace, or for another snapshot CR
+/// of the same namespace) fails the CR, is never reported complete, and is
+/// neither used nor deleted, not even when the CR is deleted as its
+/// message advises (an Event says what was kept).
 #[tokio::test]
 async fn a_snapshot_found_under_the_recorded_identifier_must_be_the_crs_own() {
     use cloud_resource_operator::api::{Postgres, PostgresSnapshot};
@@ -804,14 +806,21 @@ async fn a_snapshot_found_under_the_recorded_identifier_must_be_the_crs_own() {
     with_operator_launched("tfound", |_| {}, |client, ns, _op| async move {
         let _: Postgres = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"},
             "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "db-sec"}, "skipCreate": true}})).await;
-        let _: PostgresSnapshot = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
-            "metadata": {"name": "snap"}, "spec": {"resourceName": "db"}})).await;
+        for name in ["snap", "snap2"] {
+            let _: PostgresSnapshot = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot",
+                "metadata": {"name": name}, "spec": {"resourceName": "db"}})).await;
+        }
         let snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), &ns);
-        // The identifier is recorded while the database is paused.
-        let recorded = crate::support::wait_for(&snaps, "snap", "a recorded snapshotID", crate::support::DEFAULT_TIMEOUT,
-            |o: Option<&PostgresSnapshot>| o.and_then(|o| o.status.as_ref()?.snapshot_id.as_ref()).is_some_and(|id| !id.is_empty())).await;
-        let id = recorded.status.and_then(|s| s.snapshot_id).unwrap_or_default();
-        let uid = recorded.metadata.uid.unwrap_or_default();
+        // The identifiers are recorded while the database is paused.
+        let recorded = |name: &'static str| {
+            let snaps = snaps.clone();
+            async move {
+                let o = crate::support::wait_for(&snaps, name, "a recorded snapshotID", crate::support::DEFAULT_TIMEOUT,
+                    |o: Option<&PostgresSnapshot>| o.and_then(|o| o.status.as_ref()?.snapshot_id.as_ref()).is_some_and(|id| !id.is_empty())).await;
+                (o.status.and_then(|s| s.snapshot_id).unwrap_or_default(), o.metadata.uid.unwrap_or_default())
+            }
+        };
+        let ((id, uid), (id2, _)) = (recorded("snap").await, recorded("snap2").await);
         assert!(id.len() > 40, "a hash of the CR's UID follows the Go naming: {id} ({uid})");
 
         // Someone else's snapshot under that identifier, of another instance.
@@ -825,17 +834,31 @@ async fn a_snapshot_found_under_the_recorded_identifier_must_be_the_crs_own() {
             .tags(tag("integreatly.org/clusterID", "testcluster")).tags(tag("integreatly.org/resource-namespace", "elsewhere"))
             .tags(tag("integreatly.org/resource-name", "snap"))
             .send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        // Another snapshot CR's of this namespace under snap2's identifier.
+        rds.create_db_snapshot().db_instance_identifier(&other).db_snapshot_identifier(&id2)
+            .tags(tag("integreatly.org/clusterID", "testcluster")).tags(tag("integreatly.org/resource-namespace", &ns))
+            .tags(tag("integreatly.org/resource-name", "snap3"))
+            .send().await.unwrap_or_else(|e| panic!("{e:?}"));
 
         let unpause = json!({"spec": {"skipCreate": false}});
         Api::<Postgres>::namespaced(client.clone(), &ns).patch("db", &PatchParams::default(), &Patch::Merge(&unpause)).await.unwrap_or_else(|e| panic!("{e}"));
         let failed = wait_phase(&snaps, "snap", Phase::Failed).await.message();
         assert!(failed.contains(&format!("snapshot {id} exists but was not taken for this resource")) && !failed.contains("elsewhere"), "{failed}");
+        let failed2 = wait_phase(&snaps, "snap2", Phase::Failed).await.message();
+        assert!(failed2.contains(&format!("snapshot {id2} exists but was not taken for this resource")), "{failed2}");
 
-        snaps.delete("snap", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
-        crate::support::wait_deleted(&snaps, "snap", crate::support::DEFAULT_TIMEOUT).await;
-        let kept = rds.describe_db_snapshots().db_snapshot_identifier(&id).send().await;
-        assert!(kept.is_ok_and(|o| o.db_snapshots().len() == 1), "the other's snapshot {id} is kept");
-        let _ = rds.delete_db_snapshot().db_snapshot_identifier(&id).send().await;
+        for (name, id) in [("snap", &id), ("snap2", &id2)] {
+            snaps.delete(name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            crate::support::wait_deleted(&snaps, name, crate::support::DEFAULT_TIMEOUT).await;
+            let kept = rds.describe_db_snapshots().db_snapshot_identifier(id).send().await;
+            assert!(kept.is_ok_and(|o| o.db_snapshots().len() == 1), "the other's snapshot {id} is kept when {name} is deleted");
+            let events = crate::support::events_in(&client, &ns).await;
+            let said = events.iter().any(|e| e.reason.as_deref() == Some("Retained")
+                && e.involved_object.name.as_deref() == Some(name)
+                && e.message.as_deref().is_some_and(|m| m.contains(id.as_str()) && m.contains("left as it is")));
+            assert!(said, "a Retained Event on {name} names {id}");
+            let _ = rds.delete_db_snapshot().db_snapshot_identifier(id).send().await;
+        }
         let _ = rds.delete_db_instance().db_instance_identifier(&other).skip_final_snapshot(true).send().await;
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
         pgs.delete("db", &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));

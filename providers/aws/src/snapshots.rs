@@ -167,7 +167,7 @@ pub async fn take<S: Snapshots + ?Sized>(
         let live = svc.readable(&found.arn).await?;
         if let Some(why) = live.and_then(|live| not_this_snapshots(req, &live)) {
             return Err(ProviderError::permanent(format!(
-                "snapshot {id} exists but was not taken for this resource ({why}): it is neither used nor deleted; delete this resource and create it again (a new one gets an identifier of its own)"
+                "snapshot {id} exists but was not taken for this resource ({why}): it is neither used nor deleted, nor deleted with this resource; delete this resource and create it again (a new one gets an identifier of its own)"
             )));
         }
         return Ok(Snapshotted {
@@ -252,21 +252,25 @@ pub async fn check_restorable<S: Snapshots + ?Sized>(
     Ok(())
 }
 
-/// Deletes the snapshot, unless its tags bind it to another namespace:
-/// whatever identifier led here, another team's snapshot is never deleted
-/// for this CR.
+/// Deletes the snapshot, unless its tags say it was not taken for this CR
+/// (as [`take`] reads them): whatever identifier led here, a snapshot this
+/// CR refused as another's (another cluster's, another namespace's or
+/// another snapshot's) is kept, as the refusal promised.
 pub async fn remove<S: Snapshots + ?Sized>(
     svc: &S,
     req: &SnapshotRequest,
 ) -> Result<Deletion, ProviderError> {
-    let Some(found) = svc.find_snapshot(&req.identifier).await? else {
+    let id = &req.identifier;
+    let Some(found) = svc.find_snapshot(id).await? else {
         return Ok(Deletion::Done);
     };
     let live = svc.readable(&found.arn).await?;
-    if live.is_some_and(|live| tags::bound_elsewhere(&req.tags, &live)) {
-        return Ok(Deletion::Done);
+    if let Some(why) = live.and_then(|live| not_this_snapshots(req, &live)) {
+        return Ok(Deletion::Keep(format!(
+            "snapshot {id} was not taken for this resource ({why}): it is left as it is"
+        )));
     }
-    svc.delete_snapshot(&req.identifier).await?;
+    svc.delete_snapshot(id).await?;
     Ok(Deletion::Done)
 }
 

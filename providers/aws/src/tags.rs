@@ -69,15 +69,6 @@ pub fn made_for(want: &BTreeMap<String, String>, have: &BTreeMap<String, String>
     identity.peek().is_some() && identity.all(|(k, v)| have.get(k) == Some(v))
 }
 
-/// Whether `have` binds a resource to a namespace other than the one
-/// `want` names (tag `<prefix>resource-namespace`). Resources made before
-/// the tag (the Go operator's) bind nothing.
-pub fn bound_elsewhere(want: &BTreeMap<String, String>, have: &BTreeMap<String, String>) -> bool {
-    want.iter()
-        .filter(|(k, _)| k.ends_with("resource-namespace"))
-        .any(|(k, v)| have.get(k).is_some_and(|h| h != v))
-}
-
 /// The tags of `resource`, or none when the identity may not read them:
 /// the Go operator's policy (`operatorEntries`, pkg/providers/aws/
 /// credentials.go) has no `elasticache:ListTagsForResource` and no
@@ -395,27 +386,6 @@ mod tests {
         }
         // A request with no identity tags recognises nothing.
         assert!(!made_for(&map(&[("k", "v")]), &map(&[("k", "v")])));
-    }
-
-    #[test]
-    fn a_namespace_tag_naming_another_namespace_binds_a_resource_elsewhere() {
-        let want = map(&[
-            ("integreatly.org/clusterID", "c1"),
-            ("integreatly.org/resource-namespace", "team-a"),
-        ]);
-        let ns = |v: &str| {
-            map(&[
-                ("integreatly.org/clusterID", "c1"),
-                ("integreatly.org/resource-namespace", v),
-            ])
-        };
-        assert!(bound_elsewhere(&want, &ns("teama")));
-        assert!(!bound_elsewhere(&want, &ns("team-a")));
-        // Made before the tag (the Go operator's): bound nowhere.
-        assert!(!bound_elsewhere(
-            &want,
-            &map(&[("integreatly.org/clusterID", "c1")])
-        ));
     }
 
     #[test]
