@@ -1361,29 +1361,19 @@ fn with_watched_namespaces_the_chart_binds_no_cluster_wide_secret_access() {
     assert_eq!(bound, ["cloud-resource-operator", "team-a", "team-b"]);
 }
 
-/// `networkPolicy.enabled` (issue #43: /metrics names every tenant's CRs):
-/// one NetworkPolicy selecting exactly the release's operator pods,
-/// admitting only the listed peers and only on the metrics port, accepted
-/// by the API server; none by default. kustomize's optional
-/// deploy/network-policy/ is the same.
+/// `networkPolicy` (issue #59: /metrics names every tenant's CRs and
+/// carries RDS ARNs): by default one NetworkPolicy selecting exactly the
+/// release's operator pods, admitting only the monitoring namespaces and
+/// only on the metrics port, accepted by the API server; none when
+/// `networkPolicy.enabled=false`. kustomize's deploy/network-policy/,
+/// which deploy/ includes, is the same.
 #[tokio::test]
 async fn the_charts_network_policy_admits_only_its_peers_to_the_metrics_port() {
     crate::support::bounded("the_charts_network_policy_admits_only_its_peers_to_the_metrics_port", async move {
     let env = TestEnv::load();
     let client = env.client().await;
     ensure_release_namespace(&client).await;
-    let peer = "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring";
-    let args = [
-        "template",
-        "cro",
-        CHART,
-        "--namespace",
-        RELEASE_NAMESPACE,
-        "--set",
-        "networkPolicy.enabled=true",
-        "--set",
-        peer,
-    ];
+    let args = ["template", "cro", CHART, "--namespace", RELEASE_NAMESPACE];
     let rendered = run(&env.helm, &args);
     let docs = documents(&rendered);
     let policies: Vec<&Value> = docs
@@ -1410,7 +1400,8 @@ async fn the_charts_network_policy_admits_only_its_peers_to_the_metrics_port() {
     assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
     assert_eq!(
         policy["spec"]["ingress"],
-        json!([{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+        json!([{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}},
+                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "openshift-monitoring"}}}],
             "ports": [{"port": "metrics", "protocol": "TCP"}]}])
     );
     // kustomize's (deploy/network-policy/) is the same policy for the
@@ -1441,10 +1432,14 @@ async fn the_charts_network_policy_admits_only_its_peers_to_the_metrics_port() {
     );
     let policy = serde_json::to_string(policy).unwrap_or_default();
     server_dry_run(&env, "helm-network-policy.yaml", &policy);
-    let default = documents(&run(&env.helm, &["template", "cro", CHART]));
     assert!(
-        !default.iter().any(|d| d["kind"] == "NetworkPolicy"),
-        "on by default"
+        kustomize("deploy/").iter().any(|d| d["kind"] == "NetworkPolicy"),
+        "deploy/ installs no NetworkPolicy"
+    );
+    let off = ["template", "cro", CHART, "--set", "networkPolicy.enabled=false"];
+    assert!(
+        !documents(&run(&env.helm, &off)).iter().any(|d| d["kind"] == "NetworkPolicy"),
+        "networkPolicy.enabled=false still renders one"
     );
 }).await;
 }
