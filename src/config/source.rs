@@ -13,7 +13,7 @@ use super::{
     ConfigError, Located, TYPES_CONFIG_MAP, Tier, network_tier, resolve_provider, resolve_tier,
     strategies_config_map,
 };
-use crate::cache::{Scoped, Shared, Subscription};
+use crate::cache::{OWNED_OBJECT_LIMIT, Scoped, Shared, Subscription};
 
 /// The annotation (value `"true"`) on the configuration ConfigMaps this
 /// operator ships: defaults that yield to the Go operator's of the same
@@ -60,7 +60,9 @@ impl ConfigReader {
         );
         let by_name =
             watcher::Config::default().fields(&format!("metadata.name={TYPES_CONFIG_MAP}"));
-        let types = Scoped::new(&client, scopes, &by_name);
+        // One object per namespace, but a tenant's: one larger than
+        // anything a tier needs is held as a stub and read directly.
+        let types = Scoped::bounded(&client, scopes, &by_name, OWNED_OBJECT_LIMIT);
         let go_namespace = match scopes {
             [Some(ns)] if *ns != operator_namespace => Some((
                 ns.clone(),
@@ -84,9 +86,21 @@ impl ConfigReader {
     }
 
     /// Whether a CR's own namespace's `cloud-resource-config` is read.
+    /// Off, no ConfigMap outside the operator's namespace is watched: the
+    /// watched namespaces' tenants may fill theirs, and a watch would hold
+    /// what nothing reads.
     pub fn with_namespace_config(mut self, read: bool) -> Self {
         self.namespace_config = read;
+        if !read {
+            self.types = Scoped(Vec::new());
+            self.go_namespace = None;
+        }
         self
+    }
+
+    /// Whether the watched namespaces' own configuration is read.
+    pub fn reads_namespace_config(&self) -> bool {
+        self.namespace_config
     }
 
     /// Reads `overrides` instead of the cluster's ConfigMaps of the same
@@ -278,4 +292,32 @@ pub async fn tier_strategy(
         resolved.network = network_tier(strategies.as_ref(), tier)?;
     }
     Ok(resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Request, Response};
+    use kube::client::Body;
+
+    /// A client no request of this test reaches.
+    fn client() -> Client {
+        let service = tower::service_fn(|_: Request<Body>| async {
+            Ok::<_, std::convert::Infallible>(Response::new(Body::empty()))
+        });
+        Client::new(service, "default")
+    }
+
+    #[tokio::test]
+    async fn without_namespace_config_no_configmap_of_a_watched_namespace_is_watched() {
+        let scopes = [Some("team-a".to_string())];
+        let on = ConfigReader::new(client(), "cro", &scopes).with_namespace_config(true);
+        assert!(on.reads_go_namespace());
+        assert!(on.subscribe_types(Some("team-a")).is_some());
+        // Off (the default): the tenant's ConfigMaps are nobody's to hold.
+        let off = ConfigReader::new(client(), "cro", &scopes).with_namespace_config(false);
+        assert!(!off.reads_go_namespace());
+        assert!(off.subscribe_types(Some("team-a")).is_none());
+        assert!(off.subscribe_operator().is_some());
+    }
 }

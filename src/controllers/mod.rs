@@ -240,12 +240,14 @@ fn resource_controller<K: ResourceCr>(
     c = owning(c, &owned.claims, ns, "PVCs");
     c = owning(c, &owned.config_maps, ns, "ConfigMaps");
     c = owning(c, &owned.network_policies, ns, "NetworkPolicies");
-    c = subscribed(
-        c,
-        ctx.config.subscribe_types(ns),
-        "cloud-resource-config",
-        |c, s| c.watches_shared_stream(s, move |cm| crs_in_namespace(&by_types, &cm)),
-    );
+    if ctx.config.reads_namespace_config() {
+        c = subscribed(
+            c,
+            ctx.config.subscribe_types(ns),
+            "cloud-resource-config",
+            |c, s| c.watches_shared_stream(s, move |cm| crs_in_namespace(&by_types, &cm)),
+        );
+    }
     c = c.reconcile_on(connection_verdicts::<K>(ctx, scope));
     let by_go_cm = by_operator_cm.clone();
     c = subscribed(
