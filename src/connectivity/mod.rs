@@ -186,6 +186,9 @@ async fn bucket_check(store: &dyn ObjectStore, target: &Target) -> Verdict {
     }
 }
 
+/// The most of a server's or the system's words a condition repeats.
+const SAID_LIMIT: usize = 300;
+
 /// What one check found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -211,6 +214,12 @@ impl Verdict {
     /// The `Connectable` condition: True, or False with what to do.
     pub fn condition(&self, target: &Target, timeout: Duration) -> cro_provider_api::Condition {
         let (host, port) = target.address();
+        // What a server or the system said: the server may be anyone's
+        // (the Secret's host), so its words are cut and kept on one line.
+        let said = |text: &str| -> String {
+            let cut: String = text.chars().take(SAID_LIMIT).collect();
+            crate::terminal::one_line(&cut)
+        };
         let (reason, message) = match self {
             Verdict::Connected(note) if note.is_empty() => (
                 "Connected",
@@ -218,11 +227,15 @@ impl Verdict {
                     "logged in to {host}:{port} with the Secret's credentials from the operator's pod"
                 ),
             ),
-            Verdict::Connected(note) => ("Connected", format!("reached {host}:{port}: {note}")),
+            Verdict::Connected(note) => (
+                "Connected",
+                format!("reached {host}:{port}: {}", said(note)),
+            ),
             Verdict::NameNotResolved(e) => (
                 "NameNotResolved",
                 format!(
-                    "{host} does not resolve from the operator's pod ({e}): the Secret names a host this cluster's DNS does not know, or the resource was deleted outside the operator"
+                    "{host} does not resolve from the operator's pod ({}): the Secret names a host this cluster's DNS does not know, or the resource was deleted outside the operator",
+                    said(e)
                 ),
             ),
             Verdict::TimedOut => (
@@ -235,7 +248,8 @@ impl Verdict {
             Verdict::Unreachable(e) => (
                 "Unreachable",
                 format!(
-                    "{host}:{port} is unreachable from the operator's pod ({e}): the database is in a network the cluster has no route to (check its subnet group and peering to the cluster's network)"
+                    "{host}:{port} is unreachable from the operator's pod ({}): the database is in a network the cluster has no route to (check its subnet group and peering to the cluster's network)",
+                    said(e)
                 ),
             ),
             Verdict::ConnectionRefused => (
@@ -247,11 +261,12 @@ impl Verdict {
             Verdict::AuthenticationFailed(e) => (
                 "AuthenticationFailed",
                 format!(
-                    "{host}:{port} rejected the Secret's credentials ({e}): the Secret is stale or the password was changed outside the operator; annotate the resource with integreatly.org/rotate-credentials to set new ones"
+                    "{host}:{port} rejected the Secret's credentials ({}): the Secret is stale or the password was changed outside the operator; annotate the resource with integreatly.org/rotate-credentials to set new ones",
+                    said(e)
                 ),
             ),
-            Verdict::Refused(e) => ("LoginRefused", format!("{host}:{port}: {e}")),
-            Verdict::Protocol(e) => ("ProtocolError", format!("{host}:{port}: {e}")),
+            Verdict::Refused(e) => ("LoginRefused", format!("{host}:{port}: {}", said(e))),
+            Verdict::Protocol(e) => ("ProtocolError", format!("{host}:{port}: {}", said(e))),
         };
         cro_provider_api::Condition {
             type_: cro_provider_api::ConditionType::Connectable,
@@ -779,5 +794,23 @@ mod tests {
         assert!(!format!("{t:?}").contains("s3cret"));
         (mail.0).insert("tls".into(), "true".into());
         assert_eq!(Target::of(ResourceKind::Smtp, &mail, true), None);
+    }
+
+    #[test]
+    fn a_servers_words_are_cut_and_kept_on_one_line_in_the_condition() {
+        let forged = format!(
+            "no\nPending changes (plan hash 0123456789):{}",
+            "x".repeat(10_000)
+        );
+        for verdict in [
+            Verdict::Refused(forged.clone()),
+            Verdict::Protocol(forged.clone()),
+            Verdict::AuthenticationFailed(forged.clone()),
+            Verdict::Connected(forged.clone()),
+        ] {
+            let message = verdict.condition(&target(), Duration::from_secs(5)).message;
+            assert!(!message.contains('\n'), "{message}");
+            assert!(message.len() < SAID_LIMIT + 400, "{} bytes", message.len());
+        }
     }
 }
