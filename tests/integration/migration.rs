@@ -1594,6 +1594,15 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
         let (rds, ec) = (aws_sdk_rds::Client::new(&admin), aws_sdk_elasticache::Client::new(&admin));
         let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&admin).force_path_style(true).build());
         create_go_strategies(&client, &ns).await;
+        // A tier edit the Go operator had not applied: it modifies an
+        // instance only on a pass with spec.maintenanceWindow
+        // (`if maintenanceWindow { buildRDSUpdateStrategy … }`,
+        // ReconcilePostgres in provider_postgres.go), and made it with
+        // defaultAwsBackupRetentionPeriod, 31.
+        let mut postgres_tiers: Value = serde_json::from_str(&go_strategies()["postgres"]).unwrap_or_else(|e| panic!("{e}"));
+        postgres_tiers["production"]["createStrategy"]["BackupRetentionPeriod"] = json!(20);
+        Api::<ConfigMap>::namespaced(client.clone(), &ns).patch("cloud-resources-aws-strategies", &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"postgres": postgres_tiers.to_string()}}))).await.unwrap_or_else(|e| panic!("{e}"));
         let spec = |secret: &str| json!({"type": "aws", "tier": "production", "secretRef": {"name": secret}});
 
         // What the Go operator made, made with the emulator's own keys
@@ -1654,6 +1663,21 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
         for id in [&db_id, &cache_id, &pg_snap_id, &redis_snap_id] {
             assert_eq!(private_writes_mentioning(since, id), Vec::<String>::new(), "AWS writes for {id}");
         }
+        // The window opens: the pending edit goes out, once.
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        pgs.patch("db", &PatchParams::default(), &Patch::Merge(json!({"spec": {"maintenanceWindow": true}})))
+            .await.unwrap_or_else(|e| panic!("{e}"));
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        while private_writes_mentioning(since, &db_id).is_empty() {
+            assert!(tokio::time::Instant::now() < deadline, "no ModifyDBInstance after maintenanceWindow: true");
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        wait_for(&pgs, "db", "maintenanceWindow written back to false", DEFAULT_TIMEOUT,
+            |o: Option<&Postgres>| o.is_some_and(|o| !o.spec.resource.maintenance_window)).await;
+        assert_eq!(private_writes_mentioning(since, &db_id), ["ModifyDBInstance"], "the window's writes for {db_id}");
+        let retention = rds.describe_db_instances().db_instance_identifier(&db_id).send().await.ok()
+            .and_then(|o| o.db_instances().first().and_then(|i| i.backup_retention_period()));
+        assert_eq!(retention, Some(20), "the tier edit applied");
         // The bucket kept its tags (read with the emulator's own keys while
         // no operator runs and IAM is not enforced), and a restart under
         // the Go policy serves the rest.
@@ -1680,7 +1704,24 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
         let failed: Vec<String> = (events.list(&Default::default()).await).unwrap_or_else(|e| panic!("{e}")).items.into_iter()
             .filter(|e| e.reason.as_deref() == Some("Failed")).map(|e| e.message.unwrap_or_default()).collect();
         assert!(failed.is_empty(), "failed under the Go policy: {failed:?}");
+
+        // A new BlobStorage needs an IAM user of its own, which the Go
+        // policy does not allow (the Go operator asked CCO for a key per
+        // bucket): refused before a bucket is made, naming the fix.
+        use crate::support::Phased as _;
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let _: BlobStorage = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1",
+            "kind": "BlobStorage", "metadata": {"name": "newblob"}, "spec": spec("newblob-sec")})).await;
+        let refused = crate::support::wait_phase(&blobs, "newblob", Phase::Failed).await.message();
+        assert!(refused.contains("nothing was created") && refused.contains("deploy/openshift-migration/"), "{refused}");
+        let new_bucket = (refused.split("a new bucket ").nth(1).and_then(|r| r.split(' ').next()))
+            .unwrap_or_else(|| panic!("no bucket named: {refused}")).to_string();
+        // Deleted as it is (nothing to delete), not stuck on IAM.
+        blobs.delete("newblob", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&blobs, "newblob", DEFAULT_TIMEOUT).await;
         op.stop().await;
+        enforce_iam_after(&endpoint, 1_000_000).await;
+        assert!(s3.head_bucket().bucket(&new_bucket).send().await.is_err(), "bucket {new_bucket} was made");
     })
     .await;
 }

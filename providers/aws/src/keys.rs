@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use cro_provider_api::{Change, ProviderError, ResourceRequest};
 use serde_json::Value;
+use tracing::warn;
 
 use crate::{
     cco,
@@ -159,9 +160,19 @@ pub async fn delete_user_and_keys(
     // that is not the CR's (another CR's, or made by someone else) stays,
     // with its keys.
     if stored || !minted {
-        match iam_user::user_tags(iam, user).await? {
-            Some(tags) if !crate::plan::ours(req, &tags) => {}
-            _ => iam_user::delete_user(iam, user).await?,
+        match iam_user::user_tags(iam, user).await {
+            Ok(Some(tags)) if !crate::plan::ours(req, &tags) => {}
+            Ok(_) => iam_user::delete_user(iam, user).await?,
+            // No key was ever stored, and IAM may not even be read (the Go
+            // operator's policy): such an identity made no user either, so
+            // a CR refused before anything was made is deleted, not stuck.
+            Err(e) if !stored && e.code().is_some_and(|c| c.starts_with("AccessDenied")) => {
+                warn!(
+                    user,
+                    "IAM refuses to say whether user {user} exists; no key of it was stored, so nothing is deleted there (if an earlier, wider policy made it, delete it by hand)"
+                );
+            }
+            Err(e) => return Err(e),
         }
     }
     if minted {

@@ -528,7 +528,12 @@ async fn act(at: &At<'_>, req: &ResourceRequest, plan: Plan) -> Result<Provision
                 cache.buckets.writing(bucket, set_up(s3, req)).await?;
             }
         }
-        Plan::Create => create((s3, &cache.buckets), req, region).await?,
+        Plan::Create => {
+            if !k.sts {
+                look_at_key_source(k, c, req, bucket).await?;
+            }
+            create((s3, &cache.buckets), req, region).await?
+        }
         Plan::SetUp => {
             cache.buckets.writing(bucket, set_up(s3, req)).await?;
         }
@@ -564,6 +569,32 @@ async fn act(at: &At<'_>, req: &ResourceRequest, plan: Plan) -> Result<Provision
     Ok(keys.report(provisioned(Outcome::Ready(ready))))
 }
 
+/// Where a bucket's key is kept: this operator's Secret
+/// `<name>-aws-s3-credentials`, or the Cloud Credential Operator's
+/// CredentialsRequest the Go operator made for the bucket.
+struct KeyHome {
+    secret: String,
+    cco_request: String,
+}
+
+impl KeyHome {
+    fn of(req: &ResourceRequest, bucket: &str) -> Self {
+        KeyHome {
+            secret: credentials_secret(&req.name),
+            cco_request: cco::s3_request(bucket),
+        }
+    }
+
+    fn user_secrets<'a>(&'a self, bucket: &'a str) -> keys::UserSecrets<'a> {
+        keys::UserSecrets {
+            user: bucket,
+            policy_name: POLICY_NAME,
+            secret_name: &self.secret,
+            cco_request: &self.cco_request,
+        }
+    }
+}
+
 /// The bucket's credentials: this operator's IAM user (its key kept in
 /// `<name>-aws-s3-credentials`), or, for a bucket taken over from the Go
 /// operator, the key the Cloud Credential Operator minted for it.
@@ -574,13 +605,28 @@ async fn access_key(
     bucket: &str,
 ) -> Result<iam_user::Keys, ProviderError> {
     let policy = iam_user::bucket_policy(bucket);
-    let u = keys::UserSecrets {
-        user: bucket,
-        policy_name: POLICY_NAME,
-        secret_name: &credentials_secret(&req.name),
-        cco_request: &cco::s3_request(bucket),
-    };
-    keys::user_keys(k, c, req, (&u, &policy)).await
+    let home = KeyHome::of(req, bucket);
+    keys::user_keys(k, c, req, (&home.user_secrets(bucket), &policy)).await
+}
+
+/// Before a bucket is made, where its key will come from is looked at: an
+/// identity IAM refuses (the Go operator's own policy, under which CCO
+/// minted a key per bucket) fails here, before anything changes in AWS,
+/// rather than after the bucket exists.
+async fn look_at_key_source(
+    k: &KeySource<'_>,
+    c: &Clients,
+    req: &ResourceRequest,
+    bucket: &str,
+) -> Result<(), ProviderError> {
+    let home = KeyHome::of(req, bucket);
+    match keys::observe(k, c, req, &home.user_secrets(bucket)).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code().is_some_and(|c| c.starts_with("AccessDenied")) => Err(e.context(format!(
+            "a new bucket {bucket} needs an IAM user of its own for its key, which this identity may not look at (the Go operator's policy has no IAM actions); nothing was created: grant the IAM actions of docs/operations.md (AWS permissions), on OpenShift with the CredentialsRequest in deploy/openshift-migration/"
+        ))),
+        Err(e) => Err(e),
+    }
 }
 
 async fn delete(
