@@ -452,6 +452,7 @@ async fn create(
             .set_notification_topic_arn(t.notification_topic_arn.clone())
             .set_network_type(t.network_type.as_deref().map(Into::into))
             .set_data_tiering_enabled(t.data_tiering)
+            .set_auto_minor_version_upgrade(t.auto_minor_upgrade)
             // A clone (spec.restoreFromSnapshot): seeded from the snapshot.
             .set_snapshot_name(req.restore_from_snapshot.clone())
             .set_tags(Some(tags::sdk(&tags)))

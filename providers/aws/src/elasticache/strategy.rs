@@ -56,6 +56,8 @@ pub struct CreateStrategy {
     pub network_type: Option<String>,
     #[serde(rename = "DataTieringEnabled")]
     pub data_tiering: Option<bool>,
+    #[serde(rename = "AutoMinorVersionUpgrade")]
+    pub auto_minor_upgrade: Option<bool>,
 }
 
 impl TypedSection for CreateStrategy {
