@@ -126,6 +126,58 @@ struct DatabaseGauges {
     maintenance: Family<Vec<(String, String)>, Gauge>,
 }
 
+impl DatabaseGauges {
+    /// The gauges of `kind`'s databases (`name` in the metric names), in
+    /// `r`.
+    fn registered(r: &mut Registry, kind: &'static str, name: &str) -> Self {
+        DatabaseGauges {
+        kind,
+        info: registered(
+            r,
+            &format!("cro_{name}_info"),
+            &format!(
+                "Unix time the cloud status of each {kind} was last read, labelled with it"
+            ),
+            Family::default(),
+        ),
+        available: registered(
+            r,
+            &format!("cro_{name}_available"),
+            &format!("1 while the cloud status of each {kind} serves clients"),
+            Family::default(),
+        ),
+        deletion: registered(
+            r,
+            &format!("cro_{name}_deletion_timestamp"),
+            &format!("Unix time each {kind} being deleted was asked to be"),
+            Family::default(),
+        ),
+        allocated: (kind == "Postgres").then(|| {
+            registered(
+                r,
+                "cro_postgres_current_allocated_storage",
+                "Bytes of storage allocated to each Postgres",
+                Family::default(),
+            )
+        }),
+        maintenance: registered(
+            r,
+            &format!("cro_{name}_service_maintenance"),
+            &format!("Unix time each maintenance AWS has pending for a {kind} is due, labelled as the Go operator labels it"),
+            Family::default(),
+        ),
+        max_memory: (kind == "Postgres").then(|| {
+            registered(
+                r,
+                "cro_postgres_max_memory",
+                "The amount of max random access memory of each Postgres's instance class. Units: Bytes",
+                Family::default(),
+            )
+        }),
+    }
+    }
+}
+
 /// Gauges of `f64` values, one per object.
 type FloatFamily = Family<ObjectLabels, Gauge<f64, AtomicU64>>;
 
@@ -335,51 +387,7 @@ impl Metrics {
         r.register_collector(Box::new(tracked.clone()));
         let databases = [("Postgres", "postgres"), ("Redis", "redis")]
             .into_iter()
-            .map(|(kind, name)| DatabaseGauges {
-                kind,
-                info: registered(
-                    r,
-                    &format!("cro_{name}_info"),
-                    &format!(
-                        "Unix time the cloud status of each {kind} was last read, labelled with it"
-                    ),
-                    Family::default(),
-                ),
-                available: registered(
-                    r,
-                    &format!("cro_{name}_available"),
-                    &format!("1 while the cloud status of each {kind} serves clients"),
-                    Family::default(),
-                ),
-                deletion: registered(
-                    r,
-                    &format!("cro_{name}_deletion_timestamp"),
-                    &format!("Unix time each {kind} being deleted was asked to be"),
-                    Family::default(),
-                ),
-                allocated: (kind == "Postgres").then(|| {
-                    registered(
-                        r,
-                        "cro_postgres_current_allocated_storage",
-                        "Bytes of storage allocated to each Postgres",
-                        Family::default(),
-                    )
-                }),
-                maintenance: registered(
-                    r,
-                    &format!("cro_{name}_service_maintenance"),
-                    &format!("Unix time each maintenance AWS has pending for a {kind} is due, labelled as the Go operator labels it"),
-                    Family::default(),
-                ),
-                max_memory: (kind == "Postgres").then(|| {
-                    registered(
-                        r,
-                        "cro_postgres_max_memory",
-                        "The amount of max random access memory of each Postgres's instance class. Units: Bytes",
-                        Family::default(),
-                    )
-                }),
-            })
+            .map(|(kind, name)| DatabaseGauges::registered(r, kind, name))
             .collect();
         let time_to_ready = registered(
             r,
