@@ -287,7 +287,14 @@ where
         Some(advice) => format!("{operation} {resource}: {detail}; {advice}"),
         None => format!("{operation} {resource}: {detail}"),
     };
-    let code = e.code().map(str::to_string);
+    // An answer whose code could not be read keeps its HTTP status, so a
+    // refusal is still known as one (see `permissions::refused`).
+    let status = e.raw_response().map(|r| r.status().as_u16());
+    let code = match (e.code(), status) {
+        (Some(code), _) => Some(code.to_string()),
+        (None, Some(403)) => Some("HTTP 403".to_string()),
+        (None, _) => None,
+    };
     ProviderError::new(kind, message)
         .with_code(code.as_deref())
         .with_source(e)

@@ -166,7 +166,7 @@ pub async fn delete_user_and_keys(
             // No key was ever stored, and IAM may not even be read (the Go
             // operator's policy): such an identity made no user either, so
             // a CR refused before anything was made is deleted, not stuck.
-            Err(e) if !stored && e.code().is_some_and(|c| c.starts_with("AccessDenied")) => {
+            Err(e) if !stored && crate::permissions::refused(&e) => {
                 warn!(
                     user,
                     "IAM refuses to say whether user {user} exists; no key of it was stored, so nothing is deleted there (if an earlier, wider policy made it, delete it by hand)"

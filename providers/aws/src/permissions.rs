@@ -71,6 +71,15 @@ pub fn is_refusal<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> boo
     ) || (e.code().is_none() && status == Some(403))
 }
 
+/// Whether a provider error is the identity's refusal, as [`is_refusal`]
+/// reads the answer it came from.
+pub fn refused(e: &cro_provider_api::ProviderError) -> bool {
+    matches!(
+        e.code(),
+        Some("AccessDenied" | "AccessDeniedException" | "UnauthorizedOperation" | "HTTP 403")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -622,7 +622,7 @@ async fn look_at_key_source(
     let home = KeyHome::of(req, bucket);
     match keys::observe(k, c, req, &home.user_secrets(bucket)).await {
         Ok(_) => Ok(()),
-        Err(e) if e.code().is_some_and(|c| c.starts_with("AccessDenied")) => Err(e.context(format!(
+        Err(e) if crate::permissions::refused(&e) => Err(e.context(format!(
             "a new bucket {bucket} needs an IAM user of its own for its key, which this identity may not look at (the Go operator's policy has no IAM actions); nothing was created: grant the IAM actions of docs/operations.md (AWS permissions), on OpenShift with the CredentialsRequest in deploy/openshift-migration/"
         ))),
         Err(e) => Err(e),
