@@ -258,6 +258,8 @@ pub struct Metrics {
     tracked: Arc<TrackedObjects>,
     time_to_ready: Family<ReadyLabels, Histogram, fn() -> Histogram>,
     leader: Gauge,
+    /// 1 while a Go cloud-resource-operator keeps this process from leading.
+    go_operator: Gauge,
     /// The gauges of cloud monitoring data, and the series each shows.
     cloud: Vec<(CloudGauge, FloatFamily)>,
     cloud_shown: std::sync::Mutex<Vec<(usize, ObjectLabels)>>,
@@ -401,6 +403,12 @@ impl Metrics {
             "1 while this process holds the leader-election Lease (or runs without leader election)",
             Gauge::default(),
         );
+        let go_operator = registered(
+            r,
+            "cro_go_operator_present",
+            "1 while a Go cloud-resource-operator runs, leads or is installed by OLM where this operator would write, so this process does not lead (the log says where)",
+            Gauge::default(),
+        );
         let cloud = CLOUD_GAUGES
             .iter()
             .map(|g| (*g, registered(r, g.name, g.help, Family::default())))
@@ -417,6 +425,7 @@ impl Metrics {
             databases,
             time_to_ready,
             leader,
+            go_operator,
             tracked,
             cloud,
             cloud_shown: Default::default(),
@@ -458,6 +467,12 @@ impl Metrics {
 
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// The gauge the leader elector sets while a Go operator keeps it
+    /// from leading.
+    pub fn go_operator_gauge(&self) -> Gauge {
+        self.go_operator.clone()
     }
 
     /// Sets the gauges of one object: its phase gauge (1 for its phase, 0

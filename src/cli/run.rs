@@ -84,7 +84,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         registry.register_collector(Box::new(metrics::ProviderMetrics(providers.clone())));
         connectivity.register_metrics(registry);
     }));
-    let elector = elector(&args, &client, &settings, fence)?;
+    let elector = elector(&args, &client, &settings, fence, &metrics)?;
     let ctx = Arc::new(Context::new(
         client,
         settings,
@@ -156,6 +156,7 @@ fn elector(
     client: &kube::Client,
     settings: &Settings,
     fence: Fence,
+    metrics: &Metrics,
 ) -> anyhow::Result<Option<leader::Elector>> {
     if !args.leader_election {
         return Ok(None);
@@ -182,7 +183,12 @@ fn elector(
         retry_period: args.leader_election_retry_period,
     };
     config.check()?;
-    Ok(Some(leader::Elector::new(client.clone(), config, fence)))
+    Ok(Some(leader::Elector::new(
+        client.clone(),
+        config,
+        fence,
+        metrics.go_operator_gauge(),
+    )))
 }
 
 /// Reconciles (as the leader, when electing) and serves `/metrics` until

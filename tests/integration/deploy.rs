@@ -994,11 +994,13 @@ fn the_olm_bundle_is_the_charts_and_passes_the_operator_frameworks_validator() {
     assert_eq!(
         cluster_resources,
         [
+            "clusterserviceversions",
             "infrastructures",
             "leases",
             "namespaces",
             "networks",
-            "nodes"
+            "nodes",
+            "subscriptions"
         ]
         .map(String::from)
         .into(),

@@ -397,6 +397,107 @@ async fn no_leading_while_a_go_operator_leads_from_another_watched_namespace() {
     .await;
 }
 
+/// OLM's own CRDs for ClusterServiceVersions and Subscriptions, from the
+/// operator-framework/api module the environment cached
+/// (`CRO_TESTENV_OLM_CRDS`): cluster-wide, left installed (no other test
+/// makes a Go operator's CSV, and every operator here watches only its own
+/// namespaces).
+async fn ensure_olm_crds(client: &kube::Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let dir = std::env::var("CRO_TESTENV_OLM_CRDS").unwrap_or_else(|_| {
+        panic!("CRO_TESTENV_OLM_CRDS is not set: restart the environment (make testenv-down testenv-up) to fetch OLM's CRDs")
+    });
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for file in [
+        "operators.coreos.com_clusterserviceversions.yaml",
+        "operators.coreos.com_subscriptions.yaml",
+    ] {
+        let path = std::path::Path::new(&dir).join(file);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let crd: CustomResourceDefinition =
+            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crate::support::apply(&api, &crd)
+            .await
+            .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+        wait_for(
+            &api,
+            &name,
+            "CRD Established",
+            DEFAULT_TIMEOUT,
+            kube::runtime::conditions::is_crd_established(),
+        )
+        .await;
+    }
+}
+
+/// The Go operator as RHOAM installs it through OLM, under OLM's real CRDs:
+/// a ClusterServiceVersion named as the Go bundles name theirs
+/// (bundles/1.1.0/manifests/cloud-resources.v1.1.0.clusterserviceversion.yaml)
+/// in a namespace of its own whose OperatorGroup targets the watched one
+/// keeps this operator from leading, though no Go pod runs; so does, once
+/// it is deleted, a Subscription to its package (`rhmi-cloud-resources`,
+/// bundles/1.1.0/metadata/annotations.yaml), from which OLM would install
+/// it again. OLM's copy of the CSV in the watched namespace (labelled
+/// `olm.copiedFrom`) does not count: with the other two gone, this operator
+/// leads and completes the waiting CR beside it.
+#[tokio::test]
+async fn no_leading_while_olm_has_the_go_operator_installed() {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    with_namespace("leader-olm", |client, ns| async move {
+        ensure_crds(&client).await;
+        ensure_olm_crds(&client).await;
+        let rhoam = crate::support::create_namespace(&client, "rhoam").await;
+        let olm = |namespace: &str, kind: &str, plural: &str| {
+            let gvk = GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", kind);
+            Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk_with_plural(&gvk, plural))
+        };
+        let object = |v: serde_json::Value| serde_json::from_value::<DynamicObject>(v).unwrap_or_else(|e| panic!("{e}"));
+        let csv_name = "cloud-resources.v1.1.0";
+        let csv = |labels: serde_json::Value| object(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": csv_name, "labels": labels,
+                "annotations": {"olm.operatorGroup": "rhmi-cloud-resources", "olm.operatorNamespace": rhoam, "olm.targetNamespaces": ns}},
+            "spec": {"displayName": "Cloud Resource Operator", "version": "1.1.0", "install": {"strategy": "deployment", "spec": {"deployments": []}}}
+        }));
+        let original = olm(&rhoam, "ClusterServiceVersion", "clusterserviceversions");
+        original.create(&PostParams::default(), &csv(json!({}))).await.unwrap_or_else(|e| panic!("creating the Go CSV: {e}"));
+        let copy = olm(&ns, "ClusterServiceVersion", "clusterserviceversions");
+        copy.create(&PostParams::default(), &csv(json!({"olm.copiedFrom": rhoam}))).await.unwrap_or_else(|e| panic!("creating OLM's copy: {e}"));
+
+        let op = replica(&ns, "a", 5).await;
+        op.wait_log(&format!("not leading: the Go cloud-resource-operator is installed by OLM (ClusterServiceVersion {rhoam}/{csv_name})"), DEFAULT_TIMEOUT).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        create(&pgs, "db").await;
+
+        // The CSV deleted, the Subscription OLM installs it from is left.
+        let subscriptions = olm(&ns, "Subscription", "subscriptions");
+        let subscription = object(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "rhmi-cloud-resources"},
+            "spec": {"name": "rhmi-cloud-resources", "channel": "rhmi", "source": "rhmi-operators", "sourceNamespace": "openshift-marketplace"}
+        }));
+        subscriptions.create(&PostParams::default(), &subscription).await.unwrap_or_else(|e| panic!("creating the Subscription: {e}"));
+        original.delete(csv_name, &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        op.wait_log(&format!("not leading: OLM Subscription {ns}/rhmi-cloud-resources installs the Go cloud-resource-operator"), Duration::from_secs(60)).await;
+        assert!(!op.logs().contains(LEADING), "led while OLM had the Go operator installed");
+        let untouched = pgs.get("db").await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(untouched.status.is_none() && untouched.metadata.finalizers.is_none(), "{untouched:?}");
+
+        subscriptions.delete("rhmi-cloud-resources", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        op.wait_log(LEADING, Duration::from_secs(60)).await;
+        wait_complete(&pgs, "db").await;
+        assert!(copy.get_opt(csv_name).await.unwrap_or_else(|e| panic!("{e}")).is_some(), "OLM's copy was to stay through the takeover");
+        delete_all(&pgs, &["db"]).await;
+        let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+        if let Err(e) = namespaces.delete(&rhoam, &DeleteParams::default()).await {
+            eprintln!("warning: deleting namespace {rhoam}: {e}");
+        }
+    })
+    .await;
+}
+
 /// A Go operator from a bundle before 0.43 runs without leader election
 /// (no Lease): its Deployment, as its CSV makes it
 /// (packagemanifests/0.38.0/cloud-resource-operator.clusterserviceversion.yaml,

@@ -33,6 +33,7 @@ helm_bin=$cache/helm-$HELM_VERSION/bin
 promtool_bin=$cache/prometheus-$PROMETHEUS_VERSION/bin
 coredns_bin=$cache/coredns-$COREDNS_VERSION/bin
 operator_verify_bin=$cache/operator-framework-api-$OPERATOR_FRAMEWORK_API_VERSION/bin
+olm_crds=$cache/operator-framework-api-$OPERATOR_FRAMEWORK_API_VERSION/crds
 moto_venv=$cache/moto-$MOTO_VERSION-cbor2-$CBOR2_VERSION
 audit_venv=$cache/policy-audit-parliament-$PARLIAMENT_VERSION-cloudsplaining-$CLOUDSPLAINING_VERSION
 aws_region=${AWS_REGION_TESTENV:-eu-west-1}
@@ -187,6 +188,20 @@ go 1.25.0
 require github.com/operator-framework/api $OPERATOR_FRAMEWORK_API_VERSION" "" github.com/operator-framework/api/cmd/operator-verify
 }
 
+# OLM's own CRDs for ClusterServiceVersions and Subscriptions, as the same
+# module publishes them: the leader test installs the Go operator as OLM
+# would, under OLM's real schema.
+copy_olm_crds() {
+  [ -f "$olm_crds/.complete" ] && return 0
+  local dir
+  dir=$(cd "$cache" && GOFLAGS=-mod=mod go mod download -json "github.com/operator-framework/api@$OPERATOR_FRAMEWORK_API_VERSION" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') || die "downloading github.com/operator-framework/api $OPERATOR_FRAMEWORK_API_VERSION failed"
+  mkdir -p "$olm_crds"
+  cp "$dir/crds/operators.coreos.com_clusterserviceversions.yaml" "$dir/crds/operators.coreos.com_subscriptions.yaml" "$olm_crds/" ||
+    die "OLM's CRDs are not in $dir/crds"
+  touch "$olm_crds/.complete"
+}
+
 # build_venv DIR WHAT REQUIREMENT...: a venv of pinned PyPI packages. A
 # venv cannot be moved, so it is built in place and marked complete last.
 build_venv() {
@@ -232,6 +247,7 @@ build_test_tools() {
   build_helm
   build_promtool
   build_operator_verify
+  copy_olm_crds
   build_policy_auditors
 }
 
@@ -344,6 +360,7 @@ export CRO_TESTENV_SERVICE_CIDR='$service_cidr'
 export CRO_TESTENV_HELM='$helm_bin/helm'
 export CRO_TESTENV_PROMTOOL='$promtool_bin/promtool'
 export CRO_TESTENV_OPERATOR_VERIFY='$operator_verify_bin/operator-verify'
+export CRO_TESTENV_OLM_CRDS='$olm_crds'
 export CRO_TESTENV_POLICY_AUDIT='$audit_venv/bin'
 export CRO_TESTENV_KUBECTL='$k8s_bin/kubectl'
 export CRO_TESTENV_AUDIT_LOG='$state/logs/audit.log'

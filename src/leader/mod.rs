@@ -13,6 +13,8 @@
 //! "at most one leader acts" hold here (tests/integration/leader.rs,
 //! tests/disruptive/faults.rs).
 
+mod olm;
+
 use std::time::{Duration, Instant};
 
 use cro_provider_api::Fence;
@@ -28,6 +30,7 @@ use kube::{
     Api, Client,
     api::{ListParams, PostParams},
 };
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Mutex;
 use tracing::{debug, warn};
 
@@ -121,12 +124,17 @@ pub struct Elector {
     /// The Go operator's Deployment in each of those namespaces, and when
     /// they were last read with what they said (kept until the next read).
     go_deployments: Vec<Api<Deployment>>,
+    /// The Go operator as OLM installed it, in any namespace.
+    olm: olm::Olm,
     deployments_read: Mutex<Option<(Instant, Option<String>)>>,
+    /// 1 while a Go operator keeps this process from leading.
+    go_present: Gauge,
 }
 
-/// How often the Go operator's Deployments are read while this process
-/// waits or leads: its Lease says more often whether it runs, where it
-/// holds one.
+/// How often the Go operator's Deployments and OLM's objects are read
+/// while none was found: its Lease says more often whether it runs, where
+/// it holds one. Once found, they are read every [`GO_ANYWHERE_EVERY`],
+/// so this operator takes over soon after they go.
 const GO_DEPLOYMENT_EVERY: Duration = Duration::from_secs(60);
 
 /// How often the Go operator's Leases in every namespace are listed
@@ -134,7 +142,7 @@ const GO_DEPLOYMENT_EVERY: Duration = Duration::from_secs(60);
 const GO_ANYWHERE_EVERY: Duration = Duration::from_secs(10);
 
 impl Elector {
-    pub fn new(client: Client, config: Config, fence: Fence) -> Self {
+    pub fn new(client: Client, config: Config, fence: Fence, go_present: Gauge) -> Self {
         let mut namespaces = config.go_lease_namespaces.clone();
         namespaces.sort();
         namespaces.dedup();
@@ -155,27 +163,58 @@ impl Elector {
             go_observed: Mutex::default(),
             unreadable: Mutex::default(),
             go_deployments,
+            olm: olm::Olm::new(client.clone()),
             deployments_read: Mutex::new(None),
+            go_present,
         }
     }
 
-    /// A live Go operator's Lease, described: one with a holder whose
-    /// record changed within its lease duration (judged as our own Lease
-    /// is, on this process's monotonic clock, so a Lease a stopped Go
-    /// operator left behind stops counting one duration after we first
-    /// see it). One that cannot be read counts as not held: the operator
-    /// may not be granted Leases there. Or its Deployment with a ready
-    /// replica, for the Go releases that run without leader election.
+    /// Why a Go operator keeps this process from leading, if one does:
+    /// a live Lease of it, its Deployment with a ready replica (the Go
+    /// releases that run without leader election), or OLM's installation
+    /// of it, which keeps it running or brings it back. Shown by the
+    /// `cro_go_operator_present` gauge.
     async fn go_operator_leading(&self) -> Option<String> {
+        let found = self.go_operator_found().await;
+        self.go_present.set(i64::from(found.is_some()));
+        found
+    }
+
+    /// A running Go Deployment or OLM's installation of it, as last read
+    /// (see [`GO_DEPLOYMENT_EVERY`]), else a live Go Lease: one with a
+    /// holder whose record changed within its lease duration (judged as
+    /// our own Lease is, on this process's monotonic clock, so a Lease a
+    /// stopped Go operator left behind stops counting one duration after
+    /// we first see it). One that cannot be read counts as not held: the
+    /// operator may not be granted Leases there.
+    async fn go_operator_found(&self) -> Option<String> {
         let mut read = self.deployments_read.lock().await;
         match read.as_ref() {
-            Some((at, said)) if at.elapsed() < GO_DEPLOYMENT_EVERY => {
+            Some((at, said))
+                if at.elapsed()
+                    < if said.is_some() {
+                        GO_ANYWHERE_EVERY
+                    } else {
+                        GO_DEPLOYMENT_EVERY
+                    } =>
+            {
                 if said.is_some() {
                     return said.clone();
                 }
             }
             _ => {
-                let said = self.go_deployment_running().await;
+                let previous = read.as_ref().and_then(|(_, said)| said.clone());
+                let said = match self.go_deployment_running().await {
+                    Some(running) => Some(running),
+                    None => match self.olm.go_installed(&self.config.watch_namespaces).await {
+                        Ok(installed) => installed,
+                        Err(e) => {
+                            // Tried again next round; until then, as last read.
+                            debug!(error = %e, "listing OLM's ClusterServiceVersions and Subscriptions");
+                            previous
+                        }
+                    },
+                };
                 *read = Some((Instant::now(), said.clone()));
                 if said.is_some() {
                     return said;
