@@ -539,6 +539,9 @@ where
 async fn the_operator_needs_every_rule_of_its_rbac_and_nothing_more() {
     with_namespace("rbac", |client, ns| async move {
         ensure_crds(&client).await;
+        // As on a cluster with OLM: the operator lists its CSVs and
+        // Subscriptions (without OLM, the first list's 404 ends the look).
+        crate::support::ensure_olm_crds(&client).await;
         let docs = rbac_for(&ns);
         let cluster_scoped: Vec<(String, String)> = docs
             .iter()

@@ -397,41 +397,6 @@ async fn no_leading_while_a_go_operator_leads_from_another_watched_namespace() {
     .await;
 }
 
-/// OLM's own CRDs for ClusterServiceVersions and Subscriptions, from the
-/// operator-framework/api module the environment cached
-/// (`CRO_TESTENV_OLM_CRDS`): cluster-wide, left installed (no other test
-/// makes a Go operator's CSV, and every operator here watches only its own
-/// namespaces).
-async fn ensure_olm_crds(client: &kube::Client) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let dir = std::env::var("CRO_TESTENV_OLM_CRDS").unwrap_or_else(|_| {
-        panic!("CRO_TESTENV_OLM_CRDS is not set: restart the environment (make testenv-down testenv-up) to fetch OLM's CRDs")
-    });
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for file in [
-        "operators.coreos.com_clusterserviceversions.yaml",
-        "operators.coreos.com_subscriptions.yaml",
-    ] {
-        let path = std::path::Path::new(&dir).join(file);
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        let crd: CustomResourceDefinition =
-            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        crate::support::apply(&api, &crd)
-            .await
-            .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
-        wait_for(
-            &api,
-            &name,
-            "CRD Established",
-            DEFAULT_TIMEOUT,
-            kube::runtime::conditions::is_crd_established(),
-        )
-        .await;
-    }
-}
-
 /// The Go operator as RHOAM installs it through OLM, under OLM's real CRDs:
 /// a ClusterServiceVersion named as the Go bundles name theirs
 /// (bundles/1.1.0/manifests/cloud-resources.v1.1.0.clusterserviceversion.yaml)
@@ -447,7 +412,7 @@ async fn no_leading_while_olm_has_the_go_operator_installed() {
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
     with_namespace("leader-olm", |client, ns| async move {
         ensure_crds(&client).await;
-        ensure_olm_crds(&client).await;
+        crate::support::ensure_olm_crds(&client).await;
         let rhoam = crate::support::create_namespace(&client, "rhoam").await;
         let olm = |namespace: &str, kind: &str, plural: &str| {
             let gvk = GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", kind);

@@ -7,7 +7,13 @@
 //! so `cargo test` works after `make testenv-up`.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
-use std::{collections::BTreeMap, fmt::Debug, future::Future, path::PathBuf, time::Duration};
+use std::{
+    collections::BTreeMap,
+    fmt::Debug,
+    future::Future,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use k8s_openapi::api::{
     authentication::v1::{TokenRequest, TokenRequestSpec},
@@ -267,22 +273,53 @@ pub async fn apply_config_map(client: &Client, ns: &str, name: &str, data: Value
 /// Installs (server-side applies) every CRD and waits until each is
 /// Established. Idempotent, so every test may call it.
 pub async fn ensure_crds(client: &Client) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in cloud_resource_operator::api::crds() {
-        let name = crd.name_any();
-        apply(&api, &crd)
-            .await
-            .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
-        wait_for(
-            &api,
-            &name,
-            "CRD Established",
-            DEFAULT_TIMEOUT,
-            conditions::is_crd_established(),
-        )
-        .await;
+        ensure_crd(client, &crd).await;
     }
+}
+
+/// OLM's own CRDs for ClusterServiceVersions and Subscriptions, from the
+/// operator-framework/api module the environment cached
+/// (`CRO_TESTENV_OLM_CRDS`), as on a cluster with OLM (OpenShift): the
+/// operator lists both to find a Go operator that OLM installed. Left
+/// installed, cluster-wide: no test but leader.rs's makes a Go operator's
+/// CSV, and every operator here watches only its own namespaces.
+pub async fn ensure_olm_crds(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let dir = std::env::var("CRO_TESTENV_OLM_CRDS").unwrap_or_else(|_| {
+        panic!("CRO_TESTENV_OLM_CRDS is not set: restart the environment (make testenv-down testenv-up) to fetch OLM's CRDs")
+    });
+    for file in [
+        "operators.coreos.com_clusterserviceversions.yaml",
+        "operators.coreos.com_subscriptions.yaml",
+    ] {
+        let path = Path::new(&dir).join(file);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let crd: CustomResourceDefinition =
+            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        ensure_crd(client, &crd).await;
+    }
+}
+
+/// Server-side applies `crd` and waits until it is Established.
+async fn ensure_crd(
+    client: &Client,
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) {
+    let api = Api::all(client.clone());
+    let name = crd.name_any();
+    apply(&api, crd)
+        .await
+        .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+    wait_for(
+        &api,
+        &name,
+        "CRD Established",
+        DEFAULT_TIMEOUT,
+        conditions::is_crd_established(),
+    )
+    .await;
 }
 
 /// How to start the operator binary for a test.
