@@ -499,7 +499,7 @@ start_apiserver() {
     --service-account-signing-key-file "$state/pki/sa.key" \
     --service-cluster-ip-range "$service_cidr" --endpoint-reconciler-type none \
     --allow-privileged --profiling=false \
-    --enable-admission-plugins PodNodeSelector,PodTolerationRestriction \
+    --enable-admission-plugins PodNodeSelector,PodTolerationRestriction,OwnerReferencesPermissionEnforcement \
     --kubelet-preferred-address-types InternalIP \
     --audit-policy-file "$state/audit-policy.yaml" --audit-log-path "$state/logs/audit.log" \
     --audit-log-format json --audit-log-maxsize 200

@@ -84,7 +84,11 @@ pub struct Owner {
 
 impl Owner {
     /// The `ownerReferences` entry that makes this object the controller of
-    /// another: deleted with it, and its changes wake the owner.
+    /// another: deleted with it, and its changes wake the owner. Without
+    /// `blockOwnerDeletion`: setting it needs `update` on the owner kind's
+    /// `finalizers` subresource where OwnerReferencesPermissionEnforcement
+    /// admits writes (OpenShift enables it), and the operator's own
+    /// finalizer already orders a CR's deletion after its cleanup.
     pub fn controller_reference(&self) -> serde_json::Value {
         serde_json::json!({
             "apiVersion": self.api_version,
@@ -92,7 +96,6 @@ impl Owner {
             "name": self.name,
             "uid": self.uid,
             "controller": true,
-            "blockOwnerDeletion": true,
         })
     }
 }
@@ -815,6 +818,7 @@ mod tests {
             (reference["uid"].as_str(), reference["controller"].as_bool()),
             (Some("u1"), Some(true))
         );
+        assert!(reference.get("blockOwnerDeletion").is_none(), "{reference}");
     }
 
     #[test]

@@ -125,8 +125,10 @@ pub(super) async fn publish_secret<K: ResourceCr>(
 }
 
 /// The output Secret is owned by the CR for garbage collection, but is not
-/// its controller object (the provider's children are).
+/// its controller object (the provider's children are); and it does not
+/// block the CR's deletion (see `Owner::controller_reference`).
 fn not_controller(mut o: OwnerReference) -> OwnerReference {
     o.controller = None;
+    o.block_owner_deletion = None;
     o
 }
