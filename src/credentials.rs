@@ -43,7 +43,26 @@ fn claimable(secret: &Secret, req: &ResourceRequest) -> bool {
     let owned = owners.iter().any(|o| o.uid == uid);
     let go_shaped = owners.is_empty() && labels.is_none_or(|l| l.is_empty());
     let released = (req.owner).takes_back(&req.namespace, secret.metadata.annotations.as_ref());
-    labelled || owned || go_shaped || released
+    labelled || owned || go_shaped || minted_for_request(secret, &req.namespace) || released
+}
+
+/// The Cloud Credential Operator's label and annotation on a Secret it
+/// fills for a CredentialsRequest (`syncAccessKeySecret`,
+/// pkg/aws/actuator/actuator.go in openshift/cloud-credential-operator).
+const CCO_REQUEST: &str = "cloudcredential.openshift.io/credentials-request";
+
+/// Whether CCO filled this Secret for the CredentialsRequest of its own
+/// name in `namespace`: the Go operator's keys (a bucket's, an
+/// SMTPCredentialSet's), or one this operator asked for the same way.
+/// CCO labels them, so they are not "Go-shaped", yet they are the key the
+/// resource was given.
+fn minted_for_request(secret: &Secret, namespace: &str) -> bool {
+    let m = &secret.metadata;
+    let labelled =
+        (m.labels.as_ref()).is_some_and(|l| l.get(CCO_REQUEST).is_some_and(|v| v == "true"));
+    let request = format!("{namespace}/{}", m.name.as_deref().unwrap_or_default());
+    let annotated = (m.annotations.as_ref()).is_some_and(|a| a.get(CCO_REQUEST) == Some(&request));
+    labelled && annotated && m.owner_references.as_deref().unwrap_or_default().is_empty()
 }
 
 fn not_claimable(req: &ResourceRequest, name: &str) -> ProviderError {
@@ -93,6 +112,12 @@ impl CredentialsSecrets {
 
     fn api(&self, namespace: &str) -> Api<Secret> {
         Api::namespaced(self.client.clone(), namespace)
+    }
+
+    fn credentials_requests(&self, namespace: &str) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk(CCO_GROUP, "v1", "CredentialsRequest");
+        let resource = ApiResource::from_gvk_with_plural(&gvk, "credentialsrequests");
+        Api::namespaced_with(self.client.clone(), namespace, &resource)
     }
 
     /// Records what this process did to `namespace/name` (only needed
@@ -214,13 +239,11 @@ impl CredentialsStore for CredentialsSecrets {
         req: &ResourceRequest,
         name: &str,
     ) -> Result<(), ProviderError> {
-        let gvk = GroupVersionKind::gvk("cloudcredential.openshift.io", "v1", "CredentialsRequest");
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            self.client.clone(),
-            &req.namespace,
-            &ApiResource::from_gvk_with_plural(&gvk, "credentialsrequests"),
-        );
-        match api.delete(name, &DeleteParams::default()).await {
+        match self
+            .credentials_requests(&req.namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+        {
             Ok(_) => Ok(()),
             // No such request, or no CCO on this cluster.
             Err(kube::Error::Api(e)) if e.code == 404 => self.delete(req, name).await,
@@ -233,5 +256,95 @@ impl CredentialsStore for CredentialsSecrets {
                 &e,
             )),
         }
+    }
+
+    /// As the Go operator's `reconcileCredentialRequest`
+    /// (pkg/providers/aws/credentials.go): the request and its Secret in
+    /// the CR's namespace, an `AWSProviderSpec` of the statements. Owned
+    /// by the CR besides, so it goes with it even if the operator does not
+    /// see the deletion (CCO then removes the IAM user it made).
+    async fn request_credentials(
+        &self,
+        req: &ResourceRequest,
+        name: &str,
+        (statement_entries, ask): (&serde_json::Value, bool),
+    ) -> Result<bool, ProviderError> {
+        let ns = req.namespace.as_str();
+        if !ask {
+            // A 404 either way: no such request, or no CCO.
+            let found = self.credentials_requests(ns).get_opt(name).await;
+            return match found {
+                Ok(found) => Ok(found.is_some()),
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+                Err(e) => Err(cro_kube::provider_error(
+                    format!("reading CredentialsRequest {ns}/{name}: {e}"),
+                    &e,
+                )),
+            };
+        }
+        let request = json!({
+            "apiVersion": format!("{CCO_GROUP}/v1"), "kind": "CredentialsRequest",
+            "metadata": {
+                "name": name, "namespace": ns,
+                "labels": {MANAGED_BY_LABEL: MANAGED_BY, OWNER_UID_LABEL: req.owner.uid},
+                "ownerReferences": [req.owner.controller_reference()],
+            },
+            "spec": {
+                "providerSpec": {
+                    "apiVersion": format!("{CCO_GROUP}/v1"), "kind": "AWSProviderSpec",
+                    "statementEntries": statement_entries,
+                },
+                "secretRef": {"name": name, "namespace": ns},
+            },
+        });
+        let params = PatchParams::apply("cloud-resource-operator").force();
+        match (self.credentials_requests(ns))
+            .patch(name, &params, &Patch::Apply(&request))
+            .await
+        {
+            Ok(_) => Ok(true),
+            // The API is not served: no CCO on this cluster.
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+            Err(kube::Error::Api(e)) if e.code == 403 => Err(ProviderError::permanent(format!(
+                "creating CredentialsRequest {ns}/{name} (the Cloud Credential Operator mints the resource's key for it, as for the Go operator) is forbidden: apply deploy/openshift-migration/rbac.yaml"
+            ))),
+            Err(e) => Err(cro_kube::provider_error(
+                format!("writing CredentialsRequest {ns}/{name}: {e}"),
+                &e,
+            )),
+        }
+    }
+}
+
+const CCO_GROUP: &str = "cloudcredential.openshift.io";
+
+#[cfg(test)]
+mod tests {
+    use cro_provider_api::ResourceKind;
+
+    use super::*;
+
+    fn secret(value: serde_json::Value) -> Secret {
+        serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// CCO labels the Secret it fills (`syncAccessKeySecret`), so it is
+    /// not Go-shaped, yet it is the key the Go operator handed out.
+    #[test]
+    fn a_key_cco_filled_for_the_request_of_its_name_here_is_claimable() {
+        let mut req = ResourceRequest::offline(ResourceKind::BlobStorage, json!({}));
+        req.namespace = "ns".into();
+        let filled_for = |request: &str| {
+            secret(json!({"metadata": {"name": "cro-aws-s3-b-creds",
+                "labels": {CCO_REQUEST: "true"}, "annotations": {CCO_REQUEST: request}}}))
+        };
+        assert!(claimable(&filled_for("ns/cro-aws-s3-b-creds"), &req));
+        assert!(!claimable(&filled_for("other/cro-aws-s3-b-creds"), &req));
+        assert!(!claimable(&filled_for("ns/another-request"), &req));
+        let labelled =
+            secret(json!({"metadata": {"name": "cro-aws-s3-b-creds", "labels": {"app": "x"}}}));
+        assert!(!claimable(&labelled, &req));
+        let plain = secret(json!({"metadata": {"name": "cro-aws-s3-b-creds"}}));
+        assert!(claimable(&plain, &req));
     }
 }

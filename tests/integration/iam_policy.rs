@@ -472,12 +472,21 @@ pub(crate) async fn unenforced(endpoint: &str) -> aws_config::SdkConfig {
 /// An IAM user holding only `policy`, made while moto still answers
 /// anyone; its access key.
 pub(crate) async fn user_with_the_policy(endpoint: &str, policy: &Value) -> (String, String) {
+    named_user_with_the_policy(endpoint, "cloud-resource-operator", policy).await
+}
+
+/// [`user_with_the_policy`], for the user `name`.
+pub(crate) async fn named_user_with_the_policy(
+    endpoint: &str,
+    name: &str,
+    policy: &Value,
+) -> (String, String) {
     let config = unenforced(endpoint).await;
     let iam = aws_sdk_iam::Client::new(&config);
     let document = as_moto_evaluates(policy).to_string();
     let arn = iam
         .create_policy()
-        .policy_name("cloud-resource-operator")
+        .policy_name(name)
         .policy_document(document)
         .send()
         .await
@@ -486,19 +495,19 @@ pub(crate) async fn user_with_the_policy(endpoint: &str, policy: &Value) -> (Str
         .and_then(|p| p.arn)
         .unwrap_or_default();
     iam.create_user()
-        .user_name("cloud-resource-operator")
+        .user_name(name)
         .send()
         .await
         .unwrap_or_else(|e| panic!("{e:?}"));
     iam.attach_user_policy()
-        .user_name("cloud-resource-operator")
+        .user_name(name)
         .policy_arn(arn)
         .send()
         .await
         .unwrap_or_else(|e| panic!("{e:?}"));
     let key = iam
         .create_access_key()
-        .user_name("cloud-resource-operator")
+        .user_name(name)
         .send()
         .await
         .unwrap_or_else(|e| panic!("{e:?}"));
@@ -715,7 +724,7 @@ pub(crate) fn cco_secret(key: &(String, String)) -> k8s_openapi::api::core::v1::
 }
 
 /// An IAM client of the private moto signing with `key`.
-async fn iam_as(endpoint: &str, key: &(String, String)) -> aws_sdk_iam::Client {
+pub(crate) async fn iam_as(endpoint: &str, key: &(String, String)) -> aws_sdk_iam::Client {
     let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(aws_config::Region::new(TestEnv::load().aws_region))

@@ -6,6 +6,7 @@ mod support;
 
 mod aws;
 mod bench;
+mod cco;
 mod connectivity;
 mod deploy;
 mod first_contact;

@@ -434,6 +434,38 @@ async fn create_secret(client: &Client, ns: &str, secret: Secret) {
         .unwrap_or_else(|e| panic!("creating Secret {}: {e}", secret.name_any()));
 }
 
+/// The Secret the Cloud Credential Operator filled for the Go operator's
+/// CredentialsRequest `request` (`reconcileCredentialRequest`,
+/// pkg/providers/aws/credentials.go) with `key` of CCO's user `user`,
+/// granted `statements` (CCO's `syncAccessKeySecret`, see cco.rs): labelled
+/// and annotated by CCO, no owner.
+fn go_minted(ns: &str, request: &str, key: (&str, &str), user: &str, statements: Value) -> Secret {
+    let policy = crate::cco::user_policy(&statements, user);
+    crate::cco::minted_secret(ns, request, key, &policy.to_string())
+}
+
+/// Removes CCO's CRD (cluster-wide; only the test that runs the stand-in
+/// uses it) and waits until it is gone.
+async fn remove_cco_crd(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    let name = "credentialsrequests.cloudcredential.openshift.io";
+    match crds.delete(name, &DeleteParams::default()).await {
+        Ok(_) => wait_deleted(&crds, name, DEFAULT_TIMEOUT).await,
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => panic!("deleting CRD {name}: {e}"),
+    }
+}
+
+/// What the Go operator asks CCO to grant a bucket's key
+/// (`buildPutBucketObjectEntries`, pkg/providers/aws/credentials.go).
+pub(crate) fn go_bucket_entries(bucket: &str) -> Value {
+    json!([
+        {"effect": "Allow", "action": ["s3:*"], "resource": format!("arn:aws:s3:::{bucket}")},
+        {"effect": "Allow", "action": ["s3:*"], "resource": format!("arn:aws:s3:::{bucket}/*")},
+    ])
+}
+
 fn plain_secret(name: &str, data: &[(&str, &str)]) -> Secret {
     Secret {
         metadata: kube::api::ObjectMeta {
@@ -540,8 +572,8 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
         iam.create_user().user_name(&minted_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let key = iam.create_access_key().user_name(&minted_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let key = key.access_key().cloned().unwrap_or_else(|| panic!("no key"));
-        create_secret(&client, &ns, plain_secret(&format!("cro-aws-s3-{bucket}-creds"),
-            &[("aws_access_key_id", key.access_key_id()), ("aws_secret_access_key", key.secret_access_key())])).await;
+        create_secret(&client, &ns, go_minted(&ns, &format!("cro-aws-s3-{bucket}-creds"),
+            (key.access_key_id(), key.secret_access_key()), &minted_user, go_bucket_entries(&bucket))).await;
         let blob: BlobStorage = go_cr(&client, &ns, "BlobStorage", "blob", spec("blob-sec"), GO_FINALIZER, Some(&bucket)).await;
 
         // --- SMTPCredentialSet (v0.13.3, provider_smtpcredentialset.go): a
@@ -552,8 +584,10 @@ async fn aws_resources_the_go_operator_made_are_taken_over_untouched() {
         iam.create_user().user_name(&mail_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let mail_key = iam.create_access_key().user_name(&mail_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let mail_key = mail_key.access_key().cloned().unwrap_or_else(|| panic!("no key"));
-        create_secret(&client, &ns, plain_secret(&mail_id,
-            &[("aws_access_key_id", mail_key.access_key_id()), ("aws_secret_access_key", mail_key.secret_access_key())])).await;
+        // sendRawMailEntries (v0.13.3, pkg/providers/aws/credentials.go).
+        let send_raw_mail = json!([{"effect": "Allow", "action": ["ses:SendRawEmail"], "resource": "*"}]);
+        create_secret(&client, &ns, go_minted(&ns, &mail_id,
+            (mail_key.access_key_id(), mail_key.secret_access_key()), &mail_user, send_raw_mail)).await;
         let mail: SMTPCredentialSet = go_cr(&client, &ns, "SMTPCredentialSet", "mail", spec("mail-sec"), GO_LEGACY_FINALIZER, None).await;
 
         // Wait for the emulator's creating phases, as the Go operator
@@ -1347,8 +1381,12 @@ async fn a_real_go_installation_switches_with_its_tiers_credentials_and_pinned_b
         iam.create_user().user_name(&go_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let go_key = iam.create_access_key().user_name(&go_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let go_key = go_key.access_key().cloned().unwrap_or_else(|| panic!("no key"));
-        create_secret(&client, &opns, plain_secret("cloud-resources-aws-credentials",
-            &[("aws_access_key_id", go_key.access_key_id()), ("aws_secret_access_key", go_key.secret_access_key())])).await;
+        let operator_entries = std::fs::read_to_string(crate::support::repo_root().join("tests/fixtures/go-operator/operator-policy.json"))
+            .ok().and_then(|p| serde_json::from_str::<Value>(&p).ok()).map(|p| p["Statement"].clone()).unwrap_or_default();
+        let operator_entries = json!(operator_entries.as_array().into_iter().flatten()
+            .map(|s| json!({"effect": s["Effect"], "action": s["Action"], "resource": s["Resource"]})).collect::<Vec<_>>());
+        create_secret(&client, &opns, go_minted(&opns, "cloud-resources-aws-credentials",
+            (go_key.access_key_id(), go_key.secret_access_key()), &go_user, operator_entries)).await;
 
         // Its cloud-resource-config (buildDefaultConfigMap, pkg/providers/config.go)
         // with the type a platform added, and its tiers: the helper's null
@@ -1392,8 +1430,8 @@ async fn a_real_go_installation_switches_with_its_tiers_credentials_and_pinned_b
         iam.create_user().user_name(&bucket_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let key = iam.create_access_key().user_name(&bucket_user).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         let key = key.access_key().cloned().unwrap_or_else(|| panic!("no key"));
-        create_secret(&client, &ns, plain_secret(&format!("cro-aws-s3-{pinned}-creds"),
-            &[("aws_access_key_id", key.access_key_id()), ("aws_secret_access_key", key.secret_access_key())])).await;
+        create_secret(&client, &ns, go_minted(&ns, &format!("cro-aws-s3-{pinned}-creds"),
+            (key.access_key_id(), key.secret_access_key()), &bucket_user, go_bucket_entries(&pinned))).await;
         let blob: BlobStorage = go_cr(&client, &ns, "BlobStorage", "assets", spec("assets-sec"), GO_FINALIZER, Some(&pinned)).await;
         go_postgres_complete(&client, &rds, &ns, &pg, &db_id, password).await;
         go_output_secret(&client, &ns, &blob, "assets-sec", &[("bucketName", &pinned), ("bucketRegion", &env.aws_region),
@@ -1577,7 +1615,8 @@ fn private_writes_mentioning(since: usize, text: &str) -> Vec<String> {
 #[tokio::test]
 async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
     use crate::iam_policy::{
-        cco_secret, cluster_vpc, enforce_iam_after, start_moto, unenforced, user_with_the_policy,
+        cco_secret, cluster_vpc, enforce_iam_after, iam_as, named_user_with_the_policy, start_moto,
+        unenforced, user_with_the_policy,
     };
     let moto = start_moto().await;
     let vpc = cluster_vpc(&moto.endpoint).await;
@@ -1586,6 +1625,10 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_default())
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let key = user_with_the_policy(&moto.endpoint, &go_policy).await;
+    // The Cloud Credential Operator's own identity, which may manage users.
+    let everything = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]});
+    let cco_key =
+        named_user_with_the_policy(&moto.endpoint, "cloud-credential-operator", &everything).await;
     let admin = unenforced(&moto.endpoint).await;
     let endpoint = moto.endpoint.clone();
     with_namespace("gopolicy", move |client, ns| async move {
@@ -1616,8 +1659,8 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
         let cache: Redis = go_cr(&client, &ns, "Redis", "cache", spec("cache-sec"), GO_FINALIZER, Some(&cache_id)).await;
         let bucket = cloud_identifier(CLUSTER, &ns, "blob");
         go_bucket(&s3, &bucket, &region).await;
-        create_secret(&client, &ns, plain_secret(&format!("cro-aws-s3-{bucket}-creds"),
-            &[("aws_access_key_id", "AKIAGOBUCKETOWNER"), ("aws_secret_access_key", "go-bucket-owner")])).await;
+        create_secret(&client, &ns, go_minted(&ns, &format!("cro-aws-s3-{bucket}-creds"), ("AKIAGOBUCKETOWNER", "go-bucket-owner"),
+            &format!("testcluster-cro-aws-s3-{bucket}-creds"), go_bucket_entries(&bucket))).await;
         let blob: BlobStorage = go_cr(&client, &ns, "BlobStorage", "blob", spec("blob-sec"), GO_FINALIZER, Some(&bucket)).await;
         go_postgres_complete(&client, &rds, &ns, &pg, &db_id, password).await;
         go_redis_complete(&client, &ec, &ns, &cache, &cache_id).await;
@@ -1686,7 +1729,7 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
         let blob_tags = s3.get_bucket_tagging().bucket(&bucket).send().await.unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(blob_tags.tag_set().len(), go_tags("blob").len(), "the bucket's tags were rewritten: {blob_tags:?}");
         enforce_iam_after(&endpoint, 0).await;
-        let op = Operator::launch(Launch { log_name: format!("operator-{ns}-restarted.log"), ..launch }).await;
+        let op = Operator::launch(Launch { log_name: format!("operator-{ns}-restarted.log"), ..launch.clone() }).await;
 
         // Deleting the snapshot CRs deletes the Go operator's snapshots.
         for (kind, name) in [("PostgresSnapshot", "db-snap"), ("RedisSnapshot", "cache-snap")] {
@@ -1705,10 +1748,13 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
             .filter(|e| e.reason.as_deref() == Some("Failed")).map(|e| e.message.unwrap_or_default()).collect();
         assert!(failed.is_empty(), "failed under the Go policy: {failed:?}");
 
-        // A new BlobStorage needs an IAM user of its own, which the Go
-        // policy does not allow (the Go operator asked CCO for a key per
-        // bucket): refused before a bucket is made, naming the fix.
+        // A new BlobStorage needs a key of its own, and the Go policy
+        // refuses IAM users. Where no Cloud Credential Operator runs (no
+        // CredentialsRequest API; the environment may keep CCO's CRD from
+        // an earlier run), it is refused before a bucket is made, naming
+        // the fix.
         use crate::support::Phased as _;
+        remove_cco_crd(&client).await;
         let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
         let _: BlobStorage = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1",
             "kind": "BlobStorage", "metadata": {"name": "newblob"}, "spec": spec("newblob-sec")})).await;
@@ -1717,7 +1763,7 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
         let refused = wait_for(&blobs, "newblob", "the refusal named", DEFAULT_TIMEOUT, |o: Option<&BlobStorage>| {
             o.is_some_and(|o| o.message().contains("nothing was created"))
         }).await.message();
-        assert!(refused.contains("deploy/openshift-migration/"), "{refused}");
+        assert!(refused.contains("no Cloud Credential Operator runs") && refused.contains("docs/operations.md"), "{refused}");
         let new_bucket = (refused.split("a new bucket ").nth(1).and_then(|r| r.split(' ').next()))
             .unwrap_or_else(|| panic!("no bucket named: {refused}")).to_string();
         // Deleted as it is (nothing to delete), not stuck on IAM.
@@ -1729,6 +1775,71 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
         let looked = s3.head_bucket().bucket(&new_bucket).send().await;
         let missing = looked.as_ref().err().and_then(|e| e.as_service_error()).is_some_and(|e| e.is_not_found());
         assert!(missing, "bucket {new_bucket} was made, or could not be looked at: {looked:?}");
+
+        // On OpenShift, CCO runs (its CRD as published; cco.rs stands in
+        // for it): the key is asked for as the Go operator asked
+        // (ReconcileBucketOwnerCredentials, provider_blobstorage.go), the
+        // bucket made, and the CR complete with CCO's key, which writes to
+        // the bucket under IAM.
+        // A Go bucket whose key Secret is gone: under this policy it is
+        // the CR's by its identifier alone, which a tenant could forge, so
+        // CCO is never asked for a key to it.
+        let orphan = cloud_identifier(CLUSTER, &ns, "orphan");
+        go_bucket(&s3, &orphan, &region).await;
+        let _: BlobStorage = go_cr(&client, &ns, "BlobStorage", "orphan", spec("orphan-sec"), GO_FINALIZER, Some(&orphan)).await;
+        crate::support::ensure_cco_crd(&client).await;
+        let _cco = crate::cco::Cco::start(client.clone(), &ns, iam_as(&endpoint, &cco_key).await);
+        enforce_iam_after(&endpoint, 0).await;
+        let op = Operator::launch(Launch { log_name: format!("operator-{ns}-with-cco.log"), ..launch }).await;
+        let _: BlobStorage = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1",
+            "kind": "BlobStorage", "metadata": {"name": "minted"}, "spec": spec("minted-sec")})).await;
+        wait_for(&blobs, "minted", "complete with CCO's key", DEFAULT_TIMEOUT * 2, |o: Option<&BlobStorage>| {
+            o.is_some_and(|o| o.phase() == Some(cloud_resource_operator::api::Phase::Complete))
+        }).await;
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let output = crate::cco::strings(&secrets.get("minted-sec").await.unwrap_or_else(|e| panic!("{e}")));
+        let minted_bucket = output.get("bucketName").cloned().unwrap_or_default();
+        let request_name = format!("cro-aws-s3-{minted_bucket}-creds");
+        let request = crate::cco::requests(&client, &ns).get(&request_name).await.unwrap_or_else(|e| panic!("{request_name}: {e}"));
+        assert_eq!(request.data["spec"], json!({
+            "providerSpec": {"apiVersion": "cloudcredential.openshift.io/v1", "kind": "AWSProviderSpec",
+                "statementEntries": go_bucket_entries(&minted_bucket)},
+            "secretRef": {"name": request_name, "namespace": ns}}), "the CredentialsRequest is not the Go operator's");
+        let minted = crate::cco::strings(&secrets.get(&request_name).await.unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(output.get("credentialKeyID"), minted.get("aws_access_key_id"), "the output Secret does not hand out CCO's key");
+        assert_eq!(output.get("credentialSecretKey"), minted.get("aws_secret_access_key"));
+        // The promise: an application with the Secret writes to the bucket.
+        let app = aws_config::defaults(aws_config::BehaviorVersion::latest()).endpoint_url(&endpoint)
+            .region(aws_config::Region::new(region.clone()))
+            .credentials_provider(aws_sdk_s3::config::Credentials::new(
+                output.get("credentialKeyID").cloned().unwrap_or_default(),
+                output.get("credentialSecretKey").cloned().unwrap_or_default(), None, None, "output Secret"))
+            .load().await;
+        let app = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&app).force_path_style(true).build());
+        app.put_object().bucket(&minted_bucket).key("hello").body(b"hi".to_vec().into()).send().await
+            .unwrap_or_else(|e| panic!("the application cannot write with the output Secret's key: {e:?}"));
+        app.delete_object().bucket(&minted_bucket).key("hello").send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let refused = wait_for(&blobs, "orphan", "the key's IAM user refused", DEFAULT_TIMEOUT, |o: Option<&BlobStorage>| {
+            o.is_some_and(|o| o.message().contains("iam:"))
+        }).await.message();
+        let asked = crate::cco::requests(&client, &ns).get_opt(&format!("cro-aws-s3-{orphan}-creds")).await;
+        assert!(matches!(asked, Ok(None)), "CCO was asked for a key to an existing bucket ({refused}): {asked:?}");
+        blobs.delete("orphan", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&blobs, "orphan", DEFAULT_TIMEOUT).await;
+        // Deleting the CR deletes its CredentialsRequest (CCO then removes
+        // the user) and the empty bucket.
+        let user = request.data["status"]["providerStatus"]["user"].as_str().unwrap_or_default().to_string();
+        blobs.delete("minted", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&blobs, "minted", DEFAULT_TIMEOUT).await;
+        wait_deleted(&crate::cco::requests(&client, &ns), &request_name, DEFAULT_TIMEOUT).await;
+        op.stop().await;
+        enforce_iam_after(&endpoint, 1_000_000).await;
+        let iam = aws_sdk_iam::Client::new(&admin);
+        let user_left = iam.get_user().user_name(&user).send().await;
+        assert!(user_left.is_err() && !user.is_empty(), "CCO's user {user:?} is left: {user_left:?}");
+        let looked = s3.head_bucket().bucket(&minted_bucket).send().await;
+        let missing = looked.as_ref().err().and_then(|e| e.as_service_error()).is_some_and(|e| e.is_not_found());
+        assert!(missing, "bucket {minted_bucket} is left, or could not be looked at: {looked:?}");
     })
     .await;
 }

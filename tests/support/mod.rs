@@ -285,14 +285,35 @@ pub async fn ensure_crds(client: &Client) {
 /// installed, cluster-wide: no test but leader.rs's makes a Go operator's
 /// CSV, and every operator here watches only its own namespaces.
 pub async fn ensure_olm_crds(client: &Client) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let dir = std::env::var("CRO_TESTENV_OLM_CRDS").unwrap_or_else(|_| {
-        panic!("CRO_TESTENV_OLM_CRDS is not set: restart the environment (make testenv-down testenv-up) to fetch OLM's CRDs")
-    });
-    for file in [
+    let files = [
         "operators.coreos.com_clusterserviceversions.yaml",
         "operators.coreos.com_subscriptions.yaml",
-    ] {
+    ];
+    ensure_published_crds(client, "CRO_TESTENV_OLM_CRDS", &files).await;
+}
+
+/// The Cloud Credential Operator's CredentialsRequest CRD, from its module
+/// at the version the Go operator pins (`CRO_TESTENV_CCO_CRDS`), as on
+/// OpenShift. Left installed, cluster-wide: only a refused IAM action asks
+/// for a CredentialsRequest, and a delete of one that does not exist is a
+/// 404 either way.
+pub async fn ensure_cco_crd(client: &Client) {
+    ensure_published_crds(
+        client,
+        "CRO_TESTENV_CCO_CRDS",
+        &["credentialsrequests.yaml"],
+    )
+    .await;
+}
+
+/// Applies the CRDs `files` another project publishes, which the
+/// environment copied to the directory `var` names.
+async fn ensure_published_crds(client: &Client, var: &str, files: &[&str]) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let dir = std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: restart the environment (make testenv-down testenv-up) to fetch the CRDs")
+    });
+    for file in files {
         let path = Path::new(&dir).join(file);
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));

@@ -34,6 +34,7 @@ promtool_bin=$cache/prometheus-$PROMETHEUS_VERSION/bin
 coredns_bin=$cache/coredns-$COREDNS_VERSION/bin
 operator_verify_bin=$cache/operator-framework-api-$OPERATOR_FRAMEWORK_API_VERSION/bin
 olm_crds=$cache/operator-framework-api-$OPERATOR_FRAMEWORK_API_VERSION/crds
+cco_crds=$cache/cloud-credential-operator-$CLOUD_CREDENTIAL_OPERATOR_VERSION/crds
 moto_venv=$cache/moto-$MOTO_VERSION-cbor2-$CBOR2_VERSION
 audit_venv=$cache/policy-audit-parliament-$PARLIAMENT_VERSION-cloudsplaining-$CLOUDSPLAINING_VERSION
 aws_region=${AWS_REGION_TESTENV:-eu-west-1}
@@ -202,6 +203,20 @@ copy_olm_crds() {
   touch "$olm_crds/.complete"
 }
 
+# The Cloud Credential Operator's CredentialsRequest CRD, as its module
+# publishes it: the migration tests ask CCO for a bucket's key under its
+# real schema (a test stands in for CCO itself).
+copy_cco_crd() {
+  [ -f "$cco_crds/.complete" ] && return 0
+  local dir
+  dir=$(cd "$cache" && GOFLAGS=-mod=mod go mod download -json "github.com/openshift/cloud-credential-operator@$CLOUD_CREDENTIAL_OPERATOR_VERSION" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') || die "downloading github.com/openshift/cloud-credential-operator $CLOUD_CREDENTIAL_OPERATOR_VERSION failed"
+  mkdir -p "$cco_crds"
+  cp "$dir/manifests/0000_03_cloud-credential-operator_01_crd.yaml" "$cco_crds/credentialsrequests.yaml" ||
+    die "CCO's CRD is not in $dir/manifests"
+  touch "$cco_crds/.complete"
+}
+
 # build_venv DIR WHAT REQUIREMENT...: a venv of pinned PyPI packages. A
 # venv cannot be moved, so it is built in place and marked complete last.
 build_venv() {
@@ -248,6 +263,7 @@ build_test_tools() {
   build_promtool
   build_operator_verify
   copy_olm_crds
+  copy_cco_crd
   build_policy_auditors
 }
 
@@ -361,6 +377,7 @@ export CRO_TESTENV_HELM='$helm_bin/helm'
 export CRO_TESTENV_PROMTOOL='$promtool_bin/promtool'
 export CRO_TESTENV_OPERATOR_VERIFY='$operator_verify_bin/operator-verify'
 export CRO_TESTENV_OLM_CRDS='$olm_crds'
+export CRO_TESTENV_CCO_CRDS='$cco_crds'
 export CRO_TESTENV_POLICY_AUDIT='$audit_venv/bin'
 export CRO_TESTENV_KUBECTL='$k8s_bin/kubectl'
 export CRO_TESTENV_AUDIT_LOG='$state/logs/audit.log'

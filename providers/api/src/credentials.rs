@@ -40,6 +40,20 @@ pub trait CredentialsStore: Send + Sync {
         req: &ResourceRequest,
         name: &str,
     ) -> Result<(), ProviderError>;
+
+    /// Whether the Cloud Credential Operator was asked for an AWS key by
+    /// the CredentialsRequest `name` in the request's namespace, whose
+    /// Secret of the same name CCO fills with `aws_access_key_id` and
+    /// `aws_secret_access_key`, as the Go operator asked for a bucket's
+    /// key. With `ask`, first applies it granting `statement_entries` (IAM
+    /// policy statements); `false` then means no CCO runs (its
+    /// CredentialsRequest API is not served). Without, only looks.
+    async fn request_credentials(
+        &self,
+        req: &ResourceRequest,
+        name: &str,
+        (statement_entries, ask): (&serde_json::Value, bool),
+    ) -> Result<bool, ProviderError>;
 }
 
 /// Makes a missing credential value.
@@ -124,6 +138,14 @@ mod tests {
             name: &str,
         ) -> Result<(), ProviderError> {
             self.delete(req, name).await
+        }
+        async fn request_credentials(
+            &self,
+            _: &ResourceRequest,
+            _: &str,
+            _: (&serde_json::Value, bool),
+        ) -> Result<bool, ProviderError> {
+            Ok(false)
         }
     }
 

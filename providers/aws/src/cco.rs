@@ -8,12 +8,23 @@
 //! CredentialsRequest, and CCO removes the IAM user.
 
 use cro_provider_api::{ProviderError, ResourceRequest};
+use serde_json::{Value, json};
 
 use crate::credentials::{AccessKey, CredentialsStore};
 
 /// The CredentialsRequest of a bucket's user (`cro-aws-s3-<bucket>-creds`).
 pub fn s3_request(bucket: &str) -> String {
     format!("cro-aws-s3-{bucket}-creds")
+}
+
+/// What the Go operator's CredentialsRequest for a bucket grants: every S3
+/// action on the bucket and its objects (`buildPutBucketObjectEntries`,
+/// pkg/providers/aws/credentials.go), CCO's `StatementEntry` fields.
+pub fn bucket_entries(bucket: &str) -> Value {
+    json!([
+        {"effect": "Allow", "action": ["s3:*"], "resource": format!("arn:aws:s3:::{bucket}")},
+        {"effect": "Allow", "action": ["s3:*"], "resource": format!("arn:aws:s3:::{bucket}/*")},
+    ])
 }
 
 /// The CredentialsRequest of an SMTPCredentialSet (v0.13.3): named after

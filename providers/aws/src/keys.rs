@@ -38,6 +38,21 @@ pub struct UserSecrets<'a> {
     pub policy_name: &'a str,
     pub secret_name: &'a str,
     pub cco_request: &'a str,
+    /// Where IAM refuses this identity a user of its own, the key CCO
+    /// mints instead, as the Go operator asked for a bucket's; `None`:
+    /// such a refusal stands.
+    pub mint: Option<Mint<'a>>,
+}
+
+/// What CCO is asked to grant (IAM statements), and whether it may be
+/// asked now. Only before the resource is made: a resource that exists is
+/// the CR's by its identifier alone where tags may not be read, which a
+/// tenant could forge (docs/migration.md), so a key for it is only the one
+/// asked for when this CR made it.
+#[derive(Clone, Copy)]
+pub struct Mint<'a> {
+    pub statements: &'a Value,
+    pub ask: bool,
 }
 
 /// Whose key the CR hands out, as observed.
@@ -45,6 +60,9 @@ pub enum Observed {
     /// The key CCO minted for a resource taken over from the Go operator
     /// (no Secret of ours), used as it is.
     Minted(AccessKey),
+    /// CCO was asked for a key (IAM refuses this identity a user of its
+    /// own) and has not filled its Secret yet.
+    Minting,
     /// Ours: what the Secret holds, and the user as IAM shows it.
     Ours {
         stored: Option<BTreeMap<String, String>>,
@@ -64,14 +82,62 @@ pub async fn observe(
     {
         return Ok(Observed::Minted(key));
     }
-    let user = iam_user::observe_user((c, k.users), req, u.user, u.policy_name).await?;
+    let user = match iam_user::observe_user((c, k.users), req, u.user, u.policy_name).await {
+        Ok(user) => user,
+        Err(e) if stored.is_none() && crate::permissions::refused(&e) => {
+            return minted_instead(k, req, u, e).await;
+        }
+        Err(e) => return Err(e),
+    };
     Ok(Observed::Ours { stored, user })
 }
+
+/// IAM refused to show the CR's user and no key of ours was ever stored
+/// (the Go operator's policy has no IAM actions): where CCO runs, its key
+/// is asked for instead, and handed out once CCO has filled the Secret;
+/// elsewhere the refusal stands.
+async fn minted_instead(
+    k: &KeySource<'_>,
+    req: &ResourceRequest,
+    u: &UserSecrets<'_>,
+    refused: ProviderError,
+) -> Result<Observed, ProviderError> {
+    let Some(mint) = u.mint else {
+        return Err(refused);
+    };
+    let asked = (mint.statements, mint.ask);
+    match k
+        .store
+        .request_credentials(req, u.cco_request, asked)
+        .await?
+    {
+        true => Ok(Observed::Minting),
+        false if mint.ask => Err(refused),
+        false => Err(refused.context(format!(
+            "no key of {}/{}: neither Secret {} nor {} (the Cloud Credential Operator's) exists, and CCO is asked for one only before the resource is made",
+            req.namespace, req.name, u.secret_name, u.cco_request
+        ))),
+    }
+}
+
+/// Waiting for CCO to fill the Secret of the CredentialsRequest `name`.
+fn minting(req: &ResourceRequest, name: &str) -> ProviderError {
+    ProviderError::transient(format!(
+        "waiting for the Cloud Credential Operator to fill Secret {ns}/{name} for CredentialsRequest {ns}/{name} (this identity may not make IAM users); if it stays empty, that CredentialsRequest's status says why",
+        ns = req.namespace
+    ))
+    .retry_in(CCO_POLL)
+}
+
+/// How often a key CCO is minting is looked for (the Go operator polled
+/// every 5 s, `reconcileCredentials`).
+const CCO_POLL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What [`act`] does, decided from what was observed: hand out the key
 /// CCO minted, or carry out `plan` on our user and hand out our key.
 pub enum KeyPlan {
     Minted(AccessKey),
+    Minting,
     Ours {
         stored: Option<BTreeMap<String, String>>,
         user: Option<User>,
@@ -88,6 +154,7 @@ pub fn decide(
 ) -> KeyPlan {
     match live {
         Observed::Minted(key) => KeyPlan::Minted(key.clone()),
+        Observed::Minting => KeyPlan::Minting,
         Observed::Ours { stored, user } => KeyPlan::Ours {
             stored: stored.clone(),
             user: user.clone(),
@@ -100,7 +167,7 @@ pub fn decide(
 /// Cloud Credential Operator's key is used.
 pub fn shown(u: &UserSecrets<'_>, plan: &KeyPlan) -> Vec<Change> {
     match plan {
-        KeyPlan::Minted(_) => Vec::new(),
+        KeyPlan::Minted(_) | KeyPlan::Minting => Vec::new(),
         KeyPlan::Ours { user, plan, .. } => {
             iam_user::shown_user(plan, user.as_ref(), u.policy_name)
         }
@@ -118,6 +185,7 @@ pub async fn act(
 ) -> Result<Keys, ProviderError> {
     let (stored, user, plan) = match plan {
         KeyPlan::Minted(key) => return Ok(Keys::minted(key)),
+        KeyPlan::Minting => return Err(minting(req, u.cco_request)),
         KeyPlan::Ours { stored, user, plan } => (stored, user, plan),
     };
     let (names, found) = ((u.user, u.policy_name, policy), user.is_some());
@@ -175,7 +243,9 @@ pub async fn delete_user_and_keys(
             Err(e) => return Err(e),
         }
     }
-    if minted {
+    // Also where no key is stored at all: a CredentialsRequest this
+    // operator made (IAM refused a user) that CCO never filled.
+    if minted || !stored {
         cco::delete(k.store, req, cco_request).await?;
     }
     k.store.delete(req, secret_name).await

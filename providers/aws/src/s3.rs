@@ -575,6 +575,8 @@ async fn act(at: &At<'_>, req: &ResourceRequest, plan: Plan) -> Result<Provision
 struct KeyHome {
     secret: String,
     cco_request: String,
+    /// What the Go operator asked CCO to grant a bucket's key.
+    mint: Value,
 }
 
 impl KeyHome {
@@ -582,15 +584,22 @@ impl KeyHome {
         KeyHome {
             secret: credentials_secret(&req.name),
             cco_request: cco::s3_request(bucket),
+            mint: cco::bucket_entries(bucket),
         }
     }
 
-    fn user_secrets<'a>(&'a self, bucket: &'a str) -> keys::UserSecrets<'a> {
+    /// `creating`: the bucket does not exist yet, so CCO may be asked.
+    fn user_secrets<'a>(&'a self, bucket: &'a str, creating: bool) -> keys::UserSecrets<'a> {
+        let mint = keys::Mint {
+            statements: &self.mint,
+            ask: creating,
+        };
         keys::UserSecrets {
             user: bucket,
             policy_name: POLICY_NAME,
             secret_name: &self.secret,
             cco_request: &self.cco_request,
+            mint: Some(mint),
         }
     }
 }
@@ -606,7 +615,7 @@ async fn access_key(
 ) -> Result<iam_user::Keys, ProviderError> {
     let policy = iam_user::bucket_policy(bucket);
     let home = KeyHome::of(req, bucket);
-    keys::user_keys(k, c, req, (&home.user_secrets(bucket), &policy)).await
+    keys::user_keys(k, c, req, (&home.user_secrets(bucket, false), &policy)).await
 }
 
 /// Before a bucket is made, where its key will come from is looked at: an
@@ -620,10 +629,12 @@ async fn look_at_key_source(
     bucket: &str,
 ) -> Result<(), ProviderError> {
     let home = KeyHome::of(req, bucket);
-    match keys::observe(k, c, req, &home.user_secrets(bucket)).await {
+    // `Ok` too where CCO was asked for the key instead: the bucket is made
+    // meanwhile, as the Go operator made it before asking.
+    match keys::observe(k, c, req, &home.user_secrets(bucket, true)).await {
         Ok(_) => Ok(()),
         Err(e) if crate::permissions::refused(&e) => Err(e.context(format!(
-            "a new bucket {bucket} needs an IAM user of its own for its key, which this identity may not look at (the Go operator's policy has no IAM actions); nothing was created: grant the IAM actions of docs/operations.md (AWS permissions), on OpenShift with the CredentialsRequest in deploy/openshift-migration/"
+            "a new bucket {bucket} needs an IAM user of its own for its key, which this identity may not look at (the Go operator's policy has no IAM actions) and no Cloud Credential Operator runs to mint one; nothing was created: grant the IAM actions of docs/operations.md (AWS permissions)"
         ))),
         Err(e) => Err(e),
     }

@@ -127,6 +127,9 @@ impl Names {
             policy_name: POLICY_NAME,
             secret_name: &self.secret,
             cco_request: &self.cco_request,
+            // The Go operator has had no SES provider since v1.x: a new
+            // set's user is this operator's own, or refused.
+            mint: None,
         }
     }
 }
