@@ -172,6 +172,46 @@ pub fn target(text: &str) -> Result<(ApiResource, String), StatusError> {
     Ok((resource, name.into()))
 }
 
+fn as_text(v: &serde_json::Value) -> Option<String> {
+    v.as_str().map(str::to_string)
+}
+
+/// What a snapshot CR's spec and status say.
+fn snapshot_fields(report: &mut Report, spec: &serde_json::Value, status: serde_json::Value) {
+    report.resource_name = as_text(&spec["resourceName"]);
+    let s: SnapshotStatus = serde_json::from_value(status).unwrap_or_default();
+    report.phase = s.phase.map(|p| p.as_str().to_string());
+    report.message = s.message;
+    report.observed_generation = s.observed_generation;
+    report.strategy = s.strategy;
+    report.cloud_identifier = s.snapshot_id;
+    report.conditions = conditions(&s.conditions);
+}
+
+/// What a resource CR's spec and status say; the Secret it names (status
+/// first, as the Go operator records it there).
+fn resource_fields(
+    report: &mut Report,
+    spec: &serde_json::Value,
+    status: serde_json::Value,
+) -> Option<api::SecretRef> {
+    report.r#type = as_text(&spec["type"]);
+    report.tier = as_text(&spec["tier"]);
+    report.skip_create = spec["skipCreate"].as_bool().unwrap_or(false);
+    let s: ResourceTypeStatus = serde_json::from_value(status).unwrap_or_default();
+    report.phase = s.phase.map(|p| p.as_str().to_string());
+    report.message = s.message;
+    report.observed_generation = s.observed_generation;
+    report.strategy = s.strategy;
+    report.provider = s.provider;
+    report.conditions = conditions(&s.conditions);
+    report.pending_changes = s.pending_changes;
+    report.plan_hash = s.plan_hash;
+    report.adoption_hash = s.adoption_hash;
+    s.secret_ref
+        .or_else(|| serde_json::from_value::<api::SecretRef>(spec["secretRef"].clone()).ok())
+}
+
 /// Everything `status` shows of `kind/name` in `namespace`. `cloud` is how
 /// the operator would reach the cloud (its ConfigMaps and providers);
 /// `None` leaves the cloud unread, for the reason given.
@@ -203,36 +243,11 @@ pub async fn gather(
             .cloned(),
         ..Report::default()
     };
-    let spec = &obj.data["spec"];
-    let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
     let status = obj.data.get("status").cloned().unwrap_or_default();
     if resource.kind.ends_with("Snapshot") {
-        report.resource_name = text(&spec["resourceName"]);
-        let s: SnapshotStatus = serde_json::from_value(status).unwrap_or_default();
-        report.phase = s.phase.map(|p| p.as_str().to_string());
-        report.message = s.message;
-        report.observed_generation = s.observed_generation;
-        report.strategy = s.strategy;
-        report.cloud_identifier = s.snapshot_id;
-        report.conditions = conditions(&s.conditions);
+        snapshot_fields(&mut report, &obj.data["spec"], status);
     } else {
-        report.r#type = text(&spec["type"]);
-        report.tier = text(&spec["tier"]);
-        report.skip_create = spec["skipCreate"].as_bool().unwrap_or(false);
-        let s: ResourceTypeStatus = serde_json::from_value(status).unwrap_or_default();
-        report.phase = s.phase.map(|p| p.as_str().to_string());
-        report.message = s.message.clone();
-        report.observed_generation = s.observed_generation;
-        report.strategy = s.strategy.clone();
-        report.provider = s.provider.clone();
-        report.conditions = conditions(&s.conditions);
-        report.pending_changes = s.pending_changes.clone();
-        report.plan_hash = s.plan_hash.clone();
-        report.adoption_hash = s.adoption_hash.clone();
-        let secret_ref = s
-            .secret_ref
-            .clone()
-            .or_else(|| serde_json::from_value::<api::SecretRef>(spec["secretRef"].clone()).ok());
+        let secret_ref = resource_fields(&mut report, &obj.data["spec"], status);
         if let Some(r) = secret_ref {
             let ns = r.namespace.filter(|n| !n.is_empty());
             let ns = ns.unwrap_or_else(|| namespace.to_string());

@@ -103,27 +103,46 @@ pub fn next_steps(r: &Report) -> Vec<String> {
 /// [`crate::terminal`]).
 pub fn text(r: &Report) -> String {
     let mut out = String::new();
-    let mut line = |label: &str, value: &str| {
-        let _ = writeln!(out, "{label:<18}{}", one_line(value));
-    };
-    line(
-        &format!("{}:", r.kind),
-        &format!("{}/{}", r.namespace, r.name),
-    );
+    for (label, value) in labelled(r) {
+        let _ = writeln!(out, "{label:<18}{}", one_line(&value));
+    }
+    conditions(&mut out, r);
+    if !r.owned.is_empty() {
+        let owned: Vec<String> = r.owned.iter().map(|o| one_line(o)).collect();
+        let _ = writeln!(out, "Owned objects:\n  {}", owned.join("\n  "));
+    }
+    pending_changes(&mut out, r);
+    events(&mut out, r);
+    if !r.next_steps.is_empty() {
+        let _ = writeln!(out, "Next:");
+        for s in &r.next_steps {
+            let _ = writeln!(out, "  - {}", one_line(s));
+        }
+    }
+    crate::terminal::printable(&out)
+}
+
+/// The report's one-line facts, each with its label, in the order shown.
+fn labelled(r: &Report) -> Vec<(String, String)> {
+    let mut lines = vec![(
+        format!("{}:", r.kind),
+        format!("{}/{}", r.namespace, r.name),
+    )];
+    let mut line = |label: &str, value: String| lines.push((label.to_string(), value));
     if let (Some(t), Some(tier)) = (&r.r#type, &r.tier) {
-        line("Type / tier:", &format!("{t} / {tier}"));
+        line("Type / tier:", format!("{t} / {tier}"));
     }
     if let Some(source) = &r.resource_name {
-        line("Snapshot of:", source);
+        line("Snapshot of:", source.clone());
     }
     let phase = r.phase.as_deref().unwrap_or("(none yet)");
     let generation = match (r.observed_generation, r.generation) {
         (Some(seen), Some(g)) if seen < g => format!(" (describes generation {seen} of {g})"),
         _ => String::new(),
     };
-    line("Phase:", &format!("{phase}{generation}"));
+    line("Phase:", format!("{phase}{generation}"));
     if let Some(m) = r.message.as_deref().filter(|m| !m.is_empty()) {
-        line("Message:", m);
+        line("Message:", m.to_string());
     }
     let provider = match (&r.strategy, &r.provider) {
         (Some(s), Some(p)) => format!("{s} ({p})"),
@@ -131,28 +150,29 @@ pub fn text(r: &Report) -> String {
         (None, Some(p)) => p.clone(),
         (None, None) => "(not chosen yet)".into(),
     };
-    line("Provider:", &provider);
-    line(
-        "Cloud identifier:",
-        r.cloud_identifier.as_deref().unwrap_or("(none recorded)"),
-    );
+    line("Provider:", provider);
+    let identifier = r.cloud_identifier.as_deref().unwrap_or("(none recorded)");
+    line("Cloud identifier:", identifier.to_string());
     if let Some(cloud) = &r.cloud {
-        line("Cloud:", cloud);
+        line("Cloud:", cloud.clone());
     }
     if let Some(s) = &r.secret {
-        let keys = if s.exists {
-            format!("keys {}", s.keys.join(", "))
-        } else {
-            "missing".into()
+        let keys = match s.exists {
+            true => format!("keys {}", s.keys.join(", ")),
+            false => "missing".into(),
         };
-        line("Secret:", &format!("{}/{} ({keys})", s.namespace, s.name));
+        line("Secret:", format!("{}/{} ({keys})", s.namespace, s.name));
     }
     if r.deleting {
         line(
             "Deleting:",
-            &format!("finalizers {}", r.finalizers.join(", ")),
+            format!("finalizers {}", r.finalizers.join(", ")),
         );
     }
+    lines
+}
+
+fn conditions(out: &mut String, r: &Report) {
     let _ = writeln!(out, "Conditions:");
     if r.conditions.is_empty() {
         let _ = writeln!(out, "  (none)");
@@ -164,31 +184,33 @@ pub fn text(r: &Report) -> String {
         );
         let _ = writeln!(out, "{}", one_line(&row));
     }
-    if !r.owned.is_empty() {
-        let owned: Vec<String> = r.owned.iter().map(|o| one_line(o)).collect();
-        let _ = writeln!(out, "Owned objects:\n  {}", owned.join("\n  "));
+}
+
+fn pending_changes(out: &mut String, r: &Report) {
+    if r.pending_changes.is_empty() {
+        return;
     }
-    if !r.pending_changes.is_empty() {
-        let hash = one_line(r.plan_hash.as_deref().unwrap_or("-"));
-        let _ = writeln!(out, "Pending changes (plan hash {hash}):");
-        for c in &r.pending_changes {
-            let restarts = if c.restarts { ", restarts" } else { "" };
-            let row = format!(
-                "  {}: {} -> {} ({}{restarts})",
-                c.field, c.current, c.desired, c.when
-            );
-            let _ = writeln!(out, "{}", one_line(&row));
-        }
+    let hash = one_line(r.plan_hash.as_deref().unwrap_or("-"));
+    let _ = writeln!(out, "Pending changes (plan hash {hash}):");
+    for c in &r.pending_changes {
+        let restarts = if c.restarts { ", restarts" } else { "" };
+        let row = format!(
+            "  {}: {} -> {} ({}{restarts})",
+            c.field, c.current, c.desired, c.when
+        );
+        let _ = writeln!(out, "{}", one_line(&row));
     }
+}
+
+fn events(out: &mut String, r: &Report) {
     let _ = writeln!(out, "Events:");
     if r.events.is_empty() {
         let _ = writeln!(out, "  (none)");
     }
     for e in &r.events {
-        let count = if e.count > 1 {
-            format!(" (x{})", e.count)
-        } else {
-            String::new()
+        let count = match e.count > 1 {
+            true => format!(" (x{})", e.count),
+            false => String::new(),
         };
         let row = format!(
             "  {:<6}{:<9}{:<22}{}{count}",
@@ -196,13 +218,6 @@ pub fn text(r: &Report) -> String {
         );
         let _ = writeln!(out, "{}", one_line(&row));
     }
-    if !r.next_steps.is_empty() {
-        let _ = writeln!(out, "Next:");
-        for s in &r.next_steps {
-            let _ = writeln!(out, "  - {}", one_line(s));
-        }
-    }
-    crate::terminal::printable(&out)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::{collections::BTreeMap, sync::Mutex, time::Duration};
 
 use aws_sdk_cloudwatch::primitives::DateTime;
 use aws_sdk_cloudwatch::types::{
-    Dimension, Metric, MetricDataQuery, MetricStat, ScanBy, StatusCode,
+    Dimension, Metric, MetricDataQuery, MetricDataResult, MetricStat, ScanBy, StatusCode,
 };
 use cro_provider_api::{CloudSample, ProviderError};
 
@@ -131,31 +131,7 @@ pub async fn scrape(
     let start = now - Duration::from_secs(period.unsigned_abs().into());
     let mut samples = Vec::new();
     for chunk in queries.chunks(METRICS_PER_CALL) {
-        // Query ids are the chunk index: CloudWatch wants them unique,
-        // starting with a lowercase letter.
-        let asked: Vec<MetricDataQuery> = (chunk.iter().enumerate())
-            .map(|(i, q)| {
-                let metric = Metric::builder()
-                    .namespace(q.namespace)
-                    .metric_name(q.metric)
-                    .dimensions(
-                        Dimension::builder()
-                            .name(q.dimension)
-                            .value(&q.instance)
-                            .build(),
-                    )
-                    .build();
-                let stat = MetricStat::builder()
-                    .metric(metric)
-                    .period(period)
-                    .stat("Average")
-                    .build();
-                MetricDataQuery::builder()
-                    .id(format!("q{i}"))
-                    .metric_stat(stat)
-                    .build()
-            })
-            .collect();
+        let asked = metric_queries(chunk, period);
         let mut token = None;
         loop {
             let out = cw
@@ -171,26 +147,11 @@ pub async fn scrape(
                     "cloudwatch:GetMetricData",
                     &format!("{} metrics", chunk.len()),
                 )?;
-            for result in out.metric_data_results() {
-                let query = (result.id())
-                    .and_then(|id| id.strip_prefix('q'))
-                    .and_then(|i| i.parse::<usize>().ok())
-                    .and_then(|i| chunk.get(i));
-                // Newest first: the latest average, where the Go operator
-                // set each datapoint in turn.
-                let (Some(q), Some(value)) = (query, result.values().first()) else {
-                    continue;
-                };
-                if result.status_code() == Some(&StatusCode::InternalError) {
-                    continue;
-                }
-                samples.push(CloudSample {
-                    gauge: q.gauge,
-                    identifier: q.identifier.clone(),
-                    instance: q.instance.clone(),
-                    value: *value,
-                });
-            }
+            samples.extend(
+                out.metric_data_results()
+                    .iter()
+                    .filter_map(|r| sample(chunk, r)),
+            );
             token = out.next_token().map(str::to_string);
             if token.is_none() {
                 break;
@@ -201,6 +162,53 @@ pub async fn scrape(
     let mut seen = std::collections::HashSet::new();
     samples.retain(|s| seen.insert((s.gauge, s.instance.clone())));
     Ok(samples)
+}
+
+/// One GetMetricData query per metric of `chunk`: its average over
+/// `period`. Query ids are the chunk index: CloudWatch wants them unique,
+/// starting with a lowercase letter.
+fn metric_queries(chunk: &[Query], period: i32) -> Vec<MetricDataQuery> {
+    (chunk.iter().enumerate())
+        .map(|(i, q)| {
+            let dimension = Dimension::builder()
+                .name(q.dimension)
+                .value(&q.instance)
+                .build();
+            let metric = Metric::builder()
+                .namespace(q.namespace)
+                .metric_name(q.metric)
+                .dimensions(dimension)
+                .build();
+            let stat = MetricStat::builder()
+                .metric(metric)
+                .period(period)
+                .stat("Average")
+                .build();
+            MetricDataQuery::builder()
+                .id(format!("q{i}"))
+                .metric_stat(stat)
+                .build()
+        })
+        .collect()
+}
+
+/// The sample a result of `chunk`'s queries holds, if any: newest first,
+/// so the latest average, where the Go operator set each datapoint in turn.
+fn sample(chunk: &[Query], result: &MetricDataResult) -> Option<CloudSample> {
+    let query = (result.id())
+        .and_then(|id| id.strip_prefix('q'))
+        .and_then(|i| i.parse::<usize>().ok())
+        .and_then(|i| chunk.get(i))?;
+    let value = result.values().first()?;
+    if result.status_code() == Some(&StatusCode::InternalError) {
+        return None;
+    }
+    Some(CloudSample {
+        gauge: query.gauge,
+        identifier: query.identifier.clone(),
+        instance: query.instance.clone(),
+        value: *value,
+    })
 }
 
 #[cfg(test)]

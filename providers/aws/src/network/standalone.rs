@@ -324,77 +324,22 @@ async fn ensure_peering(
     cluster: &str,
 ) -> Result<String, ProviderError> {
     let what = format!("the peering of {vpc} to {cluster}");
-    let (id, state) = match find_peering(net, vpc, cluster).await? {
+    let (id, mut state) = match find_peering(net, vpc, cluster).await? {
         Some(found) => {
             net.lost.found(&what);
             found
         }
-        None => {
-            net.lost
-                .may_create(&what, "ec2:CreateVpcPeeringConnection")?;
-            let out = net
-                .ec2
-                .create_vpc_peering_connection()
-                .vpc_id(vpc)
-                .peer_vpc_id(cluster)
-                .tag_specifications(at_creation(
-                    ResourceType::VpcPeeringConnection,
-                    &net.tags(Some(PEERING_NAME)),
-                ))
-                .customize()
-                .config_override(sent_once())
-                .send()
-                .await;
-            if let Err(e) = &out {
-                net.lost.lost(&what, e);
-            }
-            let out = out.named(
-                "ec2:CreateVpcPeeringConnection",
-                &format!("{vpc} to {cluster}"),
-            )?;
-            let p = out.vpc_peering_connection();
-            let id = p
-                .and_then(|p| p.vpc_peering_connection_id())
-                .unwrap_or_default();
-            let state = p
-                .and_then(|p| p.status())
-                .and_then(|s| s.code())
-                .map(|c| c.as_str().to_string());
-            (id.to_string(), state.unwrap_or_default())
-        }
+        None => create_peering(net, vpc, cluster, &what).await?,
     };
     // A new connection is `initiating-request` for a moment before it can
     // be accepted (and `provisioning` for a moment after): looked at again
     // for a while, so a cluster's first database does not report a failed
     // reconcile for what is AWS's normal pace.
     let settled_by = tokio::time::Instant::now() + PEERING_SETTLES;
-    let mut state = state;
     loop {
         match state.as_str() {
             "active" => return Ok(id),
-            "pending-acceptance" => {
-                let accepted = net
-                    .ec2
-                    .accept_vpc_peering_connection()
-                    .vpc_peering_connection_id(&id)
-                    .send()
-                    .await;
-                // The SDK's retry of an accept whose answer was lost meets
-                // a connection no longer pending: look at what it is.
-                if let Err(e) = accepted {
-                    let now = find_peering(net, vpc, cluster).await?;
-                    if !now
-                        .is_some_and(|(found, state)| found == id && state != "pending-acceptance")
-                    {
-                        return Err(crate::errors::api_error(
-                            "ec2:AcceptVpcPeeringConnection",
-                            &id,
-                            e,
-                        ));
-                    }
-                }
-                return Ok(id);
-            }
+            "pending-acceptance" => return accept_peering(net, (vpc, cluster), id).await,
             "initiating-request" | "provisioning" if tokio::time::Instant::now() < settled_by => {
                 tokio::time::sleep(PEERING_LOOK_AGAIN).await;
                 state = match find_peering(net, vpc, cluster).await? {
@@ -409,6 +354,73 @@ async fn ensure_peering(
             }
         }
     }
+}
+
+/// Requests the peering of `vpc` to `cluster`: its id and state.
+async fn create_peering(
+    net: &Network<'_>,
+    vpc: &str,
+    cluster: &str,
+    what: &str,
+) -> Result<(String, String), ProviderError> {
+    net.lost
+        .may_create(what, "ec2:CreateVpcPeeringConnection")?;
+    let out = net
+        .ec2
+        .create_vpc_peering_connection()
+        .vpc_id(vpc)
+        .peer_vpc_id(cluster)
+        .tag_specifications(at_creation(
+            ResourceType::VpcPeeringConnection,
+            &net.tags(Some(PEERING_NAME)),
+        ))
+        .customize()
+        .config_override(sent_once())
+        .send()
+        .await;
+    if let Err(e) = &out {
+        net.lost.lost(what, e);
+    }
+    let out = out.named(
+        "ec2:CreateVpcPeeringConnection",
+        &format!("{vpc} to {cluster}"),
+    )?;
+    let p = out.vpc_peering_connection();
+    let id = p
+        .and_then(|p| p.vpc_peering_connection_id())
+        .unwrap_or_default();
+    let state = p
+        .and_then(|p| p.status())
+        .and_then(|s| s.code())
+        .map(|c| c.as_str().to_string());
+    Ok((id.to_string(), state.unwrap_or_default()))
+}
+
+/// Accepts the pending peering `id` (of `vpc` to `cluster`).
+async fn accept_peering(
+    net: &Network<'_>,
+    (vpc, cluster): (&str, &str),
+    id: String,
+) -> Result<String, ProviderError> {
+    let accepted = net
+        .ec2
+        .accept_vpc_peering_connection()
+        .vpc_peering_connection_id(&id)
+        .send()
+        .await;
+    // The SDK's retry of an accept whose answer was lost meets a
+    // connection no longer pending: look at what it is.
+    if let Err(e) = accepted {
+        let now = find_peering(net, vpc, cluster).await?;
+        if !now.is_some_and(|(found, state)| found == id && state != "pending-acceptance") {
+            return Err(crate::errors::api_error(
+                "ec2:AcceptVpcPeeringConnection",
+                &id,
+                e,
+            ));
+        }
+    }
+    Ok(id)
 }
 
 async fn find_peering(
