@@ -276,6 +276,11 @@ impl CredentialsStore for CredentialsSecrets {
             return match found {
                 Ok(found) => Ok(found.is_some()),
                 Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+                Err(kube::Error::Api(e)) if e.code == 403 => {
+                    Err(ProviderError::permanent(format!(
+                        "reading CredentialsRequest {ns}/{name} (where the Cloud Credential Operator mints the resource's key) is forbidden: apply deploy/openshift-migration/rbac.yaml"
+                    )))
+                }
                 Err(e) => Err(cro_kube::provider_error(
                     format!("reading CredentialsRequest {ns}/{name}: {e}"),
                     &e,

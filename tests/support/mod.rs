@@ -301,7 +301,7 @@ pub async fn ensure_cco_crd(client: &Client) {
     ensure_published_crds(
         client,
         "CRO_TESTENV_CCO_CRDS",
-        &["credentialsrequests.yaml"],
+        &["0000_03_cloud-credential-operator_01_crd.yaml"],
     )
     .await;
 }

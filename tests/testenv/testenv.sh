@@ -34,7 +34,7 @@ promtool_bin=$cache/prometheus-$PROMETHEUS_VERSION/bin
 coredns_bin=$cache/coredns-$COREDNS_VERSION/bin
 operator_verify_bin=$cache/operator-framework-api-$OPERATOR_FRAMEWORK_API_VERSION/bin
 olm_crds=$cache/operator-framework-api-$OPERATOR_FRAMEWORK_API_VERSION/crds
-cco_crds=$cache/cloud-credential-operator-$CLOUD_CREDENTIAL_OPERATOR_VERSION/crds
+cco_crds=$cache/cloud-credential-operator-$CLOUD_CREDENTIAL_OPERATOR_VERSION/manifests
 moto_venv=$cache/moto-$MOTO_VERSION-cbor2-$CBOR2_VERSION
 audit_venv=$cache/policy-audit-parliament-$PARLIAMENT_VERSION-cloudsplaining-$CLOUDSPLAINING_VERSION
 aws_region=${AWS_REGION_TESTENV:-eu-west-1}
@@ -189,32 +189,36 @@ go 1.25.0
 require github.com/operator-framework/api $OPERATOR_FRAMEWORK_API_VERSION" "" github.com/operator-framework/api/cmd/operator-verify
 }
 
+# copy_module_files MODULE VERSION DEST FILE...: FILE (a path inside the Go
+# module MODULE at VERSION, from the module proxy) copied to DEST, once.
+copy_module_files() {
+  local module=$1 version=$2 dest=$3 dir
+  shift 3
+  [ -f "$dest/.complete" ] && return 0
+  dir=$(cd "$cache" && GOFLAGS=-mod=mod go mod download -json "$module@$version" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') || die "downloading $module $version failed"
+  mkdir -p "$dest"
+  local file
+  for file in "$@"; do
+    cp -f "$dir/$file" "$dest/" || die "$file is not in $module $version"
+  done
+  touch "$dest/.complete"
+}
+
 # OLM's own CRDs for ClusterServiceVersions and Subscriptions, as the same
 # module publishes them: the leader test installs the Go operator as OLM
 # would, under OLM's real schema.
 copy_olm_crds() {
-  [ -f "$olm_crds/.complete" ] && return 0
-  local dir
-  dir=$(cd "$cache" && GOFLAGS=-mod=mod go mod download -json "github.com/operator-framework/api@$OPERATOR_FRAMEWORK_API_VERSION" |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') || die "downloading github.com/operator-framework/api $OPERATOR_FRAMEWORK_API_VERSION failed"
-  mkdir -p "$olm_crds"
-  cp "$dir/crds/operators.coreos.com_clusterserviceversions.yaml" "$dir/crds/operators.coreos.com_subscriptions.yaml" "$olm_crds/" ||
-    die "OLM's CRDs are not in $dir/crds"
-  touch "$olm_crds/.complete"
+  copy_module_files github.com/operator-framework/api "$OPERATOR_FRAMEWORK_API_VERSION" "$olm_crds" \
+    crds/operators.coreos.com_clusterserviceversions.yaml crds/operators.coreos.com_subscriptions.yaml
 }
 
 # The Cloud Credential Operator's CredentialsRequest CRD, as its module
 # publishes it: the migration tests ask CCO for a bucket's key under its
 # real schema (a test stands in for CCO itself).
 copy_cco_crd() {
-  [ -f "$cco_crds/.complete" ] && return 0
-  local dir
-  dir=$(cd "$cache" && GOFLAGS=-mod=mod go mod download -json "github.com/openshift/cloud-credential-operator@$CLOUD_CREDENTIAL_OPERATOR_VERSION" |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') || die "downloading github.com/openshift/cloud-credential-operator $CLOUD_CREDENTIAL_OPERATOR_VERSION failed"
-  mkdir -p "$cco_crds"
-  cp "$dir/manifests/0000_03_cloud-credential-operator_01_crd.yaml" "$cco_crds/credentialsrequests.yaml" ||
-    die "CCO's CRD is not in $dir/manifests"
-  touch "$cco_crds/.complete"
+  copy_module_files github.com/openshift/cloud-credential-operator "$CLOUD_CREDENTIAL_OPERATOR_VERSION" "$cco_crds" \
+    manifests/0000_03_cloud-credential-operator_01_crd.yaml
 }
 
 # build_venv DIR WHAT REQUIREMENT...: a venv of pinned PyPI packages. A

@@ -243,9 +243,10 @@ pub async fn delete_user_and_keys(
             Err(e) => return Err(e),
         }
     }
-    // Also where no key is stored at all: a CredentialsRequest this
-    // operator made (IAM refused a user) that CCO never filled.
-    if minted || !stored {
+    // A CredentialsRequest this operator made (IAM refused a user) is the
+    // CR's (owner reference): the garbage collector deletes it with the CR,
+    // filled or not, and CCO then removes its user.
+    if minted {
         cco::delete(k.store, req, cco_request).await?;
     }
     k.store.delete(req, secret_name).await
