@@ -185,11 +185,8 @@ async fn reconcile_snapshot<K: SnapshotCr>(
     // and deletion always finds it.
     let Some(id) = recorded_id(snap) else {
         let id = new_snapshot_identifier(snap, ctx);
-        let report = Report {
-            strategy: Some(provider_name),
-            snapshot_id: Some(id.clone()),
-            ..Report::new(Phase::InProgress, format!("taking snapshot {id}"))
-        };
+        let message = format!("taking snapshot {id}");
+        let report = snapshot_report(provider_name, id, Phase::InProgress, message);
         return Ok((report, Some(Duration::from_secs(1))));
     };
     // A database still being made has nothing to snapshot yet: wait for
@@ -197,13 +194,31 @@ async fn reconcile_snapshot<K: SnapshotCr>(
     // available"); failing here would be final for the user.
     let parent_phase = parent.status().and_then(|s| s.phase);
     if parent_phase != Some(Phase::Complete) {
-        let report = Report {
-            strategy: Some(provider_name),
-            snapshot_id: Some(id),
-            ..Report::new(Phase::InProgress, waiting_for_parent(snap, parent_phase))
-        };
+        let message = waiting_for_parent(snap, parent_phase);
+        let report = snapshot_report(provider_name, id, Phase::InProgress, message);
         return Ok((report, Some(in_progress_requeue(Managed::conditions(snap)))));
     }
+    take(snap, &parent, ctx, provider_name, id).await
+}
+
+/// A report naming the provider and the snapshot's identifier.
+fn snapshot_report(provider_name: String, id: String, phase: Phase, message: String) -> Report {
+    Report {
+        strategy: Some(provider_name),
+        snapshot_id: Some(id),
+        ..Report::new(phase, message)
+    }
+}
+
+/// Takes (or follows) snapshot `id` of a complete `parent`, under its
+/// tier: one this namespace may use, within its `maxManualSnapshots`.
+async fn take<K: SnapshotCr>(
+    snap: &K,
+    parent: &K::Parent,
+    ctx: &Context,
+    provider_name: String,
+    id: String,
+) -> Result<(Report, Option<Duration>), Error> {
     let kind = <K::Parent as ResourceCr>::KIND;
     let tier_name = &parent.spec().tier;
     let tier = config::tier_strategy(&ctx.config, &provider_name, kind, tier_name).await?;
@@ -211,18 +226,14 @@ async fn reconcile_snapshot<K: SnapshotCr>(
     // another account's).
     let namespace = snap.namespace().unwrap_or_default();
     admitted(ctx, &tier, &namespace, &provider_name, kind, tier_name).await?;
-    if let Some(message) = over_quota(snap, &parent, ctx, &tier, &provider_name).await? {
-        let report = Report {
-            strategy: Some(provider_name),
-            snapshot_id: Some(id),
-            ..Report::new(Phase::Failed, message)
-        };
+    if let Some(message) = over_quota(snap, parent, ctx, &tier, &provider_name).await? {
+        let report = snapshot_report(provider_name, id, Phase::Failed, message);
         return Ok((report, Some(MANUAL_SNAPSHOTS_RECHECK)));
     }
     let strategy = tier.strategy;
     // The parent's recorded identifier too: a snapshot refused because it
     // named another's resource is tried again once the parent records its own.
-    let source = recorded_identifier(&parent);
+    let source = recorded_identifier(parent);
     let inputs = (
         snap.spec(),
         snap.annotations(),
@@ -232,15 +243,11 @@ async fn reconcile_snapshot<K: SnapshotCr>(
     );
     let snapshotted = unless_parked(ctx, &key(snap), &inputs, async {
         Ok(provider(ctx, &provider_name)?
-            .snapshot(&request(snap, Some(&parent), strategy.clone(), &id, ctx))
+            .snapshot(&request(snap, Some(parent), strategy.clone(), &id, ctx))
             .await?)
     })
     .await?;
-    let report = Report {
-        strategy: Some(provider_name),
-        snapshot_id: Some(id),
-        ..Report::new(Phase::InProgress, "")
-    };
+    let report = snapshot_report(provider_name, id, Phase::InProgress, String::new());
     Ok(outcome_report(snap, report, snapshotted.outcome))
 }
 

@@ -59,6 +59,77 @@ pub struct AccountCache {
     snapshots: Listing<Vec<observed::Snapshot>>,
 }
 
+/// The group's health as the Go operator's gauges show it
+/// (`exposeRedisMetrics`), with its pending maintenance and the tags of
+/// its snapshots kept; CloudWatch reads follow the group while it exists.
+async fn observed_health(
+    c: &Clients,
+    cache: &AccountCache,
+    req: &ResourceRequest,
+    have: Option<&Group>,
+) -> cro_provider_api::Health {
+    let mut health = database::health(have, &HEALTHY);
+    let Some(group) = have else {
+        // Gone (deleted outside the operator): no more CloudWatch reads.
+        c.watched.forget(&req.identifier);
+        return health;
+    };
+    let nodes = group.members.clone();
+    c.watched.watch(&req.identifier, Target::Group { nodes });
+    let (listing, within) = (&cache.maintenance, req.options.observed_within);
+    let list = || maintenance::list_elasticache(&c.elasticache);
+    health.maintenance = maintenance::pending(listing, &req.identifier, within, list).await;
+    let first_node = group.members.first().map_or("", String::as_str);
+    // Only a group that is this CR's: another's (or one awaiting
+    // adoption) keeps its snapshots' tags as they are.
+    let ours = crate::plan::ours(req, &group.tags);
+    let recheck = within
+        .filter(|_| ours)
+        .map(|_| req.options.recheck_interval);
+    health.snapshots_not_found = snapshot_tags::ensure(
+        (c, &cache.snapshots),
+        &req.identifier,
+        first_node,
+        &req.creation_tags(),
+        recheck,
+    )
+    .await;
+    health
+}
+
+/// What an application needs to reach a usable group: its primary
+/// endpoint, and `tls` and the AUTH token where the group has them.
+fn connection_details(have: &Group, token: Option<String>) -> ConnectionDetails {
+    let (host, port) = have.primary.clone().unwrap_or_default();
+    let mut details = BTreeMap::from([("uri".into(), host), ("port".into(), port.to_string())]);
+    if have.transit_encryption {
+        details.insert("tls".into(), "true".into());
+    }
+    if let Some(token) = token.filter(|_| have.auth_token) {
+        details.insert("password".into(), token);
+    }
+    ConnectionDetails(details)
+}
+
+/// The tier's serviceUpdates, on every pass over the usable group, as the
+/// Go operator applies them (applySpecifiedSecurityUpdates); what is being
+/// applied, if anything.
+async fn apply_service_updates(
+    c: &Clients,
+    cache: &AccountCache,
+    id: &str,
+    tier: &Tier,
+) -> Result<Option<String>, ProviderError> {
+    let at = (&c.elasticache, &cache.groups);
+    let applied = service_updates::apply_elasticache(at, id, &tier.service_updates).await?;
+    Ok((!applied.is_empty()).then(|| {
+        format!(
+            "applying ElastiCache service updates {} to {id} (serviceUpdates)",
+            applied.join(", ")
+        )
+    }))
+}
+
 /// Where the AUTH token of a group this operator created is kept.
 pub fn credentials_secret(name: &str) -> String {
     format!("{name}-aws-elasticache-credentials")
@@ -131,46 +202,9 @@ impl Database for Client {
         let zones = have.as_ref().map(|g| g.zones.clone()).unwrap_or_default();
         let plan = offering::checked(c, plan, &want.node_type, &zones).await?;
         let token = auth_token(store, req, strategy, have.as_ref(), &plan).await?;
-        // As the Go operator's gauges show it (`exposeRedisMetrics`).
-        let mut health = database::health(have.as_ref(), &HEALTHY);
-        if let Some(group) = &have {
-            let nodes = group.members.clone();
-            c.watched.watch(&req.identifier, Target::Group { nodes });
-            let (listing, within) = (&cache.maintenance, req.options.observed_within);
-            let list = || maintenance::list_elasticache(&c.elasticache);
-            health.maintenance = maintenance::pending(listing, &req.identifier, within, list).await;
-            let first_node = group.members.first().map_or("", String::as_str);
-            // Only a group that is this CR's: another's (or one awaiting
-            // adoption) keeps its snapshots' tags as they are.
-            let ours = crate::plan::ours(req, &group.tags);
-            let recheck = within
-                .filter(|_| ours)
-                .map(|_| req.options.recheck_interval);
-            health.snapshots_not_found = snapshot_tags::ensure(
-                (c, &cache.snapshots),
-                &req.identifier,
-                first_node,
-                &req.creation_tags(),
-                recheck,
-            )
-            .await;
-        } else {
-            // Gone (deleted outside the operator): no more CloudWatch reads.
-            c.watched.forget(&req.identifier);
-        }
+        let health = observed_health(c, cache, req, have.as_ref()).await;
         let create = create(c, hint, req, strategy, &want, token.clone());
-        let ready = |have: &Group| {
-            let (host, port) = have.primary.clone().unwrap_or_default();
-            let mut details =
-                BTreeMap::from([("uri".into(), host), ("port".into(), port.to_string())]);
-            if have.transit_encryption {
-                details.insert("tls".into(), "true".into());
-            }
-            if let Some(token) = token.filter(|_| have.auth_token) {
-                details.insert("password".into(), token);
-            }
-            ConnectionDetails(details)
-        };
+        let ready = |have: &Group| connection_details(have, token);
         // The engine version as its nodes run it (what status.version shows),
         // else what the tier asked for at create.
         let version = (have.as_ref().map(|h| h.node.engine_version.clone()))
@@ -181,17 +215,10 @@ impl Database for Client {
             database::act::<Client>(at, req, (have, plan), &want, create, ready).await?;
         report.version = version;
         report.health = Some(health);
-        // The tier's serviceUpdates, on every pass over the usable group, as
-        // the Go operator applies them (applySpecifiedSecurityUpdates).
         if matches!(report.outcome, cro_provider_api::Outcome::Ready(_)) {
-            let (ec, id) = (&c.elasticache, req.identifier.as_str());
-            let at = (ec, &cache.groups);
-            let applied = service_updates::apply_elasticache(at, id, &tier.service_updates).await?;
-            if !applied.is_empty() {
-                report.outcome = cro_provider_api::Outcome::InProgress(format!(
-                    "applying ElastiCache service updates {} to {id} (serviceUpdates)",
-                    applied.join(", ")
-                ));
+            let applying = apply_service_updates(c, cache, &req.identifier, tier).await?;
+            if let Some(message) = applying {
+                report.outcome = cro_provider_api::Outcome::InProgress(message);
             }
         }
         Ok(report)
