@@ -35,12 +35,25 @@ pub struct Clients {
 
 /// A client of `sdk` for `config`, counting its calls, within its own
 /// budget (each service is throttled on its own), behind the fence.
+///
+/// Its retries draw on no SDK retry quota: the standard one is 500 tokens
+/// per service for the whole process (every account), a lost answer costs
+/// 5 or 10 and a success gives 1 back, so after some hundred lost answers
+/// no call was retried and every lost answer failed its reconcile into a
+/// backoff of up to five minutes. What the quota guards against, retries
+/// piling onto a struggling service, the call budget already bounds: it
+/// counts every attempt, retries included.
 macro_rules! client {
-    ($sdk:ident, $config:expr, $calls:expr, $budget:expr) => {
+    ($sdk:ident, $config:expr, $calls:expr, $budget:expr) => {{
+        use $sdk::config::retry::{RetryPartition, TokenBucket};
+        let partition = RetryPartition::custom(stringify!($sdk))
+            .token_bucket(TokenBucket::unlimited())
+            .build();
         $sdk::config::Builder::from($config)
             .interceptor($calls.interceptor())
             .http_client(limited_client($budget.0, $budget.1.clone()))
-    };
+            .retry_partition(partition)
+    }};
 }
 
 impl Clients {
