@@ -163,9 +163,11 @@ impl CredentialsStore for CredentialsSecrets {
                 }
             }
         }
-        let fresh = self.api(ns).get_opt(name).await.map_err(|e| {
-            cro_kube::provider_error(format!("reading Secret {ns}/{name}: {e}"), &e)
-        })?;
+        let fresh = self
+            .api(ns)
+            .get_opt(name)
+            .await
+            .map_err(|e| cro_kube::provider_error(format!("reading Secret {ns}/{name}"), &e))?;
         // The watch shows what the API server has, ours or a later change.
         if version(fresh.as_ref()) == version(cached.as_deref()) {
             let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
@@ -195,10 +197,7 @@ impl CredentialsStore for CredentialsSecrets {
             .patch(name, &params, &Patch::Apply(&secret))
             .await
             .map_err(|e| {
-                cro_kube::provider_error(
-                    format!("writing Secret {}/{name}: {e}", req.namespace),
-                    &e,
-                )
+                cro_kube::provider_error(format!("writing Secret {}/{name}", req.namespace), &e)
             })?;
         if let Some(version) = written.metadata.resource_version {
             self.wrote(&req.namespace, name, Wrote::Version(version));
@@ -209,7 +208,7 @@ impl CredentialsStore for CredentialsSecrets {
     async fn delete(&self, req: &ResourceRequest, name: &str) -> Result<(), ProviderError> {
         let found = (self.api(&req.namespace)).get_opt(name).await;
         let found = found.map_err(|e| {
-            cro_kube::provider_error(format!("reading Secret {}/{name}: {e}", req.namespace), &e)
+            cro_kube::provider_error(format!("reading Secret {}/{name}", req.namespace), &e)
         })?;
         match found {
             None => return Ok(()),
@@ -223,7 +222,7 @@ impl CredentialsStore for CredentialsSecrets {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => {
-                let what = format!("deleting Secret {}/{name}: {e}", req.namespace);
+                let what = format!("deleting Secret {}/{name}", req.namespace);
                 return Err(cro_kube::provider_error(what, &e));
             }
         }
@@ -252,7 +251,7 @@ impl CredentialsStore for CredentialsSecrets {
                 req.namespace
             ))),
             Err(e) => Err(cro_kube::provider_error(
-                format!("deleting CredentialsRequest {}/{name}: {e}", req.namespace),
+                format!("deleting CredentialsRequest {}/{name}", req.namespace),
                 &e,
             )),
         }
@@ -282,7 +281,7 @@ impl CredentialsStore for CredentialsSecrets {
                     )))
                 }
                 Err(e) => Err(cro_kube::provider_error(
-                    format!("reading CredentialsRequest {ns}/{name}: {e}"),
+                    format!("reading CredentialsRequest {ns}/{name}"),
                     &e,
                 )),
             };
@@ -314,7 +313,7 @@ impl CredentialsStore for CredentialsSecrets {
                 "creating CredentialsRequest {ns}/{name} (the Cloud Credential Operator mints the resource's key for it, as for the Go operator) is forbidden: apply deploy/openshift-migration/rbac.yaml"
             ))),
             Err(e) => Err(cro_kube::provider_error(
-                format!("writing CredentialsRequest {ns}/{name}: {e}"),
+                format!("writing CredentialsRequest {ns}/{name}"),
                 &e,
             )),
         }

@@ -7,7 +7,7 @@ use crate::config::ConfigError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{action}: {source}")]
+    #[error("{action}: {}", cro_kube::described(source))]
     Kube {
         action: String,
         #[source]

@@ -29,7 +29,7 @@ pub enum Applied<K> {
 fn api_error(verb: &str, desired: &Value, e: kube::Error) -> ProviderError {
     cro_kube::provider_error(
         format!(
-            "{verb} {} {}/{}: {e}",
+            "{verb} {} {}/{}",
             desired["kind"].as_str().unwrap_or("object"),
             desired["metadata"]["namespace"]
                 .as_str()
@@ -237,9 +237,8 @@ pub async fn delete<K>(
 where
     K: Resource<DynamicType = ()> + Owned + Debug + DeserializeOwned,
 {
-    let context = |e: kube::Error| {
-        cro_kube::provider_error(format!("deleting {} {name}: {e}", K::kind(&())), &e)
-    };
+    let context =
+        |e: kube::Error| cro_kube::provider_error(format!("deleting {} {name}", K::kind(&())), &e);
     let Some(live) = api.fresh(name).await.map_err(context)? else {
         return Ok(true);
     };

@@ -137,7 +137,7 @@ async fn read(
 ) -> Result<BTreeMap<String, String>, ProviderError> {
     let name = credentials_secret_name(&req.name);
     let live = api.get_opt(&name).await.map_err(|e| {
-        cro_kube::provider_error(format!("reading Secret {}/{name}: {e}", req.namespace), &e)
+        cro_kube::provider_error(format!("reading Secret {}/{name}", req.namespace), &e)
     })?;
     if let Some(l) = live
         .as_ref()
@@ -162,7 +162,7 @@ async fn stored(
 ) -> Result<BTreeMap<String, String>, ProviderError> {
     let name = credentials_secret_name(&req.name);
     let err = |verb: &str, e: kube::Error| {
-        cro_kube::provider_error(format!("{verb} Secret {}/{name}: {e}", req.namespace), &e)
+        cro_kube::provider_error(format!("{verb} Secret {}/{name}", req.namespace), &e)
     };
     let live = api.get_opt(&name).await.map_err(|e| err("reading", e))?;
     if let Some(l) = live
@@ -213,7 +213,7 @@ async fn write(
         )
         .await
         .map_err(|e| {
-            let message = format!("writing Secret {}/{name}: {e}", req.namespace);
+            let message = format!("writing Secret {}/{name}", req.namespace);
             cro_kube::provider_error(message, &e)
         })?;
     }
@@ -230,7 +230,7 @@ pub async fn adopt_go_postgres(
 ) -> Result<Credentials, ProviderError> {
     let name = crate::legacy::postgres_secret_name(&req.name);
     let live = api.get_opt(&name).await.map_err(|e| {
-        cro_kube::provider_error(format!("reading Secret {}/{name}: {e}", req.namespace), &e)
+        cro_kube::provider_error(format!("reading Secret {}/{name}", req.namespace), &e)
     })?;
     let existing = live.as_ref().and_then(crate::legacy::postgres_credentials);
     let creds = existing.unwrap_or_else(|| {
@@ -259,7 +259,7 @@ pub async fn ensure_go_redis_config(
     api: &Objects<k8s_openapi::api::core::v1::ConfigMap>,
 ) -> Result<(), ProviderError> {
     let name = crate::legacy::REDIS_CONFIG_MAP;
-    let err = |e: kube::Error| cro_kube::provider_error(format!("ConfigMap {name}: {e}"), &e);
+    let err = |e: kube::Error| cro_kube::provider_error(format!("ConfigMap {name}"), &e);
     if api.get_opt(name).await.map_err(err)?.is_some() {
         return Ok(());
     }

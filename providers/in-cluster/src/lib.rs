@@ -128,7 +128,7 @@ impl InClusterProvider {
             .await
             .map_err(|e| {
                 cro_kube::provider_error(
-                    format!("reading Deployment {}/{}: {e}", req.namespace, req.name),
+                    format!("reading Deployment {}/{}", req.namespace, req.name),
                     &e,
                 )
             })
@@ -307,10 +307,7 @@ impl InClusterProvider {
         req: &ResourceRequest,
     ) -> Result<(Layout, bool), ProviderError> {
         let read = |kind: &str, e: kube::Error| {
-            cro_kube::provider_error(
-                format!("reading {kind} {}/{}: {e}", req.namespace, req.name),
-                &e,
-            )
+            cro_kube::provider_error(format!("reading {kind} {}/{}", req.namespace, req.name), &e)
         };
         let name = req.name.as_str();
         if let Some(d) = self
@@ -383,7 +380,7 @@ impl InClusterProvider {
             .get(&req.namespace)
             .await
             .map_err(|e| {
-                let message = format!("reading Namespace {}: {e}", req.namespace);
+                let message = format!("reading Namespace {}", req.namespace);
                 cro_kube::provider_error(message, &e)
             })?;
         workload::PodUser::of_namespace(
@@ -529,7 +526,7 @@ impl InClusterProvider {
                     .await
                     .map_err(|e| {
                         cro_kube::provider_error(
-                            format!("listing Deployments in {}: {e}", req.namespace),
+                            format!("listing Deployments in {}", req.namespace),
                             &e,
                         )
                     })?

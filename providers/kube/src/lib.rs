@@ -19,9 +19,29 @@ pub fn secret_strings(secret: &k8s_openapi::api::core::v1::Secret) -> BTreeMap<S
         .collect()
 }
 
+/// A failed call to the API server as a person reads it: the API
+/// server's own message with its HTTP code and reason (kube's Display
+/// adds the whole Status again, debug-printed); a refusal by an admission
+/// webhook says where to look.
+pub fn described(e: &kube::Error) -> String {
+    let kube::Error::Api(s) = e else {
+        return e.to_string();
+    };
+    let mut text = format!("{} (HTTP {} {})", s.message, s.code, s.reason);
+    if s.message.contains("failed calling webhook") || s.message.contains("admission webhook") {
+        text.push_str(
+            "; an admission webhook of another component refused the write or did not answer: \
+             see kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations",
+        );
+    }
+    text
+}
+
 /// A failed call to the API server, as a provider error of the right kind
-/// (read from the error, never from its text).
-pub fn provider_error(message: impl Into<String>, e: &kube::Error) -> ProviderError {
+/// (read from the error, never from its text): `action`, then what the
+/// API server said ([`described`]).
+pub fn provider_error(action: impl std::fmt::Display, e: &kube::Error) -> ProviderError {
+    let message = format!("{action}: {}", described(e));
     let kind = if namespace_terminating(e) {
         ErrorKind::NamespaceTerminating
     } else if api_server_unavailable(e) || api_server_busy(e).is_some() {
@@ -61,5 +81,38 @@ pub fn api_server_busy(e: &kube::Error) -> Option<std::time::Duration> {
             Some(std::time::Duration::from_secs(u64::from(asked.max(1))))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As the API server answers a write an admission webhook timed out on
+    /// (kube-apiserver 1.3x, `failurePolicy: Fail`).
+    fn webhook_timeout() -> kube::Error {
+        let message = r#"Internal error occurred: failed calling webhook "hung.example.com": failed to call webhook: Post "https://127.0.0.1:36093/validate?timeout=2s": context deadline exceeded"#;
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 500, "reason": "InternalError", "message": message,
+            "details": {"causes": [{"message": message}]}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn an_api_refusal_reads_as_the_api_servers_message_once_with_its_code() {
+        let text = provider_error("writing Secret ns/s", &webhook_timeout()).to_string();
+        assert!(text.starts_with("writing Secret ns/s: Internal error occurred: failed calling webhook \"hung.example.com\""), "{text}");
+        assert!(text.contains("(HTTP 500 InternalError)"), "{text}");
+        assert!(
+            text.contains("kubectl get validatingwebhookconfigurations"),
+            "{text}"
+        );
+        // kube's own Display repeats the message in the debug-printed Status.
+        assert!(
+            !text.contains("Status {") && text.matches("context deadline exceeded").count() == 1,
+            "{text}"
+        );
     }
 }
