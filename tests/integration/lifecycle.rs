@@ -347,3 +347,175 @@ async fn deleting_a_namespace_with_every_kind_inside_leaves_nothing_behind() {
     operator.stop().await;
 }).await;
 }
+
+/// Another operator's admission webhook that never answers (issue #62):
+/// a ValidatingWebhookConfiguration, `failurePolicy: Fail`, for every
+/// Secret of the namespace, pointing at a listener that takes the
+/// connection and says nothing. The API server refuses each Secret write
+/// after the webhook's timeout; a BlobStorage meanwhile waits (never
+/// `failed`, never `complete` without its Secret) and says which webhook
+/// refuses it; with the webhook gone it completes by itself, its Secret
+/// whole.
+#[tokio::test]
+async fn a_webhook_that_never_answers_holds_a_cr_back_and_fails_nothing() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    crate::support::with_operator("webhook", |client, ns, op| async move {
+        // Takes every connection and holds it, unanswered.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
+        let port = listener.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
+        let held = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let config_name = format!("cro-test-hung-{ns}");
+        let hook = format!("hung.{ns}.cro-test.example.com");
+        let configs = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+        let config: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": config_name},
+            "webhooks": [{
+                "name": hook,
+                "clientConfig": {"url": format!("https://127.0.0.1:{port}/validate")},
+                "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["secrets"]}],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 2,
+            }]
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        configs.create(&Default::default(), &config).await.unwrap_or_else(|e| panic!("{e}"));
+        let outcome = tokio::spawn({
+            let (client, ns, hook, op) = (client.clone(), ns.clone(), hook.clone(), op.clone());
+            async move { held_back_then_complete(&client, &ns, &hook, &op).await }
+        })
+        .await;
+        // Whatever happened, the webhook goes: it is cluster-wide.
+        let _ = configs.delete(&config_name, &Default::default()).await;
+        held.abort();
+        if let Err(e) = outcome {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    })
+    .await;
+}
+
+async fn held_back_then_complete(client: &kube::Client, ns: &str, hook: &str, op: &Operator) {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    // Positive control: the webhook is in force for this namespace (the
+    // API server reads new configurations within a second or so).
+    let secrets = Api::<Secret>::namespaced(client.clone(), ns);
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+    loop {
+        let probe: Secret = serde_json::from_value(json!({"metadata": {"generateName": "probe-"}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        match secrets.create(&Default::default(), &probe).await {
+            Err(e) if e.to_string().contains(hook) => break,
+            Err(e) => panic!("a Secret write refused for another reason: {e}"),
+            Ok(s) => {
+                let _ = secrets
+                    .delete(&s.name_any(), &DeleteParams::default())
+                    .await;
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the webhook never came into force"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+    let blobs = Api::<BlobStorage>::namespaced(client.clone(), ns);
+    let _: BlobStorage = create_json(
+        client,
+        ns,
+        json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage",
+            "metadata": {"name": "held"},
+            "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "held-sec"}}
+        }),
+    )
+    .await;
+    let held = wait_for(
+        &blobs,
+        "held",
+        "a message naming the webhook",
+        DEFAULT_TIMEOUT,
+        |b: Option<&BlobStorage>| {
+            b.and_then(|b| b.status.as_ref())
+                .is_some_and(|s| s.message.as_deref().is_some_and(|m| m.contains(hook)))
+        },
+    )
+    .await;
+    let phase = held.status.as_ref().and_then(|s| s.phase);
+    eprintln!(
+        "held back: {:?}",
+        held.status.as_ref().and_then(|s| s.message.as_deref())
+    );
+    assert_eq!(phase, Some(Phase::InProgress), "{:?}", held.status);
+    let message = held
+        .status
+        .as_ref()
+        .and_then(|s| s.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("kubectl get validatingwebhookconfigurations"),
+        "no advice: {message}"
+    );
+    assert!(
+        secrets
+            .get_opt("held-sec")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_none(),
+        "a Secret got past the webhook"
+    );
+
+    // Another operator's webhook fixed (here: removed).
+    let configs = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+    configs
+        .delete(&format!("cro-test-hung-{ns}"), &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The refusals came a few seconds apart: the backoff is under a minute.
+    wait_for(
+        &blobs,
+        "held",
+        "complete",
+        Duration::from_secs(180),
+        |b: Option<&BlobStorage>| b.and_then(|b| b.status.as_ref()?.phase) == Some(Phase::Complete),
+    )
+    .await;
+    let secret = secrets
+        .get("held-sec")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let data = secret.data.unwrap_or_default();
+    for key in [
+        "bucketName",
+        "bucketRegion",
+        "credentialKeyID",
+        "credentialSecretKey",
+    ] {
+        assert!(
+            data.get(key).is_some_and(|v| !v.0.is_empty()),
+            "{key} empty or missing in {:?}",
+            data.keys()
+        );
+    }
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let failed: Vec<_> = events
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Failed"))
+        .map(|e| e.message.clone())
+        .collect();
+    assert!(failed.is_empty(), "Failed Events: {failed:?}");
+    let logs = op.logs();
+    assert!(
+        logs.contains(hook),
+        "the operator's log does not name the webhook"
+    );
+}
