@@ -1,6 +1,7 @@
 //! API-server faults under load: with 100 CRs in flight and two operator
 //! replicas electing a leader, the real kube-apiserver process is restarted
-//! twice (and etcd once). Watches drop and resume (relisting when their
+//! twice (and etcd once), and frozen for 20 s (SIGSTOP: it accepts
+//! connections and answers nothing, so requests hang rather than fail). Watches drop and resume (relisting when their
 //! resourceVersion is gone), writes in flight fail and are retried on fresh
 //! state, and the Lease is kept or re-acquired without a second leader
 //! acting. Afterwards every CR is complete, nothing is duplicated, and no
@@ -171,6 +172,29 @@ where
     }
 }
 
+/// Waits until a replica holds the Lease and renewed it in the last two
+/// seconds, reviving replicas meanwhile.
+async fn held_and_renewed(client: &Client, ns: &str, replicas: &mut [Replica]) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    // Where `Launch` has the replicas elect.
+    let leases = Api::<Lease>::namespaced(client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+    loop {
+        for replica in replicas.iter_mut() {
+            replica.revive().await;
+        }
+        let lease = leases.get_opt(&format!("cro-{ns}")).await.ok().flatten();
+        let spec = lease.and_then(|l| l.spec);
+        let renewed = spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
+        let fresh = renewed.is_some_and(|t| k8s_openapi::jiff::Timestamp::now().duration_since(t).as_secs_f64() < 2.0);
+        if fresh && spec.is_some_and(|s| s.holder_identity.is_some()) {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no replica renewed the Lease cro-{ns} within {DEFAULT_TIMEOUT:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test]
 async fn the_api_server_restarts_twice_under_a_hundred_crs() {
     crate::support::bounded("the_api_server_restarts_twice_under_a_hundred_crs", async move {
@@ -256,6 +280,11 @@ async fn the_api_server_restarts_twice_under_a_hundred_crs() {
     }
     crate::testenv(&["restart", "apiserver"]);
     tokio::time::sleep(Duration::from_secs(2)).await; // let reconciles start against the new server
+    // Hung, not down: longer than the renew deadline (10 s), so the
+    // leader's renewal hangs past it. Frozen once a leader renews again.
+    held_and_renewed(&client, &ns, &mut replicas).await;
+    crate::testenv(&["freeze", "apiserver", "20"]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
     crate::testenv(&["restart", "etcd", "--kill"]);
     crate::testenv(&["restart", "apiserver", "--kill"]);
     let until = tokio::time::Instant::now() + EXIT_GRACE;
@@ -365,6 +394,12 @@ async fn the_api_server_restarts_twice_under_a_hundred_crs() {
         ),
     }
 
+    // The frozen server's leader gave its Lease up on the deadline rather
+    // than waiting on the hung renewal.
+    assert!(
+        replicas.iter().any(|r| r.logs().contains("the API server did not answer")),
+        "no replica gave its Lease up on an unanswered renewal"
+    );
     for replica in &replicas {
         let log = replica.logs();
         assert!(

@@ -575,6 +575,27 @@ cmd_restart() {
   log "restarted $1"
 }
 
+# freeze apiserver SECONDS: stops the API server (SIGSTOP) for SECONDS and
+# wakes it (SIGCONT). Meanwhile it accepts connections (the kernel's
+# backlog) and answers nothing, as a server stuck on a dead disk or a long
+# pause; its clients' requests hang rather than fail. It is woken whatever
+# interrupts this command.
+cmd_freeze() {
+  local f=$state/pids/kube-apiserver.pid pid
+  [ "${1:-}" = apiserver ] && [ "${2:-}" -gt 0 ] 2>/dev/null || die "usage: $0 freeze apiserver SECONDS"
+  [ -f "$f" ] || die "not up"
+  pid=$(cat "$f")
+  # shellcheck disable=SC2064 # the pid now, not when the trap runs
+  trap "kill -CONT $pid 2>/dev/null || true" EXIT INT TERM
+  kill -STOP "$pid"
+  log "froze kube-apiserver for $2 s"
+  sleep "$2"
+  kill -CONT "$pid"
+  trap - EXIT INT TERM
+  wait_for "kube-apiserver /readyz" 60 kctl get --raw /readyz
+  log "woke kube-apiserver"
+}
+
 # compact: compacts etcd's history up to its current revision, as etcd's
 # periodic compaction does on a busy cluster; a watch that resumes from an
 # older resourceVersion then meets 410 Gone and relists. Through etcd's
@@ -922,8 +943,9 @@ case ${1:-} in
   down) cmd_down ;;
   status) cmd_status ;;
   restart) cmd_restart "${2:-}" "${3:-}" ;;
+  freeze) cmd_freeze "${2:-}" "${3:-}" ;;
   compact) cmd_compact ;;
   backup) cmd_backup ;;
   restore) cmd_restore "${2:-}" ;;
-  *) echo "usage: $0 build|up|down|status|restart apiserver|etcd [--kill]|compact|backup|restore [--bump]|load-image ARCHIVE" >&2; exit 2 ;;
+  *) echo "usage: $0 build|up|down|status|restart apiserver|etcd [--kill]|freeze apiserver SECONDS|compact|backup|restore [--bump]|load-image ARCHIVE" >&2; exit 2 ;;
 esac
