@@ -323,6 +323,29 @@ async fn ensure_published_crds(client: &Client, var: &str, files: &[&str]) {
     }
 }
 
+/// Applies every CRD of the YAML files in `dir` (another build's `crds/`).
+pub async fn ensure_crds_in(client: &Client, dir: &Path) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        // crds/ holds a kustomization.yaml beside them.
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("integreatly.org_"))
+        })
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no CRDs in {}", dir.display());
+    for path in files {
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let crd: CustomResourceDefinition =
+            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        ensure_crd(client, &crd).await;
+    }
+}
+
 /// Server-side applies `crd` and waits until it is Established.
 async fn ensure_crd(
     client: &Client,
