@@ -185,12 +185,23 @@ async fn held_and_renewed(client: &Client, ns: &str, replicas: &mut [Replica]) {
         }
         let lease = leases.get_opt(&format!("cro-{ns}")).await.ok().flatten();
         let spec = lease.and_then(|l| l.spec);
-        let renewed = spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0);
-        let fresh = renewed.is_some_and(|t| k8s_openapi::jiff::Timestamp::now().duration_since(t).as_secs_f64() < 2.0);
+        let renewed = spec
+            .as_ref()
+            .and_then(|s| s.renew_time.as_ref())
+            .map(|t| t.0);
+        let fresh = renewed.is_some_and(|t| {
+            k8s_openapi::jiff::Timestamp::now()
+                .duration_since(t)
+                .as_secs_f64()
+                < 2.0
+        });
         if fresh && spec.is_some_and(|s| s.holder_identity.is_some()) {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no replica renewed the Lease cro-{ns} within {DEFAULT_TIMEOUT:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no replica renewed the Lease cro-{ns} within {DEFAULT_TIMEOUT:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
