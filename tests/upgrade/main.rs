@@ -98,6 +98,22 @@ async fn phases(client: &Client, ns: &str) -> BTreeMap<String, Option<Phase>> {
     out
 }
 
+/// Waits up to 300 s until every CR is complete.
+async fn all_complete(client: &Client, ns: &str, what: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        let now = phases(client, ns).await;
+        if now.values().all(|p| *p == Some(Phase::Complete)) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not complete in 300 s: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// Each Deployment's generation, by name.
 async fn generations(client: &Client, ns: &str) -> BTreeMap<String, i64> {
     Api::<Deployment>::namespaced(client.clone(), ns)
@@ -191,22 +207,14 @@ async fn the_earlier_operator_and_this_one_take_over_from_each_other() {
         create(&client, &ns, kind, name, "workshop").await;
     }
     let mut names: Vec<String> = AWS.iter().chain(IN_CLUSTER.iter()).map(|(k, n)| format!("{k}/{n}")).collect();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
-    while phases(&client, &ns).await.values().any(|p| *p != Some(Phase::Complete)) {
-        assert!(tokio::time::Instant::now() < deadline, "not complete under the earlier operator: {:?}", phases(&client, &ns).await);
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    all_complete(&client, &ns, "made by the earlier operator").await;
     create_json::<PostgresSnapshot>(&client, &ns, json!({
         "apiVersion": "integreatly.org/v1alpha1", "kind": "PostgresSnapshot", "metadata": {"name": "backup"},
         "spec": {"resourceName": "pg"}
     }))
     .await;
     names.push("PostgresSnapshot/backup".into());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
-    while phases(&client, &ns).await.values().any(|p| *p != Some(Phase::Complete)) {
-        assert!(tokio::time::Instant::now() < deadline, "the snapshot was not taken: {:?}", phases(&client, &ns).await);
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    all_complete(&client, &ns, "the snapshot taken by the earlier operator").await;
     served_by(&client, &ns, &earlier, &names, "the earlier operator").await;
     earlier.terminate(DEFAULT_TIMEOUT).await;
     // Positive control: the emulator's log shows the writes that made them.
