@@ -200,7 +200,17 @@ pub async fn sdk_config(
         .connect_timeout(crate::fenced_https::CONNECT_TIMEOUT)
         .read_timeout(ANSWER_TIMEOUT)
         .build();
-    let mut loader = aws_config::defaults(BehaviorVersion::latest()).timeout_config(timeouts);
+    // A call waiting in the budget (see `budget`) has begun its attempt but
+    // not yet sent its body: upload stall protection (5 s of no body sent)
+    // would fail it as a `DispatchFailure` "minimum throughput" timeout
+    // whenever the budget makes it wait longer, as it does under a backlog.
+    // Request bodies here are small forms; the answer timeout bounds them.
+    let stalls = aws_config::stalled_stream_protection::StalledStreamProtectionConfig::enabled()
+        .upload_enabled(false)
+        .build();
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .timeout_config(timeouts)
+        .stalled_stream_protection(stalls);
     let region = region.map(|r| Region::new(r.to_string()));
     if let Some(region) = &region {
         loader = loader.region(region.clone());
