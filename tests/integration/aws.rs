@@ -1301,6 +1301,81 @@ async fn sts_mode_runs_as_the_role_and_makes_no_iam_user() {
     .await;
 }
 
+/// STS mode when its credentials expire and the pod's token is rotated
+/// (issue #62): STS (through a proxy) gives the role's credentials for 30 s
+/// only, and once the kubelet has written a new projected token, refuses
+/// the old one with `ExpiredTokenException`. The operator renews the
+/// credentials with the token file's new content, without a restart: STS
+/// sees the new token, a BlobStorage made after the rotation completes,
+/// and no CR fails.
+#[tokio::test]
+async fn sts_credentials_are_renewed_with_the_rotated_token() {
+    use cloud_resource_operator::api::BlobStorage;
+    let role = "arn:aws:iam::123456789012:role/cro-sts-rotation";
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/testenv");
+    let pid = std::process::id();
+    let (token_file, expired) = (dir.join(format!("sts-rotated-token-{pid}")), dir.join(format!("sts-expired-tokens-{pid}")));
+    // Two projected tokens, as the kubelet writes them one after the other.
+    let (first, second) = ("eyJhbGciOiJSUzI1NiJ9.eyJnZW4iOjF9.Zmlyc3Q", "eyJhbGciOiJSUzI1NiJ9.eyJnZW4iOjJ9.c2Vjb25k");
+    std::fs::write(&token_file, first).unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_file(&expired);
+    let proxy = crate::lost_answers::Proxy::shortening_web_identity(&format!("sts-rotation-{pid}"), 30, &expired).await;
+    crate::support::with_namespace("stsrot", |client, ns| async move {
+        crate::support::ensure_crds(&client).await;
+        let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "sts-credentials"}, "stringData": {"role_arn": role}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<Secret>::namespaced(client.clone(), &ns).create(&PostParams::default(), &secret).await.unwrap_or_else(|e| panic!("{e}"));
+        let mut launch = crate::support::Launch::new(&ns);
+        launch.extra_args.push(format!("--sts-token-file={}", token_file.display()));
+        launch.env_remove.extend(["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"].map(String::from));
+        launch.env.push(("AWS_ENDPOINT_URL".into(), proxy.url.clone()));
+        let op = crate::support::Operator::launch(launch).await;
+        op.wait_log("AWS identity source=STS mode: role", DEFAULT_TIMEOUT).await;
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        let blob = |name: &str| -> BlobStorage {
+            serde_json::from_value(json!({
+                "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": name},
+                "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}
+            }))
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        blobs.create(&PostParams::default(), &blob("before")).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_phase(&blobs, "before", Phase::Complete).await;
+        let assumed_with = |token: &str| {
+            aws_requests().iter().filter(|r| r["action"] == "AssumeRoleWithWebIdentity" && r["params"].to_string().contains(token)).count()
+        };
+        assert!(assumed_with(first) > 0, "the role was not assumed with the first token");
+
+        // The kubelet rotates the token; STS refuses the old one from now on.
+        std::fs::write(&token_file, second).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&expired, first).unwrap_or_else(|e| panic!("{e}"));
+        // The first token's credentials expire within 30 s.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
+        while assumed_with(second) == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the credentials were not renewed with the rotated token in 120 s");
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+        blobs.create(&PostParams::default(), &blob("after")).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_phase(&blobs, "after", Phase::Complete).await;
+        let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns)
+            .list(&Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let failed: Vec<_> = events.items.iter().filter(|e| e.reason.as_deref() == Some("Failed")).map(|e| e.message.clone()).collect();
+        assert!(failed.is_empty(), "Failed Events: {failed:?}");
+        for name in ["before", "after"] {
+            blobs.delete(name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        for name in ["before", "after"] {
+            wait_deleted(&blobs, name, DEFAULT_TIMEOUT).await;
+        }
+        op.stop().await;
+        let _ = std::fs::remove_file(&token_file);
+        let _ = std::fs::remove_file(&expired);
+    })
+    .await;
+}
+
 /// AWS throttling for the whole of a creation (issue #62): every other
 /// RDS and ElastiCache call naming the test's resources is answered with a
 /// throttling error (RDS's `Throttling`, the query APIs' common

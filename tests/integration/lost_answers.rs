@@ -119,6 +119,19 @@ impl Proxy {
         Proxy::launch(name, 0, "0", "", &args).await
     }
 
+    /// A proxy whose STS gives web-identity credentials for
+    /// `expires_in_seconds` only, and refuses the tokens listed in the file
+    /// `expired_tokens` as expired; it passes everything else.
+    pub(crate) async fn shortening_web_identity(
+        name: &str,
+        expires_in_seconds: u32,
+        expired_tokens: &std::path::Path,
+    ) -> Proxy {
+        let (expires_in, expired) = (expires_in_seconds.to_string(), expired_tokens.display().to_string());
+        let args = ["--sts-expires-in", expires_in.as_str(), "--expired-tokens", expired.as_str()];
+        Proxy::launch(name, 0, "0", "", &args).await
+    }
+
     /// Whether it held a request.
     pub(crate) fn held(&self) -> bool {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

@@ -35,8 +35,15 @@ client sent and AWS has not yet acted on, for as long as a test needs to
 make something happen in between (another operator's work).
 
 `--hang-first-answer ACTIONS` holds the answer of the first call of each
-action named for `--hang-seconds` (default 70, past the SDK's 60-second
-read timeout) after AWS acted, then closes the connection: a hung answer.
+action named for `--hang-seconds` (default 70) after AWS acted, then
+closes the connection: a hung answer.
+
+`--sts-expires-in SECONDS` shortens the credentials STS gives for a web
+identity (AssumeRoleWithWebIdentity) to expire SECONDS after the answer,
+and `--expired-tokens FILE` answers ExpiredTokenException, as STS does, to
+one whose token is a line of FILE (read at each call): a projected
+ServiceAccount token the kubelet has rotated away, and credentials that
+must be renewed with the new one within a test's time.
 
 `--lose-first-answer` loses, whatever the dice say, the answer of the
 first call of each action named (S3 calls are named `CreateBucket`,
@@ -247,8 +254,35 @@ def read_body(handler):
     return b""
 
 
+WEB_IDENTITY = "AssumeRoleWithWebIdentity"
+
+
+def expired_token(call, body, expired_tokens):
+    """STS's refusal of a web identity token listed in `expired_tokens`."""
+    if call != WEB_IDENTITY or not expired_tokens or not os.path.exists(expired_tokens):
+        return None
+    with open(expired_tokens) as f:
+        expired = {line.strip() for line in f if line.strip()}
+    if form(body).get("WebIdentityToken") not in expired:
+        return None
+    return (b'<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type>'
+            b"<Code>ExpiredTokenException</Code><Message>Token expired: current date/time must be before "
+            b"the expiration date/time in the token</Message></Error><RequestId>cro-expired</RequestId>"
+            b"</ErrorResponse>")
+
+
+def shortened(call, payload, expires_in):
+    """An AssumeRoleWithWebIdentity answer whose credentials expire
+    `expires_in` seconds from now."""
+    if call != WEB_IDENTITY or not expires_in:
+        return payload
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + expires_in)).encode()
+    return re.sub(rb"<Expiration>[^<]*</Expiration>", b"<Expiration>" + at + b"</Expiration>", payload)
+
+
 def make_handler(upstream, faults, unavailable=None, unavailable_flag=None, hang_seconds=70.0,
-                 stale_ids=(), stale_flag=None, held=(), hold_flag=None):
+                 stale_ids=(), stale_flag=None, held=(), hold_flag=None, sts_expires_in=0.0,
+                 expired_tokens=None):
     host, port = upstream.hostname, upstream.port or 80
 
     class Handler(BaseHTTPRequestHandler):
@@ -293,6 +327,15 @@ def make_handler(upstream, faults, unavailable=None, unavailable_flag=None, hang
                 if self.command != "HEAD":
                     self.wfile.write(payload)
                 return
+            refusal = expired_token(call, body, expired_tokens)
+            if refusal is not None:
+                faults.record(call, "token-expired", self.received)
+                self.send_response_only(400, "Bad Request")
+                self.send_header("Content-Type", "text/xml")
+                self.send_header("Content-Length", str(len(refusal)))
+                self.end_headers()
+                self.wfile.write(refusal)
+                return
             if call in held and hold_flag and os.path.exists(hold_flag):
                 faults.record(call, "held", self.received)
                 while os.path.exists(hold_flag):
@@ -313,6 +356,7 @@ def make_handler(upstream, faults, unavailable=None, unavailable_flag=None, hang
                 conn.close()
             if answer.status < 300:
                 faults.created(created_key(call, self.command, self.path, body))
+                payload = shortened(call, payload, sts_expires_in)
                 if stale_flag and os.path.exists(stale_flag):
                     listed = payload
                     payload = stale(call, body, payload, stale_ids)
@@ -366,6 +410,8 @@ def main():
     parser.add_argument("--stale-flag")
     parser.add_argument("--hold", default="")
     parser.add_argument("--hold-flag")
+    parser.add_argument("--sts-expires-in", type=float, default=0.0)
+    parser.add_argument("--expired-tokens")
     args = parser.parse_args()
     lose_first = [a for a in args.lose_first_answer.split(",") if a]
     hang_first = [a for a in args.hang_first_answer.split(",") if a]
@@ -375,7 +421,8 @@ def main():
     stale_ids = {i for i in args.stale_listing.split(",") if i}
     held = {a for a in args.hold.split(",") if a}
     handler = make_handler(upstream, faults, args.unavailable, args.unavailable_flag, args.hang_seconds,
-                           stale_ids, args.stale_flag, held, args.hold_flag)
+                           stale_ids, args.stale_flag, held, args.hold_flag, args.sts_expires_in,
+                           args.expired_tokens)
     server = QuietServer(("127.0.0.1", args.port), handler)
     server.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
