@@ -282,14 +282,10 @@ async fn a_restart_over_complete_crs_reads_nothing_one_object_at_a_time() {
     .await;
 }
 
-/// Calls over the budget wait, and no reconcile fails for it: with four
-/// Postgres made at once at half a call a second, calls wait longer than
-/// the SDK's 5 s upload-stall grace period (which failed them as
-/// "minimum throughput" timeouts until it was turned off for uploads).
 #[tokio::test]
 async fn aws_calls_stay_within_the_budget_and_no_cr_fails() {
-    const RATE: f64 = 0.5;
-    const BURST: f64 = 1.0;
+    const RATE: f64 = 2.0;
+    const BURST: f64 = 2.0;
     let budget = |l: &mut Launch| {
         l.extra_args.push(format!("--aws-api-rate={RATE}"));
         l.extra_args.push(format!("--aws-api-burst={BURST}"));
@@ -329,6 +325,47 @@ async fn aws_calls_stay_within_the_budget_and_no_cr_fails() {
         let logs = op.logs();
         let failed: Vec<&str> = logs.lines().filter(|l| l.contains("reconcile failed")).collect();
         assert!(failed.is_empty(), "reconciles failed under the budget: {failed:#?}");
+    })
+    .await;
+}
+
+/// Calls wait in the budget as long as it takes, and none fails for it:
+/// four BlobStorage made at once at one IAM call every five seconds queue
+/// their IAM calls for tens of seconds, past the SDK's upload-stall
+/// window and grace period, which failed such calls as "minimum
+/// throughput" timeouts until it was turned off for uploads.
+#[tokio::test]
+async fn a_long_wait_in_the_budget_fails_no_call() {
+    use cloud_resource_operator::api::BlobStorage;
+    let budget = |l: &mut Launch| {
+        l.extra_args
+            .extend(["--aws-api-rate=0.2", "--aws-api-burst=1"].map(String::from));
+    };
+    with_operator_launched("longwait", budget, |client, ns, op| async move {
+        let names = ["a", "b", "c", "d"];
+        for name in names {
+            let _: BlobStorage = crate::support::create_json(&client, &ns, json!({
+                "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": name},
+                "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}
+            }))
+            .await;
+        }
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        for name in names {
+            crate::support::wait_for(&blobs, name, "complete", Duration::from_secs(400), |b: Option<&BlobStorage>| {
+                b.and_then(|b| b.status.as_ref()?.phase) == Some(Phase::Complete)
+            })
+            .await;
+        }
+        let logs = op.logs();
+        let failed: Vec<&str> = logs.lines().filter(|l| l.contains("reconcile failed")).collect();
+        assert!(failed.is_empty(), "reconciles failed while calls waited in the budget: {failed:#?}");
+        for name in names {
+            blobs.delete(name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        for name in names {
+            crate::support::wait_deleted(&blobs, name, Duration::from_secs(400)).await;
+        }
     })
     .await;
 }
