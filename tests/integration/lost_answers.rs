@@ -127,8 +127,16 @@ impl Proxy {
         expires_in_seconds: u32,
         expired_tokens: &std::path::Path,
     ) -> Proxy {
-        let (expires_in, expired) = (expires_in_seconds.to_string(), expired_tokens.display().to_string());
-        let args = ["--sts-expires-in", expires_in.as_str(), "--expired-tokens", expired.as_str()];
+        let (expires_in, expired) = (
+            expires_in_seconds.to_string(),
+            expired_tokens.display().to_string(),
+        );
+        let args = [
+            "--sts-expires-in",
+            expires_in.as_str(),
+            "--expired-tokens",
+            expired.as_str(),
+        ];
         Proxy::launch(name, 0, "0", "", &args).await
     }
 
