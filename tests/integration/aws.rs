@@ -1368,11 +1368,7 @@ async fn sts_credentials_are_renewed_with_the_rotated_token() {
         blobs.create(&PostParams::default(), &blob("after")).await.unwrap_or_else(|e| panic!("{e}"));
         wait_phase(&blobs, "after", Phase::Complete).await;
         assert!(assumed_with(second) > 0, "the credentials were not renewed with the rotated token");
-        let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), &ns)
-            .list(&Default::default())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let failed: Vec<_> = events.items.iter().filter(|e| e.reason.as_deref() == Some("Failed")).map(|e| e.message.clone()).collect();
+        let failed = crate::support::failed_events(&client, &ns).await;
         assert!(failed.is_empty(), "Failed Events: {failed:?}");
         for name in ["before", "after"] {
             blobs.delete(name, &Default::default()).await.unwrap_or_else(|e| panic!("{e}"));

@@ -502,16 +502,7 @@ async fn held_back_then_complete(client: &kube::Client, ns: &str, hook: &str, op
             data.keys()
         );
     }
-    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let failed: Vec<_> = events
-        .items
-        .iter()
-        .filter(|e| e.reason.as_deref() == Some("Failed"))
-        .map(|e| e.message.clone())
-        .collect();
+    let failed = crate::support::failed_events(client, ns).await;
     assert!(failed.is_empty(), "Failed Events: {failed:?}");
     let logs = op.logs();
     assert!(
