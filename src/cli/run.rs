@@ -84,15 +84,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         registry.register_collector(Box::new(metrics::ProviderMetrics(providers.clone())));
         connectivity.register_metrics(registry);
     }));
-    let elector = elector(&args, &client, &settings, fence, &metrics)?;
-    let ctx = Arc::new(Context::new(
-        client,
-        settings,
-        owned,
-        providers,
-        metrics.clone(),
-        connectivity,
-    ));
+    let held = leader::HeldBack::default();
+    let elector = elector(&args, &client, &settings, fence, &metrics, &held)?;
+    let ctx = Arc::new(
+        Context::new(
+            client,
+            settings,
+            owned,
+            providers,
+            metrics.clone(),
+            connectivity,
+        )
+        .with_held_back(held),
+    );
     serve(ctx, elector, metrics, args.metrics_address).await
 }
 
@@ -157,6 +161,7 @@ fn elector(
     settings: &Settings,
     fence: Fence,
     metrics: &Metrics,
+    held: &leader::HeldBack,
 ) -> anyhow::Result<Option<leader::Elector>> {
     if !args.leader_election {
         return Ok(None);
@@ -167,7 +172,9 @@ fn elector(
         .clone()
         .unwrap_or_else(|| operator_namespace.to_string());
     // Where a Go operator this one replaces runs: the same namespace, or
-    // the one namespace it watched.
+    // the one namespace it watched. Only the platform writes these, so a
+    // Go trace here stops this process leading; one elsewhere holds back
+    // its own namespace (leader::held).
     let mut go_lease_namespaces = vec![namespace.clone(), operator_namespace.to_string()];
     if let [one] = settings.watch_namespaces.as_slice() {
         go_lease_namespaces.push(one.clone());
@@ -188,6 +195,7 @@ fn elector(
         config,
         fence,
         metrics.go_operator_gauge(),
+        held.clone(),
     )))
 }
 

@@ -13,11 +13,15 @@
 //! "at most one leader acts" hold here (tests/integration/leader.rs,
 //! tests/disruptive/faults.rs).
 
+mod held;
 mod olm;
+
+pub use held::HeldBack;
 
 use std::time::{Duration, Instant};
 
 use cro_provider_api::Fence;
+use held::{Trace, Trusted};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
@@ -32,7 +36,7 @@ use kube::{
 };
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Mutex;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -45,10 +49,12 @@ pub struct Config {
     pub retry_period: Duration,
     /// Namespaces where a Go cloud-resource-operator may hold its Lease
     /// ([`GO_LEASE`]): this process leads only while none is live there.
+    /// Only the platform writes them, so its traces there are trusted.
     pub go_lease_namespaces: Vec<String>,
     /// The namespaces this operator watches (empty: all). A Go operator's
-    /// Lease elsewhere counts when it is in one of them: the Go operator
-    /// watches the namespace it runs in (RHOAM's layout), or all.
+    /// Lease elsewhere counts when it is in one of them, for that
+    /// namespace only: the Go operator watches the namespace it runs in
+    /// (RHOAM's layout), and whoever may write there could have made it.
     pub watch_namespaces: Vec<String>,
 }
 
@@ -126,7 +132,11 @@ pub struct Elector {
     go_deployments: Vec<Api<Deployment>>,
     /// The Go operator as OLM installed it, in any namespace.
     olm: olm::Olm,
-    deployments_read: Mutex<Option<(Instant, Option<String>)>>,
+    deployments_read: Mutex<Option<(Instant, Vec<Trace>)>>,
+    /// Where a Go trace stops this process leading.
+    trusted: Trusted,
+    /// Where one holds back its own namespace only.
+    held: HeldBack,
     /// 1 while a Go operator keeps this process from leading.
     go_present: Gauge,
 }
@@ -142,7 +152,13 @@ const GO_DEPLOYMENT_EVERY: Duration = Duration::from_secs(60);
 const GO_ANYWHERE_EVERY: Duration = Duration::from_secs(10);
 
 impl Elector {
-    pub fn new(client: Client, config: Config, fence: Fence, go_present: Gauge) -> Self {
+    pub fn new(
+        client: Client,
+        config: Config,
+        fence: Fence,
+        go_present: Gauge,
+        held: HeldBack,
+    ) -> Self {
         let mut namespaces = config.go_lease_namespaces.clone();
         namespaces.sort();
         namespaces.dedup();
@@ -165,63 +181,39 @@ impl Elector {
             go_deployments,
             olm: olm::Olm::new(client.clone()),
             deployments_read: Mutex::new(None),
+            trusted: Trusted::new(namespaces.iter().cloned()),
+            held,
             go_present,
         }
     }
 
-    /// Why a Go operator keeps this process from leading, if one does:
-    /// a live Lease of it, its Deployment with a ready replica (the Go
-    /// releases that run without leader election), or OLM's installation
-    /// of it, which keeps it running or brings it back. Shown by the
-    /// `cro_go_operator_present` gauge.
+    /// Why a Go operator keeps this process from leading, if one does: a
+    /// trace of it in a namespace only the platform writes (see `held`).
+    /// Traces elsewhere hold back their own namespaces meanwhile. Shown by
+    /// the `cro_go_operator_present` gauge.
     async fn go_operator_leading(&self) -> Option<String> {
-        let found = self.go_operator_found().await;
+        let traces = self.go_traces().await;
+        let (found, held) = self.trusted.split(traces);
+        let (began, ended) = self.held.replace(held);
+        for (namespace, why) in began {
+            warn!(%namespace, "leaving the CRs of namespace {namespace} alone: {why}");
+        }
+        for namespace in ended {
+            info!(%namespace, "reconciling namespace {namespace} again: the Go operator's trace there is gone");
+        }
         self.go_present.set(i64::from(found.is_some()));
         found
     }
 
     /// A running Go Deployment or OLM's installation of it, as last read
-    /// (see [`GO_DEPLOYMENT_EVERY`]), else a live Go Lease: one with a
+    /// (see [`GO_DEPLOYMENT_EVERY`]), and each live Go Lease: one with a
     /// holder whose record changed within its lease duration (judged as
     /// our own Lease is, on this process's monotonic clock, so a Lease a
     /// stopped Go operator left behind stops counting one duration after
     /// we first see it). One that cannot be read counts as not held: the
     /// operator may not be granted Leases there.
-    async fn go_operator_found(&self) -> Option<String> {
-        let mut read = self.deployments_read.lock().await;
-        match read.as_ref() {
-            Some((at, said))
-                if at.elapsed()
-                    < if said.is_some() {
-                        GO_ANYWHERE_EVERY
-                    } else {
-                        GO_DEPLOYMENT_EVERY
-                    } =>
-            {
-                if said.is_some() {
-                    return said.clone();
-                }
-            }
-            _ => {
-                let previous = read.as_ref().and_then(|(_, said)| said.clone());
-                let said = match self.go_deployment_running().await {
-                    Some(running) => Some(running),
-                    None => match self.olm.go_installed(&self.config.watch_namespaces).await {
-                        Ok(installed) => installed,
-                        Err(e) => {
-                            // Tried again next round; until then, as last read.
-                            debug!(error = %e, "listing OLM's ClusterServiceVersions and Subscriptions");
-                            previous
-                        }
-                    },
-                };
-                *read = Some((Instant::now(), said.clone()));
-                if said.is_some() {
-                    return said;
-                }
-            }
-        }
-        drop(read);
+    async fn go_traces(&self) -> Vec<Trace> {
+        let mut traces = self.go_installed().await;
         let mut leases = self.go_leases_anywhere().await;
         for api in &self.go_leases {
             match api.get_opt(GO_LEASE).await {
@@ -232,26 +224,55 @@ impl Elector {
                 }
             }
         }
+        let mut observed = self.go_observed.lock().await;
         for lease in leases {
             let namespace = lease.metadata.namespace.clone().unwrap_or_default();
             let Some(spec) = lease.spec else {
                 continue;
             };
             let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
-            let mut observed = self.go_observed.lock().await;
+            let record = observed.entry(namespace.clone()).or_default();
             if let Some(holder) = holder
-                && !expired_record(
-                    observed.entry(namespace.clone()).or_default(),
-                    &spec,
-                    self.config.lease_duration,
-                )
+                && !expired_record(record, &spec, self.config.lease_duration)
             {
-                return Some(format!(
+                traces.push(Trace::at(&namespace, format!(
                     "the Go cloud-resource-operator leads (Lease {namespace}/{GO_LEASE}, holder {holder}): stop it first (with OLM, delete its Subscription and ClusterServiceVersion; keep the CRDs; under RHOAM, the integreatly-operator re-creates them: see docs/migration.md), then this operator takes over"
-                ));
+                )));
             }
         }
-        None
+        traces
+    }
+
+    /// A running Go Deployment, else OLM's installations of the Go
+    /// operator, as last read: every [`GO_DEPLOYMENT_EVERY`] while none
+    /// was found, every [`GO_ANYWHERE_EVERY`] once one was, so this
+    /// operator takes over soon after they go.
+    async fn go_installed(&self) -> Vec<Trace> {
+        let mut read = self.deployments_read.lock().await;
+        if let Some((at, said)) = read.as_ref() {
+            let every = match said.is_empty() {
+                true => GO_DEPLOYMENT_EVERY,
+                false => GO_ANYWHERE_EVERY,
+            };
+            if at.elapsed() < every {
+                return said.clone();
+            }
+        }
+        let said = match self.go_deployment_running().await {
+            Some(running) => vec![running],
+            None => match self.olm.go_installed(&self.config.watch_namespaces).await {
+                Ok(installed) => installed,
+                Err(e) => {
+                    // Tried again next round; until then, as last read.
+                    debug!(error = %e, "listing OLM's ClusterServiceVersions and Subscriptions");
+                    read.as_ref()
+                        .map(|(_, said)| said.clone())
+                        .unwrap_or_default()
+                }
+            },
+        };
+        *read = Some((Instant::now(), said.clone()));
+        said
     }
 
     /// The Go operator's Leases in every namespace, as last listed (at
@@ -317,13 +338,16 @@ impl Elector {
     }
 
     /// A Go operator's Deployment with a ready replica, described.
-    async fn go_deployment_running(&self) -> Option<String> {
+    async fn go_deployment_running(&self) -> Option<Trace> {
         for api in &self.go_deployments {
             match api.get_opt(GO_DEPLOYMENT).await {
                 Ok(Some(d)) if go_deployment_ready(&d) => {
-                    return Some(format!(
-                        "the Go cloud-resource-operator runs (Deployment {}/{GO_DEPLOYMENT} has a ready replica): stop it first (with OLM, delete its Subscription and ClusterServiceVersion; keep the CRDs), then this operator takes over",
-                        api.namespace().unwrap_or_default()
+                    let namespace = api.namespace().unwrap_or_default();
+                    return Some(Trace::at(
+                        namespace,
+                        format!(
+                            "the Go cloud-resource-operator runs (Deployment {namespace}/{GO_DEPLOYMENT} has a ready replica): stop it first (with OLM, delete its Subscription and ClusterServiceVersion; keep the CRDs), then this operator takes over"
+                        ),
                     ));
                 }
                 Ok(_) => {}

@@ -14,6 +14,7 @@ use crate::{
     cache::{self, Owned},
     config::ConfigReader,
     connectivity::Checker,
+    leader::HeldBack,
     metrics::Metrics,
 };
 
@@ -65,6 +66,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Connection checks of complete Postgres and Redis.
     pub connectivity: Arc<Checker>,
+    /// Namespaces left alone while a Go operator's trace is there.
+    pub held_back: HeldBack,
     /// Consecutive transient failures by object, and when the last was.
     failures: Mutex<HashMap<String, (u32, Instant)>>,
     /// Failures that need a person, by object: what they failed with.
@@ -133,12 +136,19 @@ impl Context {
             settings,
             metrics,
             connectivity,
+            held_back: HeldBack::default(),
             failures: Mutex::default(),
             parked: Mutex::default(),
             last_writes: LastWrites::default(),
             objects: Mutex::default(),
             shares,
         }
+    }
+
+    /// Leaves the CRs of the namespaces `held` names alone.
+    pub fn with_held_back(mut self, held: HeldBack) -> Self {
+        self.held_back = held;
+        self
     }
 
     /// A slot for a reconcile of a `kind` CR in `namespace`: always when

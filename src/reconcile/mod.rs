@@ -65,6 +65,10 @@ const CACHE_BEHIND_RETRY: Duration = Duration::from_secs(1);
 /// missed (a lagging receiver) and must never leave a CR waiting for good.
 const SHARE_RETRY: Duration = Duration::from_secs(30);
 
+/// When a CR of a namespace held back for a Go operator is looked at
+/// again: the elector lists the Go Leases every 10 s.
+const HELD_BACK_RETRY: Duration = Duration::from_secs(10);
+
 /// How soon a resource that is still converging is looked at again when no
 /// event arrives first: a quarter of the time it has been in progress,
 /// between 5 seconds and 2 minutes, so a quick creation is seen quickly and
@@ -200,6 +204,12 @@ pub async fn reconcile<K: Managed>(
         .owns(&obj.namespace().unwrap_or_default())
     {
         return Ok(Action::await_change());
+    }
+    // A Go operator's trace in its namespace: the Go operator may write it
+    // (see `leader::held`). Looked at again until the trace is gone.
+    if let Some(why) = ctx.held_back.why(&obj.namespace().unwrap_or_default()) {
+        debug!(object = %key(obj.as_ref()), "left alone: {why}");
+        return Ok(Action::requeue(HELD_BACK_RETRY));
     }
     // A version older than the operator's last write: reconcile the newer
     // one. The watch brings it as a wake, not as a change (it changes no

@@ -364,34 +364,84 @@ async fn no_leading_while_a_go_operator_holds_its_lease() {
     .await;
 }
 
-/// RHOAM's layout: the Go operator runs in its own namespace and watches
-/// it. An operator watching that namespace among others (not its own, not
-/// its only one) still sees the Go Lease there and does not lead until it
-/// stops.
+/// RHOAM's layout seen by an operator that watches more than it: the Go
+/// operator runs in a namespace of its own and writes only there. Whoever
+/// may write that namespace could have made its Lease, so a Go trace there
+/// holds back that namespace only, never the whole operator: a tenant
+/// cannot stop it for everyone (a Subscription to the Go package in a
+/// tenant's namespace neither). This operator leads, completes a CR of its
+/// own namespace, leaves the CRs of the other two alone while their traces
+/// stand, and completes each once its trace is gone.
 #[tokio::test]
-async fn no_leading_while_a_go_operator_leads_from_another_watched_namespace() {
+async fn a_go_trace_in_another_namespace_holds_back_that_namespace_only() {
+    use cloud_resource_operator::api::BlobStorage;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
     with_namespace("leader-rhoam", |client, ns| async move {
         ensure_crds(&client).await;
+        crate::support::ensure_olm_crds(&client).await;
         let rhoam = crate::support::create_namespace(&client, "rhoam").await;
+        let tenant = crate::support::create_namespace(&client, "tenant").await;
         let go = go_operator_leading(&client, &rhoam, "cloud-resource-operator-5c8d_9f0e");
+        let gvk = GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", "Subscription");
+        let subscriptions = Api::<DynamicObject>::namespaced_with(client.clone(), &tenant, &ApiResource::from_gvk_with_plural(&gvk, "subscriptions"));
+        let subscription: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "rhmi-cloud-resources"},
+            "spec": {"name": "rhmi-cloud-resources", "channel": "rhmi", "source": "rhmi-operators", "sourceNamespace": "openshift-marketplace"}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        subscriptions.create(&PostParams::default(), &subscription).await.unwrap_or_else(|e| panic!("creating the Subscription: {e}"));
+
         let mut launch = Launch::new(&ns);
         launch.extra_args.extend([
-            format!("--watch-namespaces={ns},{rhoam}"),
+            format!("--watch-namespaces={ns},{rhoam},{tenant}"),
             "--leader-election-lease-duration=5".into(),
             "--leader-election-renew-deadline=3".into(),
             "--leader-election-retry-period=1".into(),
         ]);
         let op = Operator::launch(launch).await;
-        let refused = format!("not leading: the Go cloud-resource-operator leads (Lease {rhoam}/ce8de7ea.integreatly.org");
-        op.wait_log(&refused, DEFAULT_TIMEOUT).await;
-        go_renewals(&client, &rhoam, 3).await;
-        assert!(!op.logs().contains(LEADING), "led beside a live Go operator in {rhoam}");
+        op.wait_log(LEADING, DEFAULT_TIMEOUT).await;
+        op.wait_log(&format!("leaving the CRs of namespace {rhoam} alone: the Go cloud-resource-operator leads (Lease {rhoam}/ce8de7ea.integreatly.org"), DEFAULT_TIMEOUT).await;
+        op.wait_log(&format!("leaving the CRs of namespace {tenant} alone: OLM Subscription {tenant}/rhmi-cloud-resources installs"), DEFAULT_TIMEOUT).await;
+
+        let bucket = |name: &str| json!({
+            "apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": name},
+            "spec": {"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}}
+        });
+        let blobs = |namespace: &str| Api::<BlobStorage>::namespaced(client.clone(), namespace);
+        for namespace in [&ns, &rhoam, &tenant] {
+            crate::support::create_json::<BlobStorage>(&client, namespace, bucket("files")).await;
+        }
+        crate::support::wait_phase(&blobs(&ns), "files", Phase::Complete).await;
+        // Election rounds pass with the other two CRs there (the held
+        // ones are looked at every 10 s).
+        go_renewals(&client, &rhoam, 12).await;
+        for namespace in [&rhoam, &tenant] {
+            let untouched = blobs(namespace).get("files").await.unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                untouched.status.is_none() && untouched.metadata.finalizers.is_none(),
+                "a CR in {namespace} was touched beside a Go trace there: {untouched:?}"
+            );
+        }
 
         go.send_replace(true);
-        op.wait_log(LEADING, Duration::from_secs(90)).await;
+        op.wait_log(&format!("reconciling namespace {rhoam} again"), Duration::from_secs(90)).await;
+        crate::support::wait_phase(&blobs(&rhoam), "files", Phase::Complete).await;
+        let untouched = blobs(&tenant).get("files").await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(untouched.status.is_none(), "{untouched:?}");
+        subscriptions.delete("rhmi-cloud-resources", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        crate::support::wait_phase(&blobs(&tenant), "files", Phase::Complete).await;
+        assert!(!op.logs().contains("lost leadership"), "{}", op.logs());
+
+        for namespace in [&ns, &rhoam, &tenant] {
+            blobs(namespace).delete("files", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            crate::support::wait_deleted(&blobs(namespace), "files", DEFAULT_TIMEOUT).await;
+        }
         let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
-        if let Err(e) = namespaces.delete(&rhoam, &DeleteParams::default()).await {
-            eprintln!("warning: deleting namespace {rhoam}: {e}");
+        for namespace in [&rhoam, &tenant] {
+            if let Err(e) = namespaces.delete(namespace, &DeleteParams::default()).await {
+                eprintln!("warning: deleting namespace {namespace}: {e}");
+            }
         }
     })
     .await;
