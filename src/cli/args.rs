@@ -131,6 +131,15 @@ pub struct ClusterArgs {
     /// are `<name>.<namespace>.svc`.
     #[arg(long, env = "CLUSTER_DOMAIN")]
     pub cluster_domain: Option<String>,
+    /// How new ElastiCache Redis and S3 BlobStorage are made. `true`: as
+    /// the Go operator made them (a Redis without in-transit encryption
+    /// and AUTH where its tier does not say, a bucket's key from the Cloud
+    /// Credential Operator where it runs), so rolling back to the Go
+    /// operator keeps them working. `false`: this operator's way. `auto`:
+    /// `true` while the Go operator's Lease is in the operator's namespace
+    /// (or the one watched namespace), as after a switch.
+    #[arg(long, env = "GO_COMPATIBLE_RESOURCES", value_enum, default_value_t = GoCompatible::Auto)]
+    pub go_compatible_resources: GoCompatible,
     /// Image of in-cluster Postgres where a tier names none; pin it by
     /// digest (`repository@sha256:...`) or name your mirror. The variable
     /// follows OLM's RELATED_IMAGE_ convention, which mirroring rewrites.
@@ -275,6 +284,14 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+/// `--go-compatible-resources`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GoCompatible {
+    Auto,
+    True,
+    False,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use cro_provider_api::Fence;
 use tracing::{info, warn};
 
-use super::{args::ClusterArgs, sts};
+use super::{args::ClusterArgs, go_compatible, sts};
 use crate::{
     aws_identity, cluster_id, fenced_client, providers, reconcile::Settings, shard::Shard,
 };
@@ -125,6 +125,8 @@ pub(super) async fn connect(
     providers.operator_namespace = Some(settings.operator_namespace.clone());
     providers.aws.keys = identity.keys;
     providers.aws.fence = fence.clone();
+    providers.aws.go_compatible =
+        go_compatible::decide(&client, args.go_compatible_resources, ns, watched).await;
     Ok(Connected {
         client,
         settings,
@@ -287,6 +289,8 @@ fn provider_settings(
             iam_users,
             keys: None,
             fence: Fence::open(),
+            // Decided once connected (see `go_compatible`).
+            go_compatible: false,
         },
     })
 }

@@ -3,6 +3,7 @@
 
 pub mod args;
 mod connect;
+mod go_compatible;
 pub mod offline;
 pub mod read;
 pub mod run;

@@ -1151,6 +1151,8 @@ fn the_charts_flag_values_and_sts_mount_reach_the_operator() {
             "--set",
             "operator.namespaceConfig=false",
             "--set",
+            "operator.goCompatibleResources=false",
+            "--set",
             "operator.recheckInterval=600",
             "--set",
             "operator.awsVpcId=vpc-0abc",
@@ -1177,6 +1179,7 @@ fn the_charts_flag_values_and_sts_mount_reach_the_operator() {
         .collect();
     for (name, value) in [
         ("NAMESPACE_CONFIG", "false"),
+        ("GO_COMPATIBLE_RESOURCES", "false"),
         ("RECHECK_INTERVAL", "600"),
         ("AWS_VPC_ID", "vpc-0abc"),
         ("SHARD_COUNT", "2"),

@@ -1843,3 +1843,101 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
     })
     .await;
 }
+
+/// A switch that may still be rolled back: the stopped Go operator's Lease
+/// is still in the namespace it ran in (controller-runtime leaves it: the
+/// Go main.go sets `LeaderElectionID` and no release on cancel), and this
+/// operator, installed there with its defaults, makes new resources as the
+/// Go operator made them, so the Go operator takes them back whole:
+/// - a Redis with neither TLS nor AUTH (`defaultInTransitEncryption`,
+///   pkg/providers/aws/provider_redis.go), whose Secret holds exactly what
+///   the Go operator's `ReconcileResultSecret` writes over it (`uri`,
+///   `port`: `RedisDeploymentDetails.Data`, pkg/providers/aws);
+/// - a bucket whose key the Cloud Credential Operator minted for the
+///   CredentialsRequest the Go operator asks for
+///   (`ReconcileBucketOwnerCredentials`, provider_blobstorage.go), so the
+///   Secret it writes back (`BlobStorageDeploymentDetails`: the bucket,
+///   the tier's region, that key) is the one applications hold, and no
+///   IAM user of this operator is left behind.
+#[tokio::test]
+async fn after_a_switch_new_resources_are_made_so_the_go_operator_can_take_them_back() {
+    use k8s_openapi::{
+        api::coordination::v1::{Lease, LeaseSpec},
+        apimachinery::pkg::apis::meta::v1::MicroTime,
+        jiff::{SignedDuration, Timestamp},
+    };
+    with_namespace("go-rollback", |client, ns| async move {
+        ensure_crds(&client).await;
+        crate::support::ensure_cco_crd(&client).await;
+        let stopped = Timestamp::now() - SignedDuration::from_hours(1);
+        let lease = Lease {
+            metadata: kube::api::ObjectMeta { name: Some("ce8de7ea.integreatly.org".into()), ..Default::default() },
+            spec: Some(LeaseSpec {
+                holder_identity: Some("cloud-resource-operator-7d9f8c6b5-x2x4q_6f1c".into()),
+                lease_duration_seconds: Some(15),
+                acquire_time: Some(MicroTime(stopped - SignedDuration::from_hours(24 * 90))),
+                renew_time: Some(MicroTime(stopped)),
+                lease_transitions: Some(3),
+                ..Default::default()
+            }),
+        };
+        Api::<Lease>::namespaced(client.clone(), &ns).create(&PostParams::default(), &lease).await.unwrap_or_else(|e| panic!("{e}"));
+        let env = TestEnv::load();
+        let admin = env.aws_config().await;
+        let _cco = crate::cco::Cco::start(client.clone(), &ns, aws_sdk_iam::Client::new(&admin));
+        let op = Operator::launch(Launch::new(&ns)).await;
+        op.wait_log(&format!("made as the Go operator made them (the Go operator's Lease {ns}/ce8de7ea.integreatly.org is here)"), DEFAULT_TIMEOUT).await;
+
+        let spec = |secret: &str| json!({"type": "managed", "tier": "development", "secretRef": {"name": secret}});
+        let _: Redis = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1",
+            "kind": "Redis", "metadata": {"name": "cache"}, "spec": spec("cache-sec")})).await;
+        let _: BlobStorage = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1",
+            "kind": "BlobStorage", "metadata": {"name": "files"}, "spec": spec("files-sec")})).await;
+        let (redis, blobs) = (Api::<Redis>::namespaced(client.clone(), &ns), Api::<BlobStorage>::namespaced(client.clone(), &ns));
+        crate::support::wait_phase(&redis, "cache", Phase::Complete).await;
+        crate::support::wait_phase(&blobs, "files", Phase::Complete).await;
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let read = |name: &'static str| {
+            let secrets = secrets.clone();
+            async move { crate::cco::strings(&secrets.get(name).await.unwrap_or_else(|e| panic!("{name}: {e}"))) }
+        };
+
+        let id = cloud_identifier(CLUSTER, &ns, "cache");
+        let ec = aws_sdk_elasticache::Client::new(&admin);
+        let groups = ec.describe_replication_groups().replication_group_id(&id).send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let group = groups.replication_groups().first().cloned().unwrap_or_else(|| panic!("no group {id}"));
+        assert_eq!((group.transit_encryption_enabled(), group.auth_token_enabled()), (Some(false), Some(false)), "{group:?}");
+        let primary = group.node_groups().first().and_then(|g| g.primary_endpoint()).and_then(|e| e.address()).unwrap_or_default().to_string();
+        let port = group.node_groups().first().and_then(|g| g.primary_endpoint()).and_then(|e| e.port()).unwrap_or_default().to_string();
+        let go_writes = BTreeMap::from([("uri".to_string(), primary), ("port".to_string(), port)]);
+        assert_eq!(read("cache-sec").await, go_writes, "the Go operator would rewrite the Redis Secret otherwise");
+        let token = secrets.get_opt("cache-aws-elasticache-credentials").await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(token.is_none(), "an AUTH token was kept for a group without one");
+
+        let output = read("files-sec").await;
+        let bucket = output.get("bucketName").cloned().unwrap_or_default();
+        assert_eq!(bucket, cloud_identifier(CLUSTER, &ns, "files"));
+        let request_name = format!("cro-aws-s3-{bucket}-creds");
+        let request = crate::cco::requests(&client, &ns).get(&request_name).await.unwrap_or_else(|e| panic!("{request_name}: {e}"));
+        assert_eq!(request.data["spec"]["providerSpec"]["statementEntries"], go_bucket_entries(&bucket), "not the Go operator's CredentialsRequest");
+        let minted = crate::cco::strings(&secrets.get(&request_name).await.unwrap_or_else(|e| panic!("{e}")));
+        let go_writes = BTreeMap::from([
+            ("bucketName".to_string(), bucket.clone()),
+            ("bucketRegion".to_string(), env.aws_region.clone()),
+            ("credentialKeyID".to_string(), minted.get("aws_access_key_id").cloned().unwrap_or_default()),
+            ("credentialSecretKey".to_string(), minted.get("aws_secret_access_key").cloned().unwrap_or_default()),
+        ]);
+        assert_eq!(output, go_writes, "the Go operator would rewrite the BlobStorage Secret otherwise");
+        let iam = aws_sdk_iam::Client::new(&admin);
+        let user = iam.get_user().user_name(&bucket).send().await;
+        assert!(user.is_err(), "an IAM user of this operator was made for {bucket}: {user:?}");
+
+        redis.delete("cache", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        blobs.delete("files", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&redis, "cache", DEFAULT_TIMEOUT).await;
+        wait_deleted(&blobs, "files", DEFAULT_TIMEOUT).await;
+        wait_deleted(&crate::cco::requests(&client, &ns), &request_name, DEFAULT_TIMEOUT).await;
+        op.stop().await;
+    })
+    .await;
+}

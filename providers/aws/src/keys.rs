@@ -28,6 +28,9 @@ pub struct KeySource<'a> {
     pub sts: bool,
     /// The IAM users of the request's account, as last seen.
     pub users: &'a iam_user::AccountCache,
+    /// A new resource's key from CCO where it runs, as the Go operator's
+    /// (see `AwsSettings::go_compatible`).
+    pub go_compatible: bool,
 }
 
 /// The CR's user `user`, whose one inline policy is `policy_name`, and
@@ -81,6 +84,15 @@ pub async fn observe(
         && let Some(key) = cco::read(k.store, req, u.cco_request).await?
     {
         return Ok(Observed::Minted(key));
+    }
+    if k.go_compatible
+        && stored.is_none()
+        && let Some(mint) = u.mint
+        && (k.store)
+            .request_credentials(req, u.cco_request, (mint.statements, mint.ask))
+            .await?
+    {
+        return Ok(Observed::Minting);
     }
     let user = match iam_user::observe_user((c, k.users), req, u.user, u.policy_name).await {
         Ok(user) => user,

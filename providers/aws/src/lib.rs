@@ -76,6 +76,8 @@ pub(crate) struct At<'a> {
     pub store: &'a dyn cro_provider_api::CredentialsStore,
     pub keys: keys::KeySource<'a>,
     pub vpc: &'a VpcHint,
+    /// New resources as the Go operator made them (`AwsSettings`).
+    pub go_compatible: bool,
 }
 
 /// One account and region: its clients and what each service last saw
@@ -161,6 +163,7 @@ impl AwsProvider {
             iam_users: &self.settings.iam_users,
             sts: self.settings.sts.is_some(),
             users: &a.iam,
+            go_compatible: self.settings.go_compatible,
         }
     }
 
@@ -172,6 +175,7 @@ impl AwsProvider {
             store: self.credentials.as_ref(),
             keys: self.keys(a),
             vpc: &self.settings.vpc,
+            go_compatible: self.settings.go_compatible,
         }
     }
 

@@ -28,6 +28,13 @@ pub struct AwsSettings {
     /// Asked right before each request is sent (see
     /// [`cro_provider_api::fence`]).
     pub fence: cro_provider_api::Fence,
+    /// New resources as the Go operator made them, so it can take them
+    /// back: a Redis without in-transit encryption (so no AUTH token)
+    /// where the tier does not say (`defaultInTransitEncryption`,
+    /// pkg/providers/aws/provider_redis.go), a bucket's key from the Cloud
+    /// Credential Operator where it runs (`ReconcileBucketOwnerCredentials`,
+    /// provider_blobstorage.go).
+    pub go_compatible: bool,
 }
 
 /// An access key pair read from a Kubernetes Secret or elsewhere.

@@ -130,6 +130,18 @@ async fn apply_service_updates(
     }))
 }
 
+/// The tier as the Go operator read it for a new group: no in-transit
+/// encryption where it does not say (`defaultInTransitEncryption`,
+/// pkg/providers/aws/provider_redis.go), so no AUTH token, and a Secret
+/// the Go operator writes whole (`uri`, `port`) loses nothing. `None`:
+/// the tier as it is.
+fn go_defaults(strategy: &CreateStrategy, go_compatible: bool) -> Option<CreateStrategy> {
+    (go_compatible && strategy.transit_encryption.is_none()).then(|| CreateStrategy {
+        transit_encryption: Some(false),
+        ..strategy.clone()
+    })
+}
+
 /// Where the AUTH token of a group this operator created is kept.
 pub fn credentials_secret(name: &str) -> String {
     format!("{name}-aws-elasticache-credentials")
@@ -198,6 +210,8 @@ impl Database for Client {
         (have, plan): (Option<Group>, Plan),
     ) -> Result<Provisioned, ProviderError> {
         let (store, c, cache, hint) = (at.store, at.c, &at.account.elasticache, at.vpc);
+        let go_default = go_defaults(strategy, at.go_compatible);
+        let strategy = go_default.as_ref().unwrap_or(strategy);
         let want = Client::desired(req, strategy);
         let zones = have.as_ref().map(|g| g.zones.clone()).unwrap_or_default();
         let plan = offering::checked(c, plan, &want.node_type, &zones).await?;
@@ -505,6 +519,22 @@ mod tests {
         req.options.size = size.map(str::to_string);
         req.owner_tag = ("clusterID".into(), "c1".into());
         req
+    }
+
+    /// After a switch that may be rolled back, a tier silent on it gets
+    /// the Go operator's default (no in-transit encryption); one that says
+    /// keeps its word, and outside that mode nothing changes.
+    #[test]
+    fn the_go_default_applies_only_where_the_tier_is_silent() {
+        let silent = CreateStrategy::default();
+        let go = go_defaults(&silent, true).map(|s| s.transit_encryption);
+        assert_eq!(go, Some(Some(false)));
+        assert!(go_defaults(&silent, false).is_none());
+        let tls = CreateStrategy {
+            transit_encryption: Some(true),
+            ..CreateStrategy::default()
+        };
+        assert!(go_defaults(&tls, true).is_none());
     }
 
     fn want(tier: Value, size: Option<&str>) -> Desired {
