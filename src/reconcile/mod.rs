@@ -197,19 +197,8 @@ pub async fn reconcile<K: Managed>(
         namespace = %obj.namespace().unwrap_or_default(),
         name = %obj.name_any()
     );
-    // Another shard's namespace: its replicas reconcile it.
-    if !ctx
-        .settings
-        .shard
-        .owns(&obj.namespace().unwrap_or_default())
-    {
-        return Ok(Action::await_change());
-    }
-    // A Go operator's trace in its namespace: the Go operator may write it
-    // (see `leader::held`). Looked at again until the trace is gone.
-    if let Some(why) = ctx.held_back.why(&obj.namespace().unwrap_or_default()) {
-        debug!(object = %key(obj.as_ref()), "left alone: {why}");
-        return Ok(Action::requeue(HELD_BACK_RETRY));
+    if let Some(later) = elsewhere(obj.as_ref(), &ctx) {
+        return Ok(later);
     }
     // A version older than the operator's last write: reconcile the newer
     // one. The watch brings it as a wake, not as a change (it changes no
@@ -235,6 +224,20 @@ pub async fn reconcile<K: Managed>(
                 .await
         }
     }
+}
+
+/// When a CR is not this process's to reconcile now, what to do instead:
+/// another shard's namespace is its replicas' (wait for a change); a
+/// namespace with a Go operator's trace in it may be the Go operator's
+/// (see `leader::held`: looked at again until the trace is gone).
+fn elsewhere<K: Resource<DynamicType = ()>>(obj: &K, ctx: &Context) -> Option<Action> {
+    let namespace = obj.namespace().unwrap_or_default();
+    if !ctx.settings.shard.owns(&namespace) {
+        return Some(Action::await_change());
+    }
+    let why = ctx.held_back.why(&namespace)?;
+    debug!(object = %key(obj), "left alone: {why}");
+    Some(Action::requeue(HELD_BACK_RETRY))
 }
 
 async fn reconcile_valid<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, Error> {
