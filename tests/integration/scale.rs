@@ -33,8 +33,10 @@ const WORKLOADS: usize = 3;
 /// Requests a restart may make in all: a list and a watch per watched kind
 /// (CR kinds, owned kinds, ConfigMaps), the Lease, discovery, and the
 /// look for a Go operator (its Leases and Deployments, and OLM's CSVs and
-/// Subscriptions where OLM's CRDs are installed). None grows with the CRs.
-const RESTART_BUDGET: usize = 52;
+/// Subscriptions where OLM's CRDs are installed), and the one read at start
+/// of its Lease that decides `--go-compatible-resources=auto`. None grows
+/// with the CRs.
+const RESTART_BUDGET: usize = 53;
 
 /// The status writes a new in-cluster Postgres or Redis may cost: its
 /// first verdict, the Deployment available, the first connection check's
