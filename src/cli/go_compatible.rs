@@ -4,8 +4,9 @@
 //! (docs/migration.md, rolling back). Its trace is the Lease it leaves in
 //! the namespace it ran in (controller-runtime does not delete it, and
 //! this operator is installed there): only there, and in the one watched
-//! namespace, which the platform alone writes, since a tenant's Lease
-//! must not take TLS away from other tenants' new Redis.
+//! namespace, whose CRs are the only ones it could change. A Lease in any
+//! other namespace is not looked at: a tenant's must not take TLS away
+//! from other tenants' new Redis.
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;

@@ -42,10 +42,6 @@ impl Trace {
 #[derive(Clone, Debug, Default)]
 pub struct Trusted(BTreeSet<String>);
 
-/// Namespaces OLM installs cluster-wide operators into (OpenShift's
-/// `openshift-operators` is reserved by its prefix).
-const OLM_GLOBAL: &str = "operators";
-
 impl Trusted {
     /// `named`: this operator's namespace, its Lease's and its one watched
     /// namespace, where the migration guide has the Go operator run.
@@ -54,10 +50,11 @@ impl Trusted {
     }
 
     /// OpenShift refuses projects named `openshift-*` or `kube-*` to
-    /// users; Kubernetes reserves `kube-*`.
+    /// users (its cluster-wide operators go to `openshift-operators`);
+    /// Kubernetes reserves `kube-*`. Upstream OLM's `operators` is not
+    /// trusted: on OpenShift a user may request a project of that name.
     pub fn contains(&self, namespace: &str) -> bool {
         self.0.contains(namespace)
-            || namespace == OLM_GLOBAL
             || namespace.starts_with("openshift-")
             || namespace.starts_with("kube-")
     }
@@ -123,7 +120,7 @@ mod tests {
             held.keys().collect::<Vec<_>>(),
             [&"team-a".to_string(), &"team-b".to_string()]
         );
-        for ns in ["cro", "openshift-operators", "operators", "kube-system"] {
+        for ns in ["cro", "openshift-operators", "kube-system"] {
             let (global, held) = trusted.split(vec![lease("team-a"), lease(ns)]);
             assert_eq!(global, Some(format!("a Go Lease in {ns}")));
             assert!(held.is_empty());
@@ -134,6 +131,7 @@ mod tests {
             Some("may not list")
         );
         assert!(!trusted.contains("openshiftish"));
+        assert!(!trusted.contains("operators"));
     }
 
     #[test]
