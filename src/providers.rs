@@ -24,7 +24,7 @@ const REGISTRY: [(&str, ValidateStrategy, OperatorOnly); 2] = [
     (
         cro_provider_in_cluster::NAME,
         cro_provider_in_cluster::validate_strategy,
-        |_| None,
+        cro_provider_in_cluster::operator_only_key,
     ),
 ];
 

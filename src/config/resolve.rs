@@ -294,7 +294,7 @@ pub enum ConfigError {
         error: String,
     },
     #[error(
-        "tier {tier:?} of {at} sets {key}, which only a tier in the operator namespace {operator_namespace} may set (it chooses the AWS identity the tier's calls run as); move the tier to the ConfigMap of the same name in namespace {operator_namespace}, or remove {key}"
+        "tier {tier:?} of {at} sets {key}, which only a tier in the operator namespace {operator_namespace} may set (it reaches beyond the namespaces that read the tier: an AWS identity, a Secret of the operator namespace); move the tier to the ConfigMap of the same name in namespace {operator_namespace}, or remove {key}"
     )]
     OperatorOnlyKey {
         /// The ConfigMap and its key.
@@ -586,6 +586,34 @@ mod tests {
             "development",
         );
         assert!(t.is_ok(), "{t:?}");
+    }
+
+    /// A tenant's own tier could otherwise copy any Secret of the operator
+    /// namespace into its namespace as a relay's login.
+    #[test]
+    fn a_watched_namespaces_tier_may_not_name_a_relay_login() {
+        let relay = r#"{"development": {"createStrategy": {"mailServer": "own", "mailRelay": {"host": "smtp", "credentialsSecret": "cloud-resources-aws-credentials"}}}}"#;
+        let s = cm(
+            "cloud-resources-openshift-strategies",
+            &[("smtpcredentials", relay)],
+        );
+        let t = |operator_namespace| {
+            let kind = ResourceKind::Smtp;
+            resolve_tier(
+                Some(&s),
+                operator_namespace,
+                "openshift",
+                kind,
+                "development",
+            )
+        };
+        assert!(t("ops").is_ok(), "the operator namespace's own tier");
+        let err = t("cro").unwrap_err().to_string();
+        assert!(
+            err.contains("sets createStrategy.mailRelay.credentialsSecret")
+                && err.contains("namespace cro"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -581,7 +581,9 @@ async fn http_get(address: &str, path: &str, login: Option<(&str, &str)>) -> Str
 /// An SMTPCredentialSet whose tier gives it a mail server of its own
 /// (issue #60): the server really runs on the real node; its Secret sends a
 /// mail through it, which a person reads in its API with the same login; a
-/// wrong password and no login are refused.
+/// wrong password and no login are refused. Then the tier relays to a
+/// smarthost that asks for STARTTLS and a login from the operator
+/// namespace: the next mail reaches the smarthost, the first one did not.
 #[tokio::test]
 async fn an_in_cluster_smtp_credential_set_with_a_server_of_its_own_sends_mail() {
     let _node = real_node();
@@ -634,6 +636,87 @@ async fn an_in_cluster_smtp_credential_set_with_a_server_of_its_own_sends_mail()
         assert!(open.starts_with("HTTP/1.0 401") || open.starts_with("HTTP/1.1 401"), "the API without a login: {open}");
         let listed = http_get(&api, "/api/v1/messages", Some((&user, &password))).await;
         assert!(listed.contains("sent with the Secret") && !listed.contains("\"refused\""), "the messages: {listed}");
+
+        // The platform's smarthost: STARTTLS required, then a login.
+        let smarthost = smarthost(&client, &ns).await;
+        let login = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "smarthost-login"},
+            "stringData": {"username": "relay", "password": smarthost.password, "ca.crt": smarthost.ca}});
+        let _: Secret = create_json(&client, &ns, login).await;
+        let relay = json!({"host": format!("smarthost.{ns}.svc"), "port": 1025, "credentialsSecret": "smarthost-login"});
+        let tier = json!({"development": {"createStrategy": {"mailServer": "own", "mailRelay": relay}}}).to_string();
+        crate::support::apply_config_map(&client, &ns, "cloud-resources-openshift-strategies", json!({"smtpcredentials": tier})).await;
+        let old = pod.metadata.uid.as_deref();
+        let relaying = ready_pod(&client, &ns, "mail", old).await;
+        let text = serde_json::to_string(&relaying.spec).unwrap_or_default();
+        assert!(text.contains("MP_SMTP_RELAY_HOST") && !text.contains(&smarthost.password), "the relay's pod names the login without holding it: {text}");
+        wait_for(&sets, "mail", "phase complete", DEFAULT_TIMEOUT, |o: Option<&SMTPCredentialSet>| o.and_then(|o| o.status.as_ref()?.phase) == Some(Phase::Complete)).await;
+        let relay_pod = relaying.status.and_then(|s| s.pod_ip).unwrap_or_else(|| panic!("mail's new pod has no IP"));
+        // Mailpit answers the application only once the smarthost took it.
+        send_mail(&format!("{relay_pod}:1025"), &user, &password, "relayed to the smarthost").await.unwrap_or_else(|reply| panic!("sending through the relay: {reply}"));
+        let received = http_get(&smarthost.api, "/api/v1/messages", None).await;
+        assert!(received.contains("\"Subject\":\"relayed to the smarthost\"") && received.contains("\"Username\":\"relay\""), "the smarthost's messages, sent with its login: {received}");
+        assert!(!received.contains("\"Subject\":\"sent with the Secret\""), "a mail sent before the tier relayed reached the smarthost: {received}");
     })
     .await;
+}
+
+/// A smarthost as a platform runs one.
+struct Smarthost {
+    password: String,
+    /// The CA its certificate chains to (PEM).
+    ca: String,
+    /// Its Mailpit API, `<pod IP>:8025`, open.
+    api: String,
+}
+
+/// Runs Mailpit as `smarthost` in `ns`: it takes mail only over STARTTLS,
+/// with a certificate for its Service's name, and only after AUTH as
+/// `relay`.
+async fn smarthost(client: &Client, ns: &str) -> Smarthost {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("{e}"));
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_pem = ca
+        .self_signed(&ca_key)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+    let leaf = CertificateParams::new(vec![format!("smarthost.{ns}.svc")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let cert = leaf
+        .signed_by(&key, &issuer)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .pem();
+    let password = format!("smarthost-{}", std::process::id());
+    let tls = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "smarthost-tls"},
+        "stringData": {"tls.crt": cert, "tls.key": key.serialize_pem()}});
+    let _: Secret = create_json(client, ns, tls).await;
+    let labels = json!({"app.kubernetes.io/instance": "smarthost"});
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "smarthost"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "mailpit", "image": "docker.io/axllent/mailpit:v1.33.1",
+                "command": ["/mailpit", "--smtp", "0.0.0.0:1025", "--listen", "0.0.0.0:8025", "--database", "/data/mailpit.db",
+                    "--smtp-tls-cert", "/tls/tls.crt", "--smtp-tls-key", "/tls/tls.key", "--smtp-require-starttls"],
+                "env": [{"name": "MP_SMTP_AUTH", "value": format!("relay:{password}")}],
+                "readinessProbe": {"tcpSocket": {"port": 1025}, "periodSeconds": 2},
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "tls", "mountPath": "/tls"}],
+                "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}],
+            "volumes": [{"name": "data", "emptyDir": {}}, {"name": "tls", "secret": {"secretName": "smarthost-tls"}}]}}}});
+    let _: Deployment = create_json(client, ns, deployment).await;
+    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "smarthost"},
+        "spec": {"selector": labels, "ports": [{"name": "smtp", "port": 1025}]}});
+    let _: k8s_openapi::api::core::v1::Service = create_json(client, ns, service).await;
+    let pod = ready_pod(client, ns, "smarthost", None).await;
+    let ip = pod
+        .status
+        .and_then(|s| s.pod_ip)
+        .unwrap_or_else(|| panic!("the smarthost's pod has no IP"));
+    Smarthost {
+        password,
+        ca: ca_pem,
+        api: format!("{ip}:8025"),
+    }
 }

@@ -14,6 +14,7 @@ use crate::{
     apply::FIELD_MANAGER,
     merge::is_subset,
     objects::Objects,
+    relay::{CA_KEY, Login, PASSWORD_KEY, USERNAME_KEY},
     workload::{ADMIN_KEY_ID, ADMIN_SECRET, credentials_secret_name, metadata},
 };
 
@@ -34,7 +35,7 @@ pub async fn ensure(
         ("password", &random_password),
         ("database", app),
     ];
-    let mut stored = stored(api, req, "postgres", &keys, overrides).await?;
+    let mut stored = stored(api, req, "postgres", &keys, overrides, &|_| ()).await?;
     let mut take = |key: &str| stored.remove(key).unwrap_or_default();
     Ok(Credentials {
         username: take("username"),
@@ -53,7 +54,33 @@ pub async fn password(
     overrides: &BTreeMap<String, String>,
 ) -> Result<String, ProviderError> {
     let keys: [(&str, &MakeValue); 1] = [("password", &random_password)];
-    let mut stored = stored(api, req, app, &keys, overrides).await?;
+    let mut stored = stored(api, req, app, &keys, overrides, &|_| ()).await?;
+    Ok(stored.remove("password").unwrap_or_default())
+}
+
+/// A mail server's password, with the smarthost's login it relays with
+/// (copied from the operator namespace) beside it, or none: written in one
+/// go.
+pub async fn mail_server(
+    api: &Objects<Secret>,
+    req: &ResourceRequest,
+    overrides: &BTreeMap<String, String>,
+    relay: Option<&Login>,
+) -> Result<String, ProviderError> {
+    let keys: [(&str, &MakeValue); 1] = [("password", &random_password)];
+    let login = |data: &mut BTreeMap<String, String>| {
+        for key in [USERNAME_KEY, PASSWORD_KEY, CA_KEY] {
+            data.remove(key);
+        }
+        if let Some(login) = relay {
+            data.insert(USERNAME_KEY.into(), login.username.clone());
+            data.insert(PASSWORD_KEY.into(), login.password.clone());
+            if let Some(ca) = &login.ca {
+                data.insert(CA_KEY.into(), ca.clone());
+            }
+        }
+    };
+    let mut stored = stored(api, req, "mailpit", &keys, overrides, &login).await?;
     Ok(stored.remove("password").unwrap_or_default())
 }
 
@@ -152,13 +179,15 @@ async fn read(
 type MakeValue = dyn Fn() -> String + Sync;
 
 /// `keys` from the CR's credentials Secret: a value it holds, else the
-/// tier's override, else a default; written back when anything changed.
+/// tier's override, else a default; with the Secret's other keys as
+/// `others` leaves them; written back when anything changed.
 async fn stored(
     api: &Objects<Secret>,
     req: &ResourceRequest,
     app: &str,
     keys: &[(&str, &MakeValue)],
     overrides: &BTreeMap<String, String>,
+    others: &(dyn Fn(&mut BTreeMap<String, String>) + Sync),
 ) -> Result<BTreeMap<String, String>, ProviderError> {
     let name = credentials_secret_name(&req.name);
     let err = |verb: &str, e: kube::Error| {
@@ -185,10 +214,15 @@ async fn stored(
             (key.to_string(), value)
         })
         .collect();
-    // The Secret's other keys stay (a store's bucket user key).
-    let mut data = existing;
+    // The Secret's other keys stay (a store's bucket user key) unless
+    // `others` changes them.
+    let mut data = existing.clone();
+    others(&mut data);
     data.extend(values.iter().map(|(k, v)| (k.clone(), v.clone())));
-    write(api, req, app, &data, live).await?;
+    // A key taken out is gone only once written without it: `write`
+    // compares for a subset.
+    let removed = existing.keys().any(|k| !data.contains_key(k));
+    write(api, req, app, &data, live.filter(|_| !removed)).await?;
     Ok(values)
 }
 

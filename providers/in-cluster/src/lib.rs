@@ -16,6 +16,7 @@ mod mail;
 mod merge;
 mod objects;
 mod pod_safety;
+mod relay;
 mod store_tls;
 mod strategy;
 mod workload;
@@ -622,6 +623,12 @@ fn provisioned(
     }
 }
 
+/// A key of an in-cluster tier that only a tier in the operator namespace
+/// may set: a relay's login, read from a Secret there.
+pub fn operator_only_key(strategy: &serde_json::Value) -> Option<String> {
+    relay::operator_only_key(strategy)
+}
+
 /// Checks a tier's strategy for `kind` without a cluster: its keys, and
 /// the objects built with its overrides against the Kubernetes types. The
 /// same checks run on every reconcile; `cloud-resource-operator validate`
@@ -649,7 +656,7 @@ pub fn validate_strategy(
         ResourceKind::Smtp if overrides.mail == Serving::Placeholder => Ok(()),
         ResourceKind::Smtp => {
             let image = DEFAULT_MAIL_SERVER_IMAGE;
-            workload::mail_server(&probe, &overrides, image, isolated, user).map(drop)
+            workload::mail_server(&probe, &overrides, image, isolated, user, None).map(drop)
         }
     }
 }
@@ -748,7 +755,8 @@ impl Provider for InClusterProvider {
             }
             (ResourceKind::Smtp, _) => {
                 let image = &self.images.mail_server;
-                workload::mail_server(req, &overrides, image, isolation, &user)?
+                let login = self.relay_login(&overrides).await?;
+                workload::mail_server(req, &overrides, image, isolation, &user, login.as_ref())?
             }
             (ResourceKind::BlobStorage, _) => {
                 let image = &self.images.object_store;

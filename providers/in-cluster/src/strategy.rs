@@ -3,7 +3,9 @@
 //! (`networkPolicy`) and a Redis a password (`redisPassword`), both `true`
 //! unless set `false`; whether a BlobStorage gets a store of its own
 //! (`objectStore: "own"`) and an SMTPCredentialSet a mail server of its
-//! own (`mailServer: "own"`), or a placeholder Secret a person fills in.
+//! own (`mailServer: "own"`), or a placeholder Secret a person fills in;
+//! whether that mail server relays to a smarthost (`mailRelay`, see
+//! `relay`).
 //! `{"strategy": {...}}`; the Go operator's
 //! `{"createStrategy": {...}}` layout is accepted too. Beside it,
 //! `{"deleteStrategy": {"forceBucketDeletion": true}}` lets deleting a
@@ -18,7 +20,7 @@ use serde_json::Value;
 use crate::merge::merge;
 
 /// Keys an in-cluster strategy may hold.
-pub const KEYS: [&str; 9] = [
+pub const KEYS: [&str; 10] = [
     "deploymentSpec",
     "serviceSpec",
     "pvcSpec",
@@ -28,6 +30,7 @@ pub const KEYS: [&str; 9] = [
     "redisPassword",
     "objectStore",
     "mailServer",
+    crate::relay::KEY,
 ];
 
 /// What serves an in-cluster BlobStorage or SMTPCredentialSet.
@@ -52,6 +55,8 @@ pub struct Overrides {
     pub redis_password: bool,
     pub bucket: Serving,
     pub mail: Serving,
+    /// Where the mail server passes each mail on, if anywhere.
+    pub relay: Option<crate::relay::Relay>,
     /// `deleteStrategy.forceBucketDeletion`: a store whose bucket holds
     /// objects is deleted with the CR, not kept.
     pub force_bucket_deletion: bool,
@@ -69,6 +74,7 @@ impl Default for Overrides {
             redis_password: true,
             bucket: Serving::Placeholder,
             mail: Serving::Placeholder,
+            relay: None,
             force_bucket_deletion: false,
         }
     }
@@ -149,6 +155,20 @@ fn create(tier: &Value) -> Result<Overrides, ProviderError> {
         None | Some(Value::Null) => Ok(true),
         Some(v) => typed::<bool>(v.clone(), &format!("{key}.{name}")),
     };
+    let mail = serving("mailServer", "a mail server of the SMTPCredentialSet's own")?;
+    let relay = match fields.get(crate::relay::KEY) {
+        None | Some(Value::Null) => None,
+        Some(_) if mail != Serving::Own => {
+            return Err(invalid(format!(
+                "{key}.{} relays the mail of a server of the SMTPCredentialSet's own; set {key}.mailServer to \"own\" beside it",
+                crate::relay::KEY
+            )));
+        }
+        Some(v) => Some(crate::relay::parse(
+            v.clone(),
+            &format!("{key}.{}", crate::relay::KEY),
+        )?),
+    };
     Ok(Overrides {
         deployment_spec: spec("deploymentSpec"),
         service_spec: spec("serviceSpec"),
@@ -158,7 +178,8 @@ fn create(tier: &Value) -> Result<Overrides, ProviderError> {
         network_policy: switch("networkPolicy")?,
         redis_password: switch("redisPassword")?,
         bucket: serving("objectStore", "a store of the BlobStorage's own")?,
-        mail: serving("mailServer", "a mail server of the SMTPCredentialSet's own")?,
+        mail,
+        relay,
         force_bucket_deletion: false,
     })
 }
@@ -266,6 +287,20 @@ mod tests {
             err.contains("strategy.objectStore") && err.contains("\"own\""),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_relay_needs_a_mail_server_of_its_own() {
+        let relay = json!({"host": "smtp.example.com"});
+        let alone = parse(&json!({"createStrategy": {"mailRelay": relay}}));
+        let err = alone.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            err.contains("createStrategy.mailRelay") && err.contains("mailServer"),
+            "{err}"
+        );
+        let beside = parse(&json!({"createStrategy": {"mailServer": "own", "mailRelay": relay}}));
+        let host = beside.ok().and_then(|o| o.relay).map(|r| r.host);
+        assert_eq!(host.as_deref(), Some("smtp.example.com"));
     }
 
     #[test]

@@ -486,45 +486,56 @@ pub const MAIL_USER: &str = "app";
 /// credentials Secret's password on SMTP and on its web UI and API (port
 /// 8025, for a person to read what was sent), and keeps the mail on the
 /// PVC. `image` runs unless the tier's `deploymentSpec` names another.
+/// With the tier's `mailRelay`, it passes each mail on to the smarthost,
+/// logging in with `relay_login` (see `relay`).
 pub fn mail_server(
     req: &ResourceRequest,
     o: &Overrides,
     image: &str,
     isolation: Option<&Isolation>,
     user: &PodUser,
+    relay_login: Option<&crate::relay::Login>,
 ) -> Result<Desired, ProviderError> {
     let port = MAIL_SERVER_PORT;
     let (ready, live) = port_probes(port, 15);
     // `$(MAIL_PASSWORD)` is expanded by the kubelet: the password never
     // appears in the Deployment.
     let login = format!("{MAIL_USER}:$(MAIL_PASSWORD)");
+    let mut env = vec![
+        from_credentials(req, "MAIL_PASSWORD", "password"),
+        json!({"name": "MP_SMTP_AUTH", "value": login}),
+        json!({"name": "MP_UI_AUTH", "value": login}),
+    ];
+    let secret = credentials_secret_name(&req.name);
+    let (relay_env, ca) = match &o.relay {
+        Some(relay) => crate::relay::mailpit_env(relay, relay_login, &secret),
+        None => (Vec::new(), None),
+    };
+    env.extend(relay_env);
     let container = json!({
         "command": [
             "/mailpit", "--smtp", format!("0.0.0.0:{port}"), "--listen", "0.0.0.0:8025",
             "--database", "/data/mailpit.db", "--smtp-auth-allow-insecure",
         ],
-        "env": [
-            from_credentials(req, "MAIL_PASSWORD", "password"),
-            {"name": "MP_SMTP_AUTH", "value": login},
-            {"name": "MP_UI_AUTH", "value": login},
-        ],
+        "env": env,
         "readinessProbe": ready,
         "livenessProbe": live,
     });
-    build(
-        req,
-        o,
-        Engine {
-            app: "mailpit",
-            image,
-            port,
-            data_path: "/data",
-            container,
-        },
-        None,
-        isolation,
-        user,
-    )
+    let engine = Engine {
+        app: "mailpit",
+        image,
+        port,
+        data_path: "/data",
+        container,
+    };
+    let ca = ca.map(|volume| (volume, crate::relay::CA_DIR));
+    let mut desired = build(req, o, engine, ca, isolation, user)?;
+    if let Some(login) = relay_login.filter(|_| o.relay.is_some()) {
+        // Mailpit reads the login when it starts: a new one rolls the pod.
+        let template = &mut desired.deployment["spec"]["template"]["metadata"];
+        template["annotations"] = json!({crate::relay::LOGIN_VERSION: login.version});
+    }
+    Ok(desired)
 }
 
 /// The keys of the store's administrator in the credentials Secret.
@@ -656,6 +667,7 @@ mod tests {
             DEFAULT_MAIL_SERVER_IMAGE,
             Some(&Isolation::default()),
             &PodUser::Image,
+            None,
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let c = &d.deployment["spec"]["template"]["spec"]["containers"][0];
