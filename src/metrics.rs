@@ -243,13 +243,49 @@ impl Collector for TrackedObjects {
     }
 }
 
-pub struct Metrics {
-    registry: Registry,
+/// The families every reconcile counts in.
+struct ReconcileFamilies {
     reconciles: Family<KindLabels, Counter>,
     /// Reconciles put off because their namespace held its share.
     deferred: Family<KindLabels, Counter>,
     failures: Family<ErrorLabels, Counter>,
     duration: Family<KindLabels, Histogram, fn() -> Histogram>,
+}
+
+impl ReconcileFamilies {
+    fn registered(r: &mut Registry) -> Self {
+        ReconcileFamilies {
+            reconciles: registered(
+                r,
+                "cro_reconciles",
+                "Reconciles run, by kind",
+                Family::default(),
+            ),
+            deferred: registered(
+                r,
+                "cro_reconciles_deferred",
+                "Reconciles put off for a second because their namespace held its share of the kind's reconciles (watching every namespace), by kind",
+                Family::default(),
+            ),
+            failures: registered(
+                r,
+                "cro_reconcile_errors",
+                "Reconciles that failed, by kind and error label",
+                Family::default(),
+            ),
+            duration: registered(
+                r,
+                "cro_reconcile_duration_seconds",
+                "Reconcile duration, by kind",
+                Family::new_with_constructor(duration_histogram as fn() -> Histogram),
+            ),
+        }
+    }
+}
+
+pub struct Metrics {
+    registry: Registry,
+    reconcile: ReconcileFamilies,
     databases: Vec<DatabaseGauges>,
     /// What each object's series show now: the phase gauges are written
     /// from it when scraped; the others' series are removed when the
@@ -361,30 +397,7 @@ impl Metrics {
     pub fn new(others: impl FnOnce(&mut Registry)) -> Self {
         let mut registry = Registry::default();
         let r = &mut registry;
-        let reconciles = registered(
-            r,
-            "cro_reconciles",
-            "Reconciles run, by kind",
-            Family::default(),
-        );
-        let deferred = registered(
-            r,
-            "cro_reconciles_deferred",
-            "Reconciles put off for a second because their namespace held its share of the kind's reconciles (watching every namespace), by kind",
-            Family::default(),
-        );
-        let failures = registered(
-            r,
-            "cro_reconcile_errors",
-            "Reconciles that failed, by kind and error label",
-            Family::default(),
-        );
-        let duration = registered(
-            r,
-            "cro_reconcile_duration_seconds",
-            "Reconcile duration, by kind",
-            Family::new_with_constructor(duration_histogram as fn() -> Histogram),
-        );
+        let reconcile = ReconcileFamilies::registered(r);
         let tracked = Arc::new(TrackedObjects::default());
         r.register_collector(Box::new(tracked.clone()));
         let databases = [("Postgres", "postgres"), ("Redis", "redis")]
@@ -418,10 +431,7 @@ impl Metrics {
         r.register_collector(Box::new(named.clone()));
         Metrics {
             registry,
-            reconciles,
-            deferred,
-            failures,
-            duration,
+            reconcile,
             databases,
             time_to_ready,
             leader,
@@ -434,13 +444,16 @@ impl Metrics {
     }
 
     pub fn reconciled(&self, kind: &str, took: Duration, error: Option<&str>) {
+        let families = &self.reconcile;
         let labels = KindLabels { kind: kind.into() };
-        self.reconciles.get_or_create(&labels).inc();
-        self.duration
+        families.reconciles.get_or_create(&labels).inc();
+        families
+            .duration
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
         if let Some(error) = error {
-            self.failures
+            families
+                .failures
                 .get_or_create(&ErrorLabels {
                     kind: kind.into(),
                     error: error.into(),
@@ -452,7 +465,7 @@ impl Metrics {
     /// A reconcile of `kind` put off: its namespace held its share.
     pub fn deferred(&self, kind: &str) {
         let labels = KindLabels { kind: kind.into() };
-        self.deferred.get_or_create(&labels).inc();
+        self.reconcile.deferred.get_or_create(&labels).inc();
     }
 
     pub fn time_to_ready(&self, kind: &str, provider: &str, tier: &str, took: Duration) {

@@ -201,15 +201,8 @@ pub(super) async fn provision<K: ResourceCr>(
         policy == ChangePolicy::Plan,
         provider_name,
     );
-    let rotate_every = tier.rotate_every;
     let mut req = request(cr, &ctx.settings, tier.clone());
-    req.options.rotate_credentials = rotation::due(
-        annotation(cr, rotation::ROTATE_ANNOTATION).as_deref(),
-        cr.status().and_then(|s| s.credentials_rotation.as_ref()),
-        cr.meta().creation_timestamp.as_ref().map(|t| t.0),
-        rotate_every,
-        k8s_openapi::jiff::Timestamp::now(),
-    );
+    req.options.rotate_credentials = rotation_due(cr, tier.rotate_every);
     let rotation = req.options.rotate_credentials.clone();
     if let Some(name) = cr.restore_from_snapshot()
         && req.recorded_identifier.is_none()
@@ -217,18 +210,7 @@ pub(super) async fn provision<K: ResourceCr>(
         match restore_source::<K>(cr, ctx, provider_name, name).await? {
             RestoreSource::Ready(snapshot_id) => req.restore_from_snapshot = Some(snapshot_id),
             RestoreSource::Waiting(waiting) => {
-                // Nothing is provisioned yet: status keeps the provider it had.
-                let service = cr.status().and_then(|s| s.provider.clone());
-                let outcome = Outcome::InProgress(waiting);
-                return Ok(Answer {
-                    provisioned: cro_provider_api::Provisioned::new(
-                        &service.unwrap_or_default(),
-                        outcome,
-                    ),
-                    policy,
-                    rotation: None,
-                    identifier: req.identifier,
-                });
+                return Ok(waiting_for_source(cr, waiting, policy, req.identifier));
             }
         }
     }
@@ -252,6 +234,36 @@ pub(super) async fn provision<K: ResourceCr>(
         rotation,
         identifier: req.identifier,
     })
+}
+
+/// The rotation token due now, if any: asked for in the CR's annotation,
+/// or its tier's `rotateCredentialsEvery` has passed.
+fn rotation_due<K: ResourceCr>(cr: &K, rotate_every: Option<u64>) -> Option<String> {
+    rotation::due(
+        annotation(cr, rotation::ROTATE_ANNOTATION).as_deref(),
+        cr.status().and_then(|s| s.credentials_rotation.as_ref()),
+        cr.meta().creation_timestamp.as_ref().map(|t| t.0),
+        rotate_every,
+        k8s_openapi::jiff::Timestamp::now(),
+    )
+}
+
+/// The answer while the snapshot to restore from is not ready: nothing is
+/// provisioned yet, so status keeps the provider it had.
+fn waiting_for_source<K: ResourceCr>(
+    cr: &K,
+    waiting: String,
+    policy: ChangePolicy,
+    identifier: String,
+) -> Answer {
+    let service = cr.status().and_then(|s| s.provider.clone());
+    let outcome = Outcome::InProgress(waiting);
+    Answer {
+        provisioned: cro_provider_api::Provisioned::new(&service.unwrap_or_default(), outcome),
+        policy,
+        rotation: None,
+        identifier,
+    }
 }
 
 /// A tier problem is reported with where the tier lives, so the message
