@@ -20,6 +20,7 @@ use crate::{
     support::{
         DEFAULT_TIMEOUT, Launch, Operator, TestEnv, apply_config_map, aws_requests, create_json,
         ensure_crds, passwords_set, wait_deleted, wait_for, wait_phase, with_namespace,
+        with_operator,
     },
 };
 
@@ -509,4 +510,83 @@ async fn held_back_then_complete(client: &kube::Client, ns: &str, hook: &str, op
         logs.contains(hook),
         "the operator's log does not name the webhook"
     );
+}
+
+/// A node drained under an in-cluster Postgres (issue #62): its pod is
+/// evicted and the new one cannot be scheduled. The CR stops promising a
+/// usable database (`in progress`) and says why in the scheduler's words,
+/// and is `complete` again by itself once the node is back. The node is
+/// a kwok node of this test's own, tainted so no other test's pod lands
+/// on it.
+#[tokio::test]
+async fn a_drained_node_is_named_in_the_status_and_the_database_comes_back() {
+    use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+    // Deleted only once the namespace is gone: a pod on a node that went
+    // first is stuck terminating until the pod garbage collector acts.
+    let node = format!("drain-{}", std::process::id());
+    let _guard = OwnNode(node.clone());
+    with_operator("drain", |client, ns, _op| async move {
+        let taint = json!({"key": "cro-testenv/drain", "value": node, "effect": "NoSchedule"});
+        let nodes = Api::<Node>::all(client.clone());
+        let kwok = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node,
+            "labels": {"type": "kwok", "kubernetes.io/hostname": node, "kubernetes.io/os": "linux"},
+            "annotations": {"kwok.x-k8s.io/node": "fake"}},
+            "spec": {"taints": [taint]}});
+        nodes.create(&Default::default(), &serde_json::from_value(kwok).unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("creating node {node}: {e}"));
+        wait_for(&nodes, &node, "Ready (kwok)", DEFAULT_TIMEOUT, |n: Option<&Node>| {
+            (n.and_then(|n| n.status.as_ref()?.conditions.clone()).unwrap_or_default()).iter().any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+        .await;
+        let place = json!({"metadata": {"annotations": {
+            "scheduler.alpha.kubernetes.io/node-selector": format!("kubernetes.io/hostname={node}"),
+            "scheduler.alpha.kubernetes.io/defaultTolerations": json!([{"key": "cro-testenv/drain", "operator": "Exists", "effect": "NoSchedule"}]).to_string(),
+        }}});
+        Api::<Namespace>::all(client.clone()).patch(&ns, &PatchParams::default(), &Patch::Merge(&place)).await.unwrap_or_else(|e| panic!("{e}"));
+
+        let _: Postgres = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"},
+            "spec": {"type": "workshop", "tier": "development", "secretRef": {"name": "db-sec"}}})).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        wait_phase(&pgs, "db", Phase::Complete).await;
+
+        // kubectl drain: cordon, then evict.
+        let cordon = |unschedulable: bool| json!({"spec": {"unschedulable": unschedulable}});
+        nodes.patch(&node, &PatchParams::default(), &Patch::Merge(&cordon(true))).await.unwrap_or_else(|e| panic!("{e}"));
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+        let selector = ListParams::default().labels("app.kubernetes.io/instance=db");
+        let running = pods.list(&selector).await.unwrap_or_else(|e| panic!("{e}")).items;
+        assert_eq!(running.len(), 1, "one pod of db before the drain");
+        assert_eq!(running[0].spec.as_ref().and_then(|s| s.node_name.as_deref()), Some(node.as_str()), "db runs on the test's node");
+        pods.evict(&running[0].name_any(), &Default::default()).await.unwrap_or_else(|e| panic!("evicting db's pod: {e}"));
+        let held = wait_for(&pgs, "db", "in progress, naming the unschedulable node", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            let s = o.and_then(|o| o.status.as_ref());
+            s.and_then(|s| s.phase) == Some(Phase::InProgress) && s.and_then(|s| s.message.as_deref()).is_some_and(|m| m.contains("cannot be scheduled"))
+        })
+        .await;
+        let message = held.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(message.contains("Deployment db") && message.contains("unschedulable"), "{message}");
+
+        nodes.patch(&node, &PatchParams::default(), &Patch::Merge(&cordon(false))).await.unwrap_or_else(|e| panic!("{e}"));
+        let back = wait_phase(&pgs, "db", Phase::Complete).await;
+        assert!(!back.status.and_then(|s| s.message).unwrap_or_default().contains("cannot be scheduled"));
+    })
+    .await;
+}
+
+/// Deletes the test's own node however the test ends.
+struct OwnNode(String);
+
+impl Drop for OwnNode {
+    fn drop(&mut self) {
+        let env = TestEnv::load();
+        let _ = std::process::Command::new(&env.kubectl)
+            .args([
+                "delete",
+                "node",
+                &self.0,
+                "--ignore-not-found",
+                "--wait=false",
+            ])
+            .env("KUBECONFIG", &env.kubeconfig)
+            .output();
+    }
 }

@@ -19,6 +19,7 @@ mod pod_safety;
 mod relay;
 mod store_tls;
 mod strategy;
+mod unavailable;
 mod workload;
 
 use std::collections::BTreeMap;
@@ -31,10 +32,10 @@ use cro_provider_api::{
 };
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service},
+    core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Pod, Secret, Service},
     networking::v1::NetworkPolicy,
 };
-use kube::{Api, Client};
+use kube::{Api, Client, api::ListParams};
 
 pub use merge::{is_subset, merge};
 use objects::{Kind, Objects};
@@ -214,10 +215,7 @@ impl InClusterProvider {
         }
         let outcome = match self.deployment(req).await? {
             Some(d) if available(&d) => Outcome::Ready(()),
-            _ => Outcome::InProgress(format!(
-                "waiting for Deployment {} to become available",
-                req.name
-            )),
+            d => Outcome::InProgress(self.not_available(req, d.as_ref()).await),
         };
         Ok(Some((outcome, changes)))
     }
@@ -276,12 +274,44 @@ impl InClusterProvider {
         }
         let outcome = match deployment {
             Some(d) if available(&d) => Outcome::Ready(()),
-            _ => Outcome::InProgress(format!(
-                "waiting for Deployment {} to become available",
-                req.name
-            )),
+            d => Outcome::InProgress(self.not_available(req, d.as_ref()).await),
         };
         Ok((outcome, Vec::new()))
+    }
+
+    /// What the CR says while its Deployment is not available: why, when
+    /// its pods tell (see `unavailable`).
+    async fn not_available(
+        &self,
+        req: &ResourceRequest,
+        deployment: Option<&Deployment>,
+    ) -> String {
+        let waiting = format!("waiting for Deployment {} to become available", req.name);
+        let Some(d) = deployment else {
+            return waiting;
+        };
+        let labels = (d.spec.as_ref())
+            .and_then(|s| s.selector.match_labels.as_ref())
+            .map(|l| {
+                l.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            });
+        let pods = match labels {
+            // The explanation is a courtesy: without the list, the plain
+            // message stands.
+            Some(selector) => Api::<Pod>::namespaced(self.client.clone(), &req.namespace)
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        match unavailable::why(d, &pods, k8s_openapi::jiff::Timestamp::now()) {
+            Some(why) => format!("{waiting}: {why}"),
+            None => waiting,
+        }
     }
 }
 
