@@ -33,6 +33,10 @@ pub const VERSION: &str = "v1alpha1";
 /// operator's name, so resources it created are found again).
 pub const RESOURCE_IDENTIFIER_ANNOTATION: &str = "resourceIdentifier";
 
+/// Label whose value becomes the `product-name` tag and the metrics'
+/// `productName` label (as in the Go operator).
+pub const PRODUCT_NAME_LABEL: &str = "productName";
+
 /// Annotation a person sets to `status.planHash` to apply a `Plan` tier's
 /// pending changes to one CR.
 pub const APPROVE_PLAN_ANNOTATION: &str = "integreatly.org/approve-plan";

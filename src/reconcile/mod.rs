@@ -43,7 +43,7 @@ use stale::Cached;
 use tracing::{Instrument, debug, info, warn};
 
 use crate::{
-    api::{Phase, RESOURCE_IDENTIFIER_ANNOTATION},
+    api::{PRODUCT_NAME_LABEL, Phase, RESOURCE_IDENTIFIER_ANNOTATION},
     metrics::ObjectLabels,
 };
 
@@ -468,7 +468,7 @@ pub fn metric_labels<K: Managed>(ctx: &Context, obj: &K, report: Option<&Report>
         resourceID: obj.name_any(),
         namespace: obj.namespace().unwrap_or_default(),
         instanceID: instance.unwrap_or_default(),
-        productName: label("productName"),
+        productName: label(PRODUCT_NAME_LABEL),
         strategy: report
             .and_then(|r| r.provider.clone().or_else(|| r.strategy.clone()))
             .unwrap_or_default(),

@@ -22,8 +22,8 @@ use tracing::warn;
 
 use crate::{
     api::{
-        APPROVE_PLAN_ANNOTATION, BlobStorage, Phase, Postgres, Redis, ResourceTypeStatus,
-        SMTPCredentialSet,
+        APPROVE_PLAN_ANNOTATION, BlobStorage, Phase, Postgres, RESOURCE_IDENTIFIER_ANNOTATION,
+        Redis, ResourceTypeStatus, SMTPCredentialSet,
     },
     config::{self, DeletionPolicy},
     connectivity::{self, Changed},
@@ -243,9 +243,12 @@ async fn cleanup_resource<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deleti
 /// a person does instead.
 fn unknown_provider_on_delete<K: ResourceCr>(cr: &K, provider: &str) -> String {
     let name = cr.name_any();
-    let identifier = (cr.annotations().get("resourceIdentifier").cloned())
-        .map(|id| format!(" ({id}, its resourceIdentifier annotation)"))
-        .unwrap_or_default();
+    let identifier = (cr
+        .annotations()
+        .get(RESOURCE_IDENTIFIER_ANNOTATION)
+        .cloned())
+    .map(|id| format!(" ({id}, its {RESOURCE_IDENTIFIER_ANNOTATION} annotation)"))
+    .unwrap_or_default();
     format!(
         "{kind} {name} was provisioned by provider {provider:?}, which this operator does not have, so it cannot delete what that provider made: delete that resource{identifier} yourself, then remove the CR's finalizers: kubectl -n {ns} patch {kind} {name} --type=merge -p '{{\"metadata\":{{\"finalizers\":null}}}}'",
         kind = K::KIND.cr_kind(),

@@ -7,14 +7,15 @@ use cro_provider_api::{Options, Owner, ResourceRequest, cloud_identifier, timest
 use kube::{Resource, ResourceExt};
 
 use crate::{
-    api::{ADOPT_ANNOTATION, APPROVE_PLAN_ANNOTATION, Phase, RESOURCE_IDENTIFIER_ANNOTATION},
+    api::{
+        ADOPT_ANNOTATION, APPROVE_PLAN_ANNOTATION, PRODUCT_NAME_LABEL, Phase,
+        RESOURCE_IDENTIFIER_ANNOTATION,
+    },
     config,
     controllers::kinds::ResourceCr,
     reconcile::{Context, Error, Settings},
 };
 
-/// Label whose value becomes the `product-name` tag (as in the Go operator).
-const PRODUCT_NAME_LABEL: &str = "productName";
 /// Label whose value becomes the unprefixed `add-on-name` tag of RDS
 /// instances and replication groups (the Go operator's
 /// buildRDSTagCreateStrategy and its ElastiCache twin).
