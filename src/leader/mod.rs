@@ -438,6 +438,20 @@ impl Elector {
     /// after the lease duration. A lease held by someone else is left alone.
     pub async fn release(&self) -> Result<(), kube::Error> {
         self.fence.close();
+        // A renewal abandoned as the work stopped may still land after the
+        // read below: its write then conflicts with ours, and the Lease,
+        // still ours, is read again.
+        let mut attempts = 3;
+        loop {
+            attempts -= 1;
+            match self.release_once().await {
+                Err(kube::Error::Api(e)) if e.code == 409 && attempts > 0 => continue,
+                done => return done,
+            }
+        }
+    }
+
+    async fn release_once(&self) -> Result<(), kube::Error> {
         let Some(mut lease) = self.api.get_opt(&self.config.name).await? else {
             return Ok(());
         };
@@ -589,6 +603,74 @@ mod tests {
             go_lease_namespaces: Vec::new(),
             watch_namespaces: Vec::new(),
         }
+    }
+
+    /// A renewal abandoned as the work stopped lands just before the
+    /// release's write: the release reads the Lease again and gives it up
+    /// rather than leave the standby waiting out the lease duration.
+    #[tokio::test]
+    async fn a_release_that_meets_its_own_late_renewal_reads_again() {
+        use std::sync::{
+            Arc,
+            atomic::{AtomicUsize, Ordering},
+        };
+        let puts = Arc::new(AtomicUsize::new(0));
+        let released = Arc::new(std::sync::Mutex::new(None::<serde_json::Value>));
+        let (count, last) = (puts.clone(), released.clone());
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let (count, last) = (count.clone(), last.clone());
+            async move {
+                let lease = serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": "lease", "namespace": "ns", "resourceVersion": "7"},
+                    "spec": {"holderIdentity": "me", "leaseDurationSeconds": 60}});
+                let (status, body) = if request.method() == http::Method::PUT {
+                    let body = request
+                        .into_body()
+                        .collect_bytes()
+                        .await
+                        .unwrap_or_default();
+                    if count.fetch_add(1, Ordering::SeqCst) == 0 {
+                        let conflict = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "message": "the object has been modified", "reason": "Conflict", "code": 409});
+                        (409, conflict)
+                    } else {
+                        let sent: serde_json::Value =
+                            serde_json::from_slice(&body).unwrap_or_default();
+                        *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(sent.clone());
+                        (200, sent)
+                    }
+                } else {
+                    (200, lease)
+                };
+                let response = http::Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(body.to_string().into_bytes()))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
+        let client = Client::new(service, "ns");
+        let elector = Elector::new(
+            client,
+            config(15, 10, 2),
+            Fence::open(),
+            Gauge::default(),
+            HeldBack::default(),
+        );
+        let result = elector.release().await;
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(
+            puts.load(Ordering::SeqCst),
+            2,
+            "the release is written again after the conflict"
+        );
+        let sent = released
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default();
+        assert!(sent["spec"]["holderIdentity"].is_null(), "{sent}");
     }
 
     #[test]
