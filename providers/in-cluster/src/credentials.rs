@@ -179,8 +179,9 @@ async fn read(
 type MakeValue = dyn Fn() -> String + Sync;
 
 /// `keys` from the CR's credentials Secret: a value it holds, else the
-/// tier's override, else a default; with the Secret's other keys as
-/// `others` leaves them; written back when anything changed.
+/// tier's override, else a default. The Secret's other keys are kept as
+/// `others` leaves them (it may set or remove some); written back when
+/// anything changed.
 async fn stored(
     api: &Objects<Secret>,
     req: &ResourceRequest,

@@ -129,7 +129,7 @@ pub async fn login(
         |m: String| ProviderError::transient(m).retry_in(std::time::Duration::from_secs(30));
     let Some(ns) = operator_namespace else {
         return Err(retry(format!(
-            "the tier's {KEY}.credentialsSecret names Secret {name} of the operator namespace, which is not known to the provider"
+            "the tier's {KEY}.credentialsSecret names Secret {name} of the operator namespace, which this process does not know: set --operator-namespace (OPERATOR_NAMESPACE), as the shipped manifests do from the pod's namespace"
         )));
     };
     let secret = Api::<Secret>::namespaced(client.clone(), ns)
