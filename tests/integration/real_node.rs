@@ -186,12 +186,184 @@ async fn in_cluster_postgres_and_redis_really_run_connect_and_keep_their_data() 
             pods.delete(&old.name_any(), &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
             ready_pod(&client, &ns, name, old.metadata.uid.as_deref()).await;
         }
-        let (ok, log) = run_client(&client, &ns, "pg-read", pg_env, "test \"$(psql -tA -c 'SELECT v FROM kept')\" = 'before the restart'").await;
+        let (ok, log) = run_client(&client, &ns, "pg-read", pg_env.clone(), "test \"$(psql -tA -c 'SELECT v FROM kept')\" = 'before the restart'").await;
         assert!(ok, "the row written before the pod was replaced: {log}");
-        let (ok, log) = run_client(&client, &ns, "redis-read", redis_env, "test \"$(redis-cli -h \"$HOST\" -p \"$PORT\" GET kept)\" = 'before the restart'").await;
+        let (ok, log) = run_client(&client, &ns, "redis-read", redis_env.clone(), "test \"$(redis-cli -h \"$HOST\" -p \"$PORT\" GET kept)\" = 'before the restart'").await;
         assert!(ok, "the key written before the pod was replaced: {log}");
+
+        snapshots_restore_what_was_written_before_them(&client, &ns, pg_env, redis_env).await;
     })
     .await;
+}
+
+/// Issue #60: a workshop PostgresSnapshot and RedisSnapshot of databases
+/// holding a row and a key are backups a new Postgres and Redis restore
+/// (`restoreFromSnapshot`): what was written before each snapshot is in
+/// its copy, what was written after is not; read through the copies'
+/// Secrets as an application would. Deleting a snapshot deletes its
+/// backup's volume; `skipDelete` keeps it.
+async fn snapshots_restore_what_was_written_before_them(
+    client: &Client,
+    ns: &str,
+    pg_env: Value,
+    redis_env: Value,
+) {
+    use cloud_resource_operator::api::{PostgresSnapshot, RedisSnapshot};
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let cr = |kind: &str, name: &str, spec: Value| json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec});
+    let _: PostgresSnapshot = create_json(
+        client,
+        ns,
+        cr("PostgresSnapshot", "db-snap", json!({"resourceName": "db"})),
+    )
+    .await;
+    let _: RedisSnapshot = create_json(
+        client,
+        ns,
+        cr(
+            "RedisSnapshot",
+            "cache-snap",
+            json!({"resourceName": "cache", "skipDelete": true}),
+        ),
+    )
+    .await;
+    let pg_snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), ns);
+    let redis_snaps = Api::<RedisSnapshot>::namespaced(client.clone(), ns);
+    let done = |p: Option<Phase>| p == Some(Phase::Complete);
+    let pg_snap = wait_for(
+        &pg_snaps,
+        "db-snap",
+        "phase complete",
+        START,
+        move |o: Option<&PostgresSnapshot>| done(o.and_then(|o| o.status.as_ref()?.phase)),
+    )
+    .await;
+    let redis_snap = wait_for(
+        &redis_snaps,
+        "cache-snap",
+        "phase complete",
+        START,
+        move |o: Option<&RedisSnapshot>| done(o.and_then(|o| o.status.as_ref()?.phase)),
+    )
+    .await;
+    let backup = |id: Option<String>| {
+        id.unwrap_or_else(|| panic!("a complete snapshot records its identifier"))
+    };
+    let pg_backup = backup(pg_snap.status.and_then(|s| s.snapshot_id));
+    let redis_backup = backup(redis_snap.status.and_then(|s| s.snapshot_id));
+
+    let (ok, log) = run_client(
+        client,
+        ns,
+        "pg-after",
+        pg_env,
+        "psql -v ON_ERROR_STOP=1 -c \"INSERT INTO kept VALUES ('after the snapshot')\"",
+    )
+    .await;
+    assert!(ok, "{log}");
+    let (ok, log) = run_client(
+        client,
+        ns,
+        "redis-after",
+        redis_env,
+        "test \"$(redis-cli -h \"$HOST\" -p \"$PORT\" SET later 'after the snapshot')\" = OK",
+    )
+    .await;
+    assert!(ok, "{log}");
+
+    let mut copy = spec("db-copy-sec");
+    copy["restoreFromSnapshot"] = json!("db-snap");
+    let _: Postgres = create_json(client, ns, cr("Postgres", "db-copy", copy)).await;
+    let mut copy = spec("cache-copy-sec");
+    copy["restoreFromSnapshot"] = json!("cache-snap");
+    let _: Redis = create_json(client, ns, cr("Redis", "cache-copy", copy)).await;
+    let pgs = Api::<Postgres>::namespaced(client.clone(), ns);
+    let caches = Api::<Redis>::namespaced(client.clone(), ns);
+    wait_for(
+        &pgs,
+        "db-copy",
+        "phase complete",
+        START,
+        move |o: Option<&Postgres>| done(o.and_then(|o| o.status.as_ref()?.phase)),
+    )
+    .await;
+    wait_for(
+        &caches,
+        "cache-copy",
+        "phase complete",
+        START,
+        move |o: Option<&Redis>| done(o.and_then(|o| o.status.as_ref()?.phase)),
+    )
+    .await;
+
+    let pg_copy = env_from(
+        "db-copy-sec",
+        &[
+            ("PGHOST", "host"),
+            ("PGPORT", "port"),
+            ("PGUSER", "username"),
+            ("PGPASSWORD", "password"),
+            ("PGDATABASE", "database"),
+        ],
+    );
+    let (ok, log) = run_client(
+        client,
+        ns,
+        "pg-copy-read",
+        pg_copy,
+        "psql -tA -c 'SELECT v FROM kept ORDER BY v'",
+    )
+    .await;
+    assert!(
+        ok && log.trim() == "before the restart",
+        "the copy holds the row written before the snapshot and not the one after: {log:?}"
+    );
+    let redis_copy = env_from(
+        "cache-copy-sec",
+        &[
+            ("HOST", "uri"),
+            ("PORT", "port"),
+            ("REDISCLI_AUTH", "password"),
+        ],
+    );
+    let (ok, log) = run_client(client, ns, "redis-copy-read", redis_copy, "redis-cli -h \"$HOST\" -p \"$PORT\" GET kept; redis-cli -h \"$HOST\" -p \"$PORT\" EXISTS later").await;
+    assert!(
+        ok && log.split_whitespace().collect::<Vec<_>>() == ["before", "the", "restart", "0"],
+        "the copy holds the key written before the snapshot and not the one after: {log:?}"
+    );
+
+    // Deleting a snapshot deletes its backup; under skipDelete it stays.
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
+    for (name, backup) in [("db-snap", &pg_backup), ("cache-snap", &redis_backup)] {
+        assert!(
+            claims
+                .get_opt(backup)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .is_some(),
+            "{name}'s backup volume {backup}"
+        );
+    }
+    let dp = DeleteParams::default();
+    pg_snaps
+        .delete("db-snap", &dp)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    redis_snaps
+        .delete("cache-snap", &dp)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&pg_snaps, "db-snap", DEFAULT_TIMEOUT).await;
+    wait_deleted(&redis_snaps, "cache-snap", DEFAULT_TIMEOUT).await;
+    wait_deleted(&claims, &pg_backup, DEFAULT_TIMEOUT).await;
+    assert!(
+        claims
+            .get_opt(&redis_backup)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_some(),
+        "skipDelete keeps the backup volume {redis_backup}"
+    );
 }
 
 /// A database whose pod runs on a kwok node has an address nothing real is

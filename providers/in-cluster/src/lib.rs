@@ -17,6 +17,7 @@ mod merge;
 mod objects;
 mod pod_safety;
 mod relay;
+mod snapshot;
 mod store_tls;
 mod strategy;
 mod unavailable;
@@ -102,9 +103,14 @@ impl InClusterProvider {
     }
 
     fn host(&self, req: &ResourceRequest) -> String {
+        self.service_host(&req.name, &req.namespace)
+    }
+
+    /// `<name>.<namespace>.svc`, with the cluster domain when set.
+    fn service_host(&self, name: &str, namespace: &str) -> String {
         match &self.cluster_domain {
-            Some(d) if !d.is_empty() => format!("{}.{}.svc.{d}", req.name, req.namespace),
-            _ => format!("{}.{}.svc", req.name, req.namespace),
+            Some(d) if !d.is_empty() => format!("{name}.{namespace}.svc.{d}"),
+            _ => format!("{name}.{namespace}.svc"),
         }
     }
 
@@ -442,9 +448,27 @@ impl InClusterProvider {
         }
     }
 
+    /// How the restore of a new workload from `restoreFromSnapshot`
+    /// stands (see `snapshot`): `None` when there is none to wait for.
+    async fn restore_into(
+        &self,
+        req: &ResourceRequest,
+        desired: &workload::Desired,
+        user: &workload::PodUser,
+    ) -> Result<Option<snapshot::Restoring>, ProviderError> {
+        let Some(id) = &req.restore_from_snapshot else {
+            return Ok(None);
+        };
+        let image = desired.deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or_default();
+        self.restore(req, id, &desired.pvc, user, image).await
+    }
+
     async fn postgres(&self, req: &ResourceRequest) -> Result<Provisioned, ProviderError> {
         let overrides = strategy::parse(&req.strategy)?;
         let layout = self.layout_to_make(req).await?;
+        let mut restoring = None;
         let (desired, creds, host) = match layout {
             Layout::Ours => {
                 let creds =
@@ -454,6 +478,7 @@ impl InClusterProvider {
                 let user = self.pod_user(req).await?;
                 let image = &self.images.postgres;
                 let desired = workload::postgres(req, &overrides, image, isolation, &user)?;
+                restoring = self.restore_into(req, &desired, &user).await?;
                 (desired, creds, self.host(req))
             }
             Layout::GoOperator => {
@@ -463,6 +488,13 @@ impl InClusterProvider {
         };
         let version = workload::image_tag(&desired.deployment);
         let (outcome, pending) = self.workload(req, &desired, layout).await?;
+        // A failed restore is said at once; one under way once the
+        // database runs (before, its Deployment's state says more).
+        let outcome = match (outcome, restoring) {
+            (_, Some(failed @ snapshot::Restoring::Failed(_))) => failed.outcome(),
+            (Outcome::Ready(()), Some(restoring)) => restoring.outcome(),
+            (outcome, _) => outcome,
+        };
         let outcome = match outcome {
             Outcome::Ready(()) => Outcome::Ready(ConnectionDetails(BTreeMap::from([
                 ("username".into(), creds.username),
@@ -501,6 +533,15 @@ impl InClusterProvider {
                 let user = self.pod_user(req).await?;
                 let image = &self.images.redis;
                 let desired = workload::redis(req, &overrides, image, isolation, &user)?;
+                // The backup is the data the server first starts with.
+                if let Some(restoring) = self.restore_into(req, &desired, &user).await? {
+                    let version = workload::image_tag(&desired.deployment);
+                    return Ok(provisioned(
+                        "openshift-redis-template",
+                        restoring.outcome(),
+                        version,
+                    ));
+                }
                 (desired, self.host(req), password)
             }
             Layout::GoOperator => {
@@ -798,25 +839,17 @@ impl Provider for InClusterProvider {
         self.drift(req, &desired, layout).await
     }
 
-    fn takes_snapshots(&self) -> bool {
-        false
-    }
-
     /// The generated passwords stay what the workloads were initialised
     /// with.
     fn rotates_credentials(&self) -> bool {
         false
     }
 
-    async fn snapshot(&self, _req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
-        Ok(Snapshotted {
-            outcome: Outcome::Failed(
-                "snapshots need the aws provider: the parent resource's type maps to the in-cluster provider (openshift) in cloud-resource-config".into(),
-            ),
-        })
+    async fn snapshot(&self, req: &SnapshotRequest) -> Result<Snapshotted, ProviderError> {
+        self.take_snapshot(req).await
     }
 
-    async fn delete_snapshot(&self, _req: &SnapshotRequest) -> Result<Deletion, ProviderError> {
-        Ok(Deletion::Done)
+    async fn delete_snapshot(&self, req: &SnapshotRequest) -> Result<Deletion, ProviderError> {
+        self.remove_snapshot(req).await
     }
 }

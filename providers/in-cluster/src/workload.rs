@@ -128,7 +128,7 @@ impl PodUser {
     }
 
     /// The pod's securityContext, Pod Security "restricted" either way.
-    fn security_context(&self) -> Value {
+    pub(crate) fn security_context(&self) -> Value {
         let mut context = match self {
             PodUser::Image => json!({"runAsUser": 999, "runAsGroup": 999, "fsGroup": 999}),
             PodUser::Range { uid, fs_group } => json!({"runAsUser": uid, "fsGroup": fs_group}),

@@ -169,7 +169,7 @@ async fn scheduled_snapshots<K: ResourceCr>(
             type_: ConditionType::SnapshotsScheduled,
             status: false,
             reason: "Unsupported".into(),
-            message: "spec.snapshotFrequency is set, but this resource's provider takes no snapshots (its type maps to an in-cluster provider in cloud-resource-config)".into(),
+            message: "spec.snapshotFrequency is set, but this resource's provider takes no snapshots (see its type in cloud-resource-config)".into(),
         });
         return Ok(None);
     }

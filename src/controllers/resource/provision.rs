@@ -58,7 +58,7 @@ async fn restore_source<K: ResourceCr>(
 ) -> Result<RestoreSource, Error> {
     if !provider(ctx, provider_name)?.takes_snapshots() {
         return Err(Error::Invalid(format!(
-            "spec.restoreFromSnapshot is set, but provider {provider_name:?} takes no snapshots and cannot restore one (spec.type maps to an in-cluster provider in cloud-resource-config); remove spec.restoreFromSnapshot or use a cloud type"
+            "spec.restoreFromSnapshot is set, but provider {provider_name:?} takes no snapshots and cannot restore one (see spec.type in cloud-resource-config); remove spec.restoreFromSnapshot or use a type whose provider takes snapshots"
         )));
     }
     let ns = cr.namespace().unwrap_or_default();
