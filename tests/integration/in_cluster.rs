@@ -895,11 +895,13 @@ async fn a_reconcile_with_nothing_to_change_writes_nothing() {
 }
 
 /// What the in-cluster provider cannot do is said, never silently dropped:
-/// scheduled snapshots and credential rotation in a condition (the resource
-/// stays `complete`, no rotation is recorded); a clone
-/// (`restoreFromSnapshot`) as `failed`, with nothing created.
+/// credential rotation in a condition (the resource stays `complete`, no
+/// rotation is recorded). What it can do is done: a snapshot schedule makes
+/// snapshot CRs it takes as backups (real_node.rs takes and restores one),
+/// and a clone waits for the snapshot it names, with nothing created.
 #[tokio::test]
-async fn snapshots_rotation_and_clones_asked_of_in_cluster_resources_are_reported_unsupported() {
+async fn rotation_asked_of_in_cluster_resources_is_reported_unsupported_and_snapshots_are_taken() {
+    use cloud_resource_operator::api::PostgresSnapshot;
     with_operator("unsupported", |client, ns, _op| async move {
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
         let mut pg: Postgres = cr("Postgres", "pg", json!({"type": "workshop", "tier": "development", "secretRef": {"name": "pg-sec"}, "snapshotFrequency": "1h"}));
@@ -908,33 +910,60 @@ async fn snapshots_rotation_and_clones_asked_of_in_cluster_resources_are_reporte
         let unsupported = |o: &Postgres, type_: &str| {
             o.status.iter().flat_map(|s| s.conditions.iter()).any(|c| c.type_ == type_ && c.status == "False" && c.reason == "Unsupported")
         };
-        let done = wait_for(&pgs, "pg", "both conditions Unsupported", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
-            o.is_some_and(|o| unsupported(o, "SnapshotsScheduled") && unsupported(o, "CredentialsRotated"))
+        let done = wait_for(&pgs, "pg", "complete, rotation Unsupported", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.is_some_and(|o| unsupported(o, "CredentialsRotated") && o.status.as_ref().and_then(|s| s.phase) == Some(Phase::Complete))
         })
         .await;
         let status = done.status.unwrap_or_else(|| panic!("no status"));
         assert_eq!(status.phase, Some(Phase::Complete), "{:?}", status.message);
         assert!(status.credentials_rotation.is_none(), "a rotation was recorded: {:?}", status.credentials_rotation);
+        let scheduling_refused = status.conditions.iter().any(|c| c.type_ == "SnapshotsScheduled" && c.reason == "Unsupported");
+        assert!(!scheduling_refused, "{:?}", status.conditions);
         let message = status.conditions.iter().find(|c| c.type_ == "CredentialsRotated").map(|c| c.message.clone()).unwrap_or_default();
         assert!(message.contains("integreatly.org/rotate-credentials") && message.contains("rotateCredentialsEvery"), "{message}");
 
-        // Asked no more, neither condition stays behind.
+        // The schedule's snapshot is taken by the in-cluster provider: its
+        // backup's Job and PVC are made, named by its identifier.
+        let snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), &ns);
+        let deadline = tokio::time::Instant::now() + DEFAULT_TIMEOUT;
+        let (name, id) = loop {
+            let list = snaps.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            let taken = list.items.iter().find_map(|s| {
+                let status = s.status.as_ref()?;
+                let writing = status.message.as_deref()?.contains("is writing the backup");
+                (s.spec.snapshot.resource_name == "pg" && status.strategy.as_deref() == Some("openshift") && writing)
+                    .then(|| (s.name_any(), status.snapshot_id.clone().unwrap_or_default()))
+            });
+            if let Some(found) = taken {
+                break found;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no scheduled snapshot of pg being taken: {:#?}", list.items.iter().map(|s| &s.status).collect::<Vec<_>>());
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client.clone(), &ns);
+        assert!(jobs.get_opt(&id).await.unwrap_or_else(|e| panic!("{e}")).is_some(), "{name}'s Job {id}");
+        let claims = Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+        assert!(claims.get_opt(&id).await.unwrap_or_else(|e| panic!("{e}")).is_some(), "{name}'s backup volume {id}");
+
+        // Asked no more, the condition does not stay behind.
         let withdraw = json!({"metadata": {"annotations": {"integreatly.org/rotate-credentials": null}}, "spec": {"snapshotFrequency": null}});
         pgs.patch("pg", &PatchParams::default(), &Patch::Merge(withdraw)).await.unwrap_or_else(|e| panic!("{e}"));
-        let cleared = wait_for(&pgs, "pg", "both conditions gone", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+        let cleared = wait_for(&pgs, "pg", "the condition gone", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
             o.is_some_and(|o| {
                 let types: Vec<&str> = o.status.iter().flat_map(|s| s.conditions.iter()).map(|c| c.type_.as_str()).collect();
-                !types.contains(&"SnapshotsScheduled") && !types.contains(&"CredentialsRotated") && types.contains(&"Ready")
+                !types.contains(&"CredentialsRotated") && types.contains(&"Ready")
             })
         })
         .await;
         assert_eq!(cleared.status.and_then(|s| s.phase), Some(Phase::Complete));
 
-        // A clone cannot be: `failed` naming the field, nothing created.
+        // A clone of a snapshot that does not exist waits, nothing created.
         create(&client, &ns, &cr::<Postgres>("Postgres", "clone", json!({"type": "workshop", "tier": "development", "secretRef": {"name": "clone-sec"}, "restoreFromSnapshot": "snap"}))).await;
-        let failed = wait_phase(&pgs, "clone", Phase::Failed).await;
-        let message = failed.status.and_then(|s| s.message).unwrap_or_default();
-        assert!(message.contains("spec.restoreFromSnapshot") && message.contains("cloud type"), "{message}");
+        let waiting = wait_for(&pgs, "clone", "in progress, waiting for its snapshot", DEFAULT_TIMEOUT, |o: Option<&Postgres>| {
+            o.and_then(|o| o.status.as_ref()).is_some_and(|s| s.phase == Some(Phase::InProgress) && s.message.as_deref().is_some_and(|m| m.contains("PostgresSnapshot snap (spec.restoreFromSnapshot) to exist")))
+        })
+        .await;
+        assert!(waiting.status.is_some());
         let deployments = Api::<Deployment>::namespaced(client.clone(), &ns).list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
         assert!(deployments.items.iter().all(|d| !d.name_any().contains("clone")), "a clone workload was created: {:?}", deployments.items.iter().map(|d| d.name_any()).collect::<Vec<_>>());
     })

@@ -356,6 +356,48 @@ async fn snapshots_restore_what_was_written_before_them(
     wait_deleted(&pg_snaps, "db-snap", DEFAULT_TIMEOUT).await;
     wait_deleted(&redis_snaps, "cache-snap", DEFAULT_TIMEOUT).await;
     wait_deleted(&claims, &pg_backup, DEFAULT_TIMEOUT).await;
+    // The copies record that they were made, so they no longer need their
+    // snapshots: reconciled again without them, they stay complete.
+    for (kind, name) in [("Postgres", "db-copy"), ("Redis", "cache-copy")] {
+        let api = Api::<kube::api::DynamicObject>::namespaced_with(
+            client.clone(),
+            ns,
+            &kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk("integreatly.org", "v1alpha1", kind),
+                if kind == "Redis" { "redis" } else { "postgres" },
+            ),
+        );
+        let copy = api.get(name).await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            copy.annotations().contains_key("resourceIdentifier"),
+            "{kind} {name} records that it was made: {:?}",
+            copy.annotations()
+        );
+        let before = copy.data["status"]["observedInputs"].clone();
+        let touch = json!({"metadata": {"labels": {"touched": "after-the-snapshot-went"}}});
+        api.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&touch),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        let after = wait_for(
+            &api,
+            name,
+            "reconciled again",
+            DEFAULT_TIMEOUT,
+            |o: Option<&kube::api::DynamicObject>| {
+                o.is_some_and(|o| o.data["status"]["observedInputs"] != before)
+            },
+        )
+        .await;
+        assert_eq!(
+            after.data["status"]["phase"], "complete",
+            "{kind} {name} without its snapshot: {}",
+            after.data["status"]
+        );
+    }
     assert!(
         claims
             .get_opt(&redis_backup)

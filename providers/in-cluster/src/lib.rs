@@ -508,6 +508,7 @@ impl InClusterProvider {
         };
         Ok(Provisioned {
             pending,
+            identifier: restored(req, &outcome),
             ..provisioned("openshift-postgres-template", outcome, version)
         })
     }
@@ -565,6 +566,7 @@ impl InClusterProvider {
         };
         Ok(Provisioned {
             pending,
+            identifier: restored(req, &outcome),
             ..provisioned("openshift-redis-template", outcome, version)
         })
     }
@@ -670,6 +672,14 @@ fn available(d: &Deployment) -> bool {
         .flatten()
         .any(|c| c.type_ == "Available" && c.status == "True");
     current && updated && condition
+}
+
+/// A database restored from `restoreFromSnapshot` and ready records its
+/// identifier on the CR: the snapshot is then no longer looked up (it may
+/// be deleted), as for a cloud database once it exists.
+fn restored(req: &ResourceRequest, outcome: &Outcome<ConnectionDetails>) -> Option<String> {
+    let ready = matches!(outcome, Outcome::Ready(_));
+    (ready && req.restore_from_snapshot.is_some()).then(|| req.identifier.clone())
 }
 
 fn details(pairs: &[(&str, &str)]) -> ConnectionDetails {

@@ -430,17 +430,13 @@ impl InClusterProvider {
     ) -> Result<Deletion, ProviderError> {
         let ns = req.namespace.as_str();
         let name = object_name(&req.identifier);
-        let background = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            ..DeleteParams::default()
-        };
         let jobs = Api::<Job>::namespaced(self.client.clone(), ns);
         if let Some(job) = (jobs.get_opt(&name).await)
             .map_err(|e| read_error("reading Job", ns, &name, &e))?
             .filter(|j| labelled(&j.metadata, &name))
             && job.metadata.deletion_timestamp.is_none()
         {
-            delete(&jobs, &name, &background).await?;
+            delete(&jobs, &name, &background()).await?;
         }
         let pvcs = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns);
         let Some(pvc) = (pvcs.get_opt(&name).await)
@@ -453,7 +449,7 @@ impl InClusterProvider {
             return Ok(Deletion::Done);
         }
         if pvc.metadata.deletion_timestamp.is_none() {
-            delete(&pvcs, &name, &background).await?;
+            delete(&pvcs, &name, &background()).await?;
         }
         Ok(Deletion::InProgress(format!(
             "waiting for PersistentVolumeClaim {ns}/{name}, the backup, to be deleted"
@@ -473,7 +469,6 @@ impl InClusterProvider {
         image: &str,
     ) -> Result<Option<Restoring>, ProviderError> {
         let ns = req.namespace.as_str();
-        let backup = object_name(id);
         let name = restore_job_name(&req.name);
         let jobs = Api::<Job>::namespaced(self.client.clone(), ns);
         let job = match (jobs.get_opt(&name).await)
@@ -481,57 +476,14 @@ impl InClusterProvider {
         {
             Some(job) => job,
             None if self.deployment(req).await?.is_some() => return Ok(None),
-            None => {
-                let pvcs = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns);
-                let found = (pvcs.get_opt(&backup).await)
-                    .map_err(|e| read_error("reading PersistentVolumeClaim", ns, &backup, &e))?;
-                if !found.is_some_and(|p| holds_backup(&p, &backup)) {
-                    return Err(ProviderError::permanent(format!(
-                        "spec.restoreFromSnapshot: snapshot {id} has no in-cluster backup in namespace {ns} (PersistentVolumeClaim {backup} is missing); restore from a snapshot of an in-cluster {kind}, or remove spec.restoreFromSnapshot",
-                        kind = req.kind.cr_kind(),
-                    )));
-                }
-                let (app, data) = match req.kind {
-                    ResourceKind::Redis => {
-                        // The data volume exists before the Job fills it.
-                        let claims = self.api::<PersistentVolumeClaim>(req);
-                        crate::apply::ensure(&claims, data_pvc, &req.owner, &self.corrections)
-                            .await?;
-                        ("redis-restore", Some(req.name.as_str()))
-                    }
-                    _ => ("postgres-restore", None),
-                };
-                let script = match req.kind {
-                    ResourceKind::Redis => redis_restore_script(),
-                    _ => postgres_restore_script(),
-                };
-                let job = job(JobSpec {
-                    name: name.clone(),
-                    namespace: ns,
-                    app,
-                    instance: &req.name,
-                    snapshot: &backup,
-                    owner: &req.owner,
-                    image,
-                    script,
-                    env: database_env(req.kind, &req.name, &self.host(req)),
-                    user,
-                    backup: backup.clone(),
-                    data,
-                });
-                create(&jobs, &job).await?
-            }
+            None => self.start_restore(req, id, data_pvc, user, image).await?,
         };
         Ok(match self.job_state(ns, &job).await? {
             JobState::Running => Some(Restoring::InProgress(format!(
                 "Job {ns}/{name} is restoring snapshot {id} (spec.restoreFromSnapshot)"
             ))),
             JobState::Succeeded => {
-                let background = DeleteParams {
-                    propagation_policy: Some(PropagationPolicy::Background),
-                    ..DeleteParams::default()
-                };
-                delete(&jobs, &name, &background).await?;
+                delete(&jobs, &name, &background()).await?;
                 None
             }
             JobState::Failed(why) => Some(Restoring::Failed(format!(
@@ -539,6 +491,59 @@ impl InClusterProvider {
                 req.kind.cr_kind()
             ))),
         })
+    }
+
+    /// Makes the Job that restores backup `id` into `req`'s new database
+    /// (and for a Redis, the volume it fills first).
+    async fn start_restore(
+        &self,
+        req: &ResourceRequest,
+        id: &str,
+        data_pvc: &Value,
+        user: &workload::PodUser,
+        image: &str,
+    ) -> Result<Job, ProviderError> {
+        let ns = req.namespace.as_str();
+        let backup = object_name(id);
+        let name = restore_job_name(&req.name);
+        let jobs = Api::<Job>::namespaced(self.client.clone(), ns);
+        let pvcs = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns);
+        let found = (pvcs.get_opt(&backup).await)
+            .map_err(|e| read_error("reading PersistentVolumeClaim", ns, &backup, &e))?;
+        if !found.is_some_and(|p| holds_backup(&p, &backup)) {
+            return Err(ProviderError::permanent(format!(
+                "spec.restoreFromSnapshot: snapshot {id} has no in-cluster backup in namespace {ns} (PersistentVolumeClaim {backup} is missing); restore from a snapshot of an in-cluster {kind}, or remove spec.restoreFromSnapshot",
+                kind = req.kind.cr_kind(),
+            )));
+        }
+        let (app, data) = match req.kind {
+            ResourceKind::Redis => {
+                // The data volume exists before the Job fills it.
+                let claims = self.api::<PersistentVolumeClaim>(req);
+                crate::apply::ensure(&claims, data_pvc, &req.owner, &self.corrections).await?;
+                ("redis-restore", Some(req.name.as_str()))
+            }
+            _ => ("postgres-restore", None),
+        };
+        let script = match req.kind {
+            ResourceKind::Redis => redis_restore_script(),
+            _ => postgres_restore_script(),
+        };
+        let job = job(JobSpec {
+            name: name.clone(),
+            namespace: ns,
+            app,
+            instance: &req.name,
+            snapshot: &backup,
+            owner: &req.owner,
+            image,
+            script,
+            env: database_env(req.kind, &req.name, &self.host(req)),
+            user,
+            backup: backup.clone(),
+            data,
+        });
+        create(&jobs, &job).await
     }
 }
 
@@ -599,6 +604,14 @@ where
                 ProviderError::transient(format!("{kind} {ns}/{name} exists and is gone again"))
             }),
         Err(e) => Err(read_error(&format!("creating {kind}"), ns, name, &e)),
+    }
+}
+
+/// A deletion whose dependents (a Job's pods) follow.
+fn background() -> DeleteParams {
+    DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..DeleteParams::default()
     }
 }
 
