@@ -75,6 +75,7 @@ fn request<K: SnapshotCr>(
         identifier: id.to_string(),
         strategy,
         tags,
+        tag_keys: cro_provider_api::TagKeys::new(&ctx.settings.tag_key_prefix),
     }
 }
 

@@ -239,7 +239,37 @@ pub struct ResourceRequest {
     /// nothing). A resource of this cluster carrying it with another
     /// namespace is another CR's, whatever its identifier.
     pub namespace_tag: (String, String),
+    /// The keys of the tags in `tags` that say whose a resource is.
+    pub tag_keys: TagKeys,
     pub options: Options,
+}
+
+/// The keys of the tags that say whose a cloud resource is, under the
+/// operator's tag key prefix: read by key, never by a suffix that another
+/// tag (the Infrastructure's, `--extra-tags`) could end with too.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TagKeys {
+    /// `<prefix>clusterID`: made by this cluster.
+    pub owner: String,
+    /// `<prefix>resource-namespace`: for a CR of this namespace.
+    pub namespace: String,
+    /// `<prefix>resource-name`: for the CR of this name.
+    pub name: String,
+}
+
+impl TagKeys {
+    pub fn new(prefix: &str) -> Self {
+        TagKeys {
+            owner: format!("{prefix}clusterID"),
+            namespace: format!("{prefix}resource-namespace"),
+            name: format!("{prefix}resource-name"),
+        }
+    }
+
+    /// Owner, namespace and name, in that order.
+    pub fn all(&self) -> [&str; 3] {
+        [&self.owner, &self.namespace, &self.name]
+    }
 }
 
 impl ResourceRequest {
@@ -277,6 +307,7 @@ impl ResourceRequest {
             tags: BTreeMap::new(),
             owner_tag: Default::default(),
             namespace_tag: Default::default(),
+            tag_keys: TagKeys::default(),
             options: Options::default(),
         }
     }
@@ -310,6 +341,8 @@ pub struct SnapshotRequest {
     /// The parent resource's tier strategy (where its region is).
     pub strategy: serde_json::Value,
     pub tags: BTreeMap<String, String>,
+    /// The keys of the tags in `tags` that say whose a snapshot is.
+    pub tag_keys: TagKeys,
 }
 
 /// Connection details a provider hands back; written verbatim as the data

@@ -375,7 +375,9 @@ pub async fn act<D: Database>(
 async fn made_for_it<D: Database>(c: &Clients, req: &ResourceRequest) -> Result<(), ProviderError> {
     let (id, what) = (req.identifier.as_str(), D::SERVICE.what);
     match D::client(c).describe(c, id).await? {
-        Some(live) if crate::tags::made_for(&req.creation_tags(), live.tags()) => Ok(()),
+        Some(live) if crate::tags::made_for(&req.tag_keys, &req.creation_tags(), live.tags()) => {
+            Ok(())
+        }
         // Untagged, or its tags may not be read: this CR's by the
         // identifier it recorded and computes (see `plan::ours`).
         Some(live) if live.tags().is_empty() && plan::ours(req, live.tags()) => Ok(()),

@@ -502,6 +502,7 @@ mod tests {
                 identifier: "snap-1".into(),
                 strategy: json!({}),
                 tags: Default::default(),
+                tag_keys: Default::default(),
             };
             let rules = match kind {
                 ResourceKind::Postgres => IdentifierRules::RdsSnapshot,

@@ -194,10 +194,8 @@ pub fn another_crs(req: &ResourceRequest, live_tags: &BTreeMap<String, String>) 
         // Never named: the message reaches a tenant who may not know it.
         return (other != namespace).then(|| "a CR of another namespace".to_string());
     }
-    let (name_key, name) = req
-        .tags
-        .iter()
-        .find(|(k, _)| k.ends_with("resource-name"))?;
+    let name_key = &req.tag_keys.name;
+    let name = req.tags.get(name_key)?;
     let other = live_tags.get(name_key)?;
     (other != name).then(|| "another CR (its resource-name tag names another)".to_string())
 }
@@ -358,12 +356,28 @@ mod tests {
         req.recorded_identifier = recorded.map(str::to_string);
         req.owner_tag = ("p/clusterID".into(), "c1".into());
         req.namespace_tag = ("p/resource-namespace".into(), ns.into());
+        req.tag_keys = cro_provider_api::TagKeys::new("p/");
         req.namespace = ns.into();
         req.name = name.into();
         req.tags = crate::tags::map(&[("p/clusterID", "c1"), ("p/resource-name", name)])
             .into_iter()
             .collect();
         req
+    }
+
+    #[test]
+    fn only_the_prefixed_name_tag_names_the_cr() {
+        // An Infrastructure tag ending like the identity tag, sorted first.
+        let mut req = request("teama", "db", None);
+        req.tags.insert("a/resource-name".into(), "other".into());
+        let live = crate::tags::map(&[
+            ("p/clusterID", "c1"),
+            ("p/resource-name", "db"),
+            ("a/resource-name", "x"),
+        ]);
+        assert_eq!(another_crs(&req, &live), None);
+        let theirs = crate::tags::map(&[("p/clusterID", "c1"), ("p/resource-name", "db2")]);
+        assert!(another_crs(&req, &theirs).is_some());
     }
 
     #[test]

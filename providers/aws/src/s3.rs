@@ -139,8 +139,9 @@ async fn create(
             false => None,
         };
         match found {
-            Some(tags) if tags.is_empty() || crate::tags::made_for(&req.creation_tags(), &tags) => {
-            }
+            Some(tags)
+                if tags.is_empty()
+                    || crate::tags::made_for(&req.tag_keys, &req.creation_tags(), &tags) => {}
             Some(_) => return Err(taken("S3 bucket", bucket)),
             None => return Err(not_yet_visible("S3 bucket", bucket)),
         }
@@ -300,7 +301,9 @@ pub fn decide(
 ) -> Plan {
     match (live_tags, req.recorded_identifier.as_deref()) {
         (Some(tags), None) if tags.is_empty() && made_here => Plan::SetUp,
-        (Some(tags), None) if crate::tags::made_for(&req.creation_tags(), tags) => Plan::SetUp,
+        (Some(tags), None) if crate::tags::made_for(&req.tag_keys, &req.creation_tags(), tags) => {
+            Plan::SetUp
+        }
         (Some(tags), _) if let Some(owner) = plan::another_crs(req, tags) => Plan::Fail(
             plan::another_crs_message("S3 bucket", &req.identifier, &owner),
         ),
@@ -740,6 +743,7 @@ mod tests {
         req.recorded_identifier = recorded.map(str::to_string);
         req.owner_tag = ("clusterID".into(), "c1".into());
         req.namespace_tag = ("resource-namespace".into(), "ns".into());
+        req.tag_keys = cro_provider_api::TagKeys::new("");
         req.tags = tags(&[("clusterID", "c1"), ("resource-name", "cr"), ("k", "v")]);
         req
     }

@@ -58,14 +58,6 @@ pub fn outcome(id: &str, found: &Found) -> Outcome<String> {
     }
 }
 
-/// The tag of `tags` whose key ends with `suffix` (the keys carry the
-/// operator's configured prefix).
-fn tag<'a>(tags: &'a BTreeMap<String, String>, suffix: &str) -> Option<(&'a str, &'a str)> {
-    (tags.iter())
-        .find(|(k, _)| k.ends_with(suffix))
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-}
-
 /// Why the tags `live` do not show a resource made by this cluster for the
 /// CR the namespace tag and `name` of `req` describe, if they do not: the
 /// owner tag must be this cluster's, the namespace tag (which the Go
@@ -76,14 +68,16 @@ fn not_made_for(
     name: &str,
     live: &BTreeMap<String, String>,
 ) -> Option<String> {
-    let (Some((owner_key, cluster)), Some((ns_key, ns)), Some((name_key, _))) = (
-        tag(&req.tags, "clusterID"),
-        tag(&req.tags, "resource-namespace"),
-        tag(&req.tags, "resource-name"),
+    let keys = &req.tag_keys;
+    let (owner_key, ns_key, name_key) = (&keys.owner, &keys.namespace, &keys.name);
+    let (Some(cluster), Some(ns), true) = (
+        req.tags.get(owner_key),
+        req.tags.get(ns_key),
+        req.tags.contains_key(name_key),
     ) else {
         return Some("the request carries no owner, namespace and name tags to check".into());
     };
-    if live.get(owner_key).map(String::as_str) != Some(cluster) {
+    if live.get(owner_key) != Some(cluster) {
         return Some(format!(
             "it lacks this cluster's owner tag {owner_key}={cluster}"
         ));
@@ -134,8 +128,7 @@ pub fn not_this_snapshots(
     live: &BTreeMap<String, String>,
 ) -> Option<String> {
     let theirs = |name: &str| not_made_for(req, name, live);
-    let own = match tag(&req.tags, "resource-namespace").is_some_and(|(k, _)| live.contains_key(k))
-    {
+    let own = match live.contains_key(&req.tag_keys.namespace) {
         true => theirs(&req.name).and_then(|why| theirs(&req.identifier).map(|_| why)),
         false => theirs(&req.identifier),
     };
@@ -388,6 +381,7 @@ mod tests {
             ("integreatly.org/resource-type", "managed"),
         ];
         SnapshotRequest {
+            tag_keys: cro_provider_api::TagKeys::new("integreatly.org/"),
             kind: cro_provider_api::ResourceKind::Postgres,
             namespace: "app".into(),
             name: "snap".into(),

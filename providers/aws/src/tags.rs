@@ -54,17 +54,17 @@ pub fn missing(
 
 /// Whether a resource found under the name a create asked for was made
 /// for the same CR: it carries the request's cluster, resource-name and
-/// namespace tags (`<prefix>clusterID`, `<prefix>resource-name`,
-/// `<prefix>resource-namespace`). What a retry after
-/// a lost answer finds is the operator's own; anything else is a conflict.
-pub fn made_for(want: &BTreeMap<String, String>, have: &BTreeMap<String, String>) -> bool {
-    let mut identity = want
-        .iter()
-        .filter(|(k, _)| {
-            ["clusterID", "resource-name", "resource-namespace"]
-                .iter()
-                .any(|suffix| k.ends_with(suffix))
-        })
+/// namespace tags (`keys`, those of them `want` has). What a retry after a
+/// lost answer finds is the operator's own; anything else is a conflict.
+pub fn made_for(
+    keys: &cro_provider_api::TagKeys,
+    want: &BTreeMap<String, String>,
+    have: &BTreeMap<String, String>,
+) -> bool {
+    let mut identity = keys
+        .all()
+        .into_iter()
+        .filter_map(|k| want.get_key_value(k))
         .peekable();
     identity.peek().is_some() && identity.all(|(k, v)| have.get(k) == Some(v))
 }
@@ -355,6 +355,7 @@ mod tests {
 
     #[test]
     fn a_resource_is_made_for_a_cr_when_its_cluster_and_name_tags_match() {
+        let keys = cro_provider_api::TagKeys::new("integreatly.org/");
         let want = map(&[
             ("integreatly.org/clusterID", "c1"),
             ("integreatly.org/resource-name", "db"),
@@ -382,10 +383,13 @@ mod tests {
             (map(&[]), false),
         ];
         for (have, made) in rows {
-            assert_eq!(made_for(&want, &have), made, "{have:?}");
+            assert_eq!(made_for(&keys, &want, &have), made, "{have:?}");
         }
         // A request with no identity tags recognises nothing.
-        assert!(!made_for(&map(&[("k", "v")]), &map(&[("k", "v")])));
+        assert!(!made_for(&keys, &map(&[("k", "v")]), &map(&[("k", "v")])));
+        // Another tag ending like an identity tag is not one.
+        let lookalike = map(&[("team/resource-name", "x"), ("k", "v")]);
+        assert!(!made_for(&keys, &lookalike, &lookalike));
     }
 
     #[test]

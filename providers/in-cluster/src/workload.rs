@@ -579,6 +579,7 @@ mod tests {
             tags: Default::default(),
             owner_tag: Default::default(),
             namespace_tag: Default::default(),
+            tag_keys: Default::default(),
             options: Options::default(),
         }
     }

@@ -3,7 +3,9 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use cro_provider_api::{Options, Owner, ResourceRequest, cloud_identifier, timestamped_identifier};
+use cro_provider_api::{
+    Options, Owner, ResourceRequest, TagKeys, cloud_identifier, timestamped_identifier,
+};
 use kube::{Resource, ResourceExt};
 
 use crate::{
@@ -49,7 +51,7 @@ pub fn owner<K: Resource<DynamicType = ()>>(cr: &K) -> Owner {
 /// The tag that marks a cloud resource this cluster made.
 fn owner_tag(settings: &Settings) -> (String, String) {
     (
-        format!("{}clusterID", settings.tag_key_prefix),
+        TagKeys::new(&settings.tag_key_prefix).owner,
         settings.cluster_id.clone(),
     )
 }
@@ -58,7 +60,7 @@ fn owner_tag(settings: &Settings) -> (String, String) {
 /// the resource is made (see `ResourceRequest::namespace_tag`).
 pub fn namespace_tag(settings: &Settings, namespace: &str) -> (String, String) {
     (
-        format!("{}resource-namespace", settings.tag_key_prefix),
+        TagKeys::new(&settings.tag_key_prefix).namespace,
         namespace.to_string(),
     )
 }
@@ -74,7 +76,7 @@ pub fn tags<K: Resource<DynamicType = ()>>(
     tags.extend([owner_tag(settings)]);
     tags.insert(format!("{p}resource-type"), deployment_type.to_string());
     tags.insert(
-        format!("{p}resource-name"),
+        TagKeys::new(p).name,
         cr.meta().name.clone().unwrap_or_default(),
     );
     if let Some(product) = cr
@@ -148,6 +150,7 @@ pub fn request<K: ResourceCr>(cr: &K, settings: &Settings, tier: config::Tier) -
         tags: tags(settings, cr, &spec.r#type),
         owner_tag: owner_tag(settings),
         namespace_tag,
+        tag_keys: TagKeys::new(&settings.tag_key_prefix),
         options: Options {
             apply_immediately: spec.apply_immediately,
             maintenance_window: spec.maintenance_window,

@@ -315,7 +315,9 @@ async fn made_for_it(
     policy_name: &str,
 ) -> Result<User, ProviderError> {
     match describe_user(iam, user, policy_name).await? {
-        Some(live) if crate::tags::made_for(&req.creation_tags(), &live.tags) => Ok(live),
+        Some(live) if crate::tags::made_for(&req.tag_keys, &req.creation_tags(), &live.tags) => {
+            Ok(live)
+        }
         Some(_) => Err(taken("IAM user", user)),
         None => Err(not_yet_visible("IAM user", user)),
     }

@@ -22,7 +22,7 @@ pub async fn separate(
 ) -> Result<Option<String>, ProviderError> {
     let own = own_separate(kind, req);
     if let Some(found) = kind.tags_of(c, &own).await?
-        && tags::made_for(&req.creation_tags(), &found)
+        && tags::made_for(&req.tag_keys, &req.creation_tags(), &found)
     {
         return Ok(Some(own));
     }
