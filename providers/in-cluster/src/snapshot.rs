@@ -298,6 +298,15 @@ fn read_error(what: &str, namespace: &str, name: &str, e: &kube::Error) -> Provi
     cro_kube::provider_error(format!("{what} {namespace}/{name}"), e)
 }
 
+/// The object `name` in `namespace`, if it exists.
+async fn look<K>(api: &Api<K>, namespace: &str, name: &str) -> Result<Option<K>, ProviderError>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    (api.get_opt(name).await)
+        .map_err(|e| read_error(&format!("reading {}", K::kind(&())), namespace, name, &e))
+}
+
 impl InClusterProvider {
     /// Takes (or follows) the backup of `req`'s database.
     pub(crate) async fn take_snapshot(
@@ -307,8 +316,7 @@ impl InClusterProvider {
         let ns = req.namespace.as_str();
         let name = object_name(&req.identifier);
         let pvcs = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns);
-        let pvc = (pvcs.get_opt(&name).await)
-            .map_err(|e| read_error("reading PersistentVolumeClaim", ns, &name, &e))?;
+        let pvc = look(&pvcs, ns, &name).await?;
         match &pvc {
             Some(p) if !holds_backup(p, &name) => {
                 return Ok(failed(format!(
@@ -320,9 +328,7 @@ impl InClusterProvider {
             _ => {}
         }
         let jobs = Api::<Job>::namespaced(self.client.clone(), ns);
-        let job = match (jobs.get_opt(&name).await)
-            .map_err(|e| read_error("reading Job", ns, &name, &e))?
-        {
+        let job = match look(&jobs, ns, &name).await? {
             Some(job) => job,
             None => match self.backup_job(req, &name).await? {
                 Some(job) => job,
@@ -366,8 +372,8 @@ impl InClusterProvider {
         let ns = req.namespace.as_str();
         let parent = req.resource_name.as_str();
         let deployments = Api::<Deployment>::namespaced(self.client.clone(), ns);
-        let Some(deployment) = (deployments.get_opt(parent).await)
-            .map_err(|e| read_error("reading Deployment", ns, parent, &e))?
+        let Some(deployment) = look(&deployments, ns, parent)
+            .await?
             .filter(|d| !crate::legacy::is_go_deployment(d, parent))
         else {
             return Ok(None);
@@ -378,8 +384,7 @@ impl InClusterProvider {
             .and_then(|c| c.image.clone())
             .unwrap_or_default();
         let pvcs = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns);
-        let data = (pvcs.get_opt(parent).await)
-            .map_err(|e| read_error("reading PersistentVolumeClaim", ns, parent, &e))?;
+        let data = look(&pvcs, ns, parent).await?;
         let app = match req.kind {
             ResourceKind::Redis => "redis-snapshot",
             _ => "postgres-snapshot",
@@ -431,17 +436,15 @@ impl InClusterProvider {
         let ns = req.namespace.as_str();
         let name = object_name(&req.identifier);
         let jobs = Api::<Job>::namespaced(self.client.clone(), ns);
-        if let Some(job) = (jobs.get_opt(&name).await)
-            .map_err(|e| read_error("reading Job", ns, &name, &e))?
+        if let Some(job) = look(&jobs, ns, &name)
+            .await?
             .filter(|j| labelled(&j.metadata, &name))
             && job.metadata.deletion_timestamp.is_none()
         {
             delete(&jobs, &name, &background()).await?;
         }
         let pvcs = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns);
-        let Some(pvc) = (pvcs.get_opt(&name).await)
-            .map_err(|e| read_error("reading PersistentVolumeClaim", ns, &name, &e))?
-        else {
+        let Some(pvc) = look(&pvcs, ns, &name).await? else {
             return Ok(Deletion::Done);
         };
         if !holds_backup(&pvc, &name) {
@@ -471,9 +474,7 @@ impl InClusterProvider {
         let ns = req.namespace.as_str();
         let name = restore_job_name(&req.name);
         let jobs = Api::<Job>::namespaced(self.client.clone(), ns);
-        let job = match (jobs.get_opt(&name).await)
-            .map_err(|e| read_error("reading Job", ns, &name, &e))?
-        {
+        let job = match look(&jobs, ns, &name).await? {
             Some(job) => job,
             None if self.deployment(req).await?.is_some() => return Ok(None),
             None => self.start_restore(req, id, data_pvc, user, image).await?,
@@ -508,8 +509,7 @@ impl InClusterProvider {
         let name = restore_job_name(&req.name);
         let jobs = Api::<Job>::namespaced(self.client.clone(), ns);
         let pvcs = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns);
-        let found = (pvcs.get_opt(&backup).await)
-            .map_err(|e| read_error("reading PersistentVolumeClaim", ns, &backup, &e))?;
+        let found = look(&pvcs, ns, &backup).await?;
         if !found.is_some_and(|p| holds_backup(&p, &backup)) {
             return Err(ProviderError::permanent(format!(
                 "spec.restoreFromSnapshot: snapshot {id} has no in-cluster backup in namespace {ns} (PersistentVolumeClaim {backup} is missing); restore from a snapshot of an in-cluster {kind}, or remove spec.restoreFromSnapshot",
@@ -598,11 +598,9 @@ where
     })?;
     match api.create(&PostParams::default(), &typed).await {
         Ok(made) => Ok(made),
-        Err(kube::Error::Api(s)) if s.code == 409 => (api.get_opt(name).await)
-            .map_err(|e| read_error(&format!("reading {kind}"), ns, name, &e))?
-            .ok_or_else(|| {
-                ProviderError::transient(format!("{kind} {ns}/{name} exists and is gone again"))
-            }),
+        Err(kube::Error::Api(s)) if s.code == 409 => look(api, ns, name).await?.ok_or_else(|| {
+            ProviderError::transient(format!("{kind} {ns}/{name} exists and is gone again"))
+        }),
         Err(e) => Err(read_error(&format!("creating {kind}"), ns, name, &e)),
     }
 }
