@@ -24,7 +24,7 @@ use crate::{
     credentials::CredentialsStore,
     errors::{Created, not_yet_visible, taken},
     listing::Listing,
-    plan::{self, Gate, Settled, Split, settle, split, vanished},
+    plan::{self, Difference, Gate, Settled, Split, settle, split, vanished},
     snapshots::{self, Snapshots},
     strategy::{Tier, TypedSection},
 };
@@ -143,6 +143,8 @@ pub trait Database: Snapshots + Sized {
     /// The tier's sections for this service's create and delete calls.
     type Create: CreateSection;
     type Delete: DeleteSection;
+    /// The fields it compares with the tier and modifies.
+    type Field: plan::Field + Send + Sync;
     const SERVICE: ServiceInfo;
 
     /// This service's client among the account's clients.
@@ -156,13 +158,13 @@ pub trait Database: Snapshots + Sized {
         at: &At<'_>,
         req: (&ResourceRequest, &Tier),
         create: &Self::Create,
-        observed: (Option<Self::Live>, Plan),
+        observed: (Option<Self::Live>, Plan<Self::Field>),
     ) -> Result<Provisioned, ProviderError>;
     /// What the tier's createStrategy (and the request) ask for, with the
     /// Go operator's defaults where it sets nothing (pure).
     fn desired(req: &ResourceRequest, create: &Self::Create) -> Self::Desired;
     /// Every field of the resource that differs from `want` (pure).
-    fn differences(have: &Self::Live, want: &Self::Desired) -> Vec<Change>;
+    fn differences(have: &Self::Live, want: &Self::Desired) -> Vec<Difference<Self::Field>>;
     fn state(status: &str) -> State;
     /// One resource with its tags (read through `c`'s refusals, see
     /// [`crate::tags::or_refused`]).
@@ -175,7 +177,7 @@ pub trait Database: Snapshots + Sized {
         &self,
         id: &str,
         want: &Self::Desired,
-        changes: Split,
+        changes: Split<Self::Field>,
     ) -> Result<(), ProviderError>;
     async fn remove(
         &self,
@@ -228,24 +230,24 @@ pub async fn state<D: Database>(c: &Clients, id: &str) -> Result<String, Provide
 
 /// What differs on a resource that is there: the tags it lacks and the
 /// tier's differences, split by when they are requested.
-#[derive(Debug, Default, PartialEq)]
-pub struct Drift {
+#[derive(Debug, PartialEq)]
+pub struct Drift<F> {
     pub tags: Vec<(String, String)>,
-    pub changes: Split,
+    pub changes: Split<F>,
 }
 
 /// What to do about the resource.
 #[derive(Debug, PartialEq)]
-pub enum Plan {
+pub enum Plan<F> {
     Create,
     /// Not usable yet: nothing is requested; what differs waits.
-    Wait(String, Drift),
+    Wait(String, Drift<F>),
     /// Needs a person.
     Fail(String),
     /// Someone else's resource: changed only once a person approves.
     Unadopted(Adoption),
     /// Usable: add the tags, request the changes; the rest is pending.
-    Converge(Drift),
+    Converge(Drift<F>),
 }
 
 /// The plan for the resource (`None`: not found) under the tier's `want`
@@ -255,7 +257,7 @@ pub fn decide<D: Database>(
     have: Option<&D::Live>,
     want: &D::Desired,
     req: &ResourceRequest,
-) -> Plan {
+) -> Plan<D::Field> {
     let what = D::SERVICE.what;
     let Some(have) = have else {
         return match req.recorded_identifier.as_deref() {
@@ -267,7 +269,7 @@ pub fn decide<D: Database>(
         return Plan::Fail(plan::another_crs_message(what, &req.identifier, &owner));
     }
     let differences = D::differences(have, want);
-    if let Some(adoption) = plan::adoption(req, have.tags(), &differences) {
+    if let Some(adoption) = plan::adoption(req, have.tags(), &plan::changes(&differences)) {
         return Plan::Unadopted(adoption);
     }
     let drift = || Drift {
@@ -285,7 +287,7 @@ pub fn decide<D: Database>(
 /// What `plan` shows for `plan` (pure): each change a reconcile makes
 /// now or later, and what it will not do without a person.
 pub fn shown<D: Database>(
-    plan: &Plan,
+    plan: &Plan<D::Field>,
     have: Option<&D::Live>,
     req: &ResourceRequest,
 ) -> Vec<Change> {
@@ -303,7 +305,7 @@ pub fn shown<D: Database>(
         Plan::Wait(_, drift) | Plan::Converge(drift) => {
             let tags = drift.tags.iter();
             (tags.map(|(k, v)| plan::tag_change(k, v, have.tags())))
-                .chain(drift.changes.apply.iter().cloned())
+                .chain(plan::changes(&drift.changes.apply))
                 .chain(drift.changes.pending.iter().cloned())
                 .collect()
         }
@@ -316,7 +318,7 @@ pub fn shown<D: Database>(
 pub async fn act<D: Database>(
     (c, listing): (&Clients, &Listing<D::Live>),
     req: &ResourceRequest,
-    (have, plan): (Option<D::Live>, Plan),
+    (have, plan): (Option<D::Live>, Plan<D::Field>),
     want: &D::Desired,
     create: impl Future<Output = Result<Created, ProviderError>>,
     ready: impl FnOnce(&D::Live) -> ConnectionDetails,

@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 
 use cro_provider_api::{
-    Adoption, Change, ChangePolicy, ProviderError, ResourceRequest, Timing, cloud_identifier,
-    plan_hash,
+    Adoption, Change, ChangePolicy, ResourceRequest, Timing, cloud_identifier, plan_hash,
 };
 
 /// What the CR allows for disruptive changes.
@@ -39,11 +38,44 @@ impl Gate {
     }
 }
 
-/// Changes split by what happens to them.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Split {
+/// A field a service compares with the tier and changes, by its AWS API
+/// name: the request that changes it is chosen by an exhaustive match on
+/// the field, never by parsing the name back.
+pub trait Field: Copy + std::fmt::Debug + PartialEq {
+    /// Its AWS API name, as `status.pendingChanges` shows it.
+    fn name(self) -> &'static str;
+}
+
+/// A difference in one of a service's fields: what status shows of it
+/// and the field that requests it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Difference<F> {
+    pub field: F,
+    pub change: Change,
+}
+
+/// A difference in `field` from `current` to `desired`.
+pub fn difference<F: Field>(
+    field: F,
+    current: impl ToString,
+    desired: impl ToString,
+    timing: Timing,
+    restarts: bool,
+) -> Difference<F> {
+    let change = change(field.name(), current, desired, timing, restarts);
+    Difference { field, change }
+}
+
+/// What status shows of `differences`.
+pub fn changes<F>(differences: &[Difference<F>]) -> Vec<Change> {
+    differences.iter().map(|d| d.change.clone()).collect()
+}
+
+/// Differences split by what happens to them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Split<F> {
     /// Request these now.
-    pub apply: Vec<Change>,
+    pub apply: Vec<Difference<F>>,
     /// With the cloud's `ApplyImmediately`: only when the CR asked for it.
     /// AWS then applies *every* modification pending on the resource at
     /// once, including ones queued earlier for the maintenance window.
@@ -52,24 +84,21 @@ pub struct Split {
     pub pending: Vec<Change>,
 }
 
-impl Split {
-    /// `call` with each change to request now set on it by `set`, the
-    /// service's setter for each of its fields `F` (an exhaustive match);
-    /// a change that names no field of `F` is an error, never dropped.
-    pub fn set_on<C, F: std::str::FromStr>(
-        &self,
-        call: C,
-        set: impl Fn(C, F) -> C,
-    ) -> Result<C, ProviderError> {
-        self.apply
-            .iter()
-            .try_fold(call, |call, c| match c.field.parse() {
-                Ok(field) => Ok(set(call, field)),
-                Err(_) => Err(ProviderError::transient(format!(
-                    "the change of {} has no setter in this operator (a bug): nothing was sent",
-                    c.field
-                ))),
-            })
+impl<F> Default for Split<F> {
+    fn default() -> Self {
+        Split {
+            apply: Vec::new(),
+            immediately: false,
+            pending: Vec::new(),
+        }
+    }
+}
+
+impl<F: Field> Split<F> {
+    /// `call` with each field to request now set on it by `set`, the
+    /// service's setter for each of its fields (an exhaustive match).
+    pub fn set_on<C>(&self, call: C, set: impl Fn(C, F) -> C) -> C {
+        self.apply.iter().fold(call, |call, d| set(call, d.field))
     }
 }
 
@@ -84,45 +113,42 @@ impl Split {
 /// are requested at once, window or not. Under `Plan`, nothing is applied
 /// until a person approves exactly these changes by their hash; then every
 /// change that can be made is made at once.
-pub fn split(changes: Vec<Change>, gate: &Gate) -> Split {
+pub fn split<F: Field>(differences: Vec<Difference<F>>, gate: &Gate) -> Split<F> {
     if gate.policy == ChangePolicy::Plan {
-        let approved =
-            gate.approved.as_deref() == Some(plan_hash(&gate.identifier, &changes).as_str());
-        let (apply, pending): (Vec<_>, _) = changes
+        let hash = plan_hash(&gate.identifier, &changes(&differences));
+        let approved = gate.approved.as_deref() == Some(hash.as_str());
+        let (apply, pending): (Vec<_>, Vec<_>) = differences
             .into_iter()
-            .partition(|c| approved && !matches!(c.timing, Timing::Never(_)));
+            .partition(|d| approved && !matches!(d.change.timing, Timing::Never(_)));
         return Split {
             immediately: !apply.is_empty(),
             apply: apply.into_iter().map(made_online).collect(),
-            pending,
+            pending: pending.into_iter().map(|d| d.change).collect(),
         };
     }
     let mut out = Split::default();
-    for change in changes {
-        match change.timing {
-            Timing::Now => out.apply.push(change),
+    for d in differences {
+        match d.change.timing {
+            Timing::Now => out.apply.push(d),
             Timing::Online if gate.maintenance_window || gate.policy == ChangePolicy::Online => {
-                out.apply.push(made_online(change))
+                out.apply.push(made_online(d))
             }
             Timing::MaintenanceWindow if gate.maintenance_window => {
                 out.immediately |= gate.apply_immediately;
-                out.apply.push(change);
+                out.apply.push(d);
             }
-            _ => out.pending.push(change),
+            _ => out.pending.push(d.change),
         }
     }
     out
 }
 
 /// A change requested now that AWS makes at once: the resource modifies.
-fn made_online(change: Change) -> Change {
-    match change.timing {
-        Timing::Online => Change {
-            timing: Timing::Now,
-            ..change
-        },
-        _ => change,
+fn made_online<F>(mut d: Difference<F>) -> Difference<F> {
+    if d.change.timing == Timing::Online {
+        d.change.timing = Timing::Now;
     }
+    d
 }
 
 /// Where a resource stands once the changes of `split` were requested.
@@ -136,16 +162,17 @@ pub enum Settled {
     Usable(Vec<Change>),
 }
 
-pub fn settle(split: Split) -> Settled {
+pub fn settle<F>(split: Split<F>) -> Settled {
     let now = |c: &Change| split.immediately || c.timing == Timing::Now;
-    if split.apply.iter().any(now) {
-        let list: Vec<String> = (split.apply.iter().filter(|c| now(c)))
+    let applied: Vec<Change> = split.apply.into_iter().map(|d| d.change).collect();
+    if applied.iter().any(now) {
+        let list: Vec<String> = (applied.iter().filter(|c| now(c)))
             .map(|c| format!("{} {} -> {}", c.field, c.current, c.desired))
             .collect();
         return Settled::Modifying(list.join(", "));
     }
     let mut pending = split.pending;
-    pending.extend(split.apply.into_iter().map(|c| Change {
+    pending.extend(applied.into_iter().map(|c| Change {
         timing: Timing::Scheduled,
         ..c
     }));
@@ -315,18 +342,36 @@ pub fn change(
 mod tests {
     use super::*;
 
-    fn changes() -> Vec<Change> {
+    /// Three fields of a service, for the tests.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum F {
+        DeletionProtection,
+        DBInstanceClass,
+        EngineVersion,
+    }
+
+    impl Field for F {
+        fn name(self) -> &'static str {
+            match self {
+                F::DeletionProtection => "DeletionProtection",
+                F::DBInstanceClass => "DBInstanceClass",
+                F::EngineVersion => "EngineVersion",
+            }
+        }
+    }
+
+    fn differences() -> Vec<Difference<F>> {
         vec![
-            change("DeletionProtection", false, true, Timing::Online, false),
-            change(
-                "DBInstanceClass",
+            difference(F::DeletionProtection, false, true, Timing::Online, false),
+            difference(
+                F::DBInstanceClass,
                 "db.t3.small",
                 "db.m5.large",
                 Timing::MaintenanceWindow,
                 true,
             ),
-            change(
-                "EngineVersion",
+            difference(
+                F::EngineVersion,
                 "16.4",
                 "15.8",
                 Timing::Never("downgrade".into()),
@@ -337,6 +382,11 @@ mod tests {
 
     fn fields(v: &[Change]) -> Vec<&str> {
         v.iter().map(|c| c.field.as_str()).collect()
+    }
+
+    /// The fields `s` requests now, by name.
+    fn applied(s: &Split<F>) -> Vec<&'static str> {
+        s.apply.iter().map(|d| d.field.name()).collect()
     }
 
     /// The gate of a CR with `spec.maintenanceWindow` and `spec.applyImmediately`.
@@ -471,26 +521,26 @@ mod tests {
             (gate(true, true), vec![safe, disruptive], true, vec![never]),
         ];
         for (gate, applied, immediately, pending) in rows {
-            let s = split(changes(), &gate);
-            assert_eq!(fields(&s.apply), applied, "{gate:?}");
+            let s = split(differences(), &gate);
+            assert_eq!(self::applied(&s), applied, "{gate:?}");
             assert_eq!(s.immediately, immediately, "{gate:?}");
             assert_eq!(fields(&s.pending), pending, "{gate:?}");
         }
-        let online_only = vec![changes().remove(0)];
+        let online_only = vec![differences().remove(0)];
         assert!(!split(online_only.clone(), &gate(true, false)).immediately);
         // Made at once, so the resource reads as modifying.
         assert_eq!(
-            split(online_only, &online(false)).apply[0].timing,
+            split(online_only, &online(false)).apply[0].change.timing,
             Timing::Now
         );
-        // Creating what is missing (a tag) is no modification: it never waits.
-        let tag = tag_change("k", "v", &BTreeMap::new());
-        assert_eq!(split(vec![tag], &gate(false, false)).apply.len(), 1);
+        // A change safe at any time is no modification: it never waits.
+        let now = difference(F::DeletionProtection, false, true, Timing::Now, false);
+        assert_eq!(split(vec![now], &gate(false, false)).apply.len(), 1);
     }
 
     #[test]
     fn requested_changes_settle_as_modifying_or_scheduled() {
-        let window_only: Vec<Change> = changes().into_iter().skip(1).collect();
+        let window_only: Vec<_> = differences().into_iter().skip(1).collect();
         let Settled::Usable(pending) = settle(split(window_only, &gate(true, false))) else {
             panic!("for the window, the resource stays usable")
         };
@@ -507,20 +557,20 @@ mod tests {
         );
         // Online changes are made at once, ApplyImmediately or not.
         assert!(
-            matches!(settle(split(changes(), &gate(true, false))), Settled::Modifying(m) if m == "DeletionProtection false -> true")
+            matches!(settle(split(differences(), &gate(true, false))), Settled::Modifying(m) if m == "DeletionProtection false -> true")
         );
         assert!(
-            matches!(settle(split(changes(), &gate(true, true))), Settled::Modifying(m) if m.contains("DBInstanceClass db.t3.small -> db.m5.large"))
+            matches!(settle(split(differences(), &gate(true, true))), Settled::Modifying(m) if m.contains("DBInstanceClass db.t3.small -> db.m5.large"))
         );
         assert_eq!(
-            settle(split(Vec::new(), &Gate::default())),
+            settle(split::<F>(Vec::new(), &Gate::default())),
             Settled::Usable(Vec::new())
         );
     }
 
     #[test]
     fn a_plan_tier_applies_nothing_until_its_hash_is_approved() {
-        let hash = plan_hash("db", &changes());
+        let hash = plan_hash("db", &changes(&differences()));
         let plan = |approved: Option<&str>, window: bool| Gate {
             policy: ChangePolicy::Plan,
             approved: approved.map(str::to_string),
@@ -529,24 +579,30 @@ mod tests {
             ..Gate::default()
         };
         // Another resource's approval of the same changes approves nothing.
-        let elsewhere = plan_hash("another-db", &changes());
+        let elsewhere = plan_hash("another-db", &changes(&differences()));
         assert!(
-            split(changes(), &plan(Some(&elsewhere), false))
+            split(differences(), &plan(Some(&elsewhere), false))
                 .apply
                 .is_empty()
         );
         // Not approved, or approved with a stale hash: nothing, whatever
         // the CR's maintenance flags say.
         for gate in [plan(None, true), plan(Some("0123456789"), false)] {
-            let s = split(changes(), &gate);
+            let s = split(differences(), &gate);
             assert!(s.apply.is_empty(), "{gate:?}");
             assert_eq!(
                 fields(&s.pending),
                 ["DeletionProtection", "DBInstanceClass", "EngineVersion"]
             );
         }
-        let s = split(changes(), &plan(Some(&hash), false));
-        assert_eq!(fields(&s.apply), ["DeletionProtection", "DBInstanceClass"]);
+        let s = split(differences(), &plan(Some(&hash), false));
+        assert_eq!(applied(&s), ["DeletionProtection", "DBInstanceClass"]);
+        // The call carries exactly the fields requested, in their order.
+        let call = s.set_on(Vec::new(), |mut call, field| {
+            call.push(field);
+            call
+        });
+        assert_eq!(call, [F::DeletionProtection, F::DBInstanceClass]);
         assert!(s.immediately);
         assert_eq!(
             fields(&s.pending),
@@ -557,9 +613,6 @@ mod tests {
 
     #[test]
     fn nothing_to_change_splits_to_nothing() {
-        assert_eq!(
-            split(Vec::new(), &Gate::default()).apply,
-            Vec::<Change>::new()
-        );
+        assert_eq!(split::<F>(Vec::new(), &Gate::default()), Split::default());
     }
 }

@@ -21,8 +21,8 @@ use aws_sdk_elasticache::{
     Client, operation::delete_replication_group::DeleteReplicationGroupError,
 };
 use cro_provider_api::{
-    Change, ConnectionDetails, Deletion, IdentifierRules, ProviderError, Provisioned,
-    ResourceRequest, Timing,
+    ConnectionDetails, Deletion, IdentifierRules, ProviderError, Provisioned, ResourceRequest,
+    Timing,
 };
 
 use crate::clients::Clients;
@@ -32,7 +32,7 @@ use crate::database::{self, Database, Plan, Removal, ServiceInfo, State};
 use crate::errors::{Answer, Created, created};
 use crate::listing::Listing;
 use crate::network::{self, Engine};
-use crate::plan::{Split, change};
+use crate::plan::{Difference, Split, difference};
 use crate::sdk::VpcHint;
 use crate::strategy::Tier;
 use crate::tags;
@@ -191,6 +191,7 @@ impl Database for Client {
     type Desired = Desired;
     type Create = CreateStrategy;
     type Delete = DeleteStrategy;
+    type Field = Field;
 
     fn client(c: &Clients) -> &Self {
         &c.elasticache
@@ -207,7 +208,7 @@ impl Database for Client {
         at: &At<'_>,
         (req, tier): (&ResourceRequest, &Tier),
         strategy: &CreateStrategy,
-        (have, plan): (Option<Group>, Plan),
+        (have, plan): (Option<Group>, Plan<Field>),
     ) -> Result<Provisioned, ProviderError> {
         let (store, c, cache, hint) = (at.store, at.c, &at.account.elasticache, at.vpc);
         let go_default = go_defaults(strategy, at.go_compatible);
@@ -252,12 +253,12 @@ impl Database for Client {
         }
     }
 
-    fn differences(have: &Group, want: &Desired) -> Vec<Change> {
+    fn differences(have: &Group, want: &Desired) -> Vec<Difference<Field>> {
         let mut out = Vec::new();
         if !have.node_type.is_empty() && have.node_type != want.node_type {
             let timing = Timing::MaintenanceWindow;
-            out.push(change(
-                Field::CacheNodeType.name(),
+            out.push(difference(
+                Field::CacheNodeType,
                 &have.node_type,
                 &want.node_type,
                 timing,
@@ -272,8 +273,8 @@ impl Database for Client {
             .filter(|w| !version.is_empty() && crate::versions::is_upgrade(version, w))
         {
             let field = Field::EngineVersion;
-            out.push(change(
-                field.name(),
+            out.push(difference(
+                field,
                 version,
                 wanted,
                 Timing::MaintenanceWindow,
@@ -282,8 +283,8 @@ impl Database for Client {
         }
         if have.snapshot_retention != want.snapshot_retention {
             let (have, want) = (have.snapshot_retention, want.snapshot_retention);
-            out.push(change(
-                Field::SnapshotRetentionLimit.name(),
+            out.push(difference(
+                Field::SnapshotRetentionLimit,
                 have,
                 want,
                 Timing::Online,
@@ -295,8 +296,8 @@ impl Database for Client {
             .as_ref()
             .filter(|w| !w.eq_ignore_ascii_case(&have.snapshot_window))
         {
-            out.push(change(
-                Field::SnapshotWindow.name(),
+            out.push(difference(
+                Field::SnapshotWindow,
                 &have.snapshot_window,
                 window,
                 Timing::Online,
@@ -310,7 +311,7 @@ impl Database for Client {
             .filter(|w| !window.is_empty() && !w.eq_ignore_ascii_case(window))
         {
             let field = Field::PreferredMaintenanceWindow;
-            out.push(change(field.name(), window, w, Timing::Online, false));
+            out.push(difference(field, window, w, Timing::Online, false));
         }
         out
     }
@@ -366,7 +367,12 @@ impl Database for Client {
         Ok(groups)
     }
 
-    async fn modify(&self, id: &str, want: &Desired, changes: Split) -> Result<(), ProviderError> {
+    async fn modify(
+        &self,
+        id: &str,
+        want: &Desired,
+        changes: Split<Field>,
+    ) -> Result<(), ProviderError> {
         let call = self.modify_replication_group().replication_group_id(id);
         let call = changes.set_on(call, |call, field| match field {
             Field::CacheNodeType => call.cache_node_type(&want.node_type),
@@ -376,7 +382,7 @@ impl Database for Client {
             Field::PreferredMaintenanceWindow => {
                 call.set_preferred_maintenance_window(want.maintenance_window.clone())
             }
-        })?;
+        });
         let call = call.apply_immediately(changes.immediately);
         let op = "elasticache:ModifyReplicationGroup";
         call.send().await.named(op, id)?;
@@ -421,7 +427,7 @@ async fn auth_token(
     req: &ResourceRequest,
     t: &CreateStrategy,
     have: Option<&Group>,
-    plan: &Plan,
+    plan: &Plan<Field>,
 ) -> Result<Option<String>, ProviderError> {
     let secret = credentials_secret(&req.name);
     match (have, plan) {
@@ -648,7 +654,7 @@ mod tests {
             let got = Client::differences(&go_created(), &want(tier.clone(), size));
             let got: Vec<(&str, Timing)> = got
                 .iter()
-                .map(|c| (c.field.as_str(), c.timing.clone()))
+                .map(|d| (d.change.field.as_str(), d.change.timing.clone()))
                 .collect();
             assert_eq!(got, expected, "tier {tier} size {size:?}");
         }

@@ -15,20 +15,19 @@ use crate::{clients::Clients, database::Plan, errors::Answer};
 /// be requested now; zones AWS did not name are not judged).
 pub async fn checked(
     c: &Clients,
-    plan: Plan,
+    plan: Plan<Field>,
     node_type: &str,
     zones: &[String],
-) -> Result<Plan, ProviderError> {
+) -> Result<Plan<Field>, ProviderError> {
     let Plan::Converge(mut drift) = plan else {
         return Ok(plan);
     };
-    let field = Field::CacheNodeType.name();
-    let requested = drift.changes.apply.iter().position(|c| c.field == field);
+    let requested = (drift.changes.apply.iter()).position(|d| d.field == Field::CacheNodeType);
     let (Some(at), false) = (requested, zones.is_empty()) else {
         return Ok(Plan::Converge(drift));
     };
     if let Some(zone) = lacking(&offered(c, node_type).await?, zones) {
-        let mut held = drift.changes.apply.remove(at);
+        let mut held = drift.changes.apply.remove(at).change;
         held.timing = Timing::Never(format!(
             "EC2 does not offer {} in availability zone {zone}, where a node of the group is (ec2:DescribeInstanceTypeOfferings): choose another CacheNodeType",
             ec2_type(node_type)

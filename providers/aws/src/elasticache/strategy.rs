@@ -95,17 +95,8 @@ pub enum Field {
     PreferredMaintenanceWindow,
 }
 
-impl Field {
-    pub const ALL: [Field; 5] = [
-        Field::CacheNodeType,
-        Field::EngineVersion,
-        Field::SnapshotRetentionLimit,
-        Field::SnapshotWindow,
-        Field::PreferredMaintenanceWindow,
-    ];
-
-    /// Its AWS API name, as `status.pendingChanges` shows it.
-    pub fn name(self) -> &'static str {
+impl crate::plan::Field for Field {
+    fn name(self) -> &'static str {
         match self {
             Field::CacheNodeType => "CacheNodeType",
             Field::EngineVersion => "EngineVersion",
@@ -113,13 +104,5 @@ impl Field {
             Field::SnapshotWindow => "SnapshotWindow",
             Field::PreferredMaintenanceWindow => "PreferredMaintenanceWindow",
         }
-    }
-}
-
-impl std::str::FromStr for Field {
-    type Err = ();
-
-    fn from_str(name: &str) -> Result<Self, ()> {
-        Field::ALL.into_iter().find(|f| f.name() == name).ok_or(())
     }
 }

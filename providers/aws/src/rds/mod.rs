@@ -21,8 +21,8 @@ use aws_sdk_rds::{
     },
 };
 use cro_provider_api::{
-    Change, ConnectionDetails, Deletion, Health, IdentifierRules, Outcome, ProviderError,
-    Provisioned, ResourceRequest, Timing,
+    ConnectionDetails, Deletion, Health, IdentifierRules, Outcome, ProviderError, Provisioned,
+    ResourceRequest, Timing,
 };
 
 use crate::clients::Clients;
@@ -32,7 +32,7 @@ use crate::database::{self, Database, Plan, Removal, ServiceInfo, State};
 use crate::errors::{Answer, Created, created};
 use crate::listing::Listing;
 use crate::network::{self, Engine, Placement};
-use crate::plan::{Split, change};
+use crate::plan::{Difference, Split, difference};
 use crate::sdk::VpcHint;
 use crate::strategy::Tier;
 use crate::versions::{is_upgrade, postgres_major};
@@ -113,17 +113,17 @@ fn gated(
     want: impl ToString,
     pending: bool,
     restarts: bool,
-) -> Change {
+) -> Difference<Field> {
     let timing = if pending {
         Timing::Scheduled
     } else {
         Timing::MaintenanceWindow
     };
-    change(field.name(), have, want, timing, restarts)
+    difference(field, have, want, timing, restarts)
 }
 
 /// Class, storage growth, engine upgrades, Multi-AZ and the port.
-fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
+fn disruptive(have: &Instance, want: &Desired) -> Vec<Difference<Field>> {
     let (h, w, pending) = (&have.settings, &want.settings, &have.pending);
     let mut out = Vec::new();
     if h.class != w.class {
@@ -147,8 +147,8 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
         ));
     } else if h.storage > w.storage && !autoscaled(have) {
         let never = Timing::Never("RDS storage cannot shrink".into());
-        out.push(change(
-            Field::AllocatedStorage.name(),
+        out.push(difference(
+            Field::AllocatedStorage,
             h.storage,
             w.storage,
             never,
@@ -163,10 +163,10 @@ fn disruptive(have: &Instance, want: &Desired) -> Vec<Change> {
             gated(Field::EngineVersion, current, wanted, scheduled, true)
         } else if is_upgrade(current, wanted) {
             let why = "a major version upgrade is made only when the tier's createStrategy sets AllowMajorVersionUpgrade: true";
-            change(Field::EngineVersion.name(), current, wanted, Timing::Never(why.into()), true)
+            difference(Field::EngineVersion, current, wanted, Timing::Never(why.into()), true)
         } else {
             let never = Timing::Never("engine versions only move up".into());
-            change(Field::EngineVersion.name(), current, wanted, never, true)
+            difference(Field::EngineVersion, current, wanted, never, true)
         });
     }
     if h.multi_az != w.multi_az {
@@ -196,14 +196,14 @@ const NEW_CA: &str = "rds-ca-rsa2048-g1";
 /// An instance still on the retired CA moves to its successor in the
 /// maintenance window, as the Go operator moved it (clients must trust
 /// the new CA: the instance restarts).
-fn ca_certificate(have: &Instance) -> Option<Change> {
+fn ca_certificate(have: &Instance) -> Option<Difference<Field>> {
     (have.ca_certificate == RETIRED_CA).then(|| {
         let window = match have.pending.ca_certificate.as_deref() {
             Some(NEW_CA) => Timing::Scheduled,
             _ => Timing::MaintenanceWindow,
         };
-        change(
-            Field::CaCertificateIdentifier.name(),
+        difference(
+            Field::CaCertificateIdentifier,
             RETIRED_CA,
             NEW_CA,
             window,
@@ -222,10 +222,10 @@ fn autoscaled(have: &Instance) -> bool {
 /// Modifications queued on the instance (by the Go operator, a person, or
 /// AWS) that the tier does not ask for: shown as scheduled, as AWS will
 /// make them in its window; never pulled forward, never undone.
-fn queued(have: &Instance, want: &Desired) -> Vec<Change> {
+fn queued(have: &Instance, want: &Desired) -> Vec<Difference<Field>> {
     let (h, w, p) = (&have.settings, &want.settings, &have.pending);
     let scheduled = |field: Field, current: String, queued: String| {
-        change(field.name(), current, queued, Timing::Scheduled, false)
+        difference(field, current, queued, Timing::Scheduled, false)
     };
     let mut out = Vec::new();
     if let Some(class) = p.class.as_ref().filter(|c| **c != w.class) {
@@ -270,7 +270,7 @@ fn queued(have: &Instance, want: &Desired) -> Vec<Change> {
 
 /// Settings AWS changes online (see `Timing::Online`); backup retention to
 /// or from 0 restarts the instance, so it is disruptive.
-fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
+fn safe(have: &Instance, want: &Desired) -> Vec<Difference<Field>> {
     let (h, w, now) = (&have.settings, &want.settings, Timing::Online);
     let mut out = Vec::new();
     let retention = Field::BackupRetentionPeriod;
@@ -280,14 +280,14 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
             let scheduled = have.pending.backup_retention == Some(to);
             gated(retention, from, to, scheduled, true)
         } else {
-            change(retention.name(), from, to, now.clone(), false)
+            difference(retention, from, to, now.clone(), false)
         });
     }
     if have.max_storage != Some(want.max_storage) {
         let current = have.max_storage.map_or("unset".into(), |m| m.to_string());
         let max = Field::MaxAllocatedStorage;
-        out.push(change(
-            max.name(),
+        out.push(difference(
+            max,
             current,
             want.max_storage,
             now.clone(),
@@ -312,7 +312,7 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
         ),
     ];
     for (field, h, w) in flags.into_iter().filter(|(_, h, w)| h != w) {
-        out.push(change(field.name(), h, w, now.clone(), false));
+        out.push(difference(field, h, w, now.clone(), false));
     }
     let windows = [
         (
@@ -328,7 +328,7 @@ fn safe(have: &Instance, want: &Desired) -> Vec<Change> {
     ];
     for (field, h, w) in windows {
         if let Some(w) = w.as_ref().filter(|w| !w.eq_ignore_ascii_case(h)) {
-            out.push(change(field.name(), h, w, now.clone(), false));
+            out.push(difference(field, h, w, now.clone(), false));
         }
     }
     out
@@ -356,6 +356,7 @@ impl Database for Client {
     type Desired = Desired;
     type Create = CreateStrategy;
     type Delete = DeleteStrategy;
+    type Field = Field;
 
     fn client(c: &Clients) -> &Self {
         &c.rds
@@ -372,7 +373,7 @@ impl Database for Client {
         at: &At<'_>,
         (req, tier): (&ResourceRequest, &Tier),
         strategy: &CreateStrategy,
-        (have, plan): (Option<Instance>, Plan),
+        (have, plan): (Option<Instance>, Plan<Field>),
     ) -> Result<Provisioned, ProviderError> {
         let (store, c, cache, hint) = (at.store, at.c, &at.account.rds, at.vpc);
         let defaults: [(&str, credentials::Generator); 2] = [
@@ -460,7 +461,7 @@ impl Database for Client {
     }
 
     /// With when each may change (pure: table-tested below).
-    fn differences(have: &Instance, want: &Desired) -> Vec<Change> {
+    fn differences(have: &Instance, want: &Desired) -> Vec<Difference<Field>> {
         let mut out = disruptive(have, want);
         out.extend(safe(have, want));
         out.extend(queued(have, want));
@@ -493,7 +494,12 @@ impl Database for Client {
         describe_all(self).await
     }
 
-    async fn modify(&self, id: &str, want: &Desired, changes: Split) -> Result<(), ProviderError> {
+    async fn modify(
+        &self,
+        id: &str,
+        want: &Desired,
+        changes: Split<Field>,
+    ) -> Result<(), ProviderError> {
         let call = self.modify_db_instance().db_instance_identifier(id);
         let call = changes.set_on(call, |call, field| match field {
             Field::DbInstanceClass => call.db_instance_class(&want.settings.class),
@@ -525,7 +531,7 @@ impl Database for Client {
             Field::PreferredMaintenanceWindow => {
                 call.set_preferred_maintenance_window(want.maintenance_window.clone())
             }
-        })?;
+        });
         let call = call.apply_immediately(changes.immediately);
         call.send().await.named("rds:ModifyDBInstance", id)?;
         Ok(())
@@ -746,9 +752,9 @@ async fn rotate_password(
 }
 
 /// Whether this pass requests the instance's move to another port.
-fn moves_port(plan: &Plan) -> bool {
+fn moves_port(plan: &Plan<Field>) -> bool {
     matches!(plan, Plan::Converge(drift)
-        if drift.changes.apply.iter().any(|c| c.field == Field::Port.name()))
+        if drift.changes.apply.iter().any(|d| d.field == Field::Port))
 }
 
 /// Creates the instance, or restores it from `req.restore_from_snapshot`.
@@ -914,10 +920,10 @@ mod tests {
         Instance::from(&db)
     }
 
-    fn fields(changes: &[Change]) -> Vec<(&str, &Timing)> {
-        changes
+    fn fields(differences: &[Difference<Field>]) -> Vec<(&str, &Timing)> {
+        differences
             .iter()
-            .map(|c| (c.field.as_str(), &c.timing))
+            .map(|d| (d.change.field.as_str(), &d.change.timing))
             .collect()
     }
 

@@ -133,25 +133,8 @@ pub enum Field {
     Port,
 }
 
-impl Field {
-    pub const ALL: [Field; 13] = [
-        Field::DbInstanceClass,
-        Field::AllocatedStorage,
-        Field::EngineVersion,
-        Field::MultiAz,
-        Field::BackupRetentionPeriod,
-        Field::MaxAllocatedStorage,
-        Field::DeletionProtection,
-        Field::AutoMinorVersionUpgrade,
-        Field::PubliclyAccessible,
-        Field::PreferredBackupWindow,
-        Field::PreferredMaintenanceWindow,
-        Field::CaCertificateIdentifier,
-        Field::Port,
-    ];
-
-    /// Its AWS API name, as `status.pendingChanges` shows it.
-    pub fn name(self) -> &'static str {
+impl crate::plan::Field for Field {
+    fn name(self) -> &'static str {
         match self {
             Field::DbInstanceClass => "DBInstanceClass",
             Field::AllocatedStorage => "AllocatedStorage",
@@ -167,13 +150,5 @@ impl Field {
             Field::CaCertificateIdentifier => "CACertificateIdentifier",
             Field::Port => "Port",
         }
-    }
-}
-
-impl std::str::FromStr for Field {
-    type Err = ();
-
-    fn from_str(name: &str) -> Result<Self, ()> {
-        Field::ALL.into_iter().find(|f| f.name() == name).ok_or(())
     }
 }

@@ -31,7 +31,7 @@ impl<D: Database + 'static> Service for DatabaseService<D> {
     type Create = D::Create;
     type Delete = D::Delete;
     type Live = Option<D::Live>;
-    type Plan = Plan;
+    type Plan = Plan<D::Field>;
     const RULES: IdentifierRules = D::SERVICE.rules;
 
     fn sections(&self, tier: &Tier) -> Result<Sections<D::Create, D::Delete>, ProviderError> {
@@ -79,7 +79,7 @@ impl<D: Database + 'static> Service for DatabaseService<D> {
         req: &ResourceRequest,
         s: &Sections<D::Create, D::Delete>,
         live: &Option<D::Live>,
-    ) -> Plan {
+    ) -> Plan<D::Field> {
         database::decide::<D>(live.as_ref(), &D::desired(req, &s.create), req)
     }
 
@@ -87,7 +87,7 @@ impl<D: Database + 'static> Service for DatabaseService<D> {
         &self,
         _: &At<'_>,
         req: &ResourceRequest,
-        (live, plan): (&Option<D::Live>, &Plan),
+        (live, plan): (&Option<D::Live>, &Plan<D::Field>),
     ) -> Result<Vec<Change>, ProviderError> {
         Ok(database::shown::<D>(plan, live.as_ref(), req))
     }
@@ -97,7 +97,7 @@ impl<D: Database + 'static> Service for DatabaseService<D> {
         at: &At<'_>,
         req: (&ResourceRequest, &Tier),
         s: &Sections<D::Create, D::Delete>,
-        observed: (Option<D::Live>, Plan),
+        observed: (Option<D::Live>, Plan<D::Field>),
     ) -> Result<Provisioned, ProviderError> {
         D::act(at, req, &s.create, observed).await
     }
