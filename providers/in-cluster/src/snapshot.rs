@@ -329,6 +329,11 @@ impl InClusterProvider {
         }
         let jobs = Api::<Job>::namespaced(self.client.clone(), ns);
         let job = match look(&jobs, ns, &name).await? {
+            Some(job) if !controlled_by(&job, &req.owner) => {
+                return Ok(Snapshotted {
+                    outcome: Outcome::InProgress(someone_elses(ns, &name)),
+                });
+            }
             Some(job) => job,
             None => match self.backup_job(req, &name).await? {
                 Some(job) => job,
@@ -438,7 +443,7 @@ impl InClusterProvider {
         let jobs = Api::<Job>::namespaced(self.client.clone(), ns);
         if let Some(job) = look(&jobs, ns, &name)
             .await?
-            .filter(|j| labelled(&j.metadata, &name))
+            .filter(|j| controlled_by(j, &req.owner))
             && job.metadata.deletion_timestamp.is_none()
         {
             delete(&jobs, &name, &background()).await?;
@@ -475,6 +480,9 @@ impl InClusterProvider {
         let name = restore_job_name(&req.name);
         let jobs = Api::<Job>::namespaced(self.client.clone(), ns);
         let job = match look(&jobs, ns, &name).await? {
+            Some(job) if !controlled_by(&job, &req.owner) => {
+                return Ok(Some(Restoring::InProgress(someone_elses(ns, &name))));
+            }
             Some(job) => job,
             None if self.deployment(req).await?.is_some() => return Ok(None),
             None => self.start_restore(req, id, data_pvc, user, image).await?,
@@ -558,6 +566,21 @@ fn labelled(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, n
         && labels
             .and_then(|l| l.get(SNAPSHOT_LABEL))
             .is_some_and(|v| v == name)
+}
+
+/// Whether `job` is the one made for `owner` (the snapshot, or the
+/// database restored): a Job of that name that is not (an earlier CR's,
+/// its garbage collection pending, or anyone else's) is neither followed
+/// nor deleted.
+fn controlled_by(job: &Job, owner: &Owner) -> bool {
+    (job.metadata.owner_references.iter().flatten()).any(|r| r.uid == owner.uid)
+}
+
+/// What a CR says while a Job not made for it holds its Job's name.
+fn someone_elses(ns: &str, name: &str) -> String {
+    format!(
+        "Job {ns}/{name} exists and was not made for this CR (an earlier CR's, waiting for garbage collection, or someone else's): waiting for it to go; the operator neither follows nor deletes it, so delete it if it stays"
+    )
 }
 
 fn holds_backup(pvc: &PersistentVolumeClaim, name: &str) -> bool {
@@ -708,6 +731,27 @@ mod tests {
             env.contains("db-credentials") && !env.contains("\"value\":\"pass"),
             "{env}"
         );
+    }
+
+    #[test]
+    fn only_the_job_made_for_the_cr_is_followed() {
+        let owner = |uid: &str| Owner {
+            api_version: "integreatly.org/v1alpha1".into(),
+            kind: "PostgresSnapshot".into(),
+            name: "s".into(),
+            uid: uid.into(),
+        };
+        let made = |meta: Value| -> Job {
+            serde_json::from_value(json!({"metadata": meta})).expect("a Job")
+        };
+        let ours =
+            made(json!({"name": "j", "ownerReferences": [owner("u1").controller_reference()]}));
+        assert!(controlled_by(&ours, &owner("u1")));
+        // An earlier CR of the same name, or a Job someone labelled alike.
+        assert!(!controlled_by(&ours, &owner("u2")));
+        let labelled_alike =
+            made(json!({"name": "j", "labels": labels("postgres-snapshot", "db", "j")}));
+        assert!(!controlled_by(&labelled_alike, &owner("u1")));
     }
 
     #[test]
