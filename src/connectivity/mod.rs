@@ -7,8 +7,9 @@
 //!
 //! Checks run off the reconcile path, a bounded number at a time, each
 //! within a timeout. A reconcile registers what to check and reads the last
-//! verdict; a verdict that changes wakes a reconcile of its CR, which
-//! writes it into the status with everything else (one status writer).
+//! verdict (the one making the CR complete awaits its first); a verdict
+//! that changes wakes a reconcile of its CR, which writes it into the
+//! status with everything else (one status writer).
 
 pub mod postgres;
 pub mod redis;
@@ -372,9 +373,35 @@ struct Entry {
     shown: Option<cro_provider_api::Condition>,
     due: Instant,
     running: bool,
+    /// A reconcile awaits its first verdict (see [`Checker::first_verdict`]):
+    /// the verdict is handed to it instead of waking another reconcile.
+    awaited: bool,
     /// Failed checks in a row: the next comes sooner than `every` (see
     /// [`retry_after`]).
     failures: u32,
+}
+
+/// Marks a reconcile awaiting its first verdict gone when dropped.
+struct Awaiting<'a> {
+    checker: &'a Checker,
+    key: &'a str,
+}
+
+impl Drop for Awaiting<'_> {
+    fn drop(&mut self) {
+        let mut entries = (self.checker.entries.lock()).unwrap_or_else(|e| e.into_inner());
+        let Some(e) = entries.get_mut(self.key) else {
+            return;
+        };
+        e.awaited = false;
+        // A verdict handed to a reconcile that went away unwritten.
+        let timeout = self.checker.timeout;
+        let unshown = (e.verdict.as_ref()).map(|v| v.condition(&e.target, timeout));
+        if unshown.is_some() && unshown != e.shown {
+            e.shown = unshown;
+            let _ = self.checker.changed.send(e.cr.clone());
+        }
+    }
 }
 
 /// A CR whose verdict changed: its reconcile writes the new condition.
@@ -390,6 +417,8 @@ pub struct Checker {
     entries: Mutex<HashMap<String, Entry>>,
     changed: broadcast::Sender<Changed>,
     wake: Notify,
+    /// Wakes the reconciles awaiting a first verdict.
+    verdicts: Notify,
     every: Duration,
     timeout: Duration,
     trust: Trust,
@@ -409,6 +438,7 @@ impl Checker {
             entries: Mutex::default(),
             changed: broadcast::channel(1024).0,
             wake: Notify::new(),
+            verdicts: Notify::new(),
             every,
             timeout,
             trust: Trust::system(),
@@ -464,6 +494,7 @@ impl Checker {
             shown: None,
             due: now,
             running: false,
+            awaited: false,
             failures: 0,
         });
         entry.shown = shown;
@@ -487,6 +518,39 @@ impl Checker {
         match &entry.verdict {
             Some(v) => Some(v.condition(&entry.target, self.timeout)),
             None => entry.shown.clone(),
+        }
+    }
+
+    /// The first verdict of the CR `key`, awaited for at most the check
+    /// timeout: a resource that has just become complete then shows its
+    /// `Connectable` condition in the same status write, not in a second
+    /// one moments later. `None` when no verdict came in time (it then
+    /// wakes a reconcile, as every later change does) or `key` is not
+    /// [`watch`](Self::watch)ed.
+    pub async fn first_verdict(&self, key: &str) -> Option<cro_provider_api::Condition> {
+        let deadline = Instant::now() + self.timeout;
+        // However this ends (also when the reconcile is dropped), later
+        // verdicts wake reconciles again.
+        let _awaiting = Awaiting { checker: self, key };
+        loop {
+            // Enabled before the entry is read, so a verdict recorded in
+            // between still wakes it.
+            let notified = self.verdicts.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+                let e = entries.get_mut(key)?;
+                if let Some(v) = &e.verdict {
+                    e.shown = Some(v.condition(&e.target, self.timeout));
+                    return e.shown.clone();
+                }
+                if Instant::now() >= deadline {
+                    return None;
+                }
+                e.awaited = true;
+            }
+            let _ = tokio::time::timeout_at(deadline, notified).await;
         }
     }
 
@@ -585,7 +649,10 @@ impl Checker {
         self.set_gauge(e.cr.kind, &e.labels, &verdict);
         let condition = verdict.condition(target, self.timeout);
         e.verdict = Some(verdict);
-        if e.shown.as_ref() != Some(&condition) {
+        if e.awaited {
+            // The reconcile awaiting it writes it.
+            self.verdicts.notify_waiters();
+        } else if e.shown.as_ref() != Some(&condition) {
             debug!(object = %key, connected = condition.status, "connection verdict changed");
             // Shown once the reconcile this wakes writes it.
             e.shown = Some(condition);
@@ -642,6 +709,59 @@ mod tests {
         assert!(woken.try_recv().is_err());
         restarted.record("k", &target(), Verdict::Connected(String::new()));
         assert!(woken.try_recv().is_ok());
+    }
+
+    /// A resource that has just become complete awaits its first verdict
+    /// and writes it with the rest of its status: the verdict wakes no
+    /// second reconcile. One that comes too late wakes one, as before.
+    #[tokio::test]
+    async fn a_first_verdict_is_handed_to_the_reconcile_awaiting_it() {
+        let checker = Arc::new(Checker::new(
+            Duration::from_secs(60),
+            Duration::from_secs(30),
+        ));
+        let mut woken = checker.subscribe();
+        let labels = ObjectLabels::default();
+        assert_eq!(
+            checker.watch("k", changed(), target(), labels.clone(), None),
+            None
+        );
+        let awaiting = tokio::spawn({
+            let checker = checker.clone();
+            async move { checker.first_verdict("k").await }
+        });
+        // Recorded once the reconcile awaits it (or before: either way).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !checker.entries.lock().unwrap()["k"].awaited && !awaiting.is_finished() {
+            assert!(Instant::now() < deadline, "first_verdict never awaited");
+            tokio::task::yield_now().await;
+        }
+        checker.record("k", &target(), Verdict::ConnectionRefused);
+        let handed = awaiting.await.ok().flatten();
+        assert_eq!(
+            handed.as_ref().map(|c| (c.status, c.reason.as_str())),
+            Some((false, "ConnectionRefused"))
+        );
+        assert!(
+            woken.try_recv().is_err(),
+            "the verdict also woke a reconcile"
+        );
+        // Shown now: the same verdict again wakes nothing, a new one does.
+        checker.record("k", &target(), Verdict::ConnectionRefused);
+        assert!(woken.try_recv().is_err());
+        checker.record("k", &target(), Verdict::Connected(String::new()));
+        assert!(woken.try_recv().is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_first_verdict_that_comes_late_wakes_a_reconcile() {
+        let checker = Checker::new(Duration::from_secs(60), Duration::from_millis(20));
+        let mut woken = checker.subscribe();
+        checker.watch("k", changed(), target(), ObjectLabels::default(), None);
+        assert_eq!(checker.first_verdict("k").await, None, "no check ran");
+        assert_eq!(checker.first_verdict("unwatched").await, None);
+        checker.record("k", &target(), Verdict::ConnectionRefused);
+        assert!(woken.try_recv().is_ok(), "nobody awaits it any more");
     }
 
     #[test]

@@ -96,7 +96,7 @@ async fn reconcile_resource<K: ResourceCr>(
             let used = provisioned.identifier.as_deref().unwrap_or(&identifier);
             report_pending(&mut report, (used, provisioned.pending), policy, approved);
             publish_secret(cr, ctx, &secret_ns, &details, &mut report).await?;
-            connectable(cr, ctx, &details, &mut report);
+            connectable(cr, ctx, &details, &mut report).await;
             // The provider says whether to look again; the operator says when.
             let recheck = provisioned
                 .recheck_after
@@ -114,7 +114,7 @@ async fn reconcile_resource<K: ResourceCr>(
 /// Checks the connection of a complete resource whose Secret names a
 /// server (see [`connectivity::Target::of`]) from now on (off
 /// this reconcile) and reports the last verdict as `Connectable`.
-fn connectable<K: ResourceCr>(
+async fn connectable<K: ResourceCr>(
     cr: &K,
     ctx: &Context,
     details: &cro_provider_api::ConnectionDetails,
@@ -145,9 +145,13 @@ fn connectable<K: ResourceCr>(
             message: c.message.clone(),
         }
     });
-    if let Some(c) = ctx.connectivity.watch(&key, changed, target, labels, shown) {
-        report.conditions.push(c);
-    }
+    let known = ctx.connectivity.watch(&key, changed, target, labels, shown);
+    // Just complete: its first verdict goes into this status write.
+    let condition = match known {
+        Some(c) => Some(c),
+        None => ctx.connectivity.first_verdict(&key).await,
+    };
+    report.conditions.extend(condition);
 }
 
 /// Runs the snapshot schedule of a complete resource (paused otherwise);
