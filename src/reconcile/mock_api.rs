@@ -1,8 +1,9 @@
 //! A Kubernetes API server in memory, for the reconcile skeleton's tests:
 //! it holds objects by path, applies the patches the operator sends (JSON
-//! patch; server-side apply of `status`, taken as its replacement), accepts
-//! Events, removes an object whose deletion waits on no finalizer any more,
-//! and records every request. No test environment, no network.
+//! patch; server-side apply of `status`, taken as its replacement), creates
+//! and deletes objects (Secrets, Events), removes an object whose deletion
+//! waits on no finalizer any more, and records every request. No test
+//! environment, no network.
 
 use std::{
     collections::BTreeMap,
@@ -81,6 +82,11 @@ impl MockApi {
         self.state().objects.get(&path_of(like)).cloned()
     }
 
+    /// The object stored at `path` (e.g. `/api/v1/namespaces/ns/secrets/s`).
+    pub fn stored_at(&self, path: &str) -> Option<Value> {
+        self.state().objects.get(path).cloned()
+    }
+
     /// The next write is made, but answered 504 Gateway Timeout, as when
     /// the answer was lost on its way back.
     pub fn lose_next_answer(&self) {
@@ -110,6 +116,26 @@ impl MockApi {
         match parts.method {
             Method::POST if path.ends_with("/events") => respond(StatusCode::CREATED, body),
             Method::PATCH if path.contains("/events/") => respond(StatusCode::OK, body),
+            Method::POST => {
+                let name = body["metadata"]["name"].as_str().unwrap_or_default();
+                let at = format!("{path}/{name}");
+                if state.objects.contains_key(&at) {
+                    return failure(
+                        StatusCode::CONFLICT,
+                        "AlreadyExists",
+                        &format!("{at} exists"),
+                    );
+                }
+                let mut object = body;
+                state.version += 1;
+                object["metadata"]["resourceVersion"] = json!(state.version.to_string());
+                state.objects.insert(at, object.clone());
+                respond(StatusCode::CREATED, object)
+            }
+            Method::DELETE => match state.objects.remove(&path) {
+                Some(object) => respond(StatusCode::OK, object),
+                None => not_found(&path),
+            },
             Method::GET => match state.objects.get(&path) {
                 Some(object) => respond(StatusCode::OK, object.clone()),
                 None => not_found(&path),
@@ -150,6 +176,51 @@ impl MockApi {
     }
 }
 
+/// What the tests' operator is told: operator namespace
+/// `cloud-resource-operator`, cluster ID `testcluster`, all namespaces.
+pub fn settings(shard: crate::shard::Shard) -> super::Settings {
+    super::Settings {
+        operator_namespace: "cloud-resource-operator".into(),
+        watch_namespaces: Vec::new(),
+        concurrency: 1,
+        cluster_id: "testcluster".into(),
+        tag_key_prefix: "integreatly.org/".into(),
+        extra_tags: Default::default(),
+        infrastructure_tags: Default::default(),
+        allow_cross_namespace_secrets: false,
+        recheck_interval: std::time::Duration::from_secs(3600),
+        cloud_metrics_interval: std::time::Duration::from_secs(300),
+        shard,
+        namespace_config: false,
+    }
+}
+
+/// A reconcile context answered by this server. No watch runs: the
+/// objects it owns are read and written through the API (their cache
+/// covers no namespace the tests use), and `config` (ConfigMaps of the
+/// operator namespace) stands in for the cluster's configuration.
+pub fn context(
+    client: kube::Client,
+    settings: super::Settings,
+    providers: Vec<Arc<dyn cro_provider_api::Provider>>,
+    connectivity: Arc<crate::connectivity::Checker>,
+    config: Vec<crate::config::Located>,
+) -> super::Context {
+    let unwatched = crate::cache::scopes(&["no-test-uses-it".to_string()]);
+    let owned = Arc::new(crate::cache::Owned::new(&client, &unwatched));
+    let metrics = Arc::new(crate::metrics::Metrics::new(|_| {}));
+    let reader = crate::config::ConfigReader::new(
+        client.clone(),
+        settings.operator_namespace.clone(),
+        &crate::cache::scopes(&settings.watch_namespaces),
+    )
+    .with_namespace_config(false)
+    .with_overrides(config);
+    let mut ctx = super::Context::new(client, settings, owned, providers, metrics, connectivity);
+    ctx.config = reader;
+    ctx
+}
+
 /// The API server's refusal: its code, reason and message.
 type Refusal = (StatusCode, &'static str, String);
 
@@ -180,14 +251,20 @@ fn patch(object: &mut Value, content_type: &str, status: bool, body: Value) -> R
 }
 
 /// `/apis/<group>/<version>/namespaces/<ns>/<plural>/<name>`, the plural
-/// being the lower-case kind and "s", as for the test kinds.
+/// being the lower-case kind, with an "s" unless it ends in one, as for
+/// the test kinds and the operator's (`postgres`, `blobstorages`).
 fn path_of(object: &Value) -> String {
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let kind = text(&object["kind"]).to_lowercase();
+    let plural = if kind.ends_with('s') {
+        kind
+    } else {
+        kind + "s"
+    };
     format!(
-        "/apis/{}/namespaces/{}/{}s/{}",
+        "/apis/{}/namespaces/{}/{plural}/{}",
         text(&object["apiVersion"]),
         text(&object["metadata"]["namespace"]),
-        text(&object["kind"]).to_lowercase(),
         text(&object["metadata"]["name"]),
     )
 }

@@ -11,7 +11,7 @@ pub mod finalizer;
 pub mod inputs;
 mod invalid;
 #[cfg(test)]
-mod mock_api;
+pub(crate) mod mock_api;
 pub mod output_secret;
 mod share;
 pub use share::Woken;

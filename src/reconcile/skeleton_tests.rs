@@ -13,15 +13,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    Context, Error, Report, Settings,
+    Context, Error, Report,
     finalizer::FINALIZER,
-    mock_api::{MockApi, Recorded},
+    mock_api::{self, MockApi, Recorded},
 };
 use crate::{
     api::{Phase, SnapshotStatus},
-    cache::{self, Owned},
     connectivity::Checker,
-    metrics::Metrics,
     shard::Shard,
 };
 
@@ -88,29 +86,14 @@ impl Harness {
 
     fn sharded(shard: Shard) -> Harness {
         let (api, client) = MockApi::start();
-        let settings = Settings {
-            operator_namespace: "cloud-resource-operator".into(),
-            watch_namespaces: Vec::new(),
-            concurrency: 1,
-            cluster_id: "testcluster".into(),
-            tag_key_prefix: "integreatly.org/".into(),
-            extra_tags: Default::default(),
-            infrastructure_tags: Default::default(),
-            allow_cross_namespace_secrets: false,
-            recheck_interval: Duration::from_secs(3600),
-            cloud_metrics_interval: Duration::from_secs(300),
-            shard,
-            namespace_config: false,
-        };
-        let owned = Arc::new(Owned::new(&client, &cache::scopes(&[])));
         let timeout = Duration::from_secs(1);
-        let ctx = Context::new(
+        let checker = Arc::new(Checker::new(timeout, timeout));
+        let ctx = mock_api::context(
             client,
-            settings,
-            owned,
+            mock_api::settings(shard),
             Vec::new(),
-            Arc::new(Metrics::new(|_| {})),
-            Arc::new(Checker::new(timeout, timeout)),
+            checker,
+            Vec::new(),
         );
         Harness {
             api,
