@@ -8,6 +8,8 @@
 //!   changes (pure, table-tested);
 //! - `writes`: the operator's writes to the CR and to its Secret.
 
+#[cfg(test)]
+mod controller_tests;
 mod provision;
 pub(crate) use provision::admitted;
 mod request;
