@@ -12,8 +12,8 @@ use std::{path::PathBuf, sync::mpsc, time::Duration};
 
 use cloud_resource_operator::{
     api::{BlobStorage, Postgres, PostgresSnapshot, Redis, SMTPCredentialSet},
+    cli::validate::{self, Document, Options},
     config::{Located, resolve_provider, resolve_tier},
-    validate::{self, Document, Options},
 };
 use cro_provider_api::{IdentifierRules, ResourceKind, cloud_identifier};
 use proptest::prelude::*;

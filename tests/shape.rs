@@ -367,3 +367,71 @@ fn every_async_test_runs_under_the_limit() {
         "only {found} async tests found: is this run from the repository root?"
     );
 }
+
+/// The operator's kinds and providers, as the runtime must not name them.
+const DOMAIN_WORDS: [&str; 9] = [
+    "Postgres",
+    "Redis",
+    "BlobStorage",
+    "SMTPCredentialSet",
+    "Snapshot",
+    "cro_provider_aws",
+    "cro_provider_in_cluster",
+    "integreatly.org/v1alpha1",
+    "openshift",
+];
+
+/// The words of `DOMAIN_WORDS` that `code` names.
+fn domain_words(code: &str) -> Vec<&'static str> {
+    DOMAIN_WORDS
+        .into_iter()
+        .filter(|w| code.to_lowercase().contains(&w.to_lowercase()))
+        .collect()
+}
+
+#[test]
+fn the_runtime_names_no_kind_or_provider_and_imports_only_itself() {
+    assert_eq!(domain_words("struct X { pg: Postgres }"), ["Postgres"]);
+    let root = Path::new("src");
+    let edges = imports(root);
+    let runtime: Vec<&String> = edges.keys().filter(|m| m.starts_with("runtime")).collect();
+    assert!(runtime.len() >= 4, "no src/runtime modules: {runtime:?}");
+    for module in runtime {
+        let outside: Vec<&String> = edges[module]
+            .iter()
+            .filter(|to| !to.starts_with("runtime"))
+            .collect();
+        assert!(
+            outside.is_empty(),
+            "{module} imports {outside:?}: the runtime imports nothing of the operator"
+        );
+    }
+    for file in files(&root.join("runtime")) {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let named = domain_words(without_tests(&text));
+        assert!(
+            named.is_empty(),
+            "{} names {named:?}: the runtime names no kind or provider",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn the_operator_crate_has_at_most_ten_top_level_modules() {
+    let lib = std::fs::read_to_string("src/lib.rs").unwrap_or_default();
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("pub mod ")
+                .or(l.trim().strip_prefix("mod "))
+        })
+        .collect();
+    assert!(
+        modules.len() <= 10,
+        "src/lib.rs declares {} modules: {modules:?}",
+        modules.len()
+    );
+    assert!(modules.len() >= 5, "src/lib.rs read wrongly: {modules:?}");
+}

@@ -6,7 +6,7 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::flag_error::FlagError;
+use crate::cli::flag_error::FlagError;
 
 #[derive(Parser)]
 #[command(name = "cloud-resource-operator", version, about)]

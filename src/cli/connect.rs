@@ -9,7 +9,8 @@ use tracing::{info, warn};
 
 use super::{args::ClusterArgs, go_compatible, sts};
 use crate::{
-    aws_identity, cluster_id, fenced_client, providers, reconcile::Settings, shard::Shard,
+    providers, providers::aws_identity, providers::cluster_id, reconcile::Settings,
+    runtime::fenced_client, runtime::shard::Shard,
 };
 
 pub(super) const SERVICE_ACCOUNT_NAMESPACE: &str =

@@ -3,11 +3,16 @@
 
 pub mod args;
 mod connect;
+pub mod flag_error;
 mod go_compatible;
 pub mod offline;
+pub mod plan;
 pub mod read;
 pub mod run;
 mod signal;
+pub mod status;
 mod sts;
+pub mod terminal;
+pub mod validate;
 
 pub use args::{Cli, Command};

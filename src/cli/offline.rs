@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use super::args::ValidateArgs;
-use crate::{api, validate as check};
+use crate::{api, cli::validate as check};
 
 pub fn validate(args: ValidateArgs) -> anyhow::Result<()> {
     let (docs, mut findings) = check::load(&args.paths);

@@ -13,13 +13,14 @@ use super::{
     connect::{Connected, Work, connect},
 };
 use crate::{
-    cache::{self, Owned},
     connectivity::Checker,
     controllers, leader,
     metrics::{self, Metrics},
     providers,
+    providers::owned::Owned,
     reconcile::{Context, Settings},
-    shard::Shard,
+    runtime::cache,
+    runtime::shard::Shard,
 };
 
 /// kube's client logs the whole response body at `warn` when one does not

@@ -34,10 +34,10 @@ use tracing::{debug, warn};
 
 use crate::{
     api::{BlobStorage, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SMTPCredentialSet},
-    cache,
     config::{TYPES_CONFIG_MAP, provider_of_strategies_map},
     reconcile::{Context, Managed, error_policy, inputs, reconcile},
-    watch::watch,
+    runtime::cache,
+    runtime::watch::watch,
 };
 use kinds::ResourceCr;
 

@@ -89,15 +89,27 @@ fn go_deployment_ready(d: &Deployment) -> bool {
     go && ready > 0
 }
 
+/// Lease timings client-go would refuse, naming the flags to change.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum TimingError {
+    #[error(
+        "--leader-election-renew-deadline must be shorter than --leader-election-lease-duration"
+    )]
+    RenewDeadline,
+    #[error(
+        "--leader-election-retry-period must be positive and shorter than --leader-election-renew-deadline"
+    )]
+    RetryPeriod,
+}
+
 impl Config {
-    /// The timing rules client-go enforces, as an error naming the flags.
-    pub fn check(&self) -> Result<(), crate::flag_error::FlagError> {
-        use crate::flag_error::FlagError;
+    /// The timing rules client-go enforces.
+    pub fn check(&self) -> Result<(), TimingError> {
         if self.renew_deadline >= self.lease_duration {
-            return Err(FlagError::RenewDeadline);
+            return Err(TimingError::RenewDeadline);
         }
         if self.retry_period >= self.renew_deadline || self.retry_period.is_zero() {
-            return Err(FlagError::RetryPeriod);
+            return Err(TimingError::RetryPeriod);
         }
         Ok(())
     }

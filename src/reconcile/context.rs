@@ -11,11 +11,8 @@ use cro_provider_api::{Provider, backoff::doubling};
 use kube::{Client, Resource};
 
 use crate::{
-    cache::{self, Owned},
-    config::ConfigReader,
-    connectivity::Checker,
-    leader::HeldBack,
-    metrics::Metrics,
+    config::ConfigReader, connectivity::Checker, leader::HeldBack, metrics::Metrics,
+    providers::owned::Owned, runtime::cache,
 };
 
 use super::{
@@ -49,7 +46,7 @@ pub struct Settings {
     /// (the CloudWatch gauges).
     pub cloud_metrics_interval: Duration,
     /// The namespaces this process reconciles (all without sharding).
-    pub shard: crate::shard::Shard,
+    pub shard: crate::runtime::shard::Shard,
     /// Read a CR's own namespace's `cloud-resource-config`.
     pub namespace_config: bool,
 }

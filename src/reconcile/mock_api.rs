@@ -178,7 +178,7 @@ impl MockApi {
 
 /// What the tests' operator is told: operator namespace
 /// `cloud-resource-operator`, cluster ID `testcluster`, all namespaces.
-pub fn settings(shard: crate::shard::Shard) -> super::Settings {
+pub fn settings(shard: crate::runtime::shard::Shard) -> super::Settings {
     super::Settings {
         operator_namespace: "cloud-resource-operator".into(),
         watch_namespaces: Vec::new(),
@@ -206,13 +206,13 @@ pub fn context(
     connectivity: Arc<crate::connectivity::Checker>,
     config: Vec<crate::config::Located>,
 ) -> super::Context {
-    let unwatched = crate::cache::scopes(&["no-test-uses-it".to_string()]);
-    let owned = Arc::new(crate::cache::Owned::new(&client, &unwatched));
+    let unwatched = crate::runtime::cache::scopes(&["no-test-uses-it".to_string()]);
+    let owned = Arc::new(crate::providers::owned::Owned::new(&client, &unwatched));
     let metrics = Arc::new(crate::metrics::Metrics::new(|_| {}));
     let reader = crate::config::ConfigReader::new(
         client.clone(),
         settings.operator_namespace.clone(),
-        &crate::cache::scopes(&settings.watch_namespaces),
+        &crate::runtime::cache::scopes(&settings.watch_namespaces),
     )
     .with_namespace_config(false)
     .with_overrides(config);

@@ -20,7 +20,7 @@ use super::{
 use crate::{
     api::{Phase, SnapshotStatus},
     connectivity::Checker,
-    shard::Shard,
+    runtime::shard::Shard,
 };
 
 /// A test kind: `outcome` is what its reconcile answers, `cleanup` what

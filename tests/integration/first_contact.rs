@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use cloud_resource_operator::{
     api::{Phase, Postgres, PostgresSnapshot, Redis, RedisSnapshot},
-    cluster_id::from_kube_system_uid,
+    providers::cluster_id::from_kube_system_uid,
 };
 use cro_provider_api::{IdentifierRules, cloud_identifier};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

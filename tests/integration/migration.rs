@@ -1542,7 +1542,7 @@ async fn a_gcp_crs_deletion_says_what_a_person_does() {
 /// own identity), and would choose the account of every CR's resources.
 #[tokio::test]
 async fn a_secret_named_as_the_go_operators_credentials_in_a_crs_namespace_is_never_used() {
-    use cloud_resource_operator::aws_identity::{
+    use cloud_resource_operator::providers::aws_identity::{
         CCO_SECRET, Source, choose_in_cluster, go_secrets_elsewhere,
     };
     with_namespace("gocreds", |client, ns| async move {

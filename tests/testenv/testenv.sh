@@ -858,7 +858,7 @@ EOF
   # operator finds where to place databases from the node's providerID.
   wait_for "moto server" 60 curl -sf "http://127.0.0.1:$moto_port/moto-api/"
   # Tests that run as a new user does (no --cluster-id) share the ID the
-  # operator derives from kube-system's UID (src/cluster_id.rs): it gets a
+  # operator derives from kube-system's UID (src/providers/cluster_id.rs): it gets a
   # keeper database too.
   local node_zone node_instance uid
   wait_for "namespace kube-system" 30 kctl get namespace kube-system

@@ -27,7 +27,7 @@ use crate::{
         finalizer::FINALIZER,
         mock_api::{self, MockApi, Recorded},
     },
-    shard::Shard,
+    runtime::shard::Shard,
 };
 
 /// What the fake provider answers to one `reconcile`.

@@ -16,17 +16,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use cro_provider_api::{MANAGED_BY, MANAGED_BY_LABEL};
+use cro_provider_api::MANAGED_BY_LABEL;
 use futures::{StreamExt, channel::mpsc};
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::{
-    NamespaceResourceScope,
-    api::{
-        apps::v1::Deployment,
-        core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service},
-        networking::v1::NetworkPolicy,
-    },
-};
 use kube::{
     Api, Client, Resource, ResourceExt,
     runtime::{
@@ -46,10 +39,9 @@ const SUBSCRIBER_BUFFER: usize = 1024;
 const READY_LIMIT: Duration = Duration::from_secs(30);
 
 /// The largest object (as JSON) an owned-object watch holds whole: far
-/// more than anything the operator writes (connection details, an
-/// in-cluster database's Deployment and configuration). Anyone who may
-/// create Secrets or ConfigMaps can give them the label those watches
-/// select; a larger object is held as a stub (see [`stub`]), and reads of
+/// more than anything the operator writes (connection details, a
+/// Deployment and its configuration). Anyone who may create Secrets or
+/// ConfigMaps can give them the label those watches select; a larger object is held as a stub (see [`stub`]), and reads of
 /// it go to the API server, so the cache's memory stays bounded by what the
 /// operator writes, not by what others label.
 pub const OWNED_OBJECT_LIMIT: usize = 64 * 1024;
@@ -178,7 +170,7 @@ impl<K: Cached> Shared<K> {
         // What the store held when a relist began (see `relisted`).
         let relisting: Mutex<Option<Vec<Arc<K>>>> = Mutex::default();
         let relisting = &relisting;
-        crate::watch::watch(api, config)
+        crate::runtime::watch::watch(api, config)
             .default_backoff()
             .modify(move |obj| {
                 strip_unread(obj);
@@ -472,70 +464,6 @@ pub fn is_stub<K: Resource>(obj: &K) -> bool {
     obj.annotations().contains_key(STUB_ANNOTATION)
 }
 
-/// Objects per page of an owned-object list. The label is anyone's to
-/// set, and a page is parsed whole before large objects become stubs:
-/// 20 Secrets of etcd's 1.5 MiB limit stay within the operator's memory
-/// limit, where the watcher's default 500 would not. A list is only made
-/// at start and after a 410 Gone.
-const OWNED_PAGE: u32 = 20;
-
-/// What the operator creates carries this label; only that is watched.
-pub fn owned() -> watcher::Config {
-    (watcher::Config::default())
-        .labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"))
-        .page_size(OWNED_PAGE)
-}
-
-/// The objects this operator owns, one watch per kind and scope: the
-/// output Secrets, and the in-cluster provider's workloads.
-pub struct Owned {
-    pub secrets: Scoped<Secret>,
-    pub deployments: Scoped<Deployment>,
-    pub services: Scoped<Service>,
-    pub claims: Scoped<PersistentVolumeClaim>,
-    pub config_maps: Scoped<ConfigMap>,
-    pub network_policies: Scoped<NetworkPolicy>,
-}
-
-impl Owned {
-    pub fn new(client: &Client, scopes: &[Option<String>]) -> Self {
-        let owned = owned();
-        let limit = OWNED_OBJECT_LIMIT;
-        Owned {
-            secrets: Scoped::bounded(client, scopes, &owned, limit),
-            deployments: Scoped::bounded(client, scopes, &owned, limit),
-            services: Scoped::bounded(client, scopes, &owned, limit),
-            claims: Scoped::bounded(client, scopes, &owned, limit),
-            config_maps: Scoped::bounded(client, scopes, &owned, limit),
-            network_policies: Scoped::bounded(client, scopes, &owned, limit),
-        }
-    }
-
-    /// Runs every watch until dropped.
-    pub async fn run(&self) {
-        tokio::join!(
-            self.secrets.run(),
-            self.deployments.run(),
-            self.services.run(),
-            self.claims.run(),
-            self.config_maps.run(),
-            self.network_policies.run(),
-        );
-    }
-
-    /// Resolves once every watch has listed (or `limit` has passed).
-    pub async fn ready(&self, limit: Duration) {
-        tokio::join!(
-            self.secrets.ready(limit),
-            self.deployments.ready(limit),
-            self.services.ready(limit),
-            self.claims.ready(limit),
-            self.config_maps.ready(limit),
-            self.network_policies.ready(limit),
-        );
-    }
-}
-
 /// The scopes the operator watches: each watched namespace, or all.
 pub fn scopes(watch_namespaces: &[String]) -> Vec<Option<String>> {
     if watch_namespaces.is_empty() {
@@ -545,32 +473,11 @@ pub fn scopes(watch_namespaces: &[String]) -> Vec<Option<String>> {
     }
 }
 
-/// Providers read the objects the operator owns from these watches.
-impl cro_kube::OwnedObjects for Owned {
-    fn deployment(&self, ns: &str, name: &str) -> Option<Arc<Deployment>> {
-        self.deployments.peek(ns, name)
-    }
-    fn service(&self, ns: &str, name: &str) -> Option<Arc<Service>> {
-        self.services.peek(ns, name)
-    }
-    fn claim(&self, ns: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
-        self.claims.peek(ns, name)
-    }
-    fn secret(&self, ns: &str, name: &str) -> Option<Arc<Secret>> {
-        self.secrets.peek(ns, name)
-    }
-    fn config_map(&self, ns: &str, name: &str) -> Option<Arc<ConfigMap>> {
-        self.config_maps.peek(ns, name)
-    }
-    fn network_policy(&self, ns: &str, name: &str) -> Option<Arc<NetworkPolicy>> {
-        self.network_policies.peek(ns, name)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::ByteString;
+    use cro_provider_api::MANAGED_BY;
+    use k8s_openapi::{ByteString, api::core::v1::Secret};
 
     fn secret(bytes: usize) -> Secret {
         serde_json::from_value(serde_json::json!({

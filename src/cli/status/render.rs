@@ -7,8 +7,8 @@ use k8s_openapi::jiff::Timestamp;
 use super::Report;
 use crate::{
     api::{ADOPT_ANNOTATION, APPROVE_PLAN_ANNOTATION},
+    cli::terminal::one_line,
     reconcile::conditions::ConditionType,
-    terminal::one_line,
 };
 
 /// `5s`, `12m`, `3h`, `4d`: how long ago, as kubectl shows ages.
@@ -100,7 +100,7 @@ pub fn next_steps(r: &Report) -> Vec<String> {
 }
 
 /// The report as a person reads it (control characters escaped, see
-/// [`crate::terminal`]).
+/// [`crate::cli::terminal`]).
 pub fn text(r: &Report) -> String {
     let mut out = String::new();
     for (label, value) in labelled(r) {
@@ -119,7 +119,7 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(out, "  - {}", one_line(s));
         }
     }
-    crate::terminal::printable(&out)
+    crate::cli::terminal::printable(&out)
 }
 
 /// The report's one-line facts, each with its label, in the order shown.
@@ -223,7 +223,7 @@ fn events(out: &mut String, r: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{ConditionLine, SecretLine};
+    use crate::cli::status::{ConditionLine, SecretLine};
 
     fn failed() -> Report {
         Report {

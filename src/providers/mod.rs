@@ -2,6 +2,11 @@
 //! here, and `validate` and the configuration checks reach their strategy
 //! validation and names through here rather than matching names.
 
+pub mod aws_identity;
+pub mod cluster_id;
+pub mod credentials;
+pub mod owned;
+
 use std::sync::Arc;
 
 use cro_provider_api::{Provider, ProviderError, ResourceKind};
@@ -75,7 +80,7 @@ pub struct Settings {
 pub fn build(
     client: &kube::Client,
     settings: Settings,
-    cache: Option<Arc<crate::cache::Owned>>,
+    cache: Option<Arc<owned::Owned>>,
 ) -> Vec<Arc<dyn Provider>> {
     let mut in_cluster =
         cro_provider_in_cluster::InClusterProvider::new(client.clone(), settings.cluster_domain)
@@ -84,7 +89,7 @@ pub fn build(
     let stores = cro_provider_aws::CompatibleStores::new(settings.aws.fence.clone());
     in_cluster = in_cluster.with_object_store(Arc::new(stores));
     let owned = cache.clone().map(|c| c as Arc<dyn cro_kube::OwnedObjects>);
-    let credentials = crate::credentials::CredentialsSecrets::new(client.clone(), owned);
+    let credentials = crate::providers::credentials::CredentialsSecrets::new(client.clone(), owned);
     let aws = cro_provider_aws::AwsProvider::new(Arc::new(credentials), settings.aws);
     if let Some(cache) = cache {
         in_cluster = in_cluster.with_cache(cache);

@@ -19,16 +19,26 @@ pub enum Source {
     KubeSystem,
 }
 
+/// A configured cluster ID no valid identifier can start with.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error(
+    "--cluster-id (CLUSTER_ID) {id:?} cannot prefix valid AWS identifiers: only letters and digits are kept, and the first one must be a letter (RDS and ElastiCache identifiers must start with a letter); choose e.g. \"c{kept}\""
+)]
+pub struct ClusterIdError {
+    id: String,
+    kept: String,
+}
+
 /// Checks a configured cluster ID: identifiers start with it, and RDS and
 /// ElastiCache identifiers must start with a letter, so it must too (after
 /// dropping everything but letters and digits, as identifiers do).
-pub fn check_configured(id: &str) -> Result<(), crate::flag_error::FlagError> {
+pub fn check_configured(id: &str) -> Result<(), ClusterIdError> {
     let kept: String = id.chars().filter(char::is_ascii_alphanumeric).collect();
     if kept.starts_with(|c: char| c.is_ascii_alphabetic()) {
         Ok(())
     } else {
         let id = id.to_string();
-        Err(crate::flag_error::FlagError::ClusterId { id, kept })
+        Err(ClusterIdError { id, kept })
     }
 }
 

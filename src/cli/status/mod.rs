@@ -24,12 +24,12 @@ use crate::{
         self, BlobStorage, PendingChange, Postgres, Redis, ResourceTypeStatus, SMTPCredentialSet,
         SnapshotStatus,
     },
+    cli::plan::Scope,
     config,
     controllers::{
         kinds::ResourceCr,
         resource::{provider_name, request},
     },
-    plan::Scope,
     reconcile::conditions::{self, ConditionType},
 };
 

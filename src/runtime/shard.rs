@@ -4,7 +4,17 @@
 //! reconciled by exactly one shard; within a shard, standbys take over a
 //! dead leader's work within the lease duration, as without sharding.
 
-use crate::flag_error::FlagError;
+/// A shard that cannot be: each error names the flags to change.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum ShardError {
+    #[error("--shard-count (SHARD_COUNT) must be at least 1")]
+    Count,
+    #[error(
+        "--shard-index (SHARD_INDEX) is {index}, but shards are numbered 0 to {} with --shard-count {count}",
+        count - 1
+    )]
+    Index { index: u32, count: u32 },
+}
 
 /// Which shard this process is, of how many.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,12 +32,12 @@ impl Default for Shard {
 
 impl Shard {
     /// Refuses what cannot work, naming the flags.
-    pub fn new(index: u32, count: u32) -> Result<Self, FlagError> {
+    pub fn new(index: u32, count: u32) -> Result<Self, ShardError> {
         if count == 0 {
-            return Err(FlagError::ShardCount);
+            return Err(ShardError::Count);
         }
         if index >= count {
-            return Err(FlagError::ShardIndex { index, count });
+            return Err(ShardError::Index { index, count });
         }
         Ok(Shard { index, count })
     }

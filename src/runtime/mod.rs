@@ -1,0 +1,10 @@
+//! What any Kubernetes controller needs and none of this operator's kinds
+//! or providers: watches and the shared caches on them, the client whose
+//! writes go behind the fence, and sharding. It names no resource kind and
+//! no provider (`tests/shape.rs` checks), so it can become a crate of its
+//! own.
+
+pub mod cache;
+pub mod fenced_client;
+pub mod shard;
+pub mod watch;
