@@ -18,7 +18,7 @@ use crate::{
     api::{Phase, PostgresSnapshot, RedisSnapshot, SnapshotStatus},
     config::{self, DeletionPolicy, limits::MAX_MANUAL_SNAPSHOTS_KEY},
     controllers::{retained_snapshots, schedule},
-    reconcile::{Context, Error, Managed, Report, in_progress_requeue, key, unless_parked},
+    reconcile::{Context, Error, Managed, Report, in_progress_requeue, unless_parked},
 };
 
 // The skeleton's view of each snapshot kind.
@@ -242,7 +242,7 @@ async fn take<K: SnapshotCr>(
         &provider_name,
         &source,
     );
-    let snapshotted = unless_parked(ctx, &key(snap), &inputs, async {
+    let snapshotted = unless_parked(ctx, snap, &inputs, async {
         Ok(provider(ctx, &provider_name)?
             .snapshot(&request(snap, Some(parent), strategy.clone(), &id, ctx))
             .await?)

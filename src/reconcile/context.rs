@@ -65,13 +65,10 @@ pub struct Context {
     pub connectivity: Arc<Checker>,
     /// Namespaces left alone while a Go operator's trace is there.
     pub held_back: HeldBack,
-    /// Consecutive transient failures by object, and when the last was.
-    failures: Mutex<HashMap<String, (u32, Instant)>>,
-    /// Failures that need a person, by object: what they failed with.
-    parked: Mutex<HashMap<String, Parked>>,
     /// The version of each CR the operator's last write to it made.
     last_writes: LastWrites,
-    /// What this process knows of each CR it reconciled since it started.
+    /// What this process knows of each CR it reconciled since it started:
+    /// the one table of per-CR reconcile state.
     objects: Mutex<HashMap<ObjectKey, Known>>,
     /// Each namespace's share of the reconcile slots, where one controller
     /// per kind serves every namespace (`None`: each watched namespace
@@ -87,6 +84,10 @@ struct Known {
     /// A digest of the last status this process sent for it, whether or
     /// not the answer came back.
     status_sent: Option<u32>,
+    /// Consecutive transient failures, and when the last was.
+    failures: Option<(u32, Instant)>,
+    /// A failure that needs a person: what it failed with.
+    parked: Option<Parked>,
 }
 
 /// A reconcile's namespace holds its share of the kind's slots.
@@ -101,8 +102,9 @@ struct Parked {
     since: Instant,
 }
 
-/// How long failure records are kept without a new failure: longer than
-/// the longest backoff and than the retry of parked failures.
+/// How long a transient failure counts towards the backoff without a new
+/// one: longer than the longest backoff and than the retry of parked
+/// failures.
 const FORGET_AFTER: Duration = Duration::from_secs(2 * 3600);
 
 impl Context {
@@ -134,8 +136,6 @@ impl Context {
             metrics,
             connectivity,
             held_back: HeldBack::default(),
-            failures: Mutex::default(),
-            parked: Mutex::default(),
             last_writes: LastWrites::default(),
             objects: Mutex::default(),
             shares,
@@ -251,64 +251,72 @@ impl Context {
         }
     }
 
-    /// Records one more consecutive failure of `key` and returns how long
+    /// Records one more consecutive failure of `obj` and returns how long
     /// to wait before retrying: 5s doubling to at most 5 minutes, or to at
     /// most 30s (spread by up to a fifth) when the API server was
     /// unavailable: every object failed alike then, and each should resume
     /// soon after the server is back (a control-plane upgrade), not minutes
-    /// later, while the spread keeps them from all retrying at once.
-    pub fn backoff(&self, key: &str, api_server_unavailable: bool) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+    /// later, while the spread keeps them from all retrying at once. A
+    /// failure longer ago than `FORGET_AFTER` no longer counts.
+    pub fn backoff<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        api_server_unavailable: bool,
+    ) -> Duration {
         let now = Instant::now();
-        failures.retain(|_, (_, last)| now.duration_since(*last) < FORGET_AFTER);
-        let (n, last) = failures.entry(key.to_string()).or_insert((0, now));
-        *n = n.saturating_add(1);
-        *last = now;
+        let mut objects = self.objects();
+        let known = objects.entry(object_key(obj)).or_default();
+        let earlier = (known.failures)
+            .filter(|(_, last)| now.duration_since(*last) < FORGET_AFTER)
+            .map_or(0, |(n, _)| n);
+        let n = earlier.saturating_add(1);
+        known.failures = Some((n, now));
         let first = Duration::from_secs(5);
         if api_server_unavailable {
-            doubling(first, Duration::from_secs(30), *n).mul_f64(rand::random_range(0.8..1.0))
+            doubling(first, Duration::from_secs(30), n).mul_f64(rand::random_range(0.8..1.0))
         } else {
-            doubling(first, Duration::from_secs(300), *n)
+            doubling(first, Duration::from_secs(300), n)
         }
     }
 
-    /// Forgets the failures of `key` (it succeeded, or is gone).
-    pub fn succeeded(&self, key: &str) {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        failures.remove(key);
-        let mut parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
-        parked.remove(key);
+    /// Forgets the failures of `obj`: it succeeded.
+    pub fn succeeded<K: Resource<DynamicType = ()>>(&self, obj: &K) {
+        if let Some(known) = self.objects().get_mut(&object_key(obj)) {
+            known.failures = None;
+            known.parked = None;
+        }
     }
 
-    /// The message of a failure that needs a person, if `key` had one with
+    /// The message of a failure that needs a person, if `obj` had one with
     /// the same `inputs` (spec, annotations, configuration) less than
     /// `retry` ago: calling the cloud again would only fail again.
-    pub fn parked(
+    pub fn parked<K: Resource<DynamicType = ()>>(
         &self,
-        key: &str,
+        obj: &K,
         inputs: u64,
         retry: Duration,
     ) -> Option<(&'static str, String)> {
-        let parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
-        parked
-            .get(key)
-            .filter(|p| p.inputs == inputs && p.since.elapsed() < retry)
-            .map(|p| (p.label, p.message.clone()))
+        let objects = self.objects();
+        let parked = objects.get(&object_key(obj))?.parked.as_ref()?;
+        (parked.inputs == inputs && parked.since.elapsed() < retry)
+            .then(|| (parked.label, parked.message.clone()))
     }
 
     /// Records a failure that needs a person.
-    pub fn park(&self, key: &str, inputs: u64, label: &'static str, message: String) {
-        let mut parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        parked.retain(|_, p| now.duration_since(p.since) < FORGET_AFTER);
-        parked.insert(
-            key.to_string(),
-            Parked {
-                inputs,
-                label,
-                message,
-                since: now,
-            },
-        );
+    pub fn park<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        inputs: u64,
+        label: &'static str,
+        message: String,
+    ) {
+        let since = Instant::now();
+        let parked = Parked {
+            inputs,
+            label,
+            message,
+            since,
+        };
+        self.objects().entry(object_key(obj)).or_default().parked = Some(parked);
     }
 }

@@ -254,7 +254,7 @@ async fn reconcile_valid<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
     );
     match result {
         Ok(action) => {
-            ctx.succeeded(&key);
+            ctx.succeeded(obj);
             Ok(action)
         }
         // The namespace is being deleted and refuses new objects: the CR's
@@ -310,7 +310,7 @@ pub fn error_policy<K: Managed>(
         // Spread, so the objects it turned away do not all return at once.
         return Action::requeue(asked.mul_f64(rand::random_range(1.0..1.5)));
     }
-    Action::requeue(ctx.backoff(&key(obj.as_ref()), err.api_server_unavailable()))
+    Action::requeue(ctx.backoff(obj.as_ref(), err.api_server_unavailable()))
 }
 
 async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, Error> {
@@ -571,23 +571,23 @@ pub(crate) async fn publish<K: Resource<DynamicType = ()>>(
 /// write of that failure triggers another reconcile, and the cloud would
 /// only refuse again. A change to the CR or its configuration changes the
 /// inputs and calls at once.
-pub async fn unless_parked<T>(
+pub async fn unless_parked<T, K: Resource<DynamicType = ()>>(
     ctx: &Context,
-    key: &str,
+    obj: &K,
     inputs: &impl Serialize,
     call: impl std::future::Future<Output = Result<T, Error>>,
 ) -> Result<T, Error> {
     let inputs = u64::from(fingerprint(
         &serde_json::to_string(inputs).unwrap_or_default(),
     ));
-    if let Some((label, message)) = ctx.parked(key, inputs, FAILED_RETRY) {
+    if let Some((label, message)) = ctx.parked(obj, inputs, FAILED_RETRY) {
         return Err(Error::Parked { label, message });
     }
     let result = call.await;
     if let Err(e) = &result
         && !e.is_transient()
     {
-        ctx.park(key, inputs, e.label(), e.to_string());
+        ctx.park(obj, inputs, e.label(), e.to_string());
     }
     result
 }

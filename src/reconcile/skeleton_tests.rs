@@ -458,3 +458,21 @@ async fn an_object_whose_spec_does_not_parse_is_failed_naming_the_field() {
     let message = status["message"].as_str().unwrap_or_default();
     assert!(message.contains("skipCreate"), "{message}");
 }
+
+/// Transient failures back off per object, doubling; a success starts the
+/// count again, and another object's failures do not count.
+#[tokio::test]
+async fn transient_failures_back_off_per_object_until_one_succeeds() {
+    let h = Harness::new();
+    let w = h.create("app", json!({"outcome": "transient"}));
+    let other = h.create("other", json!({"outcome": "transient"}));
+    let waits: Vec<u64> = (0..3).map(|_| h.ctx.backoff(&w, false).as_secs()).collect();
+    assert_eq!(waits, [5, 10, 20]);
+    assert_eq!(h.ctx.backoff(&other, false).as_secs(), 5);
+    h.ctx.succeeded(&w);
+    assert_eq!(h.ctx.backoff(&w, false).as_secs(), 5);
+    // The API server unavailable: back within 30 s whatever the count.
+    for _ in 0..10 {
+        assert!(h.ctx.backoff(&w, true) <= Duration::from_secs(30));
+    }
+}

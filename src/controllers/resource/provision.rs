@@ -14,7 +14,7 @@ use crate::{
         kinds::{ResourceCr, SnapshotCr},
         rotation,
     },
-    reconcile::{Context, Error, inputs, key, unless_parked},
+    reconcile::{Context, Error, inputs, unless_parked},
 };
 
 /// The provider name: sticky once recorded in `status.strategy`.
@@ -221,7 +221,7 @@ pub(super) async fn provision<K: ResourceCr>(
         req.options.observed_within = None;
     }
     req.options.defer_unbatched = req.options.observed_within.is_some() && first_look;
-    let provisioned = unless_parked(ctx, &key(cr), &inputs, async {
+    let provisioned = unless_parked(ctx, cr, &inputs, async {
         provider(ctx, provider_name)?
             .reconcile(&req)
             .await
