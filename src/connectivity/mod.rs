@@ -7,7 +7,7 @@
 //!
 //! Checks run off the reconcile path, a bounded number at a time, each
 //! within a timeout. A reconcile registers what to check and reads the last
-//! verdict (the one making the CR complete awaits its first); a verdict
+//! verdict (the one making an in-cluster CR complete awaits its first); a verdict
 //! that changes wakes a reconcile of its CR, which writes it into the
 //! status with everything else (one status writer).
 

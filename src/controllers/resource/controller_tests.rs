@@ -646,3 +646,38 @@ async fn a_restore_waits_for_its_snapshot_then_names_it_to_the_provider() {
     );
     assert_eq!(phase(&h.current()), Some(Phase::Complete));
 }
+
+/// A CR complete before (a restart, a switch from the Go operator, whose
+/// status shows no verdict) is not held up by its first connection check:
+/// the verdict wakes a reconcile of its own, which writes it.
+#[tokio::test]
+async fn a_cr_complete_before_is_not_held_up_by_its_first_check() {
+    let h = Harness::new(&[Step::Ready]);
+    let mut cr = serde_json::to_value(h.create(json!({}))).expect("JSON");
+    cr["status"] =
+        json!({"phase": "complete", "message": "successfully reconciled", "strategy": PROVIDER});
+    h.api.put(cr);
+    let mut woken = h.ctx.connectivity.subscribe();
+    let (result, sent) = h.pass().await;
+    assert!(result.is_ok(), "{result:?}");
+    assert!(
+        writes(&sent).contains(&"PATCH postgres/status".to_string()),
+        "{sent:?}"
+    );
+    assert_eq!(
+        condition(&h.current(), "Connectable"),
+        None,
+        "waited for the check"
+    );
+    let changed = tokio::time::timeout(Duration::from_secs(10), woken.recv()).await;
+    assert!(
+        matches!(changed, Ok(Ok(ref c)) if c.name == "db"),
+        "no wake: {changed:?}"
+    );
+    let (_, sent) = h.pass().await;
+    assert_eq!(writes(&sent), strings(&["PATCH postgres/status"]));
+    assert_eq!(
+        condition(&h.current(), "Connectable"),
+        Some(("False".into(), "ConnectionRefused".into()))
+    );
+}

@@ -123,11 +123,9 @@ async fn connectable<K: ResourceCr>(
     report: &mut Report,
 ) {
     let key = key(cr);
+    let cloud = report.strategy.as_deref() == Some(cro_provider_aws::NAME);
     let target = (report.phase == Phase::Complete)
-        .then(|| {
-            let cloud = report.strategy.as_deref() == Some(cro_provider_aws::NAME);
-            connectivity::Target::of(K::KIND, details, cloud)
-        })
+        .then(|| connectivity::Target::of(K::KIND, details, cloud))
         .flatten();
     let Some(target) = target else {
         ctx.connectivity.forget(&key);
@@ -148,10 +146,16 @@ async fn connectable<K: ResourceCr>(
         }
     });
     let known = ctx.connectivity.watch(&key, changed, target, labels, shown);
-    // Just complete: its first verdict goes into this status write.
+    // An in-cluster server becoming complete now: its first verdict (a
+    // login within the cluster, milliseconds) goes into this status write.
+    // Not a CR complete before (a restart, a switch from the Go operator,
+    // which shows no verdict), and not a cloud database, whose first check
+    // may take the whole timeout (a name to resolve, TLS): neither holds
+    // up its reconcile; their verdict wakes one of its own.
+    let becoming = cr.status().and_then(|s| s.phase) != Some(Phase::Complete);
     let condition = match known {
-        Some(c) => Some(c),
-        None => ctx.connectivity.first_verdict(&key).await,
+        None if becoming && !cloud => ctx.connectivity.first_verdict(&key).await,
+        known => known,
     };
     report.conditions.extend(condition);
 }
