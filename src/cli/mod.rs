@@ -12,7 +12,6 @@ pub mod run;
 mod signal;
 pub mod status;
 mod sts;
-pub mod terminal;
 pub mod validate;
 
 pub use args::{Cli, Command};

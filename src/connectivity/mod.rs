@@ -216,18 +216,10 @@ impl Verdict {
     pub fn condition(&self, target: &Target, timeout: Duration) -> cro_provider_api::Condition {
         let (host, port) = target.address();
         // What a server or the system said: the server may be anyone's
-        // (the Secret's host), so its words are cut and kept on one line,
-        // every control character (line ends too) shown escaped.
+        // (the Secret's host), so its words are cut and kept on one line.
         let said = |text: &str| -> String {
-            (text.chars().take(SAID_LIMIT))
-                .flat_map(|c| {
-                    let escaped = c.is_control().then(|| c.escape_default());
-                    escaped
-                        .into_iter()
-                        .flatten()
-                        .chain((!c.is_control()).then_some(c))
-                })
-                .collect()
+            let cut: String = text.chars().take(SAID_LIMIT).collect();
+            crate::runtime::printable::one_line(&cut)
         };
         let (reason, message) = match self {
             Verdict::Connected(note) if note.is_empty() => (

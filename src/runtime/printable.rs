@@ -1,7 +1,9 @@
-//! The command-line reports (`plan`, `status`) print values a tenant wrote
-//! (names, `spec.size`, messages quoting them): control characters other
-//! than the report's own line ends are shown escaped, so no value can move
-//! the cursor, recolour or rewrite a platform engineer's terminal.
+//! Text others wrote, shown to a person: the command-line reports (`plan`,
+//! `status`) print values a tenant wrote (names, `spec.size`, messages
+//! quoting them), and a status condition quotes what a server said.
+//! Control characters other than a report's own line ends are shown
+//! escaped, so no value can move the cursor, recolour or rewrite a
+//! platform engineer's terminal, or forge a line of its own.
 
 /// `text` with every control character but `\n` escaped (`\u{1b}`).
 pub fn printable(text: &str) -> String {
