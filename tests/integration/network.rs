@@ -1503,6 +1503,121 @@ async fn a_create_sent_while_another_operator_removes_the_network_makes_it_again
     .await;
 }
 
+/// What two replicas racing can leave (one removing the network with the
+/// cluster's last database, the other placing a new database in it): the
+/// cluster's route to the network's block through a peering of the
+/// cluster's network the removal never saw, still active. While that
+/// peering's VPC stands, a new database waits for it (never `failed`); once
+/// the VPC is gone, its network takes the route over and deletes the
+/// peering left behind.
+#[tokio::test]
+async fn a_route_another_replica_left_to_its_network_is_taken_over() {
+    crate::support::bounded(
+        "a_route_another_replica_left_to_its_network_is_taken_over",
+        async move {
+            let (client, ec2, id, cluster, ns) = cluster("netleft", "10.221").await;
+            let block = "10.208.0.0/26";
+            strategies(
+                &client,
+                &ns,
+                json!({"development": {"createStrategy": {"CidrBlock": block}}}),
+            )
+            .await;
+            // The other replica's VPC (no longer tagged as the network) and
+            // its peering, tagged as the cluster's network's peering is.
+            let left_vpc = ec2.create_vpc().cidr_block("10.209.0.0/26").send().await;
+            let left_vpc = left_vpc.unwrap_or_else(|e| panic!("{e:?}"));
+            let left_vpc = left_vpc.vpc().and_then(|v| v.vpc_id()).unwrap_or_default();
+            let left = ec2
+                .create_vpc_peering_connection()
+                .vpc_id(left_vpc)
+                .peer_vpc_id(&cluster)
+                .tag_specifications(tagged(
+                    ResourceType::VpcPeeringConnection,
+                    &[
+                        ("integreatly.org/clusterID", id.as_str()),
+                        ("red-hat-managed", "true"),
+                        ("Name", "Cloud Resource VPC Peering Connection"),
+                    ],
+                ))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            let left = (left.vpc_peering_connection())
+                .and_then(|p| p.vpc_peering_connection_id())
+                .unwrap_or_default()
+                .to_string();
+            ec2.accept_vpc_peering_connection()
+                .vpc_peering_connection_id(&left)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            let tables: Vec<String> = routes(&ec2, &cluster).await.into_keys().collect();
+            for table in &tables {
+                ec2.create_route()
+                    .route_table_id(table)
+                    .destination_cidr_block(block)
+                    .vpc_peering_connection_id(&left)
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| panic!("{e:?}"));
+            }
+
+            let operator = Operator::launch(launch(&ns, &id, "a")).await;
+            let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+            let _: Postgres = create_json(&client, &ns, cr("Postgres", "db", "development")).await;
+            operator
+                .wait_log("another replica is removing or making", DEFAULT_TIMEOUT)
+                .await;
+            let left_routes = routes(&ec2, &cluster).await;
+            for table in &tables {
+                assert_eq!(
+                    left_routes[table].get(block),
+                    Some(&left),
+                    "the route of {table} was taken while its peering's VPC stood"
+                );
+            }
+
+            ec2.delete_vpc()
+                .vpc_id(left_vpc)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            wait_phase(&pgs, "db", Phase::Complete).await;
+            let (_, active) = one_of_each(&ec2, &id, &cluster).await;
+            let taken = routes(&ec2, &cluster).await;
+            for table in &tables {
+                assert_eq!(
+                    taken[table].get(block),
+                    Some(&active),
+                    "the route of {table}"
+                );
+            }
+            let state = ec2
+                .describe_vpc_peering_connections()
+                .vpc_peering_connection_ids(&left)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            let state = (state.vpc_peering_connections().first())
+                .and_then(|p| p.status()?.code())
+                .map(|c| c.as_str().to_string());
+            assert!(
+                state.as_deref().is_none_or(|s| s == "deleted"),
+                "the peering left behind is {state:?}"
+            );
+            let failed = failed_events(&client, &ns).await;
+            assert!(failed.is_empty(), "CRs went failed: {failed:#?}");
+
+            last_database_goes(&pgs, &ec2, &id).await;
+            let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+            let _ = namespaces.delete(&ns, &Default::default()).await;
+            operator.stop().await;
+        },
+    )
+    .await;
+}
+
 /// A tier in a region where nothing says where the cluster runs (no
 /// subnet tagged for it, the nodes' instances elsewhere): the database is
 /// not put into the region's default VPC, the CR fails naming what to set,

@@ -459,7 +459,8 @@ async fn find_peering(
 
 /// A route in `table` to `to` through `peering`. A route to the same block
 /// through something else is a conflict a person settles (another network
-/// has that block): it is never replaced.
+/// has that block) and is never replaced, unless it carries nothing (see
+/// `Holder`).
 async fn ensure_route(
     net: &Network<'_>,
     table: &RouteTable,
@@ -474,12 +475,15 @@ async fn ensure_route(
         Ok(true) => return Ok(()),
         Ok(false) => {}
         Err(conflict) => {
-            // A route left to a peering that is gone carries nothing: it
-            // is pointed at this one. Any other is a conflict.
-            let dead = dead_peering(net, table, &dest).await?;
-            if !dead {
-                return Err(conflict);
-            }
+            let left = match route_holder(net, table, &dest).await? {
+                Holder::Dead(left) => left,
+                Holder::Replacing(other) => {
+                    return Err(ProviderError::transient(format!(
+                        "route table {id} routes {dest} to {other}, a peering of this cluster's database network that another replica is removing or making: looking again"
+                    )));
+                }
+                Holder::Other => return Err(conflict),
+            };
             net.ec2
                 .replace_route()
                 .route_table_id(id)
@@ -488,6 +492,9 @@ async fn ensure_route(
                 .send()
                 .await
                 .named("ec2:ReplaceRoute", &format!("{id} {dest}"))?;
+            if let Some(left) = left {
+                delete_peering(net, &left).await?;
+            }
             return Ok(());
         }
     }
@@ -528,25 +535,39 @@ async fn ensure_route(
     }
 }
 
-/// Whether `table`'s route to `dest` leads to a peering connection that
-/// is over (or gone): a blackhole.
-async fn dead_peering(
+/// What holds `table`'s route to `dest` when it is not this network's
+/// peering.
+enum Holder {
+    /// A peering that is over or gone, or whose database-network VPC is
+    /// gone: the route carries nothing and is pointed at this peering. An
+    /// active peering of the cluster's left with it (a replica made it
+    /// while another removed the network) is deleted too.
+    Dead(Option<String>),
+    /// A peering of this cluster's database network that still has its
+    /// VPC: another replica is removing the network or making it, so the
+    /// route is looked at again once that is done.
+    Replacing(String),
+    /// Anything else: a conflict a person settles.
+    Other,
+}
+
+async fn route_holder(
     net: &Network<'_>,
     table: &RouteTable,
     dest: &str,
-) -> Result<bool, ProviderError> {
+) -> Result<Holder, ProviderError> {
     let route = table
         .routes()
         .iter()
         .find(|r| r.destination_cidr_block() == Some(dest));
     let Some(route) = route else {
-        return Ok(false);
+        return Ok(Holder::Other);
     };
     if route.state().is_some_and(|s| s.as_str() == "blackhole") {
-        return Ok(true);
+        return Ok(Holder::Dead(None));
     }
     let Some(other) = route.vpc_peering_connection_id() else {
-        return Ok(false);
+        return Ok(Holder::Other);
     };
     let out = net
         .ec2
@@ -559,12 +580,38 @@ async fn dead_peering(
             "ec2:DescribeVpcPeeringConnections",
             other,
         )?;
-    let state = out
+    let Some(peering) = out
         .as_ref()
         .and_then(|o| o.vpc_peering_connections().first())
-        .and_then(|p| p.status()?.code())
-        .map(|c| c.as_str().to_string());
-    Ok(state.is_none_or(|s| ENDED.contains(&s.as_str())))
+    else {
+        return Ok(Holder::Dead(None));
+    };
+    let state = peering.status().and_then(|s| s.code());
+    if state.is_none_or(|c| ENDED.contains(&c.as_str())) {
+        return Ok(Holder::Dead(None));
+    }
+    // Only a peering tagged as this cluster's database network's: a
+    // route another network of the account holds is never taken over.
+    if !has_all(peering.tags(), &net.tags(Some(PEERING_NAME))) {
+        return Ok(Holder::Other);
+    }
+    let requester = peering.requester_vpc_info().and_then(|i| i.vpc_id());
+    let vpc_gone = match requester {
+        None => true,
+        Some(vpc) => net
+            .ec2
+            .describe_vpcs()
+            .vpc_ids(vpc)
+            .send()
+            .await
+            .unless_code("InvalidVpcID.NotFound", "ec2:DescribeVpcs", vpc)?
+            .is_none_or(|o| o.vpcs().is_empty()),
+    };
+    Ok(if vpc_gone {
+        Holder::Dead(Some(other.to_string()))
+    } else {
+        Holder::Replacing(other.to_string())
+    })
 }
 
 /// Whether `table` routes `dest` through `peering`; an error when it
@@ -640,21 +687,26 @@ pub async fn remove(net: &Network<'_>, cluster: &ClusterVpc) -> Result<(), Provi
     }
     groups::remove(net).await?;
     if let Some(id) = &peering {
-        net.ec2
-            .delete_vpc_peering_connection()
-            .vpc_peering_connection_id(id)
-            .send()
-            .await
-            .unless_code(
-                "InvalidVpcPeeringConnectionID.NotFound",
-                "ec2:DeleteVpcPeeringConnection",
-                id,
-            )?;
+        delete_peering(net, id).await?;
     }
     net.ec2.delete_vpc().vpc_id(&vpc).send().await.unless_code(
         "InvalidVpcID.NotFound",
         "ec2:DeleteVpc",
         &vpc,
     )?;
+    Ok(())
+}
+
+async fn delete_peering(net: &Network<'_>, id: &str) -> Result<(), ProviderError> {
+    net.ec2
+        .delete_vpc_peering_connection()
+        .vpc_peering_connection_id(id)
+        .send()
+        .await
+        .unless_code(
+            "InvalidVpcPeeringConnectionID.NotFound",
+            "ec2:DeleteVpcPeeringConnection",
+            id,
+        )?;
     Ok(())
 }
