@@ -7,6 +7,7 @@
 
 use cro_provider_api::ResourceKind;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::core::object::HasStatus;
 use serde_json::Value;
 
 use crate::{
@@ -19,7 +20,7 @@ use crate::{
 };
 
 /// A kind with a `ResourceTypeSpec` and `ResourceTypeStatus`.
-pub trait ResourceCr: Managed<Status = ResourceTypeStatus> {
+pub trait ResourceCr: Managed + HasStatus<Status = ResourceTypeStatus> {
     const KIND: ResourceKind;
     fn spec(&self) -> &ResourceTypeSpec;
     /// `spec.restoreFromSnapshot` (Postgres and Redis).
@@ -108,7 +109,7 @@ impl KindStatus for ResourceTypeStatus {
 }
 
 /// A snapshot kind, and the kind it snapshots.
-pub trait SnapshotCr: Managed<Status = SnapshotStatus> {
+pub trait SnapshotCr: Managed + HasStatus<Status = SnapshotStatus> {
     type Parent: ResourceCr;
     /// A new CR `name` of this kind (as a schedule makes them).
     fn new(name: &str, spec: SnapshotSpec) -> Self;

@@ -35,11 +35,13 @@ use tracing::{debug, warn};
 use crate::{
     api::{BlobStorage, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SMTPCredentialSet},
     config::{TYPES_CONFIG_MAP, provider_of_strategies_map},
-    reconcile::{Context, Managed, error_policy, inputs, reconcile},
+    reconcile::{Context, Managed, Reconciler, error_policy, inputs, reconcile},
     runtime::cache,
     runtime::watch::watch,
 };
 use kinds::ResourceCr;
+use resource::Resources;
+use snapshot::Snapshots;
 
 /// Resolves when the operator should stop: controllers then take no new
 /// work and return once their running reconciles have finished.
@@ -187,12 +189,12 @@ fn run_scope(ctx: Arc<Context>, scope: Scope, shutdown: Shutdown) -> impl Future
     let smtp = resource_controller::<SMTPCredentialSet>(&ctx, &scope);
     async move {
         tokio::join!(
-            drive(postgres, ctx.clone(), shutdown.clone()),
-            drive(redis, ctx.clone(), shutdown.clone()),
-            drive(blobs, ctx.clone(), shutdown.clone()),
-            drive(smtp, ctx.clone(), shutdown.clone()),
-            drive(postgres_snapshots, ctx.clone(), shutdown.clone()),
-            drive(redis_snapshots, ctx.clone(), shutdown.clone()),
+            drive(postgres, Resources, ctx.clone(), shutdown.clone()),
+            drive(redis, Resources, ctx.clone(), shutdown.clone()),
+            drive(blobs, Resources, ctx.clone(), shutdown.clone()),
+            drive(smtp, Resources, ctx.clone(), shutdown.clone()),
+            drive(postgres_snapshots, Snapshots, ctx.clone(), shutdown.clone()),
+            drive(redis_snapshots, Snapshots, ctx.clone(), shutdown.clone()),
         );
     }
 }
@@ -364,13 +366,17 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 /// shutdown requested before that would otherwise never finish.
 const STORE_READY_LIMIT: Duration = Duration::from_secs(10);
 
+/// Runs `controller`, handing each CR it brings to the skeleton with
+/// `work`, until `shutdown`.
 async fn drive<K>(
     controller: Controller<DeserializeGuard<K>>,
+    work: impl Reconciler<K>,
     ctx: Arc<Context>,
     shutdown: Shutdown,
 ) where
     K: Managed + Resource<DynamicType = ()> + Debug,
 {
+    let work = Arc::new(work);
     let config = controller::Config::default().concurrency(ctx.settings.concurrency);
     let store = controller.store();
     let graceful = shutdown.clone().then(move |()| async move {
@@ -379,7 +385,11 @@ async fn drive<K>(
     let running = controller
         .with_config(config)
         .graceful_shutdown_on(graceful)
-        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .run(
+            move |cr, ctx| reconcile(cr, ctx, work.clone()),
+            error_policy::<K>,
+            ctx,
+        )
         .for_each(|result| async move {
             match result {
                 Ok((obj, _)) => debug!(object = %obj, "reconciled"),

@@ -7,7 +7,7 @@ use cro_provider_api::{
     Deletion, IdentifierRules, Outcome, ResourceKind, SnapshotRequest, cloud_identifier,
     separate_identifier, snapshot_identifier, timestamped_identifier,
 };
-use kube::{Api, Resource, ResourceExt, runtime::events::EventType};
+use kube::{Api, Resource, ResourceExt, core::object::HasStatus, runtime::events::EventType};
 use serde_json::Value;
 
 use super::{
@@ -15,21 +15,29 @@ use super::{
     resource::{admitted, namespace_tag, owner, provider, recorded_identifier, tags},
 };
 use crate::{
-    api::{Phase, PostgresSnapshot, RedisSnapshot, SnapshotStatus},
+    api::Phase,
     config::{self, DeletionPolicy, limits::MAX_MANUAL_SNAPSHOTS_KEY},
     controllers::{retained_snapshots, schedule},
     reconcile::{Context, Error, Managed, Report, in_progress_requeue, unless_parked},
 };
 
-// The skeleton's view of each snapshot kind.
-crate::reconcile::managed!(
-    SnapshotStatus,
-    [PostgresSnapshot, RedisSnapshot],
-    reconcile: reconcile_snapshot,
-    cleanup: cleanup_snapshot,
-    skip_create: |_snapshot| false,
-    tier: |_snapshot| None
-);
+/// The snapshot controller's work, handed to the skeleton for each of
+/// PostgresSnapshot and RedisSnapshot.
+pub struct Snapshots;
+
+#[async_trait::async_trait]
+impl<K: SnapshotCr> crate::reconcile::Reconciler<K> for Snapshots {
+    async fn reconcile(
+        &self,
+        snap: &K,
+        ctx: &Context,
+    ) -> Result<(Report, Option<Duration>), Error> {
+        reconcile_snapshot(snap, ctx).await
+    }
+    async fn cleanup(&self, snap: &K, ctx: &Context) -> Result<Deletion, Error> {
+        cleanup_snapshot(snap, ctx).await
+    }
+}
 
 async fn parent<K: SnapshotCr>(snap: &K, ctx: &Context) -> Result<Option<K::Parent>, Error> {
     let ns = snap.namespace().unwrap_or_default();

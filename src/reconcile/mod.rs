@@ -1,7 +1,8 @@
 //! The one reconcile skeleton every controller uses. It owns each
 //! cross-cutting rule once: finalizer, deletion, `skipCreate`, phases,
 //! the `Ready` condition, `observedGeneration`, Events, status writes only
-//! on change, and retry policy. Kinds plug in through [`Managed`].
+//! on change, and retry policy. A controller hands its work to it as a
+//! [`Reconciler`] value.
 
 pub mod conditions;
 mod context;
@@ -34,7 +35,7 @@ use k8s_openapi::{
 use kube::{
     Api, Resource, ResourceExt,
     api::{Patch, PatchParams},
-    core::DeserializeGuard,
+    core::{DeserializeGuard, object::HasStatus},
     runtime::{controller::Action, events::EventType},
 };
 use serde::{Serialize, de::DeserializeOwned};
@@ -88,10 +89,12 @@ pub fn in_progress_requeue(conditions: &[Condition]) -> Duration {
     (elapsed / 4).clamp(Duration::from_secs(5), Duration::from_secs(120))
 }
 
-/// What the skeleton needs from a kind.
-#[async_trait::async_trait]
+/// What the skeleton needs from a kind: a namespaced resource whose
+/// status it reads and writes. Every CRD type whose status is a
+/// [`KindStatus`] is one; what a kind does is its [`Reconciler`].
 pub trait Managed:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + HasStatus<Status: KindStatus>
     + Clone
     + Debug
     + Serialize
@@ -100,9 +103,6 @@ pub trait Managed:
     + Sync
     + 'static
 {
-    /// The kind's status type.
-    type Status: KindStatus;
-    fn status(&self) -> Option<&Self::Status>;
     /// The status as it stands (for keeping fields a reconcile does not set).
     fn report(&self) -> Option<Report> {
         self.status()?.report()
@@ -113,55 +113,42 @@ pub trait Managed:
     }
     /// The status object to write for `report`.
     fn status_json(&self, report: &Report, conditions: Vec<Condition>) -> Value {
-        Self::Status::json(report, conditions, self.meta().generation)
+        <Self as HasStatus>::Status::json(report, conditions, self.meta().generation)
     }
-    /// `spec.skipCreate`.
-    fn skip_create(&self) -> bool;
-    /// `spec.tier`, for kinds that have one (a metrics label).
-    fn tier(&self) -> Option<&str>;
-    /// Creates or converges the object (calling its provider's
-    /// `reconcile`); `Ok` carries the status to report and when to look
-    /// again.
-    async fn reconcile(&self, ctx: &Context) -> Result<(Report, Option<Duration>), Error>;
-    /// Removes what the CR owns outside Kubernetes' garbage collection.
-    async fn cleanup(&self, ctx: &Context) -> Result<Deletion, Error>;
 }
 
-/// `Managed` for kinds whose status is the field `status`, reconciled and
-/// cleaned up by the generic functions named: `managed!(Status, [Kind,
-/// ...], reconcile: f, cleanup: g, skip_create: |cr| .., tier: |cr| ..)`.
-macro_rules! managed {
-    ($status:ty, [$($kind:ty),+ $(,)?], reconcile: $reconcile:path, cleanup: $cleanup:path, skip_create: |$s:ident| $skip:expr, tier: |$t:ident| $tier:expr $(,)?) => {$(
-        #[async_trait::async_trait]
-        impl $crate::reconcile::Managed for $kind {
-            type Status = $status;
-            fn status(&self) -> Option<&$status> {
-                self.status.as_ref()
-            }
-            fn skip_create(&self) -> bool {
-                let $s = self;
-                $skip
-            }
-            fn tier(&self) -> Option<&str> {
-                let $t = self;
-                $tier
-            }
-            async fn reconcile(
-                &self,
-                ctx: &$crate::reconcile::Context,
-            ) -> Result<($crate::reconcile::Report, Option<std::time::Duration>), $crate::reconcile::Error> {
-                $reconcile(self, ctx).await
-            }
-            async fn cleanup(
-                &self,
-                ctx: &$crate::reconcile::Context,
-            ) -> Result<cro_provider_api::Deletion, $crate::reconcile::Error> {
-                $cleanup(self, ctx).await
-            }
-        }
-    )+};
+impl<K> Managed for K where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + HasStatus<Status: KindStatus>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static
+{
 }
-pub(crate) use managed;
+
+/// A controller's own work on CRs of kind `K`, handed to the skeleton as a
+/// value (see [`reconcile`]): the skeleton calls it for a CR that is this
+/// process's, not deleted, finalized and not paused.
+#[async_trait::async_trait]
+pub trait Reconciler<K>: Send + Sync + 'static {
+    /// Creates or converges the CR's resource; `Ok` carries the status to
+    /// report and when to look again.
+    async fn reconcile(&self, cr: &K, ctx: &Context) -> Result<(Report, Option<Duration>), Error>;
+    /// Removes what the CR owns outside Kubernetes' garbage collection.
+    async fn cleanup(&self, cr: &K, ctx: &Context) -> Result<Deletion, Error>;
+    /// `spec.skipCreate`, for kinds that have it.
+    fn skip_create(&self, _cr: &K) -> bool {
+        false
+    }
+    /// `spec.tier`, for kinds that have one (a metrics label).
+    fn tier<'a>(&self, _cr: &'a K) -> Option<&'a str> {
+        None
+    }
+}
 
 /// A status type as the skeleton reads and writes it.
 pub trait KindStatus: Send + Sync {
@@ -186,9 +173,10 @@ pub(crate) fn key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
 /// reported and skipped instead of failing the list of its whole kind
 /// (status is lenient, see `api::lenient`, so only the spec can make an
 /// object invalid).
-pub async fn reconcile<K: Managed>(
+pub async fn reconcile<K: Managed, R: Reconciler<K>>(
     obj: Arc<DeserializeGuard<K>>,
     ctx: Arc<Context>,
+    with: Arc<R>,
 ) -> Result<Action, Error> {
     // One span per reconcile: every line it logs carries the object.
     let span = tracing::info_span!(
@@ -217,7 +205,7 @@ pub async fn reconcile<K: Managed>(
         return Ok(Action::requeue(SHARE_RETRY));
     };
     match &obj.0 {
-        Ok(valid) => reconcile_valid(valid, &ctx).instrument(span).await,
+        Ok(valid) => reconcile_valid(valid, &ctx, &*with).instrument(span).await,
         Err(invalid) => {
             invalid::reconcile::<K>(obj.as_ref(), invalid, &ctx)
                 .instrument(span)
@@ -240,10 +228,14 @@ fn elsewhere<K: Resource<DynamicType = ()>>(obj: &K, ctx: &Context) -> Option<Ac
     Some(Action::requeue(HELD_BACK_RETRY))
 }
 
-async fn reconcile_valid<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile_valid<K: Managed>(
+    obj: &K,
+    ctx: &Context,
+    with: &impl Reconciler<K>,
+) -> Result<Action, Error> {
     let key = key(obj);
     let started = std::time::Instant::now();
-    let result = reconcile_inner(obj, ctx).await;
+    let result = reconcile_inner(obj, ctx, with).await;
     let kind = K::kind(&());
     let error = result.as_ref().err().map(Error::label);
     ctx.metrics.reconciled(&kind, started.elapsed(), error);
@@ -313,7 +305,11 @@ pub fn error_policy<K: Managed>(
     Action::requeue(ctx.backoff(obj.as_ref(), err.api_server_unavailable()))
 }
 
-async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile_inner<K: Managed>(
+    obj: &K,
+    ctx: &Context,
+    with: &impl Reconciler<K>,
+) -> Result<Action, Error> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
 
@@ -321,7 +317,7 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         if !finalizer::has_ours(obj) {
             return Ok(Action::await_change());
         }
-        return match obj.cleanup(ctx).await? {
+        return match with.cleanup(obj, ctx).await? {
             // Kept: the controller released what the provider kept.
             Deletion::Done | Deletion::Keep(_) => {
                 finalizer::remove(&api, obj).await?;
@@ -346,7 +342,7 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
     let finalized = finalizer::ensure(&api, obj).await?;
     ctx.wrote(obj, finalized);
 
-    if obj.skip_create() {
+    if with.skip_create(obj) {
         let mut report = obj
             .report()
             .unwrap_or_else(|| Report::new(Phase::Paused, ""));
@@ -356,11 +352,17 @@ async fn reconcile_inner<K: Managed>(obj: &K, ctx: &Context) -> Result<Action, E
         return Ok(Action::await_change());
     }
 
-    let (mut report, requeue) = obj.reconcile(ctx).await?;
+    let (mut report, requeue) = with.reconcile(obj, ctx).await?;
     // What this reconcile answered: a later one of the same inputs is a
     // recheck (see `inputs`).
     report.observed_inputs = Some(inputs::fingerprint(obj));
+    let first_ready = became_ready_first_time(obj, obj.report().as_ref(), &report);
+    let strategy = report.strategy.clone().unwrap_or_default();
     write_status(ctx, obj, report).await?;
+    if first_ready {
+        let tier = with.tier(obj).unwrap_or_default();
+        record_time_to_ready(ctx, obj, &strategy, tier);
+    }
     ctx.reconciled(obj);
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
@@ -410,9 +412,6 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) ->
     let version = put_status::<K>(ctx, obj, desired).await?;
     ctx.wrote(obj, version);
 
-    if became_ready_first_time(obj, previous.as_ref(), &report) {
-        record_time_to_ready(ctx, obj, &report);
-    }
     let changed = previous.as_ref().is_none_or(|p| {
         p.phase != report.phase || (report.phase == Phase::Failed && p.message != report.message)
     });
@@ -434,16 +433,13 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) ->
     Ok(())
 }
 
-/// Observes the time from `obj`'s creation to its first complete phase.
-fn record_time_to_ready<K: Managed>(ctx: &Context, obj: &K, report: &Report) {
+/// Observes the time from `obj`'s creation to its first complete phase,
+/// by kind, strategy and tier.
+fn record_time_to_ready<K: Managed>(ctx: &Context, obj: &K, strategy: &str, tier: &str) {
     let created = obj.meta().creation_timestamp.as_ref().map(|t| t.0);
     if let Some(age) = created.and_then(|c| (Timestamp::now() - c).try_into().ok()) {
-        ctx.metrics.time_to_ready(
-            &K::kind(&()),
-            report.strategy.as_deref().unwrap_or_default(),
-            obj.tier().unwrap_or_default(),
-            age,
-        );
+        ctx.metrics
+            .time_to_ready(&K::kind(&()), strategy, tier, age);
     }
 }
 

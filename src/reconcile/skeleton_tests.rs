@@ -44,35 +44,40 @@ pub struct WidgetSpec {
     skip_create: bool,
 }
 
-async fn reconcile_widget(w: &Widget, _: &Context) -> Result<(Report, Option<Duration>), Error> {
-    let message = w.spec.message.clone();
-    match w.spec.outcome.as_str() {
-        "complete" => Ok((Report::new(Phase::Complete, message), None)),
-        "in-progress" => Ok((
-            Report::new(Phase::InProgress, message),
-            Some(Duration::from_secs(7)),
-        )),
-        "transient" => Err(ProviderError::transient(message).into()),
-        "throttled" => Err(ProviderError::new(ErrorKind::Throttled, message).into()),
-        _ => Err(Error::Invalid(message)),
+/// What a Widget's controller does: what its spec scripts.
+struct Widgets;
+
+#[async_trait::async_trait]
+impl super::Reconciler<Widget> for Widgets {
+    async fn reconcile(
+        &self,
+        w: &Widget,
+        _: &Context,
+    ) -> Result<(Report, Option<Duration>), Error> {
+        let message = w.spec.message.clone();
+        match w.spec.outcome.as_str() {
+            "complete" => Ok((Report::new(Phase::Complete, message), None)),
+            "in-progress" => Ok((
+                Report::new(Phase::InProgress, message),
+                Some(Duration::from_secs(7)),
+            )),
+            "transient" => Err(ProviderError::transient(message).into()),
+            "throttled" => Err(ProviderError::new(ErrorKind::Throttled, message).into()),
+            _ => Err(Error::Invalid(message)),
+        }
+    }
+
+    async fn cleanup(&self, w: &Widget, _: &Context) -> Result<Deletion, Error> {
+        match w.spec.cleanup.as_str() {
+            "in-progress" => Ok(Deletion::InProgress("deleting the cloud resource".into())),
+            _ => Ok(Deletion::Done),
+        }
+    }
+
+    fn skip_create(&self, w: &Widget) -> bool {
+        w.spec.skip_create
     }
 }
-
-async fn cleanup_widget(w: &Widget, _: &Context) -> Result<Deletion, Error> {
-    match w.spec.cleanup.as_str() {
-        "in-progress" => Ok(Deletion::InProgress("deleting the cloud resource".into())),
-        _ => Ok(Deletion::Done),
-    }
-}
-
-super::managed!(
-    SnapshotStatus,
-    [Widget],
-    reconcile: reconcile_widget,
-    cleanup: cleanup_widget,
-    skip_create: |w| w.spec.skip_create,
-    tier: |_w| None
-);
 
 struct Harness {
     api: MockApi,
@@ -133,7 +138,7 @@ impl Harness {
     /// Reconciles `w` as the controller would hand it over.
     async fn reconcile(&self, w: &Widget) -> Result<Action, Error> {
         let guarded = Arc::new(DeserializeGuard(Ok(w.clone())));
-        super::reconcile(guarded, self.ctx.clone()).await
+        super::reconcile(guarded, self.ctx.clone(), Arc::new(Widgets)).await
     }
 
     /// Reconciles the stored Widget until a pass writes nothing; every
@@ -450,7 +455,7 @@ async fn an_object_whose_spec_does_not_parse_is_failed_naming_the_field() {
         guarded.0.is_err(),
         "the test needs a spec that does not parse"
     );
-    super::reconcile(Arc::new(guarded), h.ctx.clone())
+    super::reconcile(Arc::new(guarded), h.ctx.clone(), Arc::new(Widgets))
         .await
         .expect("reported");
     let status = &h.api.stored(&stored).expect("stored")["status"];

@@ -263,7 +263,7 @@ impl Harness {
 
     async fn reconcile(&self) -> Result<Action, Error> {
         let guarded = Arc::new(DeserializeGuard(Ok(self.current())));
-        crate::reconcile::reconcile(guarded, self.ctx.clone()).await
+        crate::reconcile::reconcile(guarded, self.ctx.clone(), Arc::new(super::Resources)).await
     }
 
     /// One reconcile of the stored Postgres; the requests it made.

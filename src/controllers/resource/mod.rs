@@ -1,6 +1,7 @@
 //! Postgres, Redis, BlobStorage and SMTPCredentialSet: resolve the
 //! provider and tier, ask the provider, publish the connection Secret.
-//! [`reconcile`] names the steps; each lives in a module of its own:
+//! [`Resources`] is its work as the skeleton calls it, and
+//! `reconcile_resource` names the steps; each lives in a module of its own:
 //! - `request`: what the provider is asked for a CR (pure);
 //! - `provision`: the provider and tier, the checks a tier makes, the
 //!   snapshot a restore starts from, and the call;
@@ -23,10 +24,7 @@ use kube::{ResourceExt, runtime::events::EventType};
 use tracing::warn;
 
 use crate::{
-    api::{
-        APPROVE_PLAN_ANNOTATION, BlobStorage, Phase, Postgres, RESOURCE_IDENTIFIER_ANNOTATION,
-        Redis, ResourceTypeStatus, SMTPCredentialSet,
-    },
+    api::{APPROVE_PLAN_ANNOTATION, Phase, RESOURCE_IDENTIFIER_ANNOTATION},
     config::{self, DeletionPolicy},
     connectivity::{self, Changed},
     controllers::{kinds::ResourceCr, release, schedule},
@@ -44,15 +42,25 @@ pub use request::{namespace_tag, owner, recorded_identifier, request, tags};
 use status::{deletion_awaiting_approval, report_of_provisioned, report_pending};
 use writes::{close_maintenance_window, publish_secret, record_identifier};
 
-// The skeleton's view of each resource kind.
-crate::reconcile::managed!(
-    ResourceTypeStatus,
-    [Postgres, Redis, BlobStorage, SMTPCredentialSet],
-    reconcile: reconcile_resource,
-    cleanup: cleanup_resource,
-    skip_create: |cr| cr.spec.resource.skip_create,
-    tier: |cr| Some(&cr.spec.resource.tier)
-);
+/// The resource controller's work, handed to the skeleton for each of
+/// Postgres, Redis, BlobStorage and SMTPCredentialSet.
+pub struct Resources;
+
+#[async_trait::async_trait]
+impl<K: ResourceCr> crate::reconcile::Reconciler<K> for Resources {
+    async fn reconcile(&self, cr: &K, ctx: &Context) -> Result<(Report, Option<Duration>), Error> {
+        reconcile_resource(cr, ctx).await
+    }
+    async fn cleanup(&self, cr: &K, ctx: &Context) -> Result<Deletion, Error> {
+        cleanup_resource(cr, ctx).await
+    }
+    fn skip_create(&self, cr: &K) -> bool {
+        cr.spec().skip_create
+    }
+    fn tier<'a>(&self, cr: &'a K) -> Option<&'a str> {
+        Some(&cr.spec().tier)
+    }
+}
 
 async fn reconcile_resource<K: ResourceCr>(
     cr: &K,
