@@ -182,14 +182,9 @@ impl ConfigReader {
             .filter(|(ns, _)| ns == namespace)
             .map(|(_, go)| go);
         let cached = if namespace == self.operator_namespace {
-            Some(
-                self.operator
-                    .get(namespace, name)
-                    .await
-                    .map_err(|e| read_error(e.to_string()))?,
-            )
+            (self.operator.get(namespace, name).await).map_err(|e| read_error(e.to_string()))?
         } else if let Some(go) = go {
-            Some((go.get(namespace, name).await).map_err(|e| read_error(e.to_string()))?)
+            (go.get(namespace, name).await).map_err(|e| read_error(e.to_string()))?
         } else if name == TYPES_CONFIG_MAP {
             (self.types.get(namespace, name).await).map_err(|e| read_error(e.to_string()))?
         } else {

@@ -6,10 +6,7 @@
 //! credentials older than its own last write (e.g. replacing a key it
 //! just stored). Values are never logged or put in errors.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    sync::{Arc, Mutex},
-};
+use std::{collections::BTreeMap, sync::Arc};
 
 use cro_kube::{OwnedObjects, owned};
 use cro_provider_api::{
@@ -75,39 +72,18 @@ fn not_claimable(req: &ResourceRequest, name: &str) -> ProviderError {
     ))
 }
 
-/// What this process last did to a Secret, until the watch shows it.
-enum Wrote {
-    Version(String),
-    Deleted,
-}
-
-impl Wrote {
-    /// Whether the watch's copy (`None`: it holds none) shows this.
-    fn shown_by(&self, cached: Option<&Secret>) -> bool {
-        match self {
-            Wrote::Version(v) => {
-                cached.and_then(|s| s.metadata.resource_version.as_ref()) == Some(v)
-            }
-            Wrote::Deleted => cached.is_none(),
-        }
-    }
-}
-
 /// The credentials Secrets, through the operator's client and its watch
 /// of its own Secrets.
 pub struct CredentialsSecrets {
     client: Client,
+    /// The operator's watch of its own Secrets, which also answers with
+    /// this store's writes until it shows them.
     cache: Option<Arc<dyn OwnedObjects>>,
-    written: Mutex<HashMap<(String, String), Wrote>>,
 }
 
 impl CredentialsSecrets {
     pub fn new(client: Client, cache: Option<Arc<dyn OwnedObjects>>) -> Self {
-        CredentialsSecrets {
-            client,
-            cache,
-            written: Mutex::default(),
-        }
+        CredentialsSecrets { client, cache }
     }
 
     fn api(&self, namespace: &str) -> Api<Secret> {
@@ -118,19 +94,6 @@ impl CredentialsSecrets {
         let gvk = GroupVersionKind::gvk(CCO_GROUP, "v1", "CredentialsRequest");
         let resource = ApiResource::from_gvk_with_plural(&gvk, "credentialsrequests");
         Api::namespaced_with(self.client.clone(), namespace, &resource)
-    }
-
-    /// Records what this process did to `namespace/name` (only needed
-    /// where a watch may still show the Secret as it was), and forgets
-    /// what the watch shows by now, so the record holds only writes in
-    /// flight, however many CRs come and go.
-    fn wrote(&self, namespace: &str, name: &str, what: Wrote) {
-        let Some(cache) = &self.cache else {
-            return;
-        };
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        written.retain(|(ns, n), w| !w.shown_by(owned::<Secret>(cache.as_ref(), ns, n).as_deref()));
-        written.insert((namespace.to_string(), name.to_string()), what);
     }
 }
 
@@ -146,33 +109,19 @@ impl CredentialsStore for CredentialsSecrets {
             .cache
             .as_deref()
             .and_then(|c| owned::<Secret>(c, ns, name));
-        let version = |s: Option<&Secret>| s.map(|s| s.metadata.resource_version.clone());
-        let key = (ns.to_string(), name.to_string());
-        {
-            let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-            let caught_up = written
-                .get(&key)
-                .is_none_or(|w| w.shown_by(cached.as_deref()));
-            if caught_up {
-                written.remove(&key);
-                if let Some(secret) = &cached {
-                    if !claimable(secret, req) {
-                        return Err(not_claimable(req, name));
-                    }
-                    return Ok(Some(cro_kube::secret_strings(secret)));
-                }
+        // The watch's copy, or this store's own write the watch does not
+        // show yet: never a copy older than what this process wrote.
+        if let Some(secret) = &cached {
+            if !claimable(secret, req) {
+                return Err(not_claimable(req, name));
             }
+            return Ok(Some(cro_kube::secret_strings(secret)));
         }
         let fresh = self
             .api(ns)
             .get_opt(name)
             .await
             .map_err(|e| cro_kube::provider_error(format!("reading Secret {ns}/{name}"), &e))?;
-        // The watch shows what the API server has, ours or a later change.
-        if version(fresh.as_ref()) == version(cached.as_deref()) {
-            let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-            written.remove(&key);
-        }
         match &fresh {
             Some(secret) if !claimable(secret, req) => Err(not_claimable(req, name)),
             _ => Ok(fresh.as_ref().map(cro_kube::secret_strings)),
@@ -199,8 +148,8 @@ impl CredentialsStore for CredentialsSecrets {
             .map_err(|e| {
                 cro_kube::provider_error(format!("writing Secret {}/{name}", req.namespace), &e)
             })?;
-        if let Some(version) = written.metadata.resource_version {
-            self.wrote(&req.namespace, name, Wrote::Version(version));
+        if let Some(cache) = &self.cache {
+            cache.wrote_secret(written);
         }
         Ok(())
     }
@@ -226,7 +175,9 @@ impl CredentialsStore for CredentialsSecrets {
                 return Err(cro_kube::provider_error(what, &e));
             }
         }
-        self.wrote(&req.namespace, name, Wrote::Deleted);
+        if let Some(cache) = &self.cache {
+            cache.deleted_secret(&req.namespace, name);
+        }
         Ok(())
     }
 

@@ -98,4 +98,10 @@ impl cro_kube::OwnedObjects for Owned {
     fn network_policy(&self, ns: &str, name: &str) -> Option<Arc<NetworkPolicy>> {
         self.network_policies.peek(ns, name)
     }
+    fn wrote_secret(&self, secret: Secret) {
+        self.secrets.wrote(secret);
+    }
+    fn deleted_secret(&self, ns: &str, name: &str) {
+        self.secrets.deleted(ns, name);
+    }
 }

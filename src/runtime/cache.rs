@@ -94,19 +94,60 @@ pub struct Shared<K: Resource<DynamicType = ()> + Clone + 'static> {
     /// Subscribers told of deletions (kube's shared stream passes on only
     /// objects that exist).
     deleted: Mutex<Vec<mpsc::UnboundedSender<Arc<K>>>>,
-    /// Objects this process wrote that the watch has not shown yet, as the
-    /// write answered: a reconcile that follows its own write reads them
-    /// from here instead of from the API server.
-    written: Mutex<Written<K>>,
-    /// The resourceVersion of this process's last write of each object:
-    /// the watch's echo of it wakes no subscriber.
-    own: Arc<Mutex<HashMap<ObjectRef<K>, String>>>,
+    /// This process's last write of each object (see [`OwnWrite`]).
+    own: Arc<Mutex<HashMap<ObjectRef<K>, OwnWrite<K>>>>,
     /// Objects larger than this (as JSON) are held as stubs.
     limit: Option<usize>,
 }
 
-/// This process's writes the watch has not shown yet, and when each was made.
-type Written<K> = HashMap<ObjectRef<K>, (Instant, Arc<K>)>;
+/// This process's last write of an object. Until the watch shows it,
+/// reads answer with what the write answered (a reconcile that follows its
+/// own write reads it from here, not from the API server, and never an
+/// older copy); the watch's echo of it wakes no subscriber (the write's
+/// own reconcile goes on from it). Kept until the object is deleted, so
+/// a late echo is still known.
+struct OwnWrite<K> {
+    /// The version the write made; `None` for a deletion.
+    version: Option<String>,
+    at: Instant,
+    /// The object as written (`None`: deleted), until the watch shows it.
+    pending: Option<Option<Arc<K>>>,
+}
+
+impl<K: Resource> OwnWrite<K> {
+    /// The watch shows `obj`: a version at least the written one ends the
+    /// wait (one that does not compare as a number, any version).
+    fn shown(&mut self, obj: &K) {
+        let written = self.version.as_deref().and_then(version_number);
+        let seen = obj
+            .meta()
+            .resource_version
+            .as_deref()
+            .and_then(version_number);
+        if written.zip(seen).is_none_or(|(w, s)| s >= w) {
+            self.pending = None;
+        }
+    }
+
+    /// What reads answer for the object while the write is not shown:
+    /// `Some(Some(None))` for a deletion, `Some(None)` past
+    /// [`WRITTEN_LIMIT`] (the caller reads the API server, never a copy
+    /// older than the write); `None` once shown.
+    fn standing_in(&self) -> Option<Option<Option<Arc<K>>>> {
+        let pending = self.pending.clone()?;
+        Some((self.at.elapsed() < WRITTEN_LIMIT).then_some(pending))
+    }
+}
+
+/// A resourceVersion as a number (KEP-5504, Kubernetes 1.35: decimal
+/// digits without a leading zero, later is larger); `None` for anything
+/// else, which is never compared.
+pub fn version_number(version: &str) -> Option<u64> {
+    if version.starts_with('0') || !version.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    version.parse().ok()
+}
 
 /// Every object a shared watch sees, deleted ones included, but the
 /// echoes of this process's own writes.
@@ -124,7 +165,6 @@ impl<K: Cached> Shared<K> {
             reader,
             watch: Mutex::new(Some((writer, api, config))),
             deleted: Mutex::default(),
-            written: Mutex::default(),
             own: Arc::default(),
             limit: None,
         }
@@ -148,6 +188,7 @@ impl<K: Cached> Shared<K> {
             let own = own.lock().unwrap_or_else(|e| e.into_inner());
             let echo = own
                 .get(&ObjectRef::from_obj(obj.as_ref()))
+                .and_then(|w| w.version.as_ref())
                 .is_some_and(|v| obj.meta().resource_version.as_ref() == Some(v));
             futures::future::ready(!echo)
         });
@@ -182,10 +223,11 @@ impl<K: Cached> Shared<K> {
             .for_each(|event| async move {
                 match event {
                     Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
-                        self.written_map().remove(&ObjectRef::from_obj(&obj));
+                        if let Some(w) = self.own_map().get_mut(&ObjectRef::from_obj(&obj)) {
+                            w.shown(&obj);
+                        }
                     }
                     Ok(watcher::Event::Init) => {
-                        self.written_map().clear();
                         *relisting.lock().unwrap_or_else(|e| e.into_inner()) =
                             Some(self.reader.state());
                     }
@@ -203,7 +245,6 @@ impl<K: Cached> Shared<K> {
     /// Tells the subscribers of deletions that `obj` is gone.
     fn tell_deleted(&self, obj: Arc<K>) {
         let at = ObjectRef::from_obj(obj.as_ref());
-        self.written_map().remove(&at);
         self.own_map().remove(&at);
         let subscribers = self.deleted.lock().unwrap_or_else(|e| e.into_inner());
         for tx in subscribers.iter() {
@@ -254,9 +295,14 @@ impl<K: Cached> Shared<K> {
         self.namespace.as_deref().is_none_or(|ns| ns == namespace)
     }
 
-    /// The object `namespace/name` as last seen, `None` when the watch has
-    /// not seen it; waits for the first list.
-    pub async fn get(&self, namespace: &str, name: &str) -> Result<Option<Arc<K>>, NotListed> {
+    /// The object `namespace/name` as last seen (`Some(None)`: the watch
+    /// has not seen it), `None` when only the API server can tell (see
+    /// [`Shared::held`]); waits for the first list.
+    pub async fn get(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Option<Arc<K>>>, NotListed> {
         if !self.listed(READY_LIMIT).await {
             let scope = self.namespace.as_deref();
             return Err(NotListed {
@@ -266,34 +312,44 @@ impl<K: Cached> Shared<K> {
                 }),
             });
         }
-        let key = ObjectRef::new(name).within(namespace);
-        Ok(self.reader.get(&key).or_else(|| {
-            let written = self.written_map();
-            let (at, obj) = written.get(&key)?;
-            (at.elapsed() < WRITTEN_LIMIT).then(|| obj.clone())
-        }))
+        Ok(self.held(namespace, name))
     }
 
-    fn own_map(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<K>, String>> {
+    /// The object as this process's write not shown yet left it (`None`:
+    /// deleted), else as the watch holds it; `None` when the write is too
+    /// old to stand in (read the API server).
+    fn held(&self, namespace: &str, name: &str) -> Option<Option<Arc<K>>> {
+        let key = ObjectRef::new(name).within(namespace);
+        let pending = self.own_map().get(&key).and_then(OwnWrite::standing_in);
+        pending.unwrap_or_else(|| Some(self.reader.get(&key)))
+    }
+
+    fn own_map(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<K>, OwnWrite<K>>> {
         self.own.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn written_map(&self) -> std::sync::MutexGuard<'_, Written<K>> {
-        self.written.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Remembers `obj` as this process's write answered it, until the
-    /// watch shows it: [`Shared::get`] answers with it meanwhile, and the
-    /// watch's event of that version wakes no subscriber (the write's own
-    /// reconcile goes on from it).
+    /// Remembers `obj` as this process's write answered it (see
+    /// [`OwnWrite`]).
     pub fn wrote(&self, mut obj: K) {
         strip_unread(&mut obj);
         let key = ObjectRef::from_obj(&obj);
-        if let Some(version) = obj.meta().resource_version.clone() {
-            self.own_map().insert(key.clone(), version);
-        }
-        self.written_map()
-            .insert(key, (Instant::now(), Arc::new(obj)));
+        let write = OwnWrite {
+            version: obj.meta().resource_version.clone(),
+            at: Instant::now(),
+            pending: Some(Some(Arc::new(obj))),
+        };
+        self.own_map().insert(key, write);
+    }
+
+    /// Remembers that this process deleted `namespace/name`: reads answer
+    /// that it is gone until the watch shows the deletion.
+    pub fn deleted(&self, namespace: &str, name: &str) {
+        let write = OwnWrite {
+            version: None,
+            at: Instant::now(),
+            pending: Some(None),
+        };
+        (self.own_map()).insert(ObjectRef::new(name).within(namespace), write);
     }
 }
 
@@ -359,9 +415,10 @@ where
         Scoped(watches)
     }
 
-    /// `Ok(None)` when no watch covers `namespace` or it holds the object
-    /// as a stub (read it directly); `Ok(Some(None))` when the covering
-    /// watch has no such object.
+    /// `Ok(None)` when no watch covers `namespace`, it holds the object as
+    /// a stub, or this process's write of it is too old to stand in (read
+    /// it directly); `Ok(Some(None))` when the covering watch has no such
+    /// object.
     pub async fn get(
         &self,
         namespace: &str,
@@ -369,8 +426,8 @@ where
     ) -> Result<Option<Option<Arc<K>>>, NotListed> {
         match self.0.iter().find(|s| s.covers(namespace)) {
             Some(shared) => match shared.get(namespace, name).await? {
-                Some(obj) if is_stub(obj.as_ref()) => Ok(None),
-                held => Ok(Some(held)),
+                Some(Some(obj)) if is_stub(obj.as_ref()) => Ok(None),
+                held => Ok(held),
             },
             None => Ok(None),
         }
@@ -385,12 +442,21 @@ where
         }
     }
 
-    /// The object as last seen, without waiting for the first list;
-    /// `None` when no watch holds it whole.
+    /// The object as last seen (or as this process's write left it),
+    /// without waiting for the first list; `None` when no watch holds it
+    /// whole (read the API server).
     pub fn peek(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
         let shared = self.0.iter().find(|s| s.covers(namespace))?;
-        let obj = shared.reader.get(&ObjectRef::new(name).within(namespace))?;
+        let obj = shared.held(namespace, name)??;
         (!is_stub(obj.as_ref())).then_some(obj)
+    }
+
+    /// Remembers this process's deletion of `namespace/name` in the watch
+    /// that covers it (see [`Shared::deleted`]).
+    pub fn deleted(&self, namespace: &str, name: &str) {
+        if let Some(shared) = self.0.iter().find(|s| s.covers(namespace)) {
+            shared.deleted(namespace, name);
+        }
     }
 
     /// The watch of `namespace` (`None`: all namespaces).
@@ -519,5 +585,65 @@ mod tests {
         assert_eq!(labels.keys().collect::<Vec<_>>(), [MANAGED_BY_LABEL]);
         assert_eq!(meta.owner_references.as_ref().map(Vec::len), Some(1));
         assert!(serde_json::to_vec(&large).map_or(0, |v| v.len()) < 1_024);
+    }
+
+    fn at_version(version: &str) -> Secret {
+        let mut s = secret(10);
+        s.metadata.resource_version = Some(version.into());
+        s
+    }
+
+    fn write_of(version: &str, at: Instant) -> OwnWrite<Secret> {
+        OwnWrite {
+            version: Some(version.into()),
+            at,
+            pending: Some(Some(Arc::new(at_version(version)))),
+        }
+    }
+
+    /// The version a read answers with, `None` for "read the API server".
+    fn answer(w: &OwnWrite<Secret>) -> Option<Option<Option<String>>> {
+        let version = |s: Option<Arc<Secret>>| s.and_then(|s| s.metadata.resource_version.clone());
+        w.standing_in().map(|p| p.map(version))
+    }
+
+    #[test]
+    fn an_own_write_stands_in_until_the_watch_shows_it_or_a_later_version() {
+        let mut w = write_of("9", Instant::now());
+        assert_eq!(answer(&w), Some(Some(Some("9".into()))));
+        // An event of the version before the write, delivered late.
+        w.shown(&at_version("8"));
+        assert_eq!(
+            answer(&w),
+            Some(Some(Some("9".into()))),
+            "never an older copy"
+        );
+        w.shown(&at_version("10"));
+        assert_eq!(answer(&w), None, "the watch holds what came after");
+        // Versions that are not numbers: any event ends the wait.
+        let mut odd = write_of("x9", Instant::now());
+        odd.shown(&at_version("8"));
+        assert_eq!(answer(&odd), None);
+    }
+
+    #[test]
+    fn an_own_deletion_reads_as_gone_and_an_old_write_sends_reads_to_the_api_server() {
+        let deleted = OwnWrite::<Secret> {
+            version: None,
+            at: Instant::now(),
+            pending: Some(None),
+        };
+        assert_eq!(
+            answer(&deleted),
+            Some(Some(None)),
+            "gone, whatever the watch holds"
+        );
+        let long_ago = Instant::now().checked_sub(WRITTEN_LIMIT + Duration::from_secs(1));
+        let old = write_of("9", long_ago.unwrap_or_else(Instant::now));
+        assert_eq!(
+            answer(&old),
+            Some(None),
+            "too old to stand in: ask the API server"
+        );
     }
 }

@@ -20,6 +20,12 @@ pub trait OwnedObjects: Send + Sync {
     fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>>;
     fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>>;
     fn network_policy(&self, namespace: &str, name: &str) -> Option<Arc<NetworkPolicy>>;
+    /// This process wrote `secret` (as the API server answered the write):
+    /// reads answer with it until the watch shows that write.
+    fn wrote_secret(&self, secret: Secret);
+    /// This process deleted the Secret `namespace/name`: reads do not
+    /// answer with the watch's copy until the watch shows the deletion.
+    fn deleted_secret(&self, namespace: &str, name: &str);
 }
 
 /// A kind of object the operator's watches hold, and which of
