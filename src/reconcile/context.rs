@@ -18,7 +18,7 @@ use crate::{
 use super::{
     events::Events,
     share::{Shares, Slot, Woken},
-    stale::{Cached, LastWrites, ObjectKey, object_key},
+    stale::{Cached, LastWrite, ObjectKey, object_key},
 };
 
 /// Operator-wide settings.
@@ -65,8 +65,6 @@ pub struct Context {
     pub connectivity: Arc<Checker>,
     /// Namespaces left alone while a Go operator's trace is there.
     pub held_back: HeldBack,
-    /// The version of each CR the operator's last write to it made.
-    last_writes: LastWrites,
     /// What this process knows of each CR it reconciled since it started:
     /// the one table of per-CR reconcile state.
     objects: Mutex<HashMap<ObjectKey, Known>>,
@@ -81,6 +79,9 @@ pub struct Context {
 struct Known {
     /// A reconcile of it finished.
     reconciled: bool,
+    /// The version this process's last write of it made, until the cache
+    /// shows it.
+    last_write: LastWrite,
     /// A digest of the last status this process sent for it, whether or
     /// not the answer came back.
     status_sent: Option<u32>,
@@ -136,7 +137,6 @@ impl Context {
             metrics,
             connectivity,
             held_back: HeldBack::default(),
-            last_writes: LastWrites::default(),
             objects: Mutex::default(),
             shares,
         }
@@ -176,20 +176,35 @@ impl Context {
     /// A write of this process's own made `version` of the CR `obj`.
     pub fn wrote<K: Resource<DynamicType = ()>>(&self, obj: &K, version: Option<String>) {
         if let Some(version) = version {
-            self.last_writes.note(object_key(obj), &version);
+            let mut objects = self.objects();
+            objects
+                .entry(object_key(obj))
+                .or_default()
+                .last_write
+                .note(&version);
         }
     }
 
     /// Whether the cache shows `obj` older than the operator's last write
     /// to it (see [`super::stale`]).
     pub fn cache_behind<K: Resource<DynamicType = ()>>(&self, obj: &K) -> Cached {
-        (self.last_writes).cache_behind(&object_key(obj), obj.meta().resource_version.as_deref())
+        let mut objects = self.objects();
+        let Some(known) = objects.get_mut(&object_key(obj)) else {
+            return Cached::Current;
+        };
+        (known.last_write).cache_behind(obj.meta().resource_version.as_deref())
     }
 
     /// The watch shows `obj`: true when a reconcile waits for this version
     /// (see [`super::stale`]), which is then to run again.
     pub fn seen<K: Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
-        (self.last_writes).seen(&object_key(obj), obj.meta().resource_version.as_deref())
+        let mut objects = self.objects();
+        let Some(known) = objects.get_mut(&object_key(obj)) else {
+            return false;
+        };
+        known
+            .last_write
+            .seen(obj.meta().resource_version.as_deref())
     }
 
     fn objects(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Known>> {
@@ -233,9 +248,7 @@ impl Context {
 
     /// `obj` is gone: its per-object state goes with it.
     pub fn forget<K: Resource<DynamicType = ()>>(&self, obj: &K) {
-        let key = object_key(obj);
-        self.last_writes.forget(&key);
-        self.objects().remove(&key);
+        self.objects().remove(&object_key(obj));
     }
 
     /// When to recheck a complete cloud resource at the latest: after the

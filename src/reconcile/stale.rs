@@ -4,7 +4,7 @@
 //! write's echo) would write again what was just written, so it waits for
 //! the cache to catch up: the stale-cache mitigation of Kubernetes'
 //! controllers (KEP-5647). The watch showing the write wakes it
-//! ([`LastWrites::seen`]), so the wait costs the queue nothing; a
+//! ([`LastWrite::seen`]), so the wait costs the queue nothing; a
 //! reconcile that started from a version the watch has passed already
 //! runs again at once. Resource versions are compared as Kubernetes
 //! defines them since 1.35 (KEP-5504): decimal integers, later is larger.
@@ -13,13 +13,11 @@
 //! cache never reaches the noted one, and the CR is reconciled anyway once
 //! [`CATCH_UP_LIMIT`] has passed since the write.
 
-use std::{
-    collections::HashMap,
-    sync::Mutex,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use kube::{Resource, api::DynamicObject, runtime::reflector::ObjectRef};
+
+use crate::runtime::cache::version_number;
 
 /// A CR, whatever its kind: the key of per-object state.
 pub type ObjectKey = ObjectRef<DynamicObject>;
@@ -42,7 +40,7 @@ struct Entry {
     /// The newest version the watch has shown since.
     seen: u64,
     /// A reconcile found the cache behind and waits for the watch to show
-    /// the write ([`LastWrites::seen`] wakes it).
+    /// the write ([`LastWrite::seen`] wakes it).
     waiting: bool,
 }
 
@@ -60,49 +58,44 @@ pub enum Cached {
     Superseded,
 }
 
-/// The version each CR's last write of this process made, and when.
+/// The version a CR's last write of this process made, and when, until
+/// the cache shows it (held in the CR's entry of the reconcile state).
 #[derive(Default)]
-pub struct LastWrites(Mutex<HashMap<ObjectKey, Entry>>);
+pub struct LastWrite(Option<Entry>);
 
-impl LastWrites {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Entry>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+impl LastWrite {
+    /// A write of this process made `version` of the CR.
+    pub fn note(&mut self, version: &str) {
+        self.note_at(version, Instant::now());
     }
 
-    /// A write of this process made `version` of `object`.
-    pub fn note(&self, object: ObjectKey, version: &str) {
-        self.note_at(object, version, Instant::now());
-    }
-
-    fn note_at(&self, object: ObjectKey, version: &str, at: Instant) {
-        if let Some(written) = comparable(version) {
-            let entry = Entry {
+    fn note_at(&mut self, version: &str, at: Instant) {
+        if let Some(written) = version_number(version) {
+            self.0 = Some(Entry {
                 written,
                 at,
                 seen: 0,
                 waiting: false,
-            };
-            self.map().insert(object, entry);
+            });
         }
     }
 
-    /// Whether the cached `version` of `object` is older than the last
+    /// Whether the cached `version` of the CR is older than the last
     /// write, which was less than [`CATCH_UP_LIMIT`] ago. A cache that
     /// caught up, or a write too old to wait for, is forgotten.
-    pub fn cache_behind(&self, object: &ObjectKey, version: Option<&str>) -> Cached {
-        self.behind_at(object, version, Instant::now())
+    pub fn cache_behind(&mut self, version: Option<&str>) -> Cached {
+        self.behind_at(version, Instant::now())
     }
 
-    fn behind_at(&self, object: &ObjectKey, version: Option<&str>, now: Instant) -> Cached {
-        let mut map = self.map();
-        let Some(entry) = map.get_mut(object) else {
+    fn behind_at(&mut self, version: Option<&str>, now: Instant) -> Cached {
+        let Some(entry) = &mut self.0 else {
             return Cached::Current;
         };
-        let cached = version.and_then(comparable);
+        let cached = version.and_then(version_number);
         let behind = cached.is_some_and(|c| c < entry.written)
             && now.saturating_duration_since(entry.at) < CATCH_UP_LIMIT;
         if !behind {
-            map.remove(object);
+            self.0 = None;
             return Cached::Current;
         }
         if entry.seen >= entry.written {
@@ -116,14 +109,13 @@ impl LastWrites {
         Cached::Behind
     }
 
-    /// The watch shows `version` of `object`; true when a reconcile waits
+    /// The watch shows `version` of the CR; true when a reconcile waits
     /// for it (the write it waited for is now in the cache), once.
-    pub fn seen(&self, object: &ObjectKey, version: Option<&str>) -> bool {
-        let Some(version) = version.and_then(comparable) else {
+    pub fn seen(&mut self, version: Option<&str>) -> bool {
+        let Some(version) = version.and_then(version_number) else {
             return false;
         };
-        let mut map = self.map();
-        let Some(entry) = map.get_mut(object) else {
+        let Some(entry) = &mut self.0 else {
             return false;
         };
         entry.seen = entry.seen.max(version);
@@ -133,108 +125,101 @@ impl LastWrites {
         }
         wake
     }
-
-    /// `object` is gone.
-    pub fn forget(&self, object: &ObjectKey) {
-        self.map().remove(object);
-    }
-}
-
-/// A resourceVersion as a number (KEP-5504: decimal digits without a
-/// leading zero); `None` for anything else, which never holds a reconcile.
-fn comparable(version: &str) -> Option<u64> {
-    if version.starts_with('0') || !version.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    version.parse().ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::ConfigMap;
-
-    fn cm(name: &str) -> ObjectKey {
-        ObjectRef::<ConfigMap>::new(name).within("app").erase()
-    }
 
     #[test]
     fn a_cache_behind_the_last_write_waits_until_it_catches_up() {
-        let writes = LastWrites::default();
-        let behind = |v: &str| writes.cache_behind(&cm("db"), Some(v)) == Cached::Behind;
-        assert!(!behind("5"), "never written");
-        writes.note(cm("db"), "9");
-        assert!(behind("8"));
-        assert!(!behind("10"), "caught up, and past it");
-        assert!(!behind("8"), "forgotten once caught up");
-        writes.note(cm("db"), "12");
-        let other = writes.cache_behind(&cm("other"), Some("1"));
-        assert_eq!(other, Cached::Current, "another object");
+        let mut write = LastWrite::default();
+        assert_eq!(
+            write.cache_behind(Some("5")),
+            Cached::Current,
+            "never written"
+        );
+        write.note("9");
+        assert_eq!(write.cache_behind(Some("8")), Cached::Behind);
+        assert_eq!(
+            write.cache_behind(Some("10")),
+            Cached::Current,
+            "caught up, and past it"
+        );
+        assert_eq!(
+            write.cache_behind(Some("8")),
+            Cached::Current,
+            "forgotten once caught up"
+        );
         // Versions compare as numbers, not as text.
-        writes.note(cm("db"), "100");
-        assert!(behind("99"));
-        writes.forget(&cm("db"));
-        assert!(!behind("99"), "the CR is gone");
+        write.note("100");
+        assert_eq!(write.cache_behind(Some("99")), Cached::Behind);
     }
 
     #[test]
     fn the_watch_showing_the_write_wakes_the_reconcile_waiting_for_it_once() {
-        let writes = LastWrites::default();
-        let db = cm("db");
-        assert!(!writes.seen(&db, Some("9")), "never written");
-        writes.note(db.clone(), "9");
-        assert!(!writes.seen(&db, Some("8")), "nobody waits yet");
-        assert_eq!(writes.cache_behind(&db, Some("8")), Cached::Behind);
-        assert!(!writes.seen(&db, Some("8")), "not the write yet");
-        assert!(!writes.seen(&cm("other"), Some("9")), "another object");
-        assert!(writes.seen(&db, Some("9")), "the write: wake");
-        assert!(!writes.seen(&db, Some("10")), "woken once");
+        let mut write = LastWrite::default();
+        assert!(!write.seen(Some("9")), "never written");
+        write.note("9");
+        assert!(!write.seen(Some("8")), "nobody waits yet");
+        assert_eq!(write.cache_behind(Some("8")), Cached::Behind);
+        assert!(!write.seen(Some("8")), "not the write yet");
+        assert!(write.seen(Some("9")), "the write: wake");
+        assert!(!write.seen(Some("10")), "woken once");
         // The woken reconcile reads the cache, which holds the write.
-        assert_eq!(writes.cache_behind(&db, Some("10")), Cached::Current);
+        assert_eq!(write.cache_behind(Some("10")), Cached::Current);
     }
 
     #[test]
     fn a_reconcile_from_an_old_version_the_watch_has_passed_runs_again_now() {
-        let writes = LastWrites::default();
-        let db = cm("db");
-        writes.note(db.clone(), "9");
+        let mut write = LastWrite::default();
+        write.note("9");
         // The echo came before any reconcile waited: no wake, but a
         // reconcile that started from version 8 must not wait for one.
-        assert!(!writes.seen(&db, Some("9")));
-        assert_eq!(writes.cache_behind(&db, Some("8")), Cached::Superseded);
+        assert!(!write.seen(Some("9")));
+        assert_eq!(write.cache_behind(Some("8")), Cached::Superseded);
         // Still version 8 (a relist took the cache back): no second
         // immediate run, a wait for the wake.
-        assert_eq!(writes.cache_behind(&db, Some("8")), Cached::Behind);
-        assert_eq!(writes.cache_behind(&db, Some("9")), Cached::Current);
+        assert_eq!(write.cache_behind(Some("8")), Cached::Behind);
+        assert_eq!(write.cache_behind(Some("9")), Cached::Current);
     }
 
     #[test]
     fn a_version_that_never_comes_holds_the_reconcile_for_the_limit_only() {
-        let writes = LastWrites::default();
+        let mut write = LastWrite::default();
         // An etcd restore took the CR back to version 40.
         let written = Instant::now();
-        writes.note_at(cm("db"), "5000", written);
+        write.note_at("5000", written);
         let almost = written + CATCH_UP_LIMIT - Duration::from_millis(1);
-        let at = |when| writes.behind_at(&cm("db"), Some("40"), when);
-        assert_eq!(at(almost), Cached::Behind);
-        assert_eq!(at(written + CATCH_UP_LIMIT), Cached::Current);
-        assert_eq!(at(written), Cached::Current, "forgotten");
+        assert_eq!(write.behind_at(Some("40"), almost), Cached::Behind);
+        assert_eq!(
+            write.behind_at(Some("40"), written + CATCH_UP_LIMIT),
+            Cached::Current
+        );
+        assert_eq!(
+            write.behind_at(Some("40"), written),
+            Cached::Current,
+            "forgotten"
+        );
     }
 
     #[test]
     fn versions_that_are_not_numbers_never_hold_a_reconcile() {
-        let writes = LastWrites::default();
-        let current = |v: Option<&str>| writes.cache_behind(&cm("db"), v) == Cached::Current;
-        writes.note(cm("db"), "9");
-        assert!(current(Some("08")), "a leading zero");
-        writes.note(cm("db"), "9");
-        assert!(current(Some("abc")));
-        writes.note(cm("db"), "9");
-        assert!(current(None));
-        writes.note(cm("db"), "x9");
-        writes.note(cm("db"), "09");
+        let mut write = LastWrite::default();
+        write.note("9");
+        assert_eq!(
+            write.cache_behind(Some("08")),
+            Cached::Current,
+            "a leading zero"
+        );
+        write.note("9");
+        assert_eq!(write.cache_behind(Some("abc")), Cached::Current);
+        write.note("9");
+        assert_eq!(write.cache_behind(None), Cached::Current);
+        write.note("x9");
+        write.note("09");
         assert!(
-            writes.map().is_empty(),
+            write.0.is_none(),
             "versions that are not numbers are not noted"
         );
     }
