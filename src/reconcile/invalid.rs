@@ -20,7 +20,9 @@ use tracing::warn;
 use super::{Context, Error, Managed, finalizer, publish, truncate};
 use crate::api::{Phase, RESOURCE_IDENTIFIER_ANNOTATION};
 
-pub async fn reconcile<K: Managed>(
+/// Reports an object whose spec does not parse as `failed`, naming the
+/// field, and leaves it until it changes.
+pub async fn report<K: Managed>(
     obj: &DeserializeGuard<K>,
     invalid: &InvalidObject,
     ctx: &Context,

@@ -207,7 +207,7 @@ pub async fn reconcile<K: Managed, R: Reconciler<K>>(
     match &obj.0 {
         Ok(valid) => reconcile_valid(valid, &ctx, &*with).instrument(span).await,
         Err(invalid) => {
-            invalid::reconcile::<K>(obj.as_ref(), invalid, &ctx)
+            invalid::report::<K>(obj.as_ref(), invalid, &ctx)
                 .instrument(span)
                 .await
         }

@@ -39,7 +39,7 @@ use k8s_openapi::api::{
 use kube::{Api, Client, api::ListParams};
 
 pub use merge::{is_subset, merge};
-use objects::{Kind, Objects};
+use objects::{Objects, Stored};
 use strategy::Serving;
 pub use workload::{
     DEFAULT_MAIL_SERVER_IMAGE, DEFAULT_OBJECT_STORE_IMAGE, DEFAULT_POSTGRES_IMAGE,
@@ -173,7 +173,7 @@ impl InClusterProvider {
     }
 
     /// The differences of one live object from `desired`.
-    async fn object_drift<K: Kind>(
+    async fn object_drift<K: Stored>(
         &self,
         req: &ResourceRequest,
         desired: &serde_json::Value,
@@ -188,7 +188,7 @@ impl InClusterProvider {
     }
 
     /// Creates or updates one object as `layout` says.
-    async fn put<K: Kind>(
+    async fn put<K: Stored>(
         &self,
         req: &ResourceRequest,
         desired: &serde_json::Value,

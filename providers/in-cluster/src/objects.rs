@@ -10,7 +10,7 @@ use cro_kube::{Owned, OwnedObjects, owned};
 use kube::Api;
 
 /// A namespaced kind the provider writes and the cache holds.
-pub trait Kind:
+pub trait Stored:
     kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
     + Owned
     + serde::de::DeserializeOwned
@@ -19,7 +19,7 @@ pub trait Kind:
 {
 }
 
-impl<K> Kind for K where
+impl<K> Stored for K where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + Owned
         + serde::de::DeserializeOwned

@@ -5,7 +5,7 @@
 //! - `request`: what the provider is asked for a CR (pure);
 //! - `provision`: the provider and tier, the checks a tier makes, the
 //!   snapshot a restore starts from, and the call;
-//! - `status`: the provider's answer as status, conditions and pending
+//! - `report`: the provider's answer as status, conditions and pending
 //!   changes (pure, table-tested);
 //! - `writes`: the operator's writes to the CR and to its Secret.
 
@@ -13,8 +13,8 @@
 mod controller_tests;
 mod provision;
 pub(crate) use provision::admitted;
+mod report;
 mod request;
-mod status;
 mod writes;
 
 use std::time::Duration;
@@ -37,9 +37,9 @@ use crate::{
 
 use provision::{Answer, provision};
 pub use provision::{provider, provider_name};
+use report::{deletion_awaiting_approval, report_of_provisioned, report_pending};
 use request::{annotation, secret_namespace};
 pub use request::{namespace_tag, owner, recorded_identifier, request, tags};
-use status::{deletion_awaiting_approval, report_of_provisioned, report_pending};
 use writes::{close_maintenance_window, publish_secret, record_identifier};
 
 /// The resource controller's work, handed to the skeleton for each of
