@@ -12,17 +12,18 @@ RUN apk add --no-cache musl-dev build-base cmake perl
 WORKDIR /src
 # Dependencies first, so editing the operator does not rebuild them.
 COPY Cargo.toml Cargo.lock rust-toolchain.toml ./
+COPY runtime/Cargo.toml runtime/Cargo.toml
 COPY providers/api/Cargo.toml providers/api/Cargo.toml
 COPY providers/kube/Cargo.toml providers/kube/Cargo.toml
 COPY providers/aws/Cargo.toml providers/aws/Cargo.toml
 COPY providers/in-cluster/Cargo.toml providers/in-cluster/Cargo.toml
-RUN for d in . providers/api providers/kube providers/aws providers/in-cluster; do \
+RUN for d in . runtime providers/api providers/kube providers/aws providers/in-cluster; do \
       mkdir -p $d/src && echo 'fn main() {}' > $d/src/main.rs && touch $d/src/lib.rs; \
     done \
  && cargo build --release --locked --bin cloud-resource-operator || true
 COPY . .
 # Touch the sources so cargo rebuilds them over the placeholders above.
-RUN find src providers -name '*.rs' -exec touch {} + \
+RUN find src runtime providers -name '*.rs' -exec touch {} + \
  && cargo build --release --locked --bin cloud-resource-operator \
  && strip target/release/cloud-resource-operator
 

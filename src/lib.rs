@@ -11,4 +11,3 @@ pub mod leader;
 pub mod metrics;
 pub mod providers;
 pub mod reconcile;
-pub mod runtime;

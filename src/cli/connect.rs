@@ -8,10 +8,8 @@ use cro_provider_api::Fence;
 use tracing::{info, warn};
 
 use super::{args::ClusterArgs, go_compatible, sts};
-use crate::{
-    providers, providers::aws_identity, providers::cluster_id, reconcile::Settings,
-    runtime::fenced_client, runtime::shard::Shard,
-};
+use crate::{providers, providers::aws_identity, providers::cluster_id, reconcile::Settings};
+use cro_runtime::{fenced_client, shard::Shard};
 
 pub(super) const SERVICE_ACCOUNT_NAMESPACE: &str =
     "/var/run/secrets/kubernetes.io/serviceaccount/namespace";

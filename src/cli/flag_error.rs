@@ -4,7 +4,7 @@
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum FlagError {
     #[error(transparent)]
-    Shard(#[from] crate::runtime::shard::ShardError),
+    Shard(#[from] cro_runtime::shard::ShardError),
     #[error(transparent)]
     LeaderElection(#[from] crate::leader::TimingError),
     #[error(transparent)]

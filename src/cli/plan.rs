@@ -83,7 +83,7 @@ impl Plan {
     }
 
     /// `<Kind> <namespace>/<name> <field>: <current> -> <desired> (<when>)`,
-    /// with control characters escaped (see [`crate::runtime::printable`]).
+    /// with control characters escaped (see [`cro_runtime::printable`]).
     pub fn text(&self) -> String {
         let lines: String = (self.changes.iter())
             .map(|l| {
@@ -92,7 +92,7 @@ impl Plan {
                     "{} {}/{} {}: {} -> {} ({}{restarts})",
                     l.kind, l.namespace, l.name, l.field, l.current, l.desired, l.when
                 );
-                crate::runtime::printable::one_line(&line) + "\n"
+                cro_runtime::printable::one_line(&line) + "\n"
             })
             .collect();
         lines
@@ -106,7 +106,7 @@ impl Plan {
             .iter()
             .map(|f| {
                 let line = format!("error: {} {}/{}: {}", f.kind, f.namespace, f.name, f.error);
-                crate::runtime::printable::one_line(&line) + "\n"
+                cro_runtime::printable::one_line(&line) + "\n"
             })
             .collect();
         for r in &self.retained {
@@ -114,7 +114,7 @@ impl Plan {
                 "retain: deleting {} {}/{} leaves its cloud resource, data and Secrets (deletion policy retain, by its {})",
                 r.kind, r.namespace, r.name, r.by
             );
-            out.push_str(&(crate::runtime::printable::one_line(&line) + "\n"));
+            out.push_str(&(cro_runtime::printable::one_line(&line) + "\n"));
         }
         let resources: std::collections::BTreeSet<_> = self
             .changes
@@ -127,7 +127,7 @@ impl Plan {
             resources.len(),
             self.errors.len()
         ));
-        crate::runtime::printable::printable(&out)
+        cro_runtime::printable::printable(&out)
     }
 }
 

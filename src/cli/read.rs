@@ -11,9 +11,8 @@ use super::{
     args::{ClusterArgs, PlanArgs, PlanFormat, StatusArgs},
     connect::{Connected, SERVICE_ACCOUNT_NAMESPACE, Work, connect},
 };
-use crate::{
-    cli::plan, cli::status, config::ConfigReader, providers, reconcile::Settings, runtime::cache,
-};
+use crate::{cli::plan, cli::status, config::ConfigReader, providers, reconcile::Settings};
+use cro_runtime::cache;
 
 /// What `plan` and `status` read the cluster and the clouds through, as
 /// the operator would: its ConfigMaps (with `overrides` standing in) and

@@ -19,9 +19,8 @@ use crate::{
     providers,
     providers::owned::Owned,
     reconcile::{Context, Settings},
-    runtime::cache,
-    runtime::shard::Shard,
 };
+use cro_runtime::{cache, shard::Shard};
 
 /// kube's client logs the whole response body at `warn` when one does not
 /// deserialize; a body can hold Secrets, so that module logs errors only

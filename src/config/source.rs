@@ -13,7 +13,7 @@ use super::{
     ConfigError, Located, TYPES_CONFIG_MAP, Tier, network_tier, resolve_provider, resolve_tier,
     strategies_config_map,
 };
-use crate::runtime::cache::{OWNED_OBJECT_LIMIT, Scoped, Shared, Subscription};
+use cro_runtime::cache::{OWNED_OBJECT_LIMIT, Scoped, Shared, Subscription};
 
 /// The annotation (value `"true"`) on the configuration ConfigMaps this
 /// operator ships: defaults that yield to the Go operator's of the same

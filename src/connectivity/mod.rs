@@ -219,7 +219,7 @@ impl Verdict {
         // (the Secret's host), so its words are cut and kept on one line.
         let said = |text: &str| -> String {
             let cut: String = text.chars().take(SAID_LIMIT).collect();
-            crate::runtime::printable::one_line(&cut)
+            cro_runtime::printable::one_line(&cut)
         };
         let (reason, message) = match self {
             Verdict::Connected(note) if note.is_empty() => (

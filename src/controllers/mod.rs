@@ -36,9 +36,8 @@ use crate::{
     api::{BlobStorage, Postgres, PostgresSnapshot, Redis, RedisSnapshot, SMTPCredentialSet},
     config::{TYPES_CONFIG_MAP, provider_of_strategies_map},
     reconcile::{Context, Managed, Reconciler, error_policy, inputs, reconcile},
-    runtime::cache,
-    runtime::watch::watch,
 };
+use cro_runtime::{cache, watch::watch};
 use kinds::ResourceCr;
 use resource::Resources;
 use snapshot::Snapshots;

@@ -12,7 +12,7 @@ use k8s_openapi::api::{
 };
 use kube::{Client, runtime::watcher};
 
-use crate::runtime::cache::{OWNED_OBJECT_LIMIT, Scoped};
+use cro_runtime::cache::{OWNED_OBJECT_LIMIT, Scoped};
 
 /// Objects per page of an owned-object list. The label is anyone's to
 /// set, and a page is parsed whole before large objects become stubs:

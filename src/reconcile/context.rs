@@ -12,8 +12,9 @@ use kube::{Client, Resource};
 
 use crate::{
     config::ConfigReader, connectivity::Checker, leader::HeldBack, metrics::Metrics,
-    providers::owned::Owned, runtime::cache,
+    providers::owned::Owned,
 };
+use cro_runtime::cache;
 
 use super::{
     events::Events,
@@ -46,7 +47,7 @@ pub struct Settings {
     /// (the CloudWatch gauges).
     pub cloud_metrics_interval: Duration,
     /// The namespaces this process reconciles (all without sharding).
-    pub shard: crate::runtime::shard::Shard,
+    pub shard: cro_runtime::shard::Shard,
     /// Read a CR's own namespace's `cloud-resource-config`.
     pub namespace_config: bool,
 }

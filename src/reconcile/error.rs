@@ -30,7 +30,7 @@ pub enum Error {
     },
     /// A watch-backed cache could not answer (it never finished listing).
     #[error("{0}")]
-    Cache(#[from] crate::runtime::cache::NotListed),
+    Cache(#[from] cro_runtime::cache::NotListed),
     /// A bug in the operator (e.g. a patch it built does not serialise).
     #[error("internal error: {0}")]
     Internal(String),

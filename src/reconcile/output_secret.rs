@@ -16,7 +16,7 @@ use kube::{
 };
 
 use super::Error;
-use crate::runtime::cache::Scoped;
+use cro_runtime::cache::Scoped;
 
 pub use cro_provider_api::{
     MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_LABEL, RELEASED_FROM_ANNOTATION,

@@ -20,8 +20,8 @@ use super::{
 use crate::{
     api::{Phase, SnapshotStatus},
     connectivity::Checker,
-    runtime::shard::Shard,
 };
+use cro_runtime::shard::Shard;
 
 /// A test kind: `outcome` is what its reconcile answers, `cleanup` what
 /// its cleanup does.

@@ -1001,7 +1001,8 @@ async fn aws_calls_at_a_restart_over_many_resources() {
 #[ignore = "benchmark: run with `make bench`"]
 async fn three_shards_over_many_in_cluster_crs() {
     crate::support::bounded("three_shards_over_many_in_cluster_crs", async move {
-    use cloud_resource_operator::{api::BlobStorage, runtime::shard::Shard};
+    use cloud_resource_operator::api::BlobStorage;
+    use cro_runtime::shard::Shard;
     const NAMESPACES: usize = 30;
     const SHARDS: u32 = 3;
     let n = count("BENCH_SHARD_CRS", 6000) / NAMESPACES * NAMESPACES;

@@ -375,7 +375,7 @@ async fn a_long_wait_in_the_budget_fails_no_call() {
 #[tokio::test]
 async fn a_sharded_pair_never_reconciles_the_same_cr() {
     crate::support::bounded("a_sharded_pair_never_reconciles_the_same_cr", async move {
-    use cloud_resource_operator::runtime::shard::Shard;
+    use cro_runtime::shard::Shard;
     let client = crate::support::TestEnv::load().client().await;
     ensure_crds(&client).await;
     // Namespaces until each of the two shards owns at least two.

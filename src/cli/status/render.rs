@@ -8,8 +8,8 @@ use super::Report;
 use crate::{
     api::{ADOPT_ANNOTATION, APPROVE_PLAN_ANNOTATION},
     reconcile::conditions::ConditionType,
-    runtime::printable::one_line,
 };
+use cro_runtime::printable::one_line;
 
 /// `5s`, `12m`, `3h`, `4d`: how long ago, as kubectl shows ages.
 pub fn age(at: Option<Timestamp>) -> String {
@@ -100,7 +100,7 @@ pub fn next_steps(r: &Report) -> Vec<String> {
 }
 
 /// The report as a person reads it (control characters escaped, see
-/// [`crate::runtime::printable`]).
+/// [`cro_runtime::printable`]).
 pub fn text(r: &Report) -> String {
     let mut out = String::new();
     for (label, value) in labelled(r) {
@@ -119,7 +119,7 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(out, "  - {}", one_line(s));
         }
     }
-    crate::runtime::printable::printable(&out)
+    cro_runtime::printable::printable(&out)
 }
 
 /// The report's one-line facts, each with its label, in the order shown.

@@ -27,8 +27,8 @@ use crate::{
         finalizer::FINALIZER,
         mock_api::{self, MockApi, Recorded},
     },
-    runtime::shard::Shard,
 };
+use cro_runtime::shard::Shard;
 
 /// What the fake provider answers to one `reconcile`.
 #[derive(Clone)]

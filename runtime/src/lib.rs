@@ -1,12 +1,14 @@
 //! What any Kubernetes controller needs and none of this operator's kinds
 //! or providers: watches and the shared caches on them, the client whose
 //! writes go behind the fence, sharding, and text others wrote made safe
-//! to print. It names no resource kind and
-//! no provider (`tests/shape.rs` checks), so it can become a crate of its
-//! own.
+//! to print. A crate of its own: it names no resource kind and no
+//! provider, and depends on no crate of the operator's but the provider
+//! API, for the fence (`tests/shape.rs` checks both).
 
 pub mod cache;
 pub mod fenced_client;
+#[cfg(feature = "testing")]
+pub mod mock_api;
 pub mod printable;
 pub mod shard;
 pub mod watch;

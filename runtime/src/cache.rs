@@ -211,7 +211,7 @@ impl<K: Cached> Shared<K> {
         // What the store held when a relist began (see `relisted`).
         let relisting: Mutex<Option<Vec<Arc<K>>>> = Mutex::default();
         let relisting = &relisting;
-        crate::runtime::watch::watch(api, config)
+        crate::watch::watch(api, config)
             .default_backoff()
             .modify(move |obj| {
                 strip_unread(obj);
