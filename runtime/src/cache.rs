@@ -342,14 +342,25 @@ impl<K: Cached> Shared<K> {
     }
 
     /// Remembers that this process deleted `namespace/name`: reads answer
-    /// that it is gone until the watch shows the deletion.
+    /// that it is gone until the watch shows the deletion. Only where
+    /// something of it is held (the watch's copy, or a write not shown
+    /// yet): else nothing reads stale, and no Delete event would ever end
+    /// the record (one was deleted already, or never seen).
     pub fn deleted(&self, namespace: &str, name: &str) {
+        let key = ObjectRef::new(name).within(namespace);
+        let seen = self.reader.get(&key).is_some();
+        let mut own = self.own_map();
+        let pending = own.get(&key).is_some_and(|w| w.pending.is_some());
+        if !seen && !pending {
+            own.remove(&key);
+            return;
+        }
         let write = OwnWrite {
             version: None,
             at: Instant::now(),
             pending: Some(None),
         };
-        (self.own_map()).insert(ObjectRef::new(name).within(namespace), write);
+        own.insert(key, write);
     }
 }
 
@@ -644,6 +655,52 @@ mod tests {
             answer(&old),
             Some(None),
             "too old to stand in: ask the API server"
+        );
+    }
+
+    /// A cache of Secrets in `app` whose watch never runs (its reader stays
+    /// empty), on a client no test request reaches.
+    fn unwatched() -> Shared<Secret> {
+        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, std::io::Error>(std::io::Error::other(
+                "no API server in this test",
+            ))
+        });
+        let client = kube::Client::new(service, "app");
+        Shared::new(
+            Api::namespaced(client, "app"),
+            None,
+            watcher::Config::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_deletion_is_recorded_only_where_something_of_it_is_held() {
+        let cache = unwatched();
+        let key = ObjectRef::new("s").within("app");
+        cache.deleted("app", "s");
+        assert!(
+            cache.own_map().get(&key).is_none(),
+            "nothing held: nothing to hide"
+        );
+        assert_eq!(cache.held("app", "s").map(|o| o.is_some()), Some(false));
+        cache.wrote(at_version("9"));
+        assert_eq!(
+            cache.held("app", "s").map(|o| o.is_some()),
+            Some(true),
+            "our write"
+        );
+        cache.deleted("app", "s");
+        assert_eq!(
+            cache.held("app", "s").map(|o| o.is_some()),
+            Some(false),
+            "then our deletion"
+        );
+        assert!(
+            cache
+                .own_map()
+                .get(&key)
+                .is_some_and(|w| w.pending == Some(None))
         );
     }
 }
