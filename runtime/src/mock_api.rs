@@ -44,6 +44,58 @@ struct State {
     lose_next_answer: bool,
 }
 
+impl State {
+    /// POST `body` to the collection at `path`.
+    fn create(&mut self, path: &str, body: Value) -> Response<Body> {
+        let name = body["metadata"]["name"].as_str().unwrap_or_default();
+        let at = format!("{path}/{name}");
+        if self.objects.contains_key(&at) {
+            return failure(
+                StatusCode::CONFLICT,
+                "AlreadyExists",
+                &format!("{at} exists"),
+            );
+        }
+        let mut object = body;
+        self.version += 1;
+        object["metadata"]["resourceVersion"] = json!(self.version.to_string());
+        self.objects.insert(at, object.clone());
+        respond(StatusCode::CREATED, object)
+    }
+
+    /// PATCH the object (or its status) at `path`; an object deleted and
+    /// left without finalizers goes.
+    fn patch(&mut self, path: &str, content_type: &str, body: Value) -> Response<Body> {
+        let (at, status) = match path.strip_suffix("/status") {
+            Some(at) => (at.to_string(), true),
+            None => (path.to_string(), false),
+        };
+        let Some(mut object) = self.objects.get(&at).cloned() else {
+            return not_found(path);
+        };
+        if let Err((code, reason, message)) = patch(&mut object, content_type, status, body) {
+            return failure(code, reason, &message);
+        }
+        self.version += 1;
+        object["metadata"]["resourceVersion"] = json!(self.version.to_string());
+        let deleting = !object["metadata"]["deletionTimestamp"].is_null();
+        let finalizers = object["metadata"]["finalizers"].as_array();
+        if deleting && finalizers.is_none_or(|f| f.is_empty()) {
+            self.objects.remove(&at);
+        } else {
+            self.objects.insert(at, object.clone());
+        }
+        if std::mem::take(&mut self.lose_next_answer) {
+            return failure(
+                StatusCode::GATEWAY_TIMEOUT,
+                "Timeout",
+                "the answer was lost",
+            );
+        }
+        respond(StatusCode::OK, object)
+    }
+}
+
 #[derive(Clone, Default)]
 pub struct MockApi {
     state: Arc<Mutex<State>>,
@@ -116,22 +168,7 @@ impl MockApi {
         match parts.method {
             Method::POST if path.ends_with("/events") => respond(StatusCode::CREATED, body),
             Method::PATCH if path.contains("/events/") => respond(StatusCode::OK, body),
-            Method::POST => {
-                let name = body["metadata"]["name"].as_str().unwrap_or_default();
-                let at = format!("{path}/{name}");
-                if state.objects.contains_key(&at) {
-                    return failure(
-                        StatusCode::CONFLICT,
-                        "AlreadyExists",
-                        &format!("{at} exists"),
-                    );
-                }
-                let mut object = body;
-                state.version += 1;
-                object["metadata"]["resourceVersion"] = json!(state.version.to_string());
-                state.objects.insert(at, object.clone());
-                respond(StatusCode::CREATED, object)
-            }
+            Method::POST => state.create(&path, body),
             Method::DELETE => match state.objects.remove(&path) {
                 Some(object) => respond(StatusCode::OK, object),
                 None => not_found(&path),
@@ -140,37 +177,7 @@ impl MockApi {
                 Some(object) => respond(StatusCode::OK, object.clone()),
                 None => not_found(&path),
             },
-            Method::PATCH => {
-                let (at, status) = match path.strip_suffix("/status") {
-                    Some(at) => (at.to_string(), true),
-                    None => (path.clone(), false),
-                };
-                let Some(mut object) = state.objects.get(&at).cloned() else {
-                    return not_found(&path);
-                };
-                if let Err((code, reason, message)) =
-                    patch(&mut object, &content_type, status, body)
-                {
-                    return failure(code, reason, &message);
-                }
-                state.version += 1;
-                object["metadata"]["resourceVersion"] = json!(state.version.to_string());
-                let deleting = !object["metadata"]["deletionTimestamp"].is_null();
-                let finalizers = object["metadata"]["finalizers"].as_array();
-                if deleting && finalizers.is_none_or(|f| f.is_empty()) {
-                    state.objects.remove(&at);
-                } else {
-                    state.objects.insert(at, object.clone());
-                }
-                if std::mem::take(&mut state.lose_next_answer) {
-                    return failure(
-                        StatusCode::GATEWAY_TIMEOUT,
-                        "Timeout",
-                        "the answer was lost",
-                    );
-                }
-                respond(StatusCode::OK, object)
-            }
+            Method::PATCH => state.patch(&path, &content_type, body),
             _ => not_found(&path),
         }
     }

@@ -474,29 +474,7 @@ async fn ensure_route(
     match routed(table, &dest, peering) {
         Ok(true) => return Ok(()),
         Ok(false) => {}
-        Err(conflict) => {
-            let left = match route_holder(net, table, &dest).await? {
-                Holder::Dead(left) => left,
-                Holder::Replacing(other) => {
-                    return Err(ProviderError::transient(format!(
-                        "route table {id} routes {dest} to {other}, a peering of this cluster's database network that another replica is removing or making: looking again"
-                    )));
-                }
-                Holder::Other => return Err(conflict),
-            };
-            net.ec2
-                .replace_route()
-                .route_table_id(id)
-                .destination_cidr_block(&dest)
-                .vpc_peering_connection_id(peering)
-                .send()
-                .await
-                .named("ec2:ReplaceRoute", &format!("{id} {dest}"))?;
-            if let Some(left) = left {
-                delete_peering(net, &left).await?;
-            }
-            return Ok(());
-        }
+        Err(conflict) => return take_over(net, table, &dest, peering, conflict).await,
     }
     let sent = net
         .ec2
@@ -533,6 +511,39 @@ async fn ensure_route(
             .map(|_| ())
             .named("ec2:CreateRoute", &format!("{id} {dest}")),
     }
+}
+
+/// `table`'s route to `dest`, held by another target (`conflict` says
+/// which), pointed at `peering` where it carries nothing (see [`Holder`]).
+async fn take_over(
+    net: &Network<'_>,
+    table: &RouteTable,
+    dest: &str,
+    peering: &str,
+    conflict: ProviderError,
+) -> Result<(), ProviderError> {
+    let id = table.route_table_id().unwrap_or_default();
+    let left = match route_holder(net, table, dest).await? {
+        Holder::Dead(left) => left,
+        Holder::Replacing(other) => {
+            return Err(ProviderError::transient(format!(
+                "route table {id} routes {dest} to {other}, a peering of this cluster's database network that another replica is removing or making: looking again"
+            )));
+        }
+        Holder::Other => return Err(conflict),
+    };
+    net.ec2
+        .replace_route()
+        .route_table_id(id)
+        .destination_cidr_block(dest)
+        .vpc_peering_connection_id(peering)
+        .send()
+        .await
+        .named("ec2:ReplaceRoute", &format!("{id} {dest}"))?;
+    if let Some(left) = left {
+        delete_peering(net, &left).await?;
+    }
+    Ok(())
 }
 
 /// What holds `table`'s route to `dest` when it is not this network's
