@@ -107,7 +107,8 @@ pub struct Shared<K: Resource<DynamicType = ()> + Clone + 'static> {
 /// own reconcile goes on from it). Kept until the object is deleted, so
 /// a late echo is still known.
 struct OwnWrite<K> {
-    /// The version the write made; `None` for a deletion.
+    /// The version the write made; for a deletion, the last version this
+    /// process knew of the object (if any).
     version: Option<String>,
     at: Instant,
     /// The object as written (`None`: deleted), until the watch shows it.
@@ -116,15 +117,21 @@ struct OwnWrite<K> {
 
 impl<K: Resource> OwnWrite<K> {
     /// The watch shows `obj`: a version at least the written one ends the
-    /// wait (one that does not compare as a number, any version).
+    /// wait, and for a deletion only a later one (the object made again:
+    /// an event of the version deleted is the past); one that does not
+    /// compare as a number, any version.
     fn shown(&mut self, obj: &K) {
+        let deletion = matches!(self.pending, Some(None));
         let written = self.version.as_deref().and_then(version_number);
         let seen = obj
             .meta()
             .resource_version
             .as_deref()
             .and_then(version_number);
-        if written.zip(seen).is_none_or(|(w, s)| s >= w) {
+        if written
+            .zip(seen)
+            .is_none_or(|(w, s)| s > w || (s == w && !deletion))
+        {
             self.pending = None;
         }
     }
@@ -348,15 +355,19 @@ impl<K: Cached> Shared<K> {
     /// the record (one was deleted already, or never seen).
     pub fn deleted(&self, namespace: &str, name: &str) {
         let key = ObjectRef::new(name).within(namespace);
-        let seen = self.reader.get(&key).is_some();
+        let seen = self.reader.get(&key);
         let mut own = self.own_map();
-        let pending = own.get(&key).is_some_and(|w| w.pending.is_some());
-        if !seen && !pending {
-            own.remove(&key);
-            return;
-        }
+        let pending = own.get(&key).filter(|w| w.pending.is_some());
+        let version = match (pending, &seen) {
+            (Some(w), _) => w.version.clone(),
+            (None, Some(obj)) => obj.meta().resource_version.clone(),
+            (None, None) => {
+                own.remove(&key);
+                return;
+            }
+        };
         let write = OwnWrite {
-            version: None,
+            version,
             at: Instant::now(),
             pending: Some(None),
         };
@@ -649,6 +660,18 @@ mod tests {
             Some(Some(None)),
             "gone, whatever the watch holds"
         );
+        let mut deleted = OwnWrite::<Secret> {
+            version: Some("9".into()),
+            ..deleted
+        };
+        deleted.shown(&at_version("9"));
+        assert_eq!(
+            answer(&deleted),
+            Some(Some(None)),
+            "a late event of the version deleted"
+        );
+        deleted.shown(&at_version("10"));
+        assert_eq!(answer(&deleted), None, "made again since");
         let long_ago = Instant::now().checked_sub(WRITTEN_LIMIT + Duration::from_secs(1));
         let old = write_of("9", long_ago.unwrap_or_else(Instant::now));
         assert_eq!(

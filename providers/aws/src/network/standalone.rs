@@ -525,13 +525,22 @@ async fn take_over(
     let id = table.route_table_id().unwrap_or_default();
     let left = match route_holder(net, table, dest).await? {
         Holder::Dead(left) => left,
-        Holder::Replacing(other) => {
+        Holder::Replacing {
+            peering: other,
+            vpc,
+        } => {
             return Err(ProviderError::transient(format!(
-                "route table {id} routes {dest} to {other}, a peering of this cluster's database network that another replica is removing or making: looking again"
+                "route table {id} routes {dest} to {other}, a peering of this cluster's database network from VPC {vpc}, which another replica is removing or making: looking again; should this stay, {vpc} is a second database network of this cluster: delete the one no database uses"
             )));
         }
         Holder::Other => return Err(conflict),
     };
+    // The peering left behind goes first: should an answer be lost, the
+    // next look finds it over and the route still to take (the route
+    // carries nothing either way).
+    if let Some(left) = left {
+        delete_peering(net, &left).await?;
+    }
     net.ec2
         .replace_route()
         .route_table_id(id)
@@ -540,9 +549,6 @@ async fn take_over(
         .send()
         .await
         .named("ec2:ReplaceRoute", &format!("{id} {dest}"))?;
-    if let Some(left) = left {
-        delete_peering(net, &left).await?;
-    }
     Ok(())
 }
 
@@ -557,7 +563,7 @@ enum Holder {
     /// A peering of this cluster's database network that still has its
     /// VPC: another replica is removing the network or making it, so the
     /// route is looked at again once that is done.
-    Replacing(String),
+    Replacing { peering: String, vpc: String },
     /// Anything else: a conflict a person settles.
     Other,
 }
@@ -606,22 +612,21 @@ async fn route_holder(
     if !has_all(peering.tags(), &net.tags(Some(PEERING_NAME))) {
         return Ok(Holder::Other);
     }
-    let requester = peering.requester_vpc_info().and_then(|i| i.vpc_id());
-    let vpc_gone = match requester {
-        None => true,
-        Some(vpc) => net
-            .ec2
-            .describe_vpcs()
-            .vpc_ids(vpc)
-            .send()
-            .await
-            .unless_code("InvalidVpcID.NotFound", "ec2:DescribeVpcs", vpc)?
-            .is_none_or(|o| o.vpcs().is_empty()),
+    let Some(vpc) = peering.requester_vpc_info().and_then(|i| i.vpc_id()) else {
+        return Ok(Holder::Dead(Some(other.to_string())));
     };
-    Ok(if vpc_gone {
+    let found = (net.ec2.describe_vpcs().vpc_ids(vpc).send().await).unless_code(
+        "InvalidVpcID.NotFound",
+        "ec2:DescribeVpcs",
+        vpc,
+    )?;
+    Ok(if found.is_none_or(|o| o.vpcs().is_empty()) {
         Holder::Dead(Some(other.to_string()))
     } else {
-        Holder::Replacing(other.to_string())
+        Holder::Replacing {
+            peering: other.to_string(),
+            vpc: vpc.to_string(),
+        }
     })
 }
 
