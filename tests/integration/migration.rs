@@ -444,8 +444,13 @@ fn go_minted(ns: &str, request: &str, key: (&str, &str), user: &str, statements:
     crate::cco::minted_secret(ns, request, key, &policy.to_string())
 }
 
-/// Removes CCO's CRD (cluster-wide; only the test that runs the stand-in
-/// uses it) and waits until it is gone.
+/// CCO's CRD is cluster-wide: the test that removes it for a while holds
+/// this for writing, a test that needs it for reading, so neither runs
+/// beside the other's assumption.
+static CCO_CRD: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Removes CCO's CRD (cluster-wide; see [`CCO_CRD`]) and waits until it
+/// is gone.
 async fn remove_cco_crd(client: &Client) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
@@ -1754,6 +1759,7 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
         // an earlier run), it is refused before a bucket is made, naming
         // the fix.
         use crate::support::Phased as _;
+        let cco_crd_absent = CCO_CRD.write().await;
         remove_cco_crd(&client).await;
         let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
         let _: BlobStorage = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1",
@@ -1788,6 +1794,7 @@ async fn a_go_installation_switches_under_exactly_its_own_iam_policy() {
         go_bucket(&s3, &orphan, &region).await;
         let _: BlobStorage = go_cr(&client, &ns, "BlobStorage", "orphan", spec("orphan-sec"), GO_FINALIZER, Some(&orphan)).await;
         crate::support::ensure_cco_crd(&client).await;
+        drop(cco_crd_absent);
         let _cco = crate::cco::Cco::start(client.clone(), &ns, iam_as(&endpoint, &cco_key).await);
         enforce_iam_after(&endpoint, 0).await;
         let op = Operator::launch(Launch { log_name: format!("operator-{ns}-with-cco.log"), ..launch }).await;
@@ -1867,6 +1874,7 @@ async fn after_a_switch_new_resources_are_made_so_the_go_operator_can_take_them_
         jiff::{SignedDuration, Timestamp},
     };
     with_namespace("go-rollback", |client, ns| async move {
+        let _cco_crd = CCO_CRD.read().await;
         ensure_crds(&client).await;
         crate::support::ensure_cco_crd(&client).await;
         let stopped = Timestamp::now() - SignedDuration::from_hours(1);
