@@ -131,11 +131,12 @@ pub struct ClusterArgs {
     /// are `<name>.<namespace>.svc`.
     #[arg(long, env = "CLUSTER_DOMAIN")]
     pub cluster_domain: Option<String>,
-    /// How new ElastiCache Redis and S3 BlobStorage are made. `true`: as
-    /// the Go operator made them (a Redis without in-transit encryption
-    /// and AUTH where its tier does not say, a bucket's key from the Cloud
-    /// Credential Operator where it runs), so rolling back to the Go
-    /// operator keeps them working. `false`: this operator's way. `auto`:
+    /// How new ElastiCache Redis, S3 BlobStorage and in-cluster Postgres
+    /// and Redis are made. `true`: as the Go operator made them (a Redis
+    /// without in-transit encryption and AUTH where its tier does not say,
+    /// a bucket's key from the Cloud Credential Operator where it runs,
+    /// in-cluster databases in its layout and images), so rolling back to
+    /// the Go operator keeps them working. `false`: this operator's way. `auto`:
     /// `true` while the Go operator's Lease is in the operator's namespace
     /// (or the one watched namespace), as after a switch.
     #[arg(long, env = "GO_COMPATIBLE_RESOURCES", value_enum, default_value_t = GoCompatible::Auto)]

@@ -124,7 +124,7 @@ pub(super) async fn connect(
     providers.operator_namespace = Some(settings.operator_namespace.clone());
     providers.aws.keys = identity.keys;
     providers.aws.fence = fence.clone();
-    providers.aws.go_compatible =
+    providers.go_compatible =
         go_compatible::decide(&client, args.go_compatible_resources, ns, watched).await;
     Ok(Connected {
         client,
@@ -276,6 +276,8 @@ fn provider_settings(
             mail_server: args.mail_server_image.clone(),
         },
         operator_namespace: None,
+        // Decided once connected (see `go_compatible`).
+        go_compatible: false,
         aws: cro_provider_aws::AwsSettings {
             region: aws_region,
             budget,
@@ -288,7 +290,7 @@ fn provider_settings(
             iam_users,
             keys: None,
             fence: Fence::open(),
-            // Decided once connected (see `go_compatible`).
+            // Set from `Settings::go_compatible`.
             go_compatible: false,
         },
     })

@@ -72,6 +72,9 @@ pub struct Settings {
     pub images: cro_provider_in_cluster::Images,
     /// Admitted by the in-cluster workloads' NetworkPolicies.
     pub operator_namespace: Option<String>,
+    /// New resources are made as the Go operator made them, so it can
+    /// take them back (`--go-compatible-resources`); sets the AWS one.
+    pub go_compatible: bool,
     pub aws: cro_provider_aws::AwsSettings,
 }
 
@@ -79,13 +82,15 @@ pub struct Settings {
 /// the operator owns from `cache` when given.
 pub fn build(
     client: &kube::Client,
-    settings: Settings,
+    mut settings: Settings,
     cache: Option<Arc<owned::Owned>>,
 ) -> Vec<Arc<dyn Provider>> {
     let mut in_cluster =
         cro_provider_in_cluster::InClusterProvider::new(client.clone(), settings.cluster_domain)
             .with_operator_namespace(settings.operator_namespace)
-            .with_images(settings.images);
+            .with_images(settings.images)
+            .with_go_layout_for_new(settings.go_compatible);
+    settings.aws.go_compatible = settings.go_compatible;
     let stores = cro_provider_aws::CompatibleStores::new(settings.aws.fence.clone());
     in_cluster = in_cluster.with_object_store(Arc::new(stores));
     let owned = cache.clone().map(|c| c as Arc<dyn cro_kube::OwnedObjects>);

@@ -861,6 +861,162 @@ async fn go_redis_snapshot(
     id
 }
 
+/// The Deployment spec the Go operator's openshift provider writes, and
+/// writes again on every pass (`CreateDeployment`: `e.Spec = d.Spec`):
+/// `buildDefaultPostgresDeployment`/`buildDefaultPostgresPodContainers`
+/// (provider_postgres.go) and `buildDefaultRedisDeployment`,
+/// `buildDefaultRedisPodContainers`, `buildDefaultRedisPodVolumes`
+/// (provider_redis.go), in a namespace not named `openshift-*`.
+fn go_deployment_spec(kind: &str, name: &str) -> Value {
+    let selector = json!({"deployment": name});
+    let (container, volumes) = if kind == "Postgres" {
+        let env = |var: &str, key: &str| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": format!("{name}-postgres-credentials"), "key": key}}});
+        (
+            json!({"name": name, "image": "registry.redhat.io/rhscl/postgresql-13-rhel7", "imagePullPolicy": "IfNotPresent",
+                   "ports": [{"containerPort": 5432, "protocol": "TCP"}],
+                   "env": [env("POSTGRESQL_USER", "user"), env("POSTGRESQL_PASSWORD", "password"), env("POSTGRESQL_DATABASE", "database")],
+                   "resources": {"limits": {"cpu": "250m", "memory": "2Gi"}, "requests": {"cpu": "50m", "memory": "512Mi"}},
+                   "volumeMounts": [{"name": name, "mountPath": "/var/lib/pgsql/data"}],
+                   "livenessProbe": {"tcpSocket": {"port": 5432}, "initialDelaySeconds": 30, "periodSeconds": 10},
+                   "readinessProbe": {"exec": {"command": ["/bin/sh", "-i", "-c", "psql -h 127.0.0.1 -U $POSTGRESQL_USER -q -d $POSTGRESQL_DATABASE -c 'SELECT 1'"]},
+                                      "initialDelaySeconds": 10, "periodSeconds": 30, "timeoutSeconds": 5}}),
+            json!([{"name": name, "persistentVolumeClaim": {"claimName": name}}]),
+        )
+    } else {
+        (
+            json!({"name": "redis", "image": "registry.redhat.io/rhel9/redis-7", "imagePullPolicy": "IfNotPresent",
+                   "command": ["/usr/bin/redis-server"], "args": ["/etc/redis.d/redis.conf", "--daemonize", "no"],
+                   "resources": {"limits": {"cpu": "500m", "memory": "6Gi"}, "requests": {"cpu": "150m", "memory": "256Mi"}},
+                   "readinessProbe": {"exec": {"command": ["container-entrypoint", "bash", "-c", "redis-cli set liveness-probe \"`date`\" | grep OK"]},
+                                      "initialDelaySeconds": 10, "periodSeconds": 30, "timeoutSeconds": 1},
+                   "livenessProbe": {"tcpSocket": {"port": 6379}, "initialDelaySeconds": 10, "periodSeconds": 10},
+                   "volumeMounts": [{"name": name, "mountPath": "/var/lib/redis/data"}, {"name": "redis-config", "mountPath": "/etc/redis.d/"}]}),
+            json!([{"name": name, "persistentVolumeClaim": {"claimName": name}},
+                   {"name": "redis-config", "configMap": {"name": "redis-config", "items": [{"key": "redis.conf", "path": "redis.conf"}]}}]),
+        )
+    };
+    json!({"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
+           "template": {"metadata": {"labels": selector}, "spec": {"volumes": volumes, "containers": [container]}}})
+}
+
+/// The in-cluster Postgres `pg` and Redis `kv`, made while the Go
+/// operator's Lease is there: in its layout, so its next pass (`e.Spec =
+/// d.Spec` over the Deployment, a password kept once set) changes nothing
+/// and keeps the Secrets right; isolated by a NetworkPolicy of this
+/// operator's all the same. Deleting the CRs removes all of it.
+async fn go_takes_back_new_in_cluster_databases(client: &Client, ns: &str) {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    let (postgres, redis) = (
+        Api::<Postgres>::namespaced(client.clone(), ns),
+        Api::<Redis>::namespaced(client.clone(), ns),
+    );
+    crate::support::wait_phase(&postgres, "pg", Phase::Complete).await;
+    crate::support::wait_phase(&redis, "kv", Phase::Complete).await;
+    let deployments = Api::<Deployment>::namespaced(client.clone(), ns);
+    let policies = Api::<NetworkPolicy>::namespaced(client.clone(), ns);
+    let secrets = Api::<Secret>::namespaced(client.clone(), ns);
+    for (kind, name) in [("Postgres", "pg"), ("Redis", "kv")] {
+        let mut d = deployments
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let selector = d
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.match_labels.clone())
+            .unwrap_or_default();
+        assert_eq!(
+            selector,
+            BTreeMap::from([("deployment".to_string(), name.to_string())]),
+            "{name}: not the Go operator's selector"
+        );
+        // The Go operator's pass: its spec over the live one. Refused as an
+        // immutable selector for this operator's layout; no rollout here.
+        let generation = d.metadata.generation;
+        d.spec = Some(
+            serde_json::from_value(go_deployment_spec(kind, name))
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        let after = deployments
+            .replace(name, &PostParams::default(), &d)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: the Go operator's update is refused: {e}"));
+        assert_eq!(
+            after.metadata.generation, generation,
+            "{name}: the Go operator's spec differs from what was made"
+        );
+        let policy = policies
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: no NetworkPolicy: {e}"));
+        let pods = policy
+            .spec
+            .and_then(|s| s.pod_selector)
+            .and_then(|s| s.match_labels)
+            .unwrap_or_default();
+        assert_eq!(
+            pods, selector,
+            "{name}: the NetworkPolicy does not select its pods"
+        );
+    }
+    // buildDefaultPostgresSecret's keys, which the Go operator keeps once
+    // set (CreateSecret), and its host (ReconcilePostgres).
+    let creds = crate::cco::strings(
+        &secrets
+            .get("pg-postgres-credentials")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    let output = crate::cco::strings(
+        &secrets
+            .get("pg-sec")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    assert_eq!(
+        (creds.get("user"), creds.get("database")),
+        (Some(&"postgresuser".to_string()), Some(&"pg".to_string()))
+    );
+    assert_eq!(
+        output.get("password"),
+        creds.get("password"),
+        "the Secret's password is not the one the Go operator keeps"
+    );
+    assert_eq!(
+        output.get("host"),
+        Some(&format!("pg.{ns}.svc.cluster.local"))
+    );
+    let kv = crate::cco::strings(
+        &secrets
+            .get("kv-sec")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    assert_eq!(
+        kv,
+        BTreeMap::from([
+            ("uri".to_string(), format!("kv.{ns}.svc.cluster.local")),
+            ("port".to_string(), "6379".to_string())
+        ])
+    );
+
+    postgres
+        .delete("pg", &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    redis
+        .delete("kv", &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_deleted(&postgres, "pg", DEFAULT_TIMEOUT).await;
+    wait_deleted(&redis, "kv", DEFAULT_TIMEOUT).await;
+    for name in ["pg", "kv"] {
+        wait_deleted(&deployments, name, DEFAULT_TIMEOUT).await;
+        wait_deleted(&policies, name, DEFAULT_TIMEOUT).await;
+    }
+    wait_deleted(&secrets, "pg-postgres-credentials", DEFAULT_TIMEOUT).await;
+}
+
 /// The in-cluster Postgres and Redis of the Go operator's openshift
 /// provider (pkg/providers/openshift/provider_postgres.go,
 /// provider_redis.go): no labels, no owner references, selector
@@ -908,18 +1064,12 @@ async fn go_in_cluster(client: &Client, ns: &str, kind: &str, name: &str) -> Val
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
     apply_raw("PersistentVolumeClaim", pvc).await;
     let selector = json!({"deployment": name});
-    let (container, volumes, service_port, output) = if kind == "Postgres" {
+    let (service_port, output) = if kind == "Postgres" {
         // buildDefaultPostgresSecret: user, a dashless uuid, the CR's name.
         let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("{name}-postgres-credentials")}, "type": "Opaque",
             "stringData": {"user": "postgresuser", "password": "9b1f6a0c2d3e4f5a6b7c8d9e0f1a2b3c", "database": name}});
         apply_raw("Secret", secret).await;
-        let env = |var: &str, key: &str| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": format!("{name}-postgres-credentials"), "key": key}}});
         (
-            json!({"name": name, "image": "registry.redhat.io/rhscl/postgresql-13-rhel7", "imagePullPolicy": "IfNotPresent",
-                   "ports": [{"containerPort": 5432, "protocol": "TCP"}],
-                   "env": [env("POSTGRESQL_USER", "user"), env("POSTGRESQL_PASSWORD", "password"), env("POSTGRESQL_DATABASE", "database")],
-                   "volumeMounts": [{"name": name, "mountPath": "/var/lib/pgsql/data"}]}),
-            json!([{"name": name, "persistentVolumeClaim": {"claimName": name}}]),
             json!({"name": "postgresql", "protocol": "TCP", "port": 5432, "targetPort": 5432}),
             json!({"username": "postgresuser", "password": "9b1f6a0c2d3e4f5a6b7c8d9e0f1a2b3c", "database": name,
                    "host": format!("{name}.{ns}.svc.cluster.local"), "port": "5432"}),
@@ -928,17 +1078,16 @@ async fn go_in_cluster(client: &Client, ns: &str, kind: &str, name: &str) -> Val
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "redis-config"}, "data": {"redis.conf": "port 6379\ndir /var/lib/redis/data\n"}});
         apply_raw("ConfigMap", cm).await;
         (
-            json!({"name": "redis", "image": "registry.redhat.io/rhel9/redis-7", "command": ["/usr/bin/redis-server"], "args": ["/etc/redis.d/redis.conf", "--daemonize", "no"],
-                   "volumeMounts": [{"name": name, "mountPath": "/var/lib/redis/data"}, {"name": "redis-config", "mountPath": "/etc/redis.d/"}]}),
-            json!([{"name": name, "persistentVolumeClaim": {"claimName": name}},
-                   {"name": "redis-config", "configMap": {"name": "redis-config", "items": [{"key": "redis.conf", "path": "redis.conf"}]}}]),
             json!({"port": 6379, "targetPort": 6379, "protocol": "TCP"}),
             json!({"uri": format!("{name}.{ns}.svc.cluster.local"), "port": "6379"}),
         )
     };
-    apply_raw("Deployment", json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-        "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
-                 "template": {"metadata": {"labels": selector}, "spec": {"volumes": volumes, "containers": [container]}}}})).await;
+    apply_raw(
+        "Deployment",
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": go_deployment_spec(kind, name)}),
+    )
+    .await;
     apply_raw(
         "Service",
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
@@ -1901,6 +2050,11 @@ async fn after_a_switch_new_resources_are_made_so_the_go_operator_can_take_them_
             "kind": "Redis", "metadata": {"name": "cache"}, "spec": spec("cache-sec")})).await;
         let _: BlobStorage = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1",
             "kind": "BlobStorage", "metadata": {"name": "files"}, "spec": spec("files-sec")})).await;
+        let in_cluster = |secret: &str| json!({"type": "openshift", "tier": "development", "secretRef": {"name": secret}});
+        let _: Postgres = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1",
+            "kind": "Postgres", "metadata": {"name": "pg"}, "spec": in_cluster("pg-sec")})).await;
+        let _: Redis = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1",
+            "kind": "Redis", "metadata": {"name": "kv"}, "spec": in_cluster("kv-sec")})).await;
         let (redis, blobs) = (Api::<Redis>::namespaced(client.clone(), &ns), Api::<BlobStorage>::namespaced(client.clone(), &ns));
         crate::support::wait_phase(&redis, "cache", Phase::Complete).await;
         crate::support::wait_phase(&blobs, "files", Phase::Complete).await;
@@ -1939,6 +2093,8 @@ async fn after_a_switch_new_resources_are_made_so_the_go_operator_can_take_them_
         let iam = aws_sdk_iam::Client::new(&admin);
         let user = iam.get_user().user_name(&bucket).send().await;
         assert!(user.is_err(), "an IAM user of this operator was made for {bucket}: {user:?}");
+
+        go_takes_back_new_in_cluster_databases(&client, &ns).await;
 
         redis.delete("cache", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
         blobs.delete("files", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));

@@ -288,8 +288,43 @@ pub async fn adopt_go_postgres(
     })
 }
 
+/// What the Go operator writes in its `redis-config` (`getRedisConfData`,
+/// openshift/provider_redis.go), so its next pass changes nothing. RDB
+/// persistence only (AOF stays off): turning AOF on over existing RDB data
+/// would start Redis empty.
+const GO_REDIS_CONF: &str = "protected-mode no
+port 6379
+timeout 0
+tcp-keepalive 300
+daemonize no
+supervised no
+loglevel notice
+databases 16
+save 900 1
+save 300 10
+save 60 10000
+stop-writes-on-bgsave-error yes
+rdbcompression yes
+rdbchecksum yes
+dbfilename dump.rdb
+slave-serve-stale-data yes
+slave-read-only yes
+repl-diskless-sync no
+repl-disable-tcp-nodelay no
+appendfilename \"appendonly.aof\"
+appendfsync everysec
+no-appendfsync-on-rewrite no
+auto-aof-rewrite-percentage 100
+auto-aof-rewrite-min-size 64mb
+aof-load-truncated yes
+lua-time-limit 5000
+activerehashing no
+aof-rewrite-incremental-fsync yes
+dir /var/lib/redis/data
+";
+
 /// The ConfigMap the Go operator's Redis of a namespace share: created when
-/// missing (dir and persistence as its Deployments expect), never changed.
+/// missing (as the Go operator writes it), never changed.
 pub async fn ensure_go_redis_config(
     api: &Objects<k8s_openapi::api::core::v1::ConfigMap>,
 ) -> Result<(), ProviderError> {
@@ -300,9 +335,7 @@ pub async fn ensure_go_redis_config(
     }
     let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": name},
-        // RDB persistence only: turning AOF on over existing RDB data would
-        // start Redis empty.
-        "data": {"redis.conf": "protected-mode no\nport 6379\ndir /var/lib/redis/data\ndbfilename dump.rdb\nsave 900 1\nsave 300 10\nsave 60 10000\n"}
+        "data": {"redis.conf": GO_REDIS_CONF}
     }))
     .map_err(|e| ProviderError::transient(format!("building ConfigMap {name}: {e}")))?;
     match api.create(&Default::default(), &cm).await {

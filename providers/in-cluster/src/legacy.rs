@@ -19,7 +19,7 @@ use k8s_openapi::api::{
 };
 use serde_json::{Value, json};
 
-use crate::workload::{Desired, metadata};
+use crate::workload::{Desired, ISOLATED_ANNOTATION, Isolation, metadata, network_policy};
 
 /// The Go operator's Postgres credentials Secret (`buildDefaultPostgresSecret`).
 pub fn postgres_secret_name(name: &str) -> String {
@@ -128,8 +128,10 @@ fn pvc(req: &ResourceRequest, app: &str) -> Value {
 }
 
 /// The Go operator's Postgres (`buildDefaultPostgresDeployment`,
-/// `buildDefaultPostgresService`), for objects that have to be created again.
-pub fn postgres(req: &ResourceRequest) -> Desired {
+/// `buildDefaultPostgresService`), for objects that have to be created
+/// (again, or new under `--go-compatible-resources`); with a NetworkPolicy
+/// of this operator's when `isolation` is given.
+pub fn postgres(req: &ResourceRequest, isolation: Option<&Isolation>) -> Desired {
     let name = req.name.as_str();
     let secret = postgres_secret_name(name);
     let env = |var: &str, key: &str| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}});
@@ -146,9 +148,10 @@ pub fn postgres(req: &ResourceRequest) -> Desired {
                            "initialDelaySeconds": 10, "periodSeconds": 30, "timeoutSeconds": 5},
     });
     let deployment = deployment_spec(
-        name,
+        req,
         json!([{"name": name, "persistentVolumeClaim": {"claimName": name}}]),
         container,
+        POSTGRES_GROUP,
     );
     let service = json!({
         "type": "ClusterIP",
@@ -159,14 +162,15 @@ pub fn postgres(req: &ResourceRequest) -> Desired {
         pvc: pvc(req, "postgres"),
         config_map: None,
         service: object(req, "v1", "Service", "postgres", service),
-        deployment: object(req, "apps/v1", "Deployment", "postgres", deployment),
-        network_policy: None,
+        deployment: deployment_object(req, "postgres", deployment, isolation),
+        network_policy: isolation
+            .map(|i| network_policy(req, "postgres", (selector(name), 5432), i)),
     }
 }
 
 /// The Go operator's Redis (`buildDefaultRedisDeployment`,
-/// `buildDefaultRedisService`), for objects that have to be created again.
-pub fn redis(req: &ResourceRequest) -> Desired {
+/// `buildDefaultRedisService`), made as [`postgres`] is.
+pub fn redis(req: &ResourceRequest, isolation: Option<&Isolation>) -> Desired {
     let name = req.name.as_str();
     let container = json!({
         "name": "redis",
@@ -176,30 +180,54 @@ pub fn redis(req: &ResourceRequest) -> Desired {
         "args": ["/etc/redis.d/redis.conf", "--daemonize", "no"],
         "resources": {"limits": {"cpu": "500m", "memory": "6Gi"}, "requests": {"cpu": "150m", "memory": "256Mi"}},
         "volumeMounts": [{"name": name, "mountPath": "/var/lib/redis/data"}, {"name": REDIS_CONFIG_MAP, "mountPath": "/etc/redis.d/"}],
+        "readinessProbe": {"exec": {"command": ["container-entrypoint", "bash", "-c", "redis-cli set liveness-probe \"`date`\" | grep OK"]},
+                           "initialDelaySeconds": 10, "periodSeconds": 30, "timeoutSeconds": 1},
         "livenessProbe": {"tcpSocket": {"port": 6379}, "initialDelaySeconds": 10, "periodSeconds": 10},
     });
     let deployment = deployment_spec(
-        name,
+        req,
         json!([
             {"name": name, "persistentVolumeClaim": {"claimName": name}},
             {"name": REDIS_CONFIG_MAP, "configMap": {"name": REDIS_CONFIG_MAP, "items": [{"key": "redis.conf", "path": "redis.conf"}]}},
         ]),
         container,
+        REDIS_GROUP,
     );
     let service = json!({"type": "ClusterIP", "ports": [{"port": 6379, "targetPort": 6379, "protocol": "TCP"}], "selector": selector(name)});
     Desired {
         pvc: pvc(req, "redis"),
         config_map: None,
         service: object(req, "v1", "Service", "redis", service),
-        deployment: object(req, "apps/v1", "Deployment", "redis", deployment),
-        network_policy: None,
+        deployment: deployment_object(req, "redis", deployment, isolation),
+        network_policy: isolation.map(|i| network_policy(req, "redis", (selector(name), 6379), i)),
     }
 }
 
+/// The Deployment; one made isolated says so, as this operator's own do
+/// (an adopted one without the mark stays open, as it was).
+fn deployment_object(
+    req: &ResourceRequest,
+    app: &str,
+    spec: Value,
+    isolation: Option<&Isolation>,
+) -> Value {
+    let mut deployment = object(req, "apps/v1", "Deployment", app, spec);
+    if isolation.is_some() {
+        deployment["metadata"]["annotations"] = json!({ISOLATED_ANNOTATION: "true"});
+    }
+    deployment
+}
+
+/// The group the rhscl Postgres image runs as, and the Redis image.
+const POSTGRES_GROUP: i64 = 26;
+const REDIS_GROUP: i64 = 1001;
+
 /// The Deployment spec both Go workloads share: one replica, recreated,
-/// selected by `deployment: <name>`.
-fn deployment_spec(name: &str, volumes: Value, container: Value) -> Value {
-    json!({
+/// selected by `deployment: <name>`; in a namespace named `openshift-*`,
+/// its pods' group (`NamespacePrefixOpenShift`, config.go).
+fn deployment_spec(req: &ResourceRequest, volumes: Value, container: Value, group: i64) -> Value {
+    let name = req.name.as_str();
+    let mut spec = json!({
         "replicas": 1,
         "strategy": {"type": "Recreate"},
         "selector": {"matchLabels": selector(name)},
@@ -207,7 +235,12 @@ fn deployment_spec(name: &str, volumes: Value, container: Value) -> Value {
             "metadata": {"labels": selector(name)},
             "spec": {"volumes": volumes, "containers": [container]},
         },
-    })
+    });
+    if req.namespace.starts_with("openshift-") {
+        spec["template"]["spec"]["securityContext"] =
+            json!({"fsGroup": group, "supplementalGroups": [group]});
+    }
+    spec
 }
 
 #[cfg(test)]
@@ -229,5 +262,41 @@ mod tests {
         }))
         .unwrap_or_else(|e| panic!("{e}"));
         assert!(!is_go_deployment(&ours, "db"));
+    }
+
+    #[test]
+    fn a_new_go_layout_workload_is_isolated_by_its_go_selector_and_an_adopted_one_is_not() {
+        let isolation = Isolation {
+            operator_namespace: Some("cro".into()),
+        };
+        let mut req = crate::workload::tests::req();
+        for (d, port) in [
+            (postgres(&req, Some(&isolation)), 5432),
+            (redis(&req, Some(&isolation)), 6379),
+        ] {
+            let policy = d.network_policy.unwrap_or_else(|| panic!("no policy"));
+            assert_eq!(
+                policy["spec"]["podSelector"]["matchLabels"],
+                json!({"deployment": "db"})
+            );
+            assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["port"], port);
+            assert_eq!(
+                d.deployment["metadata"]["annotations"][ISOLATED_ANNOTATION],
+                "true"
+            );
+            assert!(d.deployment["spec"]["template"]["spec"]["securityContext"].is_null());
+        }
+        let adopted = postgres(&req, None);
+        assert!(adopted.network_policy.is_none());
+        assert!(adopted.deployment["metadata"]["annotations"].is_null());
+        // buildDefaultPostgresDeployment / buildDefaultRedisDeployment in
+        // a namespace named openshift-*.
+        req.namespace = "openshift-app".into();
+        for (d, group) in [(postgres(&req, None), 26), (redis(&req, None), 1001)] {
+            assert_eq!(
+                d.deployment["spec"]["template"]["spec"]["securityContext"],
+                json!({"fsGroup": group, "supplementalGroups": [group]})
+            );
+        }
     }
 }

@@ -57,6 +57,9 @@ pub struct InClusterProvider {
     corrections: corrections::Corrections,
     /// Makes buckets, users and keys in a BlobStorage's store.
     object_store: Option<std::sync::Arc<dyn cro_provider_api::ObjectStore>>,
+    /// New Postgres and Redis are laid out as the Go operator laid them
+    /// (`--go-compatible-resources`), so it can take them back whole.
+    go_layout_for_new: bool,
 }
 
 impl InClusterProvider {
@@ -71,7 +74,18 @@ impl InClusterProvider {
             isolation: workload::Isolation::default(),
             corrections: corrections::Corrections::default(),
             object_store: None,
+            go_layout_for_new: false,
         }
+    }
+
+    /// Lays new Postgres and Redis out as the Go operator did while a
+    /// switch from it may be rolled back: its next pass over them then
+    /// changes nothing (a Deployment of this operator's layout would meet
+    /// its immutable selector, and a new password in its credentials
+    /// Secret).
+    pub fn with_go_layout_for_new(mut self, go_layout: bool) -> Self {
+        self.go_layout_for_new = go_layout;
+        self
     }
 
     /// Isolated workloads admit the operator's namespace too (its
@@ -165,7 +179,7 @@ impl InClusterProvider {
         );
         if let Some(policy) = &desired.network_policy {
             changes.extend(
-                self.object_drift::<NetworkPolicy>(req, policy, layout)
+                self.object_drift::<NetworkPolicy>(req, policy, Layout::Ours)
                     .await?,
             );
         }
@@ -253,8 +267,10 @@ impl InClusterProvider {
         if let Applied::Terminating = self.put::<Service>(req, &desired.service, layout).await? {
             terminating.push("Service");
         }
+        // This operator's own, whoever laid the workload out.
         if let Some(policy) = &desired.network_policy
-            && let Applied::Terminating = self.put::<NetworkPolicy>(req, policy, layout).await?
+            && let Applied::Terminating =
+                self.put::<NetworkPolicy>(req, policy, Layout::Ours).await?
         {
             terminating.push("NetworkPolicy");
         }
@@ -330,6 +346,16 @@ enum Layout {
     GoOperator,
 }
 
+/// What the objects named like the CR say of its layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Observed {
+    Laid(Layout),
+    /// A PVC with nothing on it: a person says whose it is.
+    InTheWay,
+    /// Nothing yet: the workload is new.
+    Nothing,
+}
+
 impl InClusterProvider {
     /// The Go operator's layout when its Deployment (selector
     /// `deployment: <name>`) is there, or, with that gone, its Postgres
@@ -339,10 +365,7 @@ impl InClusterProvider {
     /// whoever may write Secrets in the namespace would otherwise choose
     /// the Go layout (no securityContext, NetworkPolicy or Redis password)
     /// for a new CR by making one.
-    async fn observed_layout(
-        &self,
-        req: &ResourceRequest,
-    ) -> Result<(Layout, bool), ProviderError> {
+    async fn observed_layout(&self, req: &ResourceRequest) -> Result<Observed, ProviderError> {
         let read = |kind: &str, e: kube::Error| {
             cro_kube::provider_error(format!("reading {kind} {}/{}", req.namespace, req.name), &e)
         };
@@ -353,11 +376,10 @@ impl InClusterProvider {
             .await
             .map_err(|e| read("Deployment", e))?
         {
-            let layout = match legacy::is_go_deployment(&d, name) {
+            return Ok(Observed::Laid(match legacy::is_go_deployment(&d, name) {
                 true => Layout::GoOperator,
                 false => Layout::Ours,
-            };
-            return Ok((layout, false));
+            }));
         }
         let pvc = self
             .api::<PersistentVolumeClaim>(req)
@@ -375,13 +397,13 @@ impl InClusterProvider {
                 .map_err(|e| read("Secret", e))?
                 .is_some();
         if go_secret {
-            return Ok((Layout::GoOperator, false));
+            return Ok(Observed::Laid(Layout::GoOperator));
         }
         Ok(match pvc.as_ref().map(legacy::claim) {
-            Some(legacy::Claim::Go) => (Layout::GoOperator, false),
-            // Deleting the CR leaves it, as any object that is not its own.
-            Some(legacy::Claim::Unknown) => (Layout::Ours, true),
-            Some(legacy::Claim::Ours) | None => (Layout::Ours, false),
+            Some(legacy::Claim::Go) => Observed::Laid(Layout::GoOperator),
+            Some(legacy::Claim::Unknown) => Observed::InTheWay,
+            Some(legacy::Claim::Ours) => Observed::Laid(Layout::Ours),
+            None => Observed::Nothing,
         })
     }
 
@@ -400,6 +422,19 @@ impl InClusterProvider {
                 .is_some_and(|v| v == "true")
         });
         Ok(isolated.then_some(&self.isolation))
+    }
+
+    /// How a workload of the Go operator's layout is isolated: one this
+    /// operator made (new under `--go-compatible-resources`) as its own
+    /// are, unless the tier turns `networkPolicy` off; one the Go operator
+    /// made stays open, as it was.
+    async fn go_isolation(
+        &self,
+        req: &ResourceRequest,
+        overrides: &strategy::Overrides,
+    ) -> Result<Option<&workload::Isolation>, ProviderError> {
+        let isolation = self.isolation(req).await?;
+        Ok(isolation.filter(|_| overrides.network_policy))
     }
 
     /// The user the workload's pods run as (see [`workload::PodUser`]): an
@@ -426,9 +461,25 @@ impl InClusterProvider {
         )
     }
 
-    /// The layout of the CR's objects (what deleting it removes).
+    /// The layout of the CR's objects (what deleting it removes; a PVC in
+    /// the way is left, as any object that is not its own).
     async fn layout(&self, req: &ResourceRequest) -> Result<Layout, ProviderError> {
-        Ok(self.observed_layout(req).await?.0)
+        Ok(match self.observed_layout(req).await? {
+            Observed::Laid(layout) => layout,
+            Observed::InTheWay => Layout::Ours,
+            Observed::Nothing => self.new_layout(req),
+        })
+    }
+
+    /// The layout a new workload is made in: the Go operator's under
+    /// `--go-compatible-resources`, for the kinds it ran in the cluster
+    /// and not for a restore (it knows no `restoreFromSnapshot`).
+    fn new_layout(&self, req: &ResourceRequest) -> Layout {
+        let go_kind = matches!(req.kind, ResourceKind::Postgres | ResourceKind::Redis);
+        match self.go_layout_for_new && go_kind && req.restore_from_snapshot.is_none() {
+            true => Layout::GoOperator,
+            false => Layout::Ours,
+        }
     }
 
     /// The layout to make or plan the workload in. A PVC alone with nothing
@@ -436,7 +487,7 @@ impl InClusterProvider {
     /// the CR would delete it: a person says which.
     async fn layout_to_make(&self, req: &ResourceRequest) -> Result<Layout, ProviderError> {
         match self.observed_layout(req).await? {
-            (_, true) => Err(ProviderError::permanent(format!(
+            Observed::InTheWay => Err(ProviderError::permanent(format!(
                 "PersistentVolumeClaim {ns}/{name} exists and was not made for {kind} {name}: the operator neither changes nor deletes it. If it holds this {kind}'s data from the Go operator (whose Deployment is gone), annotate it {key}={value} to take it over; otherwise rename or remove it, or give the {kind} another name",
                 ns = req.namespace,
                 name = req.name,
@@ -444,7 +495,8 @@ impl InClusterProvider {
                 key = legacy::LAYOUT_ANNOTATION,
                 value = legacy::GO_LAYOUT,
             ))),
-            (layout, false) => Ok(layout),
+            Observed::Laid(layout) => Ok(layout),
+            Observed::Nothing => Ok(self.new_layout(req)),
         }
     }
 
@@ -483,7 +535,8 @@ impl InClusterProvider {
             }
             Layout::GoOperator => {
                 let creds = credentials::adopt_go_postgres(&self.api::<Secret>(req), req).await?;
-                (legacy::postgres(req), creds, legacy::host(req))
+                let isolation = self.go_isolation(req, &overrides).await?;
+                (legacy::postgres(req, isolation), creds, legacy::host(req))
             }
         };
         let version = workload::image_tag(&desired.deployment);
@@ -547,7 +600,8 @@ impl InClusterProvider {
             }
             Layout::GoOperator => {
                 credentials::ensure_go_redis_config(&self.api::<ConfigMap>(req)).await?;
-                (legacy::redis(req), legacy::host(req), None)
+                let isolation = self.go_isolation(req, &overrides).await?;
+                (legacy::redis(req, isolation), legacy::host(req), None)
             }
         };
         let version = workload::image_tag(&desired.deployment);
@@ -819,7 +873,10 @@ impl Provider for InClusterProvider {
         let layout = self.layout_to_make(req).await?;
         let (isolation, user) = match (req.kind, layout) {
             (_, Layout::Ours) => (self.isolation(req).await?, self.pod_user(req).await?),
-            _ => (None, workload::PodUser::Image),
+            _ => (
+                self.go_isolation(req, &overrides).await?,
+                workload::PodUser::Image,
+            ),
         };
         let desired = match (req.kind, layout) {
             (ResourceKind::Postgres, Layout::Ours) => {
@@ -843,8 +900,8 @@ impl Provider for InClusterProvider {
                 let image = &self.images.object_store;
                 workload::object_store(req, &overrides, image, isolation, &user)?
             }
-            (ResourceKind::Postgres, Layout::GoOperator) => legacy::postgres(req),
-            (ResourceKind::Redis, Layout::GoOperator) => legacy::redis(req),
+            (ResourceKind::Postgres, Layout::GoOperator) => legacy::postgres(req, isolation),
+            (ResourceKind::Redis, Layout::GoOperator) => legacy::redis(req, isolation),
         };
         self.drift(req, &desired, layout).await
     }

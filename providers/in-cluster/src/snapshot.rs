@@ -339,7 +339,7 @@ impl InClusterProvider {
                 Some(job) => job,
                 None => {
                     return Ok(failed(format!(
-                        "{} {ns}/{} has no Deployment of this operator's layout: only a database this operator made is snapshotted in the cluster",
+                        "{} {ns}/{} has no Deployment of this operator's layout: only such a database is snapshotted in the cluster. One in the Go operator's layout (adopted from it, or made so while --go-compatible-resources was on) is not: back it up with pg_dump or redis-cli from its pod, or move its data into a database made in this operator's layout",
                         req.kind.cr_kind(),
                         req.resource_name
                     )));

@@ -42,9 +42,14 @@ pub struct Isolation {
     pub operator_namespace: Option<String>,
 }
 
-/// Ingress to the workload's port from pods of its namespace and of the
-/// operator's.
-fn network_policy(req: &ResourceRequest, app: &str, port: u16, isolation: &Isolation) -> Value {
+/// Ingress to the port of the pods `pods` selects from pods of their
+/// namespace and of the operator's.
+pub fn network_policy(
+    req: &ResourceRequest,
+    app: &str,
+    (pods, port): (Value, u16),
+    isolation: &Isolation,
+) -> Value {
     let mut from = vec![json!({"podSelector": {}})];
     if let Some(ns) = isolation
         .operator_namespace
@@ -60,7 +65,7 @@ fn network_policy(req: &ResourceRequest, app: &str, port: u16, isolation: &Isola
         "kind": "NetworkPolicy",
         "metadata": metadata(req, &req.name, app),
         "spec": {
-            "podSelector": {"matchLabels": selector(req, app)},
+            "podSelector": {"matchLabels": pods},
             "policyTypes": ["Ingress"],
             "ingress": [{"from": from, "ports": [{"protocol": "TCP", "port": port}]}],
         }
@@ -263,7 +268,7 @@ fn build(
         config_map: None,
         network_policy: isolation
             .filter(|_| o.network_policy)
-            .map(|i| network_policy(req, app, port, i)),
+            .map(|i| network_policy(req, app, (selector(req, app), port), i)),
     })
 }
 
@@ -553,12 +558,12 @@ pub fn image_tag(deployment: &Value) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::strategy::parse;
     use cro_provider_api::{Options, Owner, ResourceKind};
 
-    fn req() -> ResourceRequest {
+    pub(crate) fn req() -> ResourceRequest {
         ResourceRequest {
             kind: ResourceKind::Postgres,
             namespace: "app".into(),
