@@ -86,12 +86,18 @@ fn phase(p: Option<&Pod>) -> Option<String> {
 
 /// The running, ready pod of a Deployment (by its instance label).
 async fn ready_pod(client: &Client, ns: &str, instance: &str, not: Option<&str>) -> Pod {
-    let pods = Api::<Pod>::namespaced(client.clone(), ns);
     let selector = format!("app.kubernetes.io/instance={instance}");
+    ready_pod_by(client, ns, &selector, not).await
+}
+
+/// The running, ready pod `selector` selects (not the one of UID `not`).
+async fn ready_pod_by(client: &Client, ns: &str, selector: &str, not: Option<&str>) -> Pod {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    let instance = selector;
     let deadline = tokio::time::Instant::now() + START;
     loop {
         let list = pods
-            .list(&ListParams::default().labels(&selector))
+            .list(&ListParams::default().labels(selector))
             .await
             .unwrap_or_else(|e| panic!("listing the pods of {instance}: {e}"));
         let ready = list.items.into_iter().find(|p| {
@@ -192,6 +198,54 @@ async fn in_cluster_postgres_and_redis_really_run_connect_and_keep_their_data() 
         assert!(ok, "the key written before the pod was replaced: {log}");
 
         snapshots_restore_what_was_written_before_them(&client, &ns, pg_env, redis_env).await;
+    })
+    .await;
+}
+
+/// Issue #58: while a switch from the Go operator may be rolled back
+/// (`--go-compatible-resources`), a new in-cluster Postgres and Redis run
+/// the Go operator's layout and images (stand-ins held to those images'
+/// contracts, tests/testenv/real-node/build-images.sh), and `complete`
+/// keeps its promise there too: the pods run on the real node with the Go
+/// operator's probes passing, the operator's check logs in, and an
+/// application pod connects with the Secret and writes.
+#[tokio::test]
+async fn go_compatible_in_cluster_databases_really_run_and_connect() {
+    let node = real_node();
+    let launch = |l: &mut crate::support::Launch| {
+        l.wrapper = in_cluster_dns();
+        l.extra_args.push("--go-compatible-resources=true".into());
+    };
+    with_operator_launched("go-layout", launch, |client, ns, _op| async move {
+        place_on_real_node(&client, &ns).await;
+        let _: Postgres = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"}, "spec": spec("db-sec")})).await;
+        let _: Redis = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "cache"}, "spec": spec("cache-sec")})).await;
+        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
+        let caches = Api::<Redis>::namespaced(client.clone(), &ns);
+        let want = Some(("True".to_string(), "Connected".to_string()));
+        let w = want.clone();
+        wait_for(&pgs, "db", "complete and Connectable", START, move |o: Option<&Postgres>| {
+            let s = o.and_then(|o| o.status.as_ref());
+            s.and_then(|s| s.phase) == Some(Phase::Complete) && s.and_then(|s| connectable(&s.conditions)) == w
+        })
+        .await;
+        wait_for(&caches, "cache", "complete and Connectable", START, move |o: Option<&Redis>| {
+            let s = o.and_then(|o| o.status.as_ref());
+            s.and_then(|s| s.phase) == Some(Phase::Complete) && s.and_then(|s| connectable(&s.conditions)) == want
+        })
+        .await;
+        for (name, image) in [("db", "registry.redhat.io/rhscl/postgresql-13-rhel7"), ("cache", "registry.redhat.io/rhel9/redis-7")] {
+            let pod = ready_pod_by(&client, &ns, &format!("deployment={name}"), None).await;
+            let spec = pod.spec.unwrap_or_default();
+            assert_eq!(spec.node_name.as_deref(), Some(node.as_str()), "{name}'s pod runs on the real node");
+            assert_eq!(spec.containers[0].image.as_deref(), Some(image), "{name}: not the Go operator's image");
+        }
+        let pg_env = env_from("db-sec", &[("PGHOST", "host"), ("PGPORT", "port"), ("PGUSER", "username"), ("PGPASSWORD", "password"), ("PGDATABASE", "database")]);
+        let (ok, log) = run_client(&client, &ns, "pg-write", pg_env, "psql -v ON_ERROR_STOP=1 -c 'CREATE TABLE t (v text)' -c \"INSERT INTO t VALUES ('x')\"").await;
+        assert!(ok, "psql with the Secret's credentials: {log}");
+        let redis_env = env_from("cache-sec", &[("HOST", "uri"), ("PORT", "port")]);
+        let (ok, log) = run_client(&client, &ns, "redis-write", redis_env, "test \"$(redis-cli -h \"$HOST\" -p \"$PORT\" SET k v)\" = OK").await;
+        assert!(ok, "redis-cli with the Secret: {log}");
     })
     .await;
 }

@@ -13,6 +13,11 @@
 #     docker.io/library/redis:7      redis-server and redis-cli on PATH,
 #         working directory /data, port 6379, any uid
 #     cro-testenv/tools:1            psql and redis-cli, sleeping
+#     registry.redhat.io/rhscl/postgresql-13-rhel7  and
+#     registry.redhat.io/rhel9/redis-7  the images of the Go operator's
+#         in-cluster layout (providers/in-cluster/src/legacy.rs), held to
+#         their sources' contracts (rhscl-run-postgresql.sh,
+#         container-entrypoint.sh): uid 26 and 1001, no registry login
 #   OUTDIR/servers.tar  one layer of two static binaries, tagged as the
 #       images the in-cluster BlobStorage and SMTPCredentialSet servers
 #       run by default (providers/in-cluster/src/workload.rs):
@@ -57,6 +62,9 @@ sed -i -E 's/^postgres:x:[0-9]+:[0-9]+:/postgres:x:999:999:/' "$root/etc/passwd"
 sed -i -E 's/^postgres:x:[0-9]+:/postgres:x:999:/' "$root/etc/group"
 install -d -o 999 -g 999 -m 2777 "$root/run/postgresql" "$root/var/lib/postgresql/data" "$root/data"
 install -m 0755 "$here/postgres-entrypoint.sh" "$root/usr/local/bin/docker-entrypoint.sh"
+install -m 0755 "$here/rhscl-run-postgresql.sh" "$root/usr/bin/run-postgresql"
+install -m 0755 "$here/container-entrypoint.sh" "$root/usr/bin/container-entrypoint"
+install -d -m 0777 "$root/var/lib/pgsql" "$root/var/lib/redis"
 tar -C "$root" --numeric-owner -cf "$work/layer.tar" .
 
 path="PATH=$pgbin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -66,6 +74,13 @@ cat >"$work/postgres.json" <<JSON
 JSON
 cat >"$work/redis.json" <<JSON
 {"Cmd": ["redis-server"], "WorkingDir": "/data", "ExposedPorts": {"6379/tcp": {}}, "Env": ["$path"]}
+JSON
+cat >"$work/rhscl-postgres.json" <<JSON
+{"Cmd": ["run-postgresql"], "User": "26", "ExposedPorts": {"5432/tcp": {}},
+ "Env": ["$path", "LANG=C.UTF-8", "HOME=/var/lib/pgsql"]}
+JSON
+cat >"$work/rhel-redis.json" <<JSON
+{"User": "1001", "WorkingDir": "/var/lib/redis", "ExposedPorts": {"6379/tcp": {}}, "Env": ["$path"]}
 JSON
 cat >"$work/tools.json" <<JSON
 {"Cmd": ["sleep", "infinity"], "Env": ["$path", "LANG=C.UTF-8"]}
@@ -97,7 +112,9 @@ archive "$work/pause.tar" "$work/pause-layer.tar" "$work/pause.json=cro-testenv/
 archive "$work/images.tar" "$work/layer.tar" \
   "$work/postgres.json=docker.io/library/postgres:17" \
   "$work/redis.json=docker.io/library/redis:7" \
-  "$work/tools.json=cro-testenv/tools:1"
+  "$work/tools.json=cro-testenv/tools:1" \
+  "$work/rhscl-postgres.json=registry.redhat.io/rhscl/postgresql-13-rhel7:latest" \
+  "$work/rhel-redis.json=registry.redhat.io/rhel9/redis-7:latest"
 archive "$work/servers.tar" "$work/servers-layer.tar" \
   "$work/store.json=docker.io/chrislusf/seaweedfs:$seaweedfs" \
   "$work/mail.json=docker.io/axllent/mailpit:$mailpit"

@@ -35,7 +35,8 @@ real_node_gateway=10.244.0.1
 real_node_bridge=cro0
 real_node_images_key() {
   cat "$here/real-node/build-images.sh" "$here/../../deploy/image/oci_archive.py" \
-    "$here/real-node/postgres-entrypoint.sh" "$here/real-node/pause.c" | sha256sum | cut -c1-12
+    "$here/real-node/postgres-entrypoint.sh" "$here/real-node/pause.c" \
+    "$here/real-node/rhscl-run-postgresql.sh" "$here/real-node/container-entrypoint.sh" | sha256sum | cut -c1-12
 }
 real_node_images() { echo "$cache/real-node-images-$(real_node_images_key)"; }
 
