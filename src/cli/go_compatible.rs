@@ -31,7 +31,7 @@ pub(super) async fn decide(
     };
     match &why {
         Some(why) => info!(
-            "new ElastiCache Redis, S3 BlobStorage and in-cluster Postgres and Redis are made as the Go operator made them ({why}), so rolling back to it keeps them working: a Redis without TLS and AUTH unless its tier sets TransitEncryptionEnabled, a bucket key from the Cloud Credential Operator where it runs, in-cluster databases in its layout and images (not snapshotted in the cluster); once the switch is final, set --go-compatible-resources=false (docs/migration.md)"
+            "new ElastiCache Redis, S3 BlobStorage and in-cluster Postgres and Redis are made as the Go operator made them ({why}), so rolling back to it keeps them working: a Redis without TLS and AUTH unless its tier sets TransitEncryptionEnabled, a bucket key from the Cloud Credential Operator where it runs, in-cluster databases in its layout and images; once the switch is final, set --go-compatible-resources=false (docs/migration.md)"
         ),
         None => info!("new resources are made this operator's way (--go-compatible-resources)"),
     }

@@ -207,8 +207,9 @@ async fn in_cluster_postgres_and_redis_really_run_connect_and_keep_their_data() 
 /// the Go operator's layout and images (stand-ins held to those images'
 /// contracts, tests/testenv/real-node/build-images.sh), and `complete`
 /// keeps its promise there too: the pods run on the real node with the Go
-/// operator's probes passing, the operator's check logs in, and an
-/// application pod connects with the Secret and writes.
+/// operator's probes passing, the operator's check logs in, an
+/// application pod connects with the Secret and writes, and their
+/// snapshots restore.
 #[tokio::test]
 async fn go_compatible_in_cluster_databases_really_run_and_connect() {
     let node = real_node();
@@ -246,8 +247,86 @@ async fn go_compatible_in_cluster_databases_really_run_and_connect() {
         let redis_env = env_from("cache-sec", &[("HOST", "uri"), ("PORT", "port")]);
         let (ok, log) = run_client(&client, &ns, "redis-write", redis_env, "test \"$(redis-cli -h \"$HOST\" -p \"$PORT\" SET k v)\" = OK").await;
         assert!(ok, "redis-cli with the Secret: {log}");
+        go_layout_backups_restore(&client, &ns).await;
     })
     .await;
+}
+
+/// Snapshots of databases in the Go operator's layout are backups too (its
+/// login Secret, its image's pg_dump and redis-cli), and a new Postgres
+/// restores one: the row written before is there.
+async fn go_layout_backups_restore(client: &Client, ns: &str) {
+    use cloud_resource_operator::api::{PostgresSnapshot, RedisSnapshot};
+    let cr = |kind: &str, name: &str, spec: Value| json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec});
+    let _: PostgresSnapshot = create_json(
+        client,
+        ns,
+        cr("PostgresSnapshot", "db-snap", json!({"resourceName": "db"})),
+    )
+    .await;
+    let _: RedisSnapshot = create_json(
+        client,
+        ns,
+        cr(
+            "RedisSnapshot",
+            "cache-snap",
+            json!({"resourceName": "cache"}),
+        ),
+    )
+    .await;
+    let done = |p: Option<Phase>| p == Some(Phase::Complete);
+    let pg_snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), ns);
+    let redis_snaps = Api::<RedisSnapshot>::namespaced(client.clone(), ns);
+    wait_for(
+        &pg_snaps,
+        "db-snap",
+        "phase complete",
+        START,
+        move |o: Option<&PostgresSnapshot>| done(o.and_then(|o| o.status.as_ref()?.phase)),
+    )
+    .await;
+    wait_for(
+        &redis_snaps,
+        "cache-snap",
+        "phase complete",
+        START,
+        move |o: Option<&RedisSnapshot>| done(o.and_then(|o| o.status.as_ref()?.phase)),
+    )
+    .await;
+    let mut copy = spec("copy-sec");
+    copy["restoreFromSnapshot"] = json!("db-snap");
+    let _: Postgres = create_json(client, ns, cr("Postgres", "copy", copy)).await;
+    let pgs = Api::<Postgres>::namespaced(client.clone(), ns);
+    wait_for(
+        &pgs,
+        "copy",
+        "phase complete",
+        START,
+        move |o: Option<&Postgres>| done(o.and_then(|o| o.status.as_ref()?.phase)),
+    )
+    .await;
+    let env = env_from(
+        "copy-sec",
+        &[
+            ("PGHOST", "host"),
+            ("PGPORT", "port"),
+            ("PGUSER", "username"),
+            ("PGPASSWORD", "password"),
+            ("PGDATABASE", "database"),
+        ],
+    );
+    let (ok, log) = run_client(
+        client,
+        ns,
+        "copy-read",
+        env,
+        "test \"$(psql -tA -c 'SELECT v FROM t')\" = x",
+    )
+    .await;
+    assert!(
+        ok,
+        "the row written before the snapshot, read from the copy: {log}"
+    );
 }
 
 /// Issue #60: a workshop PostgresSnapshot and RedisSnapshot of databases

@@ -448,17 +448,19 @@ impl InClusterProvider {
         {
             return Ok(workload::PodUser::of_deployment(&d));
         }
+        self.namespace_user(&req.namespace).await
+    }
+
+    /// The user pods of `namespace` run as (see [`workload::PodUser`]).
+    async fn namespace_user(&self, namespace: &str) -> Result<workload::PodUser, ProviderError> {
         let ns = Api::<Namespace>::all(self.client.clone())
-            .get(&req.namespace)
+            .get(namespace)
             .await
             .map_err(|e| {
-                let message = format!("reading Namespace {}", req.namespace);
+                let message = format!("reading Namespace {namespace}");
                 cro_kube::provider_error(message, &e)
             })?;
-        workload::PodUser::of_namespace(
-            &req.namespace,
-            &ns.metadata.annotations.unwrap_or_default(),
-        )
+        workload::PodUser::of_namespace(namespace, &ns.metadata.annotations.unwrap_or_default())
     }
 
     /// The layout of the CR's objects (what deleting it removes; a PVC in

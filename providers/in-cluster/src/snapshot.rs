@@ -112,18 +112,34 @@ fn postgres_restore_script() -> String {
     )
 }
 
+/// Whose layout a database's objects are in, for the Jobs that read it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    Ours,
+    /// The Go operator's (`legacy`): its login in
+    /// `<name>-postgres-credentials` (`user`, `password`, `database`), a
+    /// Redis without a password.
+    Go,
+}
+
 /// The environment a Job reaches the database `name` with: its host and
 /// the login from its credentials Secret.
-fn database_env(kind: ResourceKind, name: &str, host: &str) -> Value {
-    let secret = workload::credentials_secret_name(name);
+fn database_env(kind: ResourceKind, name: &str, host: &str, layout: Layout) -> Value {
+    let (secret, user) = match layout {
+        Layout::Ours => (workload::credentials_secret_name(name), "username"),
+        Layout::Go => (crate::legacy::postgres_secret_name(name), "user"),
+    };
     let from = |var: &str, key: &str, optional: bool| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": optional}}});
     let host = json!({"name": "DATABASE_HOST", "value": host});
-    match kind {
-        // Only an isolated Redis has a password.
-        ResourceKind::Redis => json!([host, from("REDISCLI_AUTH", "password", true)]),
+    match (kind, layout) {
+        // Only an isolated Redis of this operator's has a password.
+        (ResourceKind::Redis, Layout::Ours) => {
+            json!([host, from("REDISCLI_AUTH", "password", true)])
+        }
+        (ResourceKind::Redis, Layout::Go) => json!([host]),
         _ => json!([
             host,
-            from("PGUSER", "username", false),
+            from("PGUSER", user, false),
             from("PGPASSWORD", "password", false),
             from("PGDATABASE", "database", false),
         ]),
@@ -190,6 +206,10 @@ fn job(spec: JobSpec<'_>) -> Value {
                     "containers": [{
                         "name": spec.app,
                         "image": spec.image,
+                        // The database's image is on its node already; an
+                        // untagged name (the Go operator's) would
+                        // otherwise be pulled every time.
+                        "imagePullPolicy": "IfNotPresent",
                         "command": ["sh", "-c", spec.script],
                         "env": spec.env,
                         "volumeMounts": mounts,
@@ -339,7 +359,7 @@ impl InClusterProvider {
                 Some(job) => job,
                 None => {
                     return Ok(failed(format!(
-                        "{} {ns}/{} has no Deployment of this operator's layout: only such a database is snapshotted in the cluster. One in the Go operator's layout (adopted from it, or made so while --go-compatible-resources was on) is not: back it up with pg_dump or redis-cli from its pod, or move its data into a database made in this operator's layout",
+                        "{} {ns}/{} has no Deployment: there is no database to back up. Delete this snapshot; take another once the database runs",
                         req.kind.cr_kind(),
                         req.resource_name
                     )));
@@ -367,8 +387,9 @@ impl InClusterProvider {
         })
     }
 
-    /// Makes the backup's PVC and the Job that fills it; `None` when the
-    /// database is not one this operator laid out.
+    /// Makes the backup's PVC and the Job that fills it, running the
+    /// database's own image (its client matches its server); `None` when
+    /// the database has no Deployment.
     async fn backup_job(
         &self,
         req: &SnapshotRequest,
@@ -377,11 +398,14 @@ impl InClusterProvider {
         let ns = req.namespace.as_str();
         let parent = req.resource_name.as_str();
         let deployments = Api::<Deployment>::namespaced(self.client.clone(), ns);
-        let Some(deployment) = look(&deployments, ns, parent)
-            .await?
-            .filter(|d| !crate::legacy::is_go_deployment(d, parent))
-        else {
+        let Some(deployment) = look(&deployments, ns, parent).await? else {
             return Ok(None);
+        };
+        // The Go operator's pods run as their image's user or as OpenShift
+        // assigns; the Job as the namespace's range says, else as ours.
+        let (layout, user) = match crate::legacy::is_go_deployment(&deployment, parent) {
+            true => (Layout::Go, self.namespace_user(ns).await?),
+            false => (Layout::Ours, workload::PodUser::of_deployment(&deployment)),
         };
         let image = (deployment.spec.as_ref())
             .and_then(|s| s.template.spec.as_ref())
@@ -395,7 +419,6 @@ impl InClusterProvider {
             _ => "postgres-snapshot",
         };
         create(&pvcs, &backup_pvc(req, app, data.as_ref())).await?;
-        let user = workload::PodUser::of_deployment(&deployment);
         let host = self.service_host(parent, ns);
         let job = job(JobSpec {
             name: name.to_string(),
@@ -406,7 +429,7 @@ impl InClusterProvider {
             owner: &req.owner,
             image: &image,
             script: backup_script(req.kind),
-            env: database_env(req.kind, parent, &host),
+            env: database_env(req.kind, parent, &host, layout),
             user: &user,
             backup: name.to_string(),
             data: None,
@@ -546,7 +569,7 @@ impl InClusterProvider {
             owner: &req.owner,
             image,
             script,
-            env: database_env(req.kind, &req.name, &self.host(req)),
+            env: database_env(req.kind, &req.name, &self.host(req), Layout::Ours),
             user,
             backup: backup.clone(),
             data,
@@ -709,7 +732,7 @@ mod tests {
             owner: &owner,
             image: "postgres:17",
             script: backup_script(ResourceKind::Postgres),
-            env: database_env(ResourceKind::Postgres, "db", "db.ns.svc"),
+            env: database_env(ResourceKind::Postgres, "db", "db.ns.svc", Layout::Ours),
             user: &workload::PodUser::Image,
             backup: "n".into(),
             data: None,
