@@ -19,8 +19,8 @@ use kube::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    DEFAULT_TIMEOUT, connectable, create_json, in_cluster_dns, place_on_real_node, real_node,
-    wait_deleted, wait_for, with_operator_launched,
+    DEFAULT_TIMEOUT, Phased, connectable, create_json, in_cluster_dns, place_on_real_node,
+    real_node, wait_deleted, wait_for, with_operator_launched,
 };
 
 /// Containers start for real: image unpacked, initdb, probes every 10 s.
@@ -37,6 +37,38 @@ fn env_from(secret: &str, keys: &[(&str, &str)]) -> Value {
         .map(|(var, key)| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": true}}}))
         .collect();
     json!(vars)
+}
+
+/// A Postgres Secret's keys as libpq's environment.
+fn postgres_env(secret: &str) -> Value {
+    env_from(
+        secret,
+        &[
+            ("PGHOST", "host"),
+            ("PGPORT", "port"),
+            ("PGUSER", "username"),
+            ("PGPASSWORD", "password"),
+            ("PGDATABASE", "database"),
+        ],
+    )
+}
+
+/// Waits, as long as a real start takes, for `name` to be complete.
+async fn complete<K>(api: &Api<K>, name: &str) -> K
+where
+    K: Phased
+        + kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    wait_for(api, name, "phase complete", START, |o: Option<&K>| {
+        o.and_then(Phased::phase) == Some(Phase::Complete)
+    })
+    .await
 }
 
 /// Runs `script` in a client pod (psql, redis-cli) with `env`; whether it
@@ -136,9 +168,8 @@ async fn in_cluster_postgres_and_redis_really_run_connect_and_keep_their_data() 
         let _: Redis = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "cache"}, "spec": spec("cache-sec")})).await;
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
         let caches = Api::<Redis>::namespaced(client.clone(), &ns);
-        let complete = |p: Option<Phase>| p == Some(Phase::Complete);
-        wait_for(&pgs, "db", "phase complete", START, move |o: Option<&Postgres>| complete(o.and_then(|o| o.status.as_ref()?.phase))).await;
-        wait_for(&caches, "cache", "phase complete", START, move |o: Option<&Redis>| complete(o.and_then(|o| o.status.as_ref()?.phase))).await;
+        complete(&pgs, "db").await;
+        complete(&caches, "cache").await;
 
         // Complete means the Deployment is available: its pod runs on the
         // real node and the image's probes (pg_isready, redis-cli ping) pass.
@@ -168,7 +199,7 @@ async fn in_cluster_postgres_and_redis_really_run_connect_and_keep_their_data() 
         .await;
 
         // An application pod connects with the Secret and writes.
-        let pg_env = env_from("db-sec", &[("PGHOST", "host"), ("PGPORT", "port"), ("PGUSER", "username"), ("PGPASSWORD", "password"), ("PGDATABASE", "database")]);
+        let pg_env = postgres_env("db-sec");
         let redis_env = env_from("cache-sec", &[("HOST", "uri"), ("PORT", "port"), ("REDISCLI_AUTH", "password")]);
         let (ok, log) = run_client(&client, &ns, "pg-write", pg_env.clone(), "psql -v ON_ERROR_STOP=1 -c 'CREATE TABLE kept (v text)' -c \"INSERT INTO kept VALUES ('before the restart')\"").await;
         assert!(ok, "psql with the Secret's credentials: {log}");
@@ -241,7 +272,7 @@ async fn go_compatible_in_cluster_databases_really_run_and_connect() {
             assert_eq!(spec.node_name.as_deref(), Some(node.as_str()), "{name}'s pod runs on the real node");
             assert_eq!(spec.containers[0].image.as_deref(), Some(image), "{name}: not the Go operator's image");
         }
-        let pg_env = env_from("db-sec", &[("PGHOST", "host"), ("PGPORT", "port"), ("PGUSER", "username"), ("PGPASSWORD", "password"), ("PGDATABASE", "database")]);
+        let pg_env = postgres_env("db-sec");
         let (ok, log) = run_client(&client, &ns, "pg-write", pg_env, "psql -v ON_ERROR_STOP=1 -c 'CREATE TABLE t (v text)' -c \"INSERT INTO t VALUES ('x')\"").await;
         assert!(ok, "psql with the Secret's credentials: {log}");
         let redis_env = env_from("cache-sec", &[("HOST", "uri"), ("PORT", "port")]);
@@ -274,47 +305,16 @@ async fn go_layout_backups_restore(client: &Client, ns: &str) {
         ),
     )
     .await;
-    let done = |p: Option<Phase>| p == Some(Phase::Complete);
     let pg_snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), ns);
     let redis_snaps = Api::<RedisSnapshot>::namespaced(client.clone(), ns);
-    wait_for(
-        &pg_snaps,
-        "db-snap",
-        "phase complete",
-        START,
-        move |o: Option<&PostgresSnapshot>| done(o.and_then(|o| o.status.as_ref()?.phase)),
-    )
-    .await;
-    wait_for(
-        &redis_snaps,
-        "cache-snap",
-        "phase complete",
-        START,
-        move |o: Option<&RedisSnapshot>| done(o.and_then(|o| o.status.as_ref()?.phase)),
-    )
-    .await;
+    complete(&pg_snaps, "db-snap").await;
+    complete(&redis_snaps, "cache-snap").await;
     let mut copy = spec("copy-sec");
     copy["restoreFromSnapshot"] = json!("db-snap");
     let _: Postgres = create_json(client, ns, cr("Postgres", "copy", copy)).await;
     let pgs = Api::<Postgres>::namespaced(client.clone(), ns);
-    wait_for(
-        &pgs,
-        "copy",
-        "phase complete",
-        START,
-        move |o: Option<&Postgres>| done(o.and_then(|o| o.status.as_ref()?.phase)),
-    )
-    .await;
-    let env = env_from(
-        "copy-sec",
-        &[
-            ("PGHOST", "host"),
-            ("PGPORT", "port"),
-            ("PGUSER", "username"),
-            ("PGPASSWORD", "password"),
-            ("PGDATABASE", "database"),
-        ],
-    );
+    complete(&pgs, "copy").await;
+    let env = postgres_env("copy-sec");
     let (ok, log) = run_client(
         client,
         ns,
@@ -362,23 +362,8 @@ async fn snapshots_restore_what_was_written_before_them(
     .await;
     let pg_snaps = Api::<PostgresSnapshot>::namespaced(client.clone(), ns);
     let redis_snaps = Api::<RedisSnapshot>::namespaced(client.clone(), ns);
-    let done = |p: Option<Phase>| p == Some(Phase::Complete);
-    let pg_snap = wait_for(
-        &pg_snaps,
-        "db-snap",
-        "phase complete",
-        START,
-        move |o: Option<&PostgresSnapshot>| done(o.and_then(|o| o.status.as_ref()?.phase)),
-    )
-    .await;
-    let redis_snap = wait_for(
-        &redis_snaps,
-        "cache-snap",
-        "phase complete",
-        START,
-        move |o: Option<&RedisSnapshot>| done(o.and_then(|o| o.status.as_ref()?.phase)),
-    )
-    .await;
+    let pg_snap = complete(&pg_snaps, "db-snap").await;
+    let redis_snap = complete(&redis_snaps, "cache-snap").await;
     let backup = |id: Option<String>| {
         id.unwrap_or_else(|| panic!("a complete snapshot records its identifier"))
     };
@@ -412,33 +397,10 @@ async fn snapshots_restore_what_was_written_before_them(
     let _: Redis = create_json(client, ns, cr("Redis", "cache-copy", copy)).await;
     let pgs = Api::<Postgres>::namespaced(client.clone(), ns);
     let caches = Api::<Redis>::namespaced(client.clone(), ns);
-    wait_for(
-        &pgs,
-        "db-copy",
-        "phase complete",
-        START,
-        move |o: Option<&Postgres>| done(o.and_then(|o| o.status.as_ref()?.phase)),
-    )
-    .await;
-    wait_for(
-        &caches,
-        "cache-copy",
-        "phase complete",
-        START,
-        move |o: Option<&Redis>| done(o.and_then(|o| o.status.as_ref()?.phase)),
-    )
-    .await;
+    complete(&pgs, "db-copy").await;
+    complete(&caches, "cache-copy").await;
 
-    let pg_copy = env_from(
-        "db-copy-sec",
-        &[
-            ("PGHOST", "host"),
-            ("PGPORT", "port"),
-            ("PGUSER", "username"),
-            ("PGPASSWORD", "password"),
-            ("PGDATABASE", "database"),
-        ],
-    );
+    let pg_copy = postgres_env("db-copy-sec");
     let (ok, log) = run_client(
         client,
         ns,
@@ -616,7 +578,7 @@ async fn in_cluster_databases_start_under_an_openshift_namespaces_uid_range() {
             assert_eq!(context.run_as_user, Some(1000680000), "{name}: {context:?}");
             assert_eq!(context.fs_group, Some(1000680000), "{name}: {context:?}");
         }
-        let pg_env = env_from("db-sec", &[("PGHOST", "host"), ("PGPORT", "port"), ("PGUSER", "username"), ("PGPASSWORD", "password"), ("PGDATABASE", "database")]);
+        let pg_env = postgres_env("db-sec");
         let (ok, log) = run_client(&client, &ns, "pg-write", pg_env, "psql -v ON_ERROR_STOP=1 -c 'CREATE TABLE t (v text)' -c \"INSERT INTO t VALUES ('x')\"").await;
         assert!(ok, "psql with the Secret's credentials: {log}");
     })
