@@ -12,7 +12,6 @@ use std::{
     time::Duration,
 };
 
-use axum::{Router, http::header, response::IntoResponse, routing::get};
 use prometheus_client::{
     collector::Collector,
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, text::encode},
@@ -765,44 +764,8 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
 ) -> std::io::Result<()> {
-    serve_text(listener, Arc::new(move || metrics.render()), true).await
-}
-
-/// `/metrics` as `render` writes it, `/healthz`, and `/readyz` answering
-/// as `ready` says.
-pub async fn serve_text(
-    listener: tokio::net::TcpListener,
-    render: Arc<dyn Fn() -> String + Send + Sync>,
-    ready: bool,
-) -> std::io::Result<()> {
-    let readiness = if ready {
-        axum::http::StatusCode::OK
-    } else {
-        axum::http::StatusCode::SERVICE_UNAVAILABLE
-    };
-    let app = Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let render = render.clone();
-                async move {
-                    (
-                        [(
-                            header::CONTENT_TYPE,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        render(),
-                    )
-                        .into_response()
-                }
-            }),
-        )
-        .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || async move { (readiness, if ready { "ok" } else { "not ready" }) }),
-        );
-    axum::serve(listener, app).await
+    let render = Arc::new(move || metrics.render());
+    cro_runtime::serve::metrics_and_probes(listener, render, true).await
 }
 
 /// The Go operator's `cro_sts_credentials_secret{namespace, error}`

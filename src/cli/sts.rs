@@ -88,7 +88,9 @@ pub(super) async fn wait_for_sts(
                     let shown = shown.clone();
                     let render =
                         Arc::new(move || shown.lock().unwrap_or_else(|e| e.into_inner()).clone());
-                    serving = Some(tokio::spawn(metrics::serve_text(listener, render, false)));
+                    serving = Some(tokio::spawn(cro_runtime::serve::metrics_and_probes(
+                        listener, render, false,
+                    )));
                 }
                 tokio::select! {
                     () = tokio::time::sleep(STS_RETRY) => {}

@@ -1,17 +1,10 @@
-//! Leader election on a `coordination.k8s.io/v1` Lease, with client-go's
-//! semantics so platform engineers can reason about it the usual way: the
-//! leader renews every retry period; it gives up when it could not renew
-//! for the renew deadline; a candidate takes over once the holder's record
-//! has not changed for the lease duration. Expiry is judged by when this
-//! process saw the record change, never by comparing clocks across nodes.
-//!
-//! Why not kube-lease-manager: it judges expiry from the holder's
-//! `renewTime` against the candidate's wall clock, with a configured skew
-//! allowance, so a holder whose clock runs ahead keeps a dead Lease for
-//! longer than its duration; it has no renew deadline after which a leader
-//! that cannot reach the API server stops by itself. Both are what makes
-//! "at most one leader acts" hold here (tests/integration/leader.rs,
-//! tests/disruptive/faults.rs).
+//! Leader election (the Lease mechanics are `cro_runtime::lease`'s), held
+//! back while a Go cloud-resource-operator runs: two operators would write
+//! the same AWS resources and Secrets. Its traces (a live Go Lease, a
+//! running Go Deployment, OLM's installation of it) stop this process
+//! leading where only the platform writes, and hold back their own
+//! namespace elsewhere (`held`). At most one leader acts
+//! (tests/integration/leader.rs, tests/disruptive/faults.rs).
 
 mod held;
 mod olm;
@@ -21,22 +14,15 @@ pub use held::HeldBack;
 use std::time::{Duration, Instant};
 
 use cro_provider_api::Fence;
+use cro_runtime::lease::{self, Gate, Observed, expired_record};
 use held::{Trace, Trusted};
-use k8s_openapi::{
-    api::{
-        apps::v1::Deployment,
-        coordination::v1::{Lease, LeaseSpec},
-    },
-    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
-    jiff::Timestamp,
-};
-use kube::{
-    Api, Client,
-    api::{ListParams, PostParams},
-};
+use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
+use kube::{Api, Client, api::ListParams};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Mutex;
 use tracing::{debug, info, warn};
+
+pub use cro_runtime::lease::TimingError;
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -89,45 +75,35 @@ fn go_deployment_ready(d: &Deployment) -> bool {
     go && ready > 0
 }
 
-/// Lease timings client-go would refuse, naming the flags to change.
-#[derive(Debug, PartialEq, thiserror::Error)]
-pub enum TimingError {
-    #[error(
-        "--leader-election-renew-deadline must be shorter than --leader-election-lease-duration"
-    )]
-    RenewDeadline,
-    #[error(
-        "--leader-election-retry-period must be positive and shorter than --leader-election-renew-deadline"
-    )]
-    RetryPeriod,
-}
-
 impl Config {
+    /// This process's own Lease.
+    fn lease(&self) -> lease::Config {
+        lease::Config {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            identity: self.identity.clone(),
+            lease_duration: self.lease_duration,
+            renew_deadline: self.renew_deadline,
+            retry_period: self.retry_period,
+        }
+    }
+
     /// The timing rules client-go enforces.
     pub fn check(&self) -> Result<(), TimingError> {
-        if self.renew_deadline >= self.lease_duration {
-            return Err(TimingError::RenewDeadline);
-        }
-        if self.retry_period >= self.renew_deadline || self.retry_period.is_zero() {
-            return Err(TimingError::RetryPeriod);
-        }
-        Ok(())
+        self.lease().check()
     }
 }
 
-/// The holder record last seen, and when it was first seen.
-struct Observed {
-    holder: Option<String>,
-    renew_time: Option<MicroTime>,
-    since: Instant,
+pub struct Elector {
+    lease: lease::Elector,
+    go: GoWatch,
 }
 
-pub struct Elector {
-    api: Api<Lease>,
-    config: Config,
-    /// Opened to the renew deadline after each renewal that succeeded.
-    fence: Fence,
-    observed: Mutex<Option<Observed>>,
+/// What tells a Go operator runs, as last read.
+struct GoWatch {
+    /// A Go Lease counts while its record changed within this.
+    lease_duration: Duration,
+    watch_namespaces: Vec<String>,
     /// The Go operator's Lease in each namespace it may run in.
     go_leases: Vec<Api<Lease>>,
     /// Its Lease in any watched namespace (RHOAM runs it in its own),
@@ -180,11 +156,9 @@ impl Elector {
         let go_deployments = (namespaces.iter())
             .map(|ns| Api::namespaced(client.clone(), ns))
             .collect();
-        Elector {
-            api: Api::namespaced(client.clone(), &config.namespace),
-            config,
-            fence,
-            observed: Mutex::new(None),
+        let go = GoWatch {
+            lease_duration: config.lease_duration,
+            watch_namespaces: config.watch_namespaces.clone(),
             go_leases,
             go_anywhere: Api::all(client.clone()),
             anywhere_read: Mutex::new(None),
@@ -196,9 +170,36 @@ impl Elector {
             trusted: Trusted::new(namespaces.iter().cloned()),
             held,
             go_present,
+        };
+        Elector {
+            lease: lease::Elector::new(client, config.lease(), fence),
+            go,
         }
     }
 
+    pub fn identity(&self) -> &str {
+        self.lease.identity()
+    }
+
+    /// Returns once this process holds the lease and no Go operator is
+    /// leading (see [`cro_runtime::lease::Elector::acquire`]).
+    pub async fn acquire(&self) {
+        self.lease.acquire(&self.go).await
+    }
+
+    /// Renews the lease until it is lost or a Go operator leads, and says
+    /// why; the fence is closed then.
+    pub async fn hold(&self) -> String {
+        self.lease.hold(&self.go).await
+    }
+
+    /// Gives the lease up, so another replica takes over now.
+    pub async fn release(&self) -> Result<(), kube::Error> {
+        self.lease.release().await
+    }
+}
+
+impl GoWatch {
     /// Why a Go operator keeps this process from leading, if one does: a
     /// trace of it in a namespace only the platform writes (see `held`).
     /// Traces elsewhere hold back their own namespaces meanwhile. Shown by
@@ -245,7 +246,7 @@ impl Elector {
             let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
             let record = observed.entry(namespace.clone()).or_default();
             if let Some(holder) = holder
-                && !expired_record(record, &spec, self.config.lease_duration)
+                && !expired_record(record, &spec, self.lease_duration)
             {
                 traces.push(Trace::at(&namespace, format!(
                     "the Go cloud-resource-operator leads (Lease {namespace}/{GO_LEASE}, holder {holder}): stop it first (with OLM, delete its Subscription and ClusterServiceVersion; keep the CRDs; under RHOAM, the integreatly-operator re-creates them: see docs/migration.md), then this operator takes over"
@@ -272,7 +273,7 @@ impl Elector {
         }
         let said = match self.go_deployment_running().await {
             Some(running) => vec![running],
-            None => match self.olm.go_installed(&self.config.watch_namespaces).await {
+            None => match self.olm.go_installed(&self.watch_namespaces).await {
                 Ok(installed) => installed,
                 Err(e) => {
                     // Tried again next round; until then, as last read.
@@ -298,7 +299,7 @@ impl Elector {
             return leases.clone().unwrap_or_default();
         }
         let named = ListParams::default().fields(&format!("metadata.name={GO_LEASE}"));
-        let watched = &self.config.watch_namespaces;
+        let watched = &self.watch_namespaces;
         let leases = match self.go_anywhere.list(&named).await {
             Ok(list) => Some(
                 (list.items.into_iter())
@@ -368,217 +369,17 @@ impl Elector {
         }
         None
     }
+}
 
-    pub fn identity(&self) -> &str {
-        &self.config.identity
-    }
-
-    /// Returns once this process holds the lease.
-    pub async fn acquire(&self) {
-        let mut said = None;
-        loop {
-            if let Some(why) = self.go_operator_leading().await {
-                if said.as_ref() != Some(&why) {
-                    warn!(lease = %self.config.name, "not leading: {why}");
-                    said = Some(why);
-                }
-                tokio::time::sleep(self.config.retry_period).await;
-                continue;
-            }
-            let sent = Instant::now();
-            match self.try_acquire_or_renew().await {
-                Ok(true) => {
-                    self.fence.extend_to(sent + self.config.renew_deadline);
-                    return;
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    warn!(error = %e, lease = %self.config.name, "leader election: reading or updating the Lease failed")
-                }
-            }
-            tokio::time::sleep(self.config.retry_period).await;
-        }
-    }
-
-    /// Renews the lease until it is lost, and says why. Lost means another
-    /// process holds it, or renewing failed for the renew deadline. A
-    /// renewal still unanswered at the deadline counts as failed: a request
-    /// hanging on a restarting API server must not keep this process acting
-    /// after a candidate may have taken over (it does so one lease duration
-    /// after our last renewal, which is later than our deadline).
-    pub async fn hold(&self) -> String {
-        let lost = self.renew_until_lost().await;
-        self.fence.close();
-        lost
-    }
-
-    async fn renew_until_lost(&self) -> String {
-        let mut renewed = Instant::now();
-        loop {
-            tokio::time::sleep(self.config.retry_period).await;
-            let deadline = tokio::time::Instant::from_std(renewed + self.config.renew_deadline);
-            let sent = Instant::now();
-            match tokio::time::timeout_at(deadline, self.try_acquire_or_renew()).await {
-                Ok(Ok(true)) => {
-                    renewed = sent;
-                    self.fence.extend_to(sent + self.config.renew_deadline);
-                    if let Some(why) = self.go_operator_leading().await {
-                        return why;
-                    }
-                }
-                Ok(Ok(false)) => return "another replica holds the Lease".into(),
-                Err(_elapsed) => {
-                    return format!(
-                        "the Lease could not be renewed for {:?}: the API server did not answer",
-                        self.config.renew_deadline
-                    );
-                }
-                Ok(Err(e)) => {
-                    warn!(error = %e, "leader election: renewing the Lease failed");
-                    if renewed.elapsed() >= self.config.renew_deadline {
-                        return format!(
-                            "the Lease could not be renewed for {:?}: {e}",
-                            self.config.renew_deadline
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    /// Gives the lease up, so another replica takes over now instead of
-    /// after the lease duration. A lease held by someone else is left alone.
-    pub async fn release(&self) -> Result<(), kube::Error> {
-        self.fence.close();
-        // A renewal abandoned as the work stopped may still land after the
-        // read below: its write then conflicts with ours, and the Lease,
-        // still ours, is read again.
-        let mut attempts = 3;
-        loop {
-            attempts -= 1;
-            match self.release_once().await {
-                Err(kube::Error::Api(e)) if e.code == 409 && attempts > 0 => continue,
-                done => return done,
-            }
-        }
-    }
-
-    async fn release_once(&self) -> Result<(), kube::Error> {
-        let Some(mut lease) = self.api.get_opt(&self.config.name).await? else {
-            return Ok(());
-        };
-        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-        if spec.holder_identity.as_deref() != Some(self.identity()) {
-            return Ok(());
-        }
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(MicroTime(Timestamp::now()));
-        self.api
-            .replace(&self.config.name, &PostParams::default(), &lease)
-            .await?;
-        Ok(())
-    }
-
-    /// One election round: `true` when this process holds the lease after
-    /// it. Writes are guarded by resourceVersion, so two candidates never
-    /// both win.
-    async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
-        let now = MicroTime(Timestamp::now());
-        let seconds = i32::try_from(self.config.lease_duration.as_secs()).unwrap_or(i32::MAX);
-        let Some(mut lease) = self.api.get_opt(&self.config.name).await? else {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(self.config.name.clone()),
-                    namespace: Some(self.config.namespace.clone()),
-                    ..ObjectMeta::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(self.config.identity.clone()),
-                    lease_duration_seconds: Some(seconds),
-                    acquire_time: Some(now.clone()),
-                    renew_time: Some(now),
-                    lease_transitions: Some(0),
-                    ..LeaseSpec::default()
-                }),
-            };
-            return conflict_is_false(self.api.create(&PostParams::default(), &lease).await);
-        };
-        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
-        let mine = holder.as_deref() == Some(self.identity());
-        if !mine
-            && holder.is_some()
-            && !expired(&self.observed, spec, self.config.lease_duration).await
-        {
-            return Ok(false);
-        }
-        if !mine {
-            debug!(previous = ?holder, lease = %self.config.name, "taking over the Lease");
-            spec.holder_identity = Some(self.config.identity.clone());
-            spec.acquire_time = Some(now.clone());
-            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
-        }
-        spec.renew_time = Some(now);
-        spec.lease_duration_seconds = Some(seconds);
-        conflict_is_false(
-            self.api
-                .replace(&self.config.name, &PostParams::default(), &lease)
-                .await,
-        )
+impl Gate for GoWatch {
+    async fn blocked(&self) -> Option<String> {
+        self.go_operator_leading().await
     }
 }
 
-/// Whether the holder's record has stood still for its lease duration
-/// (`default` when it names none), measured on this process's monotonic
-/// clock from when `observed` first saw it.
-async fn expired(observed: &Mutex<Option<Observed>>, spec: &LeaseSpec, default: Duration) -> bool {
-    expired_record(&mut *observed.lock().await, spec, default)
-}
-
-/// As [`expired`], on the record itself.
-fn expired_record(observed: &mut Option<Observed>, spec: &LeaseSpec, default: Duration) -> bool {
-    let changed = observed
-        .as_ref()
-        .is_none_or(|o| o.holder != spec.holder_identity || o.renew_time != spec.renew_time);
-    if changed {
-        *observed = Some(Observed {
-            holder: spec.holder_identity.clone(),
-            renew_time: spec.renew_time.clone(),
-            since: Instant::now(),
-        });
-    }
-    let duration = spec
-        .lease_duration_seconds
-        .and_then(|s| u64::try_from(s).ok())
-        .map_or(default, Duration::from_secs);
-    observed
-        .as_ref()
-        .is_some_and(|o| o.since.elapsed() >= duration)
-}
-
-/// A 409 means another candidate wrote first: we lost this round.
-fn conflict_is_false(result: Result<Lease, kube::Error>) -> Result<bool, kube::Error> {
-    match result {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// A process identity: the pod name when known, plus a random suffix so a
-/// restarted process never mistakes the old holder for itself.
+/// A process identity (see [`cro_runtime::lease::identity`]).
 pub fn identity() -> String {
-    use rand::distr::{Alphanumeric, SampleString};
-    let base = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "cloud-resource-operator".into());
-    format!(
-        "{base}_{}",
-        Alphanumeric
-            .sample_string(&mut rand::rng(), 8)
-            .to_lowercase()
-    )
+    cro_runtime::lease::identity("cloud-resource-operator")
 }
 
 #[cfg(test)]
@@ -602,94 +403,5 @@ mod tests {
         assert!(go_deployment_ready(&deployment(go.clone(), 1)));
         assert!(!go_deployment_ready(&deployment(go, 0)));
         assert!(!go_deployment_ready(&deployment(ours, 2)));
-    }
-
-    fn config(lease: u64, renew: u64, retry: u64) -> Config {
-        Config {
-            namespace: "ns".into(),
-            name: "lease".into(),
-            identity: "me".into(),
-            lease_duration: Duration::from_secs(lease),
-            renew_deadline: Duration::from_secs(renew),
-            retry_period: Duration::from_secs(retry),
-            go_lease_namespaces: Vec::new(),
-            watch_namespaces: Vec::new(),
-        }
-    }
-
-    /// A renewal abandoned as the work stopped lands just before the
-    /// release's write: the release reads the Lease again and gives it up
-    /// rather than leave the standby waiting out the lease duration.
-    #[tokio::test]
-    async fn a_release_that_meets_its_own_late_renewal_reads_again() {
-        use std::sync::{
-            Arc,
-            atomic::{AtomicUsize, Ordering},
-        };
-        let puts = Arc::new(AtomicUsize::new(0));
-        let released = Arc::new(std::sync::Mutex::new(None::<serde_json::Value>));
-        let (count, last) = (puts.clone(), released.clone());
-        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-            let (count, last) = (count.clone(), last.clone());
-            async move {
-                let lease = serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": "lease", "namespace": "ns", "resourceVersion": "7"},
-                    "spec": {"holderIdentity": "me", "leaseDurationSeconds": 60}});
-                let (status, body) = if request.method() == http::Method::PUT {
-                    let body = request
-                        .into_body()
-                        .collect_bytes()
-                        .await
-                        .unwrap_or_default();
-                    if count.fetch_add(1, Ordering::SeqCst) == 0 {
-                        let conflict = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                            "message": "the object has been modified", "reason": "Conflict", "code": 409});
-                        (409, conflict)
-                    } else {
-                        let sent: serde_json::Value =
-                            serde_json::from_slice(&body).unwrap_or_default();
-                        *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(sent.clone());
-                        (200, sent)
-                    }
-                } else {
-                    (200, lease)
-                };
-                let response = http::Response::builder()
-                    .status(status)
-                    .header("content-type", "application/json")
-                    .body(kube::client::Body::from(body.to_string().into_bytes()))
-                    .unwrap_or_else(|e| panic!("{e}"));
-                Ok::<_, std::convert::Infallible>(response)
-            }
-        });
-        let client = Client::new(service, "ns");
-        let elector = Elector::new(
-            client,
-            config(15, 10, 2),
-            Fence::open(),
-            Gauge::default(),
-            HeldBack::default(),
-        );
-        let result = elector.release().await;
-        assert!(result.is_ok(), "{result:?}");
-        assert_eq!(
-            puts.load(Ordering::SeqCst),
-            2,
-            "the release is written again after the conflict"
-        );
-        let sent = released
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .unwrap_or_default();
-        assert!(sent["spec"]["holderIdentity"].is_null(), "{sent}");
-    }
-
-    #[test]
-    fn timings_must_nest() {
-        assert!(config(15, 10, 2).check().is_ok());
-        assert!(config(10, 10, 2).check().is_err());
-        assert!(config(15, 10, 10).check().is_err());
-        assert!(config(15, 10, 0).check().is_err());
     }
 }
