@@ -180,16 +180,18 @@ fn elector(
         go_lease_namespaces.push(one.clone());
     }
     let config = leader::Config {
-        namespace,
+        lease: cro_runtime::lease::Config {
+            namespace,
+            name: settings.shard.lease_name(&args.leader_election_lease_name),
+            identity: leader::identity(),
+            lease_duration: args.leader_election_lease_duration,
+            renew_deadline: args.leader_election_renew_deadline,
+            retry_period: args.leader_election_retry_period,
+        },
         go_lease_namespaces,
         watch_namespaces: settings.watch_namespaces.clone(),
-        name: settings.shard.lease_name(&args.leader_election_lease_name),
-        identity: leader::identity(),
-        lease_duration: args.leader_election_lease_duration,
-        renew_deadline: args.leader_election_renew_deadline,
-        retry_period: args.leader_election_retry_period,
     };
-    config.check()?;
+    config.lease.check()?;
     Ok(Some(leader::Elector::new(
         client.clone(),
         config,

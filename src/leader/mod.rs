@@ -26,13 +26,8 @@ pub use cro_runtime::lease::TimingError;
 
 #[derive(Clone, Debug)]
 pub struct Config {
-    pub namespace: String,
-    pub name: String,
-    /// Unique per process.
-    pub identity: String,
-    pub lease_duration: Duration,
-    pub renew_deadline: Duration,
-    pub retry_period: Duration,
+    /// This process's own Lease.
+    pub lease: lease::Config,
     /// Namespaces where a Go cloud-resource-operator may hold its Lease
     /// ([`GO_LEASE`]): this process leads only while none is live there.
     /// Only the platform writes them, so its traces there are trusted.
@@ -73,25 +68,6 @@ fn go_deployment_ready(d: &Deployment) -> bool {
         .and_then(|s| s.ready_replicas)
         .unwrap_or(0);
     go && ready > 0
-}
-
-impl Config {
-    /// This process's own Lease.
-    fn lease(&self) -> lease::Config {
-        lease::Config {
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-            identity: self.identity.clone(),
-            lease_duration: self.lease_duration,
-            renew_deadline: self.renew_deadline,
-            retry_period: self.retry_period,
-        }
-    }
-
-    /// The timing rules client-go enforces.
-    pub fn check(&self) -> Result<(), TimingError> {
-        self.lease().check()
-    }
 }
 
 pub struct Elector {
@@ -157,7 +133,7 @@ impl Elector {
             .map(|ns| Api::namespaced(client.clone(), ns))
             .collect();
         let go = GoWatch {
-            lease_duration: config.lease_duration,
+            lease_duration: config.lease.lease_duration,
             watch_namespaces: config.watch_namespaces.clone(),
             go_leases,
             go_anywhere: Api::all(client.clone()),
@@ -172,7 +148,7 @@ impl Elector {
             go_present,
         };
         Elector {
-            lease: lease::Elector::new(client, config.lease(), fence),
+            lease: lease::Elector::new(client, config.lease, fence),
             go,
         }
     }

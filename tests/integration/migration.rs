@@ -861,6 +861,16 @@ async fn go_redis_snapshot(
     id
 }
 
+/// Whether `d` selects its pods by the Go operator's `deployment: <name>`.
+fn legacy_selector(d: &Deployment, name: &str) -> bool {
+    let labels = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.clone())
+        .unwrap_or_default();
+    labels == BTreeMap::from([("deployment".to_string(), name.to_string())])
+}
+
 /// The Deployment spec the Go operator's openshift provider writes, and
 /// writes again on every pass (`CreateDeployment`: `e.Spec = d.Spec`):
 /// `buildDefaultPostgresDeployment`/`buildDefaultPostgresPodContainers`
@@ -1158,6 +1168,17 @@ async fn in_cluster_workloads_the_go_operator_made_are_adopted_without_an_outage
         services.delete("db", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
         let back = wait_for(&services, "db", "Service back", DEFAULT_TIMEOUT, |s: Option<&Service>| s.is_some_and(|s| s.metadata.deletion_timestamp.is_none())).await;
         assert_eq!(back.spec.and_then(|s| s.selector), Some(BTreeMap::from([("deployment".to_string(), "db".to_string())])));
+        // So does its Deployment, and open as the Go operator left it: no
+        // NetworkPolicy cuts off the clients it had (the policy is applied
+        // before the Deployment, so it would be there by now).
+        let old_uid = deployments.get("db").await.unwrap_or_else(|e| panic!("{e}")).metadata.uid;
+        deployments.delete("db", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        let back = wait_for(&deployments, "db", "Deployment back", DEFAULT_TIMEOUT, move |d: Option<&Deployment>| {
+            d.is_some_and(|d| d.metadata.deletion_timestamp.is_none() && d.metadata.uid != old_uid)
+        }).await;
+        assert!(legacy_selector(&back, "db"), "not the Go operator's shape: {:?}", back.spec);
+        let policies = Api::<k8s_openapi::api::networking::v1::NetworkPolicy>::namespaced(client.clone(), &ns);
+        assert!(policies.get_opt("db").await.unwrap_or_else(|e| panic!("{e}")).is_none(), "an adopted database was isolated when made again");
 
         // Deleting the CRs removes what the Go operator made for them.
         let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);

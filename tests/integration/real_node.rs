@@ -71,6 +71,41 @@ where
     .await
 }
 
+/// Makes Postgres `db` and Redis `cache` (Secrets `db-sec`, `cache-sec`)
+/// and waits until each is complete and the operator's check logs in.
+async fn connectable_databases(client: &Client, ns: &str) {
+    let _: Postgres = create_json(client, ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"}, "spec": spec("db-sec")})).await;
+    let _: Redis = create_json(client, ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "cache"}, "spec": spec("cache-sec")})).await;
+    let pgs = Api::<Postgres>::namespaced(client.clone(), ns);
+    let caches = Api::<Redis>::namespaced(client.clone(), ns);
+    let want = Some(("True".to_string(), "Connected".to_string()));
+    let w = want.clone();
+    wait_for(
+        &pgs,
+        "db",
+        "complete and Connectable",
+        START,
+        move |o: Option<&Postgres>| {
+            let s = o.and_then(|o| o.status.as_ref());
+            s.and_then(|s| s.phase) == Some(Phase::Complete)
+                && s.and_then(|s| connectable(&s.conditions)) == w
+        },
+    )
+    .await;
+    wait_for(
+        &caches,
+        "cache",
+        "complete and Connectable",
+        START,
+        move |o: Option<&Redis>| {
+            let s = o.and_then(|o| o.status.as_ref());
+            s.and_then(|s| s.phase) == Some(Phase::Complete)
+                && s.and_then(|s| connectable(&s.conditions)) == want
+        },
+    )
+    .await;
+}
+
 /// Runs `script` in a client pod (psql, redis-cli) with `env`; whether it
 /// succeeded, and its output.
 async fn run_client(
@@ -250,22 +285,7 @@ async fn go_compatible_in_cluster_databases_really_run_and_connect() {
     };
     with_operator_launched("go-layout", launch, |client, ns, _op| async move {
         place_on_real_node(&client, &ns).await;
-        let _: Postgres = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"}, "spec": spec("db-sec")})).await;
-        let _: Redis = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "cache"}, "spec": spec("cache-sec")})).await;
-        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
-        let caches = Api::<Redis>::namespaced(client.clone(), &ns);
-        let want = Some(("True".to_string(), "Connected".to_string()));
-        let w = want.clone();
-        wait_for(&pgs, "db", "complete and Connectable", START, move |o: Option<&Postgres>| {
-            let s = o.and_then(|o| o.status.as_ref());
-            s.and_then(|s| s.phase) == Some(Phase::Complete) && s.and_then(|s| connectable(&s.conditions)) == w
-        })
-        .await;
-        wait_for(&caches, "cache", "complete and Connectable", START, move |o: Option<&Redis>| {
-            let s = o.and_then(|o| o.status.as_ref());
-            s.and_then(|s| s.phase) == Some(Phase::Complete) && s.and_then(|s| connectable(&s.conditions)) == want
-        })
-        .await;
+        connectable_databases(&client, &ns).await;
         for (name, image) in [("db", "registry.redhat.io/rhscl/postgresql-13-rhel7"), ("cache", "registry.redhat.io/rhel9/redis-7")] {
             let pod = ready_pod_by(&client, &ns, &format!("deployment={name}"), None).await;
             let spec = pod.spec.unwrap_or_default();
@@ -556,22 +576,7 @@ async fn in_cluster_databases_start_under_an_openshift_namespaces_uid_range() {
             .patch(&ns, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&openshift))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let _: Postgres = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"}, "spec": spec("db-sec")})).await;
-        let _: Redis = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "cache"}, "spec": spec("cache-sec")})).await;
-        let pgs = Api::<Postgres>::namespaced(client.clone(), &ns);
-        let caches = Api::<Redis>::namespaced(client.clone(), &ns);
-        let want = Some(("True".to_string(), "Connected".to_string()));
-        let w = want.clone();
-        wait_for(&pgs, "db", "complete and Connectable", START, move |o: Option<&Postgres>| {
-            let s = o.and_then(|o| o.status.as_ref());
-            s.and_then(|s| s.phase) == Some(Phase::Complete) && s.and_then(|s| connectable(&s.conditions)) == w
-        })
-        .await;
-        wait_for(&caches, "cache", "complete and Connectable", START, move |o: Option<&Redis>| {
-            let s = o.and_then(|o| o.status.as_ref());
-            s.and_then(|s| s.phase) == Some(Phase::Complete) && s.and_then(|s| connectable(&s.conditions)) == want
-        })
-        .await;
+        connectable_databases(&client, &ns).await;
         for name in ["db", "cache"] {
             let pod = ready_pod(&client, &ns, name, None).await;
             let context = pod.spec.and_then(|s| s.security_context).unwrap_or_default();

@@ -427,14 +427,36 @@ impl InClusterProvider {
     /// How a workload of the Go operator's layout is isolated: one this
     /// operator made (new under `--go-compatible-resources`) as its own
     /// are, unless the tier turns `networkPolicy` off; one the Go operator
-    /// made stays open, as it was.
+    /// made stays open, as it was, also when its Deployment is made again
+    /// after a person deleted it (its PVC is there, no policy of ours).
     async fn go_isolation(
         &self,
         req: &ResourceRequest,
         overrides: &strategy::Overrides,
     ) -> Result<Option<&workload::Isolation>, ProviderError> {
-        let isolation = self.isolation(req).await?;
-        Ok(isolation.filter(|_| overrides.network_policy))
+        if !overrides.network_policy {
+            return Ok(None);
+        }
+        let isolated = match self.deployment(req).await? {
+            Some(d) => (d.metadata.annotations.as_ref())
+                .and_then(|a| a.get(workload::ISOLATED_ANNOTATION))
+                .is_some_and(|v| v == "true"),
+            None => {
+                let read = |kind: &str, e: kube::Error| {
+                    let what = format!("reading {kind} {}/{}", req.namespace, req.name);
+                    cro_kube::provider_error(what, &e)
+                };
+                let policy = (self.api::<NetworkPolicy>(req).get_opt(&req.name).await)
+                    .map_err(|e| read("NetworkPolicy", e))?;
+                let pvc = (self
+                    .api::<PersistentVolumeClaim>(req)
+                    .get_opt(&req.name)
+                    .await)
+                    .map_err(|e| read("PersistentVolumeClaim", e))?;
+                pvc.is_none() || policy.is_some_and(|p| apply::is_ours(&p.metadata, &req.owner))
+            }
+        };
+        Ok(isolated.then_some(&self.isolation))
     }
 
     /// The user the workload's pods run as (see [`workload::PodUser`]): an
