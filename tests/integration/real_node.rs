@@ -619,6 +619,48 @@ where
     }
 }
 
+/// The five keys of BlobStorage `name`'s Secret `<name>-sec`, each filled
+/// in: bucket, region, key id, secret, endpoint.
+async fn bucket_secret(secrets: &Api<Secret>, name: &str) -> [String; 5] {
+    let s = secrets
+        .get(&format!("{name}-sec"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let data = s.data.unwrap_or_default();
+    let get = |k: &str| {
+        data.get(k)
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+            .unwrap_or_default()
+    };
+    let keys = [
+        "bucketName",
+        "bucketRegion",
+        "credentialKeyID",
+        "credentialSecretKey",
+        "bucketEndpoint",
+    ];
+    keys.map(|k| {
+        let v = get(k);
+        assert!(
+            !v.is_empty(),
+            "{name}-sec's {k} is empty: complete promised a usable Secret"
+        );
+        v
+    })
+}
+
+/// The S3 address of store Service `name`: this process does not resolve
+/// cluster names, so its cluster IP.
+async fn store_address(client: &Client, ns: &str, name: &str) -> String {
+    let services = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), ns);
+    let s = services.get(name).await.unwrap_or_else(|e| panic!("{e}"));
+    let ip = s
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .unwrap_or_else(|| panic!("Service {name} has no cluster IP"));
+    format!("http://{ip}:8333")
+}
+
 /// A BlobStorage whose tier gives it a store of its own (issue #60): the
 /// store really runs on the real node, and its Secret is a key that writes
 /// and reads its bucket and is refused another BlobStorage's; the bucket,
@@ -654,34 +696,12 @@ async fn an_in_cluster_blob_storage_with_a_store_of_its_own_is_a_real_private_bu
 
         // The Secret: every key filled in, the endpoint the store's Service.
         let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
-        let read = |name: &'static str| {
-            let secrets = secrets.clone();
-            async move {
-                let s = secrets.get(&format!("{name}-sec")).await.unwrap_or_else(|e| panic!("{e}"));
-                let data = s.data.unwrap_or_default();
-                let get = |k: &str| data.get(k).map(|v| String::from_utf8_lossy(&v.0).into_owned()).unwrap_or_default();
-                let keys = ["bucketName", "bucketRegion", "credentialKeyID", "credentialSecretKey", "bucketEndpoint"];
-                keys.map(|k| {
-                    let v = get(k);
-                    assert!(!v.is_empty(), "{name}-sec's {k} is empty: complete promised a usable Secret");
-                    v
-                })
-            }
-        };
+        let read = |name: &'static str| bucket_secret(&secrets, name);
         let [bucket, region, key_id, secret, endpoint] = read("uploads").await;
         let [other_bucket, ..] = read("reports").await;
         assert_eq!((bucket.as_str(), region.as_str()), ("uploads", "us-east-1"));
         assert_eq!(endpoint, format!("http://uploads.{ns}.svc:8333"));
-        // This process does not resolve cluster names: the Service's address.
-        let services = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &ns);
-        let address = |name: &'static str| {
-            let services = services.clone();
-            async move {
-                let s = services.get(name).await.unwrap_or_else(|e| panic!("{e}"));
-                let ip = s.spec.and_then(|s| s.cluster_ip).unwrap_or_else(|| panic!("Service {name} has no cluster IP"));
-                format!("http://{ip}:8333")
-            }
-        };
+        let address = |name: &'static str| store_address(&client, &ns, name);
         let at = address("uploads").await;
         let app = s3_client(&at, &key_id, &secret);
         app.put_object().bucket(&bucket).key("kept").body(b"before the restart".to_vec().into()).send().await.unwrap_or_else(|e| panic!("writing with the Secret's key: {e:?}"));
@@ -769,6 +789,108 @@ async fn an_in_cluster_blob_storage_with_a_store_of_its_own_is_a_real_private_bu
         blobs.delete("reports", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
         wait_deleted(&blobs, "reports", START).await;
         wait_deleted(&claims, "reports", DEFAULT_TIMEOUT).await;
+    })
+    .await;
+}
+
+/// BlobStorages whose tier shares the namespace's store (issue #60): one
+/// store runs on the real node for both; each Secret's key writes and
+/// reads its own bucket and is refused the other's, which is in the same
+/// store. A tier that would move a bucket to another store changes
+/// nothing. Deleting a CR deletes its bucket and user (its key stops
+/// working), or keeps a bucket holding objects; the store goes with its
+/// last bucket.
+#[tokio::test]
+async fn blob_storages_sharing_their_namespaces_store_reach_only_their_own_buckets() {
+    let _node = real_node();
+    let dns = |l: &mut crate::support::Launch| l.wrapper = in_cluster_dns();
+    with_operator_launched("blob-shared", dns, |client, ns, _op| async move {
+        place_on_real_node(&client, &ns).await;
+        let tier = |store: &str| json!({"blobstorage": json!({"development": {"createStrategy": {"objectStore": store}}}).to_string()});
+        let strategies = "cloud-resources-openshift-strategies";
+        crate::support::apply_config_map(&client, &ns, strategies, tier("namespace")).await;
+        for name in ["photos", "logs"] {
+            let _: BlobStorage = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": name}, "spec": spec(&format!("{name}-sec"))})).await;
+        }
+        let blobs = Api::<BlobStorage>::namespaced(client.clone(), &ns);
+        for name in ["photos", "logs"] {
+            complete(&blobs, name).await;
+        }
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let names: Vec<String> = deployments.list(&ListParams::default()).await.unwrap_or_else(|e| panic!("{e}")).items.iter().map(|d| d.name_any()).collect();
+        assert_eq!(names, ["cro-object-store"], "one store for the namespace");
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let [photos_bucket, _, photos_id, photos_secret, endpoint] = bucket_secret(&secrets, "photos").await;
+        let [logs_bucket, _, logs_id, logs_secret, logs_endpoint] = bucket_secret(&secrets, "logs").await;
+        assert_eq!((photos_bucket.as_str(), logs_bucket.as_str()), ("photos", "logs"));
+        assert_eq!(endpoint, format!("http://cro-object-store.{ns}.svc:8333"));
+        assert_eq!(logs_endpoint, endpoint);
+        assert_ne!(photos_id, logs_id, "a user of its own for each");
+        let want = Some(("True".to_string(), "Connected".to_string()));
+        wait_for(&blobs, "photos", "Connectable True", DEFAULT_TIMEOUT, |o: Option<&BlobStorage>| {
+            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == want
+        })
+        .await;
+
+        // Each key reaches its own bucket, and not the other's beside it.
+        let at = store_address(&client, &ns, "cro-object-store").await;
+        let photos = s3_client(&at, &photos_id, &photos_secret);
+        let logs = s3_client(&at, &logs_id, &logs_secret);
+        photos.put_object().bucket(&photos_bucket).key("p").body(b"photo".to_vec().into()).send().await.unwrap_or_else(|e| panic!("writing with photos' key: {e:?}"));
+        logs.put_object().bucket(&logs_bucket).key("kept").body(b"a log".to_vec().into()).send().await.unwrap_or_else(|e| panic!("writing with logs' key: {e:?}"));
+        assert_eq!(refused(photos.list_objects_v2().bucket(&logs_bucket).send().await).as_deref(), Some("AccessDenied"), "photos' key listed logs' bucket");
+        assert_eq!(refused(photos.get_object().bucket(&logs_bucket).key("kept").send().await).as_deref(), Some("AccessDenied"), "photos' key read logs' object");
+        assert_eq!(refused(logs.put_object().bucket(&photos_bucket).key("x").body(b"x".to_vec().into()).send().await).as_deref(), Some("AccessDenied"), "logs' key wrote into photos' bucket");
+        assert_eq!(refused(photos.create_bucket().bucket("elsewhere").send().await).as_deref(), Some("AccessDenied"));
+
+        // A tier that would give the buckets a store of their own moves
+        // nothing: the CR fails, naming both stores, and no store is made.
+        crate::support::apply_config_map(&client, &ns, strategies, tier("own")).await;
+        let failed = wait_for(&blobs, "photos", "phase failed", DEFAULT_TIMEOUT, |o: Option<&BlobStorage>| o.and_then(Phased::phase) == Some(Phase::Failed)).await;
+        let message = failed.message();
+        assert!(message.contains("does not move objects") && message.contains("cro-object-store"), "{message}");
+        assert!(deployments.get_opt("photos").await.unwrap_or_else(|e| panic!("{e}")).is_none(), "a store of its own was made beside the bucket");
+        crate::support::apply_config_map(&client, &ns, strategies, tier("namespace")).await;
+        complete(&blobs, "photos").await;
+
+        // Deleting a CR deletes its bucket, objects and all, and its user;
+        // the store stays for the other.
+        let forced = json!({"blobstorage": json!({"development": {"createStrategy": {"objectStore": "namespace"}, "deleteStrategy": {"forceBucketDeletion": true}}}).to_string()});
+        crate::support::apply_config_map(&client, &ns, strategies, forced).await;
+        blobs.delete("photos", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&blobs, "photos", START).await;
+        let code = refused(photos.list_objects_v2().bucket(&photos_bucket).send().await);
+        assert!(code.is_some(), "photos' key still works after its CR was deleted");
+        let admin = secrets.get("cro-object-store-credentials").await.unwrap_or_else(|e| panic!("{e}")).data.unwrap_or_default();
+        let admin = |k: &str| String::from_utf8_lossy(&admin.get(k).unwrap_or_else(|| panic!("no {k}")).0).into_owned();
+        let admin = s3_client(&at, &admin("adminAccessKeyID"), &admin("adminSecretAccessKey"));
+        let listed = admin.list_buckets().send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        let buckets: Vec<&str> = listed.buckets().iter().filter_map(|b| b.name()).collect();
+        assert_eq!(buckets, ["logs"], "photos' bucket was deleted, logs' kept");
+
+        // Deleting a CR whose bucket holds an object, under a tier that
+        // does not force it, keeps the bucket, its key and the store.
+        crate::support::apply_config_map(&client, &ns, strategies, tier("namespace")).await;
+        blobs.delete("logs", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&blobs, "logs", START).await;
+        let kept = logs.get_object().bucket(&logs_bucket).key("kept").send().await.unwrap_or_else(|e| panic!("the kept bucket, with the kept key: {e:?}"));
+        assert_eq!(&kept.body.collect().await.unwrap_or_else(|e| panic!("{e}")).into_bytes()[..], b"a log");
+        let released = secrets.get("logs-credentials").await.unwrap_or_else(|e| panic!("the kept key's Secret: {e}"));
+        assert!(released.owner_references().is_empty(), "the kept key's Secret is still owned: the garbage collector would delete it");
+        // A BlobStorage of the same name takes the bucket and key back;
+        // emptied and deleted, the store's last bucket takes the store.
+        let _: BlobStorage = create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": "logs"}, "spec": spec("logs-sec")})).await;
+        complete(&blobs, "logs").await;
+        let [_, _, key_again, ..] = bucket_secret(&secrets, "logs").await;
+        assert_eq!(key_again, logs_id, "the new BlobStorage's Secret gives the kept key");
+        logs.delete_object().bucket(&logs_bucket).key("kept").send().await.unwrap_or_else(|e| panic!("{e:?}"));
+        blobs.delete("logs", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
+        wait_deleted(&blobs, "logs", START).await;
+        let claims = Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+        wait_deleted(&deployments, "cro-object-store", DEFAULT_TIMEOUT).await;
+        wait_deleted(&claims, "cro-object-store", DEFAULT_TIMEOUT).await;
+        wait_deleted(&secrets, "cro-object-store-credentials", DEFAULT_TIMEOUT).await;
+        wait_deleted(&secrets, "logs-credentials", DEFAULT_TIMEOUT).await;
     })
     .await;
 }

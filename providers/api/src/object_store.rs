@@ -74,6 +74,18 @@ pub trait ObjectStore: Send + Sync {
     /// Whether `bucket` holds no object (one that is not there holds none).
     async fn is_empty(&self, at: &StoreAccess, bucket: &str) -> Result<bool, ProviderError>;
 
+    /// The names of the store's buckets (a store shared by a namespace's
+    /// BlobStorages goes with its last bucket).
+    async fn buckets(&self, at: &StoreAccess) -> Result<Vec<String>, ProviderError>;
+
+    /// Deletes `bucket` with every object in it; one already gone is no
+    /// error.
+    async fn delete_bucket(&self, at: &StoreAccess, bucket: &str) -> Result<(), ProviderError>;
+
+    /// Deletes `user` with its keys and policy; one already gone is no
+    /// error.
+    async fn delete_user(&self, at: &StoreAccess, user: &str) -> Result<(), ProviderError>;
+
     /// Deletes the key; one already gone is no error.
     async fn delete_access_key(
         &self,

@@ -207,6 +207,29 @@ impl ObjectStore for CompatibleStores {
         Ok(listed.is_none_or(|out| out.contents().is_empty()))
     }
 
+    async fn buckets(&self, at: &StoreAccess) -> Result<Vec<String>, ProviderError> {
+        let sent = self.s3(at).list_buckets().send().await;
+        let listed = answer(sent, none, "s3:ListBuckets", &at.endpoint)?;
+        Ok((listed.iter())
+            .flat_map(|out| out.buckets())
+            .filter_map(|b| b.name().map(str::to_string))
+            .collect())
+    }
+
+    async fn delete_bucket(&self, at: &StoreAccess, bucket: &str) -> Result<(), ProviderError> {
+        let s3 = self.s3(at);
+        // Not there (a lost answer's delete acted): nothing to delete.
+        let objects = match crate::s3::list(&s3, bucket).await {
+            Err(e) if e.code() == Some("NoSuchBucket") => return Ok(()),
+            listed => listed?,
+        };
+        crate::s3::delete_with_objects(&s3, bucket, &objects).await
+    }
+
+    async fn delete_user(&self, at: &StoreAccess, user: &str) -> Result<(), ProviderError> {
+        crate::iam_user::delete_user(&self.iam(at), user).await
+    }
+
     async fn delete_access_key(
         &self,
         at: &StoreAccess,

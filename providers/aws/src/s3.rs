@@ -666,35 +666,7 @@ async fn delete(
     if exists(s3, bucket).await? {
         let objects = list(s3, bucket).await?;
         if objects.is_empty() || force {
-            for chunk in objects.chunks(1000) {
-                let ids = chunk
-                    .iter()
-                    .map(|k| {
-                        ObjectIdentifier::builder()
-                            .key(k)
-                            .build()
-                            .map_err(build_error)
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                let delete = Delete::builder()
-                    .set_objects(Some(ids))
-                    .quiet(true)
-                    .build()
-                    .map_err(build_error)?;
-                s3.delete_objects()
-                    .bucket(bucket)
-                    .delete(delete)
-                    .send()
-                    .await
-                    .named("s3:DeleteObjects", bucket)?;
-            }
-            // Already gone: a lost answer's call acted.
-            let gone = |e: &DeleteBucketError| e.code() == Some("NoSuchBucket");
-            s3.delete_bucket()
-                .bucket(bucket)
-                .send()
-                .await
-                .unless_missing(gone, "s3:DeleteBucket", bucket)?;
+            delete_with_objects(s3, bucket, &objects).await?;
         } else {
             warn!(
                 bucket,
@@ -706,7 +678,46 @@ async fn delete(
     Ok(Deletion::Done)
 }
 
-async fn list(s3: &Client, bucket: &str) -> Result<Vec<String>, ProviderError> {
+/// Deletes `objects` (all the bucket holds), then `bucket`; what is
+/// already gone is fine (a lost answer's call acted).
+pub(crate) async fn delete_with_objects(
+    s3: &Client,
+    bucket: &str,
+    objects: &[String],
+) -> Result<(), ProviderError> {
+    for chunk in objects.chunks(1000) {
+        let ids = chunk
+            .iter()
+            .map(|k| {
+                ObjectIdentifier::builder()
+                    .key(k)
+                    .build()
+                    .map_err(build_error)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let delete = Delete::builder()
+            .set_objects(Some(ids))
+            .quiet(true)
+            .build()
+            .map_err(build_error)?;
+        s3.delete_objects()
+            .bucket(bucket)
+            .delete(delete)
+            .send()
+            .await
+            .named("s3:DeleteObjects", bucket)?;
+    }
+    let gone = |e: &DeleteBucketError| e.code() == Some("NoSuchBucket");
+    s3.delete_bucket()
+        .bucket(bucket)
+        .send()
+        .await
+        .unless_missing(gone, "s3:DeleteBucket", bucket)?;
+    Ok(())
+}
+
+/// Every key in `bucket`.
+pub(crate) async fn list(s3: &Client, bucket: &str) -> Result<Vec<String>, ProviderError> {
     let mut keys = Vec::new();
     let mut token = None;
     loop {

@@ -1,7 +1,8 @@
-//! An in-cluster BlobStorage: its own S3-compatible store (SeaweedFS, a
-//! Deployment with a Service and a PVC, as a Postgres has), and in it one
-//! bucket and one user whose key may use that bucket only. The Secret is
-//! `complete` only once the bucket, the user and its key are made.
+//! An in-cluster BlobStorage: an S3-compatible store (SeaweedFS, a
+//! Deployment with a Service and a PVC, as a Postgres has) of its own or
+//! its namespace's (see `shared_store`), and in it one bucket and one user
+//! whose key may use that bucket only. The Secret is `complete` only once
+//! the bucket, the user and its key are made.
 
 use cro_provider_api::{
     AccessKey, ConnectionDetails, ObjectStore, Outcome, ProviderError, Provisioned, ResourceKind,
@@ -10,12 +11,13 @@ use cro_provider_api::{
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::{
-    InClusterProvider, Layout, credentials, objects::Objects, provisioned, strategy::Serving,
+    InClusterProvider, Layout, credentials,
+    objects::Objects,
+    provisioned,
+    store::{REGION, reach},
+    strategy::Serving,
     workload,
 };
-
-/// The store's region: SeaweedFS answers to any; clients must sign for one.
-pub const REGION: &str = "us-east-1";
 
 /// The one user of a store: the application's.
 const USER: &str = "app";
@@ -43,24 +45,49 @@ impl InClusterProvider {
         if overrides.bucket == Serving::Placeholder || self.keeps_placeholder(req).await? {
             return Ok(placeholder());
         }
-        self.layout_to_make(req).await?;
         let secrets = self.api::<Secret>(req);
-        let (admin_key_id, admin_secret) = credentials::object_store_admin(&secrets, req).await?;
-        let isolation = self.isolation(req).await?;
-        let user = self.pod_user(req).await?;
-        let image = &self.images.object_store;
-        let desired = workload::object_store(req, &overrides, image, isolation, &user)?;
+        let home = credentials::bucket_home(&secrets, req).await?;
+        if let Some(home) = home.filter(|h| *h != overrides.bucket) {
+            return Err(moved(req, home, overrides.bucket));
+        }
+        let (store, desired, _turn) = match overrides.bucket {
+            Serving::Namespace => {
+                let store = self.namespace_store(req).await?;
+                let turn = self.store_turns.take(&req.namespace).await;
+                (
+                    store.clone(),
+                    self.namespace_store_workload(&store).await?,
+                    Some(turn),
+                )
+            }
+            _ => {
+                self.layout_to_make(req).await?;
+                let isolation = self.isolation(req).await?;
+                let user = self.pod_user(req).await?;
+                let image = &self.images.object_store;
+                let desired = workload::object_store(req, &overrides, image, isolation, &user)?;
+                (req.clone(), desired, None)
+            }
+        };
+        let (key_id, secret) = credentials::object_store_admin(&secrets, &store).await?;
         let version = workload::image_tag(&desired.deployment);
-        let (outcome, pending) = self.workload(req, &desired, Layout::Ours).await?;
+        let (outcome, pending) = self.workload(&store, &desired, Layout::Ours).await?;
         let outcome = match outcome {
             Outcome::Ready(()) => {
                 let at = StoreAccess {
-                    endpoint: self.store_endpoint(req),
+                    endpoint: self.store_endpoint(&store),
                     region: REGION.into(),
-                    key_id: admin_key_id,
-                    secret: admin_secret,
+                    key_id,
+                    secret,
                 };
-                Outcome::Ready(self.bucket(req, &secrets, &at).await?)
+                let (bucket, user) = match overrides.bucket {
+                    Serving::Namespace => {
+                        let bucket = crate::shared_store::bucket_name(&req.name);
+                        (bucket.clone(), bucket)
+                    }
+                    _ => (bucket_name(&req.name), USER.to_string()),
+                };
+                Outcome::Ready(self.bucket(req, &at, &bucket, &user).await?)
             }
             Outcome::InProgress(r) => Outcome::InProgress(r),
             Outcome::Failed(r) => Outcome::Failed(r),
@@ -71,40 +98,30 @@ impl InClusterProvider {
         })
     }
 
-    /// `http://<host>:<port>` of the CR's store, as the Secret gives it.
-    fn store_endpoint(&self, req: &ResourceRequest) -> String {
-        format!("http://{}:{}", self.host(req), workload::OBJECT_STORE_PORT)
-    }
-
     /// The bucket and its user in the running store, and the Secret's
     /// details: the Go operator's keys and the endpoint.
     async fn bucket(
         &self,
         req: &ResourceRequest,
-        secrets: &Objects<Secret>,
         at: &StoreAccess,
+        bucket: &str,
+        user: &str,
     ) -> Result<ConnectionDetails, ProviderError> {
         let store = self.store_client()?;
-        let bucket = bucket_name(&req.name);
+        let secrets = self.api::<Secret>(req);
         let reach = |e| reach(e, at);
-        store.ensure_bucket(at, &bucket).await.map_err(reach)?;
-        store.ensure_user(at, USER, &bucket).await.map_err(reach)?;
-        let key = user_key(store, secrets, req, at).await.map_err(reach)?;
+        store.ensure_bucket(at, bucket).await.map_err(reach)?;
+        store.ensure_user(at, user, bucket).await.map_err(reach)?;
+        let key = user_key(store, &secrets, req, at, user)
+            .await
+            .map_err(reach)?;
         Ok(crate::details(&[
-            ("bucketName", &bucket),
+            ("bucketName", bucket),
             ("bucketRegion", REGION),
             ("credentialKeyID", &key.id),
             ("credentialSecretKey", &key.secret),
             ("bucketEndpoint", &at.endpoint),
         ]))
-    }
-
-    fn store_client(&self) -> Result<&dyn ObjectStore, ProviderError> {
-        self.object_store.as_deref().ok_or_else(|| {
-            ProviderError::permanent(
-                "this operator was built without an S3 client for in-cluster BlobStorage stores",
-            )
-        })
     }
 
     /// Why deleting this BlobStorage's store would lose objects the tier
@@ -149,17 +166,24 @@ impl InClusterProvider {
     }
 }
 
-/// A failed call to the store at `at`: unreachable or not answering, where
-/// the operator runs is what to look at; the store's own refusals speak
-/// for themselves.
-fn reach(e: ProviderError, at: &StoreAccess) -> ProviderError {
-    let advice = match e.is_transient() {
-        true => {
-            ", which the operator reaches through its Service: run the operator in the cluster (or resolve the cluster's names, as `make run` does) and check the store's pod"
-        }
-        false => "",
+/// A tier that now puts the bucket in another store than the one holding
+/// it: objects are never moved, so nothing is changed.
+fn moved(req: &ResourceRequest, home: Serving, tier: Serving) -> ProviderError {
+    let (name, ns) = (&req.name, &req.namespace);
+    let store = |s: Serving| match s {
+        Serving::Namespace => format!(
+            "the namespace's shared store (objectStore \"namespace\", Deployment {ns}/{})",
+            crate::shared_store::NAME
+        ),
+        Serving::Own => format!("a store of its own (objectStore \"own\", Deployment {ns}/{name})"),
+        Serving::Placeholder => "no store (a placeholder Secret)".to_string(),
     };
-    e.context(format!("store {}{advice}", at.endpoint))
+    ProviderError::permanent(format!(
+        "BlobStorage {ns}/{name}'s bucket is in {}, but its tier {} now says {}: the operator does not move objects between stores, so nothing was changed. Set the tier's objectStore back, or move the objects to a new BlobStorage under this tier",
+        store(home),
+        req.tier,
+        store(tier)
+    ))
 }
 
 /// The Go operator's Secret of an in-cluster BlobStorage: its keys,
@@ -185,16 +209,17 @@ async fn user_key(
     secrets: &Objects<Secret>,
     req: &ResourceRequest,
     at: &StoreAccess,
+    user: &str,
 ) -> Result<AccessKey, ProviderError> {
     let kept = credentials::bucket_user_key(secrets, req).await?;
-    let listed = store.access_keys(at, USER).await?;
+    let listed = store.access_keys(at, user).await?;
     if let Some(key) = kept.filter(|k| listed.contains(&k.id)) {
         return Ok(key);
     }
     for id in &listed {
-        store.delete_access_key(at, USER, id).await?;
+        store.delete_access_key(at, user, id).await?;
     }
-    let key = store.create_access_key(at, USER).await?;
+    let key = store.create_access_key(at, user).await?;
     credentials::keep_bucket_user_key(secrets, req, &key).await?;
     Ok(key)
 }

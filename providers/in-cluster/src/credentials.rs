@@ -15,6 +15,7 @@ use crate::{
     merge::is_subset,
     objects::Objects,
     relay::{CA_KEY, Login, PASSWORD_KEY, USERNAME_KEY},
+    strategy::Serving,
     workload::{ADMIN_KEY_ID, ADMIN_SECRET, credentials_secret_name, metadata},
 };
 
@@ -131,6 +132,23 @@ pub async fn kept_object_store_admin(
     req: &ResourceRequest,
 ) -> Result<Option<AccessKey>, ProviderError> {
     Ok(key_pair(&read(api, req).await?, ADMIN_KEY_ID, ADMIN_SECRET))
+}
+
+/// Which store a BlobStorage's bucket is in, as its credentials Secret
+/// tells: one of its own (the Secret holds that store's administrator
+/// key), the namespace's (only the bucket user's key), or none yet.
+pub async fn bucket_home(
+    api: &Objects<Secret>,
+    req: &ResourceRequest,
+) -> Result<Option<Serving>, ProviderError> {
+    let data = read(api, req).await?;
+    Ok(if key_pair(&data, ADMIN_KEY_ID, ADMIN_SECRET).is_some() {
+        Some(Serving::Own)
+    } else if key_pair(&data, USER_KEY_ID, USER_SECRET).is_some() {
+        Some(Serving::Namespace)
+    } else {
+        None
+    })
 }
 
 fn key_pair(data: &BTreeMap<String, String>, id: &str, secret: &str) -> Option<AccessKey> {

@@ -17,7 +17,9 @@ mod merge;
 mod objects;
 mod pod_safety;
 mod relay;
+mod shared_store;
 mod snapshot;
+mod store;
 mod store_tls;
 mod strategy;
 mod unavailable;
@@ -60,6 +62,8 @@ pub struct InClusterProvider {
     /// New Postgres and Redis are laid out as the Go operator laid them
     /// (`--go-compatible-resources`), so it can take them back whole.
     go_layout_for_new: bool,
+    /// One turn at a time on a namespace's shared object store.
+    store_turns: shared_store::Turns,
 }
 
 impl InClusterProvider {
@@ -75,6 +79,7 @@ impl InClusterProvider {
             corrections: corrections::Corrections::default(),
             object_store: None,
             go_layout_for_new: false,
+            store_turns: Default::default(),
         }
     }
 
@@ -716,7 +721,15 @@ impl InClusterProvider {
             ResourceKind::Smtp => o.mail,
             ResourceKind::Postgres | ResourceKind::Redis => Serving::Own,
         };
-        if strategy::parse(&req.strategy).is_ok_and(|o| serving(o) == Serving::Own) {
+        if strategy::parse(&req.strategy).is_ok_and(|o| serving(o) != Serving::Placeholder) {
+            return Ok(false);
+        }
+        // A bucket made under an earlier tier, in the namespace's store.
+        if req.kind == ResourceKind::BlobStorage
+            && credentials::bucket_home(&self.api::<Secret>(req), req)
+                .await?
+                .is_some()
+        {
             return Ok(false);
         }
         Ok(self.deployment(req).await?.is_none())
@@ -839,6 +852,9 @@ impl Provider for InClusterProvider {
         if self.placeholder_only(req).await? {
             return Ok(Deletion::Done);
         }
+        if self.in_namespace_store(req).await? {
+            return self.delete_from_namespace_store(req).await;
+        }
         if let Some(kept) = self.bucket_kept(req).await? {
             return Ok(Deletion::Keep(kept));
         }
@@ -894,6 +910,11 @@ impl Provider for InClusterProvider {
             return Ok(Vec::new());
         }
         let overrides = strategy::parse(&req.strategy)?;
+        if req.kind == ResourceKind::BlobStorage && overrides.bucket == Serving::Namespace {
+            let store = self.namespace_store(req).await?;
+            let desired = self.namespace_store_workload(&store).await?;
+            return self.drift(&store, &desired, Layout::Ours).await;
+        }
         let layout = self.layout_to_make(req).await?;
         let (isolation, user) = match (req.kind, layout) {
             (_, Layout::Ours) => (self.isolation(req).await?, self.pod_user(req).await?),

@@ -42,6 +42,9 @@ pub enum Serving {
     Placeholder,
     /// A server of its own (`"own"`): an object store, a mail server.
     Own,
+    /// One object store for all the namespace's BlobStorages
+    /// (`"namespace"`), each with a bucket and a user of its own.
+    Namespace,
 }
 
 #[derive(Debug, PartialEq)]
@@ -147,15 +150,21 @@ fn create(tier: &Value) -> Result<Overrides, ProviderError> {
     let serving = |name: &str, what: &str| match fields.get(name) {
         None | Some(Value::Null) => Ok(Serving::Placeholder),
         Some(Value::String(s)) if s == "own" => Ok(Serving::Own),
+        Some(Value::String(s)) if s == "namespace" && name == "objectStore" => {
+            Ok(Serving::Namespace)
+        }
         Some(other) => Err(invalid(format!(
-            "{key}.{name} is {other}; the one value it takes is \"own\" ({what}; leave it out for a placeholder Secret)"
+            "{key}.{name} is {other}; the values it takes are {what}; leave it out for a placeholder Secret"
         ))),
     };
     let switch = |name: &str| match fields.get(name) {
         None | Some(Value::Null) => Ok(true),
         Some(v) => typed::<bool>(v.clone(), &format!("{key}.{name}")),
     };
-    let mail = serving("mailServer", "a mail server of the SMTPCredentialSet's own")?;
+    let mail = serving(
+        "mailServer",
+        "\"own\" (a mail server of the SMTPCredentialSet's own)",
+    )?;
     let relay = match fields.get(crate::relay::KEY) {
         None | Some(Value::Null) => None,
         Some(_) if mail != Serving::Own => {
@@ -169,6 +178,22 @@ fn create(tier: &Value) -> Result<Overrides, ProviderError> {
             &format!("{key}.{}", crate::relay::KEY),
         )?),
     };
+    let bucket = serving(
+        "objectStore",
+        "\"own\" (a store of the BlobStorage's own) and \"namespace\" (one store the namespace's BlobStorages share)",
+    )?;
+    // Tiers share the namespace's store: none may shape it, or two tiers
+    // would rewrite it in turn.
+    let shaping = ["deploymentSpec", "serviceSpec", "pvcSpec", "networkPolicy"];
+    if let Some(field) = shaping
+        .iter()
+        .find(|f| fields.get(**f).is_some_and(|v| !v.is_null()))
+        && bucket == Serving::Namespace
+    {
+        return Err(invalid(format!(
+            "{key}.{field} shapes a store, but {key}.objectStore is \"namespace\": the namespace's BlobStorages share one store whatever their tiers, so no tier shapes it; use \"own\" for a store this tier shapes, or remove {key}.{field}"
+        )));
+    }
     Ok(Overrides {
         deployment_spec: spec("deploymentSpec"),
         service_spec: spec("serviceSpec"),
@@ -177,7 +202,7 @@ fn create(tier: &Value) -> Result<Overrides, ProviderError> {
         config_map_data: data("configMapData")?,
         network_policy: switch("networkPolicy")?,
         redis_password: switch("redisPassword")?,
-        bucket: serving("objectStore", "a store of the BlobStorage's own")?,
+        bucket,
         mail,
         relay,
         force_bucket_deletion: false,
@@ -274,19 +299,34 @@ mod tests {
     }
 
     #[test]
-    fn object_store_is_own_or_left_out() {
+    fn object_store_is_own_shared_by_the_namespace_or_left_out() {
         let own = parse(&json!({"createStrategy": {"objectStore": "own"}}));
         assert_eq!(own.map(|o| o.bucket).ok(), Some(Serving::Own));
         let own = parse(&json!({"strategy": {"mailServer": "own"}}));
         assert_eq!(own.map(|o| o.mail).ok(), Some(Serving::Own));
+        let shared = parse(&json!({"strategy": {"objectStore": "namespace"}}));
+        assert_eq!(shared.map(|o| o.bucket).ok(), Some(Serving::Namespace));
         let err = parse(&json!({"strategy": {"objectStore": "shared"}}))
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(
-            err.contains("strategy.objectStore") && err.contains("\"own\""),
+            err.contains("strategy.objectStore") && err.contains("\"namespace\""),
             "{err}"
         );
+        // No tier shapes a store the namespace shares.
+        let shaped = json!({"strategy": {"objectStore": "namespace", "pvcSpec": {}}});
+        let err = parse(&shaped)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("strategy.pvcSpec"), "{err}");
+        // A mail server is never shared.
+        let err = parse(&json!({"strategy": {"mailServer": "namespace"}}))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("strategy.mailServer"), "{err}");
     }
 
     #[test]
