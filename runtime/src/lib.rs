@@ -6,11 +6,14 @@
 //! API, for the fence (`tests/shape.rs` checks both).
 
 pub mod cache;
+pub mod events;
 pub mod fenced_client;
 pub mod lease;
 #[cfg(feature = "testing")]
 pub mod mock_api;
+pub mod own_writes;
 pub mod printable;
 pub mod serve;
 pub mod shard;
+pub mod share;
 pub mod watch;

@@ -159,7 +159,7 @@ where
     }
 }
 
-/// The CRs of kind `K` a slot given back wakes (see `reconcile::share`).
+/// The CRs of kind `K` a slot given back wakes (see `cro_runtime::share`).
 fn share_wakes<K: Resource<DynamicType = ()> + 'static>(
     wakes: broadcast::Receiver<crate::reconcile::Woken>,
 ) -> impl futures::Stream<Item = ObjectRef<DeserializeGuard<K>>> + Send + 'static {

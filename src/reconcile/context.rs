@@ -14,12 +14,11 @@ use crate::{
     config::ConfigReader, connectivity::Checker, leader::HeldBack, metrics::Metrics,
     providers::owned::Owned,
 };
-use cro_runtime::cache;
-
-use super::{
+use cro_runtime::{
+    cache,
     events::Events,
+    own_writes::{Cached, LastWrite, ObjectKey, object_key},
     share::{Shares, Slot, Woken},
-    stale::{Cached, LastWrite, ObjectKey, object_key},
 };
 
 /// Operator-wide settings.

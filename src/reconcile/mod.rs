@@ -7,18 +7,15 @@
 pub mod conditions;
 mod context;
 mod error;
-mod events;
 pub mod finalizer;
 pub mod inputs;
 mod invalid;
 #[cfg(test)]
 pub(crate) mod mock_api;
 pub mod output_secret;
-mod share;
-pub use share::Woken;
+pub use cro_runtime::share::Woken;
 #[cfg(test)]
 mod skeleton_tests;
-mod stale;
 pub mod status;
 
 use std::{fmt::Debug, sync::Arc, time::Duration};
@@ -29,6 +26,7 @@ pub use status::Report;
 
 use conditions::ConditionType;
 use cro_provider_api::Deletion;
+use cro_runtime::own_writes::Cached;
 use k8s_openapi::{
     NamespaceResourceScope, apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp,
 };
@@ -40,7 +38,6 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
-use stale::Cached;
 use tracing::{Instrument, debug, info, warn};
 
 use crate::{

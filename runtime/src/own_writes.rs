@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use kube::{Resource, api::DynamicObject, runtime::reflector::ObjectRef};
 
-use cro_runtime::cache::version_number;
+use crate::cache::version_number;
 
 /// A CR, whatever its kind: the key of per-object state.
 pub type ObjectKey = ObjectRef<DynamicObject>;
