@@ -31,7 +31,7 @@ use crate::support::{
 };
 
 /// Pods start for real (image import, probes every 10 s).
-const START: Duration = Duration::from_secs(180);
+pub(crate) const START: Duration = Duration::from_secs(180);
 /// What OpenShift's restricted-v2 might assign.
 const OPENSHIFT_UID: &str = "1000680000";
 
@@ -214,7 +214,7 @@ patches:
 
 /// The real node's name, the environment and its client (CRDs installed),
 /// and the emulator's endpoint as pods reach it.
-async fn environment() -> (String, TestEnv, Client, String) {
+pub(crate) async fn environment() -> (String, TestEnv, Client, String) {
     let node = real_node();
     let env = TestEnv::load();
     let client = env.client().await;
@@ -229,7 +229,11 @@ async fn environment() -> (String, TestEnv, Client, String) {
 /// namespace for the operator and one for applications, both enforcing
 /// Pod Security "restricted", and the AWS credentials Secret. The last is
 /// the image's digest.
-async fn prepared(client: &Client, operator: &str, app: &str) -> (String, String, String) {
+pub(crate) async fn prepared(
+    client: &Client,
+    operator: &str,
+    app: &str,
+) -> (String, String, String) {
     // Once for all the tests here (they would write the same archive).
     static IMAGE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
     let digest = IMAGE.get_or_init(|| async { image() }).await.clone();
@@ -395,7 +399,7 @@ fn released(env: &TestEnv, digest: &str) -> String {
 }
 
 /// The operator pods' last log lines.
-fn operator_logs(env: &TestEnv, ns: &str) -> std::io::Result<std::process::Output> {
+pub(crate) fn operator_logs(env: &TestEnv, ns: &str) -> std::io::Result<std::process::Output> {
     Command::new(&env.kubectl)
         .args([
             "--kubeconfig",
@@ -413,7 +417,7 @@ fn operator_logs(env: &TestEnv, ns: &str) -> std::io::Result<std::process::Outpu
 }
 
 /// Deletes `namespaces`, then fails with the logs if the test did.
-async fn cleaned_up(
+pub(crate) async fn cleaned_up(
     client: &Client,
     namespaces: &[&str],
     outcome: std::thread::Result<()>,

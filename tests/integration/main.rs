@@ -13,6 +13,7 @@ mod first_contact;
 mod flow_control;
 mod foundation;
 mod gitops;
+mod helm_upgrade;
 mod iam_policy;
 mod in_cluster;
 mod install;

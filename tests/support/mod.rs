@@ -366,6 +366,22 @@ async fn ensure_crd(
     .await;
 }
 
+/// The operator of `EARLIER_OPERATOR_COMMIT` (tests/testenv/versions.env):
+/// its binary and CRDs, built (or found, `make test` builds it beside the
+/// suites) by tests/testenv/earlier-operator.sh.
+pub fn earlier_operator() -> (PathBuf, PathBuf) {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/testenv/earlier-operator.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(out.status.success(), "{} failed", script.display());
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    (dir.join("bin/cloud-resource-operator"), dir.join("crds"))
+}
+
 /// How to start the operator binary for a test.
 #[derive(Clone, Debug)]
 pub struct Launch {
@@ -1021,6 +1037,32 @@ pub fn aws_requests() -> Vec<serde_json::Value> {
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The AWS writes (of the services whose calls the emulator logs) since
+/// `offset`.
+pub fn aws_writes(offset: &mut u64) -> Vec<String> {
+    aws_requests_after(offset)
+        .into_iter()
+        .filter_map(|r| r["action"].as_str().map(str::to_string))
+        .filter(|a| {
+            !["Describe", "List", "Get"]
+                .iter()
+                .any(|read| a.starts_with(read))
+        })
+        .collect()
+}
+
+/// Each Deployment's generation, by name.
+pub async fn generations(client: &Client, ns: &str) -> BTreeMap<String, i64> {
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns)
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing Deployments: {e}"))
+        .items
+        .into_iter()
+        .map(|d| (d.name_any(), d.metadata.generation.unwrap_or_default()))
         .collect()
 }
 

@@ -3,7 +3,9 @@
 # EARLIER_OPERATOR_COMMIT in versions.env) for the upgrade test
 # (tests/upgrade/main.rs), and keeps it with that commit's CRDs in
 # ~/.cache/cro-testenv/operator/<commit>/: bin/cloud-resource-operator,
-# crds/. Prints that directory. A second run finds it there; runs at once
+# crds/ and deploy/ (the Helm upgrade test installs deploy/helm, whose
+# files/ link into deploy/).
+# Prints that directory. A second run finds it there; runs at once
 # take turns (the second waits for the first's build).
 #
 # The commit's source comes from this clone's history (git archive; a
@@ -23,7 +25,7 @@ log() { echo "earlier-operator: $*" >&2; }
 mkdir -p "$cache/operator"
 exec 9>"$cache/operator/.lock"
 flock 9
-if [ -x "$out/bin/cloud-resource-operator" ] && [ -d "$out/crds" ]; then
+if [ -x "$out/bin/cloud-resource-operator" ] && [ -d "$out/crds" ] && [ -d "$out/deploy/helm" ]; then
   echo "$out"
   exit 0
 fi
@@ -42,6 +44,7 @@ rm -rf "$out.tmp"
 mkdir -p "$out.tmp/bin"
 cp "$repo/target/earlier/debug/cloud-resource-operator" "$out.tmp/bin/"
 cp -r "$src/crds" "$out.tmp/crds"
+cp -r "$src/deploy" "$out.tmp/deploy"
 rm -rf "$out"
 mv "$out.tmp" "$out"
 log "built $commit in $((SECONDS - started)) s into $out"

@@ -18,28 +18,13 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 use cloud_resource_operator::api::{
     BlobStorage, Phase, Postgres, PostgresSnapshot, Redis, SMTPCredentialSet,
 };
-use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, Client, ResourceExt, api::ListParams};
 use serde_json::json;
 
 use support::{
-    DEFAULT_TIMEOUT, Launch, Operator, Phased, TestEnv, aws_requests_after, create_json,
-    create_namespace, ensure_crds, ensure_crds_in,
+    DEFAULT_TIMEOUT, Launch, Operator, Phased, TestEnv, aws_writes, create_json, create_namespace,
+    earlier_operator, ensure_crds, ensure_crds_in, generations,
 };
-
-/// The earlier operator's binary and CRDs, built (or found) by the script.
-fn earlier_operator() -> (PathBuf, PathBuf) {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/testenv/earlier-operator.sh");
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-    assert!(out.status.success(), "{} failed", script.display());
-    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    (dir.join("bin/cloud-resource-operator"), dir.join("crds"))
-}
 
 /// The CRs of the test: every kind on AWS (and a Postgres snapshot), and
 /// the in-cluster databases and bucket.
@@ -114,18 +99,6 @@ async fn all_complete(client: &Client, ns: &str, what: &str) {
     }
 }
 
-/// Each Deployment's generation, by name.
-async fn generations(client: &Client, ns: &str) -> BTreeMap<String, i64> {
-    Api::<Deployment>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap_or_else(|e| panic!("listing Deployments: {e}"))
-        .items
-        .into_iter()
-        .map(|d| (d.name_any(), d.metadata.generation.unwrap_or_default()))
-        .collect()
-}
-
 /// Waits until `operator` has finished a reconcile without error of every
 /// CR (its log says so), checking meanwhile that every CR stays complete.
 async fn served_by(client: &Client, ns: &str, operator: &Operator, names: &[String], who: &str) {
@@ -162,20 +135,6 @@ async fn served_by(client: &Client, ns: &str, operator: &Operator, names: &[Stri
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-/// The AWS writes (of the services whose calls the emulator logs) since
-/// `offset`.
-fn aws_writes(offset: &mut u64) -> Vec<String> {
-    aws_requests_after(offset)
-        .into_iter()
-        .filter_map(|r| r["action"].as_str().map(str::to_string))
-        .filter(|a| {
-            !["Describe", "List", "Get"]
-                .iter()
-                .any(|read| a.starts_with(read))
-        })
-        .collect()
 }
 
 fn launch(ns: &str, binary: Option<PathBuf>, log: &str) -> Launch {
