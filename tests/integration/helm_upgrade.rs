@@ -12,14 +12,15 @@
 use std::{path::Path, process::Command, time::Duration};
 
 use cloud_resource_operator::api::{BlobStorage, Phase, Postgres};
-use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Client, api::ListParams};
 use serde_json::json;
 
 use crate::deploy::{repo, run};
-use crate::install::{START, cleaned_up, environment, operator_logs, prepared};
+use crate::install::{START, cleaned_up, environment, one_leads, operator_logs, prepared};
 use crate::support::{
-    Phased, TestEnv, aws_writes, create_json, earlier_operator, generations, wait_deleted, wait_for,
+    Phased, TestEnv, aws_writes, compact, create_json, earlier_operator, generations,
+    not_reconciled, wait_deleted,
 };
 
 const RELEASE: &str = "cro-upgrade";
@@ -64,7 +65,7 @@ async fn rolled_out(client: &Client, ns: &str, digest: &str, what: &str) {
     let pods = Api::<Pod>::namespaced(client.clone(), ns);
     let selector = ListParams::default().labels("app.kubernetes.io/name=cloud-resource-operator");
     let deadline = tokio::time::Instant::now() + START;
-    let names = loop {
+    let ready = loop {
         let listed = pods
             .list(&selector)
             .await
@@ -82,10 +83,7 @@ async fn rolled_out(client: &Client, ns: &str, digest: &str, what: &str) {
                 && image.is_some_and(|i| i.ends_with(&format!("@{digest}")))
         };
         if listed.len() == 2 && listed.iter().all(ready_of_digest) {
-            break listed
-                .iter()
-                .filter_map(|p| p.metadata.name.clone())
-                .collect::<Vec<_>>();
+            break listed;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -93,18 +91,7 @@ async fn rolled_out(client: &Client, ns: &str, digest: &str, what: &str) {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    let leases = Api::<Lease>::namespaced(client.clone(), ns);
-    wait_for(
-        &leases,
-        "cloud-resource-operator",
-        "a pod of the new image holding the Lease",
-        START,
-        move |l: Option<&Lease>| {
-            l.and_then(|l| l.spec.as_ref()?.holder_identity.clone())
-                .is_some_and(|h| names.iter().any(|n| h.contains(n.as_str())))
-        },
-    )
-    .await;
+    one_leads(client, ns, &ready).await;
 }
 
 /// Every CR's phase, by `Kind/name`.
@@ -167,18 +154,7 @@ async fn served(
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default();
-        let unseen: Vec<&&str> = names
-            .iter()
-            .filter(|key| {
-                let (kind, name) = key.split_once('/').unwrap_or_default();
-                let mark = format!("reconcile{{kind={kind} namespace={app_ns} name={name}}}");
-                !log.lines().any(|l| {
-                    l.contains(&mark)
-                        && l.contains("reconcile finished")
-                        && l.contains("error=\"none\"")
-                })
-            })
-            .collect();
+        let unseen = not_reconciled(&log, app_ns, names);
         if unseen.is_empty() {
             return;
         }
@@ -213,7 +189,7 @@ async fn grant_earlier_release_finalizers(client: &Client, operator_ns: &str) ->
     .unwrap_or_else(|e| panic!("{e}"));
     let binding: ClusterRoleBinding = serde_json::from_value(json!({"metadata": {"name": name},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": "cloud-resource-operator", "namespace": operator_ns}]}))
+        "subjects": [{"kind": "ServiceAccount", "name": RELEASE, "namespace": operator_ns}]}))
     .unwrap_or_else(|e| panic!("{e}"));
     let params = kube::api::PostParams::default();
     Api::<ClusterRole>::all(client.clone())
@@ -247,6 +223,8 @@ async fn helm_upgrade_and_rollback_from_an_earlier_release_keep_live_crs_complet
             let mut v = vec![
                 format!("image.digest={digest}"),
                 "image.pullPolicy=Never".into(),
+                // Cluster-scoped names of its own, beside install.rs's release.
+                format!("fullnameOverride={RELEASE}"),
                 format!("operator.watchNamespaces={{{app_ns}}}"),
                 format!("operator.awsRegion={}", env.aws_region),
                 "operator.logFormat=text".into(),
@@ -289,7 +267,7 @@ async fn helm_upgrade_and_rollback_from_an_earlier_release_keep_live_crs_complet
             assert!(!rolled.is_empty(), "no in-cluster Deployment");
             // Positive control: the emulator's log shows the pods' writes
             // that made the bucket's user and key.
-            let writes = aws_writes(&mut offset);
+            let writes = aws_writes(&mut offset, &compact(&app_ns));
             for made in ["CreateUser", "CreateAccessKey"] {
                 assert!(writes.iter().any(|w| w == made), "no {made} among the AWS writes that made the CRs: {writes:?}");
             }
@@ -302,14 +280,14 @@ async fn helm_upgrade_and_rollback_from_an_earlier_release_keep_live_crs_complet
             rolled_out(&client, &operator_ns, &digest, "the upgrade").await;
             served(&client, &env, &operator_ns, &app_ns, &names, "this release").await;
             assert_eq!(generations(&client, &app_ns).await, rolled, "a Deployment rolled at the upgrade");
-            assert_eq!(aws_writes(&mut offset), Vec::<String>::new(), "AWS writes at the upgrade");
+            assert_eq!(aws_writes(&mut offset, &compact(&app_ns)), Vec::<String>::new(), "AWS writes at the upgrade");
 
             // Rollback: the earlier chart and image, the CRDs left current.
             helm_run(&["rollback", RELEASE, "1"], None, None);
             rolled_out(&client, &operator_ns, &earlier_digest, "the rollback").await;
             served(&client, &env, &operator_ns, &app_ns, &names, "the earlier release again").await;
             assert_eq!(generations(&client, &app_ns).await, rolled, "a Deployment rolled at the rollback");
-            assert_eq!(aws_writes(&mut offset), Vec::<String>::new(), "AWS writes at the rollback");
+            assert_eq!(aws_writes(&mut offset, &compact(&app_ns)), Vec::<String>::new(), "AWS writes at the rollback");
 
             // The release rolled back to deletes what it serves.
             let pgs = Api::<Postgres>::namespaced(client.clone(), &app_ns);

@@ -456,6 +456,26 @@ struct Expect<'a> {
     digest: &'a str,
 }
 
+/// Waits until one of `pods` holds the operator's Lease.
+pub(crate) async fn one_leads(client: &Client, ns: &str, pods: &[Pod]) {
+    let leases = Api::<Lease>::namespaced(client.clone(), ns);
+    let names: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    wait_for(
+        &leases,
+        "cloud-resource-operator",
+        "one of the pods holding the Lease",
+        START,
+        move |l: Option<&Lease>| {
+            l.and_then(|l| l.spec.as_ref()?.holder_identity.clone())
+                .is_some_and(|h| names.iter().any(|n| h.contains(n.as_str())))
+        },
+    )
+    .await;
+}
+
 async fn installed(
     client: &Client,
     node: &str,
@@ -509,22 +529,7 @@ async fn installed(
     }
 
     // One of them leads.
-    let leases = Api::<Lease>::namespaced(client.clone(), operator_ns);
-    let names: Vec<String> = ready
-        .iter()
-        .filter_map(|p| p.metadata.name.clone())
-        .collect();
-    wait_for(
-        &leases,
-        "cloud-resource-operator",
-        "a pod holding the Lease",
-        START,
-        move |l: Option<&Lease>| {
-            l.and_then(|l| l.spec.as_ref()?.holder_identity.clone())
-                .is_some_and(|h| names.iter().any(|n| h.contains(n.as_str())))
-        },
-    )
-    .await;
+    one_leads(client, operator_ns, &ready).await;
 
     // A workshop Postgres in the other restricted namespace: complete,
     // and Connectable from the operator's own pod.

@@ -382,6 +382,24 @@ pub fn earlier_operator() -> (PathBuf, PathBuf) {
     (dir.join("bin/cloud-resource-operator"), dir.join("crds"))
 }
 
+/// Which of `names` (`Kind/name` in `ns`) the operator's `log` (text
+/// format, debug) shows no reconcile of that finished without error.
+pub fn not_reconciled<'a, S: AsRef<str>>(log: &str, ns: &str, names: &'a [S]) -> Vec<&'a str> {
+    names
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|key| {
+            let (kind, name) = key.split_once('/').unwrap_or_default();
+            let mark = format!("reconcile{{kind={kind} namespace={ns} name={name}}}");
+            !log.lines().any(|l| {
+                l.contains(&mark)
+                    && l.contains("reconcile finished")
+                    && l.contains("error=\"none\"")
+            })
+        })
+        .collect()
+}
+
 /// How to start the operator binary for a test.
 #[derive(Clone, Debug)]
 pub struct Launch {
@@ -1041,10 +1059,13 @@ pub fn aws_requests() -> Vec<serde_json::Value> {
 }
 
 /// The AWS writes (of the services whose calls the emulator logs) since
-/// `offset`.
-pub fn aws_writes(offset: &mut u64) -> Vec<String> {
+/// `offset` whose parameters contain `naming` (a namespace's part of the
+/// identifiers, see [`compact`]; `""` for every write): other tests'
+/// writes are not this one's.
+pub fn aws_writes(offset: &mut u64, naming: &str) -> Vec<String> {
     aws_requests_after(offset)
         .into_iter()
+        .filter(|r| r["params"].to_string().contains(naming))
         .filter_map(|r| r["action"].as_str().map(str::to_string))
         .filter(|a| {
             !["Describe", "List", "Get"]
@@ -1052,6 +1073,11 @@ pub fn aws_writes(offset: &mut u64) -> Vec<String> {
                 .any(|read| a.starts_with(read))
         })
         .collect()
+}
+
+/// `namespace` as AWS identifiers hold it: without its dashes.
+pub fn compact(namespace: &str) -> String {
+    namespace.replace('-', "")
 }
 
 /// Each Deployment's generation, by name.

@@ -23,7 +23,7 @@ use serde_json::json;
 
 use support::{
     DEFAULT_TIMEOUT, Launch, Operator, Phased, TestEnv, aws_writes, create_json, create_namespace,
-    earlier_operator, ensure_crds, ensure_crds_in, generations,
+    earlier_operator, ensure_crds, ensure_crds_in, generations, not_reconciled,
 };
 
 /// The CRs of the test: every kind on AWS (and a Postgres snapshot), and
@@ -114,18 +114,7 @@ async fn served_by(client: &Client, ns: &str, operator: &Operator, names: &[Stri
             "under {who}, CRs left complete: {not_complete:?}"
         );
         let log = operator.logs();
-        let unseen: Vec<&String> = names
-            .iter()
-            .filter(|key| {
-                let (kind, name) = key.split_once('/').unwrap_or_default();
-                let mark = format!("reconcile{{kind={kind} namespace={ns} name={name}}}");
-                !log.lines().any(|l| {
-                    l.contains(&mark)
-                        && l.contains("reconcile finished")
-                        && l.contains("error=\"none\"")
-                })
-            })
-            .collect();
+        let unseen = not_reconciled(&log, ns, names);
         if unseen.is_empty() {
             return;
         }
@@ -177,7 +166,7 @@ async fn the_earlier_operator_and_this_one_take_over_from_each_other() {
     served_by(&client, &ns, &earlier, &names, "the earlier operator").await;
     earlier.terminate(DEFAULT_TIMEOUT).await;
     // Positive control: the emulator's log shows the writes that made them.
-    let writes = aws_writes(&mut created);
+    let writes = aws_writes(&mut created, "");
     for made in ["CreateDBInstance", "CreateReplicationGroup", "CreateDBSnapshot", "CreateUser", "CreateAccessKey"] {
         assert!(writes.iter().any(|w| w == made), "no {made} among the AWS writes that made the CRs: {writes:?}");
     }
@@ -190,14 +179,14 @@ async fn the_earlier_operator_and_this_one_take_over_from_each_other() {
     let mut current = Operator::launch(launch(&ns, None, "current")).await;
     served_by(&client, &ns, &current, &names, "this operator").await;
     assert_eq!(generations(&client, &ns).await, rolled, "a Deployment rolled at the upgrade");
-    assert_eq!(aws_writes(&mut offset), Vec::<String>::new(), "AWS writes at the upgrade");
+    assert_eq!(aws_writes(&mut offset, ""), Vec::<String>::new(), "AWS writes at the upgrade");
     current.terminate(DEFAULT_TIMEOUT).await;
 
     // Downgrade: the earlier operator again, the CRDs left current.
     let mut again = Operator::launch(launch(&ns, Some(binary), "earlier-again")).await;
     served_by(&client, &ns, &again, &names, "the earlier operator again").await;
     assert_eq!(generations(&client, &ns).await, rolled, "a Deployment rolled at the downgrade");
-    assert_eq!(aws_writes(&mut offset), Vec::<String>::new(), "AWS writes at the downgrade");
+    assert_eq!(aws_writes(&mut offset, ""), Vec::<String>::new(), "AWS writes at the downgrade");
     again.terminate(DEFAULT_TIMEOUT).await;
 
     // This build once more, and the namespace deleted with everything in it.
