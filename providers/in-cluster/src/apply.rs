@@ -75,13 +75,23 @@ pub fn is_ours(meta: &ObjectMeta, owner: &Owner) -> bool {
 
 /// The error for an object in the way that is not the CR's own.
 pub fn not_ours(kind: &str, meta: &ObjectMeta, owner: &Owner) -> ProviderError {
-    ProviderError::permanent(format!(
-        "{kind} {}/{} exists and was not made for {} {}: the operator neither changes nor deletes it; rename or remove that {kind}, or give the {} another name",
+    let (ns, name) = (
         meta.namespace.as_deref().unwrap_or_default(),
         meta.name.as_deref().unwrap_or_default(),
-        owner.kind,
-        owner.name,
-        owner.kind,
+    );
+    // The namespace's shared object store has one name it cannot change.
+    let way_out = match owner.kind.as_str() {
+        "Namespace" => format!(
+            "rename or remove that {kind}: the namespace's shared object store (objectStore \"namespace\") is named {name}"
+        ),
+        _ => format!(
+            "rename or remove that {kind}, or give the {} another name",
+            owner.kind
+        ),
+    };
+    ProviderError::permanent(format!(
+        "{kind} {ns}/{name} exists and was not made for {} {}: the operator neither changes nor deletes it; {way_out}",
+        owner.kind, owner.name,
     ))
 }
 
@@ -317,6 +327,24 @@ mod tests {
         .to_string();
         assert!(
             e.contains("Service team/web exists and was not made for Postgres web"),
+            "{e}"
+        );
+        assert!(e.contains("give the Postgres another name"), "{e}");
+        // The namespace's shared store cannot be given another name.
+        let namespace = Owner {
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            name: "team".into(),
+            uid: "n1".into(),
+        };
+        let e = not_ours(
+            "Deployment",
+            &meta(serde_json::json!({}), serde_json::json!([])),
+            &namespace,
+        )
+        .to_string();
+        assert!(
+            e.contains("shared object store") && !e.contains("another name"),
             "{e}"
         );
     }
