@@ -45,12 +45,7 @@ fn image_of(binary: &Path, name: &str) -> String {
         binary.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    let digest = said
-        .lines()
-        .find_map(|l| l.strip_prefix("digest: "))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or_else(|| panic!("build.sh printed no digest: {said}"))
-        .to_string();
+    let digest = crate::install::printed_digest(&said);
     let archive = archive.to_string_lossy().into_owned();
     run(
         &repo().join("tests/testenv/testenv.sh"),

@@ -26,8 +26,8 @@ use serde_json::json;
 
 use crate::deploy::{repo, run};
 use crate::support::{
-    DEFAULT_TIMEOUT, TestEnv, connectable, create_json, create_namespace, ensure_crds,
-    place_on_real_node, real_node, wait_deleted, wait_for, wait_phase,
+    DEFAULT_TIMEOUT, TestEnv, create_json, create_namespace, ensure_crds, place_on_real_node,
+    real_node, wait_connected, wait_deleted, wait_for, wait_phase,
 };
 
 /// Pods start for real (image import, probes every 10 s).
@@ -252,6 +252,15 @@ pub(crate) async fn prepared(
     (operator_ns, app_ns, digest)
 }
 
+/// The digest deploy/image/build.sh printed (`said`, its output).
+pub(crate) fn printed_digest(said: &str) -> String {
+    said.lines()
+        .find_map(|l| l.strip_prefix("digest: "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("build.sh printed no digest: {said}"))
+        .to_string()
+}
+
 /// The image, as `make image` builds it, of the binary under test, loaded
 /// into the real node; its digest, as build.sh printed it.
 fn image() -> String {
@@ -263,12 +272,7 @@ fn image() -> String {
         said.contains("docker.io/library/cloud-resource-operator:0.1.0"),
         "{said}"
     );
-    let digest = said
-        .lines()
-        .find_map(|l| l.strip_prefix("digest: "))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or_else(|| panic!("build.sh printed no digest: {said}"))
-        .to_string();
+    let digest = printed_digest(&said);
     let file = std::fs::read_to_string(repo().join("target/image/cloud-resource-operator.digest"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(file.trim(), digest);
@@ -538,19 +542,7 @@ async fn installed(
     let _: BlobStorage = create_json(client, app_ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": {"name": "files"},
         "spec": {"type": "managed", "tier": "development", "secretRef": {"name": "files-sec"}}})).await;
     let pgs = Api::<Postgres>::namespaced(client.clone(), app_ns);
-    let want = Some(("True".to_string(), "Connected".to_string()));
-    wait_for(
-        &pgs,
-        "db",
-        "complete and Connectable",
-        START,
-        move |o: Option<&Postgres>| {
-            let status = o.and_then(|o| o.status.as_ref());
-            status.and_then(|s| s.phase) == Some(Phase::Complete)
-                && status.and_then(|s| connectable(&s.conditions)) == want
-        },
-    )
-    .await;
+    wait_connected(&pgs, "db", START).await;
     let blobs = Api::<BlobStorage>::namespaced(client.clone(), app_ns);
     wait_phase(&blobs, "files", Phase::Complete).await;
     let secret = Api::<Secret>::namespaced(client.clone(), app_ns)

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     DEFAULT_TIMEOUT, Phased, connectable, create_json, in_cluster_dns, place_on_real_node,
-    real_node, wait_deleted, wait_for, with_operator_launched,
+    real_node, wait_connected, wait_deleted, wait_for, with_operator_launched,
 };
 
 /// Containers start for real: image unpacked, initdb, probes every 10 s.
@@ -76,32 +76,16 @@ where
 async fn connectable_databases(client: &Client, ns: &str) {
     let _: Postgres = create_json(client, ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Postgres", "metadata": {"name": "db"}, "spec": spec("db-sec")})).await;
     let _: Redis = create_json(client, ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": {"name": "cache"}, "spec": spec("cache-sec")})).await;
-    let pgs = Api::<Postgres>::namespaced(client.clone(), ns);
-    let caches = Api::<Redis>::namespaced(client.clone(), ns);
-    let want = Some(("True".to_string(), "Connected".to_string()));
-    let w = want.clone();
-    wait_for(
-        &pgs,
+    wait_connected(
+        &Api::<Postgres>::namespaced(client.clone(), ns),
         "db",
-        "complete and Connectable",
         START,
-        move |o: Option<&Postgres>| {
-            let s = o.and_then(|o| o.status.as_ref());
-            s.and_then(|s| s.phase) == Some(Phase::Complete)
-                && s.and_then(|s| connectable(&s.conditions)) == w
-        },
     )
     .await;
-    wait_for(
-        &caches,
+    wait_connected(
+        &Api::<Redis>::namespaced(client.clone(), ns),
         "cache",
-        "complete and Connectable",
         START,
-        move |o: Option<&Redis>| {
-            let s = o.and_then(|o| o.status.as_ref());
-            s.and_then(|s| s.phase) == Some(Phase::Complete)
-                && s.and_then(|s| connectable(&s.conditions)) == want
-        },
     )
     .await;
 }
@@ -222,16 +206,8 @@ async fn in_cluster_postgres_and_redis_really_run_connect_and_keep_their_data() 
         }
 
         // The operator logs in with each Secret, by its Service name.
-        let want = Some(("True".to_string(), "Connected".to_string()));
-        let w = want.clone();
-        wait_for(&pgs, "db", "Connectable True", DEFAULT_TIMEOUT, move |o: Option<&Postgres>| {
-            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == w
-        })
-        .await;
-        wait_for(&caches, "cache", "Connectable True", DEFAULT_TIMEOUT, move |o: Option<&Redis>| {
-            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == want
-        })
-        .await;
+        wait_connected(&pgs, "db", DEFAULT_TIMEOUT).await;
+        wait_connected(&caches, "cache", DEFAULT_TIMEOUT).await;
 
         // An application pod connects with the Secret and writes.
         let pg_env = postgres_env("db-sec");
@@ -688,11 +664,7 @@ async fn an_in_cluster_blob_storage_with_a_store_of_its_own_is_a_real_private_bu
 
         // The operator, resolving names as a pod does, uses the bucket with
         // the Secret's key.
-        let want = Some(("True".to_string(), "Connected".to_string()));
-        wait_for(&blobs, "uploads", "Connectable True", DEFAULT_TIMEOUT, |o: Option<&BlobStorage>| {
-            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == want
-        })
-        .await;
+        wait_connected(&blobs, "uploads", DEFAULT_TIMEOUT).await;
 
         // The Secret: every key filled in, the endpoint the store's Service.
         let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
@@ -826,11 +798,7 @@ async fn blob_storages_sharing_their_namespaces_store_reach_only_their_own_bucke
         assert_eq!(endpoint, format!("http://cro-object-store.{ns}.svc:8333"));
         assert_eq!(logs_endpoint, endpoint);
         assert_ne!(photos_id, logs_id, "a user of its own for each");
-        let want = Some(("True".to_string(), "Connected".to_string()));
-        wait_for(&blobs, "photos", "Connectable True", DEFAULT_TIMEOUT, |o: Option<&BlobStorage>| {
-            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == want
-        })
-        .await;
+        wait_connected(&blobs, "photos", DEFAULT_TIMEOUT).await;
 
         // Each key reaches its own bucket, and not the other's beside it.
         let at = store_address(&client, &ns, "cro-object-store").await;
@@ -860,7 +828,7 @@ async fn blob_storages_sharing_their_namespaces_store_reach_only_their_own_bucke
         blobs.delete("photos", &DeleteParams::default()).await.unwrap_or_else(|e| panic!("{e}"));
         wait_deleted(&blobs, "photos", START).await;
         let code = refused(photos.list_objects_v2().bucket(&photos_bucket).send().await);
-        assert!(code.is_some(), "photos' key still works after its CR was deleted");
+        assert_eq!(code.as_deref(), Some("InvalidAccessKeyId"), "photos' key after its CR was deleted: its user and key are to be gone");
         let admin = secrets.get("cro-object-store-credentials").await.unwrap_or_else(|e| panic!("{e}")).data.unwrap_or_default();
         let admin = |k: &str| String::from_utf8_lossy(&admin.get(k).unwrap_or_else(|| panic!("no {k}")).0).into_owned();
         let admin = s3_client(&at, &admin("adminAccessKeyID"), &admin("adminSecretAccessKey"));
@@ -1032,11 +1000,7 @@ async fn an_in_cluster_smtp_credential_set_with_a_server_of_its_own_sends_mail()
         let sets = Api::<SMTPCredentialSet>::namespaced(client.clone(), &ns);
         wait_for(&sets, "mail", "phase complete", START, |o: Option<&SMTPCredentialSet>| o.and_then(|o| o.status.as_ref()?.phase) == Some(Phase::Complete)).await;
         // The operator logs in with the Secret, as an application does.
-        let want = Some(("True".to_string(), "Connected".to_string()));
-        wait_for(&sets, "mail", "Connectable True", DEFAULT_TIMEOUT, |o: Option<&SMTPCredentialSet>| {
-            o.and_then(|o| o.status.as_ref()).and_then(|s| connectable(&s.conditions)) == want
-        })
-        .await;
+        wait_connected(&sets, "mail", DEFAULT_TIMEOUT).await;
         let pod = ready_pod(&client, &ns, "mail", None).await;
         let image = pod.spec.as_ref().and_then(|s| s.containers.first().and_then(|c| c.image.clone()));
         assert_eq!(image.as_deref(), Some("docker.io/axllent/mailpit:v1.33.1"), "the default image");

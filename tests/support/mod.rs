@@ -875,6 +875,45 @@ phased!(
     cloud_resource_operator::api::RedisSnapshot
 );
 
+/// Whether a resource CR is `complete` and its `Connectable` condition
+/// says the operator logged in with its Secret.
+pub trait Connected: Phased {
+    fn connected(&self) -> bool;
+}
+
+macro_rules! connected {
+    ($($t:ty),*) => {$(
+        impl Connected for $t {
+            fn connected(&self) -> bool {
+                let conditions = self.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+                self.phase() == Some(cloud_resource_operator::api::Phase::Complete)
+                    && connectable(conditions) == Some(("True".to_string(), "Connected".to_string()))
+            }
+        }
+    )*};
+}
+connected!(
+    cloud_resource_operator::api::Postgres,
+    cloud_resource_operator::api::Redis,
+    cloud_resource_operator::api::BlobStorage,
+    cloud_resource_operator::api::SMTPCredentialSet
+);
+
+/// Waits until the named resource is complete and Connectable.
+pub async fn wait_connected<K>(api: &Api<K>, name: &str, timeout: Duration) -> K
+where
+    K: Connected + Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    wait_for(
+        api,
+        name,
+        "complete and Connectable",
+        timeout,
+        |o: Option<&K>| o.is_some_and(Connected::connected),
+    )
+    .await
+}
+
 /// Waits until the named object reaches `phase`.
 pub async fn wait_phase<K>(
     api: &Api<K>,

@@ -125,8 +125,9 @@ fn none(_: &str) -> bool {
 impl ObjectStore for CompatibleStores {
     async fn ensure_bucket(&self, at: &StoreAccess, bucket: &str) -> Result<(), ProviderError> {
         let sent = self.s3(at).create_bucket().bucket(bucket).send().await;
-        // Made now, or by an attempt whose answer was lost: the store is
-        // the CR's own, so a bucket of this name is too.
+        // Made now, or by an attempt whose answer was lost: a bucket of
+        // this name is this BlobStorage's (the store is its own, or its
+        // namespace's, whose buckets are named after the BlobStorages).
         answer(sent, already_exists, "s3:CreateBucket", bucket).map(drop)
     }
 

@@ -151,6 +151,42 @@ pub async fn bucket_home(
     })
 }
 
+/// The credentials Secrets in `namespace`, but `except`'s, that say their
+/// BlobStorage's bucket is in the namespace's store (see
+/// [`bucket_home`]), released ones too: a second witness, beside the
+/// store's own bucket list, before the store is deleted.
+pub async fn namespace_store_users(
+    client: &kube::Client,
+    namespace: &str,
+    except: &str,
+) -> Result<Vec<String>, ProviderError> {
+    let labels = format!(
+        "{}={},app.kubernetes.io/name=object-store",
+        cro_provider_api::MANAGED_BY_LABEL,
+        cro_provider_api::MANAGED_BY
+    );
+    let listed = kube::Api::<Secret>::namespaced(client.clone(), namespace)
+        .list(&kube::api::ListParams::default().labels(&labels))
+        .await
+        .map_err(|e| {
+            cro_kube::provider_error(
+                format!("listing the object stores' Secrets in {namespace}"),
+                &e,
+            )
+        })?;
+    Ok(listed
+        .items
+        .iter()
+        .filter(|s| s.metadata.name.as_deref() != Some(except))
+        .filter(|s| {
+            let data = secret_strings(s);
+            key_pair(&data, ADMIN_KEY_ID, ADMIN_SECRET).is_none()
+                && key_pair(&data, USER_KEY_ID, USER_SECRET).is_some()
+        })
+        .filter_map(|s| s.metadata.name.clone())
+        .collect())
+}
+
 fn key_pair(data: &BTreeMap<String, String>, id: &str, secret: &str) -> Option<AccessKey> {
     match (data.get(id), data.get(secret)) {
         (Some(id), Some(secret)) if !id.is_empty() && !secret.is_empty() => Some(AccessKey {

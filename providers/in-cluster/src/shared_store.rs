@@ -152,7 +152,14 @@ impl InClusterProvider {
             let bucket = bucket_name(&req.name);
             client.delete_user(&at, &bucket).await.map_err(reach)?;
             client.delete_bucket(&at, &bucket).await.map_err(reach)?;
-            if !client.buckets(&at).await.map_err(reach)?.is_empty() {
+            // The store goes only when it lists no bucket and no other
+            // BlobStorage holds a key to one: a store still starting could
+            // answer an empty list.
+            let buckets = client.buckets(&at).await.map_err(reach)?;
+            let users =
+                credentials::namespace_store_users(&self.client, &req.namespace, &own_secret)
+                    .await?;
+            if !buckets.is_empty() || !users.is_empty() {
                 let deleted = apply::delete(&secrets, &own_secret, &req.owner, false).await?;
                 return Ok(match deleted {
                     true => Deletion::Done,
