@@ -89,6 +89,8 @@ write_real_node_config() {
   local d api_port=$1 kubelet_port=$2 healthz_port=$3 proxy_metrics_port=$4
   d=$(real_node_dir)
   mkdir -p "$d/cni" "$d/ipam" "$d/cni-cache" "$d/log-containers" "$d/log-pods" "$d/kubelet"
+  # Volumes of a set size that grow (see tmpfs-volume.sh).
+  install -D -m 0755 "$here/real-node/tmpfs-volume.sh" "$d/volume-plugins/cro~tmpfs/tmpfs"
   cat >"$d/containerd.toml" <<EOF
 version = 2
 root = "$d/containerd/root"
@@ -153,6 +155,7 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+volumePluginDir: $d/volume-plugins
 EOF
   cat >"$d/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
