@@ -203,6 +203,9 @@ pub enum Verdict {
     AuthenticationFailed(String),
     /// The server turned the login away for another reason.
     Refused(String),
+    /// Logged in, but the server cannot write to its disk (Postgres's
+    /// `disk_full`): every write an application makes fails.
+    StorageFull(String),
     /// The server does not speak the protocol as expected.
     Protocol(String),
 }
@@ -210,6 +213,12 @@ pub enum Verdict {
 impl Verdict {
     pub fn connected(&self) -> bool {
         matches!(self, Verdict::Connected(_))
+    }
+
+    /// The server admitted the login (whatever else the check found): the
+    /// Go operator's connection gauge.
+    fn logged_in(&self) -> bool {
+        matches!(self, Verdict::Connected(_) | Verdict::StorageFull(_))
     }
 
     /// The `Connectable` condition: True, or False with what to do.
@@ -267,6 +276,13 @@ impl Verdict {
                 ),
             ),
             Verdict::Refused(e) => ("LoginRefused", format!("{host}:{port}: {}", said(e))),
+            Verdict::StorageFull(e) => (
+                "StorageFull",
+                format!(
+                    "logged in to {host}:{port}, but its disk is full ({}): it refuses every write. Give it more storage (in-cluster: raise resources.requests.storage in the tier's pvcSpec, which grows the PVC where its StorageClass allows volume expansion; RDS: the tier's allocatedStorage or maxAllocatedStorage), or delete data",
+                    said(e)
+                ),
+            ),
             Verdict::Protocol(e) => ("ProtocolError", format!("{host}:{port}: {}", said(e))),
         };
         cro_provider_api::Condition {
@@ -424,6 +440,8 @@ pub struct Checker {
     trust: Trust,
     postgres: Family<ObjectLabels, Gauge>,
     redis: Family<ObjectLabels, Gauge>,
+    /// `cro_postgres_storage_full`.
+    postgres_full: Family<ObjectLabels, Gauge>,
     /// Asks an in-cluster store whether a bucket's key may use it.
     store: Option<Arc<dyn ObjectStore>>,
 }
@@ -444,6 +462,7 @@ impl Checker {
             trust: Trust::system(),
             postgres: Family::default(),
             redis: Family::default(),
+            postgres_full: Family::default(),
             store: None,
         }
     }
@@ -465,6 +484,11 @@ impl Checker {
             "cro_redis_connection",
             "1 when the operator reaches and authenticates to the Redis with its Secret, 0 when it cannot (see the Connectable condition)",
             self.redis.clone(),
+        );
+        registry.register(
+            "cro_postgres_storage_full",
+            "1 when the operator, logged in to the Postgres, finds its disk full (a temporary file fails with disk_full, as the applications' writes do), 0 when it can write",
+            self.postgres_full.clone(),
         );
     }
 
@@ -504,9 +528,7 @@ impl Checker {
             self.wake.notify_one();
         }
         if entry.labels != labels {
-            if let Some(gauges) = self.gauges(entry.cr.kind) {
-                gauges.remove(&entry.labels);
-            }
+            self.remove_gauges(entry.cr.kind, &entry.labels);
             entry.labels = labels;
             if let Some(v) = &entry.verdict {
                 self.set_gauge(entry.cr.kind, &entry.labels, v);
@@ -557,10 +579,8 @@ impl Checker {
     /// Stops checking the CR `key` (not complete, or gone).
     pub fn forget(&self, key: &str) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = entries.remove(key)
-            && let Some(gauges) = self.gauges(e.cr.kind)
-        {
-            gauges.remove(&e.labels);
+        if let Some(e) = entries.remove(key) {
+            self.remove_gauges(e.cr.kind, &e.labels);
         }
     }
 
@@ -577,7 +597,22 @@ impl Checker {
         if let Some(gauges) = self.gauges(kind) {
             gauges
                 .get_or_create(labels)
-                .set(i64::from(verdict.connected()));
+                .set(i64::from(verdict.logged_in()));
+        }
+        if kind == ResourceKind::Postgres {
+            let full = matches!(verdict, Verdict::StorageFull(_));
+            self.postgres_full
+                .get_or_create(labels)
+                .set(i64::from(full));
+        }
+    }
+
+    fn remove_gauges(&self, kind: ResourceKind, labels: &ObjectLabels) {
+        if let Some(gauges) = self.gauges(kind) {
+            gauges.remove(labels);
+        }
+        if kind == ResourceKind::Postgres {
+            self.postgres_full.remove(labels);
         }
     }
 

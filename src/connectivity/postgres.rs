@@ -59,12 +59,38 @@ pub async fn check(tcp: tokio::net::TcpStream, host: &str, login: &Login<'_>) ->
     match config.connect_raw(tcp, tls).await {
         Ok((client, connection)) => {
             // Dropping the client makes the connection say goodbye
-            // (Terminate) and end; the verdict is known either way.
-            drop(client);
-            let _ = connection.await;
-            Verdict::Connected(String::new())
+            // (Terminate) and end.
+            let probe = async move {
+                let verdict = writes(&client).await;
+                drop(client);
+                verdict
+            };
+            let (verdict, _) = tokio::join!(probe, connection);
+            verdict
         }
         Err(e) => verdict(&e, login.require_tls),
+    }
+}
+
+/// Sorting more rows than `work_mem` holds writes a temporary file to the
+/// server's data directory (`base/pgsql_tmp`), as any user may and as every
+/// application's write does: a server whose disk is full fails it with
+/// `disk_full` (53100) while it still admits logins and reads.
+const WRITE_PROBE: &str = "SET work_mem = '64kB'; \
+    SELECT count(*) FROM (SELECT g FROM generate_series(1, 20000) g ORDER BY g DESC) AS s";
+
+/// Whether the server can write to its disk; a login it admitted either way.
+async fn writes(client: &tokio_postgres::Client) -> Verdict {
+    match client.batch_execute(WRITE_PROBE).await {
+        Err(e) if e.code() == Some(&SqlState::DISK_FULL) => {
+            let said = e
+                .as_db_error()
+                .map_or_else(|| e.to_string(), |db| db.message().to_string());
+            Verdict::StorageFull(said)
+        }
+        // Anything else (a temp_file_limit, a read-only replica) says
+        // nothing about the disk.
+        _ => Verdict::Connected(String::new()),
     }
 }
 

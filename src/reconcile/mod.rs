@@ -379,6 +379,7 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) ->
         change.desired = without_account_ids(&change.desired);
     }
     let previous = obj.report();
+    let connectable = connectable_turned(obj.conditions(), &report.conditions);
     let ready = status::ready_condition(&report, obj.meta().generation, obj.conditions());
     let conditions = status::merged(
         obj.conditions(),
@@ -427,7 +428,31 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) ->
         )
         .await;
     }
+    if let Some(c) = connectable {
+        let kind = if c.status {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        };
+        publish(ctx, obj, kind, &c.reason, &c.message).await;
+    }
     Ok(())
+}
+
+/// The `Connectable` condition of `now` when it turned: a check that held
+/// fails (or fails for another reason), or holds again. A first verdict is
+/// news only in the status (a resource just complete, a restart).
+fn connectable_turned<'a>(
+    before: &[Condition],
+    now: &'a [cro_provider_api::Condition],
+) -> Option<&'a cro_provider_api::Condition> {
+    let now = now.iter().find(|c| c.type_ == ConditionType::Connectable)?;
+    let before = conditions::find(before, ConditionType::Connectable)?;
+    let held = before.status == conditions::status_of(true);
+    match now.status {
+        true => (!held).then_some(now),
+        false => (held || before.reason != now.reason).then_some(now),
+    }
 }
 
 /// Observes the time from `obj`'s creation to its first complete phase,
@@ -675,6 +700,49 @@ mod tests {
                 Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(secs_ago),
             ),
         }]
+    }
+
+    #[test]
+    fn connectable_is_news_when_it_turns() {
+        let before = |status: bool, reason: &str| Condition {
+            type_: ConditionType::Connectable.to_string(),
+            status: conditions::status_of(status).into(),
+            reason: reason.into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                Timestamp::UNIX_EPOCH,
+            ),
+        };
+        let now = |status: bool, reason: &str| {
+            [cro_provider_api::Condition {
+                type_: ConditionType::Connectable,
+                status,
+                reason: reason.into(),
+                message: String::new(),
+            }]
+        };
+        let turned = |b: Option<Condition>, n: &[cro_provider_api::Condition]| {
+            connectable_turned(b.as_slice(), n).map(|c| c.reason.clone())
+        };
+        let full = now(false, "StorageFull");
+        assert_eq!(
+            turned(Some(before(true, "Connected")), &full).as_deref(),
+            Some("StorageFull")
+        );
+        assert_eq!(
+            turned(Some(before(false, "TimedOut")), &full).as_deref(),
+            Some("StorageFull")
+        );
+        assert_eq!(turned(Some(before(false, "StorageFull")), &full), None);
+        let back = now(true, "Connected");
+        assert_eq!(
+            turned(Some(before(false, "StorageFull")), &back).as_deref(),
+            Some("Connected")
+        );
+        assert_eq!(turned(Some(before(true, "Connected")), &back), None);
+        assert_eq!(turned(None, &full), None, "a first verdict");
+        assert_eq!(turned(Some(before(true, "Connected")), &[]), None);
     }
 
     #[test]
