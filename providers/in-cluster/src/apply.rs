@@ -108,6 +108,7 @@ where
     K: Resource<DynamicType = ()> + Owned + Debug + Serialize + DeserializeOwned,
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
+    let mut had = Value::Null;
     if let Some(live) = read(api, desired).await? {
         if !is_ours(live.meta(), owner) {
             return Err(not_ours(&K::kind(&()), live.meta(), owner));
@@ -119,6 +120,7 @@ where
         if is_subset(desired, &as_json) {
             return Ok(Applied::Current(live));
         }
+        had = as_json;
         let uid = live.meta().uid.clone().unwrap_or_default();
         let now = std::time::Instant::now();
         if let Err(held) = corrections.allowed(&uid, now) {
@@ -137,8 +139,36 @@ where
             &Patch::Apply(desired),
         )
         .await
-        .map_err(|e| api_error("applying", desired, e))?;
+        .map_err(|e| {
+            resize_refused(desired, &had, &e).unwrap_or_else(|| api_error("applying", desired, e))
+        })?;
     Ok(Applied::Current(applied))
+}
+
+/// The error for a claim's size change the API server refused (a PVC
+/// grows only while bound and when its StorageClass allows volume
+/// expansion, and never shrinks): what to change, in the tier or the
+/// StorageClass. `None` for any other refusal.
+fn resize_refused(desired: &Value, live: &Value, e: &kube::Error) -> Option<ProviderError> {
+    let size = |o: &Value| {
+        o["spec"]["resources"]["requests"]["storage"]
+            .as_str()
+            .map(str::to_string)
+    };
+    let (wanted, has) = (size(desired)?, size(live)?);
+    let refused = matches!(e, kube::Error::Api(s) if matches!(s.code, 403 | 422));
+    if desired["kind"] != "PersistentVolumeClaim" || wanted == has || !refused {
+        return None;
+    }
+    let class = live["spec"]["storageClassName"]
+        .as_str()
+        .unwrap_or("(none)");
+    Some(ProviderError::permanent(format!(
+        "the tier's pvcSpec asks PersistentVolumeClaim {}/{} for {wanted} of storage; it has {has}, and the API server refuses the change: {}. A claim grows only while bound and when its StorageClass allows volume expansion, and never shrinks: set allowVolumeExpansion: true on StorageClass {class} if its provisioner can grow volumes, or set the tier's pvcSpec resources.requests.storage back to {has}",
+        live["metadata"]["namespace"].as_str().unwrap_or_default(),
+        live["metadata"]["name"].as_str().unwrap_or_default(),
+        cro_kube::described(e),
+    )))
 }
 
 /// The error for an object changed back after each correction: who else
@@ -268,6 +298,39 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The API server's words for a claim whose StorageClass does not
+    /// allow expansion (kube-apiserver 1.35, PersistentVolumeClaimResize).
+    fn refused(code: u16) -> kube::Error {
+        let message = "persistentvolumeclaims \"db\" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize";
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": code, "reason": "Forbidden", "message": message,
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn a_refused_claim_size_says_what_to_change() {
+        let claim = |size: &str| serde_json::json!({"kind": "PersistentVolumeClaim", "metadata": {"namespace": "ns", "name": "db"}, "spec": {"storageClassName": "standard", "resources": {"requests": {"storage": size}}}});
+        let e = resize_refused(&claim("2Gi"), &claim("1Gi"), &refused(403))
+            .unwrap_or_else(|| panic!("a refused growth is named"));
+        let text = e.to_string();
+        assert!(!e.is_transient(), "{text}");
+        for part in [
+            "PersistentVolumeClaim ns/db for 2Gi",
+            "it has 1Gi",
+            "only dynamically provisioned pvc",
+            "allowVolumeExpansion: true on StorageClass standard",
+            "back to 1Gi",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        // Not a size change, not a refusal, or no claim: the usual error.
+        assert!(resize_refused(&claim("1Gi"), &claim("1Gi"), &refused(403)).is_none());
+        assert!(resize_refused(&claim("2Gi"), &claim("1Gi"), &refused(500)).is_none());
+        assert!(resize_refused(&claim("2Gi"), &Value::Null, &refused(403)).is_none());
+    }
 
     fn owner(uid: &str) -> Owner {
         Owner {
