@@ -9,6 +9,7 @@ mod bench;
 mod cco;
 mod connectivity;
 mod deploy;
+mod disk_full;
 mod first_contact;
 mod flow_control;
 mod foundation;

@@ -24,9 +24,9 @@ use crate::support::{
 };
 
 /// Containers start for real: image unpacked, initdb, probes every 10 s.
-const START: Duration = Duration::from_secs(180);
+pub(crate) const START: Duration = Duration::from_secs(180);
 
-fn spec(secret: &str) -> Value {
+pub(crate) fn spec(secret: &str) -> Value {
     json!({"type": "workshop", "tier": "development", "secretRef": {"name": secret}})
 }
 
@@ -40,7 +40,7 @@ fn env_from(secret: &str, keys: &[(&str, &str)]) -> Value {
 }
 
 /// A Postgres Secret's keys as libpq's environment.
-fn postgres_env(secret: &str) -> Value {
+pub(crate) fn postgres_env(secret: &str) -> Value {
     env_from(
         secret,
         &[
@@ -54,7 +54,7 @@ fn postgres_env(secret: &str) -> Value {
 }
 
 /// Waits, as long as a real start takes, for `name` to be complete.
-async fn complete<K>(api: &Api<K>, name: &str) -> K
+pub(crate) async fn complete<K>(api: &Api<K>, name: &str) -> K
 where
     K: Phased
         + kube::Resource
@@ -92,7 +92,7 @@ async fn connectable_databases(client: &Client, ns: &str) {
 
 /// Runs `script` in a client pod (psql, redis-cli) with `env`; whether it
 /// succeeded, and its output.
-async fn run_client(
+pub(crate) async fn run_client(
     client: &Client,
     ns: &str,
     name: &str,
@@ -136,7 +136,7 @@ fn phase(p: Option<&Pod>) -> Option<String> {
 }
 
 /// The running, ready pod of a Deployment (by its instance label).
-async fn ready_pod(client: &Client, ns: &str, instance: &str, not: Option<&str>) -> Pod {
+pub(crate) async fn ready_pod(client: &Client, ns: &str, instance: &str, not: Option<&str>) -> Pod {
     let selector = format!("app.kubernetes.io/instance={instance}");
     ready_pod_by(client, ns, &selector, not).await
 }
