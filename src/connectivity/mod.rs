@@ -204,7 +204,8 @@ pub enum Verdict {
     /// The server turned the login away for another reason.
     Refused(String),
     /// Logged in, but the server cannot write to its disk (Postgres's
-    /// `disk_full`): every write an application makes fails.
+    /// `disk_full`, Redis's failed append-only file or snapshot write):
+    /// every write an application makes fails.
     StorageFull(String),
     /// The server does not speak the protocol as expected.
     Protocol(String),
@@ -279,8 +280,13 @@ impl Verdict {
             Verdict::StorageFull(e) => (
                 "StorageFull",
                 format!(
-                    "logged in to {host}:{port}, but its disk is full ({}): it refuses every write. Give it more storage (in-cluster: raise resources.requests.storage in the tier's pvcSpec, which grows the PVC where its StorageClass allows volume expansion; RDS: the tier's allocatedStorage or maxAllocatedStorage), or delete data",
-                    said(e)
+                    "logged in to {host}:{port}, but its disk is full ({}): it refuses every write. Give it more storage (in-cluster: raise resources.requests.storage in the tier's pvcSpec, which grows the PVC where its StorageClass allows volume expansion{}), or delete data",
+                    said(e),
+                    match target {
+                        Target::Postgres { .. } =>
+                            "; RDS: the tier's AllocatedStorage or MaxAllocatedStorage",
+                        _ => "",
+                    }
                 ),
             ),
             Verdict::Protocol(e) => ("ProtocolError", format!("{host}:{port}: {}", said(e))),
@@ -440,8 +446,9 @@ pub struct Checker {
     trust: Trust,
     postgres: Family<ObjectLabels, Gauge>,
     redis: Family<ObjectLabels, Gauge>,
-    /// `cro_postgres_storage_full`.
+    /// `cro_postgres_storage_full`, `cro_redis_storage_full`.
     postgres_full: Family<ObjectLabels, Gauge>,
+    redis_full: Family<ObjectLabels, Gauge>,
     /// Asks an in-cluster store whether a bucket's key may use it.
     store: Option<Arc<dyn ObjectStore>>,
 }
@@ -463,6 +470,7 @@ impl Checker {
             postgres: Family::default(),
             redis: Family::default(),
             postgres_full: Family::default(),
+            redis_full: Family::default(),
             store: None,
         }
     }
@@ -489,6 +497,11 @@ impl Checker {
             "cro_postgres_storage_full",
             "1 when the operator, logged in to the Postgres, finds its disk full (a temporary file fails with disk_full, as the applications' writes do), 0 when it can write",
             self.postgres_full.clone(),
+        );
+        registry.register(
+            "cro_redis_storage_full",
+            "1 when the operator, logged in to the Redis, finds its last append-only file or snapshot write failed (it then refuses writes, MISCONF), 0 when neither did",
+            self.redis_full.clone(),
         );
     }
 
@@ -584,35 +597,29 @@ impl Checker {
         }
     }
 
-    /// The Go operator's gauge of `kind`: databases only.
-    fn gauges(&self, kind: ResourceKind) -> Option<&Family<ObjectLabels, Gauge>> {
+    /// The gauges of `kind`: its connection (the Go operator's) and its
+    /// full storage; databases only.
+    fn gauges(&self, kind: ResourceKind) -> Option<[&Family<ObjectLabels, Gauge>; 2]> {
         match kind {
-            ResourceKind::Postgres => Some(&self.postgres),
-            ResourceKind::Redis => Some(&self.redis),
+            ResourceKind::Postgres => Some([&self.postgres, &self.postgres_full]),
+            ResourceKind::Redis => Some([&self.redis, &self.redis_full]),
             ResourceKind::BlobStorage | ResourceKind::Smtp => None,
         }
     }
 
     fn set_gauge(&self, kind: ResourceKind, labels: &ObjectLabels, verdict: &Verdict) {
-        if let Some(gauges) = self.gauges(kind) {
-            gauges
+        if let Some([connection, full]) = self.gauges(kind) {
+            let is_full = matches!(verdict, Verdict::StorageFull(_));
+            connection
                 .get_or_create(labels)
                 .set(i64::from(verdict.logged_in()));
-        }
-        if kind == ResourceKind::Postgres {
-            let full = matches!(verdict, Verdict::StorageFull(_));
-            self.postgres_full
-                .get_or_create(labels)
-                .set(i64::from(full));
+            full.get_or_create(labels).set(i64::from(is_full));
         }
     }
 
     fn remove_gauges(&self, kind: ResourceKind, labels: &ObjectLabels) {
-        if let Some(gauges) = self.gauges(kind) {
-            gauges.remove(labels);
-        }
-        if kind == ResourceKind::Postgres {
-            self.postgres_full.remove(labels);
+        for family in self.gauges(kind).into_iter().flatten() {
+            family.remove(labels);
         }
     }
 

@@ -70,9 +70,16 @@ async fn session(stream: Stream, password: Option<&str>) -> Result<Verdict, Redi
     let ping = redis::cmd("PING")
         .query_async::<String>(&mut connection)
         .await;
+    let failed_write = match ping {
+        Ok(ref pong) if pong == "PONG" => persistence(&mut connection).await,
+        _ => None,
+    };
     drop(driver);
     Ok(match ping {
-        Ok(pong) if pong == "PONG" => Verdict::Connected(String::new()),
+        Ok(pong) if pong == "PONG" => match failed_write {
+            Some(failed) => Verdict::StorageFull(failed),
+            None => Verdict::Connected(String::new()),
+        },
         Ok(other) => Verdict::Protocol(format!(
             "unexpected answer to PING: {:?}",
             truncated(&other)
@@ -81,12 +88,47 @@ async fn session(stream: Stream, password: Option<&str>) -> Result<Verdict, Redi
             Some("NOAUTH") => Verdict::AuthenticationFailed(
                 "the server requires a password and the Secret has none".into(),
             ),
+            // A master that failed to write its append-only file or
+            // snapshot refuses PING as it does every write.
+            Some("MISCONF") => Verdict::StorageFull(e.to_string()),
             Some("LOADING" | "BUSY") => {
                 Verdict::Connected(format!("the server answers but is not serving yet: {e}"))
             }
             Some(_) => Verdict::Protocol(format!("unexpected answer to PING: {e}")),
             None => return Err(e),
         },
+    })
+}
+
+/// What `INFO persistence` says of a write to disk that failed: Redis
+/// then refuses every write (`MISCONF`) until the file can be written, a
+/// full disk most often (the errno is in its log, not in `INFO`); a master
+/// refuses `PING` too, a replica answers it. `None`
+/// when both its last append-only file write and its last snapshot
+/// succeeded, or when `INFO` is not allowed (ElastiCache allows it).
+async fn persistence(connection: &mut MultiplexedConnection) -> Option<String> {
+    let info = redis::cmd("INFO")
+        .arg("persistence")
+        .query_async::<String>(connection)
+        .await
+        .ok()?;
+    failed_persistence(&info)
+}
+
+fn failed_persistence(info: &str) -> Option<String> {
+    let failed: Vec<&str> = (info.lines().map(str::trim))
+        .filter(|l| {
+            matches!(
+                *l,
+                "aof_last_write_status:err" | "rdb_last_bgsave_status:err"
+            )
+        })
+        .collect();
+    (!failed.is_empty()).then(|| {
+        format!(
+            "Redis reports {}: it refuses every write until it can write to its disk",
+            failed.join(" and ")
+        )
     })
 }
 
@@ -109,4 +151,27 @@ impl Drop for AbortOnDrop {
 
 fn truncated(s: &str) -> &str {
     s.get(..80).unwrap_or(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_write_to_disk_is_read_from_info_persistence() {
+        let ok = "# Persistence\r\nloading:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:1\r\naof_last_write_status:ok\r\n";
+        assert_eq!(failed_persistence(ok), None);
+        let full = ok.replace("aof_last_write_status:ok", "aof_last_write_status:err");
+        let said = failed_persistence(&full).unwrap_or_default();
+        assert!(
+            said.contains("aof_last_write_status:err") && !said.contains("rdb_"),
+            "{said}"
+        );
+        let both = full.replace("rdb_last_bgsave_status:ok", "rdb_last_bgsave_status:err");
+        let said = failed_persistence(&both).unwrap_or_default();
+        assert!(
+            said.contains("rdb_last_bgsave_status:err and aof_last_write_status:err"),
+            "{said}"
+        );
+    }
 }

@@ -425,7 +425,7 @@ async fn every_alert_fires_on_the_series_the_operator_exports() {
         // since time 0 and an AWS operation throttled ten times a minute.
         // Maintenance due three days after time 0, as it was after now.
         // The disk full (tests/integration/real_node.rs fills a real one).
-        let moved = |s: &str, v: &str| if s.contains("_service_maintenance{") { (3 * 86400).to_string() } else if s.starts_with("cro_postgres_storage_full{") { "1".into() } else { v.to_string() };
+        let moved = |s: &str, v: &str| if s.contains("_service_maintenance{") { (3 * 86400).to_string() } else if s.starts_with("cro_postgres_storage_full{") || s.starts_with("cro_redis_storage_full{") { "1".into() } else { v.to_string() };
         let mut series: Vec<Value> = scraped.iter().map(|(s, v)| json!({"series": s, "values": format!("{}x180", moved(s, v))})).collect();
         let (phase, _) = scraped.iter().find(|(s, _)| s.starts_with("cro_postgres_status_phase{") && s.contains(&of("db")) && s.contains("statusPhase=\"deletion in progress\""))
             .unwrap_or_else(|| panic!("no deletion phase series of db:\n{exposition}"));
@@ -444,8 +444,8 @@ async fn every_alert_fires_on_the_series_the_operator_exports() {
             {"eval_time": "3h", "alertname": "CloudResourceDeletionStuck", "exp_alerts": [expected("CloudResourceDeletionStuck", &object("postgres", "db"))]},
             {"eval_time": "3h", "alertname": "DatabaseNotConnectable", "exp_alerts": [expected("DatabaseNotConnectable", &object("postgres", "db")), expected("DatabaseNotConnectable", &object("redis", "cache"))]},
             {"eval_time": "3h", "alertname": "DatabaseUnavailable", "exp_alerts": []},
+            {"eval_time": "3h", "alertname": "DatabaseStorageFull", "exp_alerts": [expected("DatabaseStorageFull", &object("postgres", "db")), expected("DatabaseStorageFull", &object("redis", "cache"))]},
             {"eval_time": "3h", "alertname": "PostgresStorageLow", "exp_alerts": [expected("PostgresStorageLow", &[("namespace", ns.as_str()), ("resourceID", "db")])]},
-            {"eval_time": "3h", "alertname": "PostgresStorageFull", "exp_alerts": [expected("PostgresStorageFull", &[("namespace", ns.as_str()), ("resourceID", "db")])]},
             {"eval_time": "3h", "alertname": "PostgresMemoryLow", "exp_alerts": [expected("PostgresMemoryLow", &[("namespace", ns.as_str()), ("resourceID", "db")])]},
             {"eval_time": "3h", "alertname": "RedisMemoryHigh", "exp_alerts": [expected("RedisMemoryHigh", &[("namespace", ns.as_str()), ("resourceID", "cache")])]},
             {"eval_time": "3h", "alertname": "DatabaseMaintenanceDue", "exp_alerts": [
