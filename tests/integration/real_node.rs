@@ -31,7 +31,7 @@ pub(crate) fn spec(secret: &str) -> Value {
 }
 
 /// The Secret's keys as a client pod's environment.
-fn env_from(secret: &str, keys: &[(&str, &str)]) -> Value {
+pub(crate) fn env_from(secret: &str, keys: &[(&str, &str)]) -> Value {
     let vars: Vec<Value> = keys
         .iter()
         .map(|(var, key)| json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": true}}}))

@@ -879,15 +879,20 @@ phased!(
 /// says the operator logged in with its Secret.
 pub trait Connected: Phased {
     fn connected(&self) -> bool;
+    /// Its status conditions.
+    fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition];
 }
 
 macro_rules! connected {
     ($($t:ty),*) => {$(
         impl Connected for $t {
             fn connected(&self) -> bool {
-                let conditions = self.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
                 self.phase() == Some(cloud_resource_operator::api::Phase::Complete)
-                    && connectable(conditions) == Some(("True".to_string(), "Connected".to_string()))
+                    && connectable(self.conditions()) == Some(("True".to_string(), "Connected".to_string()))
+            }
+
+            fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
+                self.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default()
             }
         }
     )*};
