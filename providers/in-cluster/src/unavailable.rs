@@ -78,8 +78,18 @@ fn pod_problem(pod: &Pod, settled: &dyn Fn(Option<&Time>) -> bool) -> Option<Str
         } else {
             format!(": {message}")
         };
+        // Why it exits is only in its log, which the operator does not
+        // read (a database's log is its users').
+        let log = match reason {
+            "CrashLoopBackOff" => format!(
+                " (its log says why: kubectl logs -n {} {name} -c {} --previous; \"No space left on device\" there means its volume is full: raise the tier's pvcSpec storage)",
+                pod.metadata.namespace.as_deref().unwrap_or_default(),
+                c.name
+            ),
+            _ => String::new(),
+        };
         Some(format!(
-            "container {} of pod {name} is waiting: {reason}{restarts}{detail}",
+            "container {} of pod {name} is waiting: {reason}{restarts}{log}{detail}",
             c.name
         ))
     })
@@ -110,7 +120,7 @@ mod tests {
     }
 
     fn pod(status: serde_json::Value) -> Pod {
-        let metadata = json!({"name": "db-1", "creationTimestamp": CREATED});
+        let metadata = json!({"name": "db-1", "namespace": "ns", "creationTimestamp": CREATED});
         serde_json::from_value(json!({"metadata": metadata, "status": status}))
             .unwrap_or_else(|e| panic!("{e}"))
     }
@@ -142,7 +152,7 @@ mod tests {
         let said = super::why(&deployment(json!([])), &[p], later()).unwrap_or_default();
         assert_eq!(
             said,
-            "container postgres of pod db-1 is waiting: CrashLoopBackOff after 4 restarts, last exit code 1: back-off 40s"
+            "container postgres of pod db-1 is waiting: CrashLoopBackOff after 4 restarts, last exit code 1 (its log says why: kubectl logs -n ns db-1 -c postgres --previous; \"No space left on device\" there means its volume is full: raise the tier's pvcSpec storage): back-off 40s"
         );
         let p = pod(
             json!({"containerStatuses": [{"name": "postgres", "image": "postgres:17", "imageID": "", "ready": false,
