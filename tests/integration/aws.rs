@@ -1383,50 +1383,112 @@ async fn sts_credentials_are_renewed_with_the_rotated_token() {
     .await;
 }
 
-/// AWS throttling for the whole of a creation (issue #62): every other
+/// AWS throttling for the whole life of three resources (issue #62): every
 /// RDS and ElastiCache call naming the test's resources is answered with a
 /// throttling error (RDS's `Throttling`, the query APIs' common
-/// `ThrottlingException`), S3's CreateBucket with `SlowDown` (503) twice.
-/// The SDK retries, the operator backs off: no CR is ever `failed`, all
-/// complete, and `cro_aws_api_calls_total` counts the throttled calls.
+/// `ThrottlingException`) for two minutes, then every other one, and S3's
+/// CreateBucket with `SlowDown` (503) twice, while a Postgres, a Redis and
+/// a BlobStorage are created, snapshotted and deleted. The SDK retries, the
+/// operator backs off and says why it waits: no CR is ever `failed`, all
+/// complete and then go, and `cro_aws_api_calls_total` counts the
+/// throttled calls.
 #[tokio::test]
 async fn sustained_throttling_slows_creation_and_fails_no_cr() {
     use crate::support::{clear_aws_fault, inject_aws_fault, inject_aws_fault_share};
-    use cloud_resource_operator::api::{BlobStorage, Redis};
+    use cloud_resource_operator::api::{BlobStorage, PostgresSnapshot, Redis, RedisSnapshot};
     with_operator("throttled", |client, ns, op| async move {
         let tier = json!({"development": {"createStrategy": {}}}).to_string();
         apply_config_map(&client, &ns, "cloud-resources-aws-strategies", json!({"postgres": tier, "redis": tier, "blobstorage": tier})).await;
         let id = |name: &str| cloud_identifier("testcluster", &ns, name);
         let (rds, ec, s3) = (format!("{ns}-rds"), format!("{ns}-ec"), format!("{ns}-s3"));
-        inject_aws_fault_share(&rds, "rds", &id("db"), ("Throttling", 400, "Rate exceeded"), 2);
-        inject_aws_fault_share(&ec, "elasticache", &id("cache"), ("ThrottlingException", 400, "Rate exceeded"), 2);
+        let throttled_from = std::time::Instant::now();
+        let throttle = |every: u32| {
+            inject_aws_fault_share(&rds, "rds", &id("db"), ("Throttling", 400, "Rate exceeded"), every);
+            inject_aws_fault_share(&ec, "elasticache", &id("cache"), ("ThrottlingException", 400, "Rate exceeded"), every);
+        };
+        throttle(1);
         let bucket = format!("\"Bucket\": \"{}\"", id("bucket"));
         inject_aws_fault(&s3, "s3", "CreateBucket", &bucket, ("SlowDown", 503, "Please reduce your request rate."), Some(2));
 
         create_postgres(&client, &ns, "db", json!({})).await;
         let spec = |name: &str| json!({"type": "managed", "tier": "development", "secretRef": {"name": format!("{name}-sec")}});
         let meta = |name: &str| json!({"name": name, "labels": {"productName": "orders"}});
-        let _: Redis = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "Redis", "metadata": meta("cache"), "spec": spec("cache")})).await;
-        let _: BlobStorage = crate::support::create_json(&client, &ns, json!({"apiVersion": "integreatly.org/v1alpha1", "kind": "BlobStorage", "metadata": meta("bucket"), "spec": spec("bucket")})).await;
+        let cr = |kind: &str, name: &str, spec: Value| json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": meta(name), "spec": spec});
+        let _: Redis = crate::support::create_json(&client, &ns, cr("Redis", "cache", spec("cache"))).await;
+        let _: BlobStorage = crate::support::create_json(&client, &ns, cr("BlobStorage", "bucket", spec("bucket"))).await;
 
         let (pgs, caches, blobs) = (Api::<Postgres>::namespaced(client.clone(), &ns), Api::<Redis>::namespaced(client.clone(), &ns), Api::<BlobStorage>::namespaced(client.clone(), &ns));
-        let deadline = tokio::time::Instant::now() + 2 * DEFAULT_TIMEOUT;
-        loop {
-            let phases = [
-                pgs.get("db").await.map(|o| (o.phase(), o.message())),
-                caches.get("cache").await.map(|o| (o.phase(), o.message())),
-                blobs.get("bucket").await.map(|o| (o.phase(), o.message())),
+        let (pg_snaps, redis_snaps) = (Api::<PostgresSnapshot>::namespaced(client.clone(), &ns), Api::<RedisSnapshot>::namespaced(client.clone(), &ns));
+        // Every CR's phase and message; a missing one is gone (`None`).
+        type Phases = [Option<(Option<Phase>, String)>; 5];
+        let phases = || async {
+            let of = |o: Result<Option<(Option<Phase>, String)>, kube::Error>| o.unwrap_or_else(|e| panic!("{e}"));
+            [
+                of(pgs.get_opt("db").await.map(|o| o.map(|o| (o.phase(), o.message())))),
+                of(caches.get_opt("cache").await.map(|o| o.map(|o| (o.phase(), o.message())))),
+                of(blobs.get_opt("bucket").await.map(|o| o.map(|o| (o.phase(), o.message())))),
+                of(pg_snaps.get_opt("db-snap").await.map(|o| o.map(|o| (o.phase(), o.message())))),
+                of(redis_snaps.get_opt("cache-snap").await.map(|o| o.map(|o| (o.phase(), o.message())))),
             ]
-            .map(|r| r.unwrap_or_else(|e| panic!("{e}")));
-            for (phase, message) in &phases {
+        };
+        // Waits until `done` holds for the phases, failing on any `failed`.
+        let until = |what: &'static str, done: fn(&Phases) -> bool| {
+            let phases = &phases;
+            async move {
+                // After two minutes of failures a CR's backoff reaches
+                // minutes (5 s doubling, at most 300 s).
+                let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(400);
+                loop {
+                    let now = phases().await;
+                    for (phase, message) in now.iter().flatten() {
+                        assert_ne!(*phase, Some(Phase::Failed), "a throttled call failed a CR: {message}");
+                    }
+                    if done(&now) {
+                        return;
+                    }
+                    assert!(tokio::time::Instant::now() < deadline, "not {what} under throttling: {now:?}");
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+            }
+        };
+        // Two minutes of nothing but throttling: the databases wait, saying
+        // why, and never fail.
+        let all_throttled = std::time::Duration::from_secs(120);
+        let mut said_why = [false; 2];
+        while throttled_from.elapsed() < all_throttled {
+            let now = phases().await;
+            for (phase, message) in now.iter().flatten() {
                 assert_ne!(*phase, Some(Phase::Failed), "a throttled call failed a CR: {message}");
             }
-            if phases.iter().all(|(p, _)| *p == Some(Phase::Complete)) {
-                break;
+            for (said, p) in said_why.iter_mut().zip(&now) {
+                *said |= p.as_ref().is_some_and(|(phase, message)| *phase == Some(Phase::InProgress) && message.contains("AWS is throttling requests"));
             }
-            assert!(tokio::time::Instant::now() < deadline, "not all complete under throttling: {phases:?}");
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         }
+        assert_eq!(said_why, [true; 2], "the Postgres and the Redis said they were throttled: {:?}", phases().await);
+        throttle(2);
+        let lifted = std::time::Instant::now();
+        fn complete(p: &Option<(Option<Phase>, String)>) -> bool {
+            p.as_ref().is_none_or(|(phase, _)| *phase == Some(Phase::Complete))
+        }
+        until("all complete", |p| p[..3].iter().all(|p| p.is_some()) && p.iter().all(complete)).await;
+        let completed_after = lifted.elapsed();
+
+        // Snapshots of both databases, still throttled.
+        let snapshot = |kind: &str, name: &str, of: &str| json!({"apiVersion": "integreatly.org/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": {"resourceName": of}});
+        let _: PostgresSnapshot = crate::support::create_json(&client, &ns, snapshot("PostgresSnapshot", "db-snap", "db")).await;
+        let _: RedisSnapshot = crate::support::create_json(&client, &ns, snapshot("RedisSnapshot", "cache-snap", "cache")).await;
+        until("all snapshots complete", |p| p.iter().all(|p| p.is_some()) && p.iter().all(complete)).await;
+
+        // Everything deleted, still throttled.
+        let dp = kube::api::DeleteParams::default();
+        let deleted = [pg_snaps.delete("db-snap", &dp).await.map(|_| ()), redis_snaps.delete("cache-snap", &dp).await.map(|_| ()),
+            pgs.delete("db", &dp).await.map(|_| ()), caches.delete("cache", &dp).await.map(|_| ()), blobs.delete("bucket", &dp).await.map(|_| ())];
+        for d in deleted {
+            d.unwrap_or_else(|e| panic!("{e}"));
+        }
+        until("all deleted", |p| p.iter().all(Option::is_none)).await;
+        let throttled_for = throttled_from.elapsed();
         for fault in [&rds, &ec, &s3] {
             clear_aws_fault(fault);
         }
@@ -1444,6 +1506,14 @@ async fn sustained_throttling_slows_creation_and_fails_no_cr() {
         for service in ["rds", "elasticache", "s3"] {
             assert!(throttled(service) > 0, "no throttled {service} call counted:\n{}", metrics.lines().filter(|l| l.starts_with("cro_aws_api_calls_total")).collect::<Vec<_>>().join("\n"));
         }
+        println!(
+            "throttled for {:.0} s (all calls for the first 120 s; complete {:.0} s after that): {} RDS, {} ElastiCache and {} S3 attempts throttled",
+            throttled_for.as_secs_f64(),
+            completed_after.as_secs_f64(),
+            throttled("rds"),
+            throttled("elasticache"),
+            throttled("s3")
+        );
     })
     .await;
 }
