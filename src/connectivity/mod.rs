@@ -280,7 +280,7 @@ impl Verdict {
             Verdict::StorageFull(e) => (
                 "StorageFull",
                 format!(
-                    "logged in to {host}:{port}, but it cannot write to its disk ({}): it refuses every write. A full disk needs more storage (in-cluster: raise resources.requests.storage in the tier's pvcSpec, which grows the PVC where its StorageClass allows volume expansion{}) or data deleted",
+                    "logged in to {host}:{port}, but it cannot write to its disk ({}): it refuses every write. A full disk needs more storage (in-cluster: raise resources.requests.storage in the tier's pvcSpec, which grows the PVC where its StorageClass allows volume expansion; a PVC the Go operator made keeps its own spec, so raise its request on the PVC itself{}) or data deleted",
                     said(e),
                     match target {
                         Target::Postgres { .. } =>

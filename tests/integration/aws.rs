@@ -1503,6 +1503,12 @@ async fn sustained_throttling_slows_creation_and_fails_no_cr() {
                 .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
                 .sum()
         };
+        // Backed off: a retry every second for the whole time would be
+        // hundreds of throttled attempts per service, not tens.
+        let throttled_secs = throttled_for.as_secs();
+        for service in ["rds", "elasticache"] {
+            assert!(throttled(service) < throttled_secs / 2, "{} throttled {service} attempts in {throttled_secs} s: no backoff", throttled(service));
+        }
         for service in ["rds", "elasticache", "s3"] {
             assert!(throttled(service) > 0, "no throttled {service} call counted:\n{}", metrics.lines().filter(|l| l.starts_with("cro_aws_api_calls_total")).collect::<Vec<_>>().join("\n"));
         }

@@ -1,6 +1,6 @@
 //! Issue #62: an in-cluster Postgres and Redis whose disks fill up, on the
-//! real node. Its volume is a tmpfs of a set size that the node grows when its
-//! claim grows (tests/testenv/real-node/tmpfs-volume.sh, a FlexVolume
+//! real node. Their volumes are tmpfs mounts of a set size that the node
+//! grows when their claims grow (tests/testenv/real-node/tmpfs-volume.sh, a FlexVolume
 //! driver): the API server's resize admission, the expand controller and
 //! kubelet's node expansion are the real ones, so the database really
 //! runs out of space and really gets more.

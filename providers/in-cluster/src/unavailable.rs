@@ -82,7 +82,7 @@ fn pod_problem(pod: &Pod, settled: &dyn Fn(Option<&Time>) -> bool) -> Option<Str
         // read (a database's log is its users').
         let log = match reason {
             "CrashLoopBackOff" => format!(
-                " (its log says why: kubectl logs -n {} {name} -c {} --previous; \"No space left on device\" there means its volume is full: raise the tier's pvcSpec storage)",
+                " (its log says why: kubectl logs -n {} {name} -c {} --previous; \"No space left on device\" there means its volume is full: raise the tier's pvcSpec storage, or the request of a PVC the Go operator made)",
                 pod.metadata.namespace.as_deref().unwrap_or_default(),
                 c.name
             ),
@@ -152,7 +152,7 @@ mod tests {
         let said = super::why(&deployment(json!([])), &[p], later()).unwrap_or_default();
         assert_eq!(
             said,
-            "container postgres of pod db-1 is waiting: CrashLoopBackOff after 4 restarts, last exit code 1 (its log says why: kubectl logs -n ns db-1 -c postgres --previous; \"No space left on device\" there means its volume is full: raise the tier's pvcSpec storage): back-off 40s"
+            "container postgres of pod db-1 is waiting: CrashLoopBackOff after 4 restarts, last exit code 1 (its log says why: kubectl logs -n ns db-1 -c postgres --previous; \"No space left on device\" there means its volume is full: raise the tier's pvcSpec storage, or the request of a PVC the Go operator made): back-off 40s"
         );
         let p = pod(
             json!({"containerStatuses": [{"name": "postgres", "image": "postgres:17", "imageID": "", "ready": false,
