@@ -12,7 +12,8 @@
 # shallow clone must fetch it first). It is built in target/earlier/, a
 # target directory of its own: sharing target/ would hold cargo's lock on
 # it while the suites run, and the two dependency graphs differ in features
-# anyway. Without debug info, which the test does not need.
+# anyway. Without debug info, which the test does not need, and removed
+# once the binary is kept.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck disable=SC1091
@@ -47,5 +48,7 @@ cp -r "$src/crds" "$out.tmp/crds"
 cp -r "$src/deploy" "$out.tmp/deploy"
 rm -rf "$out"
 mv "$out.tmp" "$out"
+# The binary is kept above; its build tree (gigabytes) is not needed again.
+rm -rf "$repo/target/earlier"
 log "built $commit in $((SECONDS - started)) s into $out"
 echo "$out"

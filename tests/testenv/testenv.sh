@@ -251,6 +251,9 @@ cmd_build() {
   # One build at a time per cache (a second caller waits, then finds it done).
   exec 9>"$cache/.lock"
   flock 9
+  # Go's module and build caches for these builds only: gigabytes that no
+  # later run reads (the binaries are kept), removed once all is built.
+  export GOMODCACHE="$cache/.go/mod" GOCACHE="$cache/.go/build"
   build_etcd
   build_kwok
   build_kubernetes
@@ -258,6 +261,10 @@ cmd_build() {
   build_moto
   [ -n "$(real_node_unsupported)" ] || build_real_node_images
   build_test_tools
+  if [ -d "$cache/.go" ]; then
+    go clean -modcache >/dev/null 2>&1 || true
+    rm -rf "$cache/.go"
+  fi
   flock -u 9
 }
 
