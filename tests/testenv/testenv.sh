@@ -36,6 +36,7 @@ operator_verify_bin=$cache/operator-framework-api-$OPERATOR_FRAMEWORK_API_VERSIO
 olm_crds=$cache/operator-framework-api-$OPERATOR_FRAMEWORK_API_VERSION/crds
 cco_crds=$cache/cloud-credential-operator-$CLOUD_CREDENTIAL_OPERATOR_VERSION/manifests
 moto_venv=$cache/moto-$MOTO_VERSION-cbor2-$CBOR2_VERSION
+gcp_discovery=$cache/gcp-discovery-$GOOGLE_API_PYTHON_CLIENT_VERSION
 audit_venv=$cache/policy-audit-parliament-$PARLIAMENT_VERSION-cloudsplaining-$CLOUDSPLAINING_VERSION
 aws_region=${AWS_REGION_TESTENV:-eu-west-1}
 # Addresses handed to things that do not exist: kwok's fake pods and node
@@ -238,6 +239,27 @@ build_moto() {
   build_venv "$moto_venv" "moto $MOTO_VERSION" "moto[server]==$MOTO_VERSION" "cbor2==$CBOR2_VERSION"
 }
 
+# Google's discovery documents of the APIs the GCP provider calls, as
+# google-api-python-client's wheel on PyPI ships them: its tests hold every
+# request body to them (providers/gcp/src/discovery.rs).
+fetch_gcp_discovery() {
+  [ -f "$gcp_discovery/.complete" ] && return 0
+  log "fetching Google's discovery documents (google-api-python-client $GOOGLE_API_PYTHON_CLIENT_VERSION) from PyPI"
+  local work; work=$(mktemp -d "$cache/.gcp-discovery.XXXXXX")
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps -d "$work" \
+    "google-api-python-client==$GOOGLE_API_PYTHON_CLIENT_VERSION" || die "downloading google-api-python-client failed"
+  python3 - "$work/docs" "$work"/google_api_python_client-*.whl <<'PY' || die "google-api-python-client $GOOGLE_API_PYTHON_CLIENT_VERSION lacks a discovery document"
+import os, sys, zipfile
+out, wheel = sys.argv[1], zipfile.ZipFile(sys.argv[2])
+os.makedirs(out)
+for api in ("sqladmin.v1beta4", "redis.v1", "servicenetworking.v1", "compute.v1", "storage.v1"):
+    with open(os.path.join(out, api + ".json"), "wb") as f:
+        f.write(wheel.read("googleapiclient/discovery_cache/documents/" + api + ".json"))
+PY
+  rm -rf "$gcp_discovery" && mv "$work/docs" "$gcp_discovery" && rm -rf "$work"
+  touch "$gcp_discovery/.complete"
+}
+
 build_policy_auditors() {
   build_venv "$audit_venv" "parliament $PARLIAMENT_VERSION and cloudsplaining $CLOUDSPLAINING_VERSION" \
     "parliament==$PARLIAMENT_VERSION" "cloudsplaining==$CLOUDSPLAINING_VERSION"
@@ -275,6 +297,7 @@ build_test_tools() {
   build_operator_verify
   copy_olm_crds
   copy_cco_crd
+  fetch_gcp_discovery
   build_policy_auditors
 }
 
@@ -389,6 +412,7 @@ export CRO_TESTENV_PROMTOOL='$promtool_bin/promtool'
 export CRO_TESTENV_OPERATOR_VERIFY='$operator_verify_bin/operator-verify'
 export CRO_TESTENV_OLM_CRDS='$olm_crds'
 export CRO_TESTENV_CCO_CRDS='$cco_crds'
+export CRO_TESTENV_GCP_DISCOVERY='$gcp_discovery'
 export CRO_TESTENV_POLICY_AUDIT='$audit_venv/bin'
 export CRO_TESTENV_KUBECTL='$k8s_bin/kubectl'
 export CRO_TESTENV_AUDIT_LOG='$state/logs/audit.log'
