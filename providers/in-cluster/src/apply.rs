@@ -156,7 +156,10 @@ fn resize_refused(desired: &Value, live: &Value, e: &kube::Error) -> Option<Prov
             .map(str::to_string)
     };
     let (wanted, has) = (size(desired)?, size(live)?);
-    let refused = matches!(e, kube::Error::Api(s) if matches!(s.code, 403 | 422));
+    // RBAC's own 403 ("User … cannot patch resource …") is about the
+    // operator's permissions, not the claim's size.
+    let refused = matches!(e, kube::Error::Api(s)
+        if s.code == 422 || (s.code == 403 && !(s.message.contains("User \"") && s.message.contains(" cannot "))));
     if desired["kind"] != "PersistentVolumeClaim" || wanted == has || !refused {
         return None;
     }
@@ -302,7 +305,13 @@ mod tests {
     /// The API server's words for a claim whose StorageClass does not
     /// allow expansion (kube-apiserver 1.35, PersistentVolumeClaimResize).
     fn refused(code: u16) -> kube::Error {
-        let message = "persistentvolumeclaims \"db\" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize";
+        answer(
+            code,
+            "persistentvolumeclaims \"db\" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize",
+        )
+    }
+
+    fn answer(code: u16, message: &str) -> kube::Error {
         let status: kube::core::Status = serde_json::from_value(serde_json::json!({
             "status": "Failure", "code": code, "reason": "Forbidden", "message": message,
         }))
@@ -330,6 +339,12 @@ mod tests {
         assert!(resize_refused(&claim("1Gi"), &claim("1Gi"), &refused(403)).is_none());
         assert!(resize_refused(&claim("2Gi"), &claim("1Gi"), &refused(500)).is_none());
         assert!(resize_refused(&claim("2Gi"), &Value::Null, &refused(403)).is_none());
+        // The operator's RBAC refusing the patch (the authorizer's words).
+        let rbac = answer(
+            403,
+            "persistentvolumeclaims \"db\" is forbidden: User \"system:serviceaccount:cro:cloud-resource-operator\" cannot patch resource \"persistentvolumeclaims\" in API group \"\" in the namespace \"ns\"",
+        );
+        assert!(resize_refused(&claim("2Gi"), &claim("1Gi"), &rbac).is_none());
     }
 
     fn owner(uid: &str) -> Owner {
