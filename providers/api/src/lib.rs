@@ -7,8 +7,10 @@ mod change;
 pub mod credentials;
 pub mod fence;
 pub mod fenced_socket;
+pub mod https;
 mod identifier;
 pub mod object_store;
+pub mod proxy;
 
 pub use change::{Adoption, Change, ChangePolicy, Timing, plan_hash};
 pub use credentials::CredentialsStore;

@@ -111,7 +111,7 @@ pub fn limited_client(budget: Budget, fence: Fence) -> SharedHttpClient {
     let https = FencedHttps::new(
         fence.clone(),
         crate::fenced_https::CONNECT_TIMEOUT,
-        crate::proxy::Proxies::from_env(),
+        cro_provider_api::proxy::Proxies::from_env(),
     );
     // The flags are checked at start, so a budget that cannot work never
     // gets here; were one to, the slowest limit stands in, not a panic.

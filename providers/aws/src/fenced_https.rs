@@ -1,16 +1,9 @@
-//! The HTTP(S) client under every AWS request, fenced where bytes leave
-//! the process (see [`cro_provider_api::fence`]): each write to a socket
-//! (the TLS handshake, a request's head, its body) asks the fence first.
-//! A check before sending is not enough: a process frozen after it and
-//! woken later still holds the request, and one without a body (an S3
-//! HEAD, GET or DELETE) has nothing else that would be asked.
-//!
-//! It is the SDK's own stack (hyper-util's pooled client, rustls with
-//! aws-lc-rs and the system's roots, HTTP/1.1) with the fenced socket
-//! beneath, because the SDK's builder takes no socket wrapper; and it
-//! goes through the environment's proxy (see [`crate::proxy`]).
+//! The HTTP(S) client under every AWS request: the providers' fenced client
+//! ([`cro_provider_api::https`]) as the SDK's connector, because the SDK's
+//! builder takes no socket wrapper; through the environment's proxy (see
+//! [`cro_provider_api::proxy`]).
 
-use std::{io, sync::Arc, time::Duration};
+use std::{io, time::Duration};
 
 use aws_smithy_runtime_api::client::{
     http::{
@@ -20,13 +13,10 @@ use aws_smithy_runtime_api::client::{
     result::ConnectorError,
 };
 use aws_smithy_types::body::SdkBody;
-use cro_provider_api::{Fence, fenced_socket::FencedTcp};
-
-use crate::proxy::{Proxies, ViaProxy};
-use hyper_rustls::HttpsConnector;
-use hyper_util::{
-    client::legacy::{Client, connect::HttpConnector as TcpConnector},
-    rt::{TokioExecutor, TokioTimer},
+use cro_provider_api::{
+    Fence,
+    https::{FencedClient, fenced_client},
+    proxy::Proxies,
 };
 
 /// How long a call may wait for a connection to AWS (or its proxy).
@@ -35,7 +25,7 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Sends requests over fenced sockets; cheap to clone (one pool).
 #[derive(Clone, Debug)]
 pub struct FencedHttps {
-    client: Client<HttpsConnector<ViaProxy>, SdkBody>,
+    client: FencedClient<SdkBody>,
     proxies: Proxies,
     answer_timeout: Option<Duration>,
 }
@@ -44,20 +34,8 @@ impl FencedHttps {
     /// A client whose sockets write only while `fence` allows, through
     /// `proxies`.
     pub fn new(fence: Fence, connect_timeout: Duration, proxies: Proxies) -> Self {
-        let mut tcp = TcpConnector::new();
-        tcp.enforce_http(false);
-        tcp.set_nodelay(true);
-        tcp.set_connect_timeout(Some(connect_timeout));
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config())
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(ViaProxy::new(FencedTcp::new(tcp, fence), proxies.clone()));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .build(https);
         FencedHttps {
-            client,
+            client: fenced_client(fence, connect_timeout, proxies.clone()),
             proxies,
             answer_timeout: None,
         }
@@ -81,27 +59,6 @@ pub fn credentials_client() -> SharedHttpClient {
     http_client_fn(move |settings, _| {
         SharedHttpConnector::new(https.answering_within(settings.read_timeout()))
     })
-}
-
-/// TLS as the SDK's default client has it: rustls on aws-lc-rs, trusting
-/// the system's roots (none found is logged, and every HTTPS call then
-/// fails naming the certificate).
-fn tls_config() -> rustls::ClientConfig {
-    let found = rustls_native_certs::load_native_certs();
-    if !found.errors.is_empty() {
-        tracing::warn!(errors = ?found.errors, "reading the system's root certificates");
-    }
-    let mut roots = rustls::RootCertStore::empty();
-    let (added, _) = roots.add_parsable_certificates(found.certs);
-    if added == 0 {
-        tracing::warn!("no root certificates found on this system: HTTPS calls to AWS will fail");
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap_or_else(|e| unreachable!("aws-lc-rs supports the default TLS versions: {e}"))
-        .with_root_certificates(roots)
-        .with_no_client_auth()
 }
 
 impl HttpConnector for FencedHttps {
@@ -214,7 +171,7 @@ mod tests {
         let client = FencedHttps::new(
             fence.clone(),
             Duration::from_secs(5),
-            crate::proxy::Proxies::given(
+            cro_provider_api::proxy::Proxies::given(
                 hyper_util::client::proxy::matcher::Matcher::builder().build(),
             ),
         )

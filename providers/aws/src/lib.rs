@@ -23,7 +23,8 @@ mod network;
 mod object_store;
 mod permissions;
 mod plan;
-mod proxy;
+#[cfg(test)]
+mod proxy_tests;
 mod rds;
 mod s3;
 mod sdk;
