@@ -1,14 +1,19 @@
-//! The GCP provider (name `gcp`), as the Go operator's
-//! pkg/providers/gcp has it. So far the pure parts: a tier of
+//! The GCP provider (name `gcp`), as the Go operator's pkg/providers/gcp
+//! has it, being built. Here so far: a tier of
 //! `cloud-resources-gcp-strategies`, the operator's tags as GCP labels,
-//! what Google APIs' error answers mean,
-//! and the Cloud SQL instance the Go operator makes and keeps; held to
-//! Google's discovery documents by their tests. Not yet served: the
-//! operator answers a `gcp` CR as before (see docs/migration.md).
+//! what Google APIs' error answers mean, the Cloud SQL instance the Go
+//! operator makes and keeps, and the Cloud SQL Admin calls over the fenced
+//! client. Request bodies are held to Google's discovery documents by the
+//! unit tests, and the calls to the test environment's Cloud SQL stand-in
+//! (tests/testenv/gcp_server.py), which holds them to the same documents.
+//! Not yet served: the operator answers a `gcp` CR as before (see
+//! docs/migration.md).
 
 pub mod cloud_sql;
 pub mod errors;
 pub mod labels;
+pub mod rest;
+pub mod sqladmin;
 pub mod strategy;
 
 #[cfg(test)]
