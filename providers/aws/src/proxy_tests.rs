@@ -7,7 +7,6 @@ use aws_smithy_runtime_api::client::{http::HttpConnector, orchestrator::HttpRequ
 use aws_smithy_types::body::SdkBody;
 use cro_provider_api::Fence;
 use cro_provider_api::proxy::Proxies;
-use http::{Uri, uri::Scheme};
 use hyper_util::client::proxy::matcher::Matcher;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
