@@ -247,7 +247,8 @@ fetch_gcp_discovery() {
   [ -f "$gcp_discovery/.complete" ] && return 0
   log "fetching Google's discovery documents (google-api-python-client $GOOGLE_API_PYTHON_CLIENT_VERSION) from PyPI"
   local work; work=$(mktemp -d "$cache/.gcp-discovery.XXXXXX")
-  python3 -m pip download --quiet --disable-pip-version-check --no-deps -d "$work" \
+  # moto's venv has pip (build_moto ran first); the system's python3 may not.
+  "$moto_venv/bin/pip" download --quiet --disable-pip-version-check --no-deps -d "$work" \
     "google-api-python-client==$GOOGLE_API_PYTHON_CLIENT_VERSION" || die "downloading google-api-python-client failed"
   python3 - "$work/docs" "$work"/google_api_python_client-*.whl <<'PY' || die "google-api-python-client $GOOGLE_API_PYTHON_CLIENT_VERSION lacks a discovery document"
 import os, sys, zipfile
@@ -287,6 +288,7 @@ cmd_build() {
   build_test_tools
   if [ -d "$cache/.go" ]; then
     go clean -modcache >/dev/null 2>&1 || true
+    chmod -R u+w "$cache/.go" 2>/dev/null || true
     rm -rf "$cache/.go"
   fi
   flock -u 9

@@ -3,9 +3,9 @@
 //! `cloud-resources-gcp-strategies`, the operator's tags as GCP labels,
 //! what Google APIs' error answers mean, the Cloud SQL instance the Go
 //! operator makes and keeps, and the Cloud SQL Admin calls over the fenced
-//! client. Request bodies are held to Google's discovery documents by the
-//! unit tests, and the calls to the test environment's Cloud SQL stand-in
-//! (tests/testenv/gcp_server.py), which holds them to the same documents.
+//! client. Every body is sent, in the tests, to the test environment's
+//! Cloud SQL stand-in (tests/testenv/gcp_server.py), which holds it to
+//! Google's discovery document.
 //! Not yet served: the operator answers a `gcp` CR as before (see
 //! docs/migration.md).
 
@@ -15,6 +15,3 @@ pub mod labels;
 pub mod rest;
 pub mod sqladmin;
 pub mod strategy;
-
-#[cfg(test)]
-mod discovery;

@@ -20,7 +20,9 @@ pub const ENDPOINT: &str = "https://sqladmin.googleapis.com/";
 pub enum Started {
     /// The long-running operation (`sql#operation`).
     Operation(Value),
-    /// An instance of the name exists (create) or none does (delete).
+    /// Create: the name is taken, by an instance (perhaps the one a call
+    /// whose answer was lost made) or by one deleted within the week Cloud
+    /// SQL keeps its name; [`get`] tells which. Delete: there is none.
     AlreadyDone,
 }
 

@@ -44,6 +44,11 @@ fn unique(prefix: &str) -> String {
 }
 
 fn body(name: &str) -> Value {
+    with_tier(name, &json!({}))
+}
+
+/// The instance `desired_instance` builds for the tier's `createStrategy`.
+fn with_tier(name: &str, create_strategy: &Value) -> Value {
     let labels = [(
         "integreatly-org_clusterid".to_string(),
         "testcluster".to_string(),
@@ -57,7 +62,7 @@ fn body(name: &str) -> Value {
         allocated_ip_range: "testcluster-ip-range",
         private_network: "https://www.googleapis.com/compute/v1/projects/p1/global/networks/testcluster-network",
     };
-    desired_instance(&json!({}), &inputs).unwrap_or_else(|e| panic!("{e}"))
+    desired_instance(create_strategy, &inputs).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Waits, with a deadline, until `get` shows `state` (`None`: gone).
@@ -134,7 +139,14 @@ async fn an_instance_of_the_go_default_tier_lives_and_is_deleted() {
         Some(Started::AlreadyDone)
     );
 
-    let bigger = json!({"settings": {"tier": "db-custom-4-15360"}});
+    // A tier edit: the patch `diff` builds is what Google's schema takes,
+    // and the instance then is as the edited tier wants.
+    let tier = json!({"instance": {"settings": {"tier": "db-custom-4-15360", "dataDiskSizeGb": "50",
+        "maintenanceWindow": {"day": 7, "hour": 3}}}});
+    let edited = with_tier(&name, &tier);
+    let bigger = diff(&edited, &found)
+        .patch
+        .unwrap_or_else(|| panic!("the tier edit is a patch"));
     let op = sqladmin::patch(&rest, "p1", &name, &bigger)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -143,6 +155,11 @@ async fn an_instance_of_the_go_default_tier_lives_and_is_deleted() {
         .expect_err("one operation at a time");
     assert_eq!(busy.kind(), ErrorKind::Transient, "{busy}");
     until_done(&rest, &op).await;
+    let found = sqladmin::get(&rest, "p1", &name)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_default();
+    assert_eq!(diff(&edited, &found), Default::default(), "{found}");
 
     let protected = sqladmin::delete(&rest, "p1", &name)
         .await
@@ -233,19 +250,27 @@ async fn a_create_whose_answer_is_lost_is_found_on_the_retry_and_throttling_is_n
 }
 
 /// A positive control: the stand-in refuses what the discovery document
-/// does not allow, naming the field, so the tests above could fail.
+/// does not allow, naming each field, so the tests above could fail.
 #[tokio::test]
 async fn the_stand_in_refuses_a_body_outside_google_s_schema() {
     let mut wrong = body(&unique("wrong"));
-    wrong["settings"]["storageAutoResise"] = json!(true);
+    wrong["createTime"] = json!("2026-01-01T00:00:00Z");
+    let s = &mut wrong["settings"];
+    s["storageAutoResise"] = json!(true);
+    s["tier"] = json!(5);
+    s["availabilityType"] = json!("SOMETIMES");
+    s["dataDiskSizeGb"] = json!("big");
     let refused = sqladmin::insert(&rest(), "p1", &wrong)
         .await
-        .expect_err("an unknown field is refused");
+        .expect_err("the body is refused");
     assert_eq!(refused.kind(), ErrorKind::Permanent, "{refused}");
-    assert!(
-        refused
-            .message()
-            .contains("settings.storageAutoResise: no such field"),
-        "{refused}"
-    );
+    for named in [
+        "createTime: is output only",
+        "settings.storageAutoResise: no such field",
+        "settings.tier: 5 is not of type string",
+        "settings.availabilityType: 'SOMETIMES' is not one of",
+        "settings.dataDiskSizeGb: 'big' is not an int64",
+    ] {
+        assert!(refused.message().contains(named), "{named:?} in {refused}");
+    }
 }
