@@ -1008,14 +1008,17 @@ mod tests {
         assert!(lines(&m, "cro_blobstorage_status_phase").is_empty());
     }
 
-    #[test]
-    fn database_gauges_follow_the_cloud_status_and_go_with_the_object() {
-        let m = metrics();
-        let shown = |phase, health, deleting_since| Shown {
+    fn shown(phase: Phase, health: Option<Health>, deleting_since: Option<i64>) -> Shown {
+        Shown {
             phase: Some(phase),
             health,
             deleting_since,
-        };
+        }
+    }
+
+    #[test]
+    fn database_gauges_follow_the_cloud_status() {
+        let m = metrics();
         m.object(
             "Postgres",
             labels(),
@@ -1054,7 +1057,17 @@ mod tests {
             "{info:?}"
         );
         assert!(lines(&m, "cro_postgres_available")[0].ends_with(" 0"));
+    }
 
+    #[test]
+    fn database_gauges_show_the_deletion_and_go_with_the_object() {
+        let m = metrics();
+        m.object(
+            "Postgres",
+            labels(),
+            Some(shown(Phase::Complete, health("available", true), None)),
+        );
+        assert_eq!(lines(&m, "cro_postgres_info").len(), 1);
         // Being deleted: the deletion time, labelled with the phase.
         m.object(
             "Postgres",

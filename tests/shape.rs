@@ -1,7 +1,8 @@
 //! The code's shape, checked: inside each crate no module imports a module
 //! that (through others) imports it, and no function returns
 //! `Result<_, String>` (errors are types whose messages name what to
-//! change). Read from the source as text; unit tests (`mod tests`) are left
+//! change), and no function of the crates, unit test or not, runs over 70 lines
+//! (the integration suites' scenarios may). Read from the source as text; unit tests (`mod tests`) are left
 //! out, as they may reach anywhere.
 
 use std::{
@@ -9,13 +10,14 @@ use std::{
     path::{Path, PathBuf},
 };
 
-const CRATES: [&str; 6] = [
+const CRATES: [&str; 7] = [
     "src",
     "runtime/src",
     "providers/api/src",
     "providers/kube/src",
     "providers/aws/src",
     "providers/in-cluster/src",
+    "providers/gcp/src",
 ];
 
 /// Every `.rs` file below `dir`.
@@ -440,4 +442,76 @@ fn the_operator_crate_has_at_most_ten_top_level_modules() {
         modules.len()
     );
     assert!(modules.len() >= 5, "src/lib.rs read wrongly: {modules:?}");
+}
+
+/// The longest a function may be, from its `fn` line to its closing brace.
+const LONGEST: usize = 70;
+
+/// The functions in `text` longer than [`LONGEST`] lines, with their
+/// lengths. A function is read from its `fn` line to the first line that
+/// is its indentation and `}` (rustfmt's layout); declarations without a
+/// body are skipped.
+fn long_functions(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (at, line) in lines.iter().enumerate() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let signature = ["pub ", "pub(crate) ", "pub(super) ", "async ", "const "]
+            .iter()
+            .fold(body, |b, p| b.strip_prefix(p).unwrap_or(b));
+        let Some(name) = signature.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = name
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let Some(opened) = (at..lines.len()).find(|i| {
+            let l = lines[*i].trim_end();
+            l.ends_with('{') || l.ends_with(';')
+        }) else {
+            continue;
+        };
+        if lines[opened].trim_end().ends_with(';') {
+            continue;
+        }
+        let closing = format!("{indent}}}");
+        if let Some(end) = (opened..lines.len()).find(|i| lines[*i] == closing) {
+            let length = end - at + 1;
+            if length > LONGEST {
+                out.push((name, length));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_runs_over_seventy_lines() {
+    let mut long = Vec::new();
+    for dir in ["src", "runtime/src", "providers"] {
+        for file in files(Path::new(dir)) {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            for (name, length) in long_functions(&text) {
+                long.push(format!("{}: {name} ({length} lines)", file.display()));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {LONGEST} lines: {long:#?}; split them into steps with names"
+    );
+}
+
+#[test]
+fn the_length_check_sees_long_functions_and_skips_declarations() {
+    let body = "    x();\n".repeat(LONGEST);
+    let sample = format!(
+        "trait T {{\n    fn declared(&self);\n}}\npub async fn long(\n    a: u8,\n) {{\n{body}}}\nfn short() {{\n}}\n"
+    );
+    assert_eq!(
+        long_functions(&sample),
+        vec![("long".to_string(), LONGEST + 4)]
+    );
 }

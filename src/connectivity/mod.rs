@@ -224,14 +224,19 @@ impl Verdict {
 
     /// The `Connectable` condition: True, or False with what to do.
     pub fn condition(&self, target: &Target, timeout: Duration) -> cro_provider_api::Condition {
+        let (reason, message) = self.explained(target, timeout);
+        cro_provider_api::Condition {
+            type_: cro_provider_api::ConditionType::Connectable,
+            status: self.connected(),
+            reason: reason.into(),
+            message,
+        }
+    }
+
+    /// The condition's reason and message: what happened and what to do.
+    fn explained(&self, target: &Target, timeout: Duration) -> (&'static str, String) {
         let (host, port) = target.address();
-        // What a server or the system said: the server may be anyone's
-        // (the Secret's host), so its words are cut and kept on one line.
-        let said = |text: &str| -> String {
-            let cut: String = text.chars().take(SAID_LIMIT).collect();
-            cro_runtime::printable::one_line(&cut)
-        };
-        let (reason, message) = match self {
+        match self {
             Verdict::Connected(note) if note.is_empty() => (
                 "Connected",
                 format!(
@@ -280,22 +285,31 @@ impl Verdict {
             Verdict::StorageFull(e) => (
                 "StorageFull",
                 format!(
-                    "logged in to {host}:{port}, but it cannot write to its disk ({}): it refuses every write. A full disk needs more storage (in-cluster: raise resources.requests.storage in the tier's pvcSpec, which grows the PVC where its StorageClass allows volume expansion; a PVC the Go operator made keeps its own spec, so raise its request on the PVC itself{}) or data deleted",
+                    "logged in to {host}:{port}, but it cannot write to its disk ({}): it refuses every write. A full disk needs more storage ({}) or data deleted",
                     said(e),
-                    match target {
-                        Target::Postgres { .. } =>
-                            "; RDS: the tier's AllocatedStorage or MaxAllocatedStorage",
-                        _ => "",
-                    }
+                    more_storage(target)
                 ),
             ),
             Verdict::Protocol(e) => ("ProtocolError", format!("{host}:{port}: {}", said(e))),
-        };
-        cro_provider_api::Condition {
-            type_: cro_provider_api::ConditionType::Connectable,
-            status: self.connected(),
-            reason: reason.into(),
-            message,
+        }
+    }
+}
+
+/// What a server or the system said: the server may be anyone's (the
+/// Secret's host), so its words are cut and kept on one line.
+fn said(text: &str) -> String {
+    let cut: String = text.chars().take(SAID_LIMIT).collect();
+    cro_runtime::printable::one_line(&cut)
+}
+
+/// Where a full database gets more storage.
+fn more_storage(target: &Target) -> &'static str {
+    match target {
+        Target::Postgres { .. } => {
+            "in-cluster: raise resources.requests.storage in the tier's pvcSpec, which grows the PVC where its StorageClass allows volume expansion; a PVC the Go operator made keeps its own spec, so raise its request on the PVC itself; RDS: the tier's AllocatedStorage or MaxAllocatedStorage"
+        }
+        _ => {
+            "in-cluster: raise resources.requests.storage in the tier's pvcSpec, which grows the PVC where its StorageClass allows volume expansion; a PVC the Go operator made keeps its own spec, so raise its request on the PVC itself"
         }
     }
 }
@@ -863,16 +877,17 @@ mod tests {
         running.abort();
     }
 
+    fn details(pairs: &[(&str, &str)]) -> ConnectionDetails {
+        ConnectionDetails(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
     #[test]
-    fn targets_come_from_the_secret_keys_and_never_print_the_password() {
-        let details = |pairs: &[(&str, &str)]| {
-            ConnectionDetails(
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            )
-        };
+    fn database_targets_come_from_the_secret_keys_and_never_print_the_password() {
         let pg = details(&[
             ("host", "db"),
             ("port", "5433"),
@@ -926,7 +941,10 @@ mod tests {
             })
         ));
         assert_eq!(Target::of(ResourceKind::BlobStorage, &redis, true), None);
+    }
 
+    #[test]
+    fn bucket_and_mail_targets_come_from_the_secret_keys_and_never_print_the_password() {
         // A bucket is checked where its Secret names an endpoint (an
         // in-cluster store), never S3's own.
         let mut bucket = details(&[

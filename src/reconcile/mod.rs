@@ -367,17 +367,7 @@ async fn reconcile_inner<K: Managed>(
 /// Writes the status for `report` unless it is already exactly that, and
 /// publishes an Event when the phase or a failure message changes.
 async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) -> Result<(), Error> {
-    // Messages quote configuration and cloud errors; keep the object far
-    // below etcd's size limit whatever they hold.
-    report.message = truncate(&without_account_ids(&report.message), 4096);
-    for condition in &mut report.conditions {
-        condition.message = without_account_ids(&condition.message);
-    }
-    // A pending change's values may be ARNs too (a KMS key, a role).
-    for change in &mut report.pending {
-        change.current = without_account_ids(&change.current);
-        change.desired = without_account_ids(&change.desired);
-    }
+    shown_safely(&mut report);
     let previous = obj.report();
     let connectable = connectable_turned(obj.conditions(), &report.conditions);
     let ready = status::ready_condition(&report, obj.meta().generation, obj.conditions());
@@ -437,6 +427,21 @@ async fn write_status<K: Managed>(ctx: &Context, obj: &K, mut report: Report) ->
         publish(ctx, obj, kind, &c.reason, &c.message).await;
     }
     Ok(())
+}
+
+/// Takes account IDs out of what the status shows, and keeps its message
+/// far below etcd's size limit whatever configuration and cloud errors it
+/// quotes.
+fn shown_safely(report: &mut Report) {
+    report.message = truncate(&without_account_ids(&report.message), 4096);
+    for condition in &mut report.conditions {
+        condition.message = without_account_ids(&condition.message);
+    }
+    // A pending change's values may be ARNs too (a KMS key, a role).
+    for change in &mut report.pending {
+        change.current = without_account_ids(&change.current);
+        change.desired = without_account_ids(&change.desired);
+    }
 }
 
 /// The `Connectable` condition of `now` when it turned: a check that held

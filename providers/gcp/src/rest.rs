@@ -26,8 +26,9 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// Identity, or one given).
 #[async_trait::async_trait]
 pub trait Token: Send + Sync {
-    /// An OAuth access token for the `cloud-platform` scope.
-    async fn bearer(&self) -> Result<String, String>;
+    /// An OAuth access token for the `cloud-platform` scope, or why there
+    /// is none (which credentials, and what to fix).
+    async fn bearer(&self) -> Result<String, cro_provider_api::ProviderError>;
 }
 
 /// A token given as it is (a test's, or `gcloud auth print-access-token`).
@@ -35,7 +36,7 @@ pub struct FixedToken(pub String);
 
 #[async_trait::async_trait]
 impl Token for FixedToken {
-    async fn bearer(&self) -> Result<String, String> {
+    async fn bearer(&self) -> Result<String, cro_provider_api::ProviderError> {
         Ok(self.0.clone())
     }
 }

@@ -109,22 +109,20 @@ fn operation(started: Started) -> Value {
     }
 }
 
-#[tokio::test]
-async fn an_instance_of_the_go_default_tier_lives_and_is_deleted() {
-    let (rest, name) = (rest(), unique("pg"));
-    let wanted = body(&name);
-    let created = sqladmin::insert(&rest, "p1", &wanted)
+/// Inserts `wanted` and waits for it to run; what is read back then.
+async fn created(rest: &Rest, name: &str, wanted: &Value) -> Value {
+    let created = sqladmin::insert(rest, "p1", wanted)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(operation(created)["operationType"], "CREATE");
-    let pending = sqladmin::get(&rest, "p1", &name)
+    let pending = sqladmin::get(rest, "p1", name)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         pending.as_ref().map(|p| &p["state"]),
         Some(&json!("PENDING_CREATE"))
     );
-    let found = until_state(&rest, &name, Some("RUNNABLE"))
+    let found = until_state(rest, name, Some("RUNNABLE"))
         .await
         .unwrap_or_default();
     assert!(
@@ -132,6 +130,14 @@ async fn an_instance_of_the_go_default_tier_lives_and_is_deleted() {
         "the password is never read back"
     );
     assert!(sqladmin::private_ip(&found).is_some(), "{found}");
+    found
+}
+
+#[tokio::test]
+async fn an_instance_of_the_go_default_tier_lives_and_is_deleted() {
+    let (rest, name) = (rest(), unique("pg"));
+    let wanted = body(&name);
+    let found = created(&rest, &name, &wanted).await;
     // What was made, read back, is what the tier wants.
     assert_eq!(diff(&wanted, &found), Default::default());
     assert_eq!(
@@ -160,33 +166,38 @@ async fn an_instance_of_the_go_default_tier_lives_and_is_deleted() {
         .unwrap_or_else(|e| panic!("{e}"))
         .unwrap_or_default();
     assert_eq!(diff(&edited, &found), Default::default(), "{found}");
+    deleted(&rest, &name, &wanted).await;
+}
 
-    let protected = sqladmin::delete(&rest, "p1", &name)
-        .await
-        .expect_err("deletion protection holds");
+/// Deletes the instance as the Go operator does (protection off first),
+/// and checks that its name then stays taken.
+async fn deleted(rest: &Rest, name: &str, wanted: &Value) {
+    let Err(protected) = sqladmin::delete(rest, "p1", name).await else {
+        panic!("deletion protection holds");
+    };
     assert_eq!(protected.kind(), ErrorKind::Permanent, "{protected}");
     assert!(
         protected.message().contains("deletionProtectionEnabled"),
         "{protected}"
     );
     let off = json!({"settings": {"deletionProtectionEnabled": false}});
-    let op = sqladmin::patch(&rest, "p1", &name, &off)
+    let op = sqladmin::patch(rest, "p1", name, &off)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    until_done(&rest, &op).await;
+    until_done(rest, &op).await;
     operation(
-        sqladmin::delete(&rest, "p1", &name)
+        sqladmin::delete(rest, "p1", name)
             .await
             .unwrap_or_else(|e| panic!("{e}")),
     );
-    until_state(&rest, &name, None).await;
+    until_state(rest, name, None).await;
     assert_eq!(
-        sqladmin::delete(&rest, "p1", &name).await.ok(),
+        sqladmin::delete(rest, "p1", name).await.ok(),
         Some(Started::AlreadyDone)
     );
     // Cloud SQL keeps a deleted instance's name for a week.
     assert_eq!(
-        sqladmin::insert(&rest, "p1", &wanted).await.ok(),
+        sqladmin::insert(rest, "p1", wanted).await.ok(),
         Some(Started::AlreadyDone)
     );
 }

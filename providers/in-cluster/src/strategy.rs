@@ -122,7 +122,6 @@ fn force_bucket_deletion(tier: &Value) -> Result<bool, ProviderError> {
 
 /// The `strategy` (or Go `createStrategy`) part of the tier.
 fn create(tier: &Value) -> Result<Overrides, ProviderError> {
-    let invalid = |m: String| ProviderError::invalid_strategy(m);
     let (key, strategy) = match (tier.get("strategy"), tier.get("createStrategy")) {
         (Some(s), _) => ("strategy", s),
         (None, Some(s)) => ("createStrategy", s),
@@ -140,73 +139,106 @@ fn create(tier: &Value) -> Result<Overrides, ProviderError> {
             KEYS.join(", ")
         )));
     }
-    let data = |name: &str| -> Result<BTreeMap<String, String>, ProviderError> {
-        match fields.get(name) {
-            None | Some(Value::Null) => Ok(BTreeMap::new()),
-            Some(v) => typed(v.clone(), &format!("{key}.{name}")),
-        }
-    };
-    let spec = |name: &str| fields.get(name).filter(|v| !v.is_null()).cloned();
-    let serving = |name: &str, what: &str| match fields.get(name) {
-        None | Some(Value::Null) => Ok(Serving::Placeholder),
-        Some(Value::String(s)) if s == "own" => Ok(Serving::Own),
-        Some(Value::String(s)) if s == "namespace" && name == "objectStore" => {
-            Ok(Serving::Namespace)
-        }
-        Some(other) => Err(invalid(format!(
-            "{key}.{name} is {other}; the values it takes are {what}; leave it out for a placeholder Secret"
-        ))),
-    };
-    let switch = |name: &str| match fields.get(name) {
-        None | Some(Value::Null) => Ok(true),
-        Some(v) => typed::<bool>(v.clone(), &format!("{key}.{name}")),
-    };
-    let mail = serving(
+    let s = Strategy { key, fields };
+    let mail = s.serving(
         "mailServer",
         "\"own\" (a mail server of the SMTPCredentialSet's own)",
     )?;
-    let relay = match fields.get(crate::relay::KEY) {
-        None | Some(Value::Null) => None,
-        Some(_) if mail != Serving::Own => {
-            return Err(invalid(format!(
-                "{key}.{} relays the mail of a server of the SMTPCredentialSet's own; set {key}.mailServer to \"own\" beside it",
-                crate::relay::KEY
-            )));
-        }
-        Some(v) => Some(crate::relay::parse(
-            v.clone(),
-            &format!("{key}.{}", crate::relay::KEY),
-        )?),
-    };
-    let bucket = serving(
+    let bucket = s.serving(
         "objectStore",
         "\"own\" (a store of the BlobStorage's own) and \"namespace\" (one store the namespace's BlobStorages share)",
     )?;
-    // Tiers share the namespace's store: none may shape it, or two tiers
-    // would rewrite it in turn.
-    let shaping = ["deploymentSpec", "serviceSpec", "pvcSpec", "networkPolicy"];
-    if let Some(field) = shaping
-        .iter()
-        .find(|f| fields.get(**f).is_some_and(|v| !v.is_null()))
-        && bucket == Serving::Namespace
-    {
-        return Err(invalid(format!(
-            "{key}.{field} shapes a store, but {key}.objectStore is \"namespace\": the namespace's BlobStorages share one store whatever their tiers, so no tier shapes it; use \"own\" for a store this tier shapes, or remove {key}.{field}"
-        )));
-    }
+    s.shared_store_unshaped(bucket)?;
     Ok(Overrides {
-        deployment_spec: spec("deploymentSpec"),
-        service_spec: spec("serviceSpec"),
-        pvc_spec: spec("pvcSpec"),
-        secret_data: data("secretData")?,
-        config_map_data: data("configMapData")?,
-        network_policy: switch("networkPolicy")?,
-        redis_password: switch("redisPassword")?,
+        deployment_spec: s.spec("deploymentSpec"),
+        service_spec: s.spec("serviceSpec"),
+        pvc_spec: s.spec("pvcSpec"),
+        secret_data: s.data("secretData")?,
+        config_map_data: s.data("configMapData")?,
+        network_policy: s.switch("networkPolicy")?,
+        redis_password: s.switch("redisPassword")?,
+        relay: s.relay(mail)?,
         bucket,
         mail,
-        relay,
         force_bucket_deletion: false,
     })
+}
+
+fn invalid(message: String) -> ProviderError {
+    ProviderError::invalid_strategy(message)
+}
+
+/// A tier's create strategy, read field by field; errors name the field.
+struct Strategy<'a> {
+    key: &'a str,
+    fields: &'a serde_json::Map<String, Value>,
+}
+
+impl Strategy<'_> {
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.fields.get(name).filter(|v| !v.is_null())
+    }
+
+    fn data(&self, name: &str) -> Result<BTreeMap<String, String>, ProviderError> {
+        match self.get(name) {
+            None => Ok(BTreeMap::new()),
+            Some(v) => typed(v.clone(), &format!("{}.{name}", self.key)),
+        }
+    }
+
+    fn spec(&self, name: &str) -> Option<Value> {
+        self.get(name).cloned()
+    }
+
+    fn serving(&self, name: &str, what: &str) -> Result<Serving, ProviderError> {
+        match self.get(name) {
+            None => Ok(Serving::Placeholder),
+            Some(Value::String(s)) if s == "own" => Ok(Serving::Own),
+            Some(Value::String(s)) if s == "namespace" && name == "objectStore" => {
+                Ok(Serving::Namespace)
+            }
+            Some(other) => Err(invalid(format!(
+                "{}.{name} is {other}; the values it takes are {what}; leave it out for a placeholder Secret",
+                self.key
+            ))),
+        }
+    }
+
+    fn switch(&self, name: &str) -> Result<bool, ProviderError> {
+        match self.get(name) {
+            None => Ok(true),
+            Some(v) => typed::<bool>(v.clone(), &format!("{}.{name}", self.key)),
+        }
+    }
+
+    /// The relay of an own mail server's mail.
+    fn relay(&self, mail: Serving) -> Result<Option<crate::relay::Relay>, ProviderError> {
+        let key = self.key;
+        match self.get(crate::relay::KEY) {
+            None => Ok(None),
+            Some(_) if mail != Serving::Own => Err(invalid(format!(
+                "{key}.{} relays the mail of a server of the SMTPCredentialSet's own; set {key}.mailServer to \"own\" beside it",
+                crate::relay::KEY
+            ))),
+            Some(v) => Ok(Some(crate::relay::parse(
+                v.clone(),
+                &format!("{key}.{}", crate::relay::KEY),
+            )?)),
+        }
+    }
+
+    /// Tiers share the namespace's store: none may shape it, or two tiers
+    /// would rewrite it in turn.
+    fn shared_store_unshaped(&self, bucket: Serving) -> Result<(), ProviderError> {
+        let key = self.key;
+        let shaping = ["deploymentSpec", "serviceSpec", "pvcSpec", "networkPolicy"];
+        match shaping.iter().find(|f| self.get(f).is_some()) {
+            Some(field) if bucket == Serving::Namespace => Err(invalid(format!(
+                "{key}.{field} shapes a store, but {key}.objectStore is \"namespace\": the namespace's BlobStorages share one store whatever their tiers, so no tier shapes it; use \"own\" for a store this tier shapes, or remove {key}.{field}"
+            ))),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Deserialises `value` as `T`, naming the exact field path on error.

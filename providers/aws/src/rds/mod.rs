@@ -961,7 +961,7 @@ mod tests {
     }
 
     #[test]
-    fn each_drift_field_has_its_rule() {
+    fn each_field_a_tier_sets_has_its_rule() {
         use Timing::*;
         let never = |r: &str| Some(Never(r.into()));
         // Row: (field a tier sets, its value, the change's timing against
@@ -1007,6 +1007,12 @@ mod tests {
             let expected: Vec<_> = timing.iter().map(|t| (field, t)).collect();
             assert_eq!(fields(&got), expected, "tier {tier}");
         }
+    }
+
+    #[test]
+    fn each_drift_of_the_live_instance_has_its_rule() {
+        use Timing::*;
+        let never = |r: &str| Some(Never(r.into()));
         // Row: (tier, edit of the live instance, the one change expected)
         type Edit = fn(&mut Instance);
         let class = json!({"DBInstanceClass": "db.m5.large"});
@@ -1062,6 +1068,11 @@ mod tests {
             let got = Client::differences(&have, &want(tier.clone()));
             assert_eq!(fields(&got), [(field, &timing)], "tier {tier}");
         }
+    }
+
+    #[test]
+    fn a_ca_move_a_major_upgrade_and_autoscaled_storage_have_their_rules() {
+        use Timing::*;
         // The Go operator's CA move, in the window; then scheduled.
         let mut old_ca = go_created();
         old_ca.ca_certificate = RETIRED_CA.into();
