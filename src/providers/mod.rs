@@ -85,8 +85,12 @@ pub fn build(
     mut settings: Settings,
     cache: Option<Arc<owned::Owned>>,
 ) -> Vec<Arc<dyn Provider>> {
+    // What the process remembers of each cloud resource and owned object:
+    // one table for every provider.
+    let memory = Arc::new(cro_provider_api::Memory::default());
     let mut in_cluster =
         cro_provider_in_cluster::InClusterProvider::new(client.clone(), settings.cluster_domain)
+            .with_memory(&memory)
             .with_operator_namespace(settings.operator_namespace)
             .with_images(settings.images)
             .with_go_layout_for_new(settings.go_compatible);
@@ -95,7 +99,8 @@ pub fn build(
     in_cluster = in_cluster.with_object_store(Arc::new(stores));
     let owned = cache.clone().map(|c| c as Arc<dyn cro_kube::OwnedObjects>);
     let credentials = crate::providers::credentials::CredentialsSecrets::new(client.clone(), owned);
-    let aws = cro_provider_aws::AwsProvider::new(Arc::new(credentials), settings.aws);
+    let aws = cro_provider_aws::AwsProvider::new(Arc::new(credentials), settings.aws)
+        .with_memory(&memory);
     if let Some(cache) = cache {
         in_cluster = in_cluster.with_cache(cache);
     }

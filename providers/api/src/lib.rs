@@ -9,12 +9,14 @@ pub mod fence;
 pub mod fenced_socket;
 pub mod https;
 mod identifier;
+pub mod memory;
 pub mod object_store;
 pub mod proxy;
 
 pub use change::{Adoption, Change, ChangePolicy, Timing, plan_hash};
 pub use credentials::CredentialsStore;
 pub use fence::Fence;
+pub use memory::Memory;
 pub use object_store::{AccessKey, ObjectStore, StoreAccess};
 
 pub use identifier::{

@@ -57,7 +57,12 @@ macro_rules! client {
 }
 
 impl Clients {
-    pub fn new(config: &SdkConfig, calls: &Calls, budget: (Budget, &Fence)) -> Self {
+    pub fn new(
+        config: &SdkConfig,
+        calls: &Calls,
+        budget: (Budget, &Fence),
+        memory: &std::sync::Arc<cro_provider_api::Memory>,
+    ) -> Self {
         let s3 = client!(aws_sdk_s3, config, calls, budget)
             // With an endpoint override, path-style addressing: emulators
             // and private endpoints do not resolve `<bucket>.<host>`.
@@ -88,7 +93,7 @@ impl Clients {
             ),
             calls: calls.clone(),
             network: tokio::sync::Mutex::new(()),
-            lost_creates: Default::default(),
+            lost_creates: crate::lost_creates::LostCreates::new(memory),
             watched: Watched::default(),
             refused: Default::default(),
         }

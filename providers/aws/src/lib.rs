@@ -67,6 +67,9 @@ pub struct AwsProvider {
     settings: AwsSettings,
     calls: Calls,
     configs: Mutex<HashMap<Account, Arc<InAccount>>>,
+    /// What this process remembers of each resource (shared with the
+    /// other providers, see [`with_memory`](Self::with_memory)).
+    memory: Arc<cro_provider_api::Memory>,
 }
 
 /// What a service's steps work with: one account's clients and what each
@@ -112,7 +115,15 @@ impl AwsProvider {
             settings,
             calls: Calls::default(),
             configs: Mutex::default(),
+            memory: Arc::default(),
         }
+    }
+
+    /// Keeps what it remembers of each resource in `memory`, the one
+    /// table of every provider.
+    pub fn with_memory(mut self, memory: &Arc<cro_provider_api::Memory>) -> Self {
+        self.memory = memory.clone();
+        self
     }
 
     /// The clients for the tier: its region (or the operator's default),
@@ -145,13 +156,13 @@ impl AwsProvider {
             None => base,
         };
         let budget = (self.settings.budget, &self.settings.fence);
-        let clients = Clients::new(&config, &self.calls, budget);
+        let clients = Clients::new(&config, &self.calls, budget, &self.memory);
         let in_account = Arc::new(InAccount {
             clients,
-            rds: rds::AccountCache::default(),
-            elasticache: elasticache::AccountCache::default(),
-            s3: s3::AccountCache::default(),
-            iam: iam_user::AccountCache::default(),
+            rds: rds::AccountCache::new(&self.memory),
+            elasticache: elasticache::AccountCache::new(&self.memory),
+            s3: s3::AccountCache::new(&self.memory),
+            iam: iam_user::AccountCache::new(&self.memory),
         });
         configs.insert(account, in_account.clone());
         Ok(in_account)

@@ -14,22 +14,21 @@
 //! own: an instance seen `available` is never judged `creating` again
 //! from a listing taken while it was.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    future::Future,
-    time::Duration,
-};
+use std::{collections::BTreeMap, future::Future, sync::Arc, time::Duration};
 
-use cro_provider_api::ProviderError;
+use cro_provider_api::{
+    ProviderError,
+    memory::{FORGET_AFTER, Memory},
+};
 use tokio::{sync::Mutex, time::Instant};
 
-/// The last listing of one service, by resource identifier.
+/// The last listing of one service, by resource identifier. When this
+/// process last wrote to each resource (the write's end) and last
+/// described it on its own are kept in the providers' [`Memory`].
 pub struct Listing<T> {
     taken: Mutex<Option<Taken<T>>>,
-    /// When this process last wrote to each resource (the write's end).
-    written: std::sync::Mutex<HashMap<String, Instant>>,
-    /// When this process last described each resource on its own.
-    described: std::sync::Mutex<HashMap<String, Instant>>,
+    memory: Arc<Memory>,
+    scope: u64,
 }
 
 struct Taken<T> {
@@ -37,17 +36,15 @@ struct Taken<T> {
     items: BTreeMap<String, T>,
 }
 
-impl<T> Default for Listing<T> {
-    fn default() -> Self {
+impl<T: Clone> Listing<T> {
+    pub fn new(memory: &Arc<Memory>) -> Self {
         Listing {
             taken: Mutex::new(None),
-            written: std::sync::Mutex::default(),
-            described: std::sync::Mutex::default(),
+            memory: memory.clone(),
+            scope: memory.scope(),
         }
     }
-}
 
-impl<T: Clone> Listing<T> {
     /// `id` as listed no more than `max_age` ago, listing again (with
     /// `list`) when the last listing is older. Concurrent callers wait for
     /// one listing rather than each taking their own. `None`: the listing
@@ -62,6 +59,8 @@ impl<T: Clone> Listing<T> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<BTreeMap<String, T>, ProviderError>>,
     {
+        // Never older than the memory of writes that it must not outlive.
+        let max_age = max_age.min(FORGET_AFTER);
         let mut taken = self.taken.lock().await;
         let fresh = taken.as_ref().is_some_and(|t| t.at.elapsed() <= max_age);
         if !fresh {
@@ -71,8 +70,12 @@ impl<T: Clone> Listing<T> {
                 items: list().await?,
             });
         }
+        let marks = self.memory.marks(&Memory::key(self.scope, id));
+        let after = |mark: Option<std::time::Instant>, at: Instant| {
+            mark.is_some_and(|m| m >= at.into_std())
+        };
         let taken = (taken.as_ref())
-            .filter(|t| !self.written_since(id, t.at) && !since(&self.described, id, t.at));
+            .filter(|t| !after(marks.written, t.at) && !after(marks.described, t.at));
         Ok(taken.and_then(|t| t.items.get(id).cloned()))
     }
 
@@ -88,32 +91,24 @@ impl<T: Clone> Listing<T> {
     /// Says the operator just wrote to `id` (answered or not): listings
     /// taken until now no longer say how it is.
     fn wrote(&self, id: &str) {
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        written.insert(id.to_string(), Instant::now());
+        let now = Instant::now().into_std();
+        (self.memory).mark(&Memory::key(self.scope, id), |m| m.written = Some(now));
     }
 
     /// Says the operator just described `id` on its own: listings taken
     /// until now are older than what it knows of it.
     pub fn described(&self, id: &str) {
-        let mut described = self.described.lock().unwrap_or_else(|e| e.into_inner());
-        described.insert(id.to_string(), Instant::now());
+        let now = Instant::now().into_std();
+        (self.memory).mark(&Memory::key(self.scope, id), |m| m.described = Some(now));
     }
 
-    /// Whether this process wrote to `id` since `at` (ever, with `None`).
+    /// Whether this process wrote to `id` since `at` (with `None`: within
+    /// the memory's [`FORGET_AFTER`]).
     pub fn written_since(&self, id: &str, at: impl Into<Option<Instant>>) -> bool {
-        since(&self.written, id, at.into())
+        let at = at.into().map(Instant::into_std);
+        let written = self.memory.marks(&Memory::key(self.scope, id)).written;
+        written.is_some_and(|w| at.is_none_or(|at| w >= at))
     }
-}
-
-/// Whether `times` holds a time for `id` at or after `at` (any, with `None`).
-fn since(
-    times: &std::sync::Mutex<HashMap<String, Instant>>,
-    id: &str,
-    at: impl Into<Option<Instant>>,
-) -> bool {
-    let times = times.lock().unwrap_or_else(|e| e.into_inner());
-    let at = at.into();
-    times.get(id).is_some_and(|w| at.is_none_or(|at| *w >= at))
 }
 
 #[cfg(test)]
@@ -135,7 +130,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn one_listing_serves_every_resource_until_it_is_a_minute_old() {
-        let (listing, calls) = (Listing::default(), AtomicUsize::new(0));
+        let (listing, calls) = (Listing::new(&Arc::default()), AtomicUsize::new(0));
         assert_eq!(listed(&listing, "a", &calls).await, Some(1));
         assert_eq!(listed(&listing, "b", &calls).await, Some(2));
         assert_eq!(listed(&listing, "new", &calls).await, None);
@@ -147,7 +142,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_resource_just_changed_is_not_judged_from_the_listing() {
-        let (listing, calls) = (Listing::default(), AtomicUsize::new(0));
+        let (listing, calls) = (Listing::new(&Arc::default()), AtomicUsize::new(0));
         assert_eq!(listed(&listing, "a", &calls).await, Some(1));
         assert!(!listing.written_since("a", None));
         tokio::time::advance(Duration::from_secs(1)).await;
@@ -164,7 +159,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_resource_described_since_is_not_judged_from_the_older_listing() {
-        let (listing, calls) = (Listing::default(), AtomicUsize::new(0));
+        let (listing, calls) = (Listing::new(&Arc::default()), AtomicUsize::new(0));
         assert_eq!(listed(&listing, "a", &calls).await, Some(1));
         tokio::time::advance(Duration::from_secs(1)).await;
         listing.described("a");
@@ -175,7 +170,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_listing_is_an_error_and_the_next_call_lists_again() {
-        let (listing, calls) = (Listing::<u32>::default(), AtomicUsize::new(0));
+        let (listing, calls) = (Listing::<u32>::new(&Arc::default()), AtomicUsize::new(0));
         let failed = listing
             .get("a", MAX_AGE, || async {
                 Err(ProviderError::transient("rds:DescribeDBInstances: timeout"))

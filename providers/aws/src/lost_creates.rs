@@ -6,8 +6,7 @@
 //! eventually consistent, have had time to show the first one's.
 
 use std::{
-    collections::HashMap,
-    sync::Mutex,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -15,25 +14,35 @@ use aws_sdk_ec2::{
     config::{http::HttpResponse, retry::RetryConfig},
     error::SdkError,
 };
-use cro_provider_api::{ErrorKind, ProviderError};
+use cro_provider_api::{ErrorKind, Memory, ProviderError};
 
 /// How long a lost create's object may take to show in describes (AWS
 /// documents no bound; seconds are what it shows).
 const SHOWS_WITHIN: Duration = Duration::from_secs(30);
 
-#[derive(Default)]
-pub struct LostCreates(Mutex<HashMap<String, Instant>>);
+/// The creates whose answer was lost, marked in the providers' [`Memory`].
+pub struct LostCreates {
+    memory: Arc<Memory>,
+    scope: u64,
+}
 
 impl LostCreates {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn new(memory: &Arc<Memory>) -> Self {
+        LostCreates {
+            memory: memory.clone(),
+            scope: memory.scope(),
+        }
+    }
+
+    fn set(&self, what: &str, at: Option<Instant>) {
+        (self.memory).mark(&Memory::key(self.scope, what), |m| m.create_lost = at);
     }
 
     /// Records that the create of `what` may have reached EC2 and lost its
     /// answer (a timeout, a dropped connection).
     pub fn lost<E>(&self, what: &str, e: &SdkError<E, HttpResponse>) {
         if answer_lost(e) {
-            self.map().insert(what.to_string(), Instant::now());
+            self.set(what, Some(Instant::now()));
         }
     }
 
@@ -41,12 +50,12 @@ impl LostCreates {
     /// whose answer was lost may still show up. The error says so and is
     /// looked at again in seconds.
     pub fn may_create(&self, what: &str, operation: &str) -> Result<(), ProviderError> {
-        let mut lost = self.map();
-        let Some(at) = lost.get(what).copied() else {
+        let key = Memory::key(self.scope, what);
+        let Some(at) = self.memory.marks(&key).create_lost else {
             return Ok(());
         };
         if at.elapsed() >= SHOWS_WITHIN {
-            lost.remove(what);
+            self.set(what, None);
             return Ok(());
         }
         Err(ProviderError::new(
@@ -60,7 +69,7 @@ impl LostCreates {
 
     /// `what` was found: a later loss starts afresh.
     pub fn found(&self, what: &str) {
-        self.map().remove(what);
+        self.set(what, None);
     }
 }
 
@@ -83,9 +92,9 @@ mod tests {
 
     #[test]
     fn a_lost_create_holds_the_next_one_until_found() {
-        let lost = LostCreates::default();
+        let lost = LostCreates::new(&Arc::default());
         assert!(lost.may_create("vpc", "ec2:CreateVpc").is_ok());
-        lost.map().insert("vpc".into(), Instant::now());
+        lost.set("vpc", Some(Instant::now()));
         let held = lost.may_create("vpc", "ec2:CreateVpc").expect_err("held");
         assert_eq!(held.kind(), ErrorKind::NotVisibleYet);
         assert!(held.to_string().contains("ec2:CreateVpc"), "{held}");
@@ -93,8 +102,12 @@ mod tests {
         assert!(lost.may_create("vpc", "ec2:CreateVpc").is_ok());
         let long_ago = Instant::now().checked_sub(SHOWS_WITHIN);
         if let Some(long_ago) = long_ago {
-            lost.map().insert("vpc".into(), long_ago);
+            lost.set("vpc", Some(long_ago));
             assert!(lost.may_create("vpc", "ec2:CreateVpc").is_ok());
+            assert!(
+                lost.memory.is_empty(),
+                "a create that has shown is forgotten"
+            );
         }
     }
 }

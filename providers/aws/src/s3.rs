@@ -89,9 +89,16 @@ type Buckets = crate::listing::Listing<BTreeMap<String, String>>;
 
 /// What S3 was last seen to hold in one account and region: every tagged
 /// bucket's tags, shared by every BlobStorage there.
-#[derive(Default)]
 pub struct AccountCache {
     buckets: Buckets,
+}
+
+impl AccountCache {
+    pub fn new(memory: &std::sync::Arc<cro_provider_api::Memory>) -> Self {
+        AccountCache {
+            buckets: Buckets::new(memory),
+        }
+    }
 }
 
 fn build_error(e: impl std::fmt::Display) -> ProviderError {
@@ -852,7 +859,7 @@ mod tests {
         });
         let rules = [&denied, &untagged, &block, &encryption, &none_yet, &tagging];
         let s3 = mocked(&rules);
-        let buckets = Buckets::default();
+        let buckets = Buckets::new(&Default::default());
         let made = create((&s3, &buckets), &req(None), "eu-west-1").await;
         assert!(made.is_ok(), "{made:?}");
         for (name, rule) in [

@@ -219,7 +219,7 @@ where
 {
     let name = desired["metadata"]["name"].as_str().unwrap_or_default();
     let Some(live) = read(api, desired).await? else {
-        return ensure(api, desired, owner, &Corrections::default()).await;
+        return ensure(api, desired, owner, &Corrections::new(&Default::default())).await;
     };
     if live.meta().deletion_timestamp.is_some() {
         return Ok(Applied::Terminating);

@@ -6,12 +6,11 @@
 //! longer each time, and the reconcile says who else writes it.
 
 use std::{
-    collections::HashMap,
-    sync::Mutex,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
-use cro_provider_api::backoff::doubling;
+use cro_provider_api::{Memory, backoff::doubling};
 
 /// Corrections of one object allowed within [`WINDOW`] without waiting:
 /// a tier change and a person's edit or two.
@@ -30,42 +29,43 @@ pub struct Held {
     pub left: Duration,
 }
 
-/// Recent corrections, by object UID.
-#[derive(Default)]
+/// Recent corrections, by object UID, marked in the providers' [`Memory`].
 pub struct Corrections {
-    by_object: Mutex<HashMap<String, Vec<Instant>>>,
+    memory: Arc<Memory>,
+    scope: u64,
 }
 
 impl Corrections {
-    /// `Ok` when the object may be corrected now, else the hold it is in
-    /// and how long until it may.
-    pub fn allowed(&self, uid: &str, now: Instant) -> Result<(), Held> {
-        let mut all = self.by_object.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(times) = all.get_mut(uid) else {
-            return Ok(());
-        };
-        times.retain(|t| now.duration_since(*t) < WINDOW);
-        let extra = times.len().saturating_sub(FREE);
-        let Some(last) = times.last().copied().filter(|_| times.len() >= FREE) else {
-            return Ok(());
-        };
-        let extra = u32::try_from(extra).unwrap_or(u32::MAX);
-        let hold = doubling(FIRST_HOLD, MAX_HOLD, extra.saturating_add(1));
-        match (last + hold).checked_duration_since(now) {
-            Some(left) if !left.is_zero() => Err(Held { hold, left }),
-            _ => Ok(()),
+    pub fn new(memory: &Arc<Memory>) -> Self {
+        Corrections {
+            memory: memory.clone(),
+            scope: memory.scope(),
         }
     }
 
+    /// `Ok` when the object may be corrected now, else the hold it is in
+    /// and how long until it may.
+    pub fn allowed(&self, uid: &str, now: Instant) -> Result<(), Held> {
+        let key = Memory::key(self.scope, uid);
+        self.memory.mark(&key, |marks| {
+            let times = &mut marks.corrected;
+            times.retain(|t| now.saturating_duration_since(*t) < WINDOW);
+            let extra = times.len().saturating_sub(FREE);
+            let Some(last) = times.last().copied().filter(|_| times.len() >= FREE) else {
+                return Ok(());
+            };
+            let extra = u32::try_from(extra).unwrap_or(u32::MAX);
+            let hold = doubling(FIRST_HOLD, MAX_HOLD, extra.saturating_add(1));
+            match (last + hold).checked_duration_since(now) {
+                Some(left) if !left.is_zero() => Err(Held { hold, left }),
+                _ => Ok(()),
+            }
+        })
+    }
+
     pub fn corrected(&self, uid: &str, now: Instant) {
-        let mut all = self.by_object.lock().unwrap_or_else(|e| e.into_inner());
-        all.entry(uid.to_string()).or_default().push(now);
-        // Objects not corrected for a window are forgotten.
-        all.retain(|_, times| {
-            times
-                .last()
-                .is_some_and(|t| now.duration_since(*t) < WINDOW)
-        });
+        let key = Memory::key(self.scope, uid);
+        self.memory.mark(&key, |marks| marks.corrected.push(now));
     }
 }
 
@@ -75,7 +75,7 @@ mod tests {
 
     #[test]
     fn corrections_past_the_free_ones_wait_longer_each_time() {
-        let c = Corrections::default();
+        let c = Corrections::new(&Arc::default());
         let start = Instant::now();
         for i in 0..FREE {
             let now = start + Duration::from_secs(i as u64);

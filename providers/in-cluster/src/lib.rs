@@ -76,7 +76,7 @@ impl InClusterProvider {
             images: Images::default(),
             cache: None,
             isolation: workload::Isolation::default(),
-            corrections: corrections::Corrections::default(),
+            corrections: corrections::Corrections::new(&Default::default()),
             object_store: None,
             go_layout_for_new: false,
             store_turns: Default::default(),
@@ -97,6 +97,13 @@ impl InClusterProvider {
     /// `Connectable` check connects from there).
     pub fn with_operator_namespace(mut self, namespace: Option<String>) -> Self {
         self.isolation.operator_namespace = namespace;
+        self
+    }
+
+    /// Keeps what it remembers of each object (its corrections) in
+    /// `memory`, the one table of every provider.
+    pub fn with_memory(mut self, memory: &std::sync::Arc<cro_provider_api::Memory>) -> Self {
+        self.corrections = corrections::Corrections::new(memory);
         self
     }
 

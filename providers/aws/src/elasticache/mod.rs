@@ -50,13 +50,22 @@ pub const PROVIDER: &str = "aws-elasticache";
 
 /// What this operator last saw of ElastiCache in one account and region,
 /// shared by every Redis there (see [`crate::listing`]).
-#[derive(Default)]
 pub struct AccountCache {
     pub groups: Listing<Group>,
     /// Pending maintenance, by group (see [`crate::maintenance`]).
     maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
     /// Snapshots with their tags, by group (see [`snapshot_tags`]).
     snapshots: Listing<Vec<observed::Snapshot>>,
+}
+
+impl AccountCache {
+    pub fn new(memory: &std::sync::Arc<cro_provider_api::Memory>) -> Self {
+        AccountCache {
+            groups: Listing::new(memory),
+            maintenance: Listing::new(memory),
+            snapshots: Listing::new(memory),
+        }
+    }
 }
 
 /// The group's health as the Go operator's gauges show it

@@ -163,9 +163,16 @@ async fn describe_user(
 
 /// What this operator last saw of IAM users in one account, shared by
 /// every BlobStorage and SMTPCredentialSet there (see [`crate::listing`]).
-#[derive(Default)]
 pub struct AccountCache {
     users: Listing<User>,
+}
+
+impl AccountCache {
+    pub fn new(memory: &std::sync::Arc<cro_provider_api::Memory>) -> Self {
+        AccountCache {
+            users: Listing::new(memory),
+        }
+    }
 }
 
 /// The user `user`: from the account's listing on a recheck, else read on

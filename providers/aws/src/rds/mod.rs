@@ -48,13 +48,22 @@ pub const PROVIDER: &str = "aws-rds";
 
 /// What this operator last saw of RDS in one account and region, shared
 /// by every Postgres there (see [`crate::listing`]).
-#[derive(Default)]
 pub struct AccountCache {
     pub instances: Listing<Instance>,
     /// Pending maintenance, by instance ARN (see [`crate::maintenance`]).
     maintenance: Listing<Vec<cro_provider_api::Maintenance>>,
     /// The memory of each instance class EC2 has answered for.
     class_memory: tokio::sync::Mutex<std::collections::HashMap<String, Option<i64>>>,
+}
+
+impl AccountCache {
+    pub fn new(memory: &std::sync::Arc<cro_provider_api::Memory>) -> Self {
+        AccountCache {
+            instances: Listing::new(memory),
+            maintenance: Listing::new(memory),
+            class_memory: Default::default(),
+        }
+    }
 }
 
 pub fn credentials_secret(name: &str) -> String {
