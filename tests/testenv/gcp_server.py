@@ -16,6 +16,17 @@ instance while one runs is refused 409 `operationInProgress`; a disk is
 never shrunk and a major version never goes down; `rootPassword` is never
 returned. The words of the refusals GCP does not publish are this file's.
 
+Access tokens are Google's for a service account ("Using OAuth 2.0 for
+Server to Server Applications"): at start it makes one account's RSA key
+and writes its key file as Google issues them (CRO_GCP_KEY_FILE, `type:
+service_account`, `token_uri` this server's /token). POST /token takes a
+`jwt-bearer` grant (RFC 7523) whose JWT is RS256-signed with that key,
+names the account (`iss`), a scope and the token_uri (`aud`), and lasts
+an hour at most; it answers a token lasting 3599 s, or RFC 6749's error
+(`invalid_grant`, ...). API calls need a token it issued and that has not
+expired (401 UNAUTHENTICATED otherwise). Faults may name the method
+`oauth2.token`.
+
 Faults (CRO_GCP_FAULTS, a JSON list) answer matching calls with an error,
 or do the call and lose its answer, as a network does:
   {"id", "method": "sql.instances.insert" | "*", "match": "<text of the
@@ -23,11 +34,13 @@ or do the call and lose its answer, as a network does:
    "reason": "rateLimitExceeded", "message": "...", "times": N,
    "lose_answer": true}
 
-Usage: gcp_server.py PORT DISCOVERY_DIR
+Usage: CRO_GCP_KEY_FILE=PATH gcp_server.py PORT DISCOVERY_DIR
 """
 
+import base64
 import json
 import os
+import secrets
 import re
 import sys
 import threading
@@ -62,6 +75,101 @@ class GoogleError(Exception):
 
 def invalid(message):
     return GoogleError(400, "INVALID_ARGUMENT", "invalid", message)
+
+
+# --- OAuth 2.0 for service accounts ---------------------------------------------
+
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+TOKEN_SECONDS = 3599
+
+
+class OAuthError(Exception):
+    def __init__(self, code, error, description):
+        super().__init__(description)
+        self.code, self.error, self.description = code, error, description
+
+    def body(self):
+        return {"error": self.error, "error_description": self.description}
+
+
+def b64url(text):
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class Tokens:
+    """One service account's key, and the tokens issued for it."""
+
+    def __init__(self, base, key_file):
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.key_id = secrets.token_hex(20)
+        self.email = "cloud-resource-operator@p1.iam.gserviceaccount.com"
+        self.token_uri = base + "token"
+        self.issued = {}
+        pem = self.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                     serialization.NoEncryption()).decode()
+        # The fields and their order as Google's console and
+        # `gcloud iam service-accounts keys create` write them.
+        document = {
+            "type": "service_account", "project_id": "p1", "private_key_id": self.key_id,
+            "private_key": pem, "client_email": self.email, "client_id": "100000000000000000001",
+            "auth_uri": "https://accounts.google.com/o/oauth2/auth", "token_uri": self.token_uri,
+            "auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
+            "client_x509_cert_url": "https://www.googleapis.com/robot/v1/metadata/x509/"
+                                    + self.email.replace("@", "%40"),
+            "universe_domain": "googleapis.com",
+        }
+        partial = key_file + ".partial"
+        with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            json.dump(document, f, indent=2)
+        os.replace(partial, key_file)
+
+    def exchange(self, headers, raw):
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+        if not (headers.get("Content-Type") or "").startswith("application/x-www-form-urlencoded"):
+            raise OAuthError(400, "invalid_request", "Content-Type must be application/x-www-form-urlencoded")
+        form = {k: v[-1] for k, v in parse_qs(raw.decode(errors="replace")).items()}
+        if form.get("grant_type") != JWT_BEARER:
+            raise OAuthError(400, "unsupported_grant_type", f"Invalid grant_type: {form.get('grant_type', '')}")
+        try:
+            head, body, signature = form.get("assertion", "").split(".")
+            header, claims = json.loads(b64url(head)), json.loads(b64url(body))
+        except ValueError:
+            raise OAuthError(400, "invalid_grant", "Invalid JWT: the assertion is not a JWT.")
+        if header.get("alg") != "RS256":
+            raise OAuthError(400, "invalid_grant", "Invalid JWT: the algorithm must be RS256.")
+        if claims.get("iss") != self.email:
+            raise OAuthError(400, "invalid_grant", "Invalid grant: account not found")
+        try:
+            self.key.public_key().verify(b64url(signature), f"{head}.{body}".encode(),
+                                         padding.PKCS1v15(), hashes.SHA256())
+        except (InvalidSignature, ValueError):
+            raise OAuthError(400, "invalid_grant", "Invalid JWT Signature.")
+        now = time.time()
+        iat, exp = claims.get("iat"), claims.get("exp")
+        if not (isinstance(iat, int) and isinstance(exp, int)) or exp - iat > 3600 or exp <= now \
+                or iat > now + 60:
+            raise OAuthError(400, "invalid_grant",
+                             "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable "
+                             "timeframe. Check your iat and exp values in the JWT claim.")
+        if claims.get("aud") != self.token_uri:
+            raise OAuthError(400, "invalid_grant", f"Invalid JWT: Failed audience check. The right audience is "
+                                                   f"{self.token_uri}")
+        if not claims.get("scope"):
+            raise OAuthError(400, "invalid_scope", "Invalid OAuth scope or ID token audience provided.")
+        token = "ya29." + secrets.token_urlsafe(48)
+        with _lock:
+            self.issued = {t: e for t, e in self.issued.items() if e > now}
+            self.issued[token] = now + TOKEN_SECONDS
+        return {"access_token": token, "expires_in": TOKEN_SECONDS, "token_type": "Bearer"}
+
+    def valid(self, authorization):
+        token = (authorization or "").removeprefix("Bearer ")
+        with _lock:
+            return authorization.startswith("Bearer ") and self.issued.get(token, 0) > time.time()
 
 
 # --- the discovery document ----------------------------------------------------
@@ -300,7 +408,7 @@ def fault_for(method_id, text):
     return None
 
 
-def make_handler(doc, sql):
+def make_handler(doc, sql, tokens):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -319,6 +427,8 @@ def make_handler(doc, sql):
             url = urlsplit(self.path)
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            if verb == "POST" and url.path == "/token":
+                return self._token(raw)
             try:
                 self._answer(200, self._call(verb, url, raw))
             except GoogleError as e:
@@ -327,10 +437,32 @@ def make_handler(doc, sql):
                 self.close_connection = True
                 self.connection.close()
 
+        def _token(self, raw):
+            with _lock:
+                fault = fault_for("oauth2.token", raw.decode(errors="replace"))
+            try:
+                if fault and not fault.get("lose_answer"):
+                    raise OAuthError(fault.get("code", 503), fault.get("error", "temporarily_unavailable"),
+                                     fault.get("message", "injected"))
+                answer = tokens.exchange(self.headers, raw)
+                if fault:
+                    raise LostAnswer()
+                self._answer(200, answer)
+            except OAuthError as e:
+                self._answer(e.code, e.body())
+            except LostAnswer:
+                self.close_connection = True
+                self.connection.close()
+
         def _call(self, verb, url, raw):
-            if not (self.headers.get("Authorization") or "").startswith("Bearer "):
+            authorization = self.headers.get("Authorization")
+            if not authorization:
                 raise GoogleError(401, "UNAUTHENTICATED", "required",
                                   "Request is missing required authentication credential.")
+            if not tokens.valid(authorization):
+                raise GoogleError(401, "UNAUTHENTICATED", "authError",
+                                  "Request had invalid authentication credentials. Expected OAuth 2 access "
+                                  "token, login cookie or other valid authentication credential.")
             method, params = doc.route(verb, url.path)
             if method is None:
                 raise GoogleError(404, "NOT_FOUND", "notFound", f"No method {verb} {url.path}")
@@ -390,7 +522,8 @@ def main():
     port, discovery = int(sys.argv[1]), sys.argv[2]
     doc = Document(os.path.join(discovery, API + ".json"))
     base = f"http://127.0.0.1:{port}/"
-    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(doc, CloudSql(base)))
+    tokens = Tokens(base, os.environ["CRO_GCP_KEY_FILE"])
+    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(doc, CloudSql(base), tokens))
     server.daemon_threads = True
     server.serve_forever()
 

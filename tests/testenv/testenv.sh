@@ -402,6 +402,7 @@ export PATH='$k8s_bin':"\$PATH"
 export AWS_ENDPOINT_URL='http://127.0.0.1:$moto_port'
 export CRO_TESTENV_GCP_ENDPOINT='http://127.0.0.1:$gcp_port/'
 export CRO_TESTENV_GCP_FAULTS='$state/gcp-faults.json'
+export CRO_TESTENV_GCP_CREDENTIALS='$state/gcp-service-account.json'
 export AWS_REGION='$aws_region'
 export AWS_DEFAULT_REGION='$aws_region'
 export AWS_ACCESS_KEY_ID='testing'
@@ -860,7 +861,10 @@ cmd_up() {
     CRO_MOTO_REAL_REDIS="127.0.0.1:$redis_port" CRO_MOTO_REAL_REDIS_TLS="127.0.0.1:$redis_tls_port" \
     "$moto_venv/bin/python" "$here/moto_server.py" -H 127.0.0.1 -p "$moto_port"
   # Cloud SQL Admin's stand-in, held to Google's discovery document.
-  start gcp env CRO_GCP_FAULTS="$state/gcp-faults.json" python3 "$here/gcp_server.py" "$gcp_port" "$gcp_discovery"
+  # Its service account's key file is written where the tests read it; it
+  # verifies the tokens' signatures with moto's cryptography.
+  start gcp env CRO_GCP_FAULTS="$state/gcp-faults.json" CRO_GCP_KEY_FILE="$state/gcp-service-account.json" \
+    "$moto_venv/bin/python" "$here/gcp_server.py" "$gcp_port" "$gcp_discovery"
 
   # Requests made with ServiceAccount credentials are audited: the RBAC
   # test reads which verbs the operator used under deploy/'s ServiceAccount.

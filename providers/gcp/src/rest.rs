@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::errors::GoogleError;
 
 /// How long a call may wait for a connection, and for its answer.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where access tokens come from (a service account's key, Workload
@@ -28,7 +28,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 pub trait Token: Send + Sync {
     /// An OAuth access token for the `cloud-platform` scope, or why there
     /// is none (which credentials, and what to fix).
-    async fn bearer(&self) -> Result<String, cro_provider_api::ProviderError>;
+    async fn bearer(&self) -> Result<String, GoogleError>;
 }
 
 /// A token given as it is (a test's, or `gcloud auth print-access-token`).
@@ -36,7 +36,7 @@ pub struct FixedToken(pub String);
 
 #[async_trait::async_trait]
 impl Token for FixedToken {
-    async fn bearer(&self) -> Result<String, cro_provider_api::ProviderError> {
+    async fn bearer(&self) -> Result<String, GoogleError> {
         Ok(self.0.clone())
     }
 }
@@ -72,11 +72,7 @@ impl Rest {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, GoogleError> {
-        let token = self
-            .token
-            .bearer()
-            .await
-            .map_err(|e| lost(401, format!("getting an access token: {e}")))?;
+        let token = self.token.bearer().await?;
         let bytes = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
         let request = Request::builder()
             .method(verb)
@@ -86,21 +82,7 @@ impl Rest {
             .header(header::ACCEPT, "application/json")
             .body(Full::new(bytes))
             .map_err(|e| lost(0, format!("building the request: {e}")))?;
-        let answer = tokio::time::timeout(ANSWER_TIMEOUT, self.client.request(request))
-            .await
-            .map_err(|_| {
-                lost(
-                    0,
-                    format!("no answer within {} s", ANSWER_TIMEOUT.as_secs()),
-                )
-            })?
-            .map_err(|e| lost(0, format!("the connection failed: {}", chain(&e))))?;
-        let status = answer.status().as_u16();
-        let collected = tokio::time::timeout(ANSWER_TIMEOUT, answer.into_body().collect())
-            .await
-            .map_err(|_| lost(0, "the answer's body did not arrive".into()))?
-            .map_err(|e| lost(0, format!("reading the answer: {e}")))?
-            .to_bytes();
+        let (status, collected) = send(&self.client, request).await?;
         if !(200..300).contains(&status) {
             return Err(GoogleError::parse(status, &collected));
         }
@@ -110,6 +92,30 @@ impl Rest {
                 .map_err(|e| lost(status, format!("the answer is not JSON: {e}"))),
         }
     }
+}
+
+/// Sends `request`: the answer's status and body, or a failure with no
+/// answer (status 0) — which may still have acted.
+pub(crate) async fn send(
+    client: &FencedClient<Full<Bytes>>,
+    request: Request<Full<Bytes>>,
+) -> Result<(u16, Bytes), GoogleError> {
+    let answer = tokio::time::timeout(ANSWER_TIMEOUT, client.request(request))
+        .await
+        .map_err(|_| {
+            lost(
+                0,
+                format!("no answer within {} s", ANSWER_TIMEOUT.as_secs()),
+            )
+        })?
+        .map_err(|e| lost(0, format!("the connection failed: {}", chain(&e))))?;
+    let status = answer.status().as_u16();
+    let collected = tokio::time::timeout(ANSWER_TIMEOUT, answer.into_body().collect())
+        .await
+        .map_err(|_| lost(0, "the answer's body did not arrive".into()))?
+        .map_err(|e| lost(0, format!("reading the answer: {e}")))?
+        .to_bytes();
+    Ok((status, collected))
 }
 
 /// A failure with no answer from the API (status 0) or none it sent.

@@ -13,7 +13,8 @@ use std::{
 use cro_provider_api::{ErrorKind, Fence, proxy::Proxies};
 use cro_provider_gcp::{
     cloud_sql::{Inputs, desired_instance, diff},
-    rest::{FixedToken, Rest},
+    rest::Rest,
+    service_account::{ServiceAccountKey, ServiceAccountToken},
     sqladmin::{self, Started},
 };
 use serde_json::{Value, json};
@@ -24,10 +25,16 @@ fn env(name: &str) -> String {
     })
 }
 
+/// Calls with tokens of the stand-in's service account, exchanged for its
+/// key file as for any key Google issues.
 fn rest() -> Rest {
+    let path = env("CRO_TESTENV_GCP_CREDENTIALS");
+    let file = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let key = ServiceAccountKey::parse(&file, &path).unwrap_or_else(|e| panic!("{e:?}"));
+    let token = ServiceAccountToken::new(key, Fence::open(), Proxies::from_env());
     Rest::new(
         &env("CRO_TESTENV_GCP_ENDPOINT"),
-        Arc::new(FixedToken("test-token".into())),
+        Arc::new(token),
         Fence::open(),
         Proxies::from_env(),
     )

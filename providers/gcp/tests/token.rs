@@ -1,0 +1,149 @@
+//! Access tokens from a service account's key, against the test
+//! environment's token endpoint (tests/testenv/gcp_server.py), which
+//! verifies the assertion as Google documents it and lets API calls in
+//! only with a token it issued. Its own binary, its tests one at a time
+//! ([`ONE_AT_A_TIME`]): the token faults set here match every exchange.
+
+use std::sync::Arc;
+
+use cro_provider_api::{ErrorKind, Fence, proxy::Proxies};
+use cro_provider_gcp::{
+    rest::{FixedToken, Rest, Token},
+    service_account::{ServiceAccountKey, ServiceAccountToken},
+    sqladmin,
+};
+use serde_json::{Value, json};
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run `make testenv-up` and source target/testenv/env.sh (make test does both)")
+    })
+}
+
+/// Held by each test: a fault set for one would meet another's exchange.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn key_file() -> Value {
+    let path = env("CRO_TESTENV_GCP_CREDENTIALS");
+    let text = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn rest_with(token: Arc<dyn Token>) -> Rest {
+    Rest::new(
+        &env("CRO_TESTENV_GCP_ENDPOINT"),
+        token,
+        Fence::open(),
+        Proxies::from_env(),
+    )
+}
+
+fn token_of(file: &Value) -> Arc<ServiceAccountToken> {
+    let key = ServiceAccountKey::parse(file.to_string().as_bytes(), "the test's key file")
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    Arc::new(ServiceAccountToken::new(
+        key,
+        Fence::open(),
+        Proxies::from_env(),
+    ))
+}
+
+/// Sets the token endpoint's fault (`Value::Null` removes it).
+fn token_fault(fault: Value) {
+    let path = env("CRO_TESTENV_GCP_FAULTS");
+    let mut all: Vec<Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    all.retain(|f| f["id"] != "token");
+    if !fault.is_null() {
+        let mut fault = fault;
+        fault["id"] = json!("token");
+        // The stand-in counts a fault's uses by its text: this one is new.
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        fault["written"] = json!(now.map(|d| d.as_nanos()).unwrap_or_default().to_string());
+        fault["method"] = json!("oauth2.token");
+        fault["match"] = json!("");
+        all.push(fault);
+    }
+    std::fs::write(&path, serde_json::to_string(&all).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+}
+
+#[tokio::test]
+async fn an_exchange_whose_answer_is_lost_is_made_again_and_the_token_is_kept() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let token = token_of(&key_file());
+    let rest = rest_with(token.clone());
+    token_fault(json!({"lose_answer": true, "times": 1}));
+    let lost = sqladmin::get(&rest, "p1", "none")
+        .await
+        .expect_err("the token's answer was lost");
+    assert_eq!(lost.kind(), ErrorKind::Transient, "{lost}");
+    // The next call exchanges again; the stand-in's API lets it in.
+    assert_eq!(
+        sqladmin::get(&rest, "p1", "none")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        None
+    );
+    // The token is kept: an endpoint that now refuses is not asked.
+    token_fault(json!({"code": 400, "error": "invalid_grant", "message": "refused", "times": 1}));
+    let kept = token.bearer().await;
+    token_fault(Value::Null);
+    assert!(kept.is_ok(), "{kept:?}");
+}
+
+/// A key of the stand-in's account made anew: its signature is not the
+/// account's key's.
+fn forged_key() -> String {
+    use aws_lc_rs::{encoding::AsDer, rsa::KeySize, signature::RsaKeyPair};
+    let pair = RsaKeyPair::generate(KeySize::Rsa2048).unwrap_or_else(|e| panic!("{e}"));
+    let der = pair.as_der().unwrap_or_else(|e| panic!("{e}"));
+    let body = data_encoding::BASE64.encode(der.as_ref());
+    format!("-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----\n")
+}
+
+#[tokio::test]
+async fn an_assertion_signed_with_another_key_is_refused() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut forged = key_file();
+    forged["private_key"] = json!(forged_key());
+    let refused = sqladmin::get(&rest_with(token_of(&forged)), "p1", "none")
+        .await
+        .expect_err("a signature of another key is refused");
+    assert_eq!(refused.kind(), ErrorKind::Permanent, "{refused}");
+    assert!(
+        refused.message().contains("Invalid JWT Signature."),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn a_key_the_endpoint_does_not_know_waits_for_a_person_and_a_made_up_token_is_refused() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut other = key_file();
+    other["client_email"] = json!("someone-else@p1.iam.gserviceaccount.com");
+    let refused = sqladmin::get(&rest_with(token_of(&other)), "p1", "none")
+        .await
+        .expect_err("an unknown account is refused");
+    assert_eq!(refused.kind(), ErrorKind::Permanent, "{refused}");
+    assert!(
+        refused.message().contains("account not found")
+            && refused
+                .message()
+                .contains("someone-else@p1.iam.gserviceaccount.com")
+            && !refused.message().contains("PRIVATE KEY"),
+        "{refused}"
+    );
+    let made_up = Arc::new(FixedToken("ya29.made-up".into()));
+    let unauthenticated = sqladmin::get(&rest_with(made_up), "p1", "none")
+        .await
+        .expect_err("a token the endpoint never issued is refused");
+    assert!(
+        unauthenticated
+            .message()
+            .contains("invalid authentication credentials"),
+        "{unauthenticated}"
+    );
+}
