@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """A stateful stand-in for GCP's Cloud SQL Admin API (sqladmin v1beta4),
-held to Google's published contract rather than to what the operator
+and, through gcp_network.py, for the Compute Engine and Service Networking
+calls of a cluster's private services access, each API at its own service
+path as at its own host; all held to Google's published contract rather than to what the operator
 sends: every request and every answer is checked against the API's
 discovery document (unknown fields, types, int64-as-string, enum values,
 read-only fields in requests, query parameters the method does not take),
@@ -14,7 +16,8 @@ was deleted (Cloud SQL reserves it); an instance with
 `deletionProtectionEnabled` is not deleted; a second operation on an
 instance while one runs is refused 409 `operationInProgress`; a disk is
 never shrunk and a major version never goes down; `rootPassword` is never
-returned. The words of the refusals GCP does not publish are this file's.
+returned; a private IP needs a Service Networking connection of its
+network (with the `allocatedIpRange`), and is taken from that range. The words of the refusals GCP does not publish are this file's.
 
 Access tokens are Google's for a service account ("Using OAuth 2.0 for
 Server to Server Applications"): at start it makes one account's RSA key
@@ -50,31 +53,16 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from gcp_common import GoogleError, invalid, now_text
+from gcp_network import HANDLERS as NETWORK_HANDLERS, Network
+
 DELAY = float(os.environ.get("CRO_GCP_TRANSITION_SECONDS", "3"))
 FAULTS = os.environ.get("CRO_GCP_FAULTS")
 NAME_RESERVED_SECONDS = 7 * 24 * 3600
-API = "sqladmin.v1beta4"
+APIS = ["sqladmin.v1beta4", "compute.v1", "servicenetworking.v1"]
 
 _lock = threading.Lock()
 _fault_uses = {}
-
-
-def now_text(at=None):
-    return datetime.fromtimestamp(at or time.time(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class GoogleError(Exception):
-    def __init__(self, code, status, reason, message):
-        super().__init__(message)
-        self.code, self.status, self.reason, self.message = code, status, reason, message
-
-    def body(self):
-        return {"error": {"code": self.code, "message": self.message, "status": self.status,
-                          "errors": [{"domain": "global", "reason": self.reason, "message": self.message}]}}
-
-
-def invalid(message):
-    return GoogleError(400, "INVALID_ARGUMENT", "invalid", message)
 
 
 # --- OAuth 2.0 for service accounts ---------------------------------------------
@@ -182,9 +170,12 @@ class Document:
         self._collect(self.doc.get("resources", {}))
 
     def _collect(self, resources):
+        # The flat path names each segment (`v1/services/{servicesId}/...`)
+        # where the path takes several at once (`v1/{+parent}/...`).
         for resource in resources.values():
             for method in resource.get("methods", {}).values():
-                pattern = re.sub(r"\{\+?(\w+)\}", r"(?P<\1>[^/]+)", method["path"])
+                path = self.doc.get("servicePath", "") + method.get("flatPath", method["path"])
+                pattern = re.sub(r"\{\+?(\w+)\}", r"(?P<\1>[^/]+)", path)
                 self.methods.append((method["httpMethod"], re.compile("^/" + pattern + "$"), method))
             self._collect(resource.get("resources", {}))
 
@@ -305,7 +296,7 @@ class CloudSql:
         s.setdefault("dataDiskSizeGb", "10")
         s["settingsVersion"] = "1"
         s["kind"] = "sql#settings"
-        private = (s.get("ipConfiguration") or {}).get("privateNetwork")
+        private = self.net.private_address(project, name, s)
         inst.update({
             "kind": "sql#instance", "state": "PENDING_CREATE", "project": project,
             "region": inst.get("region") or "us-central1",
@@ -314,7 +305,7 @@ class CloudSql:
             "gceZone": (inst.get("region") or "us-central1") + "-a", "backendType": "SECOND_GEN",
             "instanceType": "CLOUD_SQL_INSTANCE", "createTime": now_text(),
             "serviceAccountEmailAddress": f"p{abs(hash(project)) % 10**12}-abcd@gcp-sa-cloud-sql.iam.gserviceaccount.com",
-            "ipAddresses": [{"type": "PRIVATE", "ipAddress": f"10.{len(self.instances) % 250}.0.3"}] if private
+            "ipAddresses": [{"type": "PRIVATE", "ipAddress": private}] if private
             else [{"type": "PRIMARY", "ipAddress": "192.0.2.10"}],
             "_until": time.time() + DELAY,
         })
@@ -408,7 +399,18 @@ def fault_for(method_id, text):
     return None
 
 
-def make_handler(doc, sql, tokens):
+def route(docs, verb, path):
+    """The document and method serving `verb` on `path`, and its path's
+    parameters: each API is served at its own service path, as on its own
+    host (`compute/v1/...`, `sql/v1beta4/...`, `v1/services/...`)."""
+    for doc in docs:
+        method, params = doc.route(verb, path)
+        if method is not None:
+            return doc, method, params
+    return None, None, None
+
+
+def make_handler(docs, sql, net, tokens):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -463,7 +465,7 @@ def make_handler(doc, sql, tokens):
                 raise GoogleError(401, "UNAUTHENTICATED", "authError",
                                   "Request had invalid authentication credentials. Expected OAuth 2 access "
                                   "token, login cookie or other valid authentication credential.")
-            method, params = doc.route(verb, url.path)
+            doc, method, params = route(docs, verb, url.path)
             if method is None:
                 raise GoogleError(404, "NOT_FOUND", "notFound", f"No method {verb} {url.path}")
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
@@ -486,8 +488,11 @@ def make_handler(doc, sql, tokens):
                     raise GoogleError(fault.get("code", 503), fault.get("status", "UNAVAILABLE"),
                                       fault.get("reason", "backendError"), fault.get("message", "injected"))
                 sql._settle()
+                net.settle()
                 answer = HANDLERS[method["id"]](sql, {**params, **query}, body) \
                     if method["id"] in HANDLERS else None
+                if method["id"] in NETWORK_HANDLERS:
+                    answer = NETWORK_HANDLERS[method["id"]](net, {**params, **query}, body)
                 if answer is None:
                     raise GoogleError(501, "UNIMPLEMENTED", "notImplemented", f"{method['id']} is not served here")
                 answer = {k: v for k, v in answer.items() if not k.startswith("_")}
@@ -520,10 +525,12 @@ class LostAnswer(Exception):
 
 def main():
     port, discovery = int(sys.argv[1]), sys.argv[2]
-    doc = Document(os.path.join(discovery, API + ".json"))
+    docs = [Document(os.path.join(discovery, api + ".json")) for api in APIS]
     base = f"http://127.0.0.1:{port}/"
     tokens = Tokens(base, os.environ["CRO_GCP_KEY_FILE"])
-    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(doc, CloudSql(base), tokens))
+    sql = CloudSql(base)
+    sql.net = Network(DELAY, sql)
+    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(docs, sql, sql.net, tokens))
     server.daemon_threads = True
     server.serve_forever()
 

@@ -3,8 +3,9 @@
 //! `cloud-resources-gcp-strategies`, the operator's tags as GCP labels,
 //! what Google APIs' error answers mean, the Cloud SQL instance the Go
 //! operator makes and keeps, the Cloud SQL Admin calls over the fenced
-//! client, and access tokens from a service account's key file (the one
-//! the Cloud Credential Operator writes). Every body is sent, in the tests, to the test environment's
+//! client, access tokens from a service account's key file (the one
+//! the Cloud Credential Operator writes), and the cluster's private
+//! services access (the reserved range and Service Networking connection). Every body is sent, in the tests, to the test environment's
 //! Cloud SQL stand-in (tests/testenv/gcp_server.py), which holds it to
 //! Google's discovery document.
 //! Not yet served: the operator answers a `gcp` CR as before (see
@@ -13,6 +14,7 @@
 pub mod cloud_sql;
 pub mod errors;
 pub mod labels;
+pub mod network;
 pub mod rest;
 pub mod service_account;
 pub mod sqladmin;

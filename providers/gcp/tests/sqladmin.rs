@@ -3,59 +3,50 @@
 //! answer to Google's discovery document: an instance made from the Go
 //! operator's default tier, found again with nothing to patch, changed,
 //! refused deletion while protected, and deleted; a create whose answer is
-//! lost, found on the retry; throttling classified as such.
+//! lost, found on the retry; throttling classified as such. The instances
+//! are made on a cluster network the provider made (`network::ensure`), as
+//! Cloud SQL refuses a private IP without one.
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+mod support;
 
-use cro_provider_api::{ErrorKind, Fence, proxy::Proxies};
+use std::time::{Duration, Instant};
+
+use cro_provider_api::ErrorKind;
 use cro_provider_gcp::{
     cloud_sql::{Inputs, desired_instance, diff},
+    network::Cluster,
     rest::Rest,
-    service_account::{ServiceAccountKey, ServiceAccountToken},
     sqladmin::{self, Started},
 };
 use serde_json::{Value, json};
+use support::{env, installer_vpc, private_access, rest, unique};
 
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!("{name} is not set: run `make testenv-up` and source target/testenv/env.sh (make test does both)")
-    })
+/// The private services access of this binary's cluster (its network's
+/// self link and its range), made once, as the provider makes it before
+/// its first database.
+static ACCESS: tokio::sync::OnceCell<(String, String)> = tokio::sync::OnceCell::const_new();
+
+async fn access() -> &'static (String, String) {
+    ACCESS
+        .get_or_init(|| async {
+            let (rest, cluster) = (rest(), unique("sqltest"));
+            installer_vpc(&rest, "p1", &cluster).await;
+            let cluster = Cluster {
+                project: "p1",
+                id: &cluster,
+            };
+            private_access(&rest, cluster).await
+        })
+        .await
 }
 
-/// Calls with tokens of the stand-in's service account, exchanged for its
-/// key file as for any key Google issues.
-fn rest() -> Rest {
-    let path = env("CRO_TESTENV_GCP_CREDENTIALS");
-    let file = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let key = ServiceAccountKey::parse(&file, &path).unwrap_or_else(|e| panic!("{e:?}"));
-    let token = ServiceAccountToken::new(key, Fence::open(), Proxies::from_env());
-    Rest::new(
-        &env("CRO_TESTENV_GCP_ENDPOINT"),
-        Arc::new(token),
-        Fence::open(),
-        Proxies::from_env(),
-    )
-}
-
-/// A name of this run's own: the stand-in keeps a deleted name for a week,
-/// as Cloud SQL does.
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    format!("{prefix}-{:x}", nanos % 0xffff_ffff_ffff)
-}
-
-fn body(name: &str) -> Value {
-    with_tier(name, &json!({}))
+async fn body(name: &str) -> Value {
+    with_tier(name, &json!({})).await
 }
 
 /// The instance `desired_instance` builds for the tier's `createStrategy`.
-fn with_tier(name: &str, create_strategy: &Value) -> Value {
+async fn with_tier(name: &str, create_strategy: &Value) -> Value {
+    let (network, range) = access().await;
     let labels = [(
         "integreatly-org_clusterid".to_string(),
         "testcluster".to_string(),
@@ -66,8 +57,8 @@ fn with_tier(name: &str, create_strategy: &Value) -> Value {
         region: "europe-west2",
         root_password: "s3cret",
         labels: &labels,
-        allocated_ip_range: "testcluster-ip-range",
-        private_network: "https://www.googleapis.com/compute/v1/projects/p1/global/networks/testcluster-network",
+        allocated_ip_range: range,
+        private_network: network,
     };
     desired_instance(create_strategy, &inputs).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -143,7 +134,7 @@ async fn created(rest: &Rest, name: &str, wanted: &Value) -> Value {
 #[tokio::test]
 async fn an_instance_of_the_go_default_tier_lives_and_is_deleted() {
     let (rest, name) = (rest(), unique("pg"));
-    let wanted = body(&name);
+    let wanted = body(&name).await;
     let found = created(&rest, &name, &wanted).await;
     // What was made, read back, is what the tier wants.
     assert_eq!(diff(&wanted, &found), Default::default());
@@ -156,7 +147,7 @@ async fn an_instance_of_the_go_default_tier_lives_and_is_deleted() {
     // and the instance then is as the edited tier wants.
     let tier = json!({"instance": {"settings": {"tier": "db-custom-4-15360", "dataDiskSizeGb": "50",
         "maintenanceWindow": {"day": 7, "hour": 3}}}});
-    let edited = with_tier(&name, &tier);
+    let edited = with_tier(&name, &tier).await;
     let bigger = diff(&edited, &found)
         .patch
         .unwrap_or_else(|| panic!("the tier edit is a patch"));
@@ -238,13 +229,13 @@ async fn a_create_whose_answer_is_lost_is_found_on_the_retry_and_throttling_is_n
         &name,
         json!({"method": "sql.instances.insert", "lose_answer": true, "times": 1}),
     );
-    let lost = sqladmin::insert(&rest, "p1", &body(&name))
+    let lost = sqladmin::insert(&rest, "p1", &body(&name).await)
         .await
         .expect_err("the answer was lost");
     assert_eq!(lost.kind(), ErrorKind::Transient, "{lost}");
     // The retry finds the instance the lost call made.
     assert_eq!(
-        sqladmin::insert(&rest, "p1", &body(&name)).await.ok(),
+        sqladmin::insert(&rest, "p1", &body(&name).await).await.ok(),
         Some(Started::AlreadyDone)
     );
     assert!(
@@ -271,7 +262,7 @@ async fn a_create_whose_answer_is_lost_is_found_on_the_retry_and_throttling_is_n
 /// does not allow, naming each field, so the tests above could fail.
 #[tokio::test]
 async fn the_stand_in_refuses_a_body_outside_google_s_schema() {
-    let mut wrong = body(&unique("wrong"));
+    let mut wrong = body(&unique("wrong")).await;
     wrong["createTime"] = json!("2026-01-01T00:00:00Z");
     let s = &mut wrong["settings"];
     s["storageAutoResise"] = json!(true);
@@ -291,4 +282,25 @@ async fn the_stand_in_refuses_a_body_outside_google_s_schema() {
     ] {
         assert!(refused.message().contains(named), "{named:?} in {refused}");
     }
+}
+
+/// A control for the network: Cloud SQL refuses a private IP on a network
+/// that has no Service Networking connection, so the instances above could
+/// not have been made without `network::ensure`.
+#[tokio::test]
+async fn an_instance_on_a_vpc_without_private_access_is_refused() {
+    let (rest, cluster) = (rest(), unique("bare"));
+    installer_vpc(&rest, "p1", &cluster).await;
+    let mut bare = body(&unique("bare")).await;
+    bare["settings"]["ipConfiguration"]["privateNetwork"] = json!(format!(
+        "https://www.googleapis.com/compute/v1/projects/p1/global/networks/{cluster}-network"
+    ));
+    let refused = sqladmin::insert(&rest, "p1", &bare)
+        .await
+        .expect_err("no private services access");
+    assert_eq!(refused.kind(), ErrorKind::Permanent, "{refused}");
+    assert!(
+        refused.message().contains("SERVICE_NETWORKING_NOT_ENABLED"),
+        "{refused}"
+    );
 }

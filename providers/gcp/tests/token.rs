@@ -4,49 +4,20 @@
 //! only with a token it issued. Its own binary, its tests one at a time
 //! ([`ONE_AT_A_TIME`]): the token faults set here match every exchange.
 
+mod support;
+
 use std::sync::Arc;
 
-use cro_provider_api::{ErrorKind, Fence, proxy::Proxies};
+use cro_provider_api::ErrorKind;
 use cro_provider_gcp::{
-    rest::{FixedToken, Rest, Token},
-    service_account::{ServiceAccountKey, ServiceAccountToken},
+    rest::{FixedToken, Token},
     sqladmin,
 };
 use serde_json::{Value, json};
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!("{name} is not set: run `make testenv-up` and source target/testenv/env.sh (make test does both)")
-    })
-}
+use support::{env, key_file, rest_with, token_of};
 
 /// Held by each test: a fault set for one would meet another's exchange.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn key_file() -> Value {
-    let path = env("CRO_TESTENV_GCP_CREDENTIALS");
-    let text = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn rest_with(token: Arc<dyn Token>) -> Rest {
-    Rest::new(
-        &env("CRO_TESTENV_GCP_ENDPOINT"),
-        token,
-        Fence::open(),
-        Proxies::from_env(),
-    )
-}
-
-fn token_of(file: &Value) -> Arc<ServiceAccountToken> {
-    let key = ServiceAccountKey::parse(file.to_string().as_bytes(), "the test's key file")
-        .unwrap_or_else(|e| panic!("{e:?}"));
-    Arc::new(ServiceAccountToken::new(
-        key,
-        Fence::open(),
-        Proxies::from_env(),
-    ))
-}
 
 /// Sets the token endpoint's fault (`Value::Null` removes it).
 fn token_fault(fault: Value) {
