@@ -18,7 +18,7 @@ use crate::{
     metrics::{self, Metrics},
     providers,
     providers::owned::Owned,
-    reconcile::{Context, Settings},
+    reconcile::{Context, Objects, Settings},
 };
 use cro_runtime::{cache, shard::Shard};
 
@@ -75,9 +75,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     ));
     let providers = providers::build(&client, providers, Some(owned.clone()));
     let stores = cro_provider_aws::CompatibleStores::new(fence.clone());
+    // One table of what is known of each CR, its connection check too.
+    let objects = Arc::new(Objects::default());
     let connectivity = Arc::new(
-        Checker::new(args.connection_check_interval, CONNECTION_CHECK_TIMEOUT)
-            .with_object_store(Arc::new(stores)),
+        Checker::new(
+            args.connection_check_interval,
+            CONNECTION_CHECK_TIMEOUT,
+            objects.clone(),
+        )
+        .with_object_store(Arc::new(stores)),
     );
     tokio::spawn(connectivity.clone().run());
     let metrics = Arc::new(Metrics::new(|registry| {
@@ -93,7 +99,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             owned,
             providers,
             metrics.clone(),
-            connectivity,
+            (connectivity, objects),
         )
         .with_held_back(held),
     );

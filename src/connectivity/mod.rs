@@ -18,15 +18,12 @@ mod tls;
 
 pub use tls::Trust;
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use cro_provider_api::{
     ConnectionDetails, ObjectStore, ResourceKind, StoreAccess, backoff::doubling,
 };
+use cro_runtime::own_writes::ObjectKey;
 use futures::StreamExt;
 use prometheus_client::{
     metrics::{family::Family, gauge::Gauge},
@@ -397,8 +394,19 @@ fn retry_after(failures: u32, every: Duration) -> Duration {
     }
 }
 
-/// A CR whose connection is checked.
-struct Entry {
+/// Where the checks are kept: a CR's check is part of what the operator
+/// knows of the CR, in its one table of per-CR state (the reconcile
+/// context's), and goes with it.
+pub trait Checks: Send + Sync {
+    /// Calls `f` with the check of the CR `key` (`None`: not checked);
+    /// what `f` leaves there is kept.
+    fn one(&self, key: &ObjectKey, f: &mut dyn FnMut(&mut Option<Check>));
+    /// Calls `f` with every check.
+    fn each(&self, f: &mut dyn FnMut(&ObjectKey, &mut Check));
+}
+
+/// The check of a CR's connection.
+pub struct Check {
     /// Which CR, for the wake its verdict may send.
     cr: Changed,
     target: Target,
@@ -420,24 +428,31 @@ struct Entry {
 /// Marks a reconcile awaiting its first verdict gone when dropped.
 struct Awaiting<'a> {
     checker: &'a Checker,
-    key: &'a str,
+    key: &'a ObjectKey,
 }
 
 impl Drop for Awaiting<'_> {
     fn drop(&mut self) {
-        let mut entries = (self.checker.entries.lock()).unwrap_or_else(|e| e.into_inner());
-        let Some(e) = entries.get_mut(self.key) else {
-            return;
-        };
-        e.awaited = false;
-        // A verdict handed to a reconcile that went away unwritten.
-        let timeout = self.checker.timeout;
-        let unshown = (e.verdict.as_ref()).map(|v| v.condition(&e.target, timeout));
-        if unshown.is_some() && unshown != e.shown {
-            e.shown = unshown;
-            let _ = self.checker.changed.send(e.cr.clone());
-        }
+        let checker = self.checker;
+        checker.with(self.key, |slot| {
+            let Some(e) = slot else {
+                return;
+            };
+            e.awaited = false;
+            // A verdict handed to a reconcile that went away unwritten.
+            let unshown = (e.verdict.as_ref()).map(|v| v.condition(&e.target, checker.timeout));
+            if unshown.is_some() && unshown != e.shown {
+                e.shown = unshown;
+                let _ = checker.changed.send(e.cr.clone());
+            }
+        });
     }
+}
+
+/// A step of waiting for a first verdict.
+enum Awaited {
+    Verdict(Option<cro_provider_api::Condition>),
+    Waiting,
 }
 
 /// A CR whose verdict changed: its reconcile writes the new condition.
@@ -450,7 +465,7 @@ pub struct Changed {
 
 /// The checks of every complete Postgres and Redis this process reconciles.
 pub struct Checker {
-    entries: Mutex<HashMap<String, Entry>>,
+    checks: Arc<dyn Checks>,
     changed: broadcast::Sender<Changed>,
     wake: Notify,
     /// Wakes the reconciles awaiting a first verdict.
@@ -471,10 +486,11 @@ pub struct Checker {
 const PARALLEL: usize = 16;
 
 impl Checker {
-    /// Checks every `every`, each within `timeout`.
-    pub fn new(every: Duration, timeout: Duration) -> Self {
+    /// Checks every `every`, each within `timeout`, keeping each CR's
+    /// check in `checks`.
+    pub fn new(every: Duration, timeout: Duration, checks: Arc<dyn Checks>) -> Self {
         Checker {
-            entries: Mutex::default(),
+            checks,
             changed: broadcast::channel(1024).0,
             wake: Notify::new(),
             verdicts: Notify::new(),
@@ -519,6 +535,17 @@ impl Checker {
         );
     }
 
+    /// `f` on the check of `key`; `None` only if the table never called it.
+    fn with<R>(&self, key: &ObjectKey, f: impl FnOnce(&mut Option<Check>) -> R) -> Option<R> {
+        let (mut f, mut out) = (Some(f), None);
+        self.checks.one(key, &mut |slot| {
+            if let Some(f) = f.take() {
+                out = Some(f(slot));
+            }
+        });
+        out
+    }
+
     /// CRs whose verdict changed, for the controllers to reconcile.
     pub fn subscribe(&self) -> broadcast::Receiver<Changed> {
         self.changed.subscribe()
@@ -529,45 +556,47 @@ impl Checker {
     /// condition to report: the last verdict's, else the one shown.
     pub fn watch(
         &self,
-        key: &str,
+        key: &ObjectKey,
         changed: Changed,
         target: Target,
         labels: ObjectLabels,
         shown: Option<cro_provider_api::Condition>,
     ) -> Option<cro_provider_api::Condition> {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let entry = entries.entry(key.to_string()).or_insert_with(|| Entry {
-            cr: changed,
-            target: target.clone(),
-            labels: labels.clone(),
-            verdict: None,
-            shown: None,
-            due: now,
-            running: false,
-            awaited: false,
-            failures: 0,
-        });
-        entry.shown = shown;
-        if entry.target != target {
-            entry.target = target;
-            entry.due = now;
-            self.wake.notify_one();
-        }
-        if entry.labels != labels {
-            self.remove_gauges(entry.cr.kind, &entry.labels);
-            entry.labels = labels;
-            if let Some(v) = &entry.verdict {
-                self.set_gauge(entry.cr.kind, &entry.labels, v);
+        self.with(key, |slot| {
+            let entry = slot.get_or_insert_with(|| Check {
+                cr: changed,
+                target: target.clone(),
+                labels: labels.clone(),
+                verdict: None,
+                shown: None,
+                due: now,
+                running: false,
+                awaited: false,
+                failures: 0,
+            });
+            entry.shown = shown;
+            if entry.target != target {
+                entry.target = target;
+                entry.due = now;
+                self.wake.notify_one();
             }
-        }
-        if entry.verdict.is_none() && entry.due <= now {
-            self.wake.notify_one();
-        }
-        match &entry.verdict {
-            Some(v) => Some(v.condition(&entry.target, self.timeout)),
-            None => entry.shown.clone(),
-        }
+            if entry.labels != labels {
+                self.remove_gauges(entry.cr.kind, &entry.labels);
+                entry.labels = labels;
+                if let Some(v) = &entry.verdict {
+                    self.set_gauge(entry.cr.kind, &entry.labels, v);
+                }
+            }
+            if entry.verdict.is_none() && entry.due <= now {
+                self.wake.notify_one();
+            }
+            match &entry.verdict {
+                Some(v) => Some(v.condition(&entry.target, self.timeout)),
+                None => entry.shown.clone(),
+            }
+        })
+        .flatten()
     }
 
     /// The first verdict of the CR `key`, awaited for at most the check
@@ -576,7 +605,7 @@ impl Checker {
     /// one moments later. `None` when no verdict came in time (it then
     /// wakes a reconcile, as every later change does) or `key` is not
     /// [`watch`](Self::watch)ed.
-    pub async fn first_verdict(&self, key: &str) -> Option<cro_provider_api::Condition> {
+    pub async fn first_verdict(&self, key: &ObjectKey) -> Option<cro_provider_api::Condition> {
         let deadline = Instant::now() + self.timeout;
         // However this ends (also when the reconcile is dropped), later
         // verdicts wake reconciles again.
@@ -587,26 +616,29 @@ impl Checker {
             let notified = self.verdicts.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
-                let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-                let e = entries.get_mut(key)?;
+            let step = self.with(key, |slot| {
+                let e = slot.as_mut()?;
                 if let Some(v) = &e.verdict {
                     e.shown = Some(v.condition(&e.target, self.timeout));
-                    return e.shown.clone();
+                    return Some(Awaited::Verdict(e.shown.clone()));
                 }
                 if Instant::now() >= deadline {
                     return None;
                 }
                 e.awaited = true;
+                Some(Awaited::Waiting)
+            });
+            match step.flatten()? {
+                Awaited::Verdict(condition) => return condition,
+                Awaited::Waiting => {}
             }
             let _ = tokio::time::timeout_at(deadline, notified).await;
         }
     }
 
     /// Stops checking the CR `key` (not complete, or gone).
-    pub fn forget(&self, key: &str) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = entries.remove(key) {
+    pub fn forget(&self, key: &ObjectKey) {
+        if let Some(Some(e)) = self.with(key, Option::take) {
             self.remove_gauges(e.cr.kind, &e.labels);
         }
     }
@@ -668,28 +700,37 @@ impl Checker {
     }
 
     /// The checks due now, marked running.
-    fn take_due(&self) -> Vec<(String, Target)> {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+    fn take_due(&self) -> Vec<(ObjectKey, Target)> {
         let now = Instant::now();
         let mut due = Vec::new();
-        for (key, e) in entries.iter_mut() {
+        self.checks.each(&mut |key, e| {
             if !e.running && e.due <= now {
                 e.running = true;
                 due.push((key.clone(), e.target.clone()));
             }
-        }
+        });
         due
     }
 
     /// When the next check not running now is due.
     fn next_due(&self) -> Option<Instant> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.values().filter(|e| !e.running).map(|e| e.due).min()
+        let mut next: Option<Instant> = None;
+        self.checks.each(&mut |_, e| {
+            if !e.running {
+                next = Some(next.map_or(e.due, |n| n.min(e.due)));
+            }
+        });
+        next
     }
 
-    fn record(&self, key: &str, target: &Target, verdict: Verdict) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(e) = entries.get_mut(key) else {
+    fn record(&self, key: &ObjectKey, target: &Target, verdict: Verdict) {
+        self.with(key, |slot| {
+            self.recorded(key, slot.as_mut(), target, verdict)
+        });
+    }
+
+    fn recorded(&self, key: &ObjectKey, e: Option<&mut Check>, target: &Target, verdict: Verdict) {
+        let Some(e) = e else {
             return; // forgotten meanwhile
         };
         e.running = false;
@@ -720,6 +761,34 @@ impl Checker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reconcile::Objects;
+
+    /// The key of the CR the tests check.
+    fn k() -> ObjectKey {
+        key_of("cache")
+    }
+
+    fn key_of(name: &str) -> ObjectKey {
+        let cr = k8s_openapi::api::core::v1::ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        cro_runtime::own_writes::object_key(&cr)
+    }
+
+    /// A checker keeping its checks in the reconcile context's table.
+    fn new_checker(every: Duration, timeout: Duration) -> Checker {
+        Checker::new(every, timeout, Arc::new(Objects::default()))
+    }
+
+    /// `f` on the check of [`k`], which the test made.
+    fn check_of<R>(c: &Checker, f: impl FnOnce(&Check) -> R) -> R {
+        c.with(&k(), |slot| f(slot.as_ref().unwrap())).unwrap()
+    }
 
     fn changed() -> Changed {
         Changed {
@@ -740,30 +809,30 @@ mod tests {
 
     #[tokio::test]
     async fn a_verdict_wakes_a_reconcile_only_when_the_status_would_change() {
-        let checker = Checker::new(Duration::from_secs(60), Duration::from_secs(5));
+        let checker = new_checker(Duration::from_secs(60), Duration::from_secs(5));
         let mut woken = checker.subscribe();
         let labels = ObjectLabels::default();
-        let first = checker.watch("k", changed(), target(), labels.clone(), None);
+        let first = checker.watch(&k(), changed(), target(), labels.clone(), None);
         assert_eq!(first, None, "nothing known, nothing shown");
-        checker.record("k", &target(), Verdict::ConnectionRefused);
+        checker.record(&k(), &target(), Verdict::ConnectionRefused);
         assert_eq!(woken.try_recv().map(|c| c.name).ok(), Some("cache".into()));
-        let shown = checker.watch("k", changed(), target(), labels.clone(), None);
+        let shown = checker.watch(&k(), changed(), target(), labels.clone(), None);
         assert_eq!(
             shown.as_ref().map(|c| (c.status, c.reason.as_str())),
             Some((false, "ConnectionRefused"))
         );
         // Written by that reconcile: the same verdict again wakes nothing.
-        checker.watch("k", changed(), target(), labels.clone(), shown.clone());
-        checker.record("k", &target(), Verdict::ConnectionRefused);
+        checker.watch(&k(), changed(), target(), labels.clone(), shown.clone());
+        checker.record(&k(), &target(), Verdict::ConnectionRefused);
         assert!(woken.try_recv().is_err());
         // After a restart the status still shows it: reported until checked.
-        let restarted = Checker::new(Duration::from_secs(60), Duration::from_secs(5));
+        let restarted = new_checker(Duration::from_secs(60), Duration::from_secs(5));
         let mut woken = restarted.subscribe();
-        let kept = restarted.watch("k", changed(), target(), labels, shown.clone());
+        let kept = restarted.watch(&k(), changed(), target(), labels, shown.clone());
         assert_eq!(kept, shown);
-        restarted.record("k", &target(), Verdict::ConnectionRefused);
+        restarted.record(&k(), &target(), Verdict::ConnectionRefused);
         assert!(woken.try_recv().is_err());
-        restarted.record("k", &target(), Verdict::Connected(String::new()));
+        restarted.record(&k(), &target(), Verdict::Connected(String::new()));
         assert!(woken.try_recv().is_ok());
     }
 
@@ -772,27 +841,27 @@ mod tests {
     /// second reconcile. One that comes too late wakes one, as before.
     #[tokio::test]
     async fn a_first_verdict_is_handed_to_the_reconcile_awaiting_it() {
-        let checker = Arc::new(Checker::new(
+        let checker = Arc::new(new_checker(
             Duration::from_secs(60),
             Duration::from_secs(30),
         ));
         let mut woken = checker.subscribe();
         let labels = ObjectLabels::default();
         assert_eq!(
-            checker.watch("k", changed(), target(), labels.clone(), None),
+            checker.watch(&k(), changed(), target(), labels.clone(), None),
             None
         );
         let awaiting = tokio::spawn({
             let checker = checker.clone();
-            async move { checker.first_verdict("k").await }
+            async move { checker.first_verdict(&k()).await }
         });
         // Recorded once the reconcile awaits it (or before: either way).
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !checker.entries.lock().unwrap()["k"].awaited && !awaiting.is_finished() {
+        while !check_of(&checker, |e| e.awaited) && !awaiting.is_finished() {
             assert!(Instant::now() < deadline, "first_verdict never awaited");
             tokio::task::yield_now().await;
         }
-        checker.record("k", &target(), Verdict::ConnectionRefused);
+        checker.record(&k(), &target(), Verdict::ConnectionRefused);
         let handed = awaiting.await.ok().flatten();
         assert_eq!(
             handed.as_ref().map(|c| (c.status, c.reason.as_str())),
@@ -803,20 +872,20 @@ mod tests {
             "the verdict also woke a reconcile"
         );
         // Shown now: the same verdict again wakes nothing, a new one does.
-        checker.record("k", &target(), Verdict::ConnectionRefused);
+        checker.record(&k(), &target(), Verdict::ConnectionRefused);
         assert!(woken.try_recv().is_err());
-        checker.record("k", &target(), Verdict::Connected(String::new()));
+        checker.record(&k(), &target(), Verdict::Connected(String::new()));
         assert!(woken.try_recv().is_ok());
     }
 
     #[tokio::test]
     async fn a_first_verdict_that_comes_late_wakes_a_reconcile() {
-        let checker = Checker::new(Duration::from_secs(60), Duration::from_millis(20));
+        let checker = new_checker(Duration::from_secs(60), Duration::from_millis(20));
         let mut woken = checker.subscribe();
-        checker.watch("k", changed(), target(), ObjectLabels::default(), None);
-        assert_eq!(checker.first_verdict("k").await, None, "no check ran");
-        assert_eq!(checker.first_verdict("unwatched").await, None);
-        checker.record("k", &target(), Verdict::ConnectionRefused);
+        checker.watch(&k(), changed(), target(), ObjectLabels::default(), None);
+        assert_eq!(checker.first_verdict(&k()).await, None, "no check ran");
+        assert_eq!(checker.first_verdict(&key_of("unwatched")).await, None);
+        checker.record(&k(), &target(), Verdict::ConnectionRefused);
         assert!(woken.try_recv().is_ok(), "nobody awaits it any more");
     }
 
@@ -831,14 +900,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_verdict_is_due_again_within_seconds_a_good_one_after_the_interval() {
-        let checker = Checker::new(Duration::from_secs(300), Duration::from_secs(5));
-        checker.watch("k", changed(), target(), ObjectLabels::default(), None);
-        let due = |c: &Checker| c.entries.lock().unwrap()["k"].due - Instant::now();
-        checker.record("k", &target(), Verdict::ConnectionRefused);
+        let checker = new_checker(Duration::from_secs(300), Duration::from_secs(5));
+        checker.watch(&k(), changed(), target(), ObjectLabels::default(), None);
+        let due = |c: &Checker| check_of(c, |e| e.due) - Instant::now();
+        checker.record(&k(), &target(), Verdict::ConnectionRefused);
         assert!(due(&checker) <= Duration::from_secs(5));
-        checker.record("k", &target(), Verdict::ConnectionRefused);
+        checker.record(&k(), &target(), Verdict::ConnectionRefused);
         assert!(due(&checker) > Duration::from_secs(5) && due(&checker) <= Duration::from_secs(10));
-        checker.record("k", &target(), Verdict::Connected(String::new()));
+        checker.record(&k(), &target(), Verdict::Connected(String::new()));
         assert!(due(&checker) > Duration::from_secs(250));
     }
 
@@ -849,7 +918,7 @@ mod tests {
     /// its first verdict).
     #[tokio::test]
     async fn a_failed_check_is_repeated_with_nothing_else_to_wake_the_checker() {
-        let checker = Arc::new(Checker::new(
+        let checker = Arc::new(new_checker(
             Duration::from_secs(300),
             Duration::from_secs(5),
         ));
@@ -863,8 +932,8 @@ mod tests {
         // The checker runs first and waits for work, as in the operator.
         let running = tokio::spawn(checker.clone().run());
         tokio::task::yield_now().await;
-        checker.watch("k", changed(), refused, ObjectLabels::default(), None);
-        let failures = |c: &Checker| c.entries.lock().unwrap()["k"].failures;
+        checker.watch(&k(), changed(), refused, ObjectLabels::default(), None);
+        let failures = |c: &Checker| check_of(c, |e| e.failures);
         let deadline = Instant::now() + Duration::from_secs(30);
         while failures(&checker) < 2 {
             assert!(

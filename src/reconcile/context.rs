@@ -11,7 +11,10 @@ use cro_provider_api::{Provider, backoff::doubling};
 use kube::{Client, Resource};
 
 use crate::{
-    config::ConfigReader, connectivity::Checker, leader::HeldBack, metrics::Metrics,
+    config::ConfigReader,
+    connectivity::{Check, Checker, Checks},
+    leader::HeldBack,
+    metrics::Metrics,
     providers::owned::Owned,
 };
 use cro_runtime::{
@@ -66,12 +69,49 @@ pub struct Context {
     /// Namespaces left alone while a Go operator's trace is there.
     pub held_back: HeldBack,
     /// What this process knows of each CR it reconciled since it started:
-    /// the one table of per-CR reconcile state.
-    objects: Mutex<HashMap<ObjectKey, Known>>,
+    /// the one table of per-CR state (its connection check's too).
+    objects: Arc<Objects>,
     /// Each namespace's share of the reconcile slots, where one controller
     /// per kind serves every namespace (`None`: each watched namespace
     /// has its own).
     shares: Option<Shares>,
+}
+
+/// What this process knows of each CR: the one table of per-CR state,
+/// shared by the reconciles and the connection checks (it keeps them, see
+/// [`Checks`]).
+#[derive(Default)]
+pub struct Objects(Mutex<HashMap<ObjectKey, Known>>);
+
+impl Objects {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Known>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Checks for Objects {
+    fn one(&self, key: &ObjectKey, f: &mut dyn FnMut(&mut Option<Check>)) {
+        let mut map = self.map();
+        match map.get_mut(key) {
+            Some(known) => f(&mut known.check),
+            // A CR not known yet is added only for a check `f` makes.
+            None => {
+                let mut check = None;
+                f(&mut check);
+                if check.is_some() {
+                    map.entry(key.clone()).or_default().check = check;
+                }
+            }
+        }
+    }
+
+    fn each(&self, f: &mut dyn FnMut(&ObjectKey, &mut Check)) {
+        for (key, known) in self.map().iter_mut() {
+            if let Some(check) = known.check.as_mut() {
+                f(key, check);
+            }
+        }
+    }
 }
 
 /// What this process knows of one CR.
@@ -89,6 +129,8 @@ struct Known {
     failures: Option<(u32, Instant)>,
     /// A failure that needs a person: what it failed with.
     parked: Option<Parked>,
+    /// The check of its connection, while it is complete.
+    check: Option<Check>,
 }
 
 /// A reconcile's namespace holds its share of the kind's slots.
@@ -110,14 +152,15 @@ const FORGET_AFTER: Duration = Duration::from_secs(2 * 3600);
 
 impl Context {
     /// `owned` watches the objects the operator owns in the watched
-    /// scopes (shared with the in-cluster provider).
+    /// scopes (shared with the in-cluster provider); `objects` is the table
+    /// `connectivity` keeps its checks in.
     pub fn new(
         client: Client,
         settings: Settings,
         owned: Arc<Owned>,
         providers: Vec<Arc<dyn Provider>>,
         metrics: Arc<Metrics>,
-        connectivity: Arc<Checker>,
+        (connectivity, objects): (Arc<Checker>, Arc<Objects>),
     ) -> Self {
         let scopes = cache::scopes(&settings.watch_namespaces);
         let shares =
@@ -137,7 +180,7 @@ impl Context {
             metrics,
             connectivity,
             held_back: HeldBack::default(),
-            objects: Mutex::default(),
+            objects,
             shares,
         }
     }
@@ -208,7 +251,7 @@ impl Context {
     }
 
     fn objects(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Known>> {
-        self.objects.lock().unwrap_or_else(|e| e.into_inner())
+        self.objects.map()
     }
 
     /// Whether this process has reconciled `obj` before.
@@ -246,9 +289,12 @@ impl Context {
             .is_none_or(|sent| sent == digest)
     }
 
-    /// `obj` is gone: its per-object state goes with it.
+    /// `obj` is gone: its per-object state goes with it, its connection
+    /// check (and the check's gauges) first.
     pub fn forget<K: Resource<DynamicType = ()>>(&self, obj: &K) {
-        self.objects().remove(&object_key(obj));
+        let key = object_key(obj);
+        self.connectivity.forget(&key);
+        self.objects().remove(&key);
     }
 
     /// When to recheck a complete cloud resource at the latest: after the

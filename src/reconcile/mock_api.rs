@@ -33,7 +33,7 @@ pub fn context(
     client: kube::Client,
     settings: super::Settings,
     providers: Vec<Arc<dyn cro_provider_api::Provider>>,
-    connectivity: Arc<crate::connectivity::Checker>,
+    connectivity: (Arc<crate::connectivity::Checker>, Arc<super::Objects>),
     config: Vec<crate::config::Located>,
 ) -> super::Context {
     let unwatched = cro_runtime::cache::scopes(&["no-test-uses-it".to_string()]);

@@ -20,7 +20,7 @@ pub mod status;
 
 use std::{fmt::Debug, sync::Arc, time::Duration};
 
-pub use context::{Context, Settings};
+pub use context::{Context, Objects, Settings};
 pub use error::Error;
 pub use status::Report;
 

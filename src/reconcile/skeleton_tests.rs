@@ -92,12 +92,13 @@ impl Harness {
     fn sharded(shard: Shard) -> Harness {
         let (api, client) = MockApi::start();
         let timeout = Duration::from_secs(1);
-        let checker = Arc::new(Checker::new(timeout, timeout));
+        let objects = Arc::new(super::Objects::default());
+        let checker = Arc::new(Checker::new(timeout, timeout, objects.clone()));
         let ctx = mock_api::context(
             client,
             mock_api::settings(shard),
             Vec::new(),
-            checker,
+            (checker, objects),
             Vec::new(),
         );
         Harness {

@@ -23,7 +23,7 @@ use crate::{
     config::Located,
     connectivity::Checker,
     reconcile::{
-        Context, Error,
+        Context, Error, Objects,
         finalizer::FINALIZER,
         mock_api::{self, MockApi, Recorded},
     },
@@ -209,15 +209,23 @@ struct Harness {
 impl Harness {
     fn new(steps: &[Step]) -> Harness {
         let (api, client) = MockApi::start();
+        let objects = Arc::new(Objects::default());
         let checker = Arc::new(Checker::new(
             Duration::from_secs(60),
             Duration::from_secs(5),
+            objects.clone(),
         ));
         tokio::spawn(checker.clone().run());
         let fake = Arc::new(Fake::new(steps));
         let provider: Arc<dyn Provider> = fake.clone();
         let settings = mock_api::settings(Shard::default());
-        let ctx = mock_api::context(client, settings, vec![provider], checker, configuration());
+        let ctx = mock_api::context(
+            client,
+            settings,
+            vec![provider],
+            (checker, objects),
+            configuration(),
+        );
         Harness {
             api,
             ctx: Arc::new(ctx),

@@ -31,9 +31,10 @@ use crate::{
     reconcile::{
         Context, Error, Managed, Report,
         conditions::{self, ConditionType},
-        in_progress_requeue, key, metric_labels, output_secret,
+        in_progress_requeue, metric_labels, output_secret,
     },
 };
+use cro_runtime::own_writes::object_key;
 
 use provision::{Answer, provision};
 pub use provision::{provider, provider_name};
@@ -88,12 +89,12 @@ async fn reconcile_resource<K: ResourceCr>(
     let mut report = report_of_provisioned(cr, provider_name, &provisioned, rotation, rotates);
     match provisioned.outcome {
         Outcome::InProgress(reason) => {
-            ctx.connectivity.forget(&key(cr));
+            ctx.connectivity.forget(&object_key(cr));
             report.message = reason;
             Ok((report, Some(in_progress_requeue(Managed::conditions(cr)))))
         }
         Outcome::Failed(reason) => {
-            ctx.connectivity.forget(&key(cr));
+            ctx.connectivity.forget(&object_key(cr));
             report.phase = Phase::Failed;
             report.message = reason;
             Ok((report, None))
@@ -130,7 +131,7 @@ async fn connectable<K: ResourceCr>(
     details: &cro_provider_api::ConnectionDetails,
     report: &mut Report,
 ) {
-    let key = key(cr);
+    let key = object_key(cr);
     let cloud = report.strategy.as_deref() == Some(cro_provider_aws::NAME);
     let target = (report.phase == Phase::Complete)
         .then(|| connectivity::Target::of(K::KIND, details, cloud))
@@ -195,7 +196,7 @@ async fn scheduled_snapshots<K: ResourceCr>(
 }
 
 async fn cleanup_resource<K: ResourceCr>(cr: &K, ctx: &Context) -> Result<Deletion, Error> {
-    ctx.connectivity.forget(&key(cr));
+    ctx.connectivity.forget(&object_key(cr));
     // Nothing was ever provisioned when no provider was recorded.
     let Some(provider_name) = cr
         .status()
