@@ -14,7 +14,7 @@ use cro_provider_gcp::{
 };
 use http::Method;
 use serde_json::{Value, json};
-use support::{env, installer_vpc, private_access, rest, unique, until};
+use support::{fault, installer_vpc, private_access, rest, unique, until};
 
 async fn read(rest: &Rest, path: &str) -> Value {
     rest.call(Method::GET, path, None)
@@ -106,23 +106,6 @@ async fn the_private_access_go_makes_is_made_and_removed_in_go_s_order() {
     assert_eq!(gone.code, 404, "{gone:?}");
 }
 
-/// Sets the stand-in's fault `id` (`Value::Null` removes it).
-fn fault(id: &str, fault: Value) {
-    let path = env("CRO_TESTENV_GCP_FAULTS");
-    let mut all: Vec<Value> = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    all.retain(|f| f["id"] != id);
-    if !fault.is_null() {
-        let mut fault = fault;
-        fault["id"] = json!(id);
-        all.push(fault);
-    }
-    std::fs::write(&path, serde_json::to_string(&all).unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-}
-
 #[tokio::test]
 async fn creates_whose_answers_are_lost_are_found_not_made_twice() {
     let (rest, id) = (rest(), unique("lost"));
@@ -136,13 +119,13 @@ async fn creates_whose_answers_are_lost_are_found_not_made_twice() {
     // connection's create (its body names the VPC).
     fault(
         &format!("{id}-address"),
-        json!({"method": "compute.globalAddresses.insert", "match": id.replace('-', ""),
-            "lose_answer": true, "times": 1}),
+        Some(json!({"method": "compute.globalAddresses.insert", "match": id.replace('-', ""),
+            "lose_answer": true, "times": 1})),
     );
     fault(
         &format!("{id}-connection"),
-        json!({"method": "servicenetworking.services.connections.create", "match": format!("{id}-network"),
-            "lose_answer": true, "times": 1}),
+        Some(json!({"method": "servicenetworking.services.connections.create", "match": format!("{id}-network"),
+            "lose_answer": true, "times": 1})),
     );
     let apis = Apis {
         compute: &rest,
@@ -161,8 +144,8 @@ async fn creates_whose_answers_are_lost_are_found_not_made_twice() {
         }
     })
     .await;
-    fault(&format!("{id}-address"), Value::Null);
-    fault(&format!("{id}-connection"), Value::Null);
+    fault(&format!("{id}-address"), None);
+    fault(&format!("{id}-connection"), None);
     assert_eq!(lost.into_inner(), 2, "each lost answer is seen once");
     let connections = read(
         &rest,

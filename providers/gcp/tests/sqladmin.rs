@@ -19,7 +19,7 @@ use cro_provider_gcp::{
     sqladmin::{self, Started},
 };
 use serde_json::{Value, json};
-use support::{env, installer_vpc, private_access, rest, unique};
+use support::{fault, installer_vpc, private_access, rest, unique};
 
 /// The private services access of this binary's cluster (its network's
 /// self link and its range), made once, as the provider makes it before
@@ -200,34 +200,12 @@ async fn deleted(rest: &Rest, name: &str, wanted: &Value) {
     );
 }
 
-/// Sets the stand-in's faults (its CRO_GCP_FAULTS file) for this test's
-/// instance only; other tests' calls do not match. `Value::Null` removes it.
-fn fault(name: &str, fault: Value) {
-    let path = env("CRO_TESTENV_GCP_FAULTS");
-    let mut all: Vec<Value> = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    let mut fault = fault;
-    if fault.is_null() {
-        fault = json!({});
-    }
-    fault["id"] = json!(name);
-    fault["match"] = json!(name);
-    all.retain(|f| f["id"] != name);
-    if !fault["method"].is_null() {
-        all.push(fault);
-    }
-    std::fs::write(&path, serde_json::to_string(&all).unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-}
-
 #[tokio::test]
 async fn a_create_whose_answer_is_lost_is_found_on_the_retry_and_throttling_is_named() {
     let (rest, name) = (rest(), unique("lost"));
     fault(
         &name,
-        json!({"method": "sql.instances.insert", "lose_answer": true, "times": 1}),
+        Some(json!({"method": "sql.instances.insert", "match": name, "lose_answer": true, "times": 1})),
     );
     let lost = sqladmin::insert(&rest, "p1", &body(&name).await)
         .await
@@ -247,15 +225,15 @@ async fn a_create_whose_answer_is_lost_is_found_on_the_retry_and_throttling_is_n
 
     fault(
         &name,
-        json!({"method": "sql.instances.get", "code": 429, "status": "RESOURCE_EXHAUSTED",
-        "reason": "rateLimitExceeded", "message": "Quota exceeded", "times": 1}),
+        Some(json!({"method": "sql.instances.get", "match": name, "code": 429, "status": "RESOURCE_EXHAUSTED",
+        "reason": "rateLimitExceeded", "message": "Quota exceeded", "times": 1})),
     );
     let throttled = sqladmin::get(&rest, "p1", &name)
         .await
         .expect_err("throttled once");
     assert_eq!(throttled.kind(), ErrorKind::Throttled, "{throttled}");
     assert!(sqladmin::get(&rest, "p1", &name).await.is_ok());
-    fault(&name, Value::Null);
+    fault(&name, None);
 }
 
 /// A positive control: the stand-in refuses what the discovery document

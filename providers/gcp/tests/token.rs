@@ -14,31 +14,21 @@ use cro_provider_gcp::{
     sqladmin,
 };
 use serde_json::{Value, json};
-use support::{env, key_file, rest_with, token_of};
+use support::{fault, key_file, rest_with, token_of};
 
 /// Held by each test: a fault set for one would meet another's exchange.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Sets the token endpoint's fault (`Value::Null` removes it).
-fn token_fault(fault: Value) {
-    let path = env("CRO_TESTENV_GCP_FAULTS");
-    let mut all: Vec<Value> = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    all.retain(|f| f["id"] != "token");
-    if !fault.is_null() {
-        let mut fault = fault;
-        fault["id"] = json!("token");
-        // The stand-in counts a fault's uses by its text: this one is new.
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-        fault["written"] = json!(now.map(|d| d.as_nanos()).unwrap_or_default().to_string());
-        fault["method"] = json!("oauth2.token");
-        fault["match"] = json!("");
-        all.push(fault);
-    }
-    std::fs::write(&path, serde_json::to_string(&all).unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
+/// Sets the token endpoint's fault: it matches every exchange.
+fn token_fault(f: Option<Value>) {
+    fault(
+        "token",
+        f.map(|mut f| {
+            f["method"] = json!("oauth2.token");
+            f["match"] = json!("");
+            f
+        }),
+    );
 }
 
 #[tokio::test]
@@ -46,7 +36,7 @@ async fn an_exchange_whose_answer_is_lost_is_made_again_and_the_token_is_kept() 
     let _turn = ONE_AT_A_TIME.lock().await;
     let token = token_of(&key_file());
     let rest = rest_with(token.clone());
-    token_fault(json!({"lose_answer": true, "times": 1}));
+    token_fault(Some(json!({"lose_answer": true, "times": 1})));
     let lost = sqladmin::get(&rest, "p1", "none")
         .await
         .expect_err("the token's answer was lost");
@@ -59,9 +49,9 @@ async fn an_exchange_whose_answer_is_lost_is_made_again_and_the_token_is_kept() 
         None
     );
     // The token is kept: an endpoint that now refuses is not asked.
-    token_fault(json!({"code": 400, "error": "invalid_grant", "message": "refused", "times": 1}));
+    token_fault(Some(json!({"code": 400, "error": "invalid_grant", "message": "refused", "times": 1})));
     let kept = token.bearer().await;
-    token_fault(Value::Null);
+    token_fault(None);
     assert!(kept.is_ok(), "{kept:?}");
 }
 

@@ -121,3 +121,24 @@ pub async fn private_access(rest: &Rest, cluster: Cluster<'_>) -> (String, Strin
     })
     .await
 }
+
+/// Sets the stand-in's fault `id` (its CRO_GCP_FAULTS file: which method,
+/// what text of the path or body it matches, what it does); `None`
+/// removes it. Each is written anew, as the stand-in counts a fault's
+/// uses by its text.
+pub fn fault(id: &str, fault: Option<Value>) {
+    let path = env("CRO_TESTENV_GCP_FAULTS");
+    let mut all: Vec<Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    all.retain(|f| f["id"] != id);
+    if let Some(mut fault) = fault {
+        fault["id"] = json!(id);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        fault["written"] = json!(now.map(|d| d.as_nanos()).unwrap_or_default().to_string());
+        all.push(fault);
+    }
+    std::fs::write(&path, serde_json::to_string(&all).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+}
