@@ -13,8 +13,8 @@ cluster_network_provider.go), kept as the APIs' references say:
 - a Service Networking connection names the consumer network and reserved
   ranges of that network; when its operation is done the network has the
   peering `servicenetworking-googleapis-com`; one connection per network
-  (another create is refused); deleting it is refused while a Cloud SQL
-  instance uses it, and `removePeering` removes the peering.
+  (another create is refused); deleting it is refused while a Cloud SQL or
+  Memorystore instance uses it, and `removePeering` removes the peering.
 
 Every request and answer is held to the discovery documents by
 gcp_server.py. The words of refusals Google does not publish are this
@@ -246,8 +246,11 @@ class Network:
         key = network_key(body.get("consumerNetwork"))
         if p.get("connectionsId") != PEERING or key not in self.connections:
             raise not_found(f"services/{SERVICE}/connections/{p.get('connectionsId')}")
-        for inst in self.sql.instances.values():
-            used = network_key(((inst.get("settings") or {}).get("ipConfiguration") or {}).get("privateNetwork"))
+        users = [network_key(((inst.get("settings") or {}).get("ipConfiguration") or {}).get("privateNetwork"))
+                 for inst in self.sql.instances.values()]
+        users += [network_key(inst.get("authorizedNetwork")) for inst in self.sql.redis.instances.values()
+                  if inst.get("connectMode") == "PRIVATE_SERVICE_ACCESS"]
+        for used in users:
             if used == key:
                 raise GoogleError(400, "FAILED_PRECONDITION", "failedPrecondition",
                                   "Failed to delete connection; Producer services (e.g. CloudSQL, Cloud Memstore, "

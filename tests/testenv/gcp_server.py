@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A stateful stand-in for GCP's Cloud SQL Admin API (sqladmin v1beta4),
-and, through gcp_network.py, for the Compute Engine and Service Networking
-calls of a cluster's private services access, each API at its own service
+through gcp_network.py for the Compute Engine and Service Networking calls
+of a cluster's private services access, and through gcp_redis.py for
+Memorystore for Redis (redis v1), each API at its own service
 path as at its own host; all held to Google's published contract rather than to what the operator
 sends: every request and every answer is checked against the API's
 discovery document (unknown fields, types, int64-as-string, enum values,
@@ -55,11 +56,12 @@ from urllib.parse import parse_qs, urlsplit
 
 from gcp_common import GoogleError, invalid, now_text
 from gcp_network import HANDLERS as NETWORK_HANDLERS, Network
+from gcp_redis import HANDLERS as REDIS_HANDLERS, Memorystore
 
 DELAY = float(os.environ.get("CRO_GCP_TRANSITION_SECONDS", "3"))
 FAULTS = os.environ.get("CRO_GCP_FAULTS")
 NAME_RESERVED_SECONDS = 7 * 24 * 3600
-APIS = ["sqladmin.v1beta4", "compute.v1", "servicenetworking.v1"]
+APIS = ["sqladmin.v1beta4", "compute.v1", "servicenetworking.v1", "redis.v1"]
 
 _lock = threading.Lock()
 _fault_uses = {}
@@ -489,10 +491,11 @@ def make_handler(docs, sql, net, tokens):
                                       fault.get("reason", "backendError"), fault.get("message", "injected"))
                 sql._settle()
                 net.settle()
-                answer = HANDLERS[method["id"]](sql, {**params, **query}, body) \
-                    if method["id"] in HANDLERS else None
-                if method["id"] in NETWORK_HANDLERS:
-                    answer = NETWORK_HANDLERS[method["id"]](net, {**params, **query}, body)
+                sql.redis.settle()
+                answer = None
+                for handlers, state in ((HANDLERS, sql), (NETWORK_HANDLERS, net), (REDIS_HANDLERS, sql.redis)):
+                    if method["id"] in handlers:
+                        answer = handlers[method["id"]](state, {**params, **query}, body)
                 if answer is None:
                     raise GoogleError(501, "UNIMPLEMENTED", "notImplemented", f"{method['id']} is not served here")
                 answer = {k: v for k, v in answer.items() if not k.startswith("_")}
@@ -530,6 +533,7 @@ def main():
     tokens = Tokens(base, os.environ["CRO_GCP_KEY_FILE"])
     sql = CloudSql(base)
     sql.net = Network(DELAY, sql)
+    sql.redis = Memorystore(DELAY, sql.net)
     server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(docs, sql, sql.net, tokens))
     server.daemon_threads = True
     server.serve_forever()
