@@ -108,25 +108,101 @@ const DAYS: &[&str] = &[
 
 /// The settable fields of Go's type; the rest of it is output only.
 const FIELDS: &[Field] = &[
-    Field { go: "name", rest: "name", kind: Kind::Text },
-    Field { go: "display_name", rest: "displayName", kind: Kind::Text },
-    Field { go: "labels", rest: "labels", kind: Kind::StringMap },
-    Field { go: "location_id", rest: "locationId", kind: Kind::Text },
-    Field { go: "alternative_location_id", rest: "alternativeLocationId", kind: Kind::Text },
-    Field { go: "redis_version", rest: "redisVersion", kind: Kind::Text },
-    Field { go: "reserved_ip_range", rest: "reservedIpRange", kind: Kind::Text },
-    Field { go: "secondary_ip_range", rest: "secondaryIpRange", kind: Kind::Text },
-    Field { go: "redis_configs", rest: "redisConfigs", kind: Kind::StringMap },
-    Field { go: "tier", rest: "tier", kind: Kind::Enum(TIERS) },
-    Field { go: "memory_size_gb", rest: "memorySizeGb", kind: Kind::Int },
-    Field { go: "authorized_network", rest: "authorizedNetwork", kind: Kind::Text },
-    Field { go: "connect_mode", rest: "connectMode", kind: Kind::Enum(CONNECT_MODES) },
-    Field { go: "auth_enabled", rest: "authEnabled", kind: Kind::Bool },
-    Field { go: "transit_encryption_mode", rest: "transitEncryptionMode", kind: Kind::Enum(TRANSIT) },
-    Field { go: "maintenance_policy", rest: "maintenancePolicy", kind: Kind::MaintenancePolicy },
-    Field { go: "replica_count", rest: "replicaCount", kind: Kind::Int },
-    Field { go: "read_replicas_mode", rest: "readReplicasMode", kind: Kind::Enum(READ_REPLICAS) },
-    Field { go: "customer_managed_key", rest: "customerManagedKey", kind: Kind::Text },
+    Field {
+        go: "name",
+        rest: "name",
+        kind: Kind::Text,
+    },
+    Field {
+        go: "display_name",
+        rest: "displayName",
+        kind: Kind::Text,
+    },
+    Field {
+        go: "labels",
+        rest: "labels",
+        kind: Kind::StringMap,
+    },
+    Field {
+        go: "location_id",
+        rest: "locationId",
+        kind: Kind::Text,
+    },
+    Field {
+        go: "alternative_location_id",
+        rest: "alternativeLocationId",
+        kind: Kind::Text,
+    },
+    Field {
+        go: "redis_version",
+        rest: "redisVersion",
+        kind: Kind::Text,
+    },
+    Field {
+        go: "reserved_ip_range",
+        rest: "reservedIpRange",
+        kind: Kind::Text,
+    },
+    Field {
+        go: "secondary_ip_range",
+        rest: "secondaryIpRange",
+        kind: Kind::Text,
+    },
+    Field {
+        go: "redis_configs",
+        rest: "redisConfigs",
+        kind: Kind::StringMap,
+    },
+    Field {
+        go: "tier",
+        rest: "tier",
+        kind: Kind::Enum(TIERS),
+    },
+    Field {
+        go: "memory_size_gb",
+        rest: "memorySizeGb",
+        kind: Kind::Int,
+    },
+    Field {
+        go: "authorized_network",
+        rest: "authorizedNetwork",
+        kind: Kind::Text,
+    },
+    Field {
+        go: "connect_mode",
+        rest: "connectMode",
+        kind: Kind::Enum(CONNECT_MODES),
+    },
+    Field {
+        go: "auth_enabled",
+        rest: "authEnabled",
+        kind: Kind::Bool,
+    },
+    Field {
+        go: "transit_encryption_mode",
+        rest: "transitEncryptionMode",
+        kind: Kind::Enum(TRANSIT),
+    },
+    Field {
+        go: "maintenance_policy",
+        rest: "maintenancePolicy",
+        kind: Kind::MaintenancePolicy,
+    },
+    Field {
+        go: "replica_count",
+        rest: "replicaCount",
+        kind: Kind::Int,
+    },
+    Field {
+        go: "read_replicas_mode",
+        rest: "readReplicasMode",
+        kind: Kind::Enum(READ_REPLICAS),
+    },
+    Field {
+        go: "customer_managed_key",
+        rest: "customerManagedKey",
+        kind: Kind::Text,
+    },
 ];
 
 /// `key` of `obj` as `encoding/json` finds it: case-insensitively.
@@ -147,20 +223,24 @@ fn wrong(path: &str, want: &'static str, found: &Value) -> MemorystoreError {
 
 /// An enum as Go reads it (its number) or as REST writes it (its name).
 fn enum_name(v: &Value, names: &[&'static str], path: &str) -> Result<String, MemorystoreError> {
-    let known = |n: &&str| !n.is_empty();
+    // Numbers the enum skips are empty names (Tier has no 2).
     let found = match v {
         Value::Number(n) => (n.as_u64())
             .and_then(|i| names.get(usize::try_from(i).ok()?))
-            .filter(known)
+            .filter(|n| !n.is_empty())
             .map(|n| n.to_string()),
-        Value::String(s) => names.iter().find(|n| known(n) && *n == s).map(|n| n.to_string()),
+        Value::String(s) => (names.iter())
+            .find(|n| !n.is_empty() && **n == s.as_str())
+            .map(|n| n.to_string()),
         _ => None,
     };
     found.ok_or_else(|| wrong(path, "one of the enum's numbers or names", v))
 }
 
 fn string_map(v: &Value, path: &str) -> Result<Value, MemorystoreError> {
-    let obj = v.as_object().ok_or_else(|| wrong(path, "an object of strings", v))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| wrong(path, "an object of strings", v))?;
     let mut out = Map::new();
     for (k, item) in obj {
         let text = item
@@ -179,15 +259,23 @@ fn maintenance_policy(v: &Value, path: &str) -> Result<Value, MemorystoreError> 
     if let Some(d) = go_key(obj, "description") {
         out.insert("description".into(), json!(d.as_str().unwrap_or_default()));
     }
-    let windows = go_key(obj, "weekly_maintenance_window").cloned().unwrap_or(json!([]));
-    let windows = windows
-        .as_array()
-        .ok_or_else(|| wrong(&format!("{path}.weekly_maintenance_window"), "a list", &windows))?;
+    let windows = go_key(obj, "weekly_maintenance_window")
+        .cloned()
+        .unwrap_or(json!([]));
+    let windows = windows.as_array().ok_or_else(|| {
+        wrong(
+            &format!("{path}.weekly_maintenance_window"),
+            "a list",
+            &windows,
+        )
+    })?;
     let mut rest = Vec::new();
     for (i, w) in windows.iter().enumerate() {
         let at = format!("{path}.weekly_maintenance_window[{i}]");
         let w = w.as_object().ok_or_else(|| wrong(&at, "an object", w))?;
-        let day = go_key(w, "day").map_or(Ok(DAYS[0].to_string()), |d| enum_name(d, DAYS, &format!("{at}.day")))?;
+        let day = go_key(w, "day").map_or(Ok(DAYS[0].to_string()), |d| {
+            enum_name(d, DAYS, &format!("{at}.day"))
+        })?;
         let mut start = Map::new();
         if let Some(t) = go_key(w, "start_time").and_then(Value::as_object) {
             for unit in ["hours", "minutes", "seconds", "nanos"] {
@@ -215,14 +303,22 @@ fn rest_instance(go: &Map<String, Value>) -> Result<Map<String, Value>, Memoryst
         let path = format!("instance.{}", f.go);
         let rest = match f.kind {
             Kind::Text => json!(v.as_str().ok_or_else(|| wrong(&path, "a string", v))?),
-            Kind::Int => json!(v.as_i64().ok_or_else(|| wrong(&path, "a whole number", v))?),
-            Kind::Bool => json!(v.as_bool().ok_or_else(|| wrong(&path, "true or false", v))?),
+            Kind::Int => json!(
+                v.as_i64()
+                    .ok_or_else(|| wrong(&path, "a whole number", v))?
+            ),
+            Kind::Bool => json!(
+                v.as_bool()
+                    .ok_or_else(|| wrong(&path, "true or false", v))?
+            ),
             Kind::StringMap => string_map(v, &path)?,
             Kind::Enum(names) => json!(enum_name(v, names, &path)?),
             Kind::MaintenancePolicy => maintenance_policy(v, &path)?,
         };
         // Go's zero values mean "not set" (`== 0` checks): defaults apply.
-        let unset = rest == json!("") || rest == json!(0) || rest.as_str().is_some_and(|s| s.ends_with("_UNSPECIFIED"));
+        let unset = rest == json!("")
+            || rest == json!(0)
+            || rest.as_str().is_some_and(|s| s.ends_with("_UNSPECIFIED"));
         if !unset {
             out.insert(f.rest.into(), rest);
         }
@@ -232,19 +328,28 @@ fn rest_instance(go: &Map<String, Value>) -> Result<Map<String, Value>, Memoryst
 
 /// The instance to create: the tier's with Go's defaults where it says
 /// nothing, `spec.size` over both, and the operator's labels added.
-pub fn desired_instance(create_strategy: &Value, inputs: &Inputs<'_>) -> Result<Desired, MemorystoreError> {
+pub fn desired_instance(
+    create_strategy: &Value,
+    inputs: &Inputs<'_>,
+) -> Result<Desired, MemorystoreError> {
     let empty = Map::new();
     let strategy = match create_strategy {
         Value::Null => &empty,
         Value::Object(o) => o,
         other => return Err(wrong("", "a JSON object", other)),
     };
-    let text = |key: &str| go_key(strategy, key).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let text = |key: &str| {
+        go_key(strategy, key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
     let parent = text("parent").map_or_else(
         || format!("projects/{}/locations/{}", inputs.project, inputs.region),
         str::to_string,
     );
-    let instance_id = text("instance_id").unwrap_or(inputs.instance_id).to_string();
+    let instance_id = text("instance_id")
+        .unwrap_or(inputs.instance_id)
+        .to_string();
     let mut instance = match go_key(strategy, "instance") {
         None => Map::new(),
         Some(Value::Object(o)) => rest_instance(o)?,
@@ -258,13 +363,18 @@ pub fn desired_instance(create_strategy: &Value, inputs: &Inputs<'_>) -> Result<
     default("readReplicasMode", json!("READ_REPLICAS_DISABLED"));
     default("memorySizeGb", json!(DEFAULT_MEMORY_GB));
     // Go: the part of the address's network after "v1/".
-    let network = inputs.network.split_once("v1/").map_or(inputs.network, |(_, n)| n);
+    let network = inputs
+        .network
+        .split_once("v1/")
+        .map_or(inputs.network, |(_, n)| n);
     default("authorizedNetwork", json!(network));
     default("connectMode", json!("PRIVATE_SERVICE_ACCESS"));
     default("reservedIpRange", json!(inputs.reserved_ip_range));
     default("redisVersion", json!(DEFAULT_VERSION));
     if let Some(size) = inputs.size.filter(|s| !s.is_empty()) {
-        let gb: i64 = size.parse().map_err(|_| MemorystoreError::Size(size.into()))?;
+        let gb: i64 = size
+            .parse()
+            .map_err(|_| MemorystoreError::Size(size.into()))?;
         instance.insert("memorySizeGb".into(), json!(gb));
     }
     let labels = instance.entry("labels").or_insert_with(|| json!({}));
@@ -319,7 +429,11 @@ pub fn diff(desired: &Value, found: &Value) -> Diff {
     if windows(desired) != windows(found) && !desired["maintenancePolicy"].is_null() {
         let mut policy = desired["maintenancePolicy"].clone();
         // `duration` is output only.
-        for w in policy["weeklyMaintenanceWindow"].as_array_mut().into_iter().flatten() {
+        for w in policy["weeklyMaintenanceWindow"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+        {
             if let Some(w) = w.as_object_mut() {
                 w.remove("duration");
             }
@@ -330,7 +444,10 @@ pub fn diff(desired: &Value, found: &Value) -> Diff {
     if !mask.is_empty() {
         out.update = Some((Value::Object(body), mask.join(",")));
     }
-    let (want, have) = (desired["redisVersion"].as_str(), found["redisVersion"].as_str());
+    let (want, have) = (
+        desired["redisVersion"].as_str(),
+        found["redisVersion"].as_str(),
+    );
     match (want, have) {
         (Some(w), Some(h)) if w != h && version(w) < version(h) => out.held.push(format!(
             "redisVersion {w} is older than the instance's {h}: Memorystore upgrades only"

@@ -40,7 +40,10 @@ impl At<'_> {
     }
 
     fn named(&self) -> String {
-        format!("Memorystore instance {}/{}/{}", self.project, self.region, self.id)
+        format!(
+            "Memorystore instance {}/{}/{}",
+            self.project, self.region, self.id
+        )
     }
 }
 
@@ -69,7 +72,12 @@ pub async fn create(rest: &Rest, at: At<'_>, instance: &Value) -> Result<Started
 }
 
 /// `instances.patch` of the fields `mask` names (snake_case, as Go's).
-pub async fn patch(rest: &Rest, at: At<'_>, body: &Value, mask: &str) -> Result<Value, ProviderError> {
+pub async fn patch(
+    rest: &Rest,
+    at: At<'_>,
+    body: &Value,
+    mask: &str,
+) -> Result<Value, ProviderError> {
     let path = format!("{}?updateMask={}", at.path(), segment(mask));
     (rest.call(Method::PATCH, &path, Some(body)).await)
         .map_err(|e| e.into_provider_error(&format!("updating {} ({mask})", at.named())))
@@ -78,7 +86,9 @@ pub async fn patch(rest: &Rest, at: At<'_>, body: &Value, mask: &str) -> Result<
 /// `instances.upgrade` to `version`.
 pub async fn upgrade(rest: &Rest, at: At<'_>, version: &str) -> Result<Value, ProviderError> {
     let body = json!({ "redisVersion": version });
-    (rest.call(Method::POST, &format!("{}:upgrade", at.path()), Some(&body)).await)
+    (rest
+        .call(Method::POST, &format!("{}:upgrade", at.path()), Some(&body))
+        .await)
         .map_err(|e| e.into_provider_error(&format!("upgrading {} to {version}", at.named())))
 }
 
@@ -94,6 +104,8 @@ pub async fn delete(rest: &Rest, at: At<'_>) -> Result<Started, ProviderError> {
 /// `operations.get` of an operation's `name` (`projects/…/operations/…`).
 pub async fn operation(rest: &Rest, name: &str) -> Result<Value, ProviderError> {
     let parts: Vec<String> = name.split('/').map(segment).collect();
-    (rest.call(Method::GET, &format!("v1/{}", parts.join("/")), None).await)
+    (rest
+        .call(Method::GET, &format!("v1/{}", parts.join("/")), None)
+        .await)
         .map_err(|e| e.into_provider_error(&format!("reading the operation {name}")))
 }

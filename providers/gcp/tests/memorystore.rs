@@ -23,8 +23,11 @@ use support::{fault, installer_vpc, private_access, rest, unique, until};
 /// The instance `desired_instance` builds for `tier` on the cluster's
 /// network.
 fn wanted(id: &str, tier: &Value, access: &(String, String)) -> Value {
-    let labels: BTreeMap<String, String> =
-        [("integreatly-org_clusterid".to_string(), "testcluster".to_string())].into();
+    let labels: BTreeMap<String, String> = [(
+        "integreatly-org_clusterid".to_string(),
+        "testcluster".to_string(),
+    )]
+    .into();
     let inputs = Inputs {
         project: "p1",
         region: "europe-west2",
@@ -34,7 +37,9 @@ fn wanted(id: &str, tier: &Value, access: &(String, String)) -> Value {
         network: &access.0,
         reserved_ip_range: &access.1,
     };
-    desired_instance(tier, &inputs).unwrap_or_else(|e| panic!("{e}")).instance
+    desired_instance(tier, &inputs)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .instance
 }
 
 fn at(id: &str) -> At<'_> {
@@ -48,7 +53,9 @@ fn at(id: &str) -> At<'_> {
 /// Waits until the instance is READY with nothing left of `desired` to do.
 async fn settled(rest: &Rest, id: &str, desired: &Value) -> Value {
     until(&format!("{id} READY as wanted"), 60, || async {
-        let found = redis_api::get(rest, at(id)).await.unwrap_or_else(|e| panic!("{e}"))?;
+        let found = redis_api::get(rest, at(id))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))?;
         (found["state"] == "READY" && diff(desired, &found) == Diff::default()).then_some(found)
     })
     .await
@@ -65,12 +72,17 @@ async fn an_instance_of_the_go_default_tier_lives_changes_and_is_deleted() {
     let (rest, cluster, id) = (rest(), unique("rnet"), unique("cache"));
     let access = cluster_access(&rest, &cluster).await;
     let desired = wanted(&id, &Value::Null, &access);
-    let created = redis_api::create(&rest, at(&id), &desired).await.unwrap_or_else(|e| panic!("{e}"));
+    let created = redis_api::create(&rest, at(&id), &desired)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(matches!(created, Started::Operation(_)), "{created:?}");
     let found = settled(&rest, &id, &desired).await;
     let range = access.1.clone();
     assert_eq!(found["port"], 6379);
-    assert!(found["host"].as_str().is_some_and(|h| h.starts_with("10.")), "{found}");
+    assert!(
+        found["host"].as_str().is_some_and(|h| h.starts_with("10.")),
+        "{found}"
+    );
     assert_eq!(found["reservedIpRange"], json!(range));
     assert_eq!(
         redis_api::create(&rest, at(&id), &desired).await.ok(),
@@ -80,35 +92,65 @@ async fn an_instance_of_the_go_default_tier_lives_changes_and_is_deleted() {
     let unpatchable = redis_api::patch(&rest, at(&id), &json!({"tier": "BASIC"}), "tier")
         .await
         .expect_err("tier cannot be updated");
-    assert!(unpatchable.message().contains("cannot be updated"), "{unpatchable}");
+    assert!(
+        unpatchable.message().contains("cannot be updated"),
+        "{unpatchable}"
+    );
 
     // A tier edit as Go's tests write one: more memory, a window.
     let tier = json!({"instance": {"memory_size_gb": 2,
         "maintenance_policy": {"weekly_maintenance_window": [{"day": 7, "start_time": {"hours": 3}}]}}});
     let edited = wanted(&id, &tier, &access);
-    let (body, mask) = diff(&edited, &found).update.unwrap_or_else(|| panic!("an update"));
+    let (body, mask) = diff(&edited, &found)
+        .update
+        .unwrap_or_else(|| panic!("an update"));
     assert_eq!(mask, "memory_size_gb,maintenance_policy");
-    redis_api::patch(&rest, at(&id), &body, &mask).await.unwrap_or_else(|e| panic!("{e}"));
+    redis_api::patch(&rest, at(&id), &body, &mask)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let found = settled(&rest, &id, &edited).await;
     assert_eq!(found["memorySizeGb"], 2);
 
     // An older version is held; a newer one is an upgrade.
-    let older = wanted(&id, &json!({"instance": {"redis_version": "REDIS_5_0"}}), &access);
+    let older = wanted(
+        &id,
+        &json!({"instance": {"redis_version": "REDIS_5_0"}}),
+        &access,
+    );
     assert!(diff(&older, &found).upgrade.is_none() && !diff(&older, &found).held.is_empty());
-    let newer = wanted(&id, &json!({"instance": {"memory_size_gb": 2, "redis_version": "REDIS_7_2",
-        "maintenance_policy": {"weekly_maintenance_window": [{"day": 7, "start_time": {"hours": 3}}]}}}), &access);
+    let newer = wanted(
+        &id,
+        &json!({"instance": {"memory_size_gb": 2, "redis_version": "REDIS_7_2",
+        "maintenance_policy": {"weekly_maintenance_window": [{"day": 7, "start_time": {"hours": 3}}]}}}),
+        &access,
+    );
     let version = diff(&newer, &found).upgrade.unwrap_or_default();
-    redis_api::upgrade(&rest, at(&id), &version).await.unwrap_or_else(|e| panic!("{e}"));
+    redis_api::upgrade(&rest, at(&id), &version)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     settled(&rest, &id, &newer).await;
 
     // Deleted; then the network goes with the last database.
-    assert!(matches!(redis_api::delete(&rest, at(&id)).await, Ok(Started::Operation(_))));
+    assert!(matches!(
+        redis_api::delete(&rest, at(&id)).await,
+        Ok(Started::Operation(_))
+    ));
     until("the instance gone", 60, || async {
-        redis_api::get(&rest, at(&id)).await.unwrap_or_else(|e| panic!("{e}")).is_none().then_some(())
+        redis_api::get(&rest, at(&id))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_none()
+            .then_some(())
     })
     .await;
-    let apis = Apis { compute: &rest, services: &rest };
-    let cluster = Cluster { project: "p1", id: &cluster };
+    let apis = Apis {
+        compute: &rest,
+        services: &rest,
+    };
+    let cluster = Cluster {
+        project: "p1",
+        id: &cluster,
+    };
     until("the network removed", 90, || async {
         match network::remove(&apis, cluster).await {
             Ok(Removed::Gone) => Some(()),
@@ -126,10 +168,14 @@ async fn a_create_whose_answer_is_lost_is_found_on_the_retry() {
     let desired = wanted(&id, &Value::Null, &access);
     fault(
         &id,
-        Some(json!({"method": "redis.projects.locations.instances.create", "match": id,
-            "lose_answer": true, "times": 1})),
+        Some(
+            json!({"method": "redis.projects.locations.instances.create", "match": id,
+            "lose_answer": true, "times": 1}),
+        ),
     );
-    let lost = redis_api::create(&rest, at(&id), &desired).await.expect_err("the answer is lost");
+    let lost = redis_api::create(&rest, at(&id), &desired)
+        .await
+        .expect_err("the answer is lost");
     fault(&id, None);
     assert_eq!(lost.kind(), ErrorKind::Transient, "{lost}");
     assert_eq!(
@@ -147,12 +193,17 @@ async fn an_instance_without_private_access_is_refused() {
     let (rest, cluster, id) = (rest(), unique("rbare"), unique("bare"));
     installer_vpc(&rest, "p1", &cluster).await;
     let bare = (
-        format!("https://www.googleapis.com/compute/v1/projects/p1/global/networks/{cluster}-network"),
+        format!(
+            "https://www.googleapis.com/compute/v1/projects/p1/global/networks/{cluster}-network"
+        ),
         "norange".to_string(),
     );
     let refused = redis_api::create(&rest, at(&id), &wanted(&id, &Value::Null, &bare))
         .await
         .expect_err("no private services access");
     assert_eq!(refused.kind(), ErrorKind::Permanent, "{refused}");
-    assert!(refused.message().contains("private service access"), "{refused}");
+    assert!(
+        refused.message().contains("private service access"),
+        "{refused}"
+    );
 }

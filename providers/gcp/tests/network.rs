@@ -119,13 +119,17 @@ async fn creates_whose_answers_are_lost_are_found_not_made_twice() {
     // connection's create (its body names the VPC).
     fault(
         &format!("{id}-address"),
-        Some(json!({"method": "compute.globalAddresses.insert", "match": id.replace('-', ""),
-            "lose_answer": true, "times": 1})),
+        Some(
+            json!({"method": "compute.globalAddresses.insert", "match": id.replace('-', ""),
+            "lose_answer": true, "times": 1}),
+        ),
     );
     fault(
         &format!("{id}-connection"),
-        Some(json!({"method": "servicenetworking.services.connections.create", "match": format!("{id}-network"),
-            "lose_answer": true, "times": 1})),
+        Some(
+            json!({"method": "servicenetworking.services.connections.create", "match": format!("{id}-network"),
+            "lose_answer": true, "times": 1}),
+        ),
     );
     let apis = Apis {
         compute: &rest,

@@ -205,7 +205,9 @@ async fn a_create_whose_answer_is_lost_is_found_on_the_retry_and_throttling_is_n
     let (rest, name) = (rest(), unique("lost"));
     fault(
         &name,
-        Some(json!({"method": "sql.instances.insert", "match": name, "lose_answer": true, "times": 1})),
+        Some(
+            json!({"method": "sql.instances.insert", "match": name, "lose_answer": true, "times": 1}),
+        ),
     );
     let lost = sqladmin::insert(&rest, "p1", &body(&name).await)
         .await
@@ -225,8 +227,10 @@ async fn a_create_whose_answer_is_lost_is_found_on_the_retry_and_throttling_is_n
 
     fault(
         &name,
-        Some(json!({"method": "sql.instances.get", "match": name, "code": 429, "status": "RESOURCE_EXHAUSTED",
-        "reason": "rateLimitExceeded", "message": "Quota exceeded", "times": 1})),
+        Some(
+            json!({"method": "sql.instances.get", "match": name, "code": 429, "status": "RESOURCE_EXHAUSTED",
+        "reason": "rateLimitExceeded", "message": "Quota exceeded", "times": 1}),
+        ),
     );
     let throttled = sqladmin::get(&rest, "p1", &name)
         .await

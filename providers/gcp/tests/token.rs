@@ -49,7 +49,9 @@ async fn an_exchange_whose_answer_is_lost_is_made_again_and_the_token_is_kept() 
         None
     );
     // The token is kept: an endpoint that now refuses is not asked.
-    token_fault(Some(json!({"code": 400, "error": "invalid_grant", "message": "refused", "times": 1})));
+    token_fault(Some(
+        json!({"code": 400, "error": "invalid_grant", "message": "refused", "times": 1}),
+    ));
     let kept = token.bearer().await;
     token_fault(None);
     assert!(kept.is_ok(), "{kept:?}");
