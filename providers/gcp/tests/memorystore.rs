@@ -97,46 +97,58 @@ async fn an_instance_of_the_go_default_tier_lives_changes_and_is_deleted() {
         "{unpatchable}"
     );
 
-    // A tier edit as Go's tests write one: more memory, a window.
+    let found = changed_by_tier_edits(&rest, &id, &access, found).await;
+    assert_eq!(found["redisVersion"], "REDIS_7_2");
+    deleted_with_its_network(&rest, &id, &cluster).await;
+}
+
+/// A tier edit as Go's tests write one (more memory, a window) is an
+/// update; an older version is held, a newer one an upgrade.
+async fn changed_by_tier_edits(
+    rest: &Rest,
+    id: &str,
+    access: &(String, String),
+    found: Value,
+) -> Value {
     let tier = json!({"instance": {"memory_size_gb": 2,
         "maintenance_policy": {"weekly_maintenance_window": [{"day": 7, "start_time": {"hours": 3}}]}}});
-    let edited = wanted(&id, &tier, &access);
+    let edited = wanted(id, &tier, access);
     let (body, mask) = diff(&edited, &found)
         .update
         .unwrap_or_else(|| panic!("an update"));
     assert_eq!(mask, "memory_size_gb,maintenance_policy");
-    redis_api::patch(&rest, at(&id), &body, &mask)
+    redis_api::patch(rest, at(id), &body, &mask)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let found = settled(&rest, &id, &edited).await;
+    let found = settled(rest, id, &edited).await;
     assert_eq!(found["memorySizeGb"], 2);
-
-    // An older version is held; a newer one is an upgrade.
     let older = wanted(
-        &id,
+        id,
         &json!({"instance": {"redis_version": "REDIS_5_0"}}),
-        &access,
+        access,
     );
     assert!(diff(&older, &found).upgrade.is_none() && !diff(&older, &found).held.is_empty());
     let newer = wanted(
-        &id,
+        id,
         &json!({"instance": {"memory_size_gb": 2, "redis_version": "REDIS_7_2",
         "maintenance_policy": {"weekly_maintenance_window": [{"day": 7, "start_time": {"hours": 3}}]}}}),
-        &access,
+        access,
     );
     let version = diff(&newer, &found).upgrade.unwrap_or_default();
-    redis_api::upgrade(&rest, at(&id), &version)
+    redis_api::upgrade(rest, at(id), &version)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    settled(&rest, &id, &newer).await;
+    settled(rest, id, &newer).await
+}
 
-    // Deleted; then the network goes with the last database.
+/// Deletes the instance; then the network goes, as with the last database.
+async fn deleted_with_its_network(rest: &Rest, id: &str, cluster: &str) {
     assert!(matches!(
-        redis_api::delete(&rest, at(&id)).await,
+        redis_api::delete(rest, at(id)).await,
         Ok(Started::Operation(_))
     ));
     until("the instance gone", 60, || async {
-        redis_api::get(&rest, at(&id))
+        redis_api::get(rest, at(id))
             .await
             .unwrap_or_else(|e| panic!("{e}"))
             .is_none()
@@ -144,12 +156,12 @@ async fn an_instance_of_the_go_default_tier_lives_changes_and_is_deleted() {
     })
     .await;
     let apis = Apis {
-        compute: &rest,
-        services: &rest,
+        compute: rest,
+        services: rest,
     };
     let cluster = Cluster {
         project: "p1",
-        id: &cluster,
+        id: cluster,
     };
     until("the network removed", 90, || async {
         match network::remove(&apis, cluster).await {
