@@ -12,13 +12,13 @@ use std::collections::BTreeMap;
 use cro_provider_api::ErrorKind;
 use cro_provider_gcp::{
     memorystore::{Diff, Inputs, desired_instance, diff},
-    network::{self, Apis, Cluster, Removed},
+    network::Cluster,
     redis_api::{self, At},
     rest::Rest,
     sqladmin::Started,
 };
 use serde_json::{Value, json};
-use support::{fault, installer_vpc, private_access, rest, unique, until};
+use support::{fault, installer_vpc, private_access, removed, rest, unique, until};
 
 /// The instance `desired_instance` builds for `tier` on the cluster's
 /// network.
@@ -155,21 +155,13 @@ async fn deleted_with_its_network(rest: &Rest, id: &str, cluster: &str) {
             .then_some(())
     })
     .await;
-    let apis = Apis {
-        compute: rest,
-        services: rest,
-    };
-    let cluster = Cluster {
-        project: "p1",
-        id: cluster,
-    };
-    until("the network removed", 90, || async {
-        match network::remove(&apis, cluster).await {
-            Ok(Removed::Gone) => Some(()),
-            Ok(Removed::Waiting(_)) => None,
-            Err(e) => panic!("{e}"),
-        }
-    })
+    removed(
+        rest,
+        Cluster {
+            project: "p1",
+            id: cluster,
+        },
+    )
     .await;
 }
 

@@ -9,33 +9,17 @@ mod support;
 
 use cro_provider_api::ErrorKind;
 use cro_provider_gcp::{
-    network::{self, Apis, Cluster, PEERING, Ready, Removed, Wanted, ip_range_name},
+    network::{self, Apis, Cluster, PEERING, Ready, Wanted, ip_range_name},
     rest::Rest,
 };
 use http::Method;
 use serde_json::{Value, json};
-use support::{fault, installer_vpc, private_access, rest, unique, until};
+use support::{fault, installer_vpc, private_access, removed, rest, unique, until};
 
 async fn read(rest: &Rest, path: &str) -> Value {
     rest.call(Method::GET, path, None)
         .await
         .unwrap_or_else(|e| panic!("{path}: {e:?}"))
-}
-
-/// Removes the cluster's private services access, pass by pass.
-async fn removed(rest: &Rest, cluster: Cluster<'_>) {
-    let apis = Apis {
-        compute: rest,
-        services: rest,
-    };
-    until("the private services access removed", 90, || async {
-        match network::remove(&apis, cluster).await {
-            Ok(Removed::Gone) => Some(()),
-            Ok(Removed::Waiting(_)) => None,
-            Err(e) => panic!("{e}"),
-        }
-    })
-    .await
 }
 
 #[tokio::test]

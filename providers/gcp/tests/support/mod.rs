@@ -13,7 +13,7 @@ use std::{
 
 use cro_provider_api::{Fence, proxy::Proxies};
 use cro_provider_gcp::{
-    network::{self, Apis, Cluster, Ready, Wanted},
+    network::{self, Apis, Cluster, Ready, Removed, Wanted},
     rest::{Rest, Token},
     service_account::{ServiceAccountKey, ServiceAccountToken},
 };
@@ -141,4 +141,20 @@ pub fn fault(id: &str, fault: Option<Value>) {
     }
     std::fs::write(&path, serde_json::to_string(&all).unwrap_or_default())
         .unwrap_or_else(|e| panic!("{path}: {e}"));
+}
+
+/// Removes the cluster's private services access, pass by pass.
+pub async fn removed(rest: &Rest, cluster: Cluster<'_>) {
+    let apis = Apis {
+        compute: rest,
+        services: rest,
+    };
+    until("the private services access removed", 90, || async {
+        match network::remove(&apis, cluster).await {
+            Ok(Removed::Gone) => Some(()),
+            Ok(Removed::Waiting(_)) => None,
+            Err(e) => panic!("{e}"),
+        }
+    })
+    .await
 }
