@@ -946,18 +946,9 @@ mod tests {
         running.abort();
     }
 
-    fn details(pairs: &[(&str, &str)]) -> ConnectionDetails {
-        ConnectionDetails(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
-    }
-
     #[test]
     fn database_targets_come_from_the_secret_keys_and_never_print_the_password() {
-        let pg = details(&[
+        let pg = ConnectionDetails::of(&[
             ("host", "db"),
             ("port", "5433"),
             ("username", "u"),
@@ -981,7 +972,7 @@ mod tests {
             })
         ));
         assert_eq!(format!("{t:?}"), "Some(db:5433)");
-        let placeholder = details(&[
+        let placeholder = ConnectionDetails::of(&[
             ("host", ""),
             ("port", "5432"),
             ("username", "u"),
@@ -991,7 +982,7 @@ mod tests {
             Target::of(ResourceKind::Postgres, &placeholder, false),
             None
         );
-        let redis = details(&[("uri", "cache"), ("port", "6379")]);
+        let redis = ConnectionDetails::of(&[("uri", "cache"), ("port", "6379")]);
         assert!(matches!(
             Target::of(ResourceKind::Redis, &redis, true),
             Some(Target::Redis {
@@ -1000,7 +991,8 @@ mod tests {
                 ..
             })
         ));
-        let encrypted = details(&[("uri", "cache"), ("password", "t"), ("tls", "true")]);
+        let encrypted =
+            ConnectionDetails::of(&[("uri", "cache"), ("password", "t"), ("tls", "true")]);
         assert!(matches!(
             Target::of(ResourceKind::Redis, &encrypted, true),
             Some(Target::Redis {
@@ -1016,7 +1008,7 @@ mod tests {
     fn bucket_and_mail_targets_come_from_the_secret_keys_and_never_print_the_password() {
         // A bucket is checked where its Secret names an endpoint (an
         // in-cluster store), never S3's own.
-        let mut bucket = details(&[
+        let mut bucket = ConnectionDetails::of(&[
             ("bucketName", "b"),
             ("bucketRegion", "us-east-1"),
             ("credentialKeyID", "k"),
@@ -1031,7 +1023,7 @@ mod tests {
         assert_eq!(http_address("https://h:443"), None);
 
         // SMTP in plain text is checked; over TLS (SES) it is not.
-        let mut mail = details(&[
+        let mut mail = ConnectionDetails::of(&[
             ("host", "mail.ns.svc"),
             ("port", "1025"),
             ("username", "app"),

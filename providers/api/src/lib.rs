@@ -354,6 +354,17 @@ pub struct SnapshotRequest {
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct ConnectionDetails(pub BTreeMap<String, String>);
 
+impl ConnectionDetails {
+    /// The details of these keys and values.
+    pub fn of(pairs: &[(&str, &str)]) -> Self {
+        ConnectionDetails(
+            (pairs.iter())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+}
+
 impl std::fmt::Debug for ConnectionDetails {
     // Only the keys: the values are credentials.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

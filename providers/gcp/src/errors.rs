@@ -28,6 +28,10 @@ pub struct GoogleError {
     pub retry_delay: Option<Duration>,
 }
 
+/// The reason of a refusal made here, not by GCP: credentials that cannot
+/// be used (a key file that does not parse).
+pub const CREDENTIALS_UNUSABLE: &str = "credentialsUnusable";
+
 /// What the caller does with an answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Meaning {
@@ -115,14 +119,16 @@ impl GoogleError {
             &self.reason
         };
         let advice = advice(&self);
-        let mut err = ProviderError::new(
-            kind,
-            format!(
+        let text = match self.reason.as_str() {
+            // Refused here, before any call: no answer of GCP's.
+            CREDENTIALS_UNUSABLE => format!("{doing}: {}", self.message),
+            _ => format!(
                 "{doing}: GCP answered {} {code}: {}{advice}",
                 self.code, self.message
             ),
-        )
-        .with_code(Some(code).filter(|c| !c.is_empty()).map(String::as_str));
+        };
+        let mut err = ProviderError::new(kind, text)
+            .with_code(Some(code).filter(|c| !c.is_empty()).map(String::as_str));
         if let Some(wait) = self.retry_delay {
             err = err.retry_in(wait);
         }

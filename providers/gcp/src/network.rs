@@ -196,18 +196,20 @@ async fn get(rest: &Rest, path: &str, doing: &str) -> Result<Option<Value>, Prov
     }
 }
 
-/// Sends a create or delete: started, or (already exists, not found) the
-/// next pass looks.
+/// Sends a create or delete: started, or already done (`done`: a
+/// create's "already exists", a delete's "not found", perhaps the work of
+/// a call whose answer was lost); the next pass looks. The other answer
+/// of the two is a failure: a create told "not found" names a project or
+/// network that is not there.
 async fn start(
     rest: &Rest,
-    verb: Method,
-    path: &str,
-    body: Option<&Value>,
+    (verb, path, body): (Method, &str, Option<&Value>),
+    done: Meaning,
     doing: &str,
 ) -> Result<(), ProviderError> {
     match rest.call(verb, path, body).await {
         Ok(_) => Ok(()),
-        Err(e) if matches!(e.meaning(), Meaning::AlreadyExists | Meaning::NotFound) => Ok(()),
+        Err(e) if e.meaning() == done => Ok(()),
         Err(e) => Err(failed(e, doing)),
     }
 }
@@ -336,9 +338,8 @@ async fn reserve(
     );
     start(
         apis.compute,
-        Method::POST,
-        &path,
-        Some(&body),
+        (Method::POST, &path, Some(&body)),
+        Meaning::AlreadyExists,
         &format!("reserving the IP range {range}"),
     )
     .await
@@ -385,9 +386,8 @@ pub async fn remove(apis: &Apis<'_>, cluster: Cluster<'_>) -> Result<Removed, Pr
         let body = json!({ "name": PEERING });
         start(
             apis.compute,
-            Method::POST,
-            &path,
-            Some(&body),
+            (Method::POST, &path, Some(&body)),
+            Meaning::NotFound,
             "removing the Service Networking peering",
         )
         .await?;
@@ -400,9 +400,8 @@ pub async fn remove(apis: &Apis<'_>, cluster: Cluster<'_>) -> Result<Removed, Pr
         let body = json!({ "consumerNetwork": consumer_network(cluster.project, &vpc) });
         start(
             apis.services,
-            Method::POST,
-            &path,
-            Some(&body),
+            (Method::POST, &path, Some(&body)),
+            Meaning::NotFound,
             "deleting the cluster VPC's Service Networking connection",
         )
         .await?;
@@ -418,9 +417,8 @@ pub async fn remove(apis: &Apis<'_>, cluster: Cluster<'_>) -> Result<Removed, Pr
     {
         start(
             apis.compute,
-            Method::DELETE,
-            &path,
-            None,
+            (Method::DELETE, &path, None),
+            Meaning::NotFound,
             &format!("deleting the IP range {range}"),
         )
         .await?;

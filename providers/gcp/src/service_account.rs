@@ -140,12 +140,13 @@ fn pem_body(pem: &str) -> Option<Vec<u8>> {
     BASE64.decode(text.as_bytes()).ok()
 }
 
-/// A refusal that needs a person (status 400: not retried soon).
+/// Credentials that cannot be used: needs a person (status 400: not
+/// retried soon), and no answer of GCP's (see `into_provider_error`).
 fn refusal(message: String) -> GoogleError {
     GoogleError {
         code: 400,
         status: "INVALID_ARGUMENT".into(),
-        reason: "invalidCredentials".into(),
+        reason: crate::errors::CREDENTIALS_UNUSABLE.into(),
         message,
         retry_delay: None,
     }
@@ -325,6 +326,13 @@ mod tests {
             assert_eq!(
                 e.meaning(),
                 crate::errors::Meaning::Failed(cro_provider_api::ErrorKind::Permanent)
+            );
+            // Refused here: never reported as GCP's answer.
+            let reported = e.into_provider_error("reading an instance").to_string();
+            assert!(
+                reported.starts_with("reading an instance: Secret ns/creds")
+                    && !reported.contains("GCP answered"),
+                "{reported}"
             );
         }
     }

@@ -115,7 +115,7 @@ impl InClusterProvider {
         let key = user_key(store, &secrets, req, at, user)
             .await
             .map_err(reach)?;
-        Ok(crate::details(&[
+        Ok(ConnectionDetails::of(&[
             ("bucketName", bucket),
             ("bucketRegion", REGION),
             ("credentialKeyID", &key.id),
@@ -196,7 +196,7 @@ fn placeholder() -> Provisioned {
         "credentialSecretKey",
     ];
     let empty: Vec<(&str, &str)> = keys.iter().map(|k| (*k, "")).collect();
-    let outcome = Outcome::Ready(crate::details(&empty));
+    let outcome = Outcome::Ready(ConnectionDetails::of(&empty));
     provisioned("openshift-blobstorage-template", outcome, None)
 }
 

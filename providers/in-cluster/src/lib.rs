@@ -645,7 +645,7 @@ impl InClusterProvider {
         let outcome = match outcome {
             // The Go operator puts the host (not a URL) in `uri`.
             Outcome::Ready(()) => {
-                let mut details = details(&[("uri", &host), ("port", "6379")]);
+                let mut details = ConnectionDetails::of(&[("uri", &host), ("port", "6379")]);
                 if let Some(password) = password {
                     details.0.insert("password".into(), password);
                 }
@@ -778,15 +778,6 @@ fn available(d: &Deployment) -> bool {
 fn restored(req: &ResourceRequest, outcome: &Outcome<ConnectionDetails>) -> Option<String> {
     let ready = matches!(outcome, Outcome::Ready(_));
     (ready && req.restore_from_snapshot.is_some()).then(|| req.identifier.clone())
-}
-
-fn details(pairs: &[(&str, &str)]) -> ConnectionDetails {
-    ConnectionDetails(
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    )
 }
 
 fn provisioned(

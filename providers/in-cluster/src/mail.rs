@@ -3,7 +3,7 @@
 //! the Secret's password and keeps what it is sent for a person to read,
 //! relaying it to a smarthost when the tier says (see `relay`).
 
-use cro_provider_api::{Outcome, ProviderError, Provisioned, ResourceRequest};
+use cro_provider_api::{ConnectionDetails, Outcome, ProviderError, Provisioned, ResourceRequest};
 use k8s_openapi::api::core::v1::Secret;
 
 use crate::{
@@ -34,7 +34,7 @@ impl InClusterProvider {
         let (outcome, pending) = self.workload(req, &desired, Layout::Ours).await?;
         let port = workload::MAIL_SERVER_PORT.to_string();
         let outcome = match outcome {
-            Outcome::Ready(()) => Outcome::Ready(crate::details(&[
+            Outcome::Ready(()) => Outcome::Ready(ConnectionDetails::of(&[
                 ("host", &self.host(req)),
                 ("port", &port),
                 ("username", workload::MAIL_USER),
@@ -76,7 +76,7 @@ impl InClusterProvider {
 /// The Go operator's Secret of an in-cluster SMTPCredentialSet: its keys,
 /// for a person to fill in.
 fn placeholder() -> Provisioned {
-    let outcome = Outcome::Ready(crate::details(&[
+    let outcome = Outcome::Ready(ConnectionDetails::of(&[
         ("username", ""),
         ("password", ""),
         ("host", ""),
